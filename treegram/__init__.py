@@ -1,0 +1,68 @@
+"""treegram: structured generation for speculative decoding.
+
+``import treegram`` needs only numpy and numba; torch integrations are imported when used.
+"""
+
+from __future__ import annotations
+
+from treegram.compiler import CompiledGrammar, GrammarCompiler
+from treegram.errors import (
+    BitmaskError,
+    BitmaskIndexError,
+    EmptyVocabularyError,
+    GrammarError,
+    GrammarSyntaxError,
+    InvalidTokenIdError,
+    MatcherStateError,
+    TokenizerError,
+    TreegramError,
+    UndefinedRuleError,
+)
+from treegram.grammar import Grammar
+from treegram.matcher import GrammarMatcher
+from treegram.matcher._bitmask import (
+    allocate_token_bitmask,
+    allowed_token_ids,
+    as_bitmask_array,
+    bitmask_dtype,
+    bitmask_to_bool,
+    bool_to_bitmask,
+    check_row_index,
+    get_bitmask_shape,
+    reset_token_bitmask,
+)
+from treegram.tokenizer import TokenizerInfo, VocabType
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    # errors
+    "TreegramError",
+    "GrammarError",
+    "GrammarSyntaxError",
+    "UndefinedRuleError",
+    "TokenizerError",
+    "EmptyVocabularyError",
+    "InvalidTokenIdError",
+    "BitmaskError",
+    "BitmaskIndexError",
+    "MatcherStateError",
+    # bitmask
+    "bitmask_dtype",
+    "get_bitmask_shape",
+    "allocate_token_bitmask",
+    "reset_token_bitmask",
+    "as_bitmask_array",
+    "check_row_index",
+    "bitmask_to_bool",
+    "bool_to_bitmask",
+    "allowed_token_ids",
+    # grammars, vocabularies, compilation and matching
+    "Grammar",
+    "TokenizerInfo",
+    "VocabType",
+    "CompiledGrammar",
+    "GrammarCompiler",
+    "GrammarMatcher",
+]

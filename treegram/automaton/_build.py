@@ -1,0 +1,372 @@
+"""Grammar IR to one flat automaton for all rules.
+
+Each rule body becomes a byte-level NFA (Thompson construction) whose edges read a byte
+range or *call* another rule; subset construction turns it into a DFA over the same two
+kinds of labels. All rule DFAs are numbered into one global state space and stored as
+flat arrays (:class:`Automaton`), which the Earley kernels walk. Calls stay
+non-deterministic on purpose: the Earley chart handles them, so recursion, ambiguity and
+nullable rules need no special casing here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import GrammarError, UndefinedRuleError
+from ..grammar._ir import Bytes, CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
+from ._utf8 import complement_ranges, normalize_ranges, utf8_sequences
+
+__all__ = ["Automaton", "build_automaton", "LOOKAHEAD_SUFFIX"]
+
+LOOKAHEAD_SUFFIX = "$lookahead"
+
+
+@dataclass(frozen=True, eq=False)
+class Automaton:
+    """Flat arrays of the automaton of a whole grammar.
+
+    States are global ids ``0 .. n_states-1``; each belongs to one rule.
+
+    Attributes
+    ----------
+    rule_names : tuple of str
+        Name per rule id (lookahead pseudo-rules end with ``$lookahead``).
+    root_rule : int
+        Rule id of the root.
+    rule_start : int32 [n_rules]
+        Start state of each rule.
+    rule_nullable : uint8 [n_rules]
+        1 if the rule derives the empty string.
+    rule_lookahead : int32 [n_rules]
+        Rule id of the rule's lookahead pseudo-rule, or -1.
+    state_rule : int32 [n_states]
+        Owning rule of each state.
+    state_final : uint8 [n_states]
+        1 if the rule may end in this state.
+    byte_class : int32 [256]
+        Byte to byte-equivalence-class id.
+    n_classes : int
+        Number of byte classes.
+    trans : int32 [n_states * n_classes]
+        Byte transition ``trans[s * n_classes + byte_class[b]]`` or -1.
+    ref_ptr : int32 [n_states + 1]
+        CSR offsets of rule-call edges of each state.
+    ref_rule, ref_target : int32 [n_ref_edges]
+        Called rule and the state reached after the call returns.
+    """
+
+    rule_names: tuple[str, ...]
+    root_rule: int
+    rule_start: np.ndarray
+    rule_nullable: np.ndarray
+    rule_lookahead: np.ndarray
+    state_rule: np.ndarray
+    state_final: np.ndarray
+    byte_class: np.ndarray
+    n_classes: int
+    trans: np.ndarray
+    ref_ptr: np.ndarray
+    ref_rule: np.ndarray
+    ref_target: np.ndarray
+
+    @property
+    def n_states(self) -> int:
+        """Number of states over all rules."""
+        return int(self.state_rule.shape[0])
+
+    @property
+    def n_rules(self) -> int:
+        """Number of rules, lookahead pseudo-rules included."""
+        return len(self.rule_names)
+
+    def arrays(self) -> tuple:
+        """The arrays in the order the kernels take them."""
+        return (
+            self.rule_start,
+            self.rule_nullable,
+            self.state_rule,
+            self.state_final,
+            self.byte_class,
+            self.n_classes,
+            self.trans,
+            self.ref_ptr,
+            self.ref_rule,
+            self.ref_target,
+        )
+
+
+class _Nfa:
+    """A mutable Thompson NFA: epsilon, byte-range and rule-call edges per state."""
+
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.byte_edges: list[list[tuple[int, int, int]]] = []
+        self.ref_edges: list[list[tuple[int, int]]] = []
+
+    def new_state(self) -> int:
+        self.eps.append([])
+        self.byte_edges.append([])
+        self.ref_edges.append([])
+        return len(self.eps) - 1
+
+
+class _NfaBuilder:
+    """Builds the NFA of one rule body, resolving rule names to ids."""
+
+    def __init__(self, rule_ids: dict[str, int], rule_name: str) -> None:
+        self.nfa = _Nfa()
+        self.rule_ids = rule_ids
+        self.rule_name = rule_name
+        self._class_cache: dict[CharClass, list[tuple[tuple[int, int], ...]]] = {}
+
+    def build(self, expr: Expr, start: int, end: int) -> None:
+        nfa = self.nfa
+        if isinstance(expr, Bytes):
+            cur = start
+            for i, b in enumerate(expr.data):
+                nxt = end if i == len(expr.data) - 1 else nfa.new_state()
+                nfa.byte_edges[cur].append((b, b, nxt))
+                cur = nxt
+            if not expr.data:
+                nfa.eps[start].append(end)
+        elif isinstance(expr, CharClass):
+            for seq in self._sequences(expr):
+                cur = start
+                for i, (lo, hi) in enumerate(seq):
+                    nxt = end if i == len(seq) - 1 else nfa.new_state()
+                    nfa.byte_edges[cur].append((lo, hi, nxt))
+                    cur = nxt
+        elif isinstance(expr, Seq):
+            if not expr.items:
+                nfa.eps[start].append(end)
+                return
+            cur = start
+            for i, item in enumerate(expr.items):
+                nxt = end if i == len(expr.items) - 1 else nfa.new_state()
+                self.build(item, cur, nxt)
+                cur = nxt
+        elif isinstance(expr, Choice):
+            for item in expr.items:
+                self.build(item, start, end)
+        elif isinstance(expr, Repeat):
+            self._build_repeat(expr, start, end)
+        elif isinstance(expr, RuleRef):
+            rid = self.rule_ids.get(expr.name)
+            if rid is None:
+                raise UndefinedRuleError(
+                    f"rule {self.rule_name!r} references undefined rule {expr.name!r}"
+                )
+            nfa.ref_edges[start].append((rid, end))
+        else:  # pragma: no cover - the IR is closed
+            raise GrammarError(f"unknown grammar expression {expr!r}")
+
+    def _build_repeat(self, expr: Repeat, start: int, end: int) -> None:
+        nfa = self.nfa
+        if expr.max is not None and expr.max < expr.min:
+            raise GrammarError(f"repetition {{{expr.min},{expr.max}}} has max < min")
+        cur = start
+        for _ in range(expr.min):
+            nxt = nfa.new_state()
+            self.build(expr.item, cur, nxt)
+            cur = nxt
+        if expr.max is None:
+            loop = nfa.new_state()
+            nfa.eps[cur].append(loop)
+            back = nfa.new_state()
+            self.build(expr.item, loop, back)
+            nfa.eps[back].append(loop)
+            nfa.eps[loop].append(end)
+            return
+        # Optional copies chained so that the DFA stays linear in (max - min).
+        for _ in range(expr.max - expr.min):
+            nfa.eps[cur].append(end)
+            nxt = nfa.new_state()
+            self.build(expr.item, cur, nxt)
+            cur = nxt
+        nfa.eps[cur].append(end)
+
+    def _sequences(self, cls: CharClass) -> list[tuple[tuple[int, int], ...]]:
+        seqs = self._class_cache.get(cls)
+        if seqs is None:
+            ranges = normalize_ranges(list(cls.ranges))
+            if cls.negated:
+                ranges = complement_ranges(ranges)
+            seqs = [s for lo, hi in ranges for s in utf8_sequences(lo, hi)]
+            self._class_cache[cls] = seqs
+        return seqs
+
+
+def _determinize(nfa: _Nfa, start: int, accept: int):
+    """Subset construction. Returns (finals, byte_edges, ref_edges) per DFA state."""
+    closure_cache: dict[int, frozenset[int]] = {}
+
+    def closure(s: int) -> frozenset[int]:
+        got = closure_cache.get(s)
+        if got is not None:
+            return got
+        seen = {s}
+        stack = [s]
+        while stack:
+            for t in nfa.eps[stack.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        got = frozenset(seen)
+        closure_cache[s] = got
+        return got
+
+    def closure_of(states) -> frozenset[int]:
+        out: set[int] = set()
+        for s in states:
+            out |= closure(s)
+        return frozenset(out)
+
+    first = closure(start)
+    ids = {first: 0}
+    order = [first]
+    finals: list[bool] = []
+    byte_out: list[list[tuple[int, int, int]]] = []
+    ref_out: list[list[tuple[int, int]]] = []
+    i = 0
+    while i < len(order):
+        subset = order[i]
+        i += 1
+        finals.append(accept in subset)
+        edges = [e for s in subset for e in nfa.byte_edges[s]]
+        cuts = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
+        out_edges: list[tuple[int, int, int]] = []
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            targets = [to for lo, hi, to in edges if lo <= a and b - 1 <= hi]
+            if not targets:
+                continue
+            tset = closure_of(targets)
+            tid = ids.get(tset)
+            if tid is None:
+                tid = ids[tset] = len(order)
+                order.append(tset)
+            if out_edges and out_edges[-1][1] == a - 1 and out_edges[-1][2] == tid:
+                out_edges[-1] = (out_edges[-1][0], b - 1, tid)
+            else:
+                out_edges.append((a, b - 1, tid))
+        byte_out.append(out_edges)
+        by_rule: dict[int, list[int]] = {}
+        for s in subset:
+            for rid, to in nfa.ref_edges[s]:
+                by_rule.setdefault(rid, []).append(to)
+        refs: list[tuple[int, int]] = []
+        for rid in sorted(by_rule):
+            tset = closure_of(by_rule[rid])
+            tid = ids.get(tset)
+            if tid is None:
+                tid = ids[tset] = len(order)
+                order.append(tset)
+            refs.append((rid, tid))
+        ref_out.append(refs)
+    return finals, byte_out, ref_out
+
+
+def _nullable_rules(rule_start, finals, ref_edges, rule_of_state) -> np.ndarray:
+    """Fixpoint: a rule is nullable if its start reaches a final state through calls to
+    nullable rules only."""
+    n_rules = len(rule_start)
+    nullable = np.zeros(n_rules, dtype=np.uint8)
+    changed = True
+    while changed:
+        changed = False
+        for r in range(n_rules):
+            if nullable[r]:
+                continue
+            seen = {rule_start[r]}
+            stack = [rule_start[r]]
+            while stack:
+                s = stack.pop()
+                if finals[s]:
+                    nullable[r] = 1
+                    changed = True
+                    break
+                for rid, to in ref_edges[s]:
+                    if nullable[rid] and to not in seen:
+                        seen.add(to)
+                        stack.append(to)
+    return nullable
+
+
+def build_automaton(ir: GrammarIR) -> Automaton:
+    """Compile a grammar IR into the flat automaton.
+
+    Parameters
+    ----------
+    ir : GrammarIR
+        The grammar; its root rule must exist.
+
+    Returns
+    -------
+    Automaton
+    """
+    if not ir.has_rule(ir.root):
+        raise GrammarError(f"root rule {ir.root!r} is not defined")
+    bodies: list[tuple[str, Expr]] = [(r.name, r.body) for r in ir.rules]
+    lookahead_of: dict[int, int] = {}
+    for i, r in enumerate(ir.rules):
+        if r.lookahead is not None:
+            lookahead_of[i] = len(bodies)
+            bodies.append((r.name + LOOKAHEAD_SUFFIX, r.lookahead))
+    rule_ids = {name: i for i, (name, _) in enumerate(bodies[: len(ir.rules)])}
+
+    finals: list[bool] = []
+    byte_edges: list[list[tuple[int, int, int]]] = []
+    ref_edges: list[list[tuple[int, int]]] = []
+    rule_of_state: list[int] = []
+    rule_start: list[int] = []
+    for rid, (name, body) in enumerate(bodies):
+        builder = _NfaBuilder(rule_ids, name)
+        start = builder.nfa.new_state()
+        accept = builder.nfa.new_state()
+        builder.build(body, start, accept)
+        f, b, r = _determinize(builder.nfa, start, accept)
+        base = len(finals)
+        rule_start.append(base)
+        finals.extend(f)
+        byte_edges.extend([(lo, hi, base + to) for lo, hi, to in edges] for edges in b)
+        ref_edges.extend([(callee, base + to) for callee, to in edges] for edges in r)
+        rule_of_state.extend([rid] * len(f))
+
+    # Byte equivalence classes: bytes no edge distinguishes share one column.
+    cuts = sorted({0, 256} | {lo for es in byte_edges for lo, _, _ in es}
+                  | {hi + 1 for es in byte_edges for _, hi, _ in es})
+    byte_class = np.zeros(256, dtype=np.int32)
+    for c, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        byte_class[a:b] = c
+    n_classes = len(cuts) - 1
+    n_states = len(finals)
+    trans = np.full(n_states * n_classes, -1, dtype=np.int32)
+    for s, edges in enumerate(byte_edges):
+        for lo, hi, to in edges:
+            classes = np.unique(byte_class[lo : hi + 1])
+            trans[s * n_classes + classes] = to
+
+    ref_ptr = np.zeros(n_states + 1, dtype=np.int32)
+    ref_ptr[1:] = np.cumsum([len(e) for e in ref_edges])
+    ref_rule = np.array([rid for es in ref_edges for rid, _ in es], dtype=np.int32)
+    ref_target = np.array([to for es in ref_edges for _, to in es], dtype=np.int32)
+
+    rule_lookahead = np.full(len(bodies), -1, dtype=np.int32)
+    for rid, lid in lookahead_of.items():
+        rule_lookahead[rid] = lid
+    return Automaton(
+        rule_names=tuple(name for name, _ in bodies),
+        root_rule=rule_ids[ir.root],
+        rule_start=np.array(rule_start, dtype=np.int32),
+        rule_nullable=_nullable_rules(rule_start, finals, ref_edges, rule_of_state),
+        rule_lookahead=rule_lookahead,
+        state_rule=np.array(rule_of_state, dtype=np.int32),
+        state_final=np.array(finals, dtype=np.uint8),
+        byte_class=byte_class,
+        n_classes=n_classes,
+        trans=trans,
+        ref_ptr=ref_ptr,
+        ref_rule=ref_rule,
+        ref_target=ref_target,
+    )

@@ -1,0 +1,52 @@
+"""CompiledGrammar: a grammar's automaton bound to one tokenizer vocabulary."""
+
+from __future__ import annotations
+
+from ..automaton._build import Automaton
+from ._mask_store import MaskStore
+
+__all__ = ["CompiledGrammar"]
+
+
+class CompiledGrammar:
+    """A grammar compiled against a tokenizer vocabulary; shared by any number of matchers.
+
+    Build it with :class:`GrammarCompiler`. The token classification is filled lazily and
+    thread-safely as matchers reach new states, so one instance can serve many threads.
+
+    Attributes
+    ----------
+    grammar : Grammar
+        The source grammar.
+    tokenizer_info : TokenizerInfo
+        The vocabulary it was compiled for.
+    """
+
+    def __init__(self, grammar, tokenizer_info, automaton: Automaton) -> None:
+        self.grammar = grammar
+        self.tokenizer_info = tokenizer_info
+        self._automaton = automaton
+        self._store = MaskStore(automaton, tokenizer_info.sorted_vocab, tokenizer_info.vocab_size)
+        self._tokens = tokenizer_info.token_table
+
+    @property
+    def automaton(self) -> Automaton:
+        """The flat automaton (internal representation)."""
+        return self._automaton
+
+    @property
+    def memory_size_bytes(self) -> int:
+        """Approximate bytes held by the automaton and the token classification."""
+        a = self._automaton
+        arrays = (a.rule_start, a.rule_nullable, a.rule_lookahead, a.state_rule,
+                  a.state_final, a.byte_class, a.trans, a.ref_ptr, a.ref_rule, a.ref_target)
+        return int(sum(x.nbytes for x in arrays)) + self._store.memory_size_bytes
+
+    def classify_all_states(self) -> None:
+        """Classify every automaton state now instead of on first use."""
+        self._store.classify_all()
+
+    def __repr__(self) -> str:
+        a = self._automaton
+        return (f"CompiledGrammar(rules={a.n_rules}, states={a.n_states}, "
+                f"vocab_size={self.tokenizer_info.vocab_size})")

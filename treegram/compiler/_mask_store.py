@@ -1,0 +1,154 @@
+"""Lazily built, de-duplicated token classification of one compiled grammar.
+
+A state is classified the first time a matcher reaches it (the compile itself does not
+walk the vocabulary), and identical classifications are stored once. Readers take a
+:meth:`MaskStore.snapshot` (a tuple of arrays) without locking; writers append under a
+lock into spare capacity and publish a state's class id last, so a reader either sees the
+finished class or ``-1`` (and asks for classification, which then finds it done). When
+capacity runs out every array is re-allocated, so old snapshots stay consistent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import numpy as np
+
+from ..kernels._classify import ACCEPTED, UNCERTAIN, classify
+
+__all__ = ["MaskStore"]
+
+KIND_LIST = 0
+KIND_BITSET = 1
+
+
+def _bitset(token_ids: np.ndarray, n_words: int) -> np.ndarray:
+    words = np.zeros(n_words, dtype=np.uint32)
+    np.bitwise_or.at(words, token_ids >> 5, np.uint32(1) << (token_ids & 31).astype(np.uint32))
+    return words.view(np.int32)
+
+
+class _Pool:
+    """A growable flat int32 array with spare capacity."""
+
+    def __init__(self) -> None:
+        self.data = np.zeros(1024, dtype=np.int32)
+        self.size = 0
+
+    def append(self, values: np.ndarray) -> tuple[int, bool]:
+        """Append; returns (offset, reallocated)."""
+        need = self.size + values.shape[0]
+        grown = need > self.data.shape[0]
+        if grown:
+            bigger = np.zeros(max(need, 2 * self.data.shape[0]), dtype=np.int32)
+            bigger[: self.size] = self.data[: self.size]
+            self.data = bigger
+        off = self.size
+        self.data[off:need] = values
+        self.size = need
+        return off, grown
+
+
+class MaskStore:
+    """Per-state ACCEPTED / UNCERTAIN token sets, filled on demand.
+
+    Thread-safe: any number of readers; classification is serialised by a lock.
+    """
+
+    def __init__(self, automaton, sorted_vocab, vocab_size: int) -> None:
+        self._automaton_arrays = automaton.arrays()
+        self._sorted_vocab = sorted_vocab
+        self._n_words = (vocab_size + 31) // 32
+        self._lock = threading.Lock()
+        self._state_class = np.full(automaton.n_states, -1, dtype=np.int32)
+        self._kind = np.zeros(16, dtype=np.int8)
+        self._acc_off = np.zeros(16, dtype=np.int64)
+        self._acc_len = np.zeros(16, dtype=np.int64)
+        self._unc_off = np.zeros(16, dtype=np.int64)
+        self._unc_len = np.zeros(16, dtype=np.int64)
+        self._acc = _Pool()
+        self._unc = _Pool()
+        self._n_classes = 0
+        self._index: dict[bytes, int] = {}
+        self._publish()
+
+    def _publish(self) -> None:
+        self._snap = (
+            self._state_class, self._kind, self._acc_off, self._acc_len, self._acc.data,
+            self._unc_off, self._unc_len, self._unc.data,
+        )
+
+    def snapshot(self) -> tuple:
+        """Arrays in the order ``fill_row`` takes them (state_class ... unc_pool)."""
+        return self._snap
+
+    @property
+    def n_classes(self) -> int:
+        """Number of distinct classifications stored."""
+        return self._n_classes
+
+    @property
+    def n_classified_states(self) -> int:
+        """Number of states classified so far."""
+        return int(np.count_nonzero(self._state_class >= 0))
+
+    @property
+    def memory_size_bytes(self) -> int:
+        """Bytes held by the stored token sets."""
+        return int(4 * (self._acc.size + self._unc.size) + 33 * self._n_classes
+                   + self._state_class.nbytes)
+
+    def classify_states(self, states) -> None:
+        """Make sure every state in ``states`` has a class."""
+        with self._lock:
+            for s in states:
+                s = int(s)
+                if self._state_class[s] >= 0:
+                    continue
+                verdicts = classify(self._automaton_arrays, s, self._sorted_vocab)
+                cid, grown = self._add_class(verdicts)
+                if grown:
+                    # Old snapshots keep their own state_class, whose ids fit their arrays.
+                    self._state_class = self._state_class.copy()
+                    self._state_class[s] = cid
+                    self._publish()
+                else:
+                    self._state_class[s] = cid
+
+    def classify_all(self) -> None:
+        """Classify every state now (eager compilation)."""
+        self.classify_states(np.flatnonzero(self._state_class < 0))
+
+    def _add_class(self, verdicts: np.ndarray) -> tuple[int, bool]:
+        key = hashlib.blake2b(verdicts.tobytes(), digest_size=16).digest()
+        cid = self._index.get(key)
+        if cid is not None:
+            return cid, False
+        sv = self._sorted_vocab
+        accepted = np.sort(sv.token_ids[verdicts == ACCEPTED]).astype(np.int32)
+        uncertain = np.flatnonzero(verdicts == UNCERTAIN).astype(np.int32)
+        if accepted.shape[0] >= self._n_words:
+            kind, payload = KIND_BITSET, _bitset(accepted, self._n_words)
+        else:
+            kind, payload = KIND_LIST, accepted
+        cid = self._n_classes
+        grown = False
+        if cid >= self._kind.shape[0]:
+            grown = True
+            size = 2 * self._kind.shape[0]
+            self._kind = np.resize(self._kind, size)
+            self._acc_off = np.resize(self._acc_off, size)
+            self._acc_len = np.resize(self._acc_len, size)
+            self._unc_off = np.resize(self._unc_off, size)
+            self._unc_len = np.resize(self._unc_len, size)
+        acc_off, g1 = self._acc.append(payload)
+        unc_off, g2 = self._unc.append(uncertain)
+        self._kind[cid] = kind
+        self._acc_off[cid] = acc_off
+        self._acc_len[cid] = payload.shape[0]
+        self._unc_off[cid] = unc_off
+        self._unc_len[cid] = uncertain.shape[0]
+        self._n_classes += 1
+        self._index[key] = cid
+        return cid, grown or g1 or g2

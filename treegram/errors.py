@@ -1,0 +1,77 @@
+"""Exception types raised by treegram.
+
+Every error derives from :class:`TreegramError` and also from the standard library type
+that callers of xgrammar-style APIs expect (``ValueError`` for bad input,
+``RuntimeError`` for state problems), so ``except ValueError`` keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TreegramError",
+    "GrammarError",
+    "GrammarSyntaxError",
+    "UndefinedRuleError",
+    "TokenizerError",
+    "EmptyVocabularyError",
+    "InvalidTokenIdError",
+    "BitmaskError",
+    "BitmaskIndexError",
+    "MatcherStateError",
+    "MissingDependencyError",
+]
+
+
+class TreegramError(Exception):
+    """Root of every exception raised by treegram."""
+
+
+class GrammarError(TreegramError, ValueError):
+    """A grammar is malformed or cannot be compiled."""
+
+
+class GrammarSyntaxError(GrammarError):
+    """EBNF text could not be parsed.
+
+    Attributes
+    ----------
+    line, column : int
+        1-based position of the offending character in the grammar text.
+    """
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(f"{message} (line {line}, column {column})")
+        self.line = line
+        self.column = column
+
+
+class UndefinedRuleError(GrammarError):
+    """A rule reference names a rule that is not defined."""
+
+
+class TokenizerError(TreegramError, ValueError):
+    """Tokenizer vocabulary or metadata is invalid."""
+
+
+class EmptyVocabularyError(TokenizerError):
+    """The vocabulary has no tokens."""
+
+
+class InvalidTokenIdError(TreegramError, ValueError):
+    """A token id is outside ``[0, vocab_size)``."""
+
+
+class BitmaskError(TreegramError, ValueError):
+    """A token bitmask has the wrong dtype, shape, device or memory layout."""
+
+
+class MatcherStateError(TreegramError, RuntimeError):
+    """An operation is impossible in the matcher's current state (e.g. rollback too far)."""
+
+
+class BitmaskIndexError(BitmaskError, IndexError):
+    """A bitmask row index is not an integer in ``[0, rows)``."""
+
+
+class MissingDependencyError(TreegramError, ImportError):
+    """An optional package that a feature needs is not installed (the message names it)."""

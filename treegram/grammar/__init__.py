@@ -1,0 +1,33 @@
+"""Grammar frontends and the grammar IR."""
+
+from treegram.grammar._ebnf import parse_ebnf
+from treegram.grammar._grammar import Grammar
+from treegram.grammar._ir import (
+    MAX_CODEPOINT,
+    Bytes,
+    CharClass,
+    Choice,
+    Expr,
+    GrammarIR,
+    Repeat,
+    Rule,
+    RuleRef,
+    Seq,
+)
+from treegram.grammar._printer import grammar_to_ebnf
+
+__all__ = [
+    "Grammar",
+    "parse_ebnf",
+    "grammar_to_ebnf",
+    "Bytes",
+    "CharClass",
+    "Seq",
+    "Choice",
+    "Repeat",
+    "RuleRef",
+    "Expr",
+    "Rule",
+    "GrammarIR",
+    "MAX_CODEPOINT",
+]

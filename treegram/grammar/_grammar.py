@@ -1,0 +1,141 @@
+"""The public :class:`Grammar` object."""
+
+from __future__ import annotations
+
+from treegram.errors import GrammarError, UndefinedRuleError
+from treegram.grammar._builtin import builtin_json_grammar_ir
+from treegram.grammar._ebnf import parse_ebnf
+from treegram.grammar._ir import Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
+from treegram.grammar._printer import grammar_to_ebnf
+
+__all__ = ["Grammar"]
+
+
+class Grammar:
+    """An immutable grammar: a validated :class:`GrammarIR` and its root rule.
+
+    Build one with a static constructor (:meth:`from_ebnf`, :meth:`builtin_json_grammar`,
+    :meth:`from_ir`). Grammars compare equal when their IRs are equal, are hashable, and
+    are safe to share across threads (nothing in them ever changes).
+    """
+
+    __slots__ = ("_ir",)
+
+    def __init__(self, ir: GrammarIR) -> None:
+        _validate_ir(ir)
+        self._ir = ir
+
+    @staticmethod
+    def from_ebnf(text: str, *, root_rule_name: str = "root") -> Grammar:
+        """Parse a grammar written in EBNF.
+
+        Parameters
+        ----------
+        text : str
+            Grammar text in treegram's EBNF dialect (xgrammar's, without macros).
+        root_rule_name : str, default "root"
+            Name of the rule the grammar starts from.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        GrammarSyntaxError
+            Malformed text (``line``/``column`` locate it), duplicate rules, or
+            unsupported xgrammar macros.
+        UndefinedRuleError
+            A referenced rule is not defined.
+        GrammarError
+            The grammar is empty or lacks the root rule.
+        """
+        return Grammar(parse_ebnf(text, root_rule_name))
+
+    @staticmethod
+    def builtin_json_grammar() -> Grammar:
+        """The built-in JSON grammar: an object or an array, as in xgrammar.
+
+        Returns
+        -------
+        Grammar
+        """
+        return Grammar(builtin_json_grammar_ir())
+
+    @staticmethod
+    def from_ir(ir: GrammarIR) -> Grammar:
+        """Wrap an IR produced by a frontend.
+
+        Parameters
+        ----------
+        ir : GrammarIR
+            The grammar; its root rule and every referenced rule must exist.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        GrammarError
+            ``ir`` is not a GrammarIR or lacks its root rule.
+        UndefinedRuleError
+            A rule reference names a rule that is not defined.
+        """
+        return Grammar(ir)
+
+    @property
+    def ir(self) -> GrammarIR:
+        """The grammar IR (immutable)."""
+        return self._ir
+
+    @property
+    def root_rule_name(self) -> str:
+        """Name of the root rule."""
+        return self._ir.root
+
+    def to_ebnf(self) -> str:
+        """The grammar as EBNF text, root rule first; it parses back to an equal grammar.
+
+        Returns
+        -------
+        str
+        """
+        return grammar_to_ebnf(self._ir)
+
+    def __str__(self) -> str:
+        return self.to_ebnf()
+
+    def __repr__(self) -> str:
+        return f"Grammar(root_rule_name={self._ir.root!r}, num_rules={len(self._ir.rules)})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Grammar):
+            return NotImplemented
+        return self._ir == other._ir
+
+    def __hash__(self) -> int:
+        return hash(self._ir)
+
+
+def _validate_ir(ir: GrammarIR) -> None:
+    """Check that ``ir`` has its root rule and no dangling rule references."""
+    if not isinstance(ir, GrammarIR):
+        raise GrammarError(f"ir must be a GrammarIR, got {type(ir).__name__}")
+    if not ir.has_rule(ir.root):
+        raise GrammarError(f"root rule {ir.root!r} is not defined in the grammar IR")
+    for rule in ir.rules:
+        stack: list[Expr] = [rule.body]
+        if rule.lookahead is not None:
+            stack.append(rule.lookahead)
+        while stack:
+            e = stack.pop()
+            if isinstance(e, RuleRef):
+                if not ir.has_rule(e.name):
+                    raise UndefinedRuleError(
+                        f"rule {e.name!r} is not defined (referenced by rule {rule.name!r})"
+                    )
+            elif isinstance(e, (Seq, Choice)):
+                stack.extend(e.items)
+            elif isinstance(e, Repeat):
+                stack.append(e.item)

@@ -1,0 +1,105 @@
+"""Grammar intermediate representation.
+
+A grammar is a set of named rules; each rule body is an expression tree over UTF-8 *bytes*
+(literals are stored encoded) and Unicode *code points* (character classes). Frontends
+(EBNF, builtin JSON, later JSON Schema and regex) produce this IR; the automaton builder
+consumes it. Nodes are immutable and hashable so frontends can share sub-trees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Bytes",
+    "CharClass",
+    "Seq",
+    "Choice",
+    "Repeat",
+    "RuleRef",
+    "Expr",
+    "Rule",
+    "GrammarIR",
+    "MAX_CODEPOINT",
+]
+
+MAX_CODEPOINT = 0x10FFFF
+
+
+@dataclass(frozen=True)
+class Bytes:
+    """A literal byte string (UTF-8 encoded text). ``Bytes(b"")`` is the empty string."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class CharClass:
+    """One code point from ``ranges`` (inclusive pairs), or from their complement in
+    ``[0, MAX_CODEPOINT]`` when ``negated``. Ranges are sorted, disjoint and merged."""
+
+    ranges: tuple[tuple[int, int], ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Seq:
+    """Concatenation of ``items`` (an empty tuple is the empty string)."""
+
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Alternation of ``items`` (at least one)."""
+
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``item`` repeated between ``min`` and ``max`` times; ``max=None`` is unbounded."""
+
+    item: Expr
+    min: int
+    max: int | None
+
+
+@dataclass(frozen=True)
+class RuleRef:
+    """A reference to the rule called ``name``."""
+
+    name: str
+
+
+Expr = Bytes | CharClass | Seq | Choice | Repeat | RuleRef
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named rule. ``lookahead`` is an optional assertion on what follows the rule
+    (EBNF ``(= ...)``); it never changes the language and is used as a hint only."""
+
+    name: str
+    body: Expr
+    lookahead: Expr | None = None
+
+
+@dataclass(frozen=True)
+class GrammarIR:
+    """A whole grammar: rules in definition order and the name of the root rule."""
+
+    rules: tuple[Rule, ...]
+    root: str
+    _index: dict = field(default=None, compare=False, hash=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {r.name: i for i, r in enumerate(self.rules)})
+
+    def rule(self, name: str) -> Rule:
+        """Return the rule called ``name`` (KeyError if absent)."""
+        return self.rules[self._index[name]]
+
+    def has_rule(self, name: str) -> bool:
+        """Whether a rule called ``name`` exists."""
+        return name in self._index

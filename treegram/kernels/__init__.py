@@ -1,0 +1,1 @@
+"""numba nopython, nogil kernels over flat arrays: the hot loops of treegram."""

@@ -1,0 +1,164 @@
+"""Earley recognition over the flat automaton, one byte at a time.
+
+The chart is three flat arrays: ``items_s`` / ``items_o`` hold the automaton state and the
+origin set of each item, and ``set_starts[i] .. set_starts[i + 1]`` delimits Earley set
+``i`` (set ``i`` is reached after ``i`` bytes). Sets are only ever appended past the
+current top, so a failed scan leaves the chart exactly as it was and rollback is a matter
+of forgetting sets. Nullable calls use the Aycock-Horspool rule (predicting a nullable
+rule also steps over the call), so no completion ever targets the set being built.
+
+Every function returns a negative status instead of raising: ``OVERFLOW`` when the caller
+must grow the arrays and retry, ``REJECT`` when the input does not match.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+OVERFLOW = -2
+REJECT = -1
+
+
+@njit(nogil=True, cache=True, inline="always")
+def add_item(items_s, items_o, set_lo, n, s, o):
+    """Append item (s, o) to the set starting at ``set_lo`` unless present. Returns the
+    new end, or OVERFLOW when the arrays are full."""
+    for j in range(set_lo, n):
+        if items_s[j] == s and items_o[j] == o:
+            return n
+    if n >= items_s.shape[0]:
+        return OVERFLOW
+    items_s[n] = s
+    items_o[n] = o
+    return n + 1
+
+
+@njit(nogil=True, cache=True)
+def closure(
+    rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
+    items_s, items_o, set_starts, pos, lo, n,
+):
+    """Predict and complete the items of set ``pos`` (``items[lo:n]``) to a fixpoint.
+
+    Returns the new end of the set, or OVERFLOW.
+    """
+    j = lo
+    while j < n:
+        s = items_s[j]
+        k = items_o[j]
+        for e in range(ref_ptr[s], ref_ptr[s + 1]):
+            r = ref_rule[e]
+            n = add_item(items_s, items_o, lo, n, rule_start[r], pos)
+            if n < 0:
+                return n
+            if rule_nullable[r]:
+                n = add_item(items_s, items_o, lo, n, ref_target[e], k)
+                if n < 0:
+                    return n
+        if state_final[s] and k < pos:
+            r = state_rule[s]
+            for j2 in range(set_starts[k], set_starts[k + 1]):
+                s2 = items_s[j2]
+                for e in range(ref_ptr[s2], ref_ptr[s2 + 1]):
+                    if ref_rule[e] == r:
+                        n = add_item(items_s, items_o, lo, n, ref_target[e], items_o[j2])
+                        if n < 0:
+                            return n
+        j += 1
+    return n
+
+
+@njit(nogil=True, cache=True)
+def scan_byte(
+    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
+    ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, pos, b,
+):
+    """Build set ``pos + 1`` from set ``pos`` by reading byte ``b``.
+
+    ``set_starts[pos + 1]`` must be the end of set ``pos``. On success writes
+    ``set_starts[pos + 2]`` and returns it; returns REJECT if no item reads ``b``
+    (nothing is written then), or OVERFLOW.
+    """
+    lo = set_starts[pos]
+    hi = set_starts[pos + 1]
+    c = byte_class[b]
+    n = hi
+    for j in range(lo, hi):
+        t = trans[items_s[j] * n_classes + c]
+        if t >= 0:
+            n = add_item(items_s, items_o, hi, n, t, items_o[j])
+            if n < 0:
+                return n
+    if n == hi:
+        return REJECT
+    n = closure(
+        rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
+        items_s, items_o, set_starts, pos + 1, hi, n,
+    )
+    if n < 0:
+        return n
+    set_starts[pos + 2] = n
+    return n
+
+
+@njit(nogil=True, cache=True)
+def scan_bytes(
+    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
+    ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, top, data, lo, hi,
+):
+    """Read ``data[lo:hi]`` starting from set ``top``.
+
+    Returns the index of the new top set, REJECT, or OVERFLOW (also when ``set_starts``
+    has no room). Sets above ``top`` are scratch until the caller commits the new top.
+    """
+    if top + 1 + (hi - lo) >= set_starts.shape[0]:
+        return OVERFLOW
+    pos = top
+    for i in range(lo, hi):
+        st = scan_byte(
+            rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes,
+            trans, ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, pos, data[i],
+        )
+        if st < 0:
+            return st
+        pos += 1
+    return pos
+
+
+@njit(nogil=True, cache=True)
+def init_chart(
+    rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
+    items_s, items_o, set_starts, root_rule,
+):
+    """Write set 0: the root rule's start item and its closure. Returns 0 or OVERFLOW."""
+    set_starts[0] = 0
+    items_s[0] = rule_start[root_rule]
+    items_o[0] = 0
+    n = closure(
+        rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
+        items_s, items_o, set_starts, 0, 0, 1,
+    )
+    if n < 0:
+        return n
+    set_starts[1] = n
+    return 0
+
+
+@njit(nogil=True, cache=True, inline="always")
+def can_end(state_rule, state_final, items_s, items_o, set_starts, pos, root_rule):
+    """Whether the root rule is complete at set ``pos``."""
+    for j in range(set_starts[pos], set_starts[pos + 1]):
+        s = items_s[j]
+        if items_o[j] == 0 and state_final[s] and state_rule[s] == root_rule:
+            return True
+    return False
+
+
+def new_chart(item_capacity: int = 256, set_capacity: int = 64):
+    """Allocate empty chart arrays."""
+    return (
+        np.zeros(item_capacity, dtype=np.int32),
+        np.zeros(item_capacity, dtype=np.int32),
+        np.zeros(set_capacity, dtype=np.int32),
+    )

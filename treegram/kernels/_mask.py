@@ -1,0 +1,193 @@
+"""Next-token bitmask of one chart position.
+
+mask = union of the ACCEPTED sets of the states live in the top Earley set
+     + the UNCERTAIN tokens of those states that a real scan on the full chart accepts
+     + the stop tokens when the root rule can end here.
+
+Token sets live in a class store (see ``treegram.compiler._mask_store``): each class is
+an accepted set, stored either as a sorted token-id list (kind 0) or as a bitset of
+``n_words`` int32 words (kind 1), plus a sorted list of UNCERTAIN sorted-vocabulary
+indices. The real scans reuse the chart above the top set as scratch, walking the
+candidates in sorted order so shared prefixes are scanned once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._earley import OVERFLOW, REJECT, can_end, scan_byte
+
+# fill_row returns NEED_CLASSIFY - k when k states of the top set are not classified yet.
+NEED_CLASSIFY = -10
+
+
+@njit(nogil=True, cache=True)
+def collect_classes(state_class, items_s, set_starts, top, classes_out, missing_out):
+    """Distinct classes of the states in set ``top``.
+
+    Returns (n_classes, n_missing); states without a class yet go to ``missing_out``.
+    """
+    n_cls = 0
+    n_missing = 0
+    for j in range(set_starts[top], set_starts[top + 1]):
+        s = items_s[j]
+        c = state_class[s]
+        if c < 0:
+            dup = False
+            for m in range(n_missing):
+                if missing_out[m] == s:
+                    dup = True
+                    break
+            if not dup:
+                missing_out[n_missing] = s
+                n_missing += 1
+            continue
+        dup = False
+        for m in range(n_cls):
+            if classes_out[m] == c:
+                dup = True
+                break
+        if not dup:
+            classes_out[n_cls] = c
+            n_cls += 1
+    return n_cls, n_missing
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _test_bit(row, t):
+    return (row[t >> 5] >> (t & 31)) & 1
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _set_bit(row, t):
+    row[t >> 5] |= np.int32(1) << np.int32(t & 31)
+
+
+@njit(nogil=True, cache=True)
+def fill_row(
+    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
+    ref_ptr, ref_rule, ref_target, root_rule,
+    state_class, cls_kind, acc_off, acc_len, acc_pool, unc_off, unc_len, unc_pool,
+    sv_ids, sv_offsets, sv_data,
+    items_s, items_o, set_starts, top, stop_ids, row, classes_buf, missing_buf,
+):
+    """Write the next-token mask of chart set ``top`` into ``row`` (int32 words).
+
+    Returns
+    -------
+    int
+        0 when the row is written; OVERFLOW when the chart must grow; or
+        ``NEED_CLASSIFY - k`` when the ``k`` states in ``missing_buf[:k]`` have no
+        classification yet (nothing useful is written then).
+    """
+    n_cls, n_missing = collect_classes(
+        state_class, items_s, set_starts, top, classes_buf, missing_buf
+    )
+    if n_missing > 0:
+        return NEED_CLASSIFY - n_missing
+    n_words = row.shape[0]
+    for w in range(n_words):
+        row[w] = 0
+    n_unc = 0
+    for m in range(n_cls):
+        c = classes_buf[m]
+        off = acc_off[c]
+        if cls_kind[c] == 1:
+            for w in range(n_words):
+                row[w] |= acc_pool[off + w]
+        else:
+            for q in range(acc_len[c]):
+                _set_bit(row, acc_pool[off + q])
+        n_unc += unc_len[c]
+    if n_unc > 0:
+        cand = np.empty(n_unc, dtype=np.int32)
+        k = 0
+        for m in range(n_cls):
+            c = classes_buf[m]
+            off = unc_off[c]
+            for q in range(unc_len[c]):
+                idx = unc_pool[off + q]
+                if not _test_bit(row, sv_ids[idx]):
+                    cand[k] = idx
+                    k += 1
+        cand = np.unique(cand[:k])  # sorted order = lexicographic order of the tokens
+        st = check_candidates(
+            rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes,
+            trans, ref_ptr, ref_rule, ref_target, sv_ids, sv_offsets, sv_data,
+            items_s, items_o, set_starts, top, cand, row,
+        )
+        if st < 0:
+            return st
+    if can_end(state_rule, state_final, items_s, items_o, set_starts, top, root_rule):
+        for q in range(stop_ids.shape[0]):
+            _set_bit(row, stop_ids[q])
+    return 0
+
+
+@njit(nogil=True, cache=True)
+def check_candidates(
+    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
+    ref_ptr, ref_rule, ref_target, sv_ids, sv_offsets, sv_data,
+    items_s, items_o, set_starts, top, cand, row,
+):
+    """Scan each candidate (sorted-vocabulary index, ascending) on the real chart and set
+    its bit when all of its bytes are read. Returns 0 or OVERFLOW."""
+    n = cand.shape[0]
+    if n == 0:
+        return 0
+    max_len = 0
+    for q in range(n):
+        ln = sv_offsets[cand[q] + 1] - sv_offsets[cand[q]]
+        if ln > max_len:
+            max_len = ln
+    if top + 2 + max_len >= set_starts.shape[0]:
+        return OVERFLOW
+    depth = 0
+    prev_lo = 0
+    prev_len = 0
+    q = 0
+    while q < n:
+        idx = cand[q]
+        lo = sv_offsets[idx]
+        length = sv_offsets[idx + 1] - lo
+        # common prefix with the previous candidate bounds the reusable depth
+        lcp = 0
+        lim = min(length, prev_len, depth)
+        while lcp < lim and sv_data[lo + lcp] == sv_data[prev_lo + lcp]:
+            lcp += 1
+        depth = lcp
+        prev_lo = lo
+        prev_len = length
+        fail_at = -1
+        while depth < length:
+            st = scan_byte(
+                rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes,
+                trans, ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts,
+                top + depth, sv_data[lo + depth],
+            )
+            if st == REJECT:
+                fail_at = depth
+                break
+            if st == OVERFLOW:
+                return OVERFLOW
+            depth += 1
+        q += 1
+        if fail_at < 0:
+            _set_bit(row, sv_ids[idx])
+            continue
+        # skip candidates that share the failed prefix
+        while q < n:
+            nlo = sv_offsets[cand[q]]
+            nlen = sv_offsets[cand[q] + 1] - nlo
+            if nlen <= fail_at:
+                break
+            same = True
+            for b in range(fail_at + 1):
+                if sv_data[nlo + b] != sv_data[lo + b]:
+                    same = False
+                    break
+            if not same:
+                break
+            q += 1
+    return 0

@@ -1,0 +1,15 @@
+"""Tokenizer vocabularies: decoded token bytes, stop and special tokens, sorted-vocab arrays.
+
+Example
+-------
+>>> from treegram.tokenizer import TokenizerInfo, VocabType
+>>> info = TokenizerInfo(["a", "Ġb", "</s>"], VocabType.BYTE_LEVEL)
+>>> info.decoded_vocab, info.stop_token_ids
+([b'a', b' b', b'</s>'], [2])
+"""
+
+from __future__ import annotations
+
+from treegram.tokenizer._info import TokenizerInfo, VocabType
+
+__all__ = ["TokenizerInfo", "VocabType"]

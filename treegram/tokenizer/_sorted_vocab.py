@@ -1,0 +1,133 @@
+"""The kernel-facing sorted vocabulary: flat arrays of the tokens a grammar may produce.
+
+Tokens are sorted by their decoded bytes (ties by token id), so every token that extends a
+given token follows it in one contiguous run. Token classification walks this order and,
+when a token's bytes are rejected, skips the whole run ``[i + 1, subtree_end[i])`` of
+tokens that start with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SortedVocab", "build_sorted_vocab"]
+
+
+@dataclass(frozen=True, eq=False)
+class SortedVocab:
+    """Grammar-producible tokens sorted by their bytes, as read-only flat arrays.
+
+    Attributes
+    ----------
+    token_ids : numpy.ndarray
+        int32 ``[n]``: the token id at each sorted position.
+    offsets : numpy.ndarray
+        int64 ``[n + 1]``: token ``i``'s bytes are ``data[offsets[i]:offsets[i + 1]]``.
+    data : numpy.ndarray
+        uint8: the concatenated bytes of all tokens in sorted order.
+    lcp : numpy.ndarray
+        int32 ``[n]``: length of the longest common prefix with the previous sorted token
+        (0 for the first).
+    subtree_end : numpy.ndarray
+        int32 ``[n]``: the first sorted position after ``i`` whose token does not start
+        with token ``i``'s bytes (``n`` when there is none).
+    max_len : int
+        Length in bytes of the longest token (0 when there are no tokens).
+    """
+
+    token_ids: np.ndarray
+    offsets: np.ndarray
+    data: np.ndarray
+    lcp: np.ndarray
+    subtree_end: np.ndarray
+    max_len: int
+
+    def __len__(self) -> int:
+        return int(self.token_ids.shape[0])
+
+    def token_bytes(self, position: int) -> bytes:
+        """Return the bytes of the token at sorted ``position``."""
+        return self.data[self.offsets[position] : self.offsets[position + 1]].tobytes()
+
+
+def build_sorted_vocab(decoded: Sequence[bytes], excluded_ids: Iterable[int]) -> SortedVocab:
+    """Build the sorted vocabulary of the non-empty tokens not in ``excluded_ids``.
+
+    Parameters
+    ----------
+    decoded : Sequence[bytes]
+        Decoded bytes of every token id (``len(decoded)`` is the model's vocab size).
+    excluded_ids : Iterable[int]
+        Ids never produced by a grammar (stop and special tokens).
+
+    Returns
+    -------
+    SortedVocab
+        The frozen, read-only arrays.
+    """
+    lengths = np.fromiter(map(len, decoded), dtype=np.int64, count=len(decoded))
+    keep = lengths > 0
+    excluded = np.fromiter(excluded_ids, dtype=np.int64)
+    keep[excluded] = False
+    order = sorted(np.flatnonzero(keep).tolist(), key=decoded.__getitem__)
+    token_ids = np.asarray(order, dtype=np.int32)
+    sorted_lengths = lengths[token_ids]
+    offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(sorted_lengths, out=offsets[1:])
+    data = np.frombuffer(b"".join([decoded[i] for i in order]), dtype=np.uint8)
+    lcp = _adjacent_lcp(data, offsets, sorted_lengths)
+    subtree_end = _subtree_end(lcp, sorted_lengths)
+    max_len = int(sorted_lengths.max()) if len(order) else 0
+    arrays = [token_ids, offsets, data, lcp, subtree_end]
+    for array in arrays:
+        array.flags.writeable = False
+    return SortedVocab(token_ids, offsets, data, lcp, subtree_end, max_len)
+
+
+def _adjacent_lcp(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Longest common prefix of each sorted token with its predecessor (one pass per byte
+    column, over the pairs still equal so far)."""
+    n = lengths.shape[0]
+    lcp = np.zeros(n, dtype=np.int32)
+    if n < 2:
+        return lcp
+    prev_start, cur_start = offsets[:-2], offsets[1:-1]
+    limit = np.minimum(lengths[:-1], lengths[1:])
+    pair_lcp = lcp[1:]  # a view: pair k compares tokens k and k + 1
+    active = np.flatnonzero(limit > 0)
+    column = 0
+    while active.size:
+        active = active[data[prev_start[active] + column] == data[cur_start[active] + column]]
+        column += 1
+        pair_lcp[active] = column
+        active = active[limit[active] > column]
+    return lcp
+
+
+def _subtree_end(lcp: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """For each position i, the first j > i with ``lcp[j] < lengths[i]`` (else n).
+
+    ``min(lcp[i + 1 : j + 1])`` is the common prefix of tokens i and j, so the tokens that
+    start with token i are exactly the run that this finds. Binary lifting over a sparse
+    table of range minima does it for all positions at once.
+    """
+    n = lcp.shape[0]
+    position = np.arange(1, n + 1, dtype=np.int64)
+    if n < 2:
+        return position.astype(np.int32)
+    tables = [lcp]
+    while (2 << (len(tables) - 1)) <= n:
+        half = 1 << (len(tables) - 1)
+        prev = tables[-1]
+        tables.append(np.minimum(prev[:-half], prev[half:]))
+    for level in range(len(tables) - 1, -1, -1):
+        table = tables[level]
+        candidates = np.flatnonzero(position + (1 << level) <= n)
+        if candidates.size == 0:
+            continue
+        fits = table[position[candidates]] >= lengths[candidates]
+        position[candidates[fits]] += 1 << level
+    return position.astype(np.int32)
