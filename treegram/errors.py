@@ -19,6 +19,8 @@ __all__ = [
     "BitmaskIndexError",
     "MatcherStateError",
     "MissingDependencyError",
+    "WorkerError",
+    "DraftTreeError",
 ]
 
 
@@ -75,3 +77,16 @@ class BitmaskIndexError(BitmaskError, IndexError):
 
 class MissingDependencyError(TreegramError, ImportError):
     """An optional package that a feature needs is not installed (the message names it)."""
+
+
+class WorkerError(TreegramError, RuntimeError):
+    """Work handed to a :class:`~treegram.pool.WorkerPool` failed, or the pool is closed.
+
+    When a chunk raised, the original exception is ``__cause__`` and the message names the
+    chunk's index range.
+    """
+
+
+class DraftTreeError(TreegramError, ValueError):
+    """A draft tree (parents, links or tree attention mask) is malformed; the message names
+    the argument and the offending value."""

@@ -55,6 +55,9 @@ class Automaton:
         CSR offsets of rule-call edges of each state.
     ref_rule, ref_target : int32 [n_ref_edges]
         Called rule and the state reached after the call returns.
+    rule_follow : uint8 [n_rules, 256]
+        1 where the byte may come right after the rule ends in some context (an LL(1)
+        follow set); token classification uses it to decide tokens that run past a rule.
     """
 
     rule_names: tuple[str, ...]
@@ -70,6 +73,7 @@ class Automaton:
     ref_ptr: np.ndarray
     ref_rule: np.ndarray
     ref_target: np.ndarray
+    rule_follow: np.ndarray
 
     @property
     def n_states(self) -> int:
@@ -352,6 +356,8 @@ def build_automaton(ir: GrammarIR) -> Automaton:
     ref_rule = np.array([rid for es in ref_edges for rid, _ in es], dtype=np.int32)
     ref_target = np.array([to for es in ref_edges for _, to in es], dtype=np.int32)
 
+    rule_follow = _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state,
+                               rule_ids[ir.root], len(ir.rules))
     rule_lookahead = np.full(len(bodies), -1, dtype=np.int32)
     for rid, lid in lookahead_of.items():
         rule_lookahead[rid] = lid
@@ -369,4 +375,51 @@ def build_automaton(ir: GrammarIR) -> Automaton:
         ref_ptr=ref_ptr,
         ref_rule=ref_rule,
         ref_target=ref_target,
+        rule_follow=rule_follow,
     )
+
+
+def _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state, root, n_real):
+    """LL(1) follow sets: for each rule, the bytes that can be read right after it ends.
+
+    ``first[s]`` holds the bytes a path from state ``s`` can read first, plus column 256
+    when ``s`` can reach the end of its rule without reading anything. Both are computed
+    to a fixpoint; a rule that may end the whole input gets column 256 in its follow set.
+    """
+    n_states = len(finals)
+    n_rules = len(rule_start)
+    first = np.zeros((n_states, 257), dtype=bool)
+    for s, edges in enumerate(byte_edges):
+        for lo, hi, _ in edges:
+            first[s, lo : hi + 1] = True
+        first[s, 256] = bool(finals[s])
+    changed = True
+    while changed:
+        changed = False
+        for s, edges in enumerate(ref_edges):
+            row = first[s].copy()
+            for rid, to in edges:
+                callee = first[rule_start[rid]]
+                row[:256] |= callee[:256]
+                if callee[256]:
+                    row |= first[to]
+            if (row != first[s]).any():
+                first[s] = row
+                changed = True
+    follow = np.zeros((n_rules, 257), dtype=bool)
+    follow[root, 256] = True
+    changed = True
+    while changed:
+        changed = False
+        for s, edges in enumerate(ref_edges):
+            caller = rule_of_state[s]
+            for rid, to in edges:
+                row = follow[rid] | np.append(first[to, :256], False)
+                if first[to, 256]:
+                    row |= follow[caller]
+                if (row != follow[rid]).any():
+                    follow[rid] = row
+                    changed = True
+    # Lookahead pseudo-rules are never called; nothing is known about what follows them.
+    follow[n_real:, :] = True
+    return follow[:, :256].astype(np.uint8)

@@ -58,6 +58,8 @@ class MaskStore:
 
     def __init__(self, automaton, sorted_vocab, vocab_size: int) -> None:
         self._automaton_arrays = automaton.arrays()
+        self._state_rule = automaton.state_rule
+        self._rule_follow = automaton.rule_follow
         self._sorted_vocab = sorted_vocab
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
@@ -106,7 +108,8 @@ class MaskStore:
                 s = int(s)
                 if self._state_class[s] >= 0:
                     continue
-                verdicts = classify(self._automaton_arrays, s, self._sorted_vocab)
+                follow = self._rule_follow[self._state_rule[s]]
+                verdicts = classify(self._automaton_arrays, s, follow, self._sorted_vocab)
                 cid, grown = self._add_class(verdicts)
                 if grown:
                     # Old snapshots keep their own state_class, whose ids fit their arrays.

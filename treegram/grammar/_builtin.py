@@ -5,10 +5,13 @@ is an object or an array with no whitespace before or after it; whitespace betwe
 tokens is ``[ \\n\\r\\t]*``; strings reject raw ``"``, ``\\`` and U+0000-U+001F; numbers
 follow RFC 8259.
 
-Layout for fast token masks: each lexeme (``string``, ``number``) is its own rule whose
-body can be classified without looking at the caller, and carries a lookahead
-assertion on what can follow it, so tokens that run past its end are mostly decided
-locally too. Whitespace is inlined as a character class (no rule call per blank).
+Layout for fast token masks: a token is decided without looking at the parser stack when
+all of its bytes are read inside one rule call. Tokens such as ``":``, ``",`` or ``1}``
+cross the end of a string or number, so strings and numbers are *inlined* and each rule
+carries on with the punctuation that follows them: ``members`` reads a key, its colon, a
+value and then either ``,`` and the next member or the closing ``}``; ``elements`` does
+the same inside arrays. Only tokens that close a container and go on (``"},``) still
+depend on the enclosing context.
 """
 
 from __future__ import annotations
@@ -20,17 +23,21 @@ from treegram.grammar._ir import GrammarIR
 
 __all__ = ["builtin_json_grammar_ir", "BUILTIN_JSON_EBNF"]
 
-BUILTIN_JSON_EBNF = r"""
+_WS = r"[ \n\r\t]*"
+_STRING = r'"\"" ([^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9A-Fa-f]{4}))* "\""'
+_NUMBER = r'"-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+\-]? [0-9]+)?'
+_VALUE = (
+    f'({_STRING} | {_NUMBER} | "true" | "false" | "null"'
+    f' | "{{" {_WS} ("}}" | members) | "[" {_WS} ("]" | elements))'
+)
+
+BUILTIN_JSON_EBNF = f"""
 # JSON text: an object or an array, nothing around it.
-root ::= object | array
-value ::= object | array | string | number | "true" | "false" | "null"
-object ::= "{" [ \n\r\t]* ("}" | member ([ \n\r\t]* "," [ \n\r\t]* member)* [ \n\r\t]* "}")
-member ::= string [ \n\r\t]* ":" [ \n\r\t]* value
-array ::= "[" [ \n\r\t]* ("]" | value ([ \n\r\t]* "," [ \n\r\t]* value)* [ \n\r\t]* "]")
-# A string is followed by ':' (key) or by ',', '}' or ']' (value).
-string ::= "\"" ([^"\\\x00-\x1f] | "\\" escape)* "\"" (= [ \n\r\t]* [,:\]}])
-escape ::= ["\\/bfnrt] | "u" [0-9A-Fa-f]{4}
-number ::= "-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+\-]? [0-9]+)? (= [ \n\r\t]* [,\]}])
+root ::= "{{" {_WS} ("}}" | members) | "[" {_WS} ("]" | elements)
+# After "{{" or ",": key, colon, value, then the next member or the closing brace.
+members ::= {_STRING} {_WS} ":" {_WS} {_VALUE} {_WS} ("," {_WS} members | "}}")
+# After "[" or ",": a value, then the next element or the closing bracket.
+elements ::= {_VALUE} {_WS} ("," {_WS} elements | "]")
 """
 
 

@@ -6,8 +6,9 @@ For an automaton state ``s`` of rule ``R``, every token is one of
   so it is allowed whatever the parser stack below ``R`` holds;
 * REJECTED: every path fails before the end of the token and none of them finishes
   ``R`` on the way;
-* UNCERTAIN: otherwise - some path finishes ``R`` with bytes left over, so the answer
-  depends on the callers and is decided at mask time with the full chart.
+* UNCERTAIN: otherwise - some path finishes ``R`` with bytes left over whose first byte
+  may follow ``R`` (its LL(1) follow set), so the answer depends on the callers and is
+  decided at mask time with the full chart.
 
 The walk runs an Earley chart seeded with the single item ``(s, origin=0)`` where set 0
 is an empty *virtual* set that stands for the unknown caller; an item with origin 0 that
@@ -39,8 +40,8 @@ def _rule_ends(state_final, items_s, items_o, set_starts, pos):
 @njit(nogil=True, cache=True)
 def classify_state(
     rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-    ref_ptr, ref_rule, ref_target, state, sv_offsets, sv_data, sv_lcp, items_s, items_o,
-    set_starts, out,
+    ref_ptr, ref_rule, ref_target, state, follow, sv_offsets, sv_data, sv_lcp, items_s,
+    items_o, set_starts, out,
 ):
     """Classify every sorted-vocabulary token for ``state``.
 
@@ -48,6 +49,8 @@ def classify_state(
     ----------
     state : int
         Automaton state to classify.
+    follow : uint8 [256]
+        Follow set of the state's rule: bytes that may be read right after it ends.
     sv_offsets : int64 [n + 1]
         Byte offsets of the sorted tokens in ``sv_data``.
     sv_data : uint8 [total_bytes]
@@ -81,6 +84,7 @@ def classify_state(
     # before any byte, Earley completion has already put the caller's items in the same set,
     # and their own classification covers every token read after R.
     ends = np.zeros(set_starts.shape[0], dtype=np.bool_)
+    any_end = np.zeros(set_starts.shape[0], dtype=np.bool_)  # ends[1..d] has a True
     depth = 0
     i = 0
     while i < n_tok:
@@ -102,14 +106,19 @@ def classify_state(
             if st == OVERFLOW:
                 return OVERFLOW
             depth += 1
-            ends[depth] = ends[depth - 1] or _rule_ends(
-                state_final, items_s, items_o, set_starts, 1 + depth
-            )
+            ends[depth] = _rule_ends(state_final, items_s, items_o, set_starts, 1 + depth)
+            any_end[depth] = any_end[depth - 1] or ends[depth]
         if fail_at < 0:
             out[i] = ACCEPTED
             i += 1
             continue
-        verdict = UNCERTAIN if ends[fail_at] else REJECTED
+        verdict = REJECTED
+        if any_end[fail_at]:
+            # R ended after d bytes and the byte after it may follow R: ask the callers.
+            for d in range(1, fail_at + 1):
+                if ends[d] and follow[sv_data[lo + d]]:
+                    verdict = UNCERTAIN
+                    break
         out[i] = verdict
         i += 1
         # Every following token sharing the failed prefix fails the same way.
@@ -119,7 +128,8 @@ def classify_state(
     return 0
 
 
-def classify(automaton_arrays: tuple, state: int, sorted_vocab) -> np.ndarray:
+def classify(automaton_arrays: tuple, state: int, follow: np.ndarray, sorted_vocab
+             ) -> np.ndarray:
     """Classify all sorted tokens for ``state``; grows the scratch chart as needed.
 
     Returns
@@ -135,7 +145,7 @@ def classify(automaton_arrays: tuple, state: int, sorted_vocab) -> np.ndarray:
         items_s = np.zeros(cap, dtype=np.int32)
         items_o = np.zeros(cap, dtype=np.int32)
         st = classify_state(
-            *automaton_arrays, state, sorted_vocab.offsets, sorted_vocab.data,
+            *automaton_arrays, state, follow, sorted_vocab.offsets, sorted_vocab.data,
             sorted_vocab.lcp, items_s, items_o, set_starts, out,
         )
         if st != OVERFLOW:

@@ -71,8 +71,13 @@ def fill_row(
     state_class, cls_kind, acc_off, acc_len, acc_pool, unc_off, unc_len, unc_pool,
     sv_ids, sv_offsets, sv_data,
     items_s, items_o, set_starts, top, stop_ids, row, classes_buf, missing_buf,
+    memo_s, memo_o, memo_meta, memo_row,
 ):
     """Write the next-token mask of chart set ``top`` into ``row`` (int32 words).
+
+    A one-entry memo (``memo_*``, see :func:`memo_lookup`) returns the previous row when the
+    top set and every set it refers to are unchanged - the common case while decoding the
+    body of a string, where each token leaves the parser in the same items.
 
     Returns
     -------
@@ -81,13 +86,17 @@ def fill_row(
         ``NEED_CLASSIFY - k`` when the ``k`` states in ``missing_buf[:k]`` have no
         classification yet (nothing useful is written then).
     """
+    if memo_lookup(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta):
+        for w in range(memo_row.shape[0]):
+            row[w] = memo_row[w]
+        return 0
     n_cls, n_missing = collect_classes(
         state_class, items_s, set_starts, top, classes_buf, missing_buf
     )
     if n_missing > 0:
         return NEED_CLASSIFY - n_missing
-    n_words = row.shape[0]
-    for w in range(n_words):
+    n_words = memo_row.shape[0]  # ceil(vocab_size / 32): the width of every stored bitset
+    for w in range(row.shape[0]):
         row[w] = 0
     n_unc = 0
     for m in range(n_cls):
@@ -122,7 +131,52 @@ def fill_row(
     if can_end(state_rule, state_final, items_s, items_o, set_starts, top, root_rule):
         for q in range(stop_ids.shape[0]):
             _set_bit(row, stop_ids[q])
+    memo_store(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta, memo_row, row)
     return 0
+
+
+# memo_meta[0]: items in the memo key (-1: empty); memo_meta[1]: the floor - every chart set
+# at or below it is unchanged since the memo was stored (rollback lowers it).
+@njit(nogil=True, cache=True)
+def memo_lookup(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta):
+    """Whether the memo row is the mask of set ``top``.
+
+    The key is the top set's items, with origins equal to the top written as -1; any other
+    origin must be at or below the floor so that the sets it reaches are the same."""
+    lo = set_starts[top]
+    n = set_starts[top + 1] - lo
+    if memo_meta[0] != n:
+        return False
+    floor = memo_meta[1]
+    for q in range(n):
+        if items_s[lo + q] != memo_s[q]:
+            return False
+        o = items_o[lo + q]
+        mo = memo_o[q]
+        if mo == -1:
+            if o != top:
+                return False
+        elif o != mo or mo > floor:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def memo_store(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta, memo_row, row):
+    """Remember ``row`` as the mask of set ``top`` (skipped if the set is too large)."""
+    lo = set_starts[top]
+    n = set_starts[top + 1] - lo
+    if n > memo_s.shape[0]:
+        memo_meta[0] = -1
+        return
+    for q in range(n):
+        memo_s[q] = items_s[lo + q]
+        o = items_o[lo + q]
+        memo_o[q] = -1 if o == top else o
+    for w in range(memo_row.shape[0]):
+        memo_row[w] = row[w]
+    memo_meta[0] = n
+    memo_meta[1] = top
 
 
 @njit(nogil=True, cache=True)

@@ -97,6 +97,10 @@ class GrammarMatcher:
         self._items_s = np.zeros(256, dtype=np.int32)
         self._items_o = np.zeros(256, dtype=np.int32)
         self._set_starts = np.zeros(64, dtype=np.int32)
+        self._memo_s = np.zeros(32, dtype=np.int32)
+        self._memo_o = np.zeros(32, dtype=np.int32)
+        self._memo_meta = np.array([-1, 0], dtype=np.int64)
+        self._memo_row = np.zeros((self._vocab_size + 31) // 32, dtype=np.int32)
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -108,6 +112,7 @@ class GrammarMatcher:
         self._top = 0
         self._history: list[int] = []  # top set before each step
         self._stopped = False
+        self._memo_meta[0] = -1
 
     def fork(self) -> GrammarMatcher:
         """An independent copy sharing the compiled grammar."""
@@ -119,6 +124,10 @@ class GrammarMatcher:
         twin._classes_buf = np.zeros_like(self._classes_buf)
         twin._missing_buf = np.zeros_like(self._missing_buf)
         twin._history = list(self._history)
+        twin._memo_s = self._memo_s.copy()
+        twin._memo_o = self._memo_o.copy()
+        twin._memo_meta = self._memo_meta.copy()
+        twin._memo_row = self._memo_row.copy()
         return twin
 
     def _grow_items(self) -> None:
@@ -224,6 +233,9 @@ class GrammarMatcher:
         cut = len(self._history) - num_tokens
         self._top = self._history[cut]
         del self._history[cut:]
+        # chart sets above the new top will be rewritten: lower the mask memo's floor
+        if self._top < self._memo_meta[1]:
+            self._memo_meta[1] = self._top
 
     # ---------------------------------------------------------------- queries
     def is_terminated(self) -> bool:
@@ -296,6 +308,7 @@ class GrammarMatcher:
                 *self._auto, self._root, *self._store.snapshot(), sv.token_ids, sv.offsets,
                 sv.data, self._items_s, self._items_o, self._set_starts, self._top,
                 self._stop_ids, row, self._classes_buf, self._missing_buf,
+                self._memo_s, self._memo_o, self._memo_meta, self._memo_row,
             )
             if st >= 0:
                 return

@@ -1,0 +1,7 @@
+"""The persistent worker pool: contiguous chunks of batch work, at most one per worker."""
+
+from __future__ import annotations
+
+from treegram.pool._pool import WorkerPool, chunk_bounds
+
+__all__ = ["WorkerPool", "chunk_bounds"]
