@@ -425,6 +425,7 @@ def main(argv: list[str] | None = None) -> dict:
         r = {
             "compile_ms": _median_ms(compiles[name]),
             "compile_ms_first": compiles[name][0] / 1e6,
+            "compile_ms_samples": [round(x / 1e6, 3) for x in compiles[name]],
             "fill_us_p50": fw["p50"], "fill_us_p99": fw["p99"],
             "fill_us_mean": fw["mean"], "fill_us_max": fw["max"],
             "accept_us_p50": aw["p50"], "accept_us_p99": aw["p99"],
@@ -436,6 +437,8 @@ def main(argv: list[str] | None = None) -> dict:
         if name == "treegram":
             r["compile_classify_ms"] = _median_ms(compiles["treegram_classify"])
             r["compile_classify_ms_first"] = compiles["treegram_classify"][0] / 1e6
+            r["compile_classify_ms_samples"] = [
+                round(x / 1e6, 3) for x in compiles["treegram_classify"]]
         if imports is not None:
             r.update(imports[name])
         results[name] = r

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import (
+    ArgumentError,
     BitmaskError,
     BitmaskIndexError,
     EmptyVocabularyError,
@@ -39,6 +40,7 @@ __all__ = [
     "__version__",
     # errors
     "TreegramError",
+    "ArgumentError",
     "GrammarError",
     "GrammarSyntaxError",
     "UndefinedRuleError",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "TreegramError",
+    "ArgumentError",
     "GrammarError",
     "GrammarSyntaxError",
     "UndefinedRuleError",
@@ -26,6 +27,10 @@ __all__ = [
 
 class TreegramError(Exception):
     """Root of every exception raised by treegram."""
+
+
+class ArgumentError(TreegramError, ValueError):
+    """An argument has the wrong type or value (the message names it)."""
 
 
 class GrammarError(TreegramError, ValueError):

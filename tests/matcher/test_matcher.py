@@ -46,6 +46,10 @@ PARTIAL = VOCAB.index(b"\xe4")
 SPECIAL_IDS = [EMPTY, *range(len(VOCAB), V)]
 
 
+# (grammar, differing tokens) where xgrammar's mask contradicted its own accept_token
+XGRAMMAR_MASK_DEFECTS: list[tuple[str, list]] = []
+
+
 def tid(text: str | bytes) -> int:
     """The id of a token of VOCAB."""
     return VOCAB.index(text)
@@ -112,13 +116,33 @@ class Duo:
         need_t = self.t.fill_next_token_bitmask(tb)
         mt, mx = unpack(tb), unpack(xb)
         if not np.array_equal(mt, mx):
-            only_t = [VOCAB[i] if i < len(VOCAB) else i for i in np.flatnonzero(mt & ~mx)]
-            only_x = [VOCAB[i] if i < len(VOCAB) else i for i in np.flatnonzero(mx & ~mt)]
-            pytest.fail(f"{self.grammar!r}: masks differ; only treegram {only_t!r}, "
-                        f"only xgrammar {only_x!r}")
-        assert need_t == need_x
+            self._explain_difference(mt, mx)
+        else:
+            assert need_t == need_x
         assert not mt[SPECIAL_IDS].any(), "a special token is allowed"
         return mt
+
+    def _explain_difference(self, mt: np.ndarray, mx: np.ndarray) -> None:
+        """Masks differ: accept only a known xgrammar defect, where xgrammar's own
+        ``accept_token`` agrees with treegram's mask and its mask contradicts it."""
+        differing = np.flatnonzero(mt != mx)
+        names = [VOCAB[i] if i < len(VOCAB) else i for i in differing]
+        for t in differing.tolist():
+            by_x_accept = self.x.fork().accept_token(t)
+            by_t_accept = self.t.fork().accept_token(t)
+            if not (by_x_accept == by_t_accept == bool(mt[t])):
+                pytest.fail(
+                    f"{self.grammar!r}: masks differ on {names!r}; token {VOCAB[t]!r}: "
+                    f"treegram mask {bool(mt[t])}, xgrammar mask {bool(mx[t])}, "
+                    f"treegram accept {by_t_accept}, xgrammar accept {by_x_accept}"
+                )
+        XGRAMMAR_MASK_DEFECTS.append((self.grammar, names))
+
+    def assert_mask_self_consistent(self, mask: np.ndarray) -> None:
+        """treegram's mask bit of every token equals what accept_token does on a fork."""
+        accepted = np.array([self.t.fork().accept_token(t) for t in range(V)])
+        assert np.array_equal(accepted, mask), (
+            self.grammar, [VOCAB[i] for i in np.flatnonzero(accepted != mask)])
 
     def check(self) -> np.ndarray | None:
         """Compare the whole observable state; return treegram's mask (None if stopped)."""
@@ -373,7 +397,10 @@ def test_fill_after_termination_raises(compilers):
     assert isinstance(info.value, RuntimeError)
     with pytest.raises(RuntimeError):
         duo.x.fill_next_token_bitmask(xgr.allocate_token_bitmask(1, V))
-    assert duo.t.find_jump_forward_string() == duo.x.find_jump_forward_string() == ""
+    # divergence: xgrammar raises here, treegram answers ""
+    assert duo.t.find_jump_forward_string() == ""
+    with pytest.raises(RuntimeError, match="stop token"):
+        duo.x.find_jump_forward_string()
 
 
 @pytest.mark.parametrize(
@@ -391,13 +418,45 @@ def test_terminate_without_stop_token(compilers, grammar, ops):
     assert duo.t.stop_token_ids == list(duo.x.stop_token_ids)
 
 
-@pytest.mark.parametrize("override", [tid("z"), [tid("z")], [tid("z"), tid("ab")], []])
+@pytest.mark.parametrize("override", [tid("z"), [tid("z")], [tid("z"), tid("\n")]])
 def test_override_stop_tokens(compilers, override):
-    grammar = r'root ::= "a" ("<eos>" | "b")*'
+    grammar = r'root ::= "a" ("b" | "c")* "d"?'
     duo = Duo(compilers, grammar, override_stop_tokens=override)
-    assert sorted(duo.t.stop_token_ids) == sorted(duo.x.stop_token_ids)
-    # the tokenizer's <eos> is now an ordinary token that this grammar can spell
-    run_ops(duo, ["t:a", "t:<eos>", "t:z", "t:ab", "rb:1", "t:b", "t:z", "t:ab", "t:<eos>"])
+    assert duo.t.stop_token_ids == sorted(duo.x.stop_token_ids)
+    # "stop" (the tokenizer's <eos>) is now an ordinary token that the grammar cannot spell
+    run_ops(duo, ["stop", "t:z", "t:a", "stop", "t:z", "rb:1", "t:b", "t:d", "t:b", "t:z"])
+    assert duo.t.is_terminated()
+    run_ops(duo, ["rb:1", "t:\n"])
+    assert duo.t.is_terminated() == (tid("\n") in duo.t.stop_token_ids)
+
+
+def test_override_stop_tokens_empty_list(compilers):
+    # divergence: xgrammar refuses an empty override list; treegram means "no stop tokens"
+    tc, xc = compilers
+    with pytest.raises(RuntimeError, match="empty"):
+        xgr.GrammarMatcher(xc.compile_grammar(r'root ::= "a"'), override_stop_tokens=[])
+    m = tg.GrammarMatcher(tc.compile_grammar(r'root ::= "a"'), override_stop_tokens=[])
+    assert m.stop_token_ids == []
+    assert m.accept_token(tid("a"))
+    assert m.is_completed() and not m.is_terminated()
+    assert not m.accept_token(EOS)
+    row = np.zeros((1, N_WORDS), np.int32)
+    m.fill_next_token_bitmask(row)
+    assert not unpack(row).any()
+
+
+def test_override_stop_token_spelled_by_grammar(compilers):
+    duo = Duo(compilers, r'root ::= "a" ("b" | "z")* "c"', override_stop_tokens=[tid("z")])
+    assert duo.token(tid("a"))
+    duo.assert_mask_self_consistent(duo.check())
+
+
+def test_overridden_tokenizer_stop_token_is_ordinary_text(compilers):
+    duo = Duo(compilers, r'root ::= "a" "<eos>"', override_stop_tokens=[tid("z")])
+    assert duo.token(tid("a"))
+    duo.check()
+    assert duo.token(EOS)  # xgrammar: True (text "<eos>"); treegram: False
+    duo.check()
 
 
 # ------------------------------------------------------------------- jump forward
@@ -427,7 +486,7 @@ def test_find_jump_forward_string(compilers, grammar, prefix):
     assert jf_t == duo.x.find_jump_forward_string()
     # does not change the state
     assert np.array_equal(duo.check(), before)
-    assert duo.t.num_accepted_steps() == (1 if prefix else 0)
+    assert duo.t.num_accepted_steps() == 1  # accept_string("") is a step in both engines
     # the jump-forward string is always acceptable
     if jf_t:
         assert duo.string(jf_t)
@@ -450,11 +509,6 @@ def test_jump_forward_stops_before_partial_utf8(compilers, grammar, expected):
     assert duo.t.find_jump_forward_string() == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="treegram bug: _utf8_prefix falls back to errors='ignore' and drops the leading "
-    "continuation bytes, returning '文abc' (not a prefix of the real continuation)",
-)
 def test_jump_forward_mid_character_is_a_prefix_of_the_continuation(compilers):
     tc, _ = compilers
     m = tg.GrammarMatcher(tc.compile_grammar(r'root ::= "中文abc"'))
@@ -462,6 +516,23 @@ def test_jump_forward_mid_character_is_a_prefix_of_the_continuation(compilers):
     remaining = "中文abc".encode()[1:]
     jf = m.find_jump_forward_string()
     assert remaining.startswith(jf.encode())
+
+
+def test_xgrammar_mask_defect_is_tolerated_only_when_its_accept_token_agrees(compilers):
+    # xgrammar 0.2.8 leaves "ab" out of this mask although its accept_token accepts it
+    # ("b" "a" "b" is a sentence); treegram's mask has it. Duo.mask tolerates exactly this.
+    grammar = 'root ::= "a" | r1\nr1 ::= "b" root "b" | "aa"\n'
+    duo = Duo(compilers, grammar)
+    assert duo.string("b")
+    xb = xgr.allocate_token_bitmask(1, V)
+    duo.x.fill_next_token_bitmask(xb)
+    assert not unpack(xb)[tid("ab")]
+    assert duo.x.fork().accept_token(tid("ab"))
+    mask = duo.check()
+    assert mask[tid("ab")]
+    duo.assert_mask_self_consistent(mask)
+    assert duo.token(tid("ab"))
+    assert duo.token(EOS)
 
 
 # ------------------------------------------------------------------ special tokens
@@ -532,8 +603,8 @@ def test_random_grammars_match_xgrammar(compilers, grammar, text):
     assert whole_t == whole_x, (grammar, text)
     assert duo.t.is_completed() == duo.x.is_completed(), (grammar, text)
     duo.reset()
-    duo.check()
+    duo.assert_mask_self_consistent(duo.check())
     for ch in text:
         if not duo.string(ch):
             break
-        duo.check()
+        duo.assert_mask_self_consistent(duo.check())

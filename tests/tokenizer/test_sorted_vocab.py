@@ -17,7 +17,7 @@ from treegram.tokenizer._sorted_vocab import SortedVocab
 
 def _reference(info: TokenizerInfo) -> tuple[list[int], list[bytes], list[int], list[int]]:
     """Sorted ids, their bytes, LCP with the predecessor, and subtree ends (quadratic)."""
-    excluded = set(info.stop_token_ids) | set(info.special_token_ids)
+    excluded = set(info.special_token_ids)  # stop tokens keep their text
     decoded = info.decoded_vocab
     ids = sorted(
         (i for i, tok in enumerate(decoded) if tok and i not in excluded),
@@ -76,17 +76,18 @@ def test_random_vocab_matches_reference(vocab: list[bytes], data: st.DataObject)
 def test_small_example() -> None:
     vocab = [b"ab", b"a", b"", b"abc", b"b", b"ab", b"</s>", b"ac"]
     sv = TokenizerInfo(vocab, vocab_size=10).sorted_vocab
-    # sorted: a(1) ab(0) ab(5) abc(3) ac(7) b(4); "" and padding are special, </s> stops
-    assert sv.token_ids.tolist() == [1, 0, 5, 3, 7, 4]
-    assert sv.lcp.tolist() == [0, 1, 2, 2, 1, 0]
-    assert sv.subtree_end.tolist() == [5, 4, 4, 4, 5, 6]
-    assert sv.offsets.tolist() == [0, 1, 3, 5, 8, 10, 11]
-    assert sv.data.tobytes() == b"aabababcacb"
-    assert sv.max_len == 3
+    # sorted: </s>(6) a(1) ab(0) ab(5) abc(3) ac(7) b(4); "" and padding are special; the
+    # stop token </s> keeps its text (the matcher, not the vocabulary, makes it a stop)
+    assert sv.token_ids.tolist() == [6, 1, 0, 5, 3, 7, 4]
+    assert sv.lcp.tolist() == [0, 0, 1, 2, 2, 1, 0]
+    assert sv.subtree_end.tolist() == [1, 6, 5, 5, 5, 6, 7]
+    assert sv.offsets.tolist() == [0, 4, 5, 7, 9, 12, 14, 15]
+    assert sv.data.tobytes() == b"</s>aabababcacb"
+    assert sv.max_len == 4
 
 
 def test_everything_excluded() -> None:
-    sv = TokenizerInfo(["", "</s>"], vocab_size=4).sorted_vocab
+    sv = TokenizerInfo(["", ""], vocab_size=4).sorted_vocab
     _check_layout(sv)
     assert len(sv) == 0 and sv.max_len == 0 and sv.offsets.tolist() == [0]
 
@@ -127,7 +128,7 @@ def test_deepseek_sorted_vocab(deepseek_info: TokenizerInfo) -> None:
     print(f"sorted vocab build: {elapsed * 1e3:.1f} ms")
     _check_layout(sv)
     decoded = deepseek_info.decoded_vocab
-    excluded = set(deepseek_info.stop_token_ids) | set(deepseek_info.special_token_ids)
+    excluded = set(deepseek_info.special_token_ids)
     ids = sorted(
         (i for i, t in enumerate(decoded) if t and i not in excluded), key=decoded.__getitem__
     )
@@ -146,4 +147,4 @@ def test_deepseek_sorted_vocab(deepseek_info: TokenizerInfo) -> None:
         stack.append(j)
     assert sv.subtree_end.tolist() == ends
     assert sv.max_len == max(lengths)
-    assert 1 not in set(sv.token_ids.tolist())  # the stop token is never produced
+    assert 1 in set(sv.token_ids.tolist())  # the stop token keeps its text

@@ -21,6 +21,7 @@ from ._utf8 import complement_ranges, normalize_ranges, utf8_sequences
 __all__ = ["Automaton", "build_automaton", "LOOKAHEAD_SUFFIX"]
 
 LOOKAHEAD_SUFFIX = "$lookahead"
+PACK_HEADER = 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,6 +85,29 @@ class Automaton:
     def n_rules(self) -> int:
         """Number of rules, lookahead pseudo-rules included."""
         return len(self.rule_names)
+
+    @property
+    def packed(self) -> np.ndarray:
+        """All kernel arrays in one int32 buffer (see ``kernels._earley.unpack``).
+
+        Entry-point kernels take this single array instead of ten: numba's per-argument
+        dispatch cost is a large part of a microsecond-scale call.
+        """
+        buf = self.__dict__.get("_packed")
+        if buf is None:
+            parts = [self.rule_start, self.rule_nullable, self.state_rule, self.state_final,
+                     self.byte_class, self.trans, self.ref_ptr, self.ref_rule, self.ref_target]
+            header = np.zeros(PACK_HEADER, dtype=np.int64)
+            header[:4] = (self.n_states, self.n_rules, self.n_classes, self.root_rule)
+            offset = PACK_HEADER
+            for k, part in enumerate(parts):
+                header[4 + k] = offset
+                offset += part.shape[0]
+            header[4 + len(parts)] = offset
+            buf = np.concatenate([header.astype(np.int32)]
+                                 + [p.astype(np.int32) for p in parts])
+            object.__setattr__(self, "_packed", buf)
+        return buf
 
     def arrays(self) -> tuple:
         """The arrays in the order the kernels take them."""

@@ -6,8 +6,9 @@ import threading
 from collections import OrderedDict
 
 from ..automaton._build import build_automaton
-from ..errors import GrammarError
+from ..errors import GrammarError, TokenizerError
 from ..grammar import Grammar
+from ..tokenizer import TokenizerInfo
 from ._compiled import CompiledGrammar
 
 __all__ = ["GrammarCompiler"]
@@ -44,7 +45,12 @@ class GrammarCompiler:
         cache_enabled: bool = True,
         cache_limit_bytes: int = -1,
     ) -> None:
-        if not isinstance(max_threads, int) or max_threads < 1:
+        if not isinstance(tokenizer_info, TokenizerInfo):
+            raise TokenizerError(
+                "tokenizer_info must be a treegram.TokenizerInfo, got "
+                f"{type(tokenizer_info).__name__}"
+            )
+        if not isinstance(max_threads, int) or isinstance(max_threads, bool) or max_threads < 1:
             raise GrammarError(f"max_threads must be a positive int, got {max_threads!r}")
         if not isinstance(cache_limit_bytes, int) or (
             cache_limit_bytes < 0 and cache_limit_bytes != -1

@@ -64,11 +64,8 @@ class MaskStore:
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
         self._state_class = np.full(automaton.n_states, -1, dtype=np.int32)
-        self._kind = np.zeros(16, dtype=np.int8)
-        self._acc_off = np.zeros(16, dtype=np.int64)
-        self._acc_len = np.zeros(16, dtype=np.int64)
-        self._unc_off = np.zeros(16, dtype=np.int64)
-        self._unc_len = np.zeros(16, dtype=np.int64)
+        # per class: kind, accepted offset, accepted length, uncertain offset, length
+        self._cls_meta = np.zeros((16, 5), dtype=np.int64)
         self._acc = _Pool()
         self._unc = _Pool()
         self._n_classes = 0
@@ -76,13 +73,10 @@ class MaskStore:
         self._publish()
 
     def _publish(self) -> None:
-        self._snap = (
-            self._state_class, self._kind, self._acc_off, self._acc_len, self._acc.data,
-            self._unc_off, self._unc_len, self._unc.data,
-        )
+        self._snap = (self._state_class, self._cls_meta, self._acc.data, self._unc.data)
 
     def snapshot(self) -> tuple:
-        """Arrays in the order ``fill_row`` takes them (state_class ... unc_pool)."""
+        """(state_class, cls_meta, acc_pool, unc_pool), as ``fill_row`` takes them."""
         return self._snap
 
     @property
@@ -137,21 +131,14 @@ class MaskStore:
             kind, payload = KIND_LIST, accepted
         cid = self._n_classes
         grown = False
-        if cid >= self._kind.shape[0]:
+        if cid >= self._cls_meta.shape[0]:
             grown = True
-            size = 2 * self._kind.shape[0]
-            self._kind = np.resize(self._kind, size)
-            self._acc_off = np.resize(self._acc_off, size)
-            self._acc_len = np.resize(self._acc_len, size)
-            self._unc_off = np.resize(self._unc_off, size)
-            self._unc_len = np.resize(self._unc_len, size)
+            bigger = np.zeros((2 * cid, 5), dtype=np.int64)
+            bigger[:cid] = self._cls_meta
+            self._cls_meta = bigger
         acc_off, g1 = self._acc.append(payload)
         unc_off, g2 = self._unc.append(uncertain)
-        self._kind[cid] = kind
-        self._acc_off[cid] = acc_off
-        self._acc_len[cid] = payload.shape[0]
-        self._unc_off[cid] = unc_off
-        self._unc_len[cid] = uncertain.shape[0]
+        self._cls_meta[cid] = (kind, acc_off, payload.shape[0], unc_off, uncertain.shape[0])
         self._n_classes += 1
         self._index[key] = cid
         return cid, grown or g1 or g2

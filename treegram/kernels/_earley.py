@@ -155,6 +155,37 @@ def can_end(state_rule, state_final, items_s, items_o, set_starts, pos, root_rul
     return False
 
 
+@njit(nogil=True, cache=True, inline="always")
+def unpack(ab):
+    """Views of a packed automaton (``Automaton.packed``), in the order of ``arrays()``."""
+    return (
+        ab[ab[4]:ab[5]], ab[ab[5]:ab[6]], ab[ab[6]:ab[7]], ab[ab[7]:ab[8]], ab[ab[8]:ab[9]],
+        ab[2], ab[ab[9]:ab[10]], ab[ab[10]:ab[11]], ab[ab[11]:ab[12]], ab[ab[12]:ab[13]],
+    )
+
+
+@njit(nogil=True, cache=True)
+def accept_bytes(ab, items_s, items_o, set_starts, top, data, lo, hi):
+    """``scan_bytes`` on a packed automaton: the matcher's accept entry point."""
+    a = unpack(ab)
+    return scan_bytes(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+                      items_s, items_o, set_starts, top, data, lo, hi)
+
+
+@njit(nogil=True, cache=True)
+def start_chart(ab, items_s, items_o, set_starts):
+    """``init_chart`` on a packed automaton for its root rule."""
+    a = unpack(ab)
+    return init_chart(a[0], a[1], a[2], a[3], a[7], a[8], a[9], items_s, items_o,
+                      set_starts, ab[3])
+
+
+@njit(nogil=True, cache=True)
+def chart_can_end(ab, items_s, items_o, set_starts, top):
+    """``can_end`` on a packed automaton for its root rule."""
+    return can_end(ab[ab[6]:ab[7]], ab[ab[7]:ab[8]], items_s, items_o, set_starts, top, ab[3])
+
+
 def new_chart(item_capacity: int = 256, set_capacity: int = 64):
     """Allocate empty chart arrays."""
     return (

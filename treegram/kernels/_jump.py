@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._earley import OVERFLOW, can_end, scan_byte
+from ._earley import OVERFLOW, can_end, scan_byte, unpack
 
 
 @njit(nogil=True, cache=True)
-def jump_forward(
-    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-    ref_ptr, ref_rule, ref_target, root_rule, items_s, items_o, set_starts, top, out,
-):
+def jump_forward(ab, items_s, items_o, set_starts, top, out):
     """Write into ``out`` the longest byte string forced from set ``top``: stop where the
     grammar may end or where more than one byte may follow. Uses the chart above ``top``
-    as scratch. Returns its length, or OVERFLOW."""
+    as scratch. ``ab`` is the packed automaton. Returns its length, or OVERFLOW."""
+    (rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
+     ref_ptr, ref_rule, ref_target) = unpack(ab)
+    root_rule = ab[3]
     n_out = 0
     pos = top
     seen = np.zeros(n_classes, dtype=np.bool_)

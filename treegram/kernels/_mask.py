@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._earley import OVERFLOW, REJECT, can_end, scan_byte
+from ._earley import OVERFLOW, REJECT, can_end, scan_byte, unpack
 
 # fill_row returns NEED_CLASSIFY - k when k states of the top set are not classified yet.
 NEED_CLASSIFY = -10
@@ -66,26 +66,42 @@ def _set_bit(row, t):
 
 @njit(nogil=True, cache=True)
 def fill_row(
-    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-    ref_ptr, ref_rule, ref_target, root_rule,
-    state_class, cls_kind, acc_off, acc_len, acc_pool, unc_off, unc_len, unc_pool,
-    sv_ids, sv_offsets, sv_data,
-    items_s, items_o, set_starts, top, stop_ids, row, classes_buf, missing_buf,
-    memo_s, memo_o, memo_meta, memo_row,
+    ab, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
+    items_s, items_o, set_starts, top, stop_ids, row, bufs, memo_key, memo_meta, memo_row,
 ):
     """Write the next-token mask of chart set ``top`` into ``row`` (int32 words).
 
-    A one-entry memo (``memo_*``, see :func:`memo_lookup`) returns the previous row when the
-    top set and every set it refers to are unchanged - the common case while decoding the
-    body of a string, where each token leaves the parser in the same items.
+    Parameters
+    ----------
+    ab : int32 [:]
+        Packed automaton (``Automaton.packed``).
+    state_class : int32 [n_states]
+        Class id per state, -1 while unclassified.
+    cls_meta : int64 [n_classes, 5]
+        Per class: kind (0 list, 1 bitset), accepted offset and length in ``acc_pool``,
+        uncertain offset and length in ``unc_pool``.
+    sv_ids, sv_offsets, sv_data : arrays of the sorted vocabulary.
+    bufs : int32 [2, >= items in the top set]
+        Scratch for distinct classes (row 0) and unclassified states (row 1).
+    memo_key, memo_meta, memo_row : the one-entry memo (see :func:`memo_lookup`).
+
+    A one-entry memo returns the previous row when the top set and every set it refers
+    to are unchanged - the common case while decoding the body of a string, where each
+    token leaves the parser in the same items.
 
     Returns
     -------
     int
         0 when the row is written; OVERFLOW when the chart must grow; or
-        ``NEED_CLASSIFY - k`` when the ``k`` states in ``missing_buf[:k]`` have no
+        ``NEED_CLASSIFY - k`` when the ``k`` states in ``bufs[1, :k]`` have no
         classification yet (nothing useful is written then).
     """
+    (rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
+     ref_ptr, ref_rule, ref_target) = unpack(ab)
+    classes_buf = bufs[0]
+    missing_buf = bufs[1]
+    memo_s = memo_key[0]
+    memo_o = memo_key[1]
     if memo_lookup(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta):
         for w in range(memo_row.shape[0]):
             row[w] = memo_row[w]
@@ -101,21 +117,21 @@ def fill_row(
     n_unc = 0
     for m in range(n_cls):
         c = classes_buf[m]
-        off = acc_off[c]
-        if cls_kind[c] == 1:
+        off = cls_meta[c, 1]
+        if cls_meta[c, 0] == 1:
             for w in range(n_words):
                 row[w] |= acc_pool[off + w]
         else:
-            for q in range(acc_len[c]):
+            for q in range(cls_meta[c, 2]):
                 _set_bit(row, acc_pool[off + q])
-        n_unc += unc_len[c]
+        n_unc += cls_meta[c, 4]
     if n_unc > 0:
         cand = np.empty(n_unc, dtype=np.int32)
         k = 0
         for m in range(n_cls):
             c = classes_buf[m]
-            off = unc_off[c]
-            for q in range(unc_len[c]):
+            off = cls_meta[c, 3]
+            for q in range(cls_meta[c, 4]):
                 idx = unc_pool[off + q]
                 if not _test_bit(row, sv_ids[idx]):
                     cand[k] = idx
@@ -128,9 +144,15 @@ def fill_row(
         )
         if st < 0:
             return st
-    if can_end(state_rule, state_final, items_s, items_o, set_starts, top, root_rule):
-        for q in range(stop_ids.shape[0]):
-            _set_bit(row, stop_ids[q])
+    # Stop tokens are stops only: allowed exactly when the root rule can end here, even if
+    # their text would also match the grammar.
+    ends = can_end(state_rule, state_final, items_s, items_o, set_starts, top, ab[3])
+    for q in range(stop_ids.shape[0]):
+        t = stop_ids[q]
+        if ends:
+            _set_bit(row, t)
+        else:
+            row[t >> 5] &= ~(np.int32(1) << np.int32(t & 31))
     memo_store(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta, memo_row, row)
     return 0
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..compiler._compiled import CompiledGrammar
-from ..errors import InvalidTokenIdError, MatcherStateError
-from ..kernels._earley import OVERFLOW, REJECT, can_end, init_chart, scan_bytes
+from ..errors import ArgumentError, InvalidTokenIdError, MatcherStateError
+from ..kernels._earley import OVERFLOW, REJECT, accept_bytes, chart_can_end, start_chart
 from ..kernels._jump import jump_forward, row_allows_all
 from ..kernels._mask import NEED_CLASSIFY, fill_row
 from ._bitmask import as_bitmask_array, check_row_index
@@ -17,13 +17,18 @@ _JUMP_FORWARD_LIMIT = 4096
 
 
 def _utf8_prefix(data: bytes) -> str:
-    """Decode the longest prefix of ``data`` that is complete UTF-8."""
-    for cut in range(len(data), max(len(data) - 4, -1), -1):
-        try:
-            return data[:cut].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return data.decode("utf-8", errors="ignore")
+    """Decode the longest prefix of ``data`` that is complete UTF-8 (an incomplete
+    character at the end is cut; bytes that continue a character begun before ``data``
+    make the prefix empty)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return data[: err.start].decode("utf-8")
+
+
+def _is_token_id(value) -> bool:
+    """An int (or numpy integer) that is not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 class GrammarMatcher:
@@ -61,9 +66,10 @@ class GrammarMatcher:
         max_rollback_tokens: int = -1,
     ) -> None:
         if not isinstance(compiled_grammar, CompiledGrammar):
+            kind = type(compiled_grammar)
             raise TypeError(
-                "compiled_grammar must be a CompiledGrammar (use GrammarCompiler), got "
-                f"{type(compiled_grammar).__name__}"
+                "compiled_grammar must be a treegram.CompiledGrammar (use "
+                f"treegram.GrammarCompiler), got {kind.__module__}.{kind.__qualname__}"
             )
         self._compiled = compiled_grammar
         info = compiled_grammar.tokenizer_info
@@ -71,43 +77,55 @@ class GrammarMatcher:
         if override_stop_tokens is None:
             stops = list(info.stop_token_ids)
         else:
-            stops = ([override_stop_tokens] if isinstance(override_stop_tokens, int)
-                     else list(override_stop_tokens))
+            if _is_token_id(override_stop_tokens):
+                stops = [override_stop_tokens]
+            elif isinstance(override_stop_tokens, (list, tuple)):
+                stops = list(override_stop_tokens)
+            else:
+                raise InvalidTokenIdError(
+                    f"override_stop_tokens must be a token id in [0, {self._vocab_size}) or a "
+                    f"list of them, got {override_stop_tokens!r}"
+                )
             for t in stops:
-                if not isinstance(t, (int, np.integer)) or not 0 <= t < self._vocab_size:
+                if not _is_token_id(t) or not 0 <= t < self._vocab_size:
                     raise InvalidTokenIdError(
                         f"override_stop_tokens: {t!r} is not a token id in "
                         f"[0, {self._vocab_size})"
                     )
+        if not isinstance(terminate_without_stop_token, (bool, np.bool_)):
+            raise TypeError(
+                "terminate_without_stop_token must be a bool, got "
+                f"{type(terminate_without_stop_token).__name__}"
+            )
+        if not _is_token_id(max_rollback_tokens):
+            raise TypeError(
+                f"max_rollback_tokens must be an int, got {type(max_rollback_tokens).__name__}"
+            )
         self._stop_ids = np.array(sorted(set(int(t) for t in stops)), dtype=np.int32)
         self._stop_set = frozenset(int(t) for t in self._stop_ids)
         self._terminate_without_stop = bool(terminate_without_stop_token)
         self._max_rollback = int(max_rollback_tokens)
         a = compiled_grammar.automaton
-        self._auto = a.arrays()
-        self._root = a.root_rule
-        self._closure_args = (a.rule_start, a.rule_nullable, a.state_rule, a.state_final,
-                              a.ref_ptr, a.ref_rule, a.ref_target)
+        self._ab = a.packed
         self._tok_offsets = compiled_grammar._tokens.offsets
         self._tok_data = compiled_grammar._tokens.data
         self._sv = info.sorted_vocab
         self._store = compiled_grammar._store
-        self._classes_buf = np.zeros(64, dtype=np.int32)
-        self._missing_buf = np.zeros(64, dtype=np.int32)
+        self._bufs = np.zeros((2, 64), dtype=np.int32)  # distinct classes / missing states
         self._items_s = np.zeros(256, dtype=np.int32)
         self._items_o = np.zeros(256, dtype=np.int32)
         self._set_starts = np.zeros(64, dtype=np.int32)
-        self._memo_s = np.zeros(32, dtype=np.int32)
-        self._memo_o = np.zeros(32, dtype=np.int32)
+        self._memo_key = np.zeros((2, 32), dtype=np.int32)  # states / origins of the top set
         self._memo_meta = np.array([-1, 0], dtype=np.int64)
         self._memo_row = np.zeros((self._vocab_size + 31) // 32, dtype=np.int32)
+        self._mask_cache: tuple | None = None
         self.reset()
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
         """Return to the initial state (nothing accepted)."""
-        while init_chart(*self._closure_args, self._items_s, self._items_o,
-                         self._set_starts, self._root) == OVERFLOW:
+        while start_chart(self._ab, self._items_s, self._items_o,
+                          self._set_starts) == OVERFLOW:
             self._grow_items()
         self._top = 0
         self._history: list[int] = []  # top set before each step
@@ -121,11 +139,10 @@ class GrammarMatcher:
         twin._items_s = self._items_s.copy()
         twin._items_o = self._items_o.copy()
         twin._set_starts = self._set_starts.copy()
-        twin._classes_buf = np.zeros_like(self._classes_buf)
-        twin._missing_buf = np.zeros_like(self._missing_buf)
+        twin._bufs = np.zeros_like(self._bufs)
+        twin._mask_cache = None
         twin._history = list(self._history)
-        twin._memo_s = self._memo_s.copy()
-        twin._memo_o = self._memo_o.copy()
+        twin._memo_key = self._memo_key.copy()
         twin._memo_meta = self._memo_meta.copy()
         twin._memo_row = self._memo_row.copy()
         return twin
@@ -142,15 +159,14 @@ class GrammarMatcher:
         self._set_starts = grown
 
     def _can_end(self) -> bool:
-        a = self._compiled.automaton
-        return bool(can_end(a.state_rule, a.state_final, self._items_s, self._items_o,
-                            self._set_starts, self._top, self._root))
+        return bool(chart_can_end(self._ab, self._items_s, self._items_o, self._set_starts,
+                                  self._top))
 
     # ------------------------------------------------------------ accepting
     def _accept_bytes(self, data: np.ndarray, lo: int, hi: int) -> bool:
         while True:
-            new_top = scan_bytes(*self._auto, self._items_s, self._items_o, self._set_starts,
-                                 self._top, data, lo, hi)
+            new_top = accept_bytes(self._ab, self._items_s, self._items_o, self._set_starts,
+                                   self._top, data, lo, hi)
             if new_top >= 0:
                 self._history.append(self._top)
                 self._top = new_top
@@ -176,7 +192,7 @@ class GrammarMatcher:
         InvalidTokenIdError
             ``token_id`` is not an integer in ``[0, vocab_size)``.
         """
-        if not isinstance(token_id, (int, np.integer)) or not 0 <= token_id < self._vocab_size:
+        if not _is_token_id(token_id) or not 0 <= token_id < self._vocab_size:
             raise InvalidTokenIdError(
                 f"token_id must be an int in [0, {self._vocab_size}), got {token_id!r}"
             )
@@ -220,8 +236,8 @@ class GrammarMatcher:
         MatcherStateError
             Fewer than ``num_tokens`` steps were accepted.
         """
-        if not isinstance(num_tokens, (int, np.integer)) or num_tokens < 0:
-            raise MatcherStateError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
+        if not _is_token_id(num_tokens) or num_tokens < 0:
+            raise ArgumentError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
         if num_tokens > len(self._history):
             raise MatcherStateError(
                 f"cannot roll back {num_tokens} tokens: only {len(self._history)} accepted"
@@ -291,7 +307,7 @@ class GrammarMatcher:
         MatcherStateError
             The matcher accepted a stop token.
         """
-        arr = as_bitmask_array(bitmask, vocab_size=self._vocab_size)
+        arr = self._bitmask_view(bitmask)
         row = arr[check_row_index(index, arr.shape[0])]
         if self._stopped:
             raise MatcherStateError(
@@ -300,20 +316,38 @@ class GrammarMatcher:
         self._fill_row(row)
         return not row_allows_all(row, self._vocab_size)
 
+    def _bitmask_view(self, bitmask) -> np.ndarray:
+        """Validated numpy view of ``bitmask``; the last one is reused while the same object
+        still has the same memory, shape and strides (engines pass one buffer every step)."""
+        cached = self._mask_cache
+        if cached is not None and cached[0] is bitmask:
+            if isinstance(bitmask, np.ndarray):
+                if bitmask.shape == cached[2]:
+                    return cached[1]
+            elif (bitmask.data_ptr() == cached[3] and bitmask.shape == cached[2]
+                  and bitmask.stride() == cached[4]):
+                return cached[1]
+        arr = as_bitmask_array(bitmask, vocab_size=self._vocab_size)
+        if isinstance(bitmask, np.ndarray):
+            self._mask_cache = (bitmask, arr, bitmask.shape, None, None)
+        elif hasattr(bitmask, "data_ptr") and hasattr(bitmask, "stride"):
+            self._mask_cache = (bitmask, arr, bitmask.shape, bitmask.data_ptr(),
+                                bitmask.stride())
+        return arr
+
     def _fill_row(self, row: np.ndarray) -> None:
         sv = self._sv
         self._ensure_buffers()
         while True:
             st = fill_row(
-                *self._auto, self._root, *self._store.snapshot(), sv.token_ids, sv.offsets,
-                sv.data, self._items_s, self._items_o, self._set_starts, self._top,
-                self._stop_ids, row, self._classes_buf, self._missing_buf,
-                self._memo_s, self._memo_o, self._memo_meta, self._memo_row,
+                self._ab, *self._store.snapshot(), sv.token_ids, sv.offsets, sv.data,
+                self._items_s, self._items_o, self._set_starts, self._top, self._stop_ids, row,
+                self._bufs, self._memo_key, self._memo_meta, self._memo_row,
             )
             if st >= 0:
                 return
             if st <= NEED_CLASSIFY:
-                self._store.classify_states(self._missing_buf[: NEED_CLASSIFY - st].copy())
+                self._store.classify_states(self._bufs[1, : NEED_CLASSIFY - st].copy())
             elif st == OVERFLOW:
                 need = self._top + 3 + int(sv.max_len)
                 if need >= self._set_starts.shape[0]:
@@ -325,9 +359,8 @@ class GrammarMatcher:
         # collect_classes writes one entry per item of the top set at most (no bounds checks
         # in nopython mode), so the buffers must be at least that long.
         n = int(self._set_starts[self._top + 1] - self._set_starts[self._top])
-        if n > self._classes_buf.shape[0]:
-            self._classes_buf = np.zeros(2 * n, dtype=np.int32)
-            self._missing_buf = np.zeros(2 * n, dtype=np.int32)
+        if n > self._bufs.shape[1]:
+            self._bufs = np.zeros((2, 2 * n), dtype=np.int32)
 
     def find_jump_forward_string(self) -> str:
         """The longest string every continuation starts with (stops where the grammar may
@@ -336,8 +369,8 @@ class GrammarMatcher:
             return ""
         out = np.zeros(_JUMP_FORWARD_LIMIT, dtype=np.uint8)
         while True:
-            n = jump_forward(*self._auto, self._root, self._items_s, self._items_o,
-                             self._set_starts, self._top, out)
+            n = jump_forward(self._ab, self._items_s, self._items_o, self._set_starts,
+                             self._top, out)
             if n >= 0:
                 return _utf8_prefix(out[:n].tobytes())
             if self._top + 3 >= self._set_starts.shape[0] - 1:

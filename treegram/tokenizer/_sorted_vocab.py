@@ -61,7 +61,7 @@ def build_sorted_vocab(decoded: Sequence[bytes], excluded_ids: Iterable[int]) ->
     decoded : Sequence[bytes]
         Decoded bytes of every token id (``len(decoded)`` is the model's vocab size).
     excluded_ids : Iterable[int]
-        Ids never produced by a grammar (stop and special tokens).
+        Ids never produced by a grammar (special and padding tokens).
 
     Returns
     -------

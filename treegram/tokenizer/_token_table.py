@@ -13,8 +13,9 @@ __all__ = ["TokenTable", "build_token_table"]
 class TokenTable:
     """Token ``t`` reads ``data[offsets[t]:offsets[t + 1]]``.
 
-    Excluded ids (special, padding and stop tokens) have no bytes: the grammar never
-    produces them, exactly as in the sorted vocabulary.
+    Excluded ids (special and padding tokens) have no bytes: the grammar never produces
+    them, exactly as in the sorted vocabulary. Stop tokens keep their text; a matcher treats
+    the ids in its own stop set as stops before looking at their bytes.
 
     Attributes
     ----------

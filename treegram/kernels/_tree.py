@@ -1,0 +1,128 @@
+"""Draft-tree kernels: parent pointers, first-child/next-sibling links and tree masks.
+
+Every kernel takes a batch of trees ``[B, N]`` (one request per row) whose inputs the caller
+has already validated: parents satisfy ``-1 <= parents[b, i] < i``, links lie in ``[-1, N)``.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+# Status codes of check_tree_links (report = [tree, node, from_node]).
+LINKS_OK = 0
+LINKS_REVISIT_CHILD = 1  # node reached a second time through next_token[from_node]
+LINKS_REVISIT_SIBLING = 2  # node reached a second time through next_sibling[from_node]
+LINKS_ROOT_SIBLING = 3  # the root has a next sibling
+
+
+@njit(nogil=True, cache=True)
+def links_from_parents(parents, next_token, next_sibling):
+    """Fill first-child and next-sibling links, children in increasing index order.
+
+    ``parents`` int64 [B, N]; writes every entry of ``next_token`` and ``next_sibling``
+    (int64 [B, N]). Visiting nodes from the last one down and pushing each onto its parent's
+    child list leaves every list in increasing order, as the engines' GPU kernels do.
+    """
+    B = parents.shape[0]
+    N = parents.shape[1]
+    for b in range(B):
+        for i in range(N):
+            next_token[b, i] = -1
+            next_sibling[b, i] = -1
+        for i in range(N - 1, -1, -1):
+            p = parents[b, i]
+            if p >= 0:
+                next_sibling[b, i] = next_token[b, p]
+                next_token[b, p] = i
+
+
+@njit(nogil=True, cache=True)
+def parents_from_mask(mask, parents):
+    """``parents[b, i]`` = the largest ``j < i`` with ``mask[b, i, j]``, else -1.
+
+    ``mask`` bool [B, N, N]; ``parents`` int64 [B, N] (written).
+    """
+    B = mask.shape[0]
+    N = mask.shape[1]
+    for b in range(B):
+        for i in range(N):
+            p = -1
+            for j in range(i - 1, -1, -1):
+                if mask[b, i, j]:
+                    p = j
+                    break
+            parents[b, i] = p
+
+
+@njit(nogil=True, cache=True)
+def depths_from_parents(parents, depth):
+    """``depth[b, i]`` = number of ancestors of node i; parents precede their children."""
+    B = parents.shape[0]
+    N = parents.shape[1]
+    for b in range(B):
+        for i in range(N):
+            p = parents[b, i]
+            depth[b, i] = 0 if p < 0 else depth[b, p] + 1
+
+
+@njit(nogil=True, cache=True)
+def mask_from_parents(parents, mask):
+    """Set ``mask[b, i, j]`` iff j is an ancestor-or-self of i; ``mask`` must be all False."""
+    B = parents.shape[0]
+    N = parents.shape[1]
+    for b in range(B):
+        for i in range(N):
+            p = parents[b, i]
+            if p >= 0:
+                for j in range(p + 1):
+                    mask[b, i, j] = mask[b, p, j]
+            mask[b, i, i] = True
+
+
+@njit(nogil=True, cache=True)
+def check_tree_links(next_token, next_sibling, root, seen, stack, report):
+    """Walk every tree from ``root`` and check that no node is reached twice.
+
+    ``next_token``/``next_sibling`` int64 [B, N] with entries in ``[-1, N)``; ``seen`` bool
+    [N] and ``stack`` int64 [N] are scratch; ``report`` int64 [3] receives
+    ``(tree, node, from_node)`` of the first problem. Returns a ``LINKS_*`` code. O(N) per
+    tree: each node is pushed at most once.
+    """
+    B = next_token.shape[0]
+    N = next_token.shape[1]
+    for b in range(B):
+        if next_sibling[b, root] != -1:
+            report[0] = b
+            report[1] = next_sibling[b, root]
+            report[2] = root
+            return LINKS_ROOT_SIBLING
+        for i in range(N):
+            seen[i] = False
+        seen[root] = True
+        stack[0] = root
+        top = 1
+        while top > 0:
+            top -= 1
+            u = stack[top]
+            c = next_token[b, u]
+            if c >= 0:
+                if seen[c]:
+                    report[0] = b
+                    report[1] = c
+                    report[2] = u
+                    return LINKS_REVISIT_CHILD
+                seen[c] = True
+                stack[top] = c
+                top += 1
+            if u != root:
+                s = next_sibling[b, u]
+                if s >= 0:
+                    if seen[s]:
+                        report[0] = b
+                        report[1] = s
+                        report[2] = u
+                        return LINKS_REVISIT_SIBLING
+                    seen[s] = True
+                    stack[top] = s
+                    top += 1
+    return LINKS_OK
