@@ -20,7 +20,7 @@ from treegram.errors import (
     UndefinedRuleError,
 )
 from treegram.grammar import Grammar
-from treegram.matcher import GrammarMatcher
+from treegram.matcher import BatchGrammarMatcher, GrammarMatcher
 from treegram.matcher._bitmask import (
     allocate_token_bitmask,
     allowed_token_ids,
@@ -67,4 +67,5 @@ __all__ = [
     "CompiledGrammar",
     "GrammarCompiler",
     "GrammarMatcher",
+    "BatchGrammarMatcher",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 from ..automaton._build import Automaton
 from ._mask_store import MaskStore
 
@@ -28,6 +31,29 @@ class CompiledGrammar:
         self._automaton = automaton
         self._store = MaskStore(automaton, tokenizer_info.sorted_vocab, tokenizer_info.vocab_size)
         self._tokens = tokenizer_info.token_table
+        self._slot = -1
+        self._slot_lock = threading.Lock()
+
+    def _registry_entry(self, snapshot: tuple | None = None) -> tuple:
+        sv = self.tokenizer_info.sorted_vocab
+        snap = self._store.snapshot() if snapshot is None else snapshot
+        return (self._automaton.packed, *snap, sv.token_ids, sv.offsets, sv.data,
+                self._tokens.offsets, self._tokens.data)
+
+    def _registry_slot(self) -> int:
+        """This grammar's slot in the batch registry (taken on first batch use)."""
+        slot = self._slot
+        if slot < 0:
+            from ..matcher._registry import GRAMMARS
+
+            with self._slot_lock:
+                if self._slot < 0:
+                    self._slot = GRAMMARS.add(self._registry_entry())
+                    self._store.on_publish = lambda snap: GRAMMARS.update(
+                        self._slot, self._registry_entry(snap))
+                    weakref.finalize(self, GRAMMARS.release, self._slot)
+                slot = self._slot
+        return slot
 
     @property
     def automaton(self) -> Automaton:

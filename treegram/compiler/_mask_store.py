@@ -70,10 +70,13 @@ class MaskStore:
         self._unc = _Pool()
         self._n_classes = 0
         self._index: dict[bytes, int] = {}
+        self.on_publish = None  # called with the new snapshot when arrays are re-allocated
         self._publish()
 
     def _publish(self) -> None:
         self._snap = (self._state_class, self._cls_meta, self._acc.data, self._unc.data)
+        if self.on_publish is not None:
+            self.on_publish(self._snap)
 
     def snapshot(self) -> tuple:
         """(state_class, cls_meta, acc_pool, unc_pool), as ``fill_row`` takes them."""

@@ -20,7 +20,7 @@ OVERFLOW = -2
 REJECT = -1
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def add_item(items_s, items_o, set_lo, n, s, o):
     """Append item (s, o) to the set starting at ``set_lo`` unless present. Returns the
     new end, or OVERFLOW when the arrays are full."""
@@ -34,7 +34,7 @@ def add_item(items_s, items_o, set_lo, n, s, o):
     return n + 1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def closure(
     rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
     items_s, items_o, set_starts, pos, lo, n,
@@ -69,7 +69,7 @@ def closure(
     return n
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def scan_byte(
     rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
     ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, pos, b,
@@ -102,7 +102,7 @@ def scan_byte(
     return n
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def scan_bytes(
     rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
     ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, top, data, lo, hi,
@@ -126,7 +126,7 @@ def scan_bytes(
     return pos
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def init_chart(
     rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
     items_s, items_o, set_starts, root_rule,
@@ -145,7 +145,7 @@ def init_chart(
     return 0
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def can_end(state_rule, state_final, items_s, items_o, set_starts, pos, root_rule):
     """Whether the root rule is complete at set ``pos``."""
     for j in range(set_starts[pos], set_starts[pos + 1]):
@@ -155,7 +155,7 @@ def can_end(state_rule, state_final, items_s, items_o, set_starts, pos, root_rul
     return False
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def unpack(ab):
     """Views of a packed automaton (``Automaton.packed``), in the order of ``arrays()``."""
     return (
@@ -164,7 +164,7 @@ def unpack(ab):
     )
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def accept_bytes(ab, items_s, items_o, set_starts, top, data, lo, hi):
     """``scan_bytes`` on a packed automaton: the matcher's accept entry point."""
     a = unpack(ab)
@@ -172,7 +172,7 @@ def accept_bytes(ab, items_s, items_o, set_starts, top, data, lo, hi):
                       items_s, items_o, set_starts, top, data, lo, hi)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def start_chart(ab, items_s, items_o, set_starts):
     """``init_chart`` on a packed automaton for its root rule."""
     a = unpack(ab)
@@ -180,7 +180,7 @@ def start_chart(ab, items_s, items_o, set_starts):
                       set_starts, ab[3])
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def chart_can_end(ab, items_s, items_o, set_starts, top):
     """``can_end`` on a packed automaton for its root rule."""
     return can_end(ab[ab[6]:ab[7]], ab[ab[7]:ab[8]], items_s, items_o, set_starts, top, ab[3])

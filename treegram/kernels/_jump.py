@@ -52,7 +52,7 @@ def jump_forward(ab, items_s, items_o, set_starts, top, out):
     return n_out
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def row_allows_all(row, vocab_size):
     """Whether every token id below ``vocab_size`` is allowed in ``row``."""
     full = vocab_size >> 5

@@ -16,17 +16,25 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._earley import OVERFLOW, REJECT, can_end, scan_byte, unpack
+from ._earley import OVERFLOW, REJECT, can_end, scan_byte
 
 # fill_row returns NEED_CLASSIFY - k when k states of the top set are not classified yet.
 NEED_CLASSIFY = -10
+BUFS_FULL = -6  # the scratch ``bufs`` is smaller than the top set: grow it and retry
+CAND_FULL = -7  # the candidate scratch is smaller than the uncertain sets: grow it
+
+# The mask kernels run without numba's reference counting (``_nrt=False``): every array
+# reference they create would otherwise cost atomic increments and decrements, which on
+# small masks cost more than the work itself. They therefore never allocate; callers
+# pass scratch arrays and get a *_FULL status when one is too small.
 
 
-@njit(nogil=True, cache=True)
-def collect_classes(state_class, items_s, set_starts, top, classes_out, missing_out):
-    """Distinct classes of the states in set ``top``.
+@njit(nogil=True, cache=True, _nrt=False)
+def collect_classes(state_class, items_s, set_starts, top, bufs):
+    """Distinct classes of the states in set ``top`` into ``bufs[0]``.
 
-    Returns (n_classes, n_missing); states without a class yet go to ``missing_out``.
+    Returns (n_classes, n_missing); states without a class yet go to ``bufs[1]``.
+    Returns (-1, -1) when a buffer is too small (no bounds checks in nopython mode).
     """
     n_cls = 0
     n_missing = 0
@@ -36,45 +44,54 @@ def collect_classes(state_class, items_s, set_starts, top, classes_out, missing_
         if c < 0:
             dup = False
             for m in range(n_missing):
-                if missing_out[m] == s:
+                if bufs[1, m] == s:
                     dup = True
                     break
             if not dup:
-                missing_out[n_missing] = s
+                if n_missing >= bufs.shape[1]:
+                    return -1, -1
+                bufs[1, n_missing] = s
                 n_missing += 1
             continue
         dup = False
         for m in range(n_cls):
-            if classes_out[m] == c:
+            if bufs[0, m] == c:
                 dup = True
                 break
         if not dup:
-            classes_out[n_cls] = c
+            if n_cls >= bufs.shape[1]:
+                return -1, -1
+            bufs[0, n_cls] = c
             n_cls += 1
     return n_cls, n_missing
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _test_bit(row, t):
-    return (row[t >> 5] >> (t & 31)) & 1
+# Rows are addressed as (2-D array, row index), never sliced: in nopython mode every slice
+# is a new reference whose atomic refcounting costs more than these loops.
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _test_bit(out, r, t):
+    return (out[r, t >> 5] >> (t & 31)) & 1
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _set_bit(row, t):
-    row[t >> 5] |= np.int32(1) << np.int32(t & 31)
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _set_bit(out, r, t):
+    out[r, t >> 5] |= np.int32(1) << np.int32(t & 31)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def fill_row(
-    ab, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
-    items_s, items_o, set_starts, top, stop_ids, row, bufs, memo_key, memo_meta, memo_row,
+    A, root, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
+    items_s, items_o, set_starts, top, stop_ids, out, r, bufs, memo_key, memo_meta, memo_row,
+    cand,
 ):
-    """Write the next-token mask of chart set ``top`` into ``row`` (int32 words).
+    """Write the next-token mask of chart set ``top`` into row ``r`` of ``out``.
 
     Parameters
     ----------
-    ab : int32 [:]
-        Packed automaton (``Automaton.packed``).
+    A : tuple
+        The unpacked automaton (``kernels._earley.unpack``).
+    root : int
+        Root rule id.
     state_class : int32 [n_states]
         Class id per state, -1 while unclassified.
     cls_meta : int64 [n_classes, 5]
@@ -83,7 +100,11 @@ def fill_row(
     sv_ids, sv_offsets, sv_data : arrays of the sorted vocabulary.
     bufs : int32 [2, >= items in the top set]
         Scratch for distinct classes (row 0) and unclassified states (row 1).
+    out : int32 [rows, n_words]
+        Output bitmask; only row ``r`` is written.
     memo_key, memo_meta, memo_row : the one-entry memo (see :func:`memo_lookup`).
+    cand : int32 [:]
+        Scratch for uncertain candidates; CAND_FULL asks for a larger one.
 
     A one-entry memo returns the previous row when the top set and every set it refers
     to are unchanged - the common case while decoding the body of a string, where each
@@ -92,75 +113,109 @@ def fill_row(
     Returns
     -------
     int
-        0 when the row is written; OVERFLOW when the chart must grow; or
+        0 when the row is written; OVERFLOW when the chart must grow; BUFS_FULL when
+        ``bufs`` must grow; or
         ``NEED_CLASSIFY - k`` when the ``k`` states in ``bufs[1, :k]`` have no
         classification yet (nothing useful is written then).
     """
-    (rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-     ref_ptr, ref_rule, ref_target) = unpack(ab)
-    classes_buf = bufs[0]
-    missing_buf = bufs[1]
-    memo_s = memo_key[0]
-    memo_o = memo_key[1]
-    if memo_lookup(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta):
+    if memo_lookup(items_s, items_o, set_starts, top, memo_key, memo_meta):
         for w in range(memo_row.shape[0]):
-            row[w] = memo_row[w]
+            out[r, w] = memo_row[w]
         return 0
-    n_cls, n_missing = collect_classes(
-        state_class, items_s, set_starts, top, classes_buf, missing_buf
-    )
+    n_cls, n_missing = collect_classes(state_class, items_s, set_starts, top, bufs)
+    if n_cls < 0:
+        return BUFS_FULL
     if n_missing > 0:
         return NEED_CLASSIFY - n_missing
     n_words = memo_row.shape[0]  # ceil(vocab_size / 32): the width of every stored bitset
-    for w in range(row.shape[0]):
-        row[w] = 0
+    for w in range(out.shape[1]):
+        out[r, w] = 0
     n_unc = 0
     for m in range(n_cls):
-        c = classes_buf[m]
+        c = bufs[0, m]
         off = cls_meta[c, 1]
         if cls_meta[c, 0] == 1:
             for w in range(n_words):
-                row[w] |= acc_pool[off + w]
+                out[r, w] |= acc_pool[off + w]
         else:
             for q in range(cls_meta[c, 2]):
-                _set_bit(row, acc_pool[off + q])
+                _set_bit(out, r, acc_pool[off + q])
         n_unc += cls_meta[c, 4]
     if n_unc > 0:
-        cand = np.empty(n_unc, dtype=np.int32)
+        if n_unc > cand.shape[0]:
+            return CAND_FULL
         k = 0
         for m in range(n_cls):
-            c = classes_buf[m]
+            c = bufs[0, m]
             off = cls_meta[c, 3]
             for q in range(cls_meta[c, 4]):
                 idx = unc_pool[off + q]
-                if not _test_bit(row, sv_ids[idx]):
+                if not _test_bit(out, r, sv_ids[idx]):
                     cand[k] = idx
                     k += 1
-        cand = np.unique(cand[:k])  # sorted order = lexicographic order of the tokens
-        st = check_candidates(
-            rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes,
-            trans, ref_ptr, ref_rule, ref_target, sv_ids, sv_offsets, sv_data,
-            items_s, items_o, set_starts, top, cand, row,
-        )
+        k = _sort_unique(cand, k)  # sorted order = lexicographic order of the tokens
+        st = check_candidates(A, sv_ids, sv_offsets, sv_data, items_s, items_o, set_starts,
+                              top, cand, k, out, r)
         if st < 0:
             return st
     # Stop tokens are stops only: allowed exactly when the root rule can end here, even if
     # their text would also match the grammar.
-    ends = can_end(state_rule, state_final, items_s, items_o, set_starts, top, ab[3])
+    ends = can_end(A[2], A[3], items_s, items_o, set_starts, top, root)
     for q in range(stop_ids.shape[0]):
         t = stop_ids[q]
         if ends:
-            _set_bit(row, t)
+            _set_bit(out, r, t)
         else:
-            row[t >> 5] &= ~(np.int32(1) << np.int32(t & 31))
-    memo_store(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta, memo_row, row)
+            out[r, t >> 5] &= ~(np.int32(1) << np.int32(t & 31))
+    memo_store(items_s, items_o, set_starts, top, memo_key, memo_meta, memo_row, out, r)
     return 0
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def _sort_unique(a, n):
+    """Sort ``a[:n]`` in place (insertion sort for short runs, heap sort otherwise) and
+    drop duplicates; returns the new length. Allocation-free."""
+    if n < 32:
+        for i in range(1, n):
+            x = a[i]
+            j = i - 1
+            while j >= 0 and a[j] > x:
+                a[j + 1] = a[j]
+                j -= 1
+            a[j + 1] = x
+    else:
+        for start in range(n // 2 - 1, -1, -1):
+            _sift_down(a, start, n)
+        for end in range(n - 1, 0, -1):
+            a[0], a[end] = a[end], a[0]
+            _sift_down(a, 0, end)
+    k = 0
+    for i in range(n):
+        if k == 0 or a[i] != a[k - 1]:
+            a[k] = a[i]
+            k += 1
+    return k
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def _sift_down(a, start, end):
+    root = start
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            return
+        if child + 1 < end and a[child] < a[child + 1]:
+            child += 1
+        if a[root] >= a[child]:
+            return
+        a[root], a[child] = a[child], a[root]
+        root = child
 
 
 # memo_meta[0]: items in the memo key (-1: empty); memo_meta[1]: the floor - every chart set
 # at or below it is unchanged since the memo was stored (rollback lowers it).
-@njit(nogil=True, cache=True)
-def memo_lookup(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta):
+@njit(nogil=True, cache=True, _nrt=False)
+def memo_lookup(items_s, items_o, set_starts, top, memo_key, memo_meta):
     """Whether the memo row is the mask of set ``top``.
 
     The key is the top set's items, with origins equal to the top written as -1; any other
@@ -171,10 +226,10 @@ def memo_lookup(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta):
         return False
     floor = memo_meta[1]
     for q in range(n):
-        if items_s[lo + q] != memo_s[q]:
+        if items_s[lo + q] != memo_key[0, q]:
             return False
         o = items_o[lo + q]
-        mo = memo_o[q]
+        mo = memo_key[1, q]
         if mo == -1:
             if o != top:
                 return False
@@ -183,33 +238,33 @@ def memo_lookup(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta):
     return True
 
 
-@njit(nogil=True, cache=True)
-def memo_store(items_s, items_o, set_starts, top, memo_s, memo_o, memo_meta, memo_row, row):
-    """Remember ``row`` as the mask of set ``top`` (skipped if the set is too large)."""
+@njit(nogil=True, cache=True, _nrt=False)
+def memo_store(items_s, items_o, set_starts, top, memo_key, memo_meta, memo_row, out, r):
+    """Remember row ``r`` of ``out`` as the mask of set ``top`` (skipped if the set is too
+    large for the key)."""
     lo = set_starts[top]
     n = set_starts[top + 1] - lo
-    if n > memo_s.shape[0]:
+    if n > memo_key.shape[1]:
         memo_meta[0] = -1
         return
     for q in range(n):
-        memo_s[q] = items_s[lo + q]
+        memo_key[0, q] = items_s[lo + q]
         o = items_o[lo + q]
-        memo_o[q] = -1 if o == top else o
+        memo_key[1, q] = -1 if o == top else o
     for w in range(memo_row.shape[0]):
-        memo_row[w] = row[w]
+        memo_row[w] = out[r, w]
     memo_meta[0] = n
     memo_meta[1] = top
 
 
-@njit(nogil=True, cache=True)
-def check_candidates(
-    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-    ref_ptr, ref_rule, ref_target, sv_ids, sv_offsets, sv_data,
-    items_s, items_o, set_starts, top, cand, row,
-):
-    """Scan each candidate (sorted-vocabulary index, ascending) on the real chart and set
-    its bit when all of its bytes are read. Returns 0 or OVERFLOW."""
-    n = cand.shape[0]
+@njit(nogil=True, cache=True, _nrt=False)
+def check_candidates(A, sv_ids, sv_offsets, sv_data, items_s, items_o, set_starts, top,
+                     cand, n, out, r):
+    """Scan each candidate ``cand[:n]`` (sorted-vocabulary indices, ascending) on the real
+    chart and set its bit in row ``r`` when all of its bytes are read. Returns 0 or
+    OVERFLOW."""
+    (rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
+     ref_ptr, ref_rule, ref_target) = A
     if n == 0:
         return 0
     max_len = 0
@@ -250,7 +305,7 @@ def check_candidates(
             depth += 1
         q += 1
         if fail_at < 0:
-            _set_bit(row, sv_ids[idx])
+            _set_bit(out, r, sv_ids[idx])
             continue
         # skip candidates that share the failed prefix
         while q < n:

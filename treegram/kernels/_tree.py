@@ -126,3 +126,72 @@ def check_tree_links(next_token, next_sibling, root, seen, stack, report):
                     stack[top] = s
                     top += 1
     return LINKS_OK
+
+
+LINKS_RANGE = 4  # a link is outside [-1, N)
+LINKS_ROOT_RANGE = 5  # a root is outside [0, N)
+
+
+@njit(nogil=True, cache=True)
+def check_trees(next_token, next_sibling, roots, seen, stack, report):
+    """Validate draft trees for a traversal in one pass.
+
+    ``next_token``/``next_sibling`` int64 [T, N] (T = 1 for a tree shared by all
+    requests); ``roots`` int64 [R], tree ``k`` of request ``k`` (or tree 0 when shared).
+    Checks every link is in ``[-1, N)``, every root in ``[0, N)``, the root has no
+    sibling, and no node is reached twice from its root. ``report`` int64 [3] receives
+    ``(request, node, from_node)`` of the first problem. Returns a ``LINKS_*`` code.
+    """
+    T = next_token.shape[0]
+    N = next_token.shape[1]
+    for b in range(T):
+        for i in range(N):
+            for a in (next_token[b, i], next_sibling[b, i]):
+                if a < -1 or a >= N:
+                    report[0] = b
+                    report[1] = a
+                    report[2] = i
+                    return LINKS_RANGE
+    for k in range(roots.shape[0]):
+        b = 0 if T == 1 else k
+        root = roots[k]
+        if root < 0 or root >= N:
+            report[0] = k
+            report[1] = root
+            report[2] = -1
+            return LINKS_ROOT_RANGE
+        if next_sibling[b, root] != -1:
+            report[0] = k
+            report[1] = next_sibling[b, root]
+            report[2] = root
+            return LINKS_ROOT_SIBLING
+        for i in range(N):
+            seen[i] = False
+        seen[root] = True
+        stack[0] = root
+        top = 1
+        while top > 0:
+            top -= 1
+            u = stack[top]
+            c = next_token[b, u]
+            if c >= 0:
+                if seen[c]:
+                    report[0] = k
+                    report[1] = c
+                    report[2] = u
+                    return LINKS_REVISIT_CHILD
+                seen[c] = True
+                stack[top] = c
+                top += 1
+            if u != root:
+                s = next_sibling[b, u]
+                if s >= 0:
+                    if seen[s]:
+                        report[0] = k
+                        report[1] = s
+                        report[2] = u
+                        return LINKS_REVISIT_SIBLING
+                    seen[s] = True
+                    stack[top] = s
+                    top += 1
+    return LINKS_OK

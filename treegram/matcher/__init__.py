@@ -1,5 +1,6 @@
 """Per-request matching: GrammarMatcher and token bitmask helpers."""
 
+from ._batch import BatchGrammarMatcher
 from ._bitmask import (
     allocate_token_bitmask,
     bitmask_dtype,
@@ -9,6 +10,7 @@ from ._bitmask import (
 from ._matcher import GrammarMatcher
 
 __all__ = [
+    "BatchGrammarMatcher",
     "GrammarMatcher",
     "allocate_token_bitmask",
     "bitmask_dtype",

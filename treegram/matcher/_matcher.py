@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
+import time
+import weakref
+
 import numpy as np
 
 from ..compiler._compiled import CompiledGrammar
-from ..errors import ArgumentError, InvalidTokenIdError, MatcherStateError
+from ..errors import (
+    ArgumentError,
+    BitmaskError,
+    DraftTreeError,
+    InvalidTokenIdError,
+    MatcherStateError,
+)
 from ..kernels._earley import OVERFLOW, REJECT, accept_bytes, chart_can_end, start_chart
 from ..kernels._jump import jump_forward, row_allows_all
-from ..kernels._mask import NEED_CLASSIFY, fill_row
+from ..kernels._mask import BUFS_FULL, CAND_FULL, NEED_CLASSIFY
+from ..kernels._ops import (
+    HIST_FULL,
+    M_NO_STOP,
+    M_STEPS,
+    M_STOPPED,
+    M_TOP,
+    TIMEOUT,
+    accept_token_entry,
+    fill_entry,
+    rollback_op,
+    traverse_entry,
+)
 from ._bitmask import as_bitmask_array, check_row_index
+from ._registry import MATCHERS
+from ._tree_input import as_index_array, check_draft_trees
 
 __all__ = ["GrammarMatcher"]
 
@@ -102,9 +125,6 @@ class GrammarMatcher:
                 f"max_rollback_tokens must be an int, got {type(max_rollback_tokens).__name__}"
             )
         self._stop_ids = np.array(sorted(set(int(t) for t in stops)), dtype=np.int32)
-        self._stop_set = frozenset(int(t) for t in self._stop_ids)
-        self._terminate_without_stop = bool(terminate_without_stop_token)
-        self._max_rollback = int(max_rollback_tokens)
         a = compiled_grammar.automaton
         self._ab = a.packed
         self._tok_offsets = compiled_grammar._tokens.offsets
@@ -115,10 +135,19 @@ class GrammarMatcher:
         self._items_s = np.zeros(256, dtype=np.int32)
         self._items_o = np.zeros(256, dtype=np.int32)
         self._set_starts = np.zeros(64, dtype=np.int32)
+        # meta: top set, steps taken, stopped, terminate-without-stop-token (kernels/_ops.py)
+        self._meta = np.zeros(4, dtype=np.int64)
+        self._meta[M_NO_STOP] = int(bool(terminate_without_stop_token))
+        self._hist = np.zeros(64, dtype=np.int32)  # top set before each step
         self._memo_key = np.zeros((2, 32), dtype=np.int32)  # states / origins of the top set
         self._memo_meta = np.array([-1, 0], dtype=np.int64)
         self._memo_row = np.zeros((self._vocab_size + 31) // 32, dtype=np.int32)
+        self._cand = np.zeros(64, dtype=np.int32)  # uncertain-candidate scratch
         self._mask_cache: tuple | None = None
+        self._clock = np.zeros(2, dtype=np.int64)
+        self._stack = np.zeros(64, dtype=np.int32)  # traversal scratch
+        self._slot = -1  # registry slot, taken on first batch use
+        self._batch_slots: tuple[int, int, int] | None = None
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -127,57 +156,95 @@ class GrammarMatcher:
         while start_chart(self._ab, self._items_s, self._items_o,
                           self._set_starts) == OVERFLOW:
             self._grow_items()
-        self._top = 0
-        self._history: list[int] = []  # top set before each step
-        self._stopped = False
+        self._meta[M_TOP] = 0
+        self._meta[M_STEPS] = 0
+        self._meta[M_STOPPED] = 0
         self._memo_meta[0] = -1
 
     def fork(self) -> GrammarMatcher:
         """An independent copy sharing the compiled grammar."""
         twin = object.__new__(GrammarMatcher)
         twin.__dict__.update(self.__dict__)
-        twin._items_s = self._items_s.copy()
-        twin._items_o = self._items_o.copy()
-        twin._set_starts = self._set_starts.copy()
-        twin._bufs = np.zeros_like(self._bufs)
+        for name in ("_items_s", "_items_o", "_set_starts", "_meta", "_hist", "_memo_key",
+                     "_memo_meta", "_memo_row", "_bufs", "_cand", "_clock", "_stack"):
+            setattr(twin, name, getattr(self, name).copy())
         twin._mask_cache = None
-        twin._history = list(self._history)
-        twin._memo_key = self._memo_key.copy()
-        twin._memo_meta = self._memo_meta.copy()
-        twin._memo_row = self._memo_row.copy()
+        twin._slot = -1
+        twin._batch_slots = None
         return twin
+
+    # ------------------------------------------------------- arrays and slots
+    def _state_arrays(self) -> tuple:
+        """The matcher's arrays in the order the kernels and the registry use."""
+        return (self._items_s, self._items_o, self._set_starts, self._meta, self._hist,
+                self._stop_ids, self._bufs, self._memo_key, self._memo_meta, self._memo_row,
+                self._cand)
+
+    def _register(self) -> tuple[int, int, int]:
+        """Take registry slots for this matcher and its grammar (first batch use) and return
+        ``(grammar slot, matcher slot, vocab_size)``."""
+        if self._batch_slots is None:
+            gslot = self._compiled._registry_slot()
+            self._slot = MATCHERS.add(self._state_arrays())
+            weakref.finalize(self, MATCHERS.release, self._slot)
+            self._batch_slots = (gslot, self._slot, self._vocab_size)
+        return self._batch_slots
+
+    def _arrays_changed(self) -> None:
+        if self._slot >= 0:
+            MATCHERS.update(self._slot, self._state_arrays())
 
     def _grow_items(self) -> None:
         n = self._items_s.shape[0] * 2
         self._items_s = np.resize(self._items_s, n)
         self._items_o = np.resize(self._items_o, n)
+        self._arrays_changed()
 
     def _grow_sets(self, need: int) -> None:
         n = max(need + 1, self._set_starts.shape[0] * 2)
         grown = np.zeros(n, dtype=np.int32)
         grown[: self._set_starts.shape[0]] = self._set_starts
         self._set_starts = grown
+        self._arrays_changed()
+
+    def _grow_hist(self) -> None:
+        grown = np.zeros(self._hist.shape[0] * 2, dtype=np.int32)
+        grown[: self._hist.shape[0]] = self._hist
+        self._hist = grown
+        self._arrays_changed()
+
+    def _grow_bufs(self) -> None:
+        self._bufs = np.zeros((2, self._bufs.shape[1] * 2), dtype=np.int32)
+        self._arrays_changed()
+
+    def _grow_cand(self) -> None:
+        self._cand = np.zeros(self._cand.shape[0] * 4, dtype=np.int32)
+        self._arrays_changed()
+
+    def _resolve(self, status: int, extra_bytes: int = 0) -> None:
+        """Make room or classify so that an operation that returned ``status`` can retry."""
+        if status <= NEED_CLASSIFY:
+            self._store.classify_states(self._bufs[1, : NEED_CLASSIFY - status].copy())
+        elif status == HIST_FULL:
+            self._grow_hist()
+        elif status == BUFS_FULL:
+            self._grow_bufs()
+        elif status == CAND_FULL:
+            self._grow_cand()
+        elif status == OVERFLOW:
+            need = int(self._meta[M_TOP]) + 3 + max(extra_bytes, int(self._sv.max_len))
+            if need >= self._set_starts.shape[0]:
+                self._grow_sets(need)
+            else:
+                self._grow_items()
+        else:  # pragma: no cover - every status is handled above
+            raise MatcherStateError(f"unexpected kernel status {status}")
 
     def _can_end(self) -> bool:
         return bool(chart_can_end(self._ab, self._items_s, self._items_o, self._set_starts,
-                                  self._top))
+                                  self._meta[M_TOP]))
 
     # ------------------------------------------------------------ accepting
-    def _accept_bytes(self, data: np.ndarray, lo: int, hi: int) -> bool:
-        while True:
-            new_top = accept_bytes(self._ab, self._items_s, self._items_o, self._set_starts,
-                                   self._top, data, lo, hi)
-            if new_top >= 0:
-                self._history.append(self._top)
-                self._top = new_top
-                return True
-            if new_top == REJECT:
-                return False
-            if self._top + 2 + (hi - lo) >= self._set_starts.shape[0]:
-                self._grow_sets(self._top + 2 + (hi - lo))
-            else:
-                self._grow_items()
-
     def accept_token(self, token_id: int) -> bool:
         """Accept one token.
 
@@ -196,20 +263,13 @@ class GrammarMatcher:
             raise InvalidTokenIdError(
                 f"token_id must be an int in [0, {self._vocab_size}), got {token_id!r}"
             )
-        if self._stopped:
-            return False
-        token_id = int(token_id)
-        if token_id in self._stop_set:
-            if self._terminate_without_stop or not self._can_end():
-                return False
-            self._history.append(self._top)
-            self._stopped = True
-            return True
-        lo = int(self._tok_offsets[token_id])
-        hi = int(self._tok_offsets[token_id + 1])
-        if lo == hi:
-            return False
-        return self._accept_bytes(self._tok_data, lo, hi)
+        while True:
+            st = accept_token_entry(self._ab, self._tok_offsets, self._tok_data, self._items_s,
+                                 self._items_o, self._set_starts, self._meta, self._hist,
+                                 self._stop_ids, token_id)
+            if st >= 0:
+                return st == 1
+            self._resolve(st, int(self._tok_offsets[token_id + 1] - self._tok_offsets[token_id]))
 
     def accept_string(self, input_str: str | bytes) -> bool:
         """Accept a whole string as one step (one unit of rollback).
@@ -223,47 +283,53 @@ class GrammarMatcher:
             input_str = input_str.encode("utf-8")
         elif not isinstance(input_str, (bytes, bytearray)):
             raise TypeError(f"input_str must be str or bytes, got {type(input_str).__name__}")
-        if self._stopped:
+        if self._meta[M_STOPPED]:
             return False
         data = np.frombuffer(bytes(input_str), dtype=np.uint8)
-        return self._accept_bytes(data, 0, data.shape[0])
+        while True:
+            if self._meta[M_STEPS] >= self._hist.shape[0]:
+                self._grow_hist()
+                continue
+            top = int(self._meta[M_TOP])
+            new_top = accept_bytes(self._ab, self._items_s, self._items_o, self._set_starts,
+                                   top, data, 0, data.shape[0])
+            if new_top >= 0:
+                self._hist[self._meta[M_STEPS]] = top
+                self._meta[M_STEPS] += 1
+                self._meta[M_TOP] = new_top
+                return True
+            if new_top == REJECT:
+                return False
+            self._resolve(new_top, data.shape[0])
 
     def rollback(self, num_tokens: int = 1) -> None:
         """Undo the last ``num_tokens`` accepted tokens or strings.
 
         Raises
         ------
+        ArgumentError
+            ``num_tokens`` is not an int >= 0.
         MatcherStateError
             Fewer than ``num_tokens`` steps were accepted.
         """
         if not _is_token_id(num_tokens) or num_tokens < 0:
             raise ArgumentError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
-        if num_tokens > len(self._history):
+        if rollback_op(self._meta, self._hist, self._memo_meta, num_tokens) < 0:
             raise MatcherStateError(
-                f"cannot roll back {num_tokens} tokens: only {len(self._history)} accepted"
+                f"cannot roll back {num_tokens} tokens: only {int(self._meta[M_STEPS])} accepted"
             )
-        if num_tokens == 0:
-            return
-        if self._stopped:
-            self._stopped = False
-        cut = len(self._history) - num_tokens
-        self._top = self._history[cut]
-        del self._history[cut:]
-        # chart sets above the new top will be rewritten: lower the mask memo's floor
-        if self._top < self._memo_meta[1]:
-            self._memo_meta[1] = self._top
 
     # ---------------------------------------------------------------- queries
     def is_terminated(self) -> bool:
         """Whether generation is over: a stop token was accepted, or (with
         ``terminate_without_stop_token``) the grammar is complete."""
-        if self._terminate_without_stop:
+        if self._meta[M_NO_STOP]:
             return self._can_end()
-        return self._stopped
+        return bool(self._meta[M_STOPPED])
 
     def is_completed(self) -> bool:
         """Whether the input so far is a complete sentence of the grammar."""
-        return self._stopped or self._can_end()
+        return bool(self._meta[M_STOPPED]) or self._can_end()
 
     @property
     def stop_token_ids(self) -> list[int]:
@@ -282,7 +348,7 @@ class GrammarMatcher:
 
     def num_accepted_steps(self) -> int:
         """Number of accepted tokens/strings that rollback can undo."""
-        return len(self._history)
+        return int(self._meta[M_STEPS])
 
     # ------------------------------------------------------------------ masks
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
@@ -308,15 +374,15 @@ class GrammarMatcher:
             The matcher accepted a stop token.
         """
         arr = self._bitmask_view(bitmask)
-        row = arr[check_row_index(index, arr.shape[0])]
-        if self._stopped:
+        r = check_row_index(index, arr.shape[0])
+        if self._meta[M_STOPPED]:
             raise MatcherStateError(
                 "the matcher accepted a stop token; roll back or reset before asking for a mask"
             )
-        self._fill_row(row)
-        return not row_allows_all(row, self._vocab_size)
+        self._fill_row(arr, r)
+        return not row_allows_all(arr[r], self._vocab_size)
 
-    def _bitmask_view(self, bitmask) -> np.ndarray:
+    def _bitmask_view(self, bitmask, name: str = "bitmask") -> np.ndarray:
         """Validated numpy view of ``bitmask``; the last one is reused while the same object
         still has the same memory, shape and strides (engines pass one buffer every step)."""
         cached = self._mask_cache
@@ -327,7 +393,7 @@ class GrammarMatcher:
             elif (bitmask.data_ptr() == cached[3] and bitmask.shape == cached[2]
                   and bitmask.stride() == cached[4]):
                 return cached[1]
-        arr = as_bitmask_array(bitmask, vocab_size=self._vocab_size)
+        arr = as_bitmask_array(bitmask, vocab_size=self._vocab_size, name=name)
         if isinstance(bitmask, np.ndarray):
             self._mask_cache = (bitmask, arr, bitmask.shape, None, None)
         elif hasattr(bitmask, "data_ptr") and hasattr(bitmask, "stride"):
@@ -335,45 +401,111 @@ class GrammarMatcher:
                                 bitmask.stride())
         return arr
 
-    def _fill_row(self, row: np.ndarray) -> None:
+    def _fill_row(self, out: np.ndarray, r: int) -> None:
         sv = self._sv
-        self._ensure_buffers()
         while True:
-            st = fill_row(
-                self._ab, *self._store.snapshot(), sv.token_ids, sv.offsets, sv.data,
-                self._items_s, self._items_o, self._set_starts, self._top, self._stop_ids, row,
-                self._bufs, self._memo_key, self._memo_meta, self._memo_row,
-            )
+            st = fill_entry(self._ab, *self._store.snapshot(), sv.token_ids, sv.offsets, sv.data,
+                            self._items_s, self._items_o, self._set_starts, self._meta,
+                            self._stop_ids, self._bufs, self._memo_key, self._memo_meta,
+                            self._memo_row, self._cand, out, r)
             if st >= 0:
                 return
-            if st <= NEED_CLASSIFY:
-                self._store.classify_states(self._bufs[1, : NEED_CLASSIFY - st].copy())
-            elif st == OVERFLOW:
-                need = self._top + 3 + int(sv.max_len)
-                if need >= self._set_starts.shape[0]:
-                    self._grow_sets(need)
-                else:
-                    self._grow_items()
+            self._resolve(st)
 
-    def _ensure_buffers(self) -> None:
-        # collect_classes writes one entry per item of the top set at most (no bounds checks
-        # in nopython mode), so the buffers must be at least that long.
-        n = int(self._set_starts[self._top + 1] - self._set_starts[self._top])
-        if n > self._bufs.shape[1]:
-            self._bufs = np.zeros((2, 2 * n), dtype=np.int32)
+    # ------------------------------------------------------------- draft trees
+    def traverse_draft_tree(
+        self,
+        retrieve_next_token,
+        retrieve_next_sibling,
+        draft_tokens,
+        token_bitmask,
+        time_threshold: float = -1.0,
+        *,
+        root_position: int = 0,
+    ) -> bool:
+        """Fill the bitmask of every node of a draft tree, leaving the matcher unchanged.
+
+        Node ``root_position`` holds the last verified token (already accepted): its row is
+        the current mask. A child is visited only if its parent's mask allows its token;
+        it is then accepted, its row filled (unless the matcher stopped), its children
+        visited, and it is rolled back. Rows of nodes never reached are zero.
+
+        Parameters
+        ----------
+        retrieve_next_token, retrieve_next_sibling : int64 [N] (numpy or CPU torch)
+            First child / next sibling of each node, -1 for none.
+        draft_tokens : int64 [N]
+            Token of each node.
+        token_bitmask : int32 [N, ceil(vocab_size / 32)]
+            Output rows, one per node.
+        time_threshold : float, default -1
+            Seconds after which the traversal stops and returns False (<= 0: no limit).
+        root_position : int, keyword-only, default 0
+            Index of the root node.
+
+        Returns
+        -------
+        bool
+            True if the traversal completed, False if it ran out of time.
+
+        Raises
+        ------
+        DraftTreeError
+            Malformed links, tokens or root.
+        BitmaskError
+            ``token_bitmask`` has the wrong dtype, layout or fewer than N rows.
+        MatcherStateError
+            The matcher accepted a stop token.
+        """
+        next_token = as_index_array(retrieve_next_token, "retrieve_next_token")
+        next_sibling = as_index_array(retrieve_next_sibling, "retrieve_next_sibling")
+        draft = as_index_array(draft_tokens, "draft_tokens")
+        n = next_token.shape[0]
+        for name, arr in (("retrieve_next_sibling", next_sibling), ("draft_tokens", draft)):
+            if arr.ndim != 1 or arr.shape[0] != n or next_token.ndim != 1:
+                raise DraftTreeError(
+                    f"{name} must have the shape of retrieve_next_token ({n},) and be 1-D, "
+                    f"got {arr.shape} and {next_token.shape}"
+                )
+        if not _is_token_id(root_position):
+            raise DraftTreeError(f"root_position must be an int, got {root_position!r}")
+        check_draft_trees(next_token[None], next_sibling[None],
+                          np.array([root_position], dtype=np.int64))
+        out = self._bitmask_view(token_bitmask, name="token_bitmask")
+        if out.shape[0] < next_token.shape[0]:
+            raise BitmaskError(
+                f"token_bitmask needs one row per node ({next_token.shape[0]}), "
+                f"got {out.shape[0]} rows"
+            )
+        deadline = (time.monotonic_ns() + int(time_threshold * 1e9)) if time_threshold > 0 else 0
+        stack = self._stack if self._stack.shape[0] > n else np.zeros(n + 1, dtype=np.int32)
+        self._stack = stack
+        sv = self._sv
+        while True:
+            st = traverse_entry(
+                self._ab, *self._store.snapshot(), sv.token_ids, sv.offsets, sv.data,
+                self._tok_offsets, self._tok_data, *self._state_arrays(), next_token,
+                next_sibling, draft, out, 0, int(root_position), self._vocab_size, deadline,
+                self._clock, stack,
+            )
+            if st == 0:
+                return True
+            if st == TIMEOUT:
+                return False
+            self._resolve(st)
 
     def find_jump_forward_string(self) -> str:
         """The longest string every continuation starts with (stops where the grammar may
         end or branch). Does not change the state."""
-        if self._stopped:
+        if self._meta[M_STOPPED]:
             return ""
         out = np.zeros(_JUMP_FORWARD_LIMIT, dtype=np.uint8)
         while True:
-            n = jump_forward(self._ab, self._items_s, self._items_o, self._set_starts,
-                             self._top, out)
+            top = int(self._meta[M_TOP])
+            n = jump_forward(self._ab, self._items_s, self._items_o, self._set_starts, top, out)
             if n >= 0:
                 return _utf8_prefix(out[:n].tobytes())
-            if self._top + 3 >= self._set_starts.shape[0] - 1:
+            if top + 3 >= self._set_starts.shape[0] - 1:
                 self._grow_sets(self._set_starts.shape[0] * 2)
             else:
                 self._grow_items()

@@ -1,0 +1,221 @@
+"""Matcher operations over a matcher's state arrays: accept, rollback, fill, traverse.
+
+One matcher's state is a handful of arrays (see ``GrammarMatcher``):
+
+* ``items_s``, ``items_o``, ``set_starts``: the Earley chart;
+* ``meta`` int64 [4]: top set, number of history steps, stopped flag,
+  terminate-without-stop-token flag;
+* ``hist`` int32 [cap]: the top set before each accepted step (rollback pops it);
+* ``stop_ids`` int32, ``bufs`` int32 [2, cap], the mask memo (``memo_key``,
+  ``memo_meta``, ``memo_row``) and ``cand`` int32 [cap] (uncertain-token scratch).
+
+Like the mask kernels they run without reference counting and never allocate.
+
+The scalar API and the batch kernels call the same functions, so both behave alike. The
+functions take the *unpacked* automaton ``A`` and its root rule: entry points unpack the
+packed buffer once per call, since every slice costs an atomic reference count.
+Every function returns a status instead of raising: ``OVERFLOW`` (grow the chart),
+``HIST_FULL`` (grow ``hist``), ``BUFS_FULL`` / ``CAND_FULL`` (grow a scratch),
+``NEED_CLASSIFY - k`` (classify ``bufs[1, :k]``) or ``TIMEOUT``; the matcher state is then
+exactly as before the call.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from ._clock import monotonic_ns
+from ._earley import REJECT, can_end, scan_bytes, unpack
+from ._mask import fill_row
+
+HIST_FULL = -4
+TIMEOUT = -5
+M_TOP = 0
+M_STEPS = 1
+M_STOPPED = 2
+M_NO_STOP = 3
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def accept_token_op(A, root, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist,
+                    stop_ids, token):
+    """Accept ``token`` (an id already checked to be in range).
+
+    Returns 1 if accepted, 0 if rejected (state unchanged), or a negative status.
+    """
+    if meta[M_STOPPED]:
+        return 0
+    if meta[M_STEPS] >= hist.shape[0]:
+        return HIST_FULL
+    top = meta[M_TOP]
+    for q in range(stop_ids.shape[0]):
+        if stop_ids[q] == token:
+            if meta[M_NO_STOP] or not can_end(A[2], A[3], items_s, items_o, set_starts, top,
+                                              root):
+                return 0
+            hist[meta[M_STEPS]] = top
+            meta[M_STEPS] += 1
+            meta[M_STOPPED] = 1
+            return 1
+    lo = tok_offsets[token]
+    hi = tok_offsets[token + 1]
+    if lo == hi:
+        return 0
+    new_top = scan_bytes(A[0], A[1], A[2], A[3], A[4], A[5], A[6], A[7], A[8], A[9],
+                         items_s, items_o, set_starts, top, tok_data, lo, hi)
+    if new_top == REJECT:
+        return 0
+    if new_top < 0:
+        return new_top
+    hist[meta[M_STEPS]] = top
+    meta[M_STEPS] += 1
+    meta[M_TOP] = new_top
+    return 1
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def rollback_op(meta, hist, memo_meta, n):
+    """Undo the last ``n`` steps. Returns 0, or -1 if fewer than ``n`` were taken."""
+    if n > meta[M_STEPS]:
+        return -1
+    if n == 0:
+        return 0
+    meta[M_STEPS] -= n
+    meta[M_TOP] = hist[meta[M_STEPS]]
+    meta[M_STOPPED] = 0
+    if meta[M_TOP] < memo_meta[1]:
+        memo_meta[1] = meta[M_TOP]  # sets above the new top will be rewritten
+    return 0
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def fill_op(A, root, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
+            items_s, items_o, set_starts, meta, stop_ids, bufs, memo_key, memo_meta,
+            memo_row, cand, out, r):
+    """Fill row ``r`` of ``out`` with the mask of the matcher's position (``fill_row``)."""
+    return fill_row(A, root, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets,
+                    sv_data, items_s, items_o, set_starts, meta[M_TOP], stop_ids, out, r,
+                    bufs, memo_key, memo_meta, memo_row, cand)
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def accept_token_entry(ab, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist,
+                       stop_ids, token):
+    """``accept_token_op`` on a packed automaton (scalar entry point)."""
+    return accept_token_op(unpack(ab), ab[3], tok_offsets, tok_data, items_s, items_o,
+                           set_starts, meta, hist, stop_ids, token)
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def fill_entry(ab, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
+               items_s, items_o, set_starts, meta, stop_ids, bufs, memo_key, memo_meta,
+               memo_row, cand, out, r):
+    """``fill_op`` on a packed automaton (scalar entry point)."""
+    return fill_op(unpack(ab), ab[3], state_class, cls_meta, acc_pool, unc_pool, sv_ids,
+                   sv_offsets, sv_data, items_s, items_o, set_starts, meta, stop_ids, bufs,
+                   memo_key, memo_meta, memo_row, cand, out, r)
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _allowed(out, r, token):
+    return (out[r, token >> 5] >> (token & 31)) & 1
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def traverse_op(
+    A, root_rule, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
+    tok_offsets, tok_data,
+    items_s, items_o, set_starts, meta, hist, stop_ids, bufs, memo_key, memo_meta, memo_row,
+    cand, next_token, next_sibling, draft, out, row_base, root, vocab_size, deadline_ns, clock,
+    stack,
+):
+    """Fill the masks of every reachable node of one draft tree.
+
+    Rows ``out[row_base + j]`` of all ``N`` nodes are zeroed first; node ``root`` gets the
+    current mask; a child whose token its parent's mask allows is accepted, its mask
+    filled unless the matcher stopped, its children visited, then it is rolled back.
+    Depth-first with an explicit ``stack`` (int32 [N + 1]), so depth is unbounded.
+    ``root`` is the root *node*; ``root_rule`` the grammar's root rule.
+    The matcher ends exactly where it started, whatever the status.
+
+    Returns
+    -------
+    int
+        0 when complete, TIMEOUT when ``deadline_ns`` (> 0) passed, or a negative status.
+    """
+    n = draft.shape[0]
+    for j in range(n):
+        for w in range(out.shape[1]):
+            out[row_base + j, w] = 0
+    steps0 = meta[M_STEPS]
+    top0 = meta[M_TOP]
+    stopped0 = meta[M_STOPPED]
+    status = 0
+    if stopped0:
+        return 0  # a stopped matcher allows nothing: every row stays zero
+    status = fill_op(A, root_rule, state_class, cls_meta, acc_pool, unc_pool, sv_ids,
+                     sv_offsets, sv_data, items_s, items_o, set_starts, meta, stop_ids, bufs,
+                     memo_key, memo_meta, memo_row, cand, out, row_base + root)
+    if status < 0:
+        return status
+    sp = 0
+    stack[0] = root
+    v = next_token[root]
+    visits = 0
+    while True:
+        if v < 0:
+            if sp == 0:
+                break
+            parent = stack[sp]
+            rollback_op(meta, hist, memo_meta, 1)
+            sp -= 1
+            v = next_sibling[parent]
+            continue
+        visits += 1
+        if deadline_ns > 0 and (visits & 15) == 0 and monotonic_ns(clock) > deadline_ns:
+            status = TIMEOUT
+            break
+        token = draft[v]
+        p = stack[sp]
+        if 0 <= token < vocab_size and _allowed(out, row_base + p, token):
+            acc = accept_token_op(A, root_rule, tok_offsets, tok_data, items_s, items_o,
+                                  set_starts, meta, hist, stop_ids, token)
+            if acc < 0:
+                status = acc
+                break
+            if acc == 1:
+                if not meta[M_STOPPED]:
+                    status = fill_op(A, root_rule, state_class, cls_meta, acc_pool, unc_pool,
+                                     sv_ids, sv_offsets, sv_data, items_s, items_o,
+                                     set_starts, meta, stop_ids, bufs, memo_key, memo_meta,
+                                     memo_row, cand, out, row_base + v)
+                    if status < 0:
+                        rollback_op(meta, hist, memo_meta, 1)
+                        break
+                sp += 1
+                stack[sp] = v
+                v = next_token[v]
+                continue
+        v = next_sibling[v]
+    # Restore the starting position whatever happened (all steps above steps0 undone).
+    rollback_op(meta, hist, memo_meta, meta[M_STEPS] - steps0)
+    meta[M_TOP] = top0
+    meta[M_STOPPED] = stopped0
+    return status
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def traverse_entry(
+    ab, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
+    tok_offsets, tok_data,
+    items_s, items_o, set_starts, meta, hist, stop_ids, bufs, memo_key, memo_meta, memo_row,
+    cand, next_token, next_sibling, draft, out, row_base, root, vocab_size, deadline_ns, clock,
+    stack,
+):
+    """``traverse_op`` on a packed automaton (scalar entry point)."""
+    return traverse_op(
+        unpack(ab), ab[3], state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets,
+        sv_data, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist, stop_ids,
+        bufs, memo_key, memo_meta, memo_row, cand, next_token, next_sibling, draft, out,
+        row_base, root, vocab_size, deadline_ns, clock, stack,
+    )
