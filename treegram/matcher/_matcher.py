@@ -494,6 +494,59 @@ class GrammarMatcher:
                 return False
             self._resolve(st)
 
+    # ------------------------------------------------------------------ chains
+    def fill_chain_bitmask(self, draft_tokens, bitmask) -> int:
+        """Masks for every position of a linear draft (vLLM-style chains) in one call.
+
+        Row 0 receives the current mask; row ``j`` (1..k) the mask after accepting
+        ``draft_tokens[:j]``. The walk stops at the first token the grammar (or its own
+        mask) rejects; later rows are zero. The matcher ends where it started.
+
+        Parameters
+        ----------
+        draft_tokens : int [k]
+            The drafted tokens, in order.
+        bitmask : int32 [>= k + 1, ceil(vocab_size / 32)]
+
+        Returns
+        -------
+        int
+            How many leading draft tokens were accepted.
+        """
+        tokens = self._token_vector(draft_tokens, "draft_tokens")
+        k = tokens.shape[0]
+        next_token = np.arange(1, k + 2, dtype=np.int64)
+        next_token[-1] = -1
+        draft = np.concatenate([np.zeros(1, dtype=np.int64), tokens])
+        self.traverse_draft_tree(next_token, np.full(k + 1, -1, dtype=np.int64), draft, bitmask)
+        return self._accepts_prefix(tokens, k)
+
+    def count_acceptable_tokens(self, tokens) -> int:
+        """How many leading ``tokens`` the grammar accepts in a row (vLLM's
+        ``validate_tokens`` asks this). Does not change the state."""
+        arr = self._token_vector(tokens, "tokens")
+        return self._accepts_prefix(arr, arr.shape[0])
+
+    def _token_vector(self, tokens, name: str) -> np.ndarray:
+        arr = as_index_array(tokens, name)
+        if arr.ndim != 1:
+            raise ArgumentError(f"{name} must be 1-D, got shape {arr.shape}")
+        if len(arr) and (arr.min() < 0 or arr.max() >= self._vocab_size):
+            raise InvalidTokenIdError(
+                f"{name} must be ids in [0, {self._vocab_size}), got {arr.tolist()}"
+            )
+        return arr
+
+    def _accepts_prefix(self, tokens: np.ndarray, limit: int) -> int:
+        n = 0
+        for t in tokens[:limit]:
+            if not self.accept_token(int(t)):
+                break
+            n += 1
+        if n:
+            self.rollback(n)
+        return n
+
     def find_jump_forward_string(self) -> str:
         """The longest string every continuation starts with (stops where the grammar may
         end or branch). Does not change the state."""
