@@ -263,9 +263,10 @@ def test_pure_python_check_links_agrees():
     nt = np.array([[1, 3, -1, -1], [1, 0, -1, -1]], dtype=np.int64)
     ns = np.array([[-1, 2, -1, -1], [-1, -1, -1, -1]], dtype=np.int64)
     results = []
-    for fn in (_tree.check_tree_links, _tree.check_tree_links.py_func):
+    roots = np.zeros(2, dtype=np.int64)
+    for fn in (_tree.check_trees, _tree.check_trees.py_func):
         report = np.zeros(3, dtype=np.int64)
-        code = fn(nt, ns, 0, np.empty(4, bool), np.empty(4, np.int64), report)
+        code = fn(nt, ns, roots, np.empty(4, bool), np.empty(5, np.int64), report)
         results.append((code, report.tolist()))
     assert results[0] == results[1] == (_tree.LINKS_REVISIT_CHILD, [1, 0, 1])
 

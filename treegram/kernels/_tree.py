@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from numba import njit
 
-# Status codes of check_tree_links (report = [tree, node, from_node]).
+# Status codes of check_trees (report = [request, node, from_node]).
 LINKS_OK = 0
 LINKS_REVISIT_CHILD = 1  # node reached a second time through next_token[from_node]
 LINKS_REVISIT_SIBLING = 2  # node reached a second time through next_sibling[from_node]
@@ -77,55 +77,6 @@ def mask_from_parents(parents, mask):
                 for j in range(p + 1):
                     mask[b, i, j] = mask[b, p, j]
             mask[b, i, i] = True
-
-
-@njit(nogil=True, cache=True)
-def check_tree_links(next_token, next_sibling, root, seen, stack, report):
-    """Walk every tree from ``root`` and check that no node is reached twice.
-
-    ``next_token``/``next_sibling`` int64 [B, N] with entries in ``[-1, N)``; ``seen`` bool
-    [N] and ``stack`` int64 [N] are scratch; ``report`` int64 [3] receives
-    ``(tree, node, from_node)`` of the first problem. Returns a ``LINKS_*`` code. O(N) per
-    tree: each node is pushed at most once.
-    """
-    B = next_token.shape[0]
-    N = next_token.shape[1]
-    for b in range(B):
-        if next_sibling[b, root] != -1:
-            report[0] = b
-            report[1] = next_sibling[b, root]
-            report[2] = root
-            return LINKS_ROOT_SIBLING
-        for i in range(N):
-            seen[i] = False
-        seen[root] = True
-        stack[0] = root
-        top = 1
-        while top > 0:
-            top -= 1
-            u = stack[top]
-            c = next_token[b, u]
-            if c >= 0:
-                if seen[c]:
-                    report[0] = b
-                    report[1] = c
-                    report[2] = u
-                    return LINKS_REVISIT_CHILD
-                seen[c] = True
-                stack[top] = c
-                top += 1
-            if u != root:
-                s = next_sibling[b, u]
-                if s >= 0:
-                    if seen[s]:
-                        report[0] = b
-                        report[1] = s
-                        report[2] = u
-                        return LINKS_REVISIT_SIBLING
-                    seen[s] = True
-                    stack[top] = s
-                    top += 1
-    return LINKS_OK
 
 
 LINKS_RANGE = 4  # a link is outside [-1, N)

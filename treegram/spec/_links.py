@@ -332,9 +332,10 @@ def validate_tree(next_token: Any, next_sibling: Any, *, root: int = 0) -> None:
                 f"{_index_str(name, where, squeeze)} = {int(a[where])} is out of range [-1, {n})"
             )
     seen = np.empty(n, dtype=np.bool_)
-    stack = np.empty(n, dtype=np.int64)
+    stack = np.empty(n + 1, dtype=np.int64)
     report = np.zeros(3, dtype=np.int64)
-    code = _tree.check_tree_links(nt, ns, root, seen, stack, report)
+    roots = np.full(nt.shape[0], root, dtype=np.int64)
+    code = _tree.check_trees(nt, ns, roots, seen, stack, report)
     if code == _tree.LINKS_OK:
         return
     b, node, src = (int(v) for v in report)
