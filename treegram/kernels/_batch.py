@@ -9,7 +9,8 @@ in the typed-list registries (``treegram.matcher._registry``):
   memo_meta, memo_row, cand).
 
 A worker thread runs one contiguous range ``[start, stop)`` and writes only the rows and
-status entries of its requests; statuses are those of ``kernels._ops``.
+status entries of its requests; statuses are those of ``kernels._ops``. The loops take
+their scratch from the caller; the reference-count-free ops they call do the work.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ._earley import unpack
 from ._ops import M_STEPS, M_STOPPED, accept_token_op, fill_op, rollback_op, traverse_op
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, )
 def batch_fill(glist, mlist, gslots, mslots, rows, out, status, start, stop):
     """Fill ``out[rows[i]]`` with the mask of request ``i``."""
     for i in range(start, stop):
@@ -33,7 +34,7 @@ def batch_fill(glist, mlist, gslots, mslots, rows, out, status, start, stop):
                             rows[i])
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, )
 def batch_accept(glist, mlist, gslots, mslots, tokens, status, start, stop):
     """Accept ``tokens[i]`` in request ``i``; status 1 accepted, 0 rejected, < 0 retry."""
     for i in range(start, stop):
@@ -61,18 +62,20 @@ def batch_rollback(mlist, mslots, counts):
         rollback_op(m[3], m[4], m[8], counts[i])
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, )
 def batch_traverse(glist, mlist, gslots, mslots, next_token, next_sibling, draft, out,
-                   requests, roots, n_nodes, vocab_size, deadline_ns, status, start, stop):
+                   requests, roots, n_nodes, vocab_size, deadline_ns, status, scratch, start,
+                   stop):
     """Traverse the draft tree of each request in ``requests[start:stop]``.
 
     ``next_token``/``next_sibling`` are [T, N] (T = 1: one tree shared by all requests);
     ``draft`` is [B, N]; request ``i`` writes rows ``i * N .. i * N + N - 1`` of ``out``.
     ``roots[k]`` is the root of ``requests[k]``; ``status[k]`` receives its status.
+    ``scratch`` int32 [n_nodes + 5] is this call's own traversal stack and clock buffer.
     """
     shared = next_token.shape[0] == 1
-    stack = np.empty(n_nodes + 1, dtype=np.int32)
-    clock = np.zeros(2, dtype=np.int64)
+    stack = scratch[: n_nodes + 1]
+    clock = scratch[n_nodes + 1 :].view(np.int64)
     for k in range(start, stop):
         i = requests[k]
         t = 0 if shared else i

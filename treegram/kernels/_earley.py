@@ -34,7 +34,7 @@ def add_item(items_s, items_o, set_lo, n, s, o):
     return n + 1
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def closure(
     rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
     items_s, items_o, set_starts, pos, lo, n,
@@ -69,7 +69,7 @@ def closure(
     return n
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def scan_byte(
     rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
     ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, pos, b,

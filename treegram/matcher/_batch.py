@@ -317,11 +317,12 @@ class BatchGrammarMatcher:
         args = (next_token, next_sibling, draft, out, requests, roots, n, vocab, deadline, status)
 
         def kernel(start: int, stop: int) -> None:
-            _batch.batch_traverse(glist, mlist, gslots, mslots, *args, start, stop)
+            scratch = np.empty(n + 5, dtype=np.int32)  # stack + 8-byte clock buffer
+            _batch.batch_traverse(glist, mlist, gslots, mslots, *args, scratch, start, stop)
 
         self._run(kernel, k, n * out.shape[1])
         self._retry(matchers, requests, status, lambda j: self._run_one(
-            _batch.batch_traverse, (gslots, mslots, *args), j))
+            _batch.batch_traverse, (gslots, mslots, *args, np.empty(n + 5, dtype=np.int32)), j))
         return (status == 0).tolist()
 
     @staticmethod

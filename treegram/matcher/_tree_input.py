@@ -28,6 +28,8 @@ def as_index_array(values, name: str) -> np.ndarray:
             values = values.detach().numpy()
         else:
             values = np.asarray(values)
+            if values.size == 0 and values.dtype.kind == "f":
+                values = values.astype(np.int64)  # np.asarray([]) is float64
     if values.dtype.kind not in "iu":
         raise DraftTreeError(f"{name} must be an integer array, got dtype {values.dtype}")
     if values.dtype != np.int64 or not values.flags.c_contiguous:
