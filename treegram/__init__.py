@@ -15,6 +15,7 @@ from treegram.errors import (
     GrammarSyntaxError,
     InvalidTokenIdError,
     MatcherStateError,
+    RegexSyntaxError,
     TokenizerError,
     TreegramError,
     UndefinedRuleError,
@@ -50,6 +51,7 @@ __all__ = [
     "BitmaskError",
     "BitmaskIndexError",
     "MatcherStateError",
+    "RegexSyntaxError",
     # bitmask
     "bitmask_dtype",
     "get_bitmask_shape",

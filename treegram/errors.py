@@ -12,6 +12,7 @@ __all__ = [
     "ArgumentError",
     "GrammarError",
     "GrammarSyntaxError",
+    "RegexSyntaxError",
     "UndefinedRuleError",
     "TokenizerError",
     "EmptyVocabularyError",
@@ -50,6 +51,32 @@ class GrammarSyntaxError(GrammarError):
         super().__init__(f"{message} (line {line}, column {column})")
         self.line = line
         self.column = column
+
+
+class RegexSyntaxError(GrammarSyntaxError):
+    """A regular expression could not be parsed, or uses an unsupported construct.
+
+    Attributes
+    ----------
+    pattern : str
+        The regular expression.
+    position : int
+        0-based index of the offending character in ``pattern``.
+    line, column : int
+        1-based line and column of that character (as for every GrammarSyntaxError).
+    """
+
+    def __init__(self, message: str, pattern: str, position: int) -> None:
+        preview = pattern if len(pattern) <= 80 else pattern[:77] + "..."
+        Exception.__init__(self, f"{message} (position {position} in regex {preview!r})")
+        self.message = message
+        self.pattern = pattern
+        self.position = position
+        self.line = pattern.count("\n", 0, position) + 1
+        self.column = position - (pattern.rfind("\n", 0, position) + 1) + 1
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.message, self.pattern, self.position))
 
 
 class UndefinedRuleError(GrammarError):

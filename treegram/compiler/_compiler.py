@@ -91,6 +91,17 @@ class GrammarCompiler:
         key = ("ebnf", grammar, root_rule_name)
         return self._cached(key, lambda: Grammar.from_ebnf(grammar, root_rule_name=root_rule_name))
 
+    def compile_regex(self, pattern: str) -> CompiledGrammar:
+        """Compile a regular expression (whole-string match), see ``Grammar.from_regex``.
+
+        Returns
+        -------
+        CompiledGrammar
+        """
+        if not isinstance(pattern, str):
+            raise GrammarError(f"pattern must be a str, got {type(pattern).__name__}")
+        return self._cached(("regex", pattern), lambda: Grammar.from_regex(pattern))
+
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Compile the built-in JSON grammar (any JSON object or array)."""
         return self._cached(("builtin_json",), Grammar.builtin_json_grammar)

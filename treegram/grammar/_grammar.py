@@ -63,6 +63,29 @@ class Grammar:
         return Grammar(builtin_json_grammar_ir())
 
     @staticmethod
+    def from_regex(pattern: str) -> Grammar:
+        """A grammar whose language is the strings ``pattern`` matches in full.
+
+        Parameters
+        ----------
+        pattern : str
+            ECMA-262-style regular expression (the dialect of JSON Schema ``pattern``).
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        RegexSyntaxError
+            Malformed pattern or an unsupported construct (backreferences, lookaround,
+            word boundaries, inline flags); ``position`` locates it.
+        """
+        from ._regex import regex_to_ir
+
+        return Grammar(regex_to_ir(pattern))
+
+    @staticmethod
     def from_ir(ir: GrammarIR) -> Grammar:
         """Wrap an IR produced by a frontend.
 
