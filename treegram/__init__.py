@@ -10,6 +10,8 @@ from treegram.errors import (
     ArgumentError,
     BitmaskError,
     BitmaskIndexError,
+    DeserializeFormatError,
+    DeserializeVersionError,
     EmptyVocabularyError,
     GrammarError,
     GrammarSyntaxError,
@@ -17,6 +19,7 @@ from treegram.errors import (
     MatcherStateError,
     RegexSyntaxError,
     TokenizerError,
+    TokenizerMismatchError,
     TreegramError,
     UndefinedRuleError,
 )
@@ -51,6 +54,9 @@ __all__ = [
     "BitmaskError",
     "BitmaskIndexError",
     "MatcherStateError",
+    "DeserializeFormatError",
+    "DeserializeVersionError",
+    "TokenizerMismatchError",
     "RegexSyntaxError",
     # bitmask
     "bitmask_dtype",

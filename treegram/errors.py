@@ -20,6 +20,9 @@ __all__ = [
     "BitmaskError",
     "BitmaskIndexError",
     "MatcherStateError",
+    "DeserializeFormatError",
+    "DeserializeVersionError",
+    "TokenizerMismatchError",
     "MissingDependencyError",
     "WorkerError",
     "DraftTreeError",
@@ -122,3 +125,15 @@ class WorkerError(TreegramError, RuntimeError):
 class DraftTreeError(TreegramError, ValueError):
     """A draft tree (parents, links or tree attention mask) is malformed; the message names
     the argument and the offending value."""
+
+
+class DeserializeFormatError(TreegramError, ValueError):
+    """Serialized data is corrupt, truncated or inconsistent (the message says where)."""
+
+
+class DeserializeVersionError(TreegramError, ValueError):
+    """Serialized data has another format version than this treegram reads."""
+
+
+class TokenizerMismatchError(TreegramError, ValueError):
+    """Serialized data was compiled for another tokenizer than the one given."""

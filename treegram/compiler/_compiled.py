@@ -68,6 +68,46 @@ class CompiledGrammar:
                   a.state_final, a.byte_class, a.trans, a.ref_ptr, a.ref_rule, a.ref_target)
         return int(sum(x.nbytes for x in arrays)) + self._store.memory_size_bytes
 
+    # --------------------------------------------------------- serialization
+    def serialize(self) -> bytes:
+        """The compact, versioned, checksummed binary form (see docs/serialization.md):
+        the automaton, the grammar text and every token class classified so far."""
+        from ._serialize import serialize_compiled
+
+        return serialize_compiled(self)
+
+    @staticmethod
+    def deserialize(data: bytes | memoryview, tokenizer_info) -> CompiledGrammar:
+        """Rebuild a compiled grammar from :meth:`serialize` output.
+
+        Everything is validated before anything is built; nothing is returned on failure.
+
+        Raises
+        ------
+        DeserializeFormatError
+            Corrupt, truncated or inconsistent data.
+        DeserializeVersionError
+            Data written by another format version.
+        TokenizerMismatchError
+            Data compiled for another vocabulary than ``tokenizer_info``.
+        """
+        from ._serialize import deserialize_compiled
+
+        return deserialize_compiled(data, tokenizer_info)
+
+    def save(self, path) -> None:
+        """Write :meth:`serialize` output to ``path`` atomically (temporary file + rename)."""
+        from ._serialize import save_compiled
+
+        save_compiled(self, path)
+
+    @staticmethod
+    def load(path, tokenizer_info, *, mmap: bool = True) -> CompiledGrammar:
+        """Load a file written by :meth:`save`; large arrays are memory-mapped."""
+        from ._serialize import load_compiled
+
+        return load_compiled(path, tokenizer_info, mmap=mmap)
+
     def classify_all_states(self) -> None:
         """Classify every automaton state now instead of on first use."""
         self._store.classify_all()

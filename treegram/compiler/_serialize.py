@@ -1,0 +1,598 @@
+"""Binary serialization of a :class:`CompiledGrammar`: compact, versioned, checksummed.
+
+The format (documented byte by byte in ``docs/serialization.md``) is a fixed 64-byte
+header, a directory of one 24-byte entry per section, the sections themselves (flat
+little-endian arrays, each starting on an 8-byte boundary, zero padding between them) and
+a 16-byte BLAKE2b checksum of everything before it. The complete automaton, the grammar
+source (EBNF), the classified part of the de-duplicated token classification and the
+tokenizer fingerprint are each written exactly once.
+
+Loading is fail-closed: every byte is checked (magic, version, size, checksum, the
+directory, every section's dtype and length, every cross-reference between arrays, the
+padding) and the tokenizer is compared *before* any object is built, so a bad input
+raises :class:`DeserializeFormatError`, :class:`DeserializeVersionError` or
+:class:`TokenizerMismatchError` and nothing else is returned or left half-built.
+
+Every function here is thread-safe: serialization snapshots the mask store under its
+lock, and loading touches no shared state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import mmap as _mmap
+import os
+import struct
+import tempfile
+
+import numpy as np
+
+from ..automaton._build import LOOKAHEAD_SUFFIX, Automaton
+from ..errors import (
+    ArgumentError,
+    DeserializeFormatError,
+    DeserializeVersionError,
+    TokenizerError,
+    TokenizerMismatchError,
+    TreegramError,
+)
+from ._compiled import CompiledGrammar
+from ._mask_store import KIND_BITSET, KIND_LIST
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "DeserializeFormatError",
+    "DeserializeVersionError",
+    "TokenizerMismatchError",
+    "serialize_compiled",
+    "deserialize_compiled",
+    "save_compiled",
+    "load_compiled",
+]
+
+
+MAGIC = b"TGRM"
+FORMAT_VERSION = 1
+
+# magic, version, total_size, n_sections, flags, n_rules, n_states, n_byte_classes,
+# root_rule, n_ref_edges, n_mask_classes, vocab_size, n_sorted_tokens, reserved
+_HEADER = struct.Struct("<4sIQIIIIIIIIIIQ")
+_ENTRY = struct.Struct("<IIQQ")  # section id, dtype code, byte offset, element count
+_CHECKSUM_SIZE = 16
+_ALIGN = 8
+_U32_MAX = 0xFFFFFFFF
+
+_U8, _I32, _I64 = 1, 2, 3
+_DTYPES = {_U8: np.dtype("<u1"), _I32: np.dtype("<i4"), _I64: np.dtype("<i8")}
+
+# Fixed section order of format version 1: (name, dtype code). The id is the position.
+_SECTIONS = (
+    ("rule_name_ptr", _I32),  # [n_rules + 1] offsets into rule_name_data
+    ("rule_name_data", _U8),  # UTF-8 rule names, concatenated
+    ("rule_start", _I32),  # [n_rules]
+    ("rule_nullable", _U8),  # [n_rules]
+    ("rule_lookahead", _I32),  # [n_rules]
+    ("rule_follow", _U8),  # [n_rules * 256]
+    ("state_rule", _I32),  # [n_states]
+    ("state_final", _U8),  # [n_states]
+    ("byte_class", _I32),  # [256]
+    ("trans", _I32),  # [n_states * n_byte_classes]
+    ("ref_ptr", _I32),  # [n_states + 1]
+    ("ref_rule", _I32),  # [n_ref_edges]
+    ("ref_target", _I32),  # [n_ref_edges]
+    ("grammar_root", _U8),  # UTF-8 root rule name
+    ("grammar_ebnf", _U8),  # UTF-8 EBNF source
+    ("state_class", _I32),  # [n_states], -1 = not classified
+    ("class_meta", _I64),  # [n_mask_classes * 5]
+    ("class_digest", _U8),  # [n_mask_classes * 16]
+    ("acc_pool", _I32),  # accepted lists / bitsets, back to back
+    ("unc_pool", _I32),  # uncertain sorted-vocabulary positions, back to back
+    ("tokenizer_fingerprint", _U8),  # ASCII hex
+)
+_N_SECTIONS = len(_SECTIONS)
+_SECTION_ID = {name: i for i, (name, _) in enumerate(_SECTIONS)}
+_DATA_START = -(-(_HEADER.size + _N_SECTIONS * _ENTRY.size) // _ALIGN) * _ALIGN
+
+
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def _checksum(buf) -> bytes:
+    return hashlib.blake2b(buf, digest_size=_CHECKSUM_SIZE).digest()
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def _store_snapshot(store) -> tuple:
+    """A consistent copy of the classified part of a MaskStore (taken under its lock)."""
+    with store._lock:
+        n = store._n_classes
+        state_class = store._state_class.copy()
+        meta = store._cls_meta[:n].copy()
+        acc = store._acc.data[: store._acc.size].copy()
+        unc = store._unc.data[: store._unc.size].copy()
+        index = dict(store._index)
+    digests = np.zeros((n, 16), dtype=np.uint8)
+    for key, cid in index.items():
+        digests[cid] = np.frombuffer(key, dtype=np.uint8)
+    return state_class, meta, digests, acc, unc
+
+
+def serialize_compiled(compiled: CompiledGrammar) -> bytes:
+    """Serialize a compiled grammar to the binary format (see ``docs/serialization.md``).
+
+    The classification done so far is included (classify more first with
+    :meth:`CompiledGrammar.classify_all_states` to ship a fully classified grammar). The
+    output is deterministic: equal grammars with equal classifications give equal bytes.
+
+    Parameters
+    ----------
+    compiled : CompiledGrammar
+
+    Returns
+    -------
+    bytes
+
+    Raises
+    ------
+    ArgumentError
+        ``compiled`` is not a CompiledGrammar, or a count does not fit the format.
+    """
+    if not isinstance(compiled, CompiledGrammar):
+        raise ArgumentError(
+            f"compiled must be a CompiledGrammar, got {type(compiled).__name__}")
+    a = compiled.automaton
+    info = compiled.tokenizer_info
+    state_class, meta, digests, acc, unc = _store_snapshot(compiled._store)
+    names = [n.encode("utf-8") for n in a.rule_names]
+    name_ptr = np.zeros(len(names) + 1, dtype=np.int64)
+    name_ptr[1:] = np.cumsum([len(n) for n in names])
+    grammar = compiled.grammar
+    parts = {
+        "rule_name_ptr": name_ptr,
+        "rule_name_data": np.frombuffer(b"".join(names), dtype=np.uint8),
+        "rule_start": a.rule_start,
+        "rule_nullable": a.rule_nullable,
+        "rule_lookahead": a.rule_lookahead,
+        "rule_follow": a.rule_follow.reshape(-1),
+        "state_rule": a.state_rule,
+        "state_final": a.state_final,
+        "byte_class": a.byte_class,
+        "trans": a.trans,
+        "ref_ptr": a.ref_ptr,
+        "ref_rule": a.ref_rule,
+        "ref_target": a.ref_target,
+        "grammar_root": np.frombuffer(grammar.root_rule_name.encode("utf-8"), np.uint8),
+        "grammar_ebnf": np.frombuffer(grammar.to_ebnf().encode("utf-8"), np.uint8),
+        "state_class": state_class,
+        "class_meta": meta.reshape(-1),
+        "class_digest": digests.reshape(-1),
+        "acc_pool": acc,
+        "unc_pool": unc,
+        "tokenizer_fingerprint": np.frombuffer(info.fingerprint.encode("ascii"), np.uint8),
+    }
+    counts = (a.n_rules, a.n_states, a.n_classes, a.root_rule, a.ref_rule.shape[0],
+              meta.shape[0], info.vocab_size, len(info.sorted_vocab))
+    if max(counts) > _U32_MAX or name_ptr[-1] > np.iinfo(np.int32).max:
+        raise ArgumentError(f"compiled grammar too large for format {FORMAT_VERSION}")
+
+    entries = []
+    pos = _DATA_START
+    blobs = []
+    for sid, (name, code) in enumerate(_SECTIONS):
+        arr = np.ascontiguousarray(parts[name], dtype=_DTYPES[code])
+        entries.append(_ENTRY.pack(sid, code, pos, arr.shape[0]))
+        blobs.append((pos, arr))
+        pos = _align(pos + arr.nbytes)
+    total = pos + _CHECKSUM_SIZE
+    buf = bytearray(total)
+    buf[: _HEADER.size] = _HEADER.pack(MAGIC, FORMAT_VERSION, total, _N_SECTIONS, 0, *counts, 0)
+    buf[_HEADER.size : _HEADER.size + _N_SECTIONS * _ENTRY.size] = b"".join(entries)
+    for off, arr in blobs:
+        buf[off : off + arr.nbytes] = arr.tobytes()
+    buf[-_CHECKSUM_SIZE:] = _checksum(memoryview(buf)[:-_CHECKSUM_SIZE])
+    return bytes(buf)
+
+
+def save_compiled(compiled: CompiledGrammar, path) -> None:
+    """Write :func:`serialize_compiled` output to ``path`` atomically.
+
+    The bytes go to a temporary file in the same directory, are flushed to disk, and the
+    file is renamed over ``path``: readers (memory-mapped ones included) see the old file
+    or the complete new one, never a torn write.
+    """
+    data = serialize_compiled(compiled)
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tgrm-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _fail(message: str):
+    raise DeserializeFormatError(f"corrupt compiled grammar: {message}")
+
+
+def _check(ok, message: str) -> None:
+    if not ok:
+        _fail(message)
+
+
+def _native(arr: np.ndarray) -> np.ndarray:
+    """``arr`` in native byte order (a view on little-endian hosts)."""
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+
+
+def _sections(raw: np.ndarray, counts: dict) -> dict:
+    """Validate the directory against the canonical layout; return each section's array."""
+    table = raw[_HEADER.size : _HEADER.size + _N_SECTIONS * _ENTRY.size].tobytes()
+    end = raw.shape[0] - _CHECKSUM_SIZE
+    out = {}
+    pos = _DATA_START
+    _check(not raw[_HEADER.size + _N_SECTIONS * _ENTRY.size : _DATA_START].any(),
+           "non-zero padding after the section directory")
+    for sid, (name, code) in enumerate(_SECTIONS):
+        got_id, got_code, off, count = _ENTRY.unpack_from(table, sid * _ENTRY.size)
+        _check(got_id == sid, f"section {sid} ({name}) has id {got_id}")
+        _check(got_code == code, f"section {name} has dtype code {got_code}, expected {code}")
+        _check(off == pos, f"section {name} at byte {off}, expected {pos}")
+        dtype = _DTYPES[code]
+        nbytes = count * dtype.itemsize
+        _check(off + nbytes <= end, f"section {name} ({count} items) runs past the data")
+        want = counts.get(name)
+        _check(want is None or count == want,
+               f"section {name} has {count} items, expected {want}")
+        out[name] = _native(raw[off : off + nbytes].view(dtype))
+        pos = _align(off + nbytes)
+        _check(pos <= end and not raw[off + nbytes : pos].any(),
+               f"non-zero padding after section {name}")
+    _check(pos == end, f"{end - pos} unexpected bytes after the last section")
+    return out
+
+
+def _increasing(values: np.ndarray, strict: bool) -> bool:
+    d = np.diff(values.astype(np.int64))
+    return bool((d > 0).all() if strict else (d >= 0).all())
+
+
+def _in_range(values: np.ndarray, lo: int, hi: int) -> bool:
+    """Every value in ``[lo, hi)`` (vacuously true when empty)."""
+    return values.shape[0] == 0 or (int(values.min()) >= lo and int(values.max()) < hi)
+
+
+def _is_flag(values: np.ndarray) -> bool:
+    return values.shape[0] == 0 or int(values.max()) <= 1
+
+
+def _decode(arr: np.ndarray, what: str) -> str:
+    try:
+        return arr.tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        _fail(f"{what} is not valid UTF-8")
+
+
+def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
+    """Check every invariant of the automaton arrays; returns (rule names, n real rules)."""
+    n_rules, n_states, n_cls = h["n_rules"], h["n_states"], h["n_byte_classes"]
+    ptr = s["rule_name_ptr"]
+    _check(ptr[0] == 0 and _increasing(ptr, strict=True)
+           and ptr[-1] == s["rule_name_data"].shape[0], "rule name offsets")
+    blob = s["rule_name_data"].tobytes()
+    ptr_l = ptr.tolist()
+    try:
+        names = tuple(blob[ptr_l[i] : ptr_l[i + 1]].decode("utf-8") for i in range(n_rules))
+    except UnicodeDecodeError:
+        _fail("a rule name is not valid UTF-8")
+    _check(len(set(names)) == n_rules, "duplicate rule names")
+    is_la = [n.endswith(LOOKAHEAD_SUFFIX) for n in names]
+    n_real = is_la.index(True) if True in is_la else n_rules
+    _check(n_real >= 1 and not any(is_la[:n_real]) and all(is_la[n_real:]),
+           "lookahead pseudo-rules must follow the grammar rules")
+    _check(h["root_rule"] < n_real, f"root rule {h['root_rule']} is not a grammar rule")
+
+    rule_start = s["rule_start"]
+    _check(rule_start[0] == 0 and _increasing(rule_start, strict=True)
+           and int(rule_start[-1]) < n_states, "rule start states")
+    sizes = np.diff(np.append(rule_start.astype(np.int64), n_states))
+    state_rule = s["state_rule"]
+    _check(np.array_equal(state_rule, np.repeat(np.arange(n_rules, dtype=np.int32), sizes)),
+           "state_rule does not match the rules' state blocks")
+    _check(_is_flag(s["rule_nullable"]) and _is_flag(s["state_final"])
+           and _is_flag(s["rule_follow"]), "a flag array holds a value other than 0/1")
+
+    la = s["rule_lookahead"]
+    la_real = la[:n_real]
+    has_la = la_real >= 0
+    _check(_in_range(la_real, -1, n_rules) and (la[n_real:] == -1).all(),
+           "rule_lookahead entries out of range")
+    targets = np.sort(la_real[has_la])
+    _check(np.array_equal(targets, np.arange(n_real, n_rules)),
+           "rule_lookahead must map onto the lookahead pseudo-rules one to one")
+    for r in np.flatnonzero(has_la).tolist():
+        _check(names[int(la[r])] == names[r] + LOOKAHEAD_SUFFIX,
+               f"lookahead rule of {names[r]!r} is misnamed")
+
+    bc = s["byte_class"]
+    _check(1 <= n_cls <= 256 and bc[0] == 0 and int(bc[-1]) == n_cls - 1
+           and _in_range(np.diff(bc), 0, 2), "byte classes")
+
+    trans = s["trans"]
+    _check(_in_range(trans, -1, n_states), "transition target out of range")
+    src = np.flatnonzero(trans >= 0) // n_cls
+    _check(np.array_equal(state_rule[trans[trans >= 0]], state_rule[src]),
+           "a transition leaves its rule")
+
+    ref_ptr, ref_rule, ref_target = s["ref_ptr"], s["ref_rule"], s["ref_target"]
+    n_ref = ref_rule.shape[0]
+    _check(ref_ptr[0] == 0 and _increasing(ref_ptr, strict=False) and ref_ptr[-1] == n_ref,
+           "rule-call edge offsets")
+    _check(_in_range(ref_rule, 0, n_real), "a rule call targets an unknown rule")
+    _check(_in_range(ref_target, 0, n_states), "rule-call return state out of range")
+    ref_src = np.repeat(np.arange(n_states, dtype=np.int32), np.diff(ref_ptr))
+    _check(np.array_equal(state_rule[ref_target], state_rule[ref_src]),
+           "a rule-call edge leaves its rule")
+    return names, n_real
+
+
+def _validate_grammar(s: dict, names: tuple, n_real: int, rule_lookahead, root_rule: int):
+    """Parse the EBNF source and check it names the automaton's rules; returns the Grammar."""
+    from ..grammar import Grammar
+
+    root = _decode(s["grammar_root"], "root rule name")
+    text = _decode(s["grammar_ebnf"], "grammar source")
+    try:
+        grammar = Grammar.from_ebnf(text, root_rule_name=root)
+    except (TreegramError, ValueError, RecursionError) as exc:
+        _fail(f"grammar source does not parse ({type(exc).__name__}: {exc})")
+    _check(names[root_rule] == root, "root rule name differs from the automaton's root")
+    la_of = {r.name: r.lookahead is not None for r in grammar.ir.rules}
+    real = {names[r]: bool(rule_lookahead[r] >= 0) for r in range(n_real)}
+    _check(la_of == real, "grammar source and automaton define different rules")
+    return grammar
+
+
+def _validate_store(s: dict, h: dict) -> None:
+    """Check the classified token sets against the counts and the tokenizer sizes."""
+    n = h["n_mask_classes"]
+    n_words = (h["vocab_size"] + 31) // 32
+    sc = s["state_class"]
+    _check(_in_range(sc, -1, n), "state class id out of range")
+    used = np.bincount(sc[sc >= 0], minlength=n)
+    _check(n == 0 or bool((used > 0).all()), "a stored class is used by no state")
+    meta = s["class_meta"].reshape(n, 5)
+    kind, acc_off, acc_len, unc_off, unc_len = (meta[:, k] for k in range(5))
+    _check(_in_range(kind, KIND_LIST, KIND_BITSET + 1), "class kind is not list/bitset")
+    _check(_in_range(acc_len, 0, n_words + 1) and _in_range(unc_len, 0, h["n_sorted"] + 1),
+           "class set length out of range")
+    bitset = kind == KIND_BITSET
+    _check((acc_len[bitset] == n_words).all() and (acc_len[~bitset] < n_words).all(),
+           "class stored in the wrong form for its size")
+    for pool, off, length, what in ((s["acc_pool"], acc_off, acc_len, "accepted"),
+                                    (s["unc_pool"], unc_off, unc_len, "uncertain")):
+        start = np.zeros(n, dtype=np.int64)
+        np.cumsum(length[:-1], out=start[1:])
+        _check(np.array_equal(off, start) and int(length.sum()) == pool.shape[0],
+               f"{what} pool offsets are not back to back")
+    # accepted lists: token ids, strictly increasing within each class
+    acc = s["acc_pool"]
+    seg = np.repeat(np.arange(n), acc_len)
+    is_list = ~bitset[seg]
+    vals = acc[is_list]
+    _check(_in_range(vals, 0, h["vocab_size"]), "accepted token id out of range")
+    _check(_sorted_segments(vals, seg[is_list]), "accepted token ids not sorted")
+    rem = h["vocab_size"] % 32
+    if rem and bitset.any():
+        last = acc[acc_off[bitset] + n_words - 1].view(np.uint32)
+        _check(not (last >> np.uint32(rem)).any(), "bitset sets a bit past vocab_size")
+    unc = s["unc_pool"]
+    _check(_in_range(unc, 0, h["n_sorted"]), "uncertain token index out of range")
+    _check(_sorted_segments(unc, np.repeat(np.arange(n), unc_len)),
+           "uncertain token indices not sorted")
+    digests = s["class_digest"].reshape(n, 16)
+    _check(np.unique(digests.view("V16").reshape(-1)).shape[0] == n,
+           "duplicate class digests")
+
+
+def _sorted_segments(values: np.ndarray, seg: np.ndarray) -> bool:
+    """Strictly increasing inside every run of equal ``seg``."""
+    if values.shape[0] < 2:
+        return True
+    same = seg[1:] == seg[:-1]
+    return bool((np.diff(values.astype(np.int64))[same] > 0).all())
+
+
+def install_mask_store(compiled: CompiledGrammar, state_class: np.ndarray, meta: np.ndarray,
+                       digests: np.ndarray, acc: np.ndarray, unc: np.ndarray) -> None:
+    """Fill the (still empty, unpublished) mask store of ``compiled`` with loaded classes.
+
+    Must run before any matcher or batch registry sees ``compiled``. The arrays must be
+    validated and writable (the store classifies new states into them in place; the pools
+    and the metadata grow by re-allocation, so views of a file mapping are fine).
+
+    Parameters
+    ----------
+    state_class : int32 [n_states]
+    meta : int64 [n_classes, 5]
+    digests : uint8 [n_classes, 16]
+        BLAKE2b-128 of each class's verdict array: the de-duplication index, so a state
+        classified later reuses an existing class exactly as in the original.
+    acc, unc : int32 [pool size]
+    """
+    store = compiled._store
+    n = meta.shape[0]
+    cls_meta = np.zeros((max(16, 2 * n), 5), dtype=np.int64)
+    cls_meta[:n] = meta
+    raw = digests.tobytes()
+    with store._lock:
+        store._state_class = state_class
+        store._cls_meta = cls_meta
+        store._acc.data, store._acc.size = acc, acc.shape[0]
+        store._unc.data, store._unc.size = unc, unc.shape[0]
+        store._n_classes = n
+        store._index = {raw[16 * i : 16 * i + 16]: i for i in range(n)}
+        store._publish()
+
+
+def _load(raw: np.ndarray, tokenizer_info) -> CompiledGrammar:
+    """Validate ``raw`` (uint8, writable, owned by the result) and build the grammar."""
+    from ..tokenizer import TokenizerInfo
+
+    if not isinstance(tokenizer_info, TokenizerInfo):
+        raise TokenizerError("tokenizer_info must be a treegram.TokenizerInfo, got "
+                             f"{type(tokenizer_info).__name__}")
+    size = raw.shape[0]
+    _check(size >= 8, f"{size} bytes is too short for the header")
+    _check(raw[:4].tobytes() == MAGIC, "bad magic bytes (not a treegram compiled grammar)")
+    version = int(raw[4:8].view("<u4")[0])
+    if version != FORMAT_VERSION:
+        raise DeserializeVersionError(
+            f"compiled grammar has format version {version}; this treegram reads only "
+            f"version {FORMAT_VERSION} (recompile the grammar)")
+    _check(size >= _DATA_START + _CHECKSUM_SIZE, f"truncated: {size} bytes")
+    fields = _HEADER.unpack_from(raw[: _HEADER.size].tobytes())
+    total = fields[2]
+    _check(total == size, f"size is {size} bytes, the header says {total} (truncated?)")
+    _check(_checksum(raw[:-_CHECKSUM_SIZE]) == raw[-_CHECKSUM_SIZE:].tobytes(),
+           "checksum mismatch")
+    (_, _, _, n_sections, flags, n_rules, n_states, n_cls, root, n_ref, n_mc, vocab_size,
+     n_sorted, reserved) = fields
+    _check(n_sections == _N_SECTIONS and flags == 0 and reserved == 0,
+           "unexpected section count, flags or reserved header fields")
+    _check(n_rules >= 1 and n_states >= n_rules and root < n_rules and vocab_size >= 1,
+           "header counts")
+    h = dict(n_rules=n_rules, n_states=n_states, n_byte_classes=n_cls, root_rule=root,
+             n_mask_classes=n_mc, vocab_size=vocab_size, n_sorted=n_sorted)
+    counts = {
+        "rule_name_ptr": n_rules + 1, "rule_start": n_rules, "rule_nullable": n_rules,
+        "rule_lookahead": n_rules, "rule_follow": n_rules * 256, "state_rule": n_states,
+        "state_final": n_states, "byte_class": 256, "trans": n_states * n_cls,
+        "ref_ptr": n_states + 1, "ref_rule": n_ref, "ref_target": n_ref,
+        "state_class": n_states, "class_meta": n_mc * 5, "class_digest": n_mc * 16,
+    }
+    s = _sections(raw, counts)
+
+    fp = s["tokenizer_fingerprint"].tobytes()
+    if (fp != tokenizer_info.fingerprint.encode("ascii") or vocab_size != tokenizer_info.vocab_size
+            or n_sorted != len(tokenizer_info.sorted_vocab)):
+        raise TokenizerMismatchError(
+            "compiled grammar was built for another tokenizer (fingerprint "
+            f"{fp[:16].decode('ascii', 'replace')}..., vocab_size {vocab_size}); this "
+            f"tokenizer has {tokenizer_info.fingerprint[:16]}..., vocab_size "
+            f"{tokenizer_info.vocab_size}")
+
+    names, n_real = _validate_automaton(s, h)
+    grammar = _validate_grammar(s, names, n_real, s["rule_lookahead"], root)
+    _validate_store(s, h)
+
+    automaton = Automaton(
+        rule_names=names,
+        root_rule=int(root),
+        rule_start=s["rule_start"],
+        rule_nullable=s["rule_nullable"],
+        rule_lookahead=s["rule_lookahead"],
+        state_rule=s["state_rule"],
+        state_final=s["state_final"],
+        byte_class=s["byte_class"],
+        n_classes=int(n_cls),
+        trans=s["trans"],
+        ref_ptr=s["ref_ptr"],
+        ref_rule=s["ref_rule"],
+        ref_target=s["ref_target"],
+        rule_follow=s["rule_follow"].reshape(n_rules, 256),
+    )
+    compiled = CompiledGrammar(grammar, tokenizer_info, automaton)
+    install_mask_store(compiled, s["state_class"], s["class_meta"].reshape(n_mc, 5),
+                       s["class_digest"].reshape(n_mc, 16), s["acc_pool"], s["unc_pool"])
+    return compiled
+
+
+def deserialize_compiled(data, tokenizer_info) -> CompiledGrammar:
+    """Load a compiled grammar from :func:`serialize_compiled` output.
+
+    Everything is validated before anything is built; the input is copied once (into one
+    aligned buffer that the loaded arrays view), so the caller may reuse ``data``.
+
+    Parameters
+    ----------
+    data : bytes, bytearray or memoryview
+        The serialized grammar.
+    tokenizer_info : TokenizerInfo
+        The tokenizer to bind to; must be the one the grammar was compiled for.
+
+    Returns
+    -------
+    CompiledGrammar
+
+    Raises
+    ------
+    DeserializeFormatError
+        Corrupt, truncated or inconsistent data (the message says what failed).
+    DeserializeVersionError
+        Data written by another format version.
+    TokenizerMismatchError
+        Data compiled for another tokenizer.
+    ArgumentError
+        ``data`` is not bytes-like.
+    TokenizerError
+        ``tokenizer_info`` is not a TokenizerInfo.
+    """
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise ArgumentError(
+            f"data must be bytes, bytearray or memoryview, got {type(data).__name__}") from None
+    if not view.c_contiguous:
+        raise ArgumentError("data must be a contiguous buffer")
+    raw = np.frombuffer(view.cast("B"), dtype=np.uint8).copy()
+    return _load(raw, tokenizer_info)
+
+
+def load_compiled(path, tokenizer_info, *, mmap: bool = True) -> CompiledGrammar:
+    """Load a compiled grammar from a file written by :func:`save_compiled`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    tokenizer_info : TokenizerInfo
+    mmap : bool, default True, keyword-only
+        Map the file copy-on-write instead of reading it: the arrays of the loaded grammar
+        are views of the mapping (nothing is copied; pages the mask store later writes are
+        private to this process). The file must then not be modified in place or truncated
+        while the grammar lives (replace it by rename, as :func:`save_compiled` does).
+
+    Returns
+    -------
+    CompiledGrammar
+
+    Raises
+    ------
+    DeserializeFormatError, DeserializeVersionError, TokenizerMismatchError
+        As :func:`deserialize_compiled`.
+    OSError
+        The file cannot be read.
+    """
+    if not mmap:
+        with open(path, "rb") as f:
+            return deserialize_compiled(f.read(), tokenizer_info)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            _fail("empty file")
+        mapping = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY)
+    raw = np.frombuffer(mapping, dtype=np.uint8)
+    return _load(raw, tokenizer_info)
+
