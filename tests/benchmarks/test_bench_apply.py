@@ -1,0 +1,39 @@
+"""Smoke test: benchmarks/bench_apply.py runs end to end at tiny sizes (no timing asserted)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("xgrammar")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_apply.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_apply", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_runs_at_tiny_sizes(bench, tmp_path):
+    out = tmp_path / "apply.json"
+    result = bench.main(["--batches", "1", "3", "--vocab", "1000", "--runs", "3",
+                         "--output", str(out)])
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert written == json.loads(json.dumps(result))
+    assert written["meta"]["mismatches"] == 0
+    assert [row["batch"] for row in written["shapes"]] == [1, 3]
+    for row in written["shapes"]:
+        assert row["vocab"] == 1000
+        for engine in ("treegram", "xgrammar"):
+            stats = row[engine]
+            assert len(stats["samples_ms"]) == 3
+            for key in ("median_ms", "rows_per_s", "gb_per_s"):
+                assert isinstance(stats[key], float) and stats[key] > 0, (engine, key)

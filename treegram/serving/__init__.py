@@ -1,0 +1,20 @@
+"""Engine-facing helpers that run inside a serving engine's decoding step (torch).
+
+torch is optional: importing :mod:`treegram.serving` does not import it; the functions import
+it when called (and raise :class:`~treegram.errors.MissingDependencyError` without it).
+Triton is imported only by the ``"triton"`` backend of :func:`apply_token_bitmask_inplace`.
+"""
+
+from __future__ import annotations
+
+from treegram.serving._apply import (
+    apply_token_bitmask_inplace,
+    bitmask_to_bool_tensor,
+    bool_tensor_to_bitmask,
+)
+
+__all__ = [
+    "apply_token_bitmask_inplace",
+    "bitmask_to_bool_tensor",
+    "bool_tensor_to_bitmask",
+]
