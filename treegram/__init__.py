@@ -36,6 +36,7 @@ from treegram.matcher._bitmask import (
     get_bitmask_shape,
     reset_token_bitmask,
 )
+from treegram.serving import apply_token_bitmask_inplace
 from treegram.tokenizer import TokenizerInfo, VocabType
 
 __version__ = "0.1.0"
@@ -76,4 +77,5 @@ __all__ = [
     "GrammarCompiler",
     "GrammarMatcher",
     "BatchGrammarMatcher",
+    "apply_token_bitmask_inplace",
 ]
