@@ -119,13 +119,13 @@ class BatchGrammarMatcher:
             REGISTRY_LOCK.release_read()
 
     @staticmethod
-    def _retry(matchers, requests, status, rerun) -> None:
+    def _retry(matchers, requests, status, rerun, extra_bytes: int | None = 0) -> None:
         """Resolve the requests whose kernel asked for room or classification, then rerun
         them one at a time until they finish."""
         for k in np.flatnonzero((status < 0) & (status != TIMEOUT)):
             matcher = matchers[int(requests[k])]
             while status[k] < 0 and status[k] != TIMEOUT:
-                matcher._resolve(int(status[k]))
+                matcher._resolve(int(status[k]), extra_bytes)
                 rerun(int(k))
 
     # ------------------------------------------------------------ operations
@@ -140,15 +140,15 @@ class BatchGrammarMatcher:
         """
         gslots, mslots, vocab = _slots(matchers)
         b = len(mslots)
+        if b == 0:
+            return  # nothing to fill (as xgrammar: the bitmask is not inspected)
         out = as_bitmask_array(bitmask, vocab_size=vocab)
         if indices is None:
             rows = np.arange(b, dtype=np.int64)
         else:
             rows = _index_vector(indices, "indices", b)
-        if b and (rows.min() < 0 or rows.max() >= out.shape[0]):
+        if rows.min() < 0 or rows.max() >= out.shape[0]:
             raise BitmaskError(f"indices must be rows in [0, {out.shape[0]}), got {rows}")
-        if b == 0:
-            return
         self._check_not_stopped(matchers, mslots)
         status = np.zeros(b, dtype=np.int64)
         glist, mlist = GRAMMARS.entries, MATCHERS.entries
@@ -180,16 +180,23 @@ class BatchGrammarMatcher:
         if len(mslots):
             self._run(kernel, len(mslots), 1)
             self._retry(matchers, np.arange(len(mslots)), status, lambda k: self._run_one(
-                _batch.batch_accept, (gslots, mslots, toks, status), k))
+                _batch.batch_accept, (gslots, mslots, toks, status), k), extra_bytes=None)
         return (status == 1).tolist()
 
     @staticmethod
     def batch_accept_string(matchers, strings) -> list[bool]:
         """Accept ``strings[k]`` (str or bytes) in ``matchers[k]``, each as one step."""
+        _slots(matchers)  # every entry must be a matcher
         if len(strings) != len(matchers):
             raise ArgumentError(
                 f"strings has {len(strings)} entries for {len(matchers)} matchers"
             )
+        for k, text in enumerate(strings):
+            if not isinstance(text, (str, bytes, bytearray)):
+                raise TypeError(
+                    f"strings[{k}] must be str or bytes, got {type(text).__name__}; "
+                    "no matcher was changed"
+                )
         return [m.accept_string(s) for m, s in zip(matchers, strings, strict=True)]
 
     @staticmethod
@@ -322,7 +329,8 @@ class BatchGrammarMatcher:
 
         self._run(kernel, k, n * out.shape[1])
         self._retry(matchers, requests, status, lambda j: self._run_one(
-            _batch.batch_traverse, (gslots, mslots, *args, np.empty(n + 5, dtype=np.int32)), j))
+            _batch.batch_traverse, (gslots, mslots, *args, np.empty(n + 5, dtype=np.int32)), j),
+            extra_bytes=None)
         return (status == 0).tolist()
 
     @staticmethod

@@ -221,8 +221,12 @@ class GrammarMatcher:
         self._cand = np.zeros(self._cand.shape[0] * 4, dtype=np.int32)
         self._arrays_changed()
 
-    def _resolve(self, status: int, extra_bytes: int = 0) -> None:
-        """Make room or classify so that an operation that returned ``status`` can retry."""
+    def _resolve(self, status: int, extra_bytes: int | None = 0) -> None:
+        """Make room or classify so that an operation that returned ``status`` can retry.
+
+        ``extra_bytes`` is how far above the top the operation reads; ``None`` when that
+        is unknown (a traversal: its depth), in which case the whole chart doubles.
+        """
         if status <= NEED_CLASSIFY:
             self._store.classify_states(self._bufs[1, : NEED_CLASSIFY - status].copy())
         elif status == HIST_FULL:
@@ -231,6 +235,9 @@ class GrammarMatcher:
             self._grow_bufs()
         elif status == CAND_FULL:
             self._grow_cand()
+        elif status == OVERFLOW and extra_bytes is None:
+            self._grow_sets(self._set_starts.shape[0] * 2)
+            self._grow_items()
         elif status == OVERFLOW:
             need = int(self._meta[M_TOP]) + 3 + max(extra_bytes, int(self._sv.max_len))
             if need >= self._set_starts.shape[0]:
@@ -454,8 +461,6 @@ class GrammarMatcher:
             Malformed links, tokens or root.
         BitmaskError
             ``token_bitmask`` has the wrong dtype, layout or fewer than N rows.
-        MatcherStateError
-            The matcher accepted a stop token.
         """
         next_token = as_index_array(retrieve_next_token, "retrieve_next_token")
         next_sibling = as_index_array(retrieve_next_sibling, "retrieve_next_sibling")
@@ -492,7 +497,7 @@ class GrammarMatcher:
                 return True
             if st == TIMEOUT:
                 return False
-            self._resolve(st)
+            self._resolve(st, None)
 
     # ------------------------------------------------------------------ chains
     def fill_chain_bitmask(self, draft_tokens, bitmask) -> int:
