@@ -22,6 +22,7 @@ from treegram.errors import (
     TokenizerMismatchError,
     TreegramError,
     UndefinedRuleError,
+    UnsupportedSchemaError,
 )
 from treegram.grammar import Grammar
 from treegram.matcher import BatchGrammarMatcher, GrammarMatcher
@@ -59,6 +60,7 @@ __all__ = [
     "DeserializeVersionError",
     "TokenizerMismatchError",
     "RegexSyntaxError",
+    "UnsupportedSchemaError",
     # bitmask
     "bitmask_dtype",
     "get_bitmask_shape",

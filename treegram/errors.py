@@ -13,6 +13,7 @@ __all__ = [
     "GrammarError",
     "GrammarSyntaxError",
     "RegexSyntaxError",
+    "UnsupportedSchemaError",
     "UndefinedRuleError",
     "TokenizerError",
     "EmptyVocabularyError",
@@ -80,6 +81,11 @@ class RegexSyntaxError(GrammarSyntaxError):
 
     def __reduce__(self) -> tuple:
         return (type(self), (self.message, self.pattern, self.position))
+
+
+class UnsupportedSchemaError(GrammarError):
+    """A JSON Schema keyword cannot be compiled exactly; the message names the keyword and
+    its JSON pointer."""
 
 
 class UndefinedRuleError(GrammarError):

@@ -86,6 +86,45 @@ class Grammar:
         return Grammar(regex_to_ir(pattern))
 
     @staticmethod
+    def from_json_schema(
+        schema,
+        *,
+        any_whitespace: bool = True,
+        indent: int | None = None,
+        separators: tuple[str, str] | None = None,
+        strict_mode: bool = True,
+        max_whitespace_cnt: int | None = None,
+        unsupported: str = "error",
+    ) -> Grammar:
+        """A grammar for the JSON documents that ``schema`` validates (xgrammar's options).
+
+        Parameters
+        ----------
+        schema : str, dict or pydantic model class
+            The JSON Schema.
+        any_whitespace, indent, separators, strict_mode, max_whitespace_cnt
+            Output layout and defaults, as in xgrammar 0.2.8 (see ``json_schema_to_ir``).
+        unsupported : {"error", "warn"}, default "error"
+            ``"warn"`` downgrades an inexact keyword to a warning and drops it.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        UnsupportedSchemaError
+            A keyword cannot be compiled exactly (named, with its JSON pointer).
+        """
+        from ._json_schema import json_schema_to_ir
+
+        return Grammar(json_schema_to_ir(
+            schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
+            strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
+            unsupported=unsupported,
+        ))
+
+    @staticmethod
     def from_ir(ir: GrammarIR) -> Grammar:
         """Wrap an IR produced by a frontend.
 

@@ -1,0 +1,582 @@
+"""JSON Schema frontend: a schema -> :class:`GrammarIR` (xgrammar 0.2.8 option semantics).
+
+Options
+-------
+- ``any_whitespace=True``: ``[ \\n\\r\\t]*`` between tokens (at most ``max_whitespace_cnt``
+  characters when given), none before or after the root value; ``indent`` and
+  ``separators`` are ignored.
+- ``any_whitespace=False``: exactly the layout of ``json.dumps`` with ``indent`` and
+  ``separators`` (default ``(", ", ": ")`` without indent, ``(",", ": ")`` with it);
+  empty containers are ``{}`` / ``[]``.
+- ``strict_mode=True``: absent ``additionalProperties`` / ``unevaluatedProperties`` mean
+  ``false``, and with ``prefixItems`` absent ``items`` means no further items.
+
+Layout for fast masks: strings and numbers are inlined in the expression of their
+container, which continues with the ``,`` / ``}`` / ``]`` that follows; ``$ref`` targets,
+any-value schemas and large shared sub-expressions become rules.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+from treegram.errors import GrammarError, UnsupportedSchemaError
+from treegram.grammar._ir import CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
+from treegram.grammar._json_schema_lex import (
+    EMPTY,
+    INTEGER,
+    NUMBER,
+    alt,
+    decimal_range,
+    encoded_text,
+    int_range,
+    lit,
+    seq,
+    string_of,
+)
+from treegram.grammar._json_schema_merge import merge_all_of
+from treegram.grammar._json_schema_objects import ObjectBuilder, array_expr
+from treegram.grammar._json_schema_strings import (
+    any_string,
+    format_body,
+    length_string,
+    pattern_body,
+)
+
+__all__ = ["UnsupportedSchemaError", "json_schema_to_ir"]
+
+_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+_ANNOTATIONS = frozenset({
+    "title", "description", "default", "examples", "$schema", "$id", "$comment", "$anchor",
+    "readOnly", "writeOnly", "deprecated", "$defs", "definitions", "contentMediaType",
+    "contentEncoding", "discriminator", "example", "$vocabulary", "$dynamicAnchor",
+})
+_UNSUPPORTED = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+                "dependencies", "minContains", "maxContains",
+                "$dynamicRef", "$recursiveRef")
+_DEPTH_CAP = 24
+
+
+class Layout:
+    """Where whitespace and separators go, by container depth."""
+
+    def __init__(self, any_whitespace, indent, separators, max_whitespace_cnt) -> None:
+        self.any_ws = bool(any_whitespace)
+        self.indent = None if self.any_ws else indent
+        if separators is None:
+            separators = (",", ": ") if self.indent is not None else (", ", ": ")
+        self.item_sep, self.key_sep = separators
+        self.ws = Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, max_whitespace_cnt)
+
+    def depth(self, depth: int) -> int:
+        """The depth that matters for layout (0 unless indenting)."""
+        return min(depth, _DEPTH_CAP) if self.indent is not None else 0
+
+    def _newline(self, depth: int) -> str:
+        return "\n" + " " * (self.indent * depth)
+
+    def open(self, depth: int) -> Expr:
+        """Between the opening bracket and the first item."""
+        if self.any_ws:
+            return self.ws
+        return lit(self._newline(depth + 1)) if self.indent is not None else EMPTY
+
+    def comma(self, depth: int) -> Expr:
+        """Between two items."""
+        if self.any_ws:
+            return seq(self.ws, lit(","), self.ws)
+        tail = self._newline(depth + 1) if self.indent is not None else ""
+        return lit(self.item_sep + tail)
+
+    def colon(self) -> Expr:
+        """Between a key and its value."""
+        return seq(self.ws, lit(":"), self.ws) if self.any_ws else lit(self.key_sep)
+
+    def close(self, depth: int, bracket: str) -> Expr:
+        """After the last item, closing bracket included."""
+        if self.any_ws:
+            return seq(self.ws, lit(bracket))
+        head = self._newline(depth) if self.indent is not None else ""
+        return lit(head + bracket)
+
+    def empty(self, brackets: str) -> Expr:
+        """An empty container."""
+        if self.any_ws:
+            return seq(lit(brackets[0]), self.ws, lit(brackets[1]))
+        return lit(brackets)
+
+
+class Converter:
+    """Walks one schema and collects rules; see :func:`json_schema_to_ir`."""
+
+    def __init__(self, root: dict | bool, layout: Layout, strict: bool, unsupported: str):
+        self.root = root
+        self.layout = layout
+        self.strict = strict
+        self.warn = unsupported == "warn"
+        self.rules: dict[str, Expr | None] = {}
+        self.ref_names: dict[tuple[str, int], str] = {}
+        self.objects = ObjectBuilder(self)
+
+    # -- errors -------------------------------------------------------------------------
+    def unsupported(self, keyword: str, ptr: str, why: str) -> None:
+        """Raise :class:`UnsupportedSchemaError`, or warn when downgraded."""
+        msg = f"unsupported JSON Schema keyword {keyword!r} at {ptr or '#'}: {why}"
+        if not self.warn:
+            raise UnsupportedSchemaError(msg)
+        warnings.warn(msg + " (constraint dropped)", stacklevel=4)
+
+    # -- rules --------------------------------------------------------------------------
+    def new_rule(self, base: str) -> str:
+        """Reserve a fresh rule name."""
+        name, k = base, 1
+        while name in self.rules:
+            name, k = f"{base}_{k}", k + 1
+        self.rules[name] = None
+        return name
+
+    def any_value(self, depth: int) -> Expr:
+        """Any JSON value (a rule per layout depth)."""
+        return self.ref_rule("#any", {}, depth, self._any_body)
+
+    def _any_body(self, _schema, depth: int) -> Expr:
+        lay = self.layout
+        inner = self.any_value(depth + 1)
+        obj = self.objects.homogeneous("{}", seq(any_string(), lay.colon(), inner), 0, None,
+                                       depth)
+        arr = self.objects.homogeneous("[]", inner, 0, None, depth)
+        return alt(lit("null"), lit("true"), lit("false"), NUMBER, any_string(), obj, arr)
+
+    def ref_rule(self, key: str, schema, depth: int, body_fn) -> Expr:
+        """A rule for ``schema`` at ``depth``, created once; recursion is allowed."""
+        d = self.layout.depth(depth)
+        name = self.ref_names.get((key, d))
+        if name is None:
+            name = self.new_rule(_rule_base(key) + (f"_d{d}" if d else ""))
+            self.ref_names[(key, d)] = name
+            body = body_fn(schema, d)
+            self.rules[name] = body if body is not None else _NOTHING
+        return RuleRef(name)
+
+    def resolve(self, ref: str, ptr: str) -> dict | bool:
+        """The schema a local ``$ref`` points to."""
+        if not ref.startswith("#"):
+            self.unsupported("$ref", ptr, f"only local references are supported, got {ref!r}")
+            return True
+        node = self.root
+        for part in [p for p in ref[1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            try:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            except (KeyError, IndexError, ValueError, TypeError):
+                raise UnsupportedSchemaError(f"$ref {ref!r} at {ptr or '#'} does not resolve") \
+                    from None
+        return node
+
+    # -- values -------------------------------------------------------------------------
+    def value(self, schema, ptr: str, depth: int) -> Expr | None:
+        """The encoded values that satisfy ``schema`` (``None`` when none do)."""
+        if schema is True or schema == {}:
+            return self.any_value(depth)
+        if schema is False:
+            return None
+        if not isinstance(schema, dict):
+            raise UnsupportedSchemaError(f"schema at {ptr or '#'} is not an object or boolean")
+        if "$ref" in schema and _only_ref(schema):
+            ref = schema["$ref"]
+            return self.ref_rule(ref, ref, depth,
+                                 lambda r, d: self.value(self.resolve(r, ptr), r, d))
+        schema = merge_all_of(self, schema, ptr)
+        if schema is False:
+            return None
+        if schema is True or schema == {}:
+            return self.any_value(depth)
+        if "$ref" in schema:
+            return self.value(schema, ptr, depth)
+        for key in _UNSUPPORTED:
+            if key in schema:
+                self.unsupported(key, f"{ptr}/{key}", "not supported")
+        if "anyOf" in schema or "oneOf" in schema:
+            return self._branches(schema, ptr, depth)
+        if "enum" in schema or "const" in schema:
+            return self._literals(schema, ptr, depth)
+        return self._typed(schema, ptr, depth)
+
+    def _branches(self, schema: dict, ptr: str, depth: int) -> Expr | None:
+        key = "anyOf" if "anyOf" in schema else "oneOf"
+        rest = {k: v for k, v in schema.items() if k != key}
+        branches = schema[key]
+        if key == "oneOf" and not _disjoint(self, branches):
+            self.unsupported("oneOf", f"{ptr}/oneOf",
+                             "branches may overlap; only provably disjoint oneOf is exact")
+        parts = []
+        for i, branch in enumerate(branches):
+            merged = {"allOf": [rest, branch]} if rest else branch
+            parts.append(self.value(merged, f"{ptr}/{key}/{i}", depth))
+        return alt(*parts)
+
+    def _literals(self, schema: dict, ptr: str, depth: int) -> Expr | None:
+        values = [schema["const"]] if "const" in schema else list(schema["enum"])
+        if "const" in schema and "enum" in schema:
+            values = [v for v in values if any(_same(v, e) for e in schema["enum"])]
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        kept = [v for v in values if _valid(rest, v, self.root)]
+        return alt(*(self.literal(v, depth) for v in kept))
+
+    def literal(self, value, depth: int) -> Expr:
+        """Every encoding of the JSON value ``value`` in this layout."""
+        lay = self.layout
+        if isinstance(value, str):
+            return string_of(encoded_text(value))
+        if isinstance(value, dict):
+            if not value:
+                return lay.empty("{}")
+            items = [seq(string_of(encoded_text(k)), lay.colon(), self.literal(v, depth + 1))
+                     for k, v in value.items()]
+            return self._container("{}", items, depth)
+        if isinstance(value, list):
+            if not value:
+                return lay.empty("[]")
+            return self._container("[]", [self.literal(v, depth + 1) for v in value], depth)
+        return lit(json.dumps(value))
+
+    def _container(self, brackets: str, items: list[Expr], depth: int) -> Expr:
+        lay = self.layout
+        out = [lit(brackets[0]), lay.open(depth), items[0]]
+        for it in items[1:]:
+            out += [lay.comma(depth), it]
+        out.append(lay.close(depth, brackets[1]))
+        return seq(*out)
+
+    def _typed(self, schema: dict, ptr: str, depth: int) -> Expr | None:
+        types = _types(self, schema, ptr)
+        parts = []
+        for t in types:
+            if t == "null":
+                parts.append(lit("null"))
+            elif t == "boolean":
+                parts.append(alt(lit("true"), lit("false")))
+            elif t == "integer":
+                parts.append(self._integer(schema, ptr))
+            elif t == "number":
+                parts.append(self._number(schema, ptr))
+            elif t == "string":
+                parts.append(self._string(schema, ptr))
+            elif t == "array":
+                parts.append(array_expr(self, schema, ptr, depth))
+            else:
+                parts.append(self.objects.object_expr(schema, ptr, depth))
+        return alt(*parts)
+
+    # -- scalars ------------------------------------------------------------------------
+    def _bounds(self, schema: dict, ptr: str):
+        lo, lo_s, hi, hi_s = schema.get("minimum"), False, schema.get("maximum"), False
+        for key, strict_val in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
+            v = schema.get(key)
+            if isinstance(v, bool):  # draft 4 form
+                if v:
+                    if strict_val:
+                        lo_s = True
+                    else:
+                        hi_s = True
+            elif v is not None:
+                if strict_val and (lo is None or v >= lo):
+                    lo, lo_s = v, True
+                elif not strict_val and (hi is None or v <= hi):
+                    hi, hi_s = v, True
+        for key, v in (("minimum", lo), ("maximum", hi)):
+            if v is not None and (not isinstance(v, (int, float)) or v != v or v in (
+                    float("inf"), float("-inf"))):
+                raise UnsupportedSchemaError(f"{key} at {ptr or '#'} must be a finite number")
+        return lo, lo_s, hi, hi_s
+
+    def _integer(self, schema: dict, ptr: str) -> Expr | None:
+        import math
+
+        lo, lo_s, hi, hi_s = self._bounds(schema, ptr)
+        ilo = None if lo is None else (math.floor(lo) + 1 if lo_s else math.ceil(lo))
+        ihi = None if hi is None else (math.ceil(hi) - 1 if hi_s else math.floor(hi))
+        mult = schema.get("multipleOf")
+        if mult is not None:
+            return self._multiple(mult, ilo, ihi, ptr)
+        if ilo is None and ihi is None:
+            return INTEGER
+        return int_range(ilo, ihi)
+
+    def _multiple(self, mult, lo, hi, ptr: str) -> Expr | None:
+        from fractions import Fraction
+
+        if isinstance(mult, (int, float)) and not isinstance(mult, bool) and mult > 0:
+            # An integer is a multiple of p/q (lowest terms) exactly when it is one of p.
+            mult = Fraction(str(mult)).numerator
+        if not isinstance(mult, int) or mult <= 0:
+            self.unsupported("multipleOf", f"{ptr}/multipleOf", "only positive integers")
+            return int_range(lo, hi)
+        if lo is not None and hi is not None:
+            first = -(-lo // mult) * mult
+            count = (hi - first) // mult + 1 if hi >= first else 0
+            if count <= 4096:
+                return alt(*(lit(str(v)) for v in range(first, hi + 1, mult)))
+        if lo is None and hi is None and mult <= 1024:
+            return self._mod_rules(mult)
+        self.unsupported("multipleOf", f"{ptr}/multipleOf",
+                         "with an open range only without bounds and up to 1024")
+        return int_range(lo, hi)
+
+    def _mod_rules(self, k: int) -> Expr:
+        """Integers divisible by ``k``: one rule per remainder of the digits read so far."""
+        names = [self.new_rule(f"mult{k}_r{r}") for r in range(k)]
+        for r in range(k):
+            by_target: dict[int, list[int]] = {}
+            for d in range(10):
+                by_target.setdefault((10 * r + d) % k, []).append(d)
+            parts = [EMPTY] if r == 0 else []
+            for t, ds in by_target.items():
+                parts.append(seq(CharClass(_digit_ranges(ds)), RuleRef(names[t])))
+            self.rules[names[r]] = alt(*parts)
+        nonzero = [seq(CharClass(((0x30 + d, 0x30 + d),)), RuleRef(names[d % k]))
+                   for d in range(1, 10)]
+        mag = alt(*nonzero)
+        return alt(lit("0"), mag, seq(lit("-"), mag))
+
+    def _number(self, schema: dict, ptr: str) -> Expr | None:
+        lo, lo_s, hi, hi_s = self._bounds(schema, ptr)
+        if "multipleOf" in schema:
+            m = schema["multipleOf"]
+            if isinstance(m, (int, float)) and float(m).is_integer():
+                return self._integer({**schema, "multipleOf": int(m)}, ptr)
+            self.unsupported("multipleOf", f"{ptr}/multipleOf", "non-integer multipleOf")
+        if lo is None and hi is None:
+            return NUMBER
+        return decimal_range(lo, lo_s, hi, hi_s)
+
+    def _string(self, schema: dict, ptr: str) -> Expr | None:
+        lo = schema.get("minLength", 0)
+        hi = schema.get("maxLength")
+        has_len = lo > 0 or hi is not None
+        fmt, pattern = schema.get("format"), schema.get("pattern")
+        body = None
+        if fmt is not None:
+            body = format_body(fmt)
+        if pattern is not None:
+            if body is not None:
+                self.unsupported("pattern", f"{ptr}/pattern", "pattern together with format")
+            try:
+                body = pattern_body(pattern)
+            except (ImportError, ValueError) as exc:
+                self.unsupported("pattern", f"{ptr}/pattern", str(exc))
+                body = None
+        if body is None:
+            return length_string(lo, hi)
+        if has_len:
+            self.unsupported("minLength" if lo > 0 else "maxLength", ptr,
+                             "length bounds together with pattern or format")
+        return string_of(body)
+
+
+_NOTHING = Choice((Seq((CharClass(((0, 0x10FFFF),), negated=True),)),))
+
+
+def _rule_base(key: str) -> str:
+    text = "".join(c if c.isalnum() else "_" for c in key.lstrip("#/")) or "root_ref"
+    return "ref_" + text.strip("_")[:40] if key != "#any" else "any_value"
+
+
+def _only_ref(schema: dict) -> bool:
+    return all(k == "$ref" or k in _ANNOTATIONS for k in schema)
+
+
+def _digit_ranges(ds: list[int]) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for d in sorted(ds):
+        if out and out[-1][1] == 0x30 + d - 1:
+            out[-1][1] = 0x30 + d
+        else:
+            out.append([0x30 + d, 0x30 + d])
+    return tuple((a, b) for a, b in out)
+
+
+def _types(conv: Converter, schema: dict, ptr: str) -> list[str]:
+    t = schema.get("type")
+    types = list(_TYPES) if t is None else ([t] if isinstance(t, str) else list(t))
+    for x in types:
+        if x not in _TYPES:
+            raise UnsupportedSchemaError(f"unknown type {x!r} at {ptr or '#'}/type")
+    if schema.get("nullable") and "null" not in types:
+        types.append("null")
+    if "number" in types and "integer" in types:
+        types.remove("integer")
+    return types
+
+
+def _same(a, b) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _json_type(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer()):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def _valid(rest: dict, value, root) -> bool:
+    """Whether ``value`` satisfies the keywords next to ``enum``/``const``."""
+    checks = {k: v for k, v in rest.items() if k not in _ANNOTATIONS}
+    if not checks:
+        return True
+    try:
+        import jsonschema
+    except ImportError:
+        t = checks.get("type")
+        if t is None:
+            return True
+        types = [t] if isinstance(t, str) else t
+        jt = _json_type(value)
+        return jt in types or (jt == "integer" and "number" in types)
+    full = dict(checks)
+    if isinstance(root, dict):
+        for key in ("$defs", "definitions"):
+            if key in root:
+                full[key] = root[key]
+    try:
+        return jsonschema.Draft202012Validator(full).is_valid(value)
+    except Exception:  # noqa: BLE001 - unresolvable refs: keep the value
+        return True
+
+
+def _disjoint(conv: Converter, branches: list) -> bool:
+    """Whether the oneOf branches provably accept disjoint sets of values."""
+    sigs = []
+    for b in branches:
+        if not isinstance(b, dict):
+            return False
+        if "$ref" in b and _only_ref(b):
+            b = conv.resolve(b["$ref"], "")
+            if not isinstance(b, dict):
+                return False
+        sigs.append(_signature(b))
+    for i in range(len(sigs)):
+        for j in range(i + 1, len(sigs)):
+            if not _sig_disjoint(sigs[i], sigs[j]):
+                return False
+    return True
+
+
+def _signature(b: dict):
+    if "const" in b:
+        return ("values", [b["const"]])
+    if "enum" in b:
+        return ("values", list(b["enum"]))
+    t = b.get("type")
+    if t is None:
+        return ("types", set(_TYPES), b)
+    types = {t} if isinstance(t, str) else set(t)
+    if "number" in types:
+        types.add("integer")
+    return ("types", types, b)
+
+
+def _sig_disjoint(a, b) -> bool:
+    if a[0] == "values" and b[0] == "values":
+        return not any(_same(x, y) for x in a[1] for y in b[1])
+    if a[0] == "values" or b[0] == "values":
+        vals, other = (a, b) if a[0] == "values" else (b, a)
+        return all(_json_type(v) not in other[1] and not (
+            _json_type(v) == "integer" and "number" in other[1]) for v in vals[1])
+    if not a[1] & b[1]:
+        return True
+    return a[1] == b[1] == {"object"} and _discriminated(a[2], b[2])
+
+
+def _discriminated(a: dict, b: dict) -> bool:
+    """Objects that require a common property with different constant values."""
+    pa, pb = a.get("properties", {}), b.get("properties", {})
+    common = set(a.get("required", [])) & set(b.get("required", []))
+    for key in common:
+        sa, sb = pa.get(key), pb.get(key)
+        if isinstance(sa, dict) and isinstance(sb, dict) and ("const" in sa or "enum" in sa) \
+                and _sig_disjoint(_signature(sa), _signature(sb)):
+            return True
+    return False
+
+
+def _load(schema) -> dict | bool:
+    if isinstance(schema, str):
+        try:
+            return json.loads(schema)
+        except json.JSONDecodeError as exc:
+            raise GrammarError(f"schema is not valid JSON: {exc}") from None
+    if isinstance(schema, (dict, bool)):
+        return schema
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
+    raise GrammarError(f"schema must be a JSON string, a dict or a pydantic model class, "
+                       f"got {type(schema).__name__}")
+
+
+def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None = None,
+                      separators: tuple[str, str] | None = None, strict_mode: bool = True,
+                      max_whitespace_cnt: int | None = None,
+                      unsupported: str = "error") -> GrammarIR:
+    """Compile a JSON Schema to grammar IR.
+
+    Parameters
+    ----------
+    schema : str, dict, bool or pydantic model class
+        The schema (JSON text, a parsed schema, or a class with ``model_json_schema``).
+    any_whitespace : bool, default True
+        Allow ``[ \\n\\r\\t]*`` between tokens; ``indent`` and ``separators`` are ignored.
+    indent : int or None
+        With ``any_whitespace=False``: ``json.dumps``-style indentation.
+    separators : (str, str) or None
+        With ``any_whitespace=False``: item and key separators; default ``(", ", ": ")``,
+        or ``(",", ": ")`` with ``indent``.
+    strict_mode : bool, default True
+        Absent ``additionalProperties`` / ``unevaluatedProperties`` mean ``false`` and
+        absent ``items`` after ``prefixItems`` means no further items.
+    max_whitespace_cnt : int or None
+        With ``any_whitespace``: at most this many whitespace characters in a row.
+    unsupported : {"error", "warn"}, default "error"
+        ``"warn"`` turns :class:`UnsupportedSchemaError` for an inexact keyword into a
+        warning and drops that constraint.
+
+    Returns
+    -------
+    GrammarIR
+        Root rule ``root``.
+
+    Raises
+    ------
+    UnsupportedSchemaError
+        A keyword cannot be compiled exactly (message names it and its JSON pointer).
+    GrammarError
+        The schema is malformed or admits no value.
+    """
+    if unsupported not in ("error", "warn"):
+        raise GrammarError(f"unsupported must be 'error' or 'warn', got {unsupported!r}")
+    if max_whitespace_cnt is not None and (not isinstance(max_whitespace_cnt, int)
+                                           or max_whitespace_cnt <= 0):
+        raise GrammarError(f"max_whitespace_cnt must be a positive integer, "
+                           f"got {max_whitespace_cnt!r}")
+    if indent is not None and (not isinstance(indent, int) or indent < 0):
+        raise GrammarError(f"indent must be a non-negative integer, got {indent!r}")
+    root = _load(schema)
+    layout = Layout(any_whitespace, indent, separators, max_whitespace_cnt)
+    conv = Converter(root, layout, strict_mode, unsupported)
+    conv.rules["root"] = None
+    body = conv.value(root, "", 0)
+    if body is None:
+        raise GrammarError("the schema admits no JSON value")
+    conv.rules["root"] = body
+    from treegram.grammar._json_schema_share import share_rules
+
+    return share_rules(conv.rules, "root")

@@ -1,0 +1,171 @@
+"""String-valued schemas of the JSON Schema frontend: lengths, patterns, formats, keys.
+
+All results describe the whole JSON string literal, quotes included, in every encoding a
+JSON writer may choose (raw characters or escapes); length bounds count decoded
+characters, so an escape sequence counts as one.
+"""
+
+from __future__ import annotations
+
+from treegram.grammar._ir import CharClass, Expr, Repeat
+from treegram.grammar._json_schema_formats import format_expr
+from treegram.grammar._json_schema_lex import (
+    _RAW_OK,
+    EMPTY,
+    alt,
+    encode_expr,
+    lit,
+    seq,
+    string_char,
+    string_of,
+)
+
+__all__ = ["any_string", "length_string", "pattern_body", "format_body", "string_not_in",
+           "split_alternatives"]
+
+
+def any_string() -> Expr:
+    """Any JSON string literal."""
+    return string_of(Repeat(string_char(), 0, None))
+
+
+def length_string(min_length: int, max_length: int | None) -> Expr | None:
+    """JSON strings of ``min_length`` to ``max_length`` decoded characters."""
+    if max_length is not None and max_length < min_length:
+        return None
+    return string_of(Repeat(string_char(), min_length, max_length))
+
+
+def split_alternatives(pattern: str) -> list[str]:
+    """Split ``pattern`` at its top-level ``|`` (outside groups, classes and escapes)."""
+    parts, depth, in_class, start, i = [], 0, False, 0, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    parts.append(pattern[start:])
+    return parts
+
+
+def _strip_anchors(alternative: str) -> tuple[bool, str, bool]:
+    left = alternative.startswith("^")
+    core = alternative[1:] if left else alternative
+    right = False
+    if core.endswith("$"):
+        backslashes = len(core[:-1]) - len(core[:-1].rstrip("\\"))
+        if backslashes % 2 == 0:
+            right, core = True, core[:-1]
+    return left, core, right
+
+
+def _has_inner_anchor(core: str) -> bool:
+    i, in_class = 0, False
+    while i < len(core):
+        ch = core[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if core[i + 1:i + 2] == "^":
+                i += 1
+        elif ch in "^$":
+            return True
+        i += 1
+    return False
+
+
+def pattern_body(pattern: str) -> Expr | None:
+    """Encoded string content that *contains* a match of ``pattern`` (ECMA-262 search).
+
+    Raises
+    ------
+    ValueError
+        ``pattern`` uses an anchor inside a group (message says so); regex syntax errors
+        from the regex frontend propagate.
+    """
+    from treegram.grammar._regex import regex_to_expr
+
+    anything = Repeat(string_char(), 0, None)
+    parts = []
+    for alternative in split_alternatives(pattern):
+        left, core, right = _strip_anchors(alternative)
+        if _has_inner_anchor(core):
+            raise ValueError(f"anchor inside a group in pattern {pattern!r}")
+        body = encode_expr(regex_to_expr(core)) if core else EMPTY
+        parts.append(seq(EMPTY if left else anything, body, EMPTY if right else anything))
+    return alt(*parts)
+
+
+def format_body(name: str) -> Expr | None:
+    """Encoded string content of the format ``name``; ``None`` for unknown formats."""
+    expr = format_expr(name)
+    return None if expr is None else encode_expr(expr)
+
+
+def string_not_in(names: list[str]) -> Expr:
+    """JSON strings whose raw spelling is none of ``names`` (a trie complement).
+
+    Names are compared as written without escapes; a name spelled with escapes is not
+    excluded (it is a different spelling of the same key).
+    """
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    return string_of(_not_in(trie))
+
+
+def _not_in(node: dict) -> Expr:
+    anything = Repeat(string_char(), 0, None)
+    children = sorted(k for k in node if k)
+    safe = [c for c in children if _is_raw(c)]
+    parts = [] if "" in node else [EMPTY]
+    other = _raw_minus(safe)
+    escape = seq(lit("\\"), alt(CharClass(tuple((ord(c), ord(c)) for c in '"/\\bfnrt')),
+                                seq(lit("u"), Repeat(CharClass(((48, 57), (65, 70), (97, 102))),
+                                                     4, 4))))
+    parts.append(seq(alt(other, escape), anything))
+    for ch in safe:
+        parts.append(seq(lit(ch), _not_in(node[ch])))
+    return alt(*parts)
+
+
+def _is_raw(ch: str) -> bool:
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in _RAW_OK)
+
+
+def _raw_minus(chars: list[str]) -> Expr | None:
+    out, cur = [], list(_RAW_OK)
+    for ch in chars:
+        cp = ord(ch)
+        nxt = []
+        for lo, hi in cur:
+            if lo <= cp <= hi:
+                if lo < cp:
+                    nxt.append((lo, cp - 1))
+                if cp < hi:
+                    nxt.append((cp + 1, hi))
+            else:
+                nxt.append((lo, hi))
+        cur = nxt
+    out = tuple(sorted(cur))
+    return CharClass(out) if out else None
