@@ -48,7 +48,8 @@ class CompiledGrammar:
 
             with self._slot_lock:
                 if self._slot < 0:
-                    self._slot = GRAMMARS.add(self._registry_entry())
+                    self._slot = GRAMMARS.add(self._registry_entry(),
+                                              self.tokenizer_info.vocab_size)
                     self._store.on_publish = lambda snap: GRAMMARS.update(
                         self._slot, self._registry_entry(snap))
                     weakref.finalize(self, GRAMMARS.release, self._slot)

@@ -29,7 +29,7 @@ CAND_FULL = -7  # the candidate scratch is smaller than the uncertain sets: grow
 # pass scratch arrays and get a *_FULL status when one is too small.
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def collect_classes(state_class, items_s, set_starts, top, bufs):
     """Distinct classes of the states in set ``top`` into ``bufs[0]``.
 
@@ -214,7 +214,7 @@ def _sift_down(a, start, end):
 
 # memo_meta[0]: items in the memo key (-1: empty); memo_meta[1]: the floor - every chart set
 # at or below it is unchanged since the memo was stored (rollback lowers it).
-@njit(nogil=True, cache=True, _nrt=False)
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def memo_lookup(items_s, items_o, set_starts, top, memo_key, memo_meta):
     """Whether the memo row is the mask of set ``top``.
 
@@ -238,7 +238,7 @@ def memo_lookup(items_s, items_o, set_starts, top, memo_key, memo_meta):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def memo_store(items_s, items_o, set_starts, top, memo_key, memo_meta, memo_row, out, r):
     """Remember row ``r`` of ``out`` as the mask of set ``top`` (skipped if the set is too
     large for the key)."""

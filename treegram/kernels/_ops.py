@@ -36,7 +36,7 @@ M_STOPPED = 2
 M_NO_STOP = 3
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def accept_token_op(A, root, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist,
                     stop_ids, token):
     """Accept ``token`` (an id already checked to be in range).
@@ -73,7 +73,7 @@ def accept_token_op(A, root, tok_offsets, tok_data, items_s, items_o, set_starts
     return 1
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def rollback_op(meta, hist, memo_meta, n):
     """Undo the last ``n`` steps. Returns 0, or -1 if fewer than ``n`` were taken."""
     if n > meta[M_STEPS]:
@@ -88,7 +88,7 @@ def rollback_op(meta, hist, memo_meta, n):
     return 0
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def fill_op(A, root, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
             items_s, items_o, set_starts, meta, stop_ids, bufs, memo_key, memo_meta,
             memo_row, cand, out, r):

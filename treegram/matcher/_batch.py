@@ -30,26 +30,28 @@ def _slots(matchers) -> tuple[np.ndarray, np.ndarray, int]:
         raise ArgumentError(f"matchers must be a list of GrammarMatcher, got "
                             f"{type(matchers).__name__}")
     try:
-        pairs = [m._batch_slots for m in matchers]
+        keys = np.fromiter((m._batch_key for m in matchers), dtype=np.int64,
+                           count=len(matchers))
     except AttributeError:
         bad = next(i for i, m in enumerate(matchers) if not isinstance(m, GrammarMatcher))
         raise ArgumentError(
             f"matchers[{bad}] must be a GrammarMatcher, got {type(matchers[bad]).__name__}"
         ) from None
-    if None in pairs:  # first batch use of some matchers: register them
-        for i, m in enumerate(matchers):
-            if pairs[i] is None:
-                pairs[i] = m._register()
-    arr = np.array(pairs, dtype=np.int64).reshape(len(pairs), 3)
-    vocab = arr[:, 2]
-    if len(arr) and (vocab != vocab[0]).any():
+    if len(keys) and keys.min() < 0:  # first batch use of some matchers: register them
+        for i in np.flatnonzero(keys < 0):
+            keys[i] = matchers[int(i)]._register()
+    gslots = keys >> 32
+    mslots = keys & 0xFFFFFFFF
+    if not len(keys):
+        return gslots, mslots, 0
+    vocab = GRAMMARS.tags[gslots]
+    if (vocab != vocab[0]).any():
         bad = int(np.flatnonzero(vocab != vocab[0])[0])
         raise ArgumentError(
             f"matchers[{bad}] has vocab_size {int(vocab[bad])}, matchers[0] has "
             f"{int(vocab[0])}: one batch needs one vocabulary"
         )
-    return (np.ascontiguousarray(arr[:, 0]), np.ascontiguousarray(arr[:, 1]),
-            int(vocab[0]) if len(arr) else 0)
+    return gslots, mslots, int(vocab[0])
 
 
 def _index_vector(values, name: str, n: int | None = None) -> np.ndarray:

@@ -147,7 +147,7 @@ class GrammarMatcher:
         self._clock = np.zeros(2, dtype=np.int64)
         self._stack = np.zeros(64, dtype=np.int32)  # traversal scratch
         self._slot = -1  # registry slot, taken on first batch use
-        self._batch_slots: tuple[int, int, int] | None = None
+        self._batch_key = -1  # (grammar slot << 32) | matcher slot once registered
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -170,7 +170,7 @@ class GrammarMatcher:
             setattr(twin, name, getattr(self, name).copy())
         twin._mask_cache = None
         twin._slot = -1
-        twin._batch_slots = None
+        twin._batch_key = -1
         return twin
 
     # ------------------------------------------------------- arrays and slots
@@ -180,15 +180,15 @@ class GrammarMatcher:
                 self._stop_ids, self._bufs, self._memo_key, self._memo_meta, self._memo_row,
                 self._cand)
 
-    def _register(self) -> tuple[int, int, int]:
+    def _register(self) -> int:
         """Take registry slots for this matcher and its grammar (first batch use) and return
-        ``(grammar slot, matcher slot, vocab_size)``."""
-        if self._batch_slots is None:
+        the batch key ``(grammar slot << 32) | matcher slot``."""
+        if self._batch_key < 0:
             gslot = self._compiled._registry_slot()
             self._slot = MATCHERS.add(self._state_arrays())
             weakref.finalize(self, MATCHERS.release, self._slot)
-            self._batch_slots = (gslot, self._slot, self._vocab_size)
-        return self._batch_slots
+            self._batch_key = (gslot << 32) | self._slot
+        return self._batch_key
 
     def _arrays_changed(self) -> None:
         if self._slot >= 0:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 from numba import typed
 
 __all__ = ["REGISTRY_LOCK", "Registry", "GRAMMARS", "MATCHERS"]
@@ -63,23 +64,28 @@ class Registry:
 
     def __init__(self) -> None:
         self.entries = None  # typed.List, created with the first entry (fixes its type)
+        self.tags = np.zeros(16, dtype=np.int64)  # one int per slot (a grammar's vocab size)
         self._free: list[int] = []
         self._free_lock = threading.Lock()
 
-    def add(self, entry: tuple) -> int:
-        """Store ``entry`` in a free or new slot and return the slot id."""
+    def add(self, entry: tuple, tag: int = 0) -> int:
+        """Store ``entry`` (and an int ``tag``) in a free or new slot; return the slot id."""
         with self._free_lock:
             slot = self._free.pop() if self._free else -1
         REGISTRY_LOCK.acquire_write()
         try:
             if self.entries is None:
                 self.entries = typed.List([entry])
-                return 0
-            if slot >= 0:
+                slot = 0
+            elif slot >= 0:
                 self.entries[slot] = entry
-                return slot
-            self.entries.append(entry)
-            return len(self.entries) - 1
+            else:
+                self.entries.append(entry)
+                slot = len(self.entries) - 1
+            if slot >= self.tags.shape[0]:
+                self.tags = np.concatenate([self.tags, np.zeros_like(self.tags)])
+            self.tags[slot] = tag
+            return slot
         finally:
             REGISTRY_LOCK.release_write()
 
