@@ -1,40 +1,80 @@
-"""GrammarCompiler: grammar text to CompiledGrammar, with an in-memory cache."""
+"""GrammarCompiler: grammar text to CompiledGrammar, with a memory cache, an optional shared
+cache store (a directory or Redis) and one bounded worker pool for eager classification."""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import threading
 from collections import OrderedDict
 
 from ..automaton._build import build_automaton
-from ..errors import GrammarError, TokenizerError
+from ..errors import (
+    ArgumentError,
+    DeserializeFormatError,
+    DeserializeVersionError,
+    GrammarError,
+    TokenizerError,
+    TokenizerMismatchError,
+)
 from ..grammar import Grammar
+from ..pool import WorkerPool
 from ..tokenizer import TokenizerInfo
 from ._compiled import CompiledGrammar
+from ._serialize import FORMAT_VERSION, deserialize_compiled, serialize_compiled
+from ._store import CACHE_DIR_ENV, DirectoryStore, store_key
 
 __all__ = ["GrammarCompiler"]
+
+logger = logging.getLogger(__name__)
+
+_CLASSIFY_MODES = ("lazy", "eager")
+_BAD_ENTRY = (DeserializeFormatError, DeserializeVersionError, TokenizerMismatchError)
+# Blocks of states handed to the pool: about this many sorted-vocabulary tokens walked per
+# block at least (a block must outweigh a thread hand-off), and up to this many blocks per
+# worker (uneven states balance across workers).
+_MIN_BLOCK_TOKENS = 1 << 15
+_BLOCKS_PER_WORKER = 4
 
 
 class GrammarCompiler:
     """Compiles grammars against one tokenizer vocabulary and caches the results.
 
-    Compilation builds the automaton only; token classification happens lazily inside
-    the :class:`CompiledGrammar` as matchers reach states, so compiling is cheap and the
-    vocabulary is walked only for states that requests actually visit.
+    Compilation builds the automaton; token classification happens lazily inside the
+    :class:`CompiledGrammar` as matchers reach states, so compiling is cheap and the
+    vocabulary is walked only for states that requests actually visit. Pass
+    ``classify="eager"`` (or call :meth:`precompile`) to classify every state up front,
+    in parallel on the compiler's worker pool.
 
     Parameters
     ----------
     tokenizer_info : TokenizerInfo
         The vocabulary to compile for.
     max_threads : int, default 8
-        Upper bound on worker threads used by compilation.
+        Size of the compiler's one worker pool, shared by every concurrent caller: eager
+        classification runs at most this many blocks at once (the calling thread included),
+        so the compiler never owns more than ``max_threads - 1`` threads.
     cache_enabled : bool, default True
-        Whether compiled grammars are cached by source text and options.
+        Whether compiled grammars are kept in memory by source text and options.
     cache_limit_bytes : int, default -1
-        Evict least-recently-used entries beyond this many bytes; -1 means unbounded.
+        Evict least-recently-used memory entries beyond this many bytes; -1 is unbounded.
+    cache_store : CacheStore or None
+        A store shared with other processes (:class:`DirectoryStore`, :class:`RedisStore`
+        or anything with ``get``/``put``/``delete``), consulted after the memory cache and
+        written through after each compile.
+    cache_dir : str or os.PathLike or None
+        Shorthand for ``cache_store=DirectoryStore(cache_dir)``. When neither is given, the
+        environment variable ``TREEGRAM_CACHE_DIR`` (if set and not empty) is used.
 
     Notes
     -----
-    Safe to share across threads: concurrent callers of the same key compile once.
+    Thread-safe: any number of threads may compile through one compiler; concurrent
+    requests for the same key compile once (the others wait and share the result).
+    A store entry is validated like any serialized grammar; a bad one (corrupt, foreign,
+    another format version or tokenizer) is logged, deleted and rebuilt, and a failing
+    store (I/O or connection error) is logged and bypassed: the store never makes a
+    compile fail. ``cache_enabled=False`` turns off the memory cache only.
     """
 
     def __init__(
@@ -44,6 +84,8 @@ class GrammarCompiler:
         max_threads: int = 8,
         cache_enabled: bool = True,
         cache_limit_bytes: int = -1,
+        cache_store=None,
+        cache_dir=None,
     ) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TokenizerError(
@@ -58,16 +100,33 @@ class GrammarCompiler:
             raise GrammarError(
                 f"cache_limit_bytes must be -1 or a non-negative int, got {cache_limit_bytes!r}"
             )
+        if cache_store is not None and cache_dir is not None:
+            raise ArgumentError("give cache_store or cache_dir, not both")
+        if cache_store is not None and not all(
+            callable(getattr(cache_store, m, None)) for m in ("get", "put", "delete")
+        ):
+            raise ArgumentError("cache_store must have get(key), put(key, blob) and delete(key), "
+                                f"got {type(cache_store).__name__}")
+        if cache_store is None:
+            if cache_dir is None:
+                cache_dir = os.environ.get(CACHE_DIR_ENV) or None
+            if cache_dir is not None:
+                cache_store = DirectoryStore(cache_dir)
         self.tokenizer_info = tokenizer_info
         self.max_threads = max_threads
         self.cache_enabled = cache_enabled
         self.cache_limit_bytes = cache_limit_bytes
+        self.cache_store = cache_store
+        self._pool = WorkerPool(max_threads)
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._pending: dict[tuple, threading.Event] = {}
         self._lock = threading.Lock()
+        self._stats = dict.fromkeys(
+            ("memory_hits", "store_hits", "compiles", "store_rejects", "store_errors"), 0)
 
-    def compile_grammar(self, grammar: str | Grammar, *, root_rule_name: str = "root"
-                        ) -> CompiledGrammar:
+    # ----------------------------------------------------------------- compiling
+    def compile_grammar(self, grammar: str | Grammar, *, root_rule_name: str = "root",
+                        classify: str = "lazy") -> CompiledGrammar:
         """Compile an EBNF string or a :class:`Grammar`.
 
         Parameters
@@ -76,23 +135,76 @@ class GrammarCompiler:
             EBNF text, or an already parsed grammar.
         root_rule_name : str, default "root"
             Root rule when ``grammar`` is EBNF text.
+        classify : {"lazy", "eager"}, default "lazy"
+            ``"eager"`` classifies every automaton state before returning (see
+            :meth:`precompile`); ``"lazy"`` leaves it to the first matcher that gets there.
 
         Returns
         -------
         CompiledGrammar
         """
         if isinstance(grammar, Grammar):
-            key = ("grammar", str(grammar))
-            return self._cached(key, lambda: grammar)
+            parts = (str(grammar), grammar.root_rule_name)
+            return self._cached("grammar", parts, lambda: grammar, classify)
         if not isinstance(grammar, str):
             raise GrammarError(
                 f"grammar must be an EBNF str or a Grammar, got {type(grammar).__name__}"
             )
-        key = ("ebnf", grammar, root_rule_name)
-        return self._cached(key, lambda: Grammar.from_ebnf(grammar, root_rule_name=root_rule_name))
+        return self._cached("ebnf", (grammar, root_rule_name),
+                            lambda: Grammar.from_ebnf(grammar, root_rule_name=root_rule_name),
+                            classify)
 
-    def compile_regex(self, pattern: str) -> CompiledGrammar:
+    def compile_json_schema(
+        self,
+        schema,
+        *,
+        any_whitespace: bool = True,
+        indent: int | None = None,
+        separators: tuple[str, str] | None = None,
+        strict_mode: bool = True,
+        max_whitespace_cnt: int | None = None,
+        unsupported: str = "error",
+        classify: str = "lazy",
+    ) -> CompiledGrammar:
+        """Compile a JSON Schema (str, dict or pydantic model class) with xgrammar's options,
+        see ``Grammar.from_json_schema``; ``classify`` is as for :meth:`compile_grammar`.
+
+        Returns
+        -------
+        CompiledGrammar
+
+        Raises
+        ------
+        UnsupportedSchemaError
+            A keyword cannot be compiled exactly (named, with its JSON pointer).
+        """
+        if isinstance(schema, str):
+            text = schema
+        elif isinstance(schema, dict):
+            text = json.dumps(schema)
+        elif hasattr(schema, "model_json_schema"):
+            text = json.dumps(schema.model_json_schema())
+        else:
+            raise GrammarError(
+                "schema must be a JSON str, a dict or a pydantic model class, got "
+                f"{type(schema).__name__}"
+            )
+        options = (any_whitespace, indent, tuple(separators) if separators else None,
+                   strict_mode, max_whitespace_cnt, unsupported)
+        return self._cached(
+            "json_schema", (text, *options),
+            lambda: Grammar.from_json_schema(
+                text, any_whitespace=any_whitespace, indent=indent, separators=separators,
+                strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
+                unsupported=unsupported,
+            ),
+            classify,
+        )
+
+    def compile_regex(self, pattern: str, *, classify: str = "lazy") -> CompiledGrammar:
         """Compile a regular expression (whole-string match), see ``Grammar.from_regex``.
+
+        ``classify`` is as for :meth:`compile_grammar`.
 
         Returns
         -------
@@ -100,42 +212,155 @@ class GrammarCompiler:
         """
         if not isinstance(pattern, str):
             raise GrammarError(f"pattern must be a str, got {type(pattern).__name__}")
-        return self._cached(("regex", pattern), lambda: Grammar.from_regex(pattern))
+        return self._cached("regex", (pattern,), lambda: Grammar.from_regex(pattern), classify)
 
-    def compile_builtin_json_grammar(self) -> CompiledGrammar:
-        """Compile the built-in JSON grammar (any JSON object or array)."""
-        return self._cached(("builtin_json",), Grammar.builtin_json_grammar)
+    def compile_builtin_json_grammar(self, *, classify: str = "lazy") -> CompiledGrammar:
+        """Compile the built-in JSON grammar (any JSON object or array).
 
+        ``classify`` is as for :meth:`compile_grammar`.
+        """
+        return self._cached("builtin_json", (), Grammar.builtin_json_grammar, classify)
+
+    def precompile(self, compiled: CompiledGrammar) -> CompiledGrammar:
+        """Classify every state of ``compiled`` that has no class yet, in parallel.
+
+        The states are cut into contiguous blocks that the compiler's worker pool classifies
+        concurrently (the vocabulary walk releases the GIL); the results are then stored in
+        state order under the grammar's lock, so the classification, and the serialized
+        bytes, are identical whatever ``max_threads`` is. Matchers may use ``compiled``
+        meanwhile. If a block fails, every other block finishes first, nothing is stored,
+        and the error is raised (:class:`~treegram.errors.WorkerError`, the original as
+        ``__cause__``); the pool stays usable.
+
+        Returns
+        -------
+        CompiledGrammar
+            ``compiled`` itself.
+        """
+        if not isinstance(compiled, CompiledGrammar):
+            raise ArgumentError(
+                f"compiled must be a CompiledGrammar, got {type(compiled).__name__}")
+        store = compiled._store
+        states = store.unclassified_states()
+        n = int(states.shape[0])
+        if n == 0:
+            return compiled
+        n_tok = max(1, len(compiled.tokenizer_info.sorted_vocab))
+        min_block = max(1, -(-_MIN_BLOCK_TOKENS // n_tok))
+        n_blocks = max(1, min(n // min_block, _BLOCKS_PER_WORKER * self.max_threads))
+        edges = [n * b // n_blocks for b in range(n_blocks + 1)]
+        blocks = [states[edges[b]: edges[b + 1]] for b in range(n_blocks)]
+        results = self._pool.map(store.compute_classes, blocks)  # inline when one block
+        keys: list[bytes] = []
+        encoded: dict[bytes, tuple] = {}
+        for block_keys, block_encoded in results:
+            keys.extend(block_keys)
+            for key, value in block_encoded.items():
+                encoded.setdefault(key, value)
+        store.insert_classes(states, keys, encoded)
+        return compiled
+
+    # ----------------------------------------------------------------- cache
     def clear_cache(self) -> None:
-        """Drop every cached compiled grammar."""
+        """Drop every grammar cached in memory (the cache store is left as it is)."""
         with self._lock:
             self._cache.clear()
 
     def get_cache_size_bytes(self) -> int:
-        """Approximate bytes held by cached compiled grammars."""
+        """Approximate bytes held by the grammars cached in memory (lazily classified
+        grammars grow as matchers reach new states)."""
         with self._lock:
             return sum(c.memory_size_bytes for c in self._cache.values())
 
+    @property
+    def cache_stats(self) -> dict[str, int]:
+        """Counters since construction: ``memory_hits``, ``store_hits`` (loaded from the
+        store), ``compiles``, ``store_rejects`` (bad entries discarded), ``store_errors``
+        (store calls that raised)."""
+        with self._lock:
+            return dict(self._stats)
+
+    # ----------------------------------------------------------------- internals
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self._stats[name] += 1
+
     def _compile(self, make_grammar) -> CompiledGrammar:
         grammar = make_grammar()
-        return CompiledGrammar(grammar, self.tokenizer_info, build_automaton(grammar.ir))
+        compiled = CompiledGrammar(grammar, self.tokenizer_info, build_automaton(grammar.ir))
+        self._count("compiles")
+        return compiled
 
-    def _cached(self, key: tuple, make_grammar) -> CompiledGrammar:
+    def _store_load(self, skey: str) -> CompiledGrammar | None:
+        store = self.cache_store
+        try:
+            blob = store.get(skey)
+        except Exception as exc:  # noqa: BLE001 - a store never makes a compile fail
+            self._count("store_errors")
+            logger.warning("treegram cache store %r: get(%s) failed (%s: %s); compiling",
+                           store, skey, type(exc).__name__, exc)
+            return None
+        if blob is None:
+            return None
+        try:
+            compiled = deserialize_compiled(blob, self.tokenizer_info)
+        except _BAD_ENTRY as exc:
+            self._count("store_rejects")
+            logger.warning("treegram cache store %r: discarding bad entry %s (%s: %s); "
+                           "rebuilding it", store, skey, type(exc).__name__, exc)
+            self._store_call("delete", skey)
+            return None
+        self._count("store_hits")
+        return compiled
+
+    def _store_call(self, method: str, *args) -> None:
+        try:
+            getattr(self.cache_store, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - a store never makes a compile fail
+            self._count("store_errors")
+            logger.warning("treegram cache store %r: %s(%s) failed (%s: %s)", self.cache_store,
+                           method, args[0], type(exc).__name__, exc)
+
+    def _build(self, kind: str, parts: tuple, make_grammar, eager: bool) -> CompiledGrammar:
+        skey = None
+        if self.cache_store is not None:
+            skey = store_key(kind, parts, self.tokenizer_info.fingerprint, FORMAT_VERSION)
+            compiled = self._store_load(skey)
+            if compiled is not None:
+                if eager and compiled._store.unclassified_states().shape[0]:
+                    self.precompile(compiled)
+                    self._store_call("put", skey, serialize_compiled(compiled))
+                return compiled
+        compiled = self._compile(make_grammar)
+        if eager:
+            self.precompile(compiled)
+        if skey is not None:
+            self._store_call("put", skey, serialize_compiled(compiled))
+        return compiled
+
+    def _cached(self, kind: str, parts: tuple, make_grammar, classify: str) -> CompiledGrammar:
+        if classify not in _CLASSIFY_MODES:
+            raise ArgumentError(f"classify must be 'lazy' or 'eager', got {classify!r}")
+        eager = classify == "eager"
         if not self.cache_enabled:
-            return self._compile(make_grammar)
+            return self._build(kind, parts, make_grammar, eager)
+        key = (kind, *parts)
         while True:
             with self._lock:
                 hit = self._cache.get(key)
                 if hit is not None:
                     self._cache.move_to_end(key)
-                    return hit
+                    self._stats["memory_hits"] += 1
+                    break
                 waiting = self._pending.get(key)
                 if waiting is None:
                     done = self._pending[key] = threading.Event()
                     break
             waiting.wait()  # another thread compiles this key; then look again
+        if hit is not None:
+            return self.precompile(hit) if eager else hit
         try:
-            compiled = self._compile(make_grammar)
+            compiled = self._build(kind, parts, make_grammar, eager)
             with self._lock:
                 self._cache[key] = compiled
                 self._evict()
@@ -152,3 +377,7 @@ class GrammarCompiler:
         while total > self.cache_limit_bytes and self._cache:
             _, old = self._cache.popitem(last=False)
             total -= old.memory_size_bytes
+
+    def __repr__(self) -> str:
+        return (f"GrammarCompiler(vocab_size={self.tokenizer_info.vocab_size}, "
+                f"max_threads={self.max_threads}, cache_store={self.cache_store!r})")

@@ -29,6 +29,11 @@ def _bitset(token_ids: np.ndarray, n_words: int) -> np.ndarray:
     return words.view(np.int32)
 
 
+def _digest(verdicts: np.ndarray) -> bytes:
+    """BLAKE2b-128 of a verdict array: the de-duplication key of its class."""
+    return hashlib.blake2b(verdicts.tobytes(), digest_size=16).digest()
+
+
 class _Pool:
     """A growable flat int32 array with spare capacity."""
 
@@ -105,33 +110,88 @@ class MaskStore:
                 s = int(s)
                 if self._state_class[s] >= 0:
                     continue
-                follow = self._rule_follow[self._state_rule[s]]
-                verdicts = classify(self._automaton_arrays, s, follow, self._sorted_vocab)
-                cid, grown = self._add_class(verdicts)
-                if grown:
-                    # Old snapshots keep their own state_class, whose ids fit their arrays.
-                    self._state_class = self._state_class.copy()
-                    self._state_class[s] = cid
-                    self._publish()
-                else:
-                    self._state_class[s] = cid
+                verdicts = self._verdicts(s)
+                key = _digest(verdicts)
+                encoded = (None, None, None) if key in self._index else self._encode(verdicts)
+                self._assign(s, *self._insert(key, *encoded))
 
     def classify_all(self) -> None:
         """Classify every state now (eager compilation)."""
-        self.classify_states(np.flatnonzero(self._state_class < 0))
+        self.classify_states(self.unclassified_states())
 
-    def _add_class(self, verdicts: np.ndarray) -> tuple[int, bool]:
-        key = hashlib.blake2b(verdicts.tobytes(), digest_size=16).digest()
-        cid = self._index.get(key)
-        if cid is not None:
-            return cid, False
+    # -- parallel classification: compute outside the lock, insert in order ---------------
+
+    def unclassified_states(self) -> np.ndarray:
+        """int64 [n]: the states without a class yet, in increasing order."""
+        return np.flatnonzero(self._state_class < 0)
+
+    def compute_classes(self, states) -> tuple[list[bytes], dict[bytes, tuple]]:
+        """Classify ``states`` without taking the lock (safe from any number of threads).
+
+        The vocabulary walk is a numba ``nogil`` kernel, so threads run it in parallel.
+        Nothing is stored: hand the result to :meth:`insert_classes`.
+
+        Returns
+        -------
+        keys : list of bytes
+            The class digest of each state, in the order of ``states``.
+        encoded : dict
+            digest -> (kind, payload, uncertain), one entry per distinct class.
+        """
+        keys: list[bytes] = []
+        encoded: dict[bytes, tuple] = {}
+        for s in states:
+            verdicts = self._verdicts(int(s))
+            key = _digest(verdicts)
+            if key not in encoded and key not in self._index:
+                encoded[key] = self._encode(verdicts)
+            keys.append(key)
+        return keys, encoded
+
+    def insert_classes(self, states, keys: list[bytes], encoded: dict[bytes, tuple]) -> None:
+        """Store classes computed by :meth:`compute_classes`, under the lock, in the order of
+        ``states``: new class ids are given exactly as :meth:`classify_states` would give
+        them over the same states, so the result does not depend on how the states were
+        split between threads. States classified meanwhile keep their class."""
+        with self._lock:
+            for s, key in zip(states, keys, strict=True):
+                s = int(s)
+                if self._state_class[s] >= 0:
+                    continue
+                self._assign(s, *self._insert(key, *encoded.get(key, (None, None, None))))
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _verdicts(self, s: int) -> np.ndarray:
+        follow = self._rule_follow[self._state_rule[s]]
+        return classify(self._automaton_arrays, s, follow, self._sorted_vocab)
+
+    def _assign(self, s: int, cid: int, grown: bool) -> None:
+        # Called with the lock held; the class is complete, so publishing its id is last.
+        if grown:
+            # Old snapshots keep their own state_class, whose ids fit their arrays.
+            self._state_class = self._state_class.copy()
+            self._state_class[s] = cid
+            self._publish()
+        else:
+            self._state_class[s] = cid
+
+    def _encode(self, verdicts: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """(kind, accepted payload, uncertain positions) of one verdict array."""
         sv = self._sorted_vocab
         accepted = np.sort(sv.token_ids[verdicts == ACCEPTED]).astype(np.int32)
         uncertain = np.flatnonzero(verdicts == UNCERTAIN).astype(np.int32)
         if accepted.shape[0] >= self._n_words:
-            kind, payload = KIND_BITSET, _bitset(accepted, self._n_words)
-        else:
-            kind, payload = KIND_LIST, accepted
+            return KIND_BITSET, _bitset(accepted, self._n_words), uncertain
+        return KIND_LIST, accepted, uncertain
+
+    def _insert(self, key: bytes, kind, payload, uncertain) -> tuple[int, bool]:
+        """Class id of ``key``, appending the class if it is new; (cid, reallocated)."""
+        cid = self._index.get(key)
+        if cid is not None:
+            return cid, False
+        if payload is None:
+            raise KeyError("MaskStore.insert_classes: a new class digest comes without payload")
         cid = self._n_classes
         grown = False
         if cid >= self._cls_meta.shape[0]:
