@@ -7,14 +7,44 @@ Triton is imported only by the ``"triton"`` backend of :func:`apply_token_bitmas
 
 from __future__ import annotations
 
+from treegram.serving._adapters import (
+    SGLangGrammar,
+    SGLangGrammarBackend,
+    TokenRejectedError,
+    VLLMBackend,
+    VLLMGrammar,
+)
 from treegram.serving._apply import (
     apply_token_bitmask_inplace,
     bitmask_to_bool_tensor,
     bool_tensor_to_bitmask,
 )
+from treegram.serving._executor import (
+    AcceptedTokensMissingError,
+    EagerStepExecutor,
+    StepBatch,
+    StepCompletion,
+    StepExecutor,
+)
+from treegram.serving._launcher import CudaHostLauncher, EagerLauncher
+from treegram.serving._verify import TreeVerifyResult, verify_tree
 
 __all__ = [
     "apply_token_bitmask_inplace",
     "bitmask_to_bool_tensor",
     "bool_tensor_to_bitmask",
+    "verify_tree",
+    "TreeVerifyResult",
+    "SGLangGrammar",
+    "SGLangGrammarBackend",
+    "VLLMGrammar",
+    "VLLMBackend",
+    "TokenRejectedError",
+    "StepBatch",
+    "StepCompletion",
+    "StepExecutor",
+    "EagerStepExecutor",
+    "AcceptedTokensMissingError",
+    "EagerLauncher",
+    "CudaHostLauncher",
 ]
