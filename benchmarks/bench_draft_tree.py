@@ -6,9 +6,10 @@ Two cases, each with one grammar matcher per request and every engine on the sam
 - ``seed``: the setup of xgrammar PR #740 (the one that added ``traverse_draft_tree``): a
   101-token vocabulary (``string.printable`` plus ``<eos>``, stop id 100), the grammar
   ``root ::= "abcde"`` and a 6-node chain (root, then ``a b c d e``) for every request;
-- ``json``: the DeepSeek-V4 vocabulary (129,280 tokens), an EBNF grammar for a JSON record
-  with a nested object and an array of strings, and a different 16-node branchy tree per
-  request, built from real tokenized documents so most nodes are accepted (deep trees).
+- ``json``: the DeepSeek-V4 vocabulary (129,280 tokens), a JSON Schema for a record with a
+  nested object and an array of strings (each engine compiles it with its own JSON Schema
+  compiler, default options), and a different 16-node branchy tree per request, built from
+  real tokenized documents so most nodes are accepted (deep trees).
 
 Rows: xgrammar's per-request loop (``bitmask.fill_(-1)`` then one ``traverse_draft_tree``
 per request on its slice of rows), treegram's per-request loop (one scalar
@@ -48,7 +49,22 @@ ROWS = (XG_LOOP, TG_LOOP, *TG_BATCH)
 
 SEED_GRAMMAR = 'root ::= "abcde"'
 
-# A JSON record with a nested object and an array of strings; JSON whitespace between tokens.
+# A JSON record with a nested object and an array of strings.
+RECORD_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "address": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "zip": {"type": "number"}},
+            "required": ["city", "zip"],
+        },
+    },
+    "required": ["name", "tags", "address"],
+}
+
+# The same records as hand-written EBNF (kept for reference; ``--json-grammar ebnf``).
 # Strings are right-recursive like xgrammar's built-in JSON grammar: written as
 # "\"" (char)* "\"" with a rule or group for char, xgrammar 0.2.8 cannot precompute the mask
 # inside a string and spends ~30 ms per fill on this vocabulary (see benchmarks/README.md).
@@ -180,8 +196,9 @@ def setup_seed(requests: int, xgr, treegram) -> dict:
     }
 
 
-def setup_json(requests: int, seed: int, xgr, treegram) -> dict:
-    """DeepSeek-V4 vocabulary, RECORD_GRAMMAR, a 16-node tree per request from real tokens."""
+def setup_json(requests: int, seed: int, xgr, treegram, grammar_kind: str = "schema") -> dict:
+    """DeepSeek-V4 vocabulary, RECORD_SCHEMA (or RECORD_GRAMMAR), a 16-node tree per request
+    from real tokens."""
     import tokenizers
 
     from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
@@ -192,8 +209,14 @@ def setup_json(requests: int, seed: int, xgr, treegram) -> dict:
     stop_id = stop_ids[0]
     xg_info = xgr.TokenizerInfo(list(info.decoded_vocab), xgr.VocabType.RAW,
                                 vocab_size=vocab_size, stop_token_ids=stop_ids)
-    tg_compiled = treegram.GrammarCompiler(info).compile_grammar(RECORD_GRAMMAR)
-    xg_compiled = xgr.GrammarCompiler(xg_info).compile_grammar(RECORD_GRAMMAR)
+    tg_compiler = treegram.GrammarCompiler(info)
+    xg_compiler = xgr.GrammarCompiler(xg_info)
+    if grammar_kind == "schema":
+        tg_compiled = tg_compiler.compile_grammar(treegram.Grammar.from_json_schema(RECORD_SCHEMA))
+        xg_compiled = xg_compiler.compile_json_schema(json.dumps(RECORD_SCHEMA))
+    else:
+        tg_compiled = tg_compiler.compile_grammar(RECORD_GRAMMAR)
+        xg_compiled = xg_compiler.compile_grammar(RECORD_GRAMMAR)
     tokenizer = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
     rng = random.Random(seed)
     texts = make_documents(max(32, requests), rng)

@@ -28,8 +28,8 @@ from treegram.grammar._json_schema_lex import (
     INTEGER,
     NUMBER,
     alt,
+    canonical_text,
     decimal_range,
-    encoded_text,
     int_range,
     lit,
     seq,
@@ -228,11 +228,11 @@ class Converter:
         """Every encoding of the JSON value ``value`` in this layout."""
         lay = self.layout
         if isinstance(value, str):
-            return string_of(encoded_text(value))
+            return string_of(canonical_text(value))
         if isinstance(value, dict):
             if not value:
                 return lay.empty("{}")
-            items = [seq(string_of(encoded_text(k)), lay.colon(), self.literal(v, depth + 1))
+            items = [seq(string_of(canonical_text(k)), lay.colon(), self.literal(v, depth + 1))
                      for k, v in value.items()]
             return self._container("{}", items, depth)
         if isinstance(value, list):

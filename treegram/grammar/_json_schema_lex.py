@@ -228,12 +228,48 @@ def string_char() -> Expr:
     return _ANY_CHAR_CACHE[0]
 
 
+def json_string_unit() -> Expr:
+    """One unit of an *unconstrained* JSON string, exactly as RFC 8259's grammar has it: a
+    raw character or an escape, ``\\u`` followed by any four hex digits (lone surrogates
+    included, as in xgrammar's grammars). Use :func:`string_char` where decoded characters
+    are counted."""
+    if not _JSON_UNIT_CACHE:
+        escape = alt(seq(lit("\\"), cls([(ord(c), ord(c)) for c in '"\\/bfnrt'])),
+                     _hex4(0, 0xFFFF))
+        _JSON_UNIT_CACHE.append(alt(CharClass(_RAW_OK), escape))
+    return _JSON_UNIT_CACHE[0]
+
+
+_JSON_UNIT_CACHE: list = []
+
+
 def encoded_text(text: str) -> Expr:
     """Every encoding of the decoded string ``text`` (without the quotes)."""
     items = []
     for ch in text:
         cp = ord(ch)
         items.append(encoded_class(((cp, cp),)))
+    return seq(*items) if items else EMPTY
+
+
+def canonical_text(text: str) -> Expr:
+    """The spellings of ``text`` that generation should produce, for property names and
+    ``const``/``enum`` strings: printable ASCII other than ``"`` and ``\\`` only as itself
+    (as ``json.dumps`` writes it, and as xgrammar's grammars do), every other character in
+    any of its encodings (``json.dumps`` escapes them when ``ensure_ascii`` is set)."""
+    items = []
+    run = []
+    for ch in text:
+        cp = ord(ch)
+        if 0x20 <= cp < 0x7F and ch not in '"\\':
+            run.append(ch)
+            continue
+        if run:
+            items.append(lit("".join(run)))
+            run = []
+        items.append(encoded_class(((cp, cp),)))
+    if run:
+        items.append(lit("".join(run)))
     return seq(*items) if items else EMPTY
 
 

@@ -11,7 +11,14 @@ its ``,`` / ``}`` / ``]`` in the same rule unless a shared tail was hoisted into
 from __future__ import annotations
 
 from treegram.grammar._ir import Expr, Repeat
-from treegram.grammar._json_schema_lex import EMPTY, alt, encoded_text, lit, seq, string_of
+from treegram.grammar._json_schema_lex import (
+    EMPTY,
+    alt,
+    canonical_text,
+    lit,
+    seq,
+    string_of,
+)
 from treegram.grammar._json_schema_strings import any_string, string_not_in
 
 __all__ = ["ObjectBuilder", "array_expr"]
@@ -60,7 +67,7 @@ class ObjectBuilder:
                 if name in required:
                     return None
                 continue
-            key = string_of(encoded_text(name))
+            key = string_of(canonical_text(name))
             slots.append((seq(key, lay.colon(), val), name in required))
         for name in required - set(props):
             # A required key without a schema is an additional property that must appear.
@@ -76,7 +83,7 @@ class ObjectBuilder:
         val = conv.value(add, f"{ptr}/additionalProperties", depth + 1)
         if val is None:
             return None
-        return seq(string_of(encoded_text(name)), conv.layout.colon(), val)
+        return seq(string_of(canonical_text(name)), conv.layout.colon(), val)
 
     def _additional_schema(self, schema: dict):
         if "additionalProperties" in schema:

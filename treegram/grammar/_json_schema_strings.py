@@ -14,6 +14,7 @@ from treegram.grammar._json_schema_lex import (
     EMPTY,
     alt,
     encode_expr,
+    json_string_unit,
     lit,
     seq,
     string_char,
@@ -26,13 +27,15 @@ __all__ = ["any_string", "length_string", "pattern_body", "format_body", "string
 
 def any_string() -> Expr:
     """Any JSON string literal."""
-    return string_of(Repeat(string_char(), 0, None))
+    return string_of(Repeat(json_string_unit(), 0, None))
 
 
 def length_string(min_length: int, max_length: int | None) -> Expr | None:
     """JSON strings of ``min_length`` to ``max_length`` decoded characters."""
     if max_length is not None and max_length < min_length:
         return None
+    if min_length == 0 and max_length is None:
+        return any_string()
     return string_of(Repeat(string_char(), min_length, max_length))
 
 
