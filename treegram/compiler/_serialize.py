@@ -54,7 +54,7 @@ __all__ = [
 
 
 MAGIC = b"TGRM"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 # magic, version, total_size, n_sections, flags, n_rules, n_states, n_byte_classes,
 # root_rule, n_ref_edges, n_mask_classes, vocab_size, n_sorted_tokens, reserved
@@ -64,10 +64,12 @@ _CHECKSUM_SIZE = 16
 _ALIGN = 8
 _U32_MAX = 0xFFFFFFFF
 
-_U8, _I32, _I64 = 1, 2, 3
-_DTYPES = {_U8: np.dtype("<u1"), _I32: np.dtype("<i4"), _I64: np.dtype("<i8")}
+_U8, _I32, _I64, _U16 = 1, 2, 3, 4
+_DTYPES = {_U8: np.dtype("<u1"), _I32: np.dtype("<i4"), _I64: np.dtype("<i8"),
+           _U16: np.dtype("<u2")}
 
-# Fixed section order of format version 1: (name, dtype code). The id is the position.
+# Fixed section order of format version 2: (name, dtype code). The id is the position.
+# (Version 2 stores the byte transitions sparsely; version 1 wrote the dense table.)
 _SECTIONS = (
     ("rule_name_ptr", _I32),  # [n_rules + 1] offsets into rule_name_data
     ("rule_name_data", _U8),  # UTF-8 rule names, concatenated
@@ -78,7 +80,9 @@ _SECTIONS = (
     ("state_rule", _I32),  # [n_states]
     ("state_final", _U8),  # [n_states]
     ("byte_class", _I32),  # [256]
-    ("trans", _I32),  # [n_states * n_byte_classes]
+    ("trans_ptr", _I32),  # [n_states + 1] offsets of each state's byte transitions
+    ("trans_class", _U8),  # [n_transitions] byte class, strictly increasing per state
+    ("trans_target", _I32),  # [n_transitions] target state (uint16 if n_states <= 65536)
     ("ref_ptr", _I32),  # [n_states + 1]
     ("ref_rule", _I32),  # [n_ref_edges]
     ("ref_target", _I32),  # [n_ref_edges]
@@ -92,6 +96,14 @@ _SECTIONS = (
     ("tokenizer_fingerprint", _U8),  # ASCII hex
 )
 _N_SECTIONS = len(_SECTIONS)
+
+
+def _section_codes(n_states: int) -> dict[str, int]:
+    """Dtype code of every section for a grammar of ``n_states`` (one canonical choice)."""
+    codes = dict(_SECTIONS)
+    if n_states <= 0x10000:
+        codes["trans_target"] = _U16
+    return codes
 _SECTION_ID = {name: i for i, (name, _) in enumerate(_SECTIONS)}
 _DATA_START = -(-(_HEADER.size + _N_SECTIONS * _ENTRY.size) // _ALIGN) * _ALIGN
 
@@ -152,6 +164,12 @@ def serialize_compiled(compiled: CompiledGrammar) -> bytes:
     name_ptr = np.zeros(len(names) + 1, dtype=np.int64)
     name_ptr[1:] = np.cumsum([len(n) for n in names])
     grammar = compiled.grammar
+    dense = a.trans.reshape(a.n_states, a.n_classes)
+    has = dense >= 0
+    trans_ptr = np.zeros(a.n_states + 1, dtype=np.int32)
+    np.cumsum(has.sum(axis=1), out=trans_ptr[1:])
+    trans_cls = np.nonzero(has)[1].astype(np.uint8)  # row-major: classes ascend per state
+    trans_to = dense[has].astype(np.int32)
     parts = {
         "rule_name_ptr": name_ptr,
         "rule_name_data": np.frombuffer(b"".join(names), dtype=np.uint8),
@@ -162,7 +180,9 @@ def serialize_compiled(compiled: CompiledGrammar) -> bytes:
         "state_rule": a.state_rule,
         "state_final": a.state_final,
         "byte_class": a.byte_class,
-        "trans": a.trans,
+        "trans_ptr": trans_ptr,
+        "trans_class": trans_cls,
+        "trans_target": trans_to,
         "ref_ptr": a.ref_ptr,
         "ref_rule": a.ref_rule,
         "ref_target": a.ref_target,
@@ -183,7 +203,9 @@ def serialize_compiled(compiled: CompiledGrammar) -> bytes:
     entries = []
     pos = _DATA_START
     blobs = []
-    for sid, (name, code) in enumerate(_SECTIONS):
+    codes = _section_codes(a.n_states)
+    for sid, (name, _) in enumerate(_SECTIONS):
+        code = codes[name]
         arr = np.ascontiguousarray(parts[name], dtype=_DTYPES[code])
         entries.append(_ENTRY.pack(sid, code, pos, arr.shape[0]))
         blobs.append((pos, arr))
@@ -237,7 +259,7 @@ def _native(arr: np.ndarray) -> np.ndarray:
     return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
-def _sections(raw: np.ndarray, counts: dict) -> dict:
+def _sections(raw: np.ndarray, counts: dict, codes: dict) -> dict:
     """Validate the directory against the canonical layout; return each section's array."""
     table = raw[_HEADER.size : _HEADER.size + _N_SECTIONS * _ENTRY.size].tobytes()
     end = raw.shape[0] - _CHECKSUM_SIZE
@@ -245,7 +267,8 @@ def _sections(raw: np.ndarray, counts: dict) -> dict:
     pos = _DATA_START
     _check(not raw[_HEADER.size + _N_SECTIONS * _ENTRY.size : _DATA_START].any(),
            "non-zero padding after the section directory")
-    for sid, (name, code) in enumerate(_SECTIONS):
+    for sid, (name, _) in enumerate(_SECTIONS):
+        code = codes[name]
         got_id, got_code, off, count = _ENTRY.unpack_from(table, sid * _ENTRY.size)
         _check(got_id == sid, f"section {sid} ({name}) has id {got_id}")
         _check(got_code == code, f"section {name} has dtype code {got_code}, expected {code}")
@@ -330,11 +353,22 @@ def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
     _check(1 <= n_cls <= 256 and bc[0] == 0 and int(bc[-1]) == n_cls - 1
            and _in_range(np.diff(bc), 0, 2), "byte classes")
 
-    trans = s["trans"]
-    _check(_in_range(trans, -1, n_states), "transition target out of range")
-    src = np.flatnonzero(trans >= 0) // n_cls
-    _check(np.array_equal(state_rule[trans[trans >= 0]], state_rule[src]),
-           "a transition leaves its rule")
+    t_ptr, t_cls = s["trans_ptr"], s["trans_class"]
+    t_to = s["trans_target"].astype(np.int32)
+    n_t = t_to.shape[0]
+    _check(t_cls.shape[0] == n_t and t_ptr[0] == 0 and _increasing(t_ptr, strict=False)
+           and t_ptr[-1] == n_t, "byte transition offsets")
+    _check(_in_range(t_cls, 0, n_cls), "byte transition class out of range")
+    _check(_in_range(t_to, 0, n_states), "transition target out of range")
+    src = np.repeat(np.arange(n_states, dtype=np.int64), np.diff(t_ptr))
+    # classes strictly increase within a state (one canonical encoding, no duplicates)
+    step = np.diff(t_cls.astype(np.int64))
+    same_state = np.diff(src) == 0
+    _check(bool((step[same_state] > 0).all()), "byte transitions not sorted by class")
+    _check(np.array_equal(state_rule[t_to], state_rule[src]), "a transition leaves its rule")
+    trans = np.full(n_states * n_cls, -1, dtype=np.int32)
+    trans[src * n_cls + t_cls] = t_to
+    s["trans"] = trans
 
     ref_ptr, ref_rule, ref_target = s["ref_ptr"], s["ref_rule"], s["ref_target"]
     n_ref = ref_rule.shape[0]
@@ -479,11 +513,11 @@ def _load(raw: np.ndarray, tokenizer_info) -> CompiledGrammar:
     counts = {
         "rule_name_ptr": n_rules + 1, "rule_start": n_rules, "rule_nullable": n_rules,
         "rule_lookahead": n_rules, "rule_follow": n_rules * 256, "state_rule": n_states,
-        "state_final": n_states, "byte_class": 256, "trans": n_states * n_cls,
+        "state_final": n_states, "byte_class": 256, "trans_ptr": n_states + 1,
         "ref_ptr": n_states + 1, "ref_rule": n_ref, "ref_target": n_ref,
         "state_class": n_states, "class_meta": n_mc * 5, "class_digest": n_mc * 16,
     }
-    s = _sections(raw, counts)
+    s = _sections(raw, counts, _section_codes(n_states))
 
     fp = s["tokenizer_fingerprint"].tobytes()
     if (fp != tokenizer_info.fingerprint.encode("ascii") or vocab_size != tokenizer_info.vocab_size
