@@ -25,7 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "conformance_json_schema.py"
 DATA = ROOT / "tests" / "data" / "json_schema_test_suite"
 
-PASS_FLOOR = 613  # treegram, strict_mode=False, measured on this subset (929 tests)
+# treegram, strict_mode=False, measured on this subset (929 tests). 613 before unknown
+# formats were refused with UnsupportedSchemaError (a constraint is never dropped silently);
+# the groups of the suite that use formats treegram does not implement now count as refused.
+PASS_FLOOR = 578
 
 # (file, group index, test index): cause
 KNOWN_FALSE_POSITIVES = {

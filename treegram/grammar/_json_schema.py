@@ -359,6 +359,8 @@ class Converter:
         body = None
         if fmt is not None:
             body = format_body(fmt)
+            if body is None:  # never drop a constraint silently
+                self.unsupported("format", f"{ptr}/format", f"unknown format {fmt!r}")
         if pattern is not None:
             if body is not None:
                 self.unsupported("pattern", f"{ptr}/pattern", "pattern together with format")
