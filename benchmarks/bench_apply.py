@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import os
 import platform
@@ -36,19 +35,14 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import package_versions  # noqa: E402  (a sibling script module)
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "apply.json"
 ENGINES = ("treegram", "xgrammar")
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("treegram", "xgrammar", "numpy", "torch", "triton"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 def _random_bitmask(rng: np.random.Generator, rows: int, vocab: int, density: float):
@@ -170,7 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
                     "processor": platform.processor() or platform.machine(),
                     "python": platform.python_version()},
-        "versions": _versions(),
+        "versions": package_versions(),
         "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
                             + (sys.argv[1:] if argv is None else list(argv))),
         "notes": ("one call per engine per run, engines alternating first place, logits "

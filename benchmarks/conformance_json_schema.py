@@ -42,6 +42,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import package_versions  # noqa: E402  (a sibling script module)
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "json-schema-test-suite"
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "json_schema_suite.json"
@@ -388,14 +391,6 @@ def _other_mode_lines(results: dict) -> list[str]:
     return [*lines, ""]
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("treegram", "xgrammar", "numba", "numpy"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 # ---------------------------------------------------------------------------- main
@@ -457,7 +452,7 @@ def main(argv: list[str] | None = None) -> dict:
         },
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
                     "python": platform.python_version()},
-        "versions": _versions(),
+        "versions": package_versions(),
         "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
                             + (sys.argv[1:] if argv is None else list(argv))),
     }

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import os
 import platform
@@ -42,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import package_versions  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "gpu_check.json"
@@ -64,14 +66,6 @@ DOCS = [
 ]
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("treegram", "torch", "triton", "xgrammar", "numba", "numpy", "cuda-python"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 # ---------------------------------------------------------------------------- 1. tests
@@ -384,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                     "python": platform.python_version()},
         "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
                             + (sys.argv[1:] if argv is None else list(argv))),
-        "versions": _versions(),
+        "versions": package_versions(),
     }
     device = _cuda_device()
     if device is None:
