@@ -1,86 +1,113 @@
 """Batch kernels: one call runs an operation for a range of requests.
 
-Each request ``i`` names a grammar slot ``gslots[i]`` and a matcher slot ``mslots[i]``
-in the typed-list registries (``treegram.matcher._registry``):
+Each request ``i`` names a grammar slot ``gslots[i]`` and a matcher slot ``mslots[i]``:
+rows of the registry tables (``treegram.matcher._registry``) of (address, length) pairs,
 
-* grammar entry: (packed automaton, state_class, cls_meta, acc_pool, unc_pool, sv_ids,
-  sv_offsets, sv_data, tok_offsets, tok_data);
-* matcher entry: (items_s, items_o, set_starts, meta, hist, stop_ids, bufs, memo_key,
-  memo_meta, memo_row, cand).
+* grammar row: packed automaton, state_class, cls_meta [n, 5], acc_pool, unc_pool,
+  sv_ids, sv_offsets, sv_data, tok_offsets, tok_data;
+* matcher row: items_s, items_o, set_starts, meta, hist, stop_ids, bufs [2, cap],
+  memo_key [2, cap], memo_meta, memo_row, cand,
 
-A worker thread runs one contiguous range ``[start, stop)`` and writes only the rows and
-status entries of its requests; statuses are those of ``kernels._ops``. The loops take
-their scratch from the caller; the reference-count-free ops they call do the work.
+which :func:`_grammar` / :func:`_matcher` turn back into arrays without reference counts
+(``kernels/_views.py``). A worker thread runs one contiguous range ``[start, stop)`` and
+writes only the rows and status entries of its requests; statuses are those of
+``kernels._ops``. Nothing here allocates: scratch comes from the caller.
 """
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from ._earley import unpack
 from ._ops import M_STEPS, M_STOPPED, accept_token_op, fill_op, rollback_op, traverse_op
+from ._views import view_i32, view_i32_2d, view_i64, view_i64_2d, view_u8
+
+_G = 10  # arrays per grammar row
+_M = 11  # arrays per matcher row
 
 
-@njit(nogil=True, cache=True, )
-def batch_fill(glist, mlist, gslots, mslots, rows, out, status, start, stop):
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _grammar(gtab, g):
+    r = gtab[g]
+    return (
+        view_i32(r[0], r[_G], 0), view_i32(r[1], r[_G + 1], 0),
+        view_i64_2d(r[2], r[_G + 2], 5), view_i32(r[3], r[_G + 3], 0),
+        view_i32(r[4], r[_G + 4], 0), view_i32(r[5], r[_G + 5], 0),
+        view_i64(r[6], r[_G + 6], 0), view_u8(r[7], r[_G + 7], 0),
+        view_i64(r[8], r[_G + 8], 0), view_u8(r[9], r[_G + 9], 0),
+    )
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _matcher(mtab, m):
+    r = mtab[m]
+    return (
+        view_i32(r[0], r[_M], 0), view_i32(r[1], r[_M + 1], 0),
+        view_i32(r[2], r[_M + 2], 0), view_i64(r[3], r[_M + 3], 0),
+        view_i32(r[4], r[_M + 4], 0), view_i32(r[5], r[_M + 5], 0),
+        view_i32_2d(r[6], 2, r[_M + 6]), view_i32_2d(r[7], 2, r[_M + 7]),
+        view_i64(r[8], r[_M + 8], 0), view_i32(r[9], r[_M + 9], 0),
+        view_i32(r[10], r[_M + 10], 0),
+    )
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def batch_fill(gtab, mtab, gslots, mslots, rows, out, status, start, stop):
     """Fill ``out[rows[i]]`` with the mask of request ``i``."""
     for i in range(start, stop):
-        g = glist[gslots[i]]
-        m = mlist[mslots[i]]
+        g = _grammar(gtab, gslots[i])
+        m = _matcher(mtab, mslots[i])
         ab = g[0]
         status[i] = fill_op(unpack(ab), ab[3], g[1], g[2], g[3], g[4], g[5], g[6], g[7],
                             m[0], m[1], m[2], m[3], m[5], m[6], m[7], m[8], m[9], m[10], out,
                             rows[i])
 
 
-@njit(nogil=True, cache=True, )
-def batch_accept(glist, mlist, gslots, mslots, tokens, status, start, stop):
+@njit(nogil=True, cache=True, _nrt=False)
+def batch_accept(gtab, mtab, gslots, mslots, tokens, status, start, stop):
     """Accept ``tokens[i]`` in request ``i``; status 1 accepted, 0 rejected, < 0 retry."""
     for i in range(start, stop):
-        g = glist[gslots[i]]
-        m = mlist[mslots[i]]
+        g = _grammar(gtab, gslots[i])
+        m = _matcher(mtab, mslots[i])
         ab = g[0]
         status[i] = accept_token_op(unpack(ab), ab[3], g[8], g[9], m[0], m[1], m[2], m[3], m[4],
                                     m[5], tokens[i])
 
 
-@njit(nogil=True, cache=True)
-def batch_steps(mlist, mslots, out):
+@njit(nogil=True, cache=True, _nrt=False)
+def batch_steps(mtab, mslots, out):
     """Steps taken (``out[i, 0]``) and stopped flag (``out[i, 1]``) of each request."""
     for i in range(mslots.shape[0]):
-        meta = mlist[mslots[i]][3]
+        meta = _matcher(mtab, mslots[i])[3]
         out[i, 0] = meta[M_STEPS]
         out[i, 1] = meta[M_STOPPED]
 
 
-@njit(nogil=True, cache=True)
-def batch_rollback(mlist, mslots, counts):
+@njit(nogil=True, cache=True, _nrt=False)
+def batch_rollback(mtab, mslots, counts):
     """Roll request ``i`` back by ``counts[i]`` steps (counts checked by the caller)."""
     for i in range(mslots.shape[0]):
-        m = mlist[mslots[i]]
+        m = _matcher(mtab, mslots[i])
         rollback_op(m[3], m[4], m[8], counts[i])
 
 
-@njit(nogil=True, cache=True, )
-def batch_traverse(glist, mlist, gslots, mslots, next_token, next_sibling, draft, out,
-                   requests, roots, n_nodes, vocab_size, deadline_ns, status, scratch, start,
-                   stop):
+@njit(nogil=True, cache=True, _nrt=False)
+def batch_traverse(gtab, mtab, gslots, mslots, next_token, next_sibling, draft, out,
+                   requests, roots, n_nodes, vocab_size, deadline_ns, status, stack, clock,
+                   start, stop):
     """Traverse the draft tree of each request in ``requests[start:stop]``.
 
     ``next_token``/``next_sibling`` are [T, N] (T = 1: one tree shared by all requests);
     ``draft`` is [B, N]; request ``i`` writes rows ``i * N .. i * N + N - 1`` of ``out``.
     ``roots[k]`` is the root of ``requests[k]``; ``status[k]`` receives its status.
-    ``scratch`` int32 [n_nodes + 5] is this call's own traversal stack and clock buffer.
+    ``stack`` int32 [n_nodes + 1] and ``clock`` int64 [2] are this call's own scratch.
     """
     shared = next_token.shape[0] == 1
-    stack = scratch[: n_nodes + 1]
-    clock = scratch[n_nodes + 1 :].view(np.int64)
     for k in range(start, stop):
         i = requests[k]
         t = 0 if shared else i
-        g = glist[gslots[i]]
-        m = mlist[mslots[i]]
+        g = _grammar(gtab, gslots[i])
+        m = _matcher(mtab, mslots[i])
         ab = g[0]
         status[k] = traverse_op(
             unpack(ab), ab[3], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9],

@@ -54,6 +54,11 @@ def _slots(matchers) -> tuple[np.ndarray, np.ndarray, int]:
     return gslots, mslots, int(vocab[0])
 
 
+def _traverse_scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A traversal's own stack (int32 [n + 1]) and clock buffer (int64 [2])."""
+    return np.empty(n + 1, dtype=np.int32), np.zeros(2, dtype=np.int64)
+
+
 def _index_vector(values, name: str, n: int | None = None) -> np.ndarray:
     arr = as_index_array(values, name)
     if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
@@ -153,10 +158,10 @@ class BatchGrammarMatcher:
             raise BitmaskError(f"indices must be rows in [0, {out.shape[0]}), got {rows}")
         self._check_not_stopped(matchers, mslots)
         status = np.zeros(b, dtype=np.int64)
-        glist, mlist = GRAMMARS.entries, MATCHERS.entries
 
-        def kernel(start: int, stop: int) -> None:
-            _batch.batch_fill(glist, mlist, gslots, mslots, rows, out, status, start, stop)
+        def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
+            _batch.batch_fill(GRAMMARS.table, MATCHERS.table, gslots, mslots, rows, out,
+                              status, start, stop)
 
         self._run(kernel, b, out.shape[1])
         self._retry(matchers, np.arange(b), status, lambda k: self._run_one(
@@ -174,10 +179,10 @@ class BatchGrammarMatcher:
                 f"tokens[{bad}] = {int(toks[bad])} is not a token id in [0, {vocab})"
             )
         status = np.zeros(len(mslots), dtype=np.int64)
-        glist, mlist = GRAMMARS.entries, MATCHERS.entries
 
-        def kernel(start: int, stop: int) -> None:
-            _batch.batch_accept(glist, mlist, gslots, mslots, toks, status, start, stop)
+        def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
+            _batch.batch_accept(GRAMMARS.table, MATCHERS.table, gslots, mslots, toks, status,
+                                start, stop)
 
         if len(mslots):
             self._run(kernel, len(mslots), 1)
@@ -220,7 +225,7 @@ class BatchGrammarMatcher:
         steps = np.zeros((len(mslots), 2), dtype=np.int64)
         REGISTRY_LOCK.acquire_read()
         try:
-            mlist = MATCHERS.entries
+            mlist = MATCHERS.table
             if len(mslots):
                 _batch.batch_steps(mlist, mslots, steps)
             too_far = np.flatnonzero(counts > steps[:, 0])
@@ -322,16 +327,15 @@ class BatchGrammarMatcher:
         if k == 0:
             return []
         status = np.zeros(k, dtype=np.int64)
-        glist, mlist = GRAMMARS.entries, MATCHERS.entries
         args = (next_token, next_sibling, draft, out, requests, roots, n, vocab, deadline, status)
 
-        def kernel(start: int, stop: int) -> None:
-            scratch = np.empty(n + 5, dtype=np.int32)  # stack + 8-byte clock buffer
-            _batch.batch_traverse(glist, mlist, gslots, mslots, *args, scratch, start, stop)
+        def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
+            _batch.batch_traverse(GRAMMARS.table, MATCHERS.table, gslots, mslots, *args,
+                                  *_traverse_scratch(n), start, stop)
 
         self._run(kernel, k, n * out.shape[1])
         self._retry(matchers, requests, status, lambda j: self._run_one(
-            _batch.batch_traverse, (gslots, mslots, *args, np.empty(n + 5, dtype=np.int32)), j),
+            _batch.batch_traverse, (gslots, mslots, *args, *_traverse_scratch(n)), j),
             extra_bytes=None)
         return (status == 0).tolist()
 
@@ -340,7 +344,7 @@ class BatchGrammarMatcher:
         """Run one request of a batch kernel (after its matcher made room)."""
         REGISTRY_LOCK.acquire_read()
         try:
-            kernel(GRAMMARS.entries, MATCHERS.entries, *args, k, k + 1)
+            kernel(GRAMMARS.table, MATCHERS.table, *args, k, k + 1)
         finally:
             REGISTRY_LOCK.release_read()
 
@@ -349,7 +353,7 @@ class BatchGrammarMatcher:
         steps = np.zeros((len(mslots), 2), dtype=np.int64)
         REGISTRY_LOCK.acquire_read()
         try:
-            _batch.batch_steps(MATCHERS.entries, mslots, steps)
+            _batch.batch_steps(MATCHERS.table, mslots, steps)
         finally:
             REGISTRY_LOCK.release_read()
         stopped = np.flatnonzero(steps[:, 1])

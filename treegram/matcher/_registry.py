@@ -2,12 +2,15 @@
 
 A batch call must not pay Python work per request, yet every request has its own
 matcher state and often its own compiled grammar. Each GrammarMatcher and each
-CompiledGrammar therefore owns a *slot* in a numba typed list of array tuples; a batch
-kernel receives the two lists plus an int array of slot ids and finds everything itself.
+CompiledGrammar therefore owns a *slot*: a row of an int64 table holding the address and
+length of each of its arrays (``kernels/_views.py`` turns them back into arrays). A batch
+kernel receives the two tables plus int arrays of slot ids and finds everything itself,
+without reference counting.
 
-Entries are replaced when their arrays are re-allocated (a chart grows, a grammar's token
-classes grow). A typed list must not change while a kernel reads it, so kernels run under
-the read side of :data:`REGISTRY_LOCK` and every change takes the write side.
+A row is rewritten when its arrays are re-allocated (a chart grows, a grammar's token
+classes grow); the registry keeps the arrays of every live row referenced, so addresses
+stay valid. Kernels run under the read side of :data:`REGISTRY_LOCK` and every change
+takes the write side.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from numba import typed
 
 __all__ = ["REGISTRY_LOCK", "Registry", "GRAMMARS", "MATCHERS"]
 
@@ -56,17 +58,33 @@ REGISTRY_LOCK = RWLock()
 
 
 class Registry:
-    """A typed list of same-typed array tuples, with slot reuse.
+    """Rows of (address, length) pairs for a fixed number of arrays, with slot reuse.
 
-    Released slots keep their old entry (it is overwritten on reuse): releasing runs from
+    Column ``k`` holds the address of array ``k``, column ``n_fields + k`` its length along
+    ``length_axes[k]`` (the other axis of a 2-D array is fixed and known to the kernels).
+    Released slots keep their arrays referenced until reused: releasing runs from
     garbage-collection finalizers, which must never block on the lock.
     """
 
-    def __init__(self) -> None:
-        self.entries = None  # typed.List, created with the first entry (fixes its type)
+    def __init__(self, length_axes: tuple[int, ...]) -> None:
+        self.n_fields = n_fields = len(length_axes)
+        self._axes = length_axes
+        self.table = np.zeros((16, 2 * n_fields), dtype=np.int64)
         self.tags = np.zeros(16, dtype=np.int64)  # one int per slot (a grammar's vocab size)
+        self._keep: list[tuple | None] = []
         self._free: list[int] = []
         self._free_lock = threading.Lock()
+
+    def _write(self, slot: int, entry: tuple) -> None:
+        if len(entry) != self.n_fields:
+            raise ValueError(f"registry entry needs {self.n_fields} arrays, got {len(entry)}")
+        row = self.table[slot]
+        for k, arr in enumerate(entry):
+            if not arr.flags.c_contiguous:
+                raise ValueError(f"registry array {k} must be C-contiguous")
+            row[k] = arr.ctypes.data
+            row[self.n_fields + k] = arr.shape[self._axes[k]]
+        self._keep[slot] = entry
 
     def add(self, entry: tuple, tag: int = 0) -> int:
         """Store ``entry`` (and an int ``tag``) in a free or new slot; return the slot id."""
@@ -74,26 +92,23 @@ class Registry:
             slot = self._free.pop() if self._free else -1
         REGISTRY_LOCK.acquire_write()
         try:
-            if self.entries is None:
-                self.entries = typed.List([entry])
-                slot = 0
-            elif slot >= 0:
-                self.entries[slot] = entry
-            else:
-                self.entries.append(entry)
-                slot = len(self.entries) - 1
-            if slot >= self.tags.shape[0]:
-                self.tags = np.concatenate([self.tags, np.zeros_like(self.tags)])
+            if slot < 0:
+                slot = len(self._keep)
+                self._keep.append(None)
+                if slot >= self.table.shape[0]:
+                    self.table = np.concatenate([self.table, np.zeros_like(self.table)])
+                    self.tags = np.concatenate([self.tags, np.zeros_like(self.tags)])
+            self._write(slot, entry)
             self.tags[slot] = tag
             return slot
         finally:
             REGISTRY_LOCK.release_write()
 
     def update(self, slot: int, entry: tuple) -> None:
-        """Replace the entry of ``slot`` (its arrays were re-allocated)."""
+        """Point ``slot`` at re-allocated arrays."""
         REGISTRY_LOCK.acquire_write()
         try:
-            self.entries[slot] = entry
+            self._write(slot, entry)
         finally:
             REGISTRY_LOCK.release_write()
 
@@ -103,5 +118,9 @@ class Registry:
             self._free.append(slot)
 
 
-GRAMMARS = Registry()
-MATCHERS = Registry()
+# Grammar rows: packed automaton, state_class, cls_meta [n, 5], acc_pool, unc_pool, sv_ids,
+# sv_offsets, sv_data, tok_offsets, tok_data.
+GRAMMARS = Registry((0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+# Matcher rows: items_s, items_o, set_starts, meta, hist, stop_ids, bufs [2, cap],
+# memo_key [2, cap], memo_meta, memo_row, cand.
+MATCHERS = Registry((0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0))

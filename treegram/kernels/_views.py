@@ -1,0 +1,52 @@
+"""Arrays from raw addresses, for kernels that reach many matchers in one call.
+
+A batch kernel finds each request's arrays in an int64 table of (address, length) pairs
+(``treegram.matcher._registry``). These intrinsics turn a pair back into a C-contiguous
+array *without* a reference-counted owner, so looking up a request costs a few loads and
+no atomic operations. The registry keeps the arrays alive and unchanged while a kernel
+holds its read lock.
+"""
+
+from __future__ import annotations
+
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
+
+__all__ = ["view_i32", "view_i64", "view_u8", "view_i32_2d", "view_i64_2d"]
+
+
+def _view_maker(nbtype, ndim: int):
+    arrty = types.Array(nbtype, ndim, "C")
+
+    @intrinsic
+    def view(typingctx, addr, n0, n1):
+        sig = arrty(types.int64, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            addr_v, n0_v, n1_v = args
+            ary = context.make_array(arrty)(context, builder)
+            data = builder.inttoptr(addr_v, context.get_value_type(types.CPointer(nbtype)))
+            itemsize = context.get_constant(
+                types.intp, context.get_abi_sizeof(context.get_data_type(nbtype)))
+            if ndim == 1:
+                shape, strides = [n0_v], [itemsize]
+            else:
+                shape, strides = [n0_v, n1_v], [builder.mul(n1_v, itemsize), itemsize]
+            populate_array(ary, data=data, shape=cgutils.pack_array(builder, shape),
+                           strides=cgutils.pack_array(builder, strides), itemsize=itemsize,
+                           meminfo=None)
+            return ary._getvalue()
+
+        return sig, codegen
+
+    return view
+
+
+# view(address, n0, n1): n1 is the row length of the 2-D views and ignored by 1-D ones.
+view_i32 = _view_maker(types.int32, 1)
+view_i64 = _view_maker(types.int64, 1)
+view_u8 = _view_maker(types.uint8, 1)
+view_i32_2d = _view_maker(types.int32, 2)
+view_i64_2d = _view_maker(types.int64, 2)
