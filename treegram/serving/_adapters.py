@@ -334,6 +334,15 @@ def _compile(compiler: GrammarCompiler, kind: str, spec: Any) -> CompiledGrammar
     )
 
 
+def _backend_vocab_size(compiler, vocab_size: int | None) -> int:
+    """Check an engine backend's compiler; its mask width (default: the tokenizer's)."""
+    if not isinstance(compiler, GrammarCompiler):
+        raise ArgumentError(
+            f"compiler must be a treegram.GrammarCompiler, got {type(compiler).__name__}"
+        )
+    return compiler.tokenizer_info.vocab_size if vocab_size is None else int(vocab_size)
+
+
 class SGLangGrammarBackend:
     """The ``dispatch_*`` methods of an SGLang grammar backend, over a GrammarCompiler.
 
@@ -353,13 +362,8 @@ class SGLangGrammarBackend:
 
     def __init__(self, compiler: GrammarCompiler, vocab_size: int | None = None, *,
                  override_stop_tokens: int | list[int] | None = None) -> None:
-        if not isinstance(compiler, GrammarCompiler):
-            raise ArgumentError(
-                f"compiler must be a treegram.GrammarCompiler, got {type(compiler).__name__}"
-            )
         self.grammar_compiler = compiler
-        self.vocab_size = (compiler.tokenizer_info.vocab_size if vocab_size is None
-                           else vocab_size)
+        self.vocab_size = _backend_vocab_size(compiler, vocab_size)
         self.override_stop_tokens = override_stop_tokens
 
     def _dispatch(self, kind: str, key_string: str) -> SGLangGrammar | None:
@@ -528,13 +532,8 @@ class VLLMBackend:
 
     def __init__(self, compiler: GrammarCompiler, vocab_size: int | None = None, *,
                  override_stop_tokens: int | list[int] | None = None) -> None:
-        if not isinstance(compiler, GrammarCompiler):
-            raise ArgumentError(
-                f"compiler must be a treegram.GrammarCompiler, got {type(compiler).__name__}"
-            )
         self.compiler = compiler
-        self.vocab_size = (compiler.tokenizer_info.vocab_size if vocab_size is None
-                           else int(vocab_size))
+        self.vocab_size = _backend_vocab_size(compiler, vocab_size)
         self.override_stop_tokens = override_stop_tokens
 
     def compile_grammar(self, request_type: Any, grammar_spec: str) -> VLLMGrammar:
