@@ -129,10 +129,23 @@ def links_from_parents(parents: Any) -> tuple[np.ndarray, np.ndarray]:
         ``parents`` has the wrong dtype or number of dimensions, or an entry out of range.
     """
     p, squeeze = _check_parents(parents)
-    next_token = np.empty_like(p)
-    next_sibling = np.empty_like(p)
-    _tree.links_from_parents(p, next_token, next_sibling)
+    next_token, next_sibling = _links(p)
     return _out(next_token, squeeze), _out(next_sibling, squeeze)
+
+
+def _links(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Links of checked [B, N] parent arrays."""
+    next_token = np.empty_like(parents)
+    next_sibling = np.empty_like(parents)
+    _tree.links_from_parents(parents, next_token, next_sibling)
+    return next_token, next_sibling
+
+
+def _parents(mask: np.ndarray) -> np.ndarray:
+    """Parents of checked [B, N, N] masks."""
+    parents = np.empty(mask.shape[:2], dtype=np.int64)
+    _tree.parents_from_mask(mask, parents)
+    return parents
 
 
 def parents_from_tree_mask(mask: Any) -> np.ndarray:
@@ -156,9 +169,7 @@ def parents_from_tree_mask(mask: Any) -> np.ndarray:
         ``mask`` has the wrong dtype or shape.
     """
     m, squeeze = _check_mask(mask)
-    parents = np.empty(m.shape[:2], dtype=np.int64)
-    _tree.parents_from_mask(m, parents)
-    return _out(parents, squeeze)
+    return _out(_parents(m), squeeze)
 
 
 def links_from_tree_mask(mask: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -182,11 +193,7 @@ def links_from_tree_mask(mask: Any) -> tuple[np.ndarray, np.ndarray]:
         ``mask`` has the wrong dtype or shape.
     """
     m, squeeze = _check_mask(mask)
-    parents = np.empty(m.shape[:2], dtype=np.int64)
-    _tree.parents_from_mask(m, parents)
-    next_token = np.empty_like(parents)
-    next_sibling = np.empty_like(parents)
-    _tree.links_from_parents(parents, next_token, next_sibling)
+    next_token, next_sibling = _links(_parents(m))
     return _out(next_token, squeeze), _out(next_sibling, squeeze)
 
 
