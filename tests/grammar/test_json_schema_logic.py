@@ -181,3 +181,31 @@ def test_property_matches_jsonschema(schema, instances):
     for value in instances:
         text = json.dumps(value, sort_keys=True)
         assert accepts(cg, text) == validator.is_valid(value), (schema, text)
+
+
+@pytest.mark.parametrize("lo, lo_strict, hi, hi_strict", [
+    (2, False, None, False), (None, False, 3, True), (-1.5, True, 2.25, False),
+    (0, False, 0.5, False), (-3, False, -1, False), (1, False, 1, False),
+])
+def test_fractional_range_matches_arithmetic(lo, lo_strict, hi, hi_strict):
+    from fractions import Fraction
+
+    from treegram.grammar._json_schema_fraction import fractional_range
+
+    expr = fractional_range(lo, lo_strict, hi, hi_strict)
+    if expr is None:
+        assert lo == hi
+        return
+    ir = treegram.Grammar.from_ir(treegram.grammar.GrammarIR(
+        (treegram.grammar.Rule("root", expr),), "root"))
+    cg = _compiler().compile_grammar(ir)
+    texts = ["0", "-0", "1", "2", "2.0", "2.5", "2.05", "-1.5", "-1.25", "-0.5", "0.5",
+             "0.50", "1.000", "3", "2.999", "-2.5", "-3.0", "0.25", "10.5", "-10.5", "1e1"]
+    for text in texts:
+        value = Fraction(text) if "e" not in text else None
+        inside = value is not None and value.denominator != 1 and (
+            lo is None or (value > Fraction(str(lo)) if lo_strict else
+                           value >= Fraction(str(lo)))) and (
+            hi is None or (value < Fraction(str(hi)) if hi_strict else
+                           value <= Fraction(str(hi))))
+        assert accepts(cg, text) == inside, text

@@ -23,6 +23,7 @@ import warnings
 
 from treegram.errors import GrammarError, UnsupportedSchemaError
 from treegram.grammar._ir import CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
+from treegram.grammar._json_schema_fraction import fractional_range
 from treegram.grammar._json_schema_lex import (
     EMPTY,
     FRACTIONAL_NUMBER,
@@ -351,9 +352,11 @@ class Converter:
     def _number(self, schema: dict, ptr: str) -> Expr | None:
         lo, lo_s, hi, hi_s = self.bounds(schema, ptr)
         if schema.get(FRACTIONAL):
-            if "multipleOf" in schema or lo is not None or hi is not None:
-                self.unsupported("not", ptr, "non-integer numbers with bounds or multipleOf")
-            return FRACTIONAL_NUMBER
+            if "multipleOf" in schema:
+                self.unsupported("not", ptr, "non-integer numbers with multipleOf")
+            if lo is None and hi is None:
+                return FRACTIONAL_NUMBER
+            return fractional_range(lo, lo_s, hi, hi_s)
         if "multipleOf" in schema:
             m = schema["multipleOf"]
             if isinstance(m, (int, float)) and float(m).is_integer():

@@ -143,7 +143,9 @@ def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
         out.append(_typed("object", _absent(name)))
     for name, sub in keys.get("properties", {}).items():
         neg = negate(conv, sub, f"{ptr}/properties/{name}", _depth + 1)
-        if neg is not False:
+        if neg is True:  # declaring it would fix its position among the members
+            out.append(_typed("object", {"required": [name]}))
+        elif neg is not False:
             out.append(_typed("object", {"required": [name], "properties": {name: neg}}))
     out.extend(_negate_arrays(conv, keys, ptr, _depth))
     if "anyOf" in keys:
