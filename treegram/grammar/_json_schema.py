@@ -23,6 +23,7 @@ import warnings
 
 from treegram.errors import GrammarError, UnsupportedSchemaError
 from treegram.grammar._ir import CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
+from treegram.grammar._json_schema_formats import REFUSED as REFUSED_FORMATS
 from treegram.grammar._json_schema_lex import (
     EMPTY,
     INTEGER,
@@ -360,7 +361,8 @@ class Converter:
         if fmt is not None:
             body = format_body(fmt)
             if body is None:  # never drop a constraint silently
-                self.unsupported("format", f"{ptr}/format", f"unknown format {fmt!r}")
+                why = REFUSED_FORMATS.get(fmt, "unknown format")
+                self.unsupported("format", f"{ptr}/format", f"{why} ({fmt!r})")
         if pattern is not None:
             if body is not None:
                 self.unsupported("pattern", f"{ptr}/pattern", "pattern together with format")
