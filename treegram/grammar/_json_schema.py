@@ -54,7 +54,7 @@ _ANNOTATIONS = frozenset({
     "contentEncoding", "discriminator", "example", "$vocabulary", "$dynamicAnchor",
 })
 _UNSUPPORTED = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas",
-                "dependencies", "minContains", "maxContains",
+                "dependencies",
                 "$dynamicRef", "$recursiveRef")
 _DEPTH_CAP = 24
 
@@ -127,6 +127,22 @@ class Converter:
         if not self.warn:
             raise UnsupportedSchemaError(msg)
         warnings.warn(msg + " (constraint dropped)", stacklevel=4)
+
+    def count(self, schema: dict, key: str, ptr: str, default: int | None = None):
+        """The count keyword ``key`` (``minLength``, ``maxItems``...) as an ``int``.
+
+        JSON Schema allows a number with a zero fractional part (``2.0``) here; anything
+        else (negative, fractional, not a number) makes the schema malformed.
+        """
+        v = schema.get(key, default)
+        if v is None:
+            return None
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise GrammarError(f"{key} at {ptr or '#'}/{key} must be a non-negative integer, "
+                               f"got {v!r}")
+        return v
 
     # -- rules --------------------------------------------------------------------------
     def new_rule(self, base: str) -> str:
@@ -353,8 +369,8 @@ class Converter:
         return decimal_range(lo, lo_s, hi, hi_s)
 
     def _string(self, schema: dict, ptr: str) -> Expr | None:
-        lo = schema.get("minLength", 0)
-        hi = schema.get("maxLength")
+        lo = self.count(schema, "minLength", ptr, 0)
+        hi = self.count(schema, "maxLength", ptr)
         has_len = lo > 0 or hi is not None
         fmt, pattern = schema.get("format"), schema.get("pattern")
         body = None

@@ -15,7 +15,8 @@ __all__ = ["merge_all_of"]
 _MAXED = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
 _MINNED = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
 _SUBSCHEMA = ("additionalProperties", "items", "propertyNames", "unevaluatedProperties",
-              "contains", "additionalItems")
+              "additionalItems")
+_CONTAINS = ("contains", "minContains", "maxContains")
 _MAX_DEPTH = 32
 
 
@@ -60,6 +61,9 @@ def _same(a, b) -> bool:
 
 def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
     out = dict(a)
+    if any(k in a or k in b for k in _CONTAINS):
+        out = _merge_contains(conv, out, b, ptr)
+        b = {k: v for k, v in b.items() if k not in _CONTAINS}
     for key, vb in b.items():
         if key not in out:
             out[key] = vb
@@ -85,6 +89,9 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
             for name, sub in vb.items():
                 merged[name] = {"allOf": [merged[name], sub]} if name in merged else sub
             out[key] = merged
+        elif key == "items" and (isinstance(va, list) or isinstance(vb, list)):
+            # Draft 7 tuple form: each part's additionalItems depends on its own items.
+            conv.unsupported("items", ptr, "two different array-form items inside allOf")
         elif key in _SUBSCHEMA:
             out[key] = {"allOf": [va, vb]}
         elif key == "enum":
@@ -100,6 +107,32 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
             continue
         else:
             conv.unsupported(key, ptr, "different values of this keyword inside allOf")
+    return out
+
+
+def _merge_contains(conv, out: dict, b: dict, ptr: str) -> dict:
+    """``contains`` with its counts: a count without ``contains`` is ignored, and two
+    requirements merge only when they count matches of the same schema."""
+    def need(s: dict):
+        if "contains" not in s:
+            return None
+        return s["contains"], s.get("minContains", 1), s.get("maxContains")
+
+    na, nb = need(out), need(b)
+    for key in _CONTAINS:
+        out.pop(key, None)
+    if na is not None and nb is not None:
+        if not _same(na[0], nb[0]):
+            conv.unsupported("contains", ptr, "two different contains schemas inside allOf")
+            nb = na
+        highs = [h for h in (na[2], nb[2]) if h is not None]
+        na = (na[0], max(na[1], nb[1]), min(highs) if highs else None)
+    elif na is None:
+        na = nb
+    if na is not None:
+        out["contains"], out["minContains"] = na[0], na[1]
+        if na[2] is not None:
+            out["maxContains"] = na[2]
     return out
 
 
