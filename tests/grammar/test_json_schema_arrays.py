@@ -90,6 +90,14 @@ def test_contains_counts(name):
     check_against_oracle(CONTAINS[name], _instances(POOL))
 
 
+def test_contains_with_items_merges_multiple_of():
+    # The match schema is allOf [items, contains]: multipleOf 2 and 3 merge to 6.
+    schema = {"items": {"multipleOf": 2}, "contains": {"multipleOf": 3}, "maxItems": 3}
+    check_against_oracle(schema, _instances([0, 2, 3, 4, 6, 9, 12, -6]))
+    both = {"type": "integer", "allOf": [{"multipleOf": 0.5}, {"multipleOf": 0.75}]}
+    check_against_oracle(both, [-3, 0, 1, 2, 3, 4, 6, 7, 9, 12])
+
+
 UNIQUE = {
     "prefix-booleans": {"prefixItems": [{"type": "boolean"}, {"type": "boolean"}],
                         "items": False, "uniqueItems": True},

@@ -94,6 +94,8 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
             conv.unsupported("items", ptr, "two different array-form items inside allOf")
         elif key in _SUBSCHEMA:
             out[key] = {"allOf": [va, vb]}
+        elif key == "multipleOf" and _positive_numbers(va, vb) and _lcm(va, vb) is not None:
+            out[key] = _lcm(va, vb)
         elif key == "enum":
             out[key] = [x for x in va if any(_same(x, y) for y in vb)]
         elif key == "const":
@@ -108,6 +110,23 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
         else:
             conv.unsupported(key, ptr, "different values of this keyword inside allOf")
     return out
+
+
+def _positive_numbers(*vs) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in vs)
+
+
+def _lcm(a, b):
+    """The least common multiple of two positive decimals (a number is a multiple of both
+    exactly when it is one of this), or ``None`` if a float cannot hold it exactly."""
+    from fractions import Fraction
+    from math import gcd, lcm
+
+    fa, fb = Fraction(str(a)), Fraction(str(b))
+    out = Fraction(lcm(fa.numerator, fb.numerator), gcd(fa.denominator, fb.denominator))
+    if out.denominator == 1:
+        return int(out)
+    return float(out) if Fraction(str(float(out))) == out else None
 
 
 def _merge_contains(conv, out: dict, b: dict, ptr: str) -> dict:
