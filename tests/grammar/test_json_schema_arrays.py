@@ -135,6 +135,7 @@ def test_unique_items_uses_json_equality():
     ({"uniqueItems": True}, "uniqueItems"),
     ({"items": {"type": "integer"}, "maxItems": 3, "uniqueItems": True}, "uniqueItems"),
     ({"contains": {"const": 1}, "uniqueItems": True}, "uniqueItems"),
+    ({"items": {"enum": list(range(11))}, "uniqueItems": True}, "uniqueItems.*more than"),
     ({"contains": {"type": "string", "minLength": 2}, "maxContains": 1}, "not"),
     ({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}, "contains"),
     ({"contains": {"const": 1}, "unevaluatedItems": False}, "unevaluatedItems"),

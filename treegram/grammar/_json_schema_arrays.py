@@ -30,6 +30,7 @@ UNCONSTRAINED = object()
 # Bounds on the states (counts, or used value sets) a counting grammar may track.
 MAX_STATES = 2048
 MAX_POSITIONS = 64
+MAX_UNIQUE_EDGES = 8192  # (used set, next value) pairs; about 1.5 s of compile time
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment",
                           "$schema", "$id", "readOnly", "writeOnly", "deprecated"})
 
@@ -193,6 +194,7 @@ def _unique(conv, ptr: str, depth: int, prefix: list, items, lo: int,
             if key not in literal:
                 literal[key] = alt(*(conv.literal(v, depth + 1) for v in values))
     memo: dict = {}
+    edges = [0]
 
     def options(t: int, used: frozenset) -> Expr | None:
         """Item ``t`` and what follows it."""
@@ -200,8 +202,12 @@ def _unique(conv, ptr: str, depth: int, prefix: list, items, lo: int,
             return None
         if domains[t] is None:
             return seq(pos.value(t), after(t + 1, used))
-        return alt(*(seq(literal[k], after(t + 1, used | {k}))
-                     for k in domains[t] if k not in used))
+        fresh = [k for k in domains[t] if k not in used]
+        edges[0] += len(fresh)
+        if edges[0] > MAX_UNIQUE_EDGES:
+            raise _RefusedError(f"more than {MAX_UNIQUE_EDGES} (values used, next value) "
+                                "pairs to track")
+        return alt(*(seq(literal[k], after(t + 1, used | {k})) for k in fresh))
 
     def after(t: int, used: frozenset) -> Expr | None:
         key = (t, used)
