@@ -24,8 +24,10 @@ import warnings
 from treegram.errors import GrammarError, UnsupportedSchemaError
 from treegram.grammar._ir import CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
 from treegram.grammar._json_schema_formats import REFUSED as REFUSED_FORMATS
+from treegram.grammar._json_schema_fraction import fractional_range
 from treegram.grammar._json_schema_lex import (
     EMPTY,
+    FRACTIONAL_NUMBER,
     INTEGER,
     NUMBER,
     alt,
@@ -36,6 +38,7 @@ from treegram.grammar._json_schema_lex import (
     seq,
     string_of,
 )
+from treegram.grammar._json_schema_logic import FRACTIONAL, NOT_IN
 from treegram.grammar._json_schema_merge import merge_all_of
 from treegram.grammar._json_schema_objects import ObjectBuilder, array_expr
 from treegram.grammar._json_schema_strings import (
@@ -43,6 +46,7 @@ from treegram.grammar._json_schema_strings import (
     format_body,
     length_string,
     pattern_body,
+    string_not_in,
 )
 
 __all__ = ["UnsupportedSchemaError", "json_schema_to_ir"]
@@ -53,9 +57,7 @@ _ANNOTATIONS = frozenset({
     "readOnly", "writeOnly", "deprecated", "$defs", "definitions", "contentMediaType",
     "contentEncoding", "discriminator", "example", "$vocabulary", "$dynamicAnchor",
 })
-_UNSUPPORTED = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas",
-                "dependencies",
-                "$dynamicRef", "$recursiveRef")
+_UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
 _DEPTH_CAP = 24
 
 
@@ -224,12 +226,10 @@ class Converter:
         key = "anyOf" if "anyOf" in schema else "oneOf"
         rest = {k: v for k, v in schema.items() if k != key}
         branches = schema[key]
-        if key == "oneOf" and not _disjoint(self, branches):
-            self.unsupported("oneOf", f"{ptr}/oneOf",
-                             "branches may overlap; only provably disjoint oneOf is exact")
         parts = []
         for i, branch in enumerate(branches):
-            merged = {"allOf": [rest, branch]} if rest else branch
+            # rest is the base: its unevaluated* keywords see the branch's members
+            merged = {**rest, "allOf": [branch]} if rest else branch
             parts.append(self.value(merged, f"{ptr}/{key}/{i}", depth))
         return alt(*parts)
 
@@ -238,7 +238,9 @@ class Converter:
         if "const" in schema and "enum" in schema:
             values = [v for v in values if any(_same(v, e) for e in schema["enum"])]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        kept = [v for v in values if _valid(rest, v, self.root)]
+        kept = [v for v in values if _valid(rest, v, self.root)
+                and not any(_same(v, x) for x in rest.get(NOT_IN, ()))
+                and not (rest.get(FRACTIONAL) and _json_type(v) != "number")]
         return alt(*(self.literal(v, depth) for v in kept))
 
     def literal(self, value, depth: int) -> Expr:
@@ -268,6 +270,8 @@ class Converter:
 
     def _typed(self, schema: dict, ptr: str, depth: int) -> Expr | None:
         types = _types(self, schema, ptr)
+        if schema.get(FRACTIONAL):
+            types = [t for t in types if t != "integer"]
         parts = []
         for t in types:
             if t == "null":
@@ -287,7 +291,12 @@ class Converter:
         return alt(*parts)
 
     # -- scalars ------------------------------------------------------------------------
-    def _bounds(self, schema: dict, ptr: str):
+    def disjoint(self, branches: list) -> bool:
+        """Whether ``oneOf`` branches provably accept disjoint sets of values."""
+        return _disjoint(self, branches)
+
+    def bounds(self, schema: dict, ptr: str):
+        """``(lo, lo_strict, hi, hi_strict)`` of the numeric keywords of ``schema``."""
         lo, lo_s, hi, hi_s = schema.get("minimum"), False, schema.get("maximum"), False
         for key, strict_val in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
             v = schema.get(key)
@@ -311,7 +320,7 @@ class Converter:
     def _integer(self, schema: dict, ptr: str) -> Expr | None:
         import math
 
-        lo, lo_s, hi, hi_s = self._bounds(schema, ptr)
+        lo, lo_s, hi, hi_s = self.bounds(schema, ptr)
         ilo = None if lo is None else (math.floor(lo) + 1 if lo_s else math.ceil(lo))
         ihi = None if hi is None else (math.ceil(hi) - 1 if hi_s else math.floor(hi))
         mult = schema.get("multipleOf")
@@ -358,7 +367,13 @@ class Converter:
         return alt(lit("0"), mag, seq(lit("-"), mag))
 
     def _number(self, schema: dict, ptr: str) -> Expr | None:
-        lo, lo_s, hi, hi_s = self._bounds(schema, ptr)
+        lo, lo_s, hi, hi_s = self.bounds(schema, ptr)
+        if schema.get(FRACTIONAL):
+            if "multipleOf" in schema:
+                self.unsupported("not", ptr, "non-integer numbers with multipleOf")
+            if lo is None and hi is None:
+                return FRACTIONAL_NUMBER
+            return fractional_range(lo, lo_s, hi, hi_s)
         if "multipleOf" in schema:
             m = schema["multipleOf"]
             if isinstance(m, (int, float)) and float(m).is_integer():
@@ -369,6 +384,11 @@ class Converter:
         return decimal_range(lo, lo_s, hi, hi_s)
 
     def _string(self, schema: dict, ptr: str) -> Expr | None:
+        if NOT_IN in schema:
+            if any(k in schema for k in ("minLength", "maxLength", "format", "pattern")):
+                self.unsupported("not", ptr, "excluded strings next to length, pattern or "
+                                 "format")
+            return string_not_in(list(schema[NOT_IN]))
         lo = self.count(schema, "minLength", ptr, 0)
         hi = self.count(schema, "maxLength", ptr)
         has_len = lo > 0 or hi is not None

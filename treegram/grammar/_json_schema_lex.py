@@ -311,6 +311,11 @@ INTEGER = alt(lit("0"), seq(Repeat(lit("-"), 0, 1), _DIGIT19, Repeat(_DIGIT, 0, 
 NUMBER = seq(Repeat(lit("-"), 0, 1), alt(lit("0"), seq(_DIGIT19, Repeat(_DIGIT, 0, None))),
              Repeat(_FRACTION, 0, 1), Repeat(_EXPONENT, 0, 1))
 
+FRACTIONAL_NUMBER = seq(Repeat(lit("-"), 0, 1),
+                        alt(lit("0"), seq(_DIGIT19, Repeat(_DIGIT, 0, None))), lit("."),
+                        Repeat(_DIGIT, 0, None), _DIGIT19, Repeat(_DIGIT, 0, None))
+"""Numbers with a non-zero fraction digit and no exponent: non-integers, written plainly."""
+
 
 def _dec_digit(_pos: int, a: int, b: int) -> Expr:
     return CharClass(((0x30 + a, 0x30 + b),))

@@ -10,6 +10,14 @@ from __future__ import annotations
 
 import json
 
+from treegram.grammar._json_schema_logic import (
+    NOT_IN,
+    OPEN,
+    expand_logic,
+    explicit_defaults,
+    needs_logic,
+)
+
 __all__ = ["merge_all_of"]
 
 _MAXED = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
@@ -28,6 +36,8 @@ def merge_all_of(conv, schema: dict, ptr: str, _depth: int = 0) -> dict | bool:
     dict or bool
         ``False`` when the parts contradict (no value fits).
     """
+    if needs_logic(conv, schema):
+        schema = expand_logic(conv, schema, ptr)
     if "allOf" not in schema and "$ref" not in schema:
         return schema
     if _depth > _MAX_DEPTH:
@@ -49,6 +59,7 @@ def merge_all_of(conv, schema: dict, ptr: str, _depth: int = 0) -> dict | bool:
             return False
         if part is True:
             continue
+        part = _scoped(part)
         out = _merge(conv, out, part, f"{ptr}/allOf/{i}")
         if out is False:
             return False
@@ -60,11 +71,18 @@ def _same(a, b) -> bool:
 
 
 def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
+    if conv.strict and bool(a.get(OPEN)) != bool(b.get(OPEN)):
+        # strict_mode's implicit defaults belong to the user's schema: write them out
+        # before a derived (open) schema is merged into it.
+        a, b = explicit_defaults(a), explicit_defaults(b)
     out = dict(a)
     if any(k in a or k in b for k in _CONTAINS):
         out = _merge_contains(conv, out, b, ptr)
         b = {k: v for k, v in b.items() if k not in _CONTAINS}
+    handled = _merge_members(conv, a, b, out, ptr)
     for key, vb in b.items():
+        if key in handled:
+            continue
         if key not in out:
             out[key] = vb
             continue
@@ -89,11 +107,12 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
             for name, sub in vb.items():
                 merged[name] = {"allOf": [merged[name], sub]} if name in merged else sub
             out[key] = merged
-        elif key == "items" and (isinstance(va, list) or isinstance(vb, list)):
-            # Draft 7 tuple form: each part's additionalItems depends on its own items.
-            conv.unsupported("items", ptr, "two different array-form items inside allOf")
         elif key in _SUBSCHEMA:
             out[key] = {"allOf": [va, vb]}
+        elif key == NOT_IN:
+            out[key] = list(va) + [x for x in vb if not any(_same(x, y) for y in va)]
+        elif key == "not":
+            out[key] = {"anyOf": [va, vb]}
         elif key == "multipleOf" and _positive_numbers(va, vb) and _lcm(va, vb) is not None:
             out[key] = _lcm(va, vb)
         elif key == "enum":
@@ -110,6 +129,98 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
         else:
             conv.unsupported(key, ptr, "different values of this keyword inside allOf")
     return out
+
+
+def _scoped(part: dict) -> dict:
+    """A part's ``unevaluated*`` as ``additionalProperties`` / ``items``.
+
+    Inside one ``allOf`` part they see only what that part evaluates, which after merging
+    is no longer distinguishable; as "further members of this part" they are exact when
+    the part declares everything itself and stricter otherwise (never looser).
+    """
+    out = part
+    if "unevaluatedProperties" in part and "additionalProperties" not in part:
+        out = {k: v for k, v in out.items() if k != "unevaluatedProperties"}
+        out["additionalProperties"] = part["unevaluatedProperties"]
+    if "unevaluatedItems" in part:
+        items = part.get("items")
+        if isinstance(items, list) and "additionalItems" not in part:
+            out = {k: v for k, v in out.items() if k != "unevaluatedItems"}
+            out["additionalItems"] = part["unevaluatedItems"]
+        elif items is None:
+            out = {k: v for k, v in out.items() if k != "unevaluatedItems"}
+            out["items"] = part["unevaluatedItems"]
+    return out
+
+
+def _further(schema: dict, key: str):
+    """The explicit schema for members beyond the declared ones, or ``None``."""
+    if key == "additionalProperties":
+        return schema.get(key)
+    items = schema.get("items")
+    if isinstance(items, list):
+        return schema.get("additionalItems")
+    return None if "prefixItems" not in schema and items is None else items
+
+
+def _both(x, y):
+    """``allOf`` of two subschemas, simplified (``None``: neither constrains)."""
+    if x is None or x is True or x == {}:
+        return True if x is not None and y is None else y
+    if y is None or y is True or y == {}:
+        return x
+    if x is False or y is False:
+        return False
+    return x if _same(x, y) else {"allOf": [x, y]}
+
+
+def _merge_members(conv, a: dict, b: dict, out: dict, ptr: str) -> set[str]:
+    """Merge declared and further members where one part limits the other's further ones.
+
+    ``additionalProperties`` of one part applies to the properties declared only by the
+    other part; ``items`` after one part's ``prefixItems`` applies to the other part's
+    longer prefix. Returns the keys handled here.
+    """
+    handled: set[str] = set()
+    xa, xb = _further(a, "additionalProperties"), _further(b, "additionalProperties")
+    if xa is not None or xb is not None:
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        if (xa is not None and "patternProperties" in b and set(pb) - set(pa)) or (
+                xb is not None and "patternProperties" in a) or (
+                xa is not None and "patternProperties" in a and set(pb) - set(pa)) or (
+                xb is not None and "patternProperties" in b and set(pa) - set(pb)):
+            conv.unsupported("allOf", ptr, "additionalProperties of one part next to "
+                             "patternProperties of another")
+        props = {}
+        for name in dict.fromkeys([*pa, *pb]):
+            both = _both(pa.get(name, xa), pb.get(name, xb))
+            props[name] = True if both is None else both
+        out["properties"] = props
+        extra = _both(xa, xb)
+        if extra is not None:
+            out["additionalProperties"] = extra
+        handled |= {"properties", "additionalProperties"}
+    ta, tb = _tuple_of(a), _tuple_of(b)
+    if ta is not None or tb is not None:
+        ia, ib = _further(a, "items"), _further(b, "items")
+        ta, tb = ta or [], tb or []
+        prefix = [_both(ta[i] if i < len(ta) else ia, tb[i] if i < len(tb) else ib)
+                  for i in range(max(len(ta), len(tb)))]
+        for key in ("items", "prefixItems", "additionalItems"):
+            out.pop(key, None)
+        out["prefixItems"] = [True if p is None else p for p in prefix]
+        further = _both(ia, ib)
+        if further is not None:
+            out["items"] = further
+        handled |= {"items", "prefixItems", "additionalItems"}
+    return handled
+
+
+def _tuple_of(schema: dict) -> list | None:
+    items = schema.get("items")
+    if isinstance(items, list):
+        return items
+    return schema.get("prefixItems")
 
 
 def _positive_numbers(*vs) -> bool:

@@ -10,7 +10,7 @@ its ``,`` / ``}`` / ``]`` in the same rule unless a shared tail was hoisted into
 
 from __future__ import annotations
 
-from treegram.grammar._ir import Expr, Repeat
+from treegram.grammar._ir import Expr, Repeat, RuleRef
 from treegram.grammar._json_schema_arrays import UNCONSTRAINED, contains_expr, unique_expr
 from treegram.grammar._json_schema_lex import (
     EMPTY,
@@ -20,9 +20,12 @@ from treegram.grammar._json_schema_lex import (
     seq,
     string_of,
 )
+from treegram.grammar._json_schema_logic import OPEN
 from treegram.grammar._json_schema_strings import any_string, string_not_in
 
 __all__ = ["ObjectBuilder", "array_expr"]
+
+_ANY_ORDER_MAX = 4
 
 
 class ObjectBuilder:
@@ -68,13 +71,19 @@ class ObjectBuilder:
                 continue
             key = string_of(canonical_text(name))
             slots.append((seq(key, lay.colon(), val), name in required))
-        # In the order of "required" (iterating the set would depend on string hashing).
-        for name in [n for n in dict.fromkeys(schema.get("required", [])) if n not in props]:
-            # A required key without a schema is an additional property that must appear.
-            slots.append((self._named_extra(schema, name, ptr, depth), True))
-        extra = self._extra(schema, ptr, depth, list(props))
+        # A required key without a schema is an additional property that must appear.
+        named = [(name, self._named_extra(schema, name, ptr, depth))
+                 for name in dict.fromkeys(schema.get("required", [])) if name not in props]
         lo = conv.count(schema, "minProperties", ptr, 0)
         hi = conv.count(schema, "maxProperties", ptr)
+        if named and lo == 0 and hi is None and len(named) <= _ANY_ORDER_MAX:
+            if any(expr is None for _, expr in named):
+                return None
+            extra = self._extra(schema, ptr, depth, list(props) + [n for n, _ in named])
+            tail = _AnyOrder(conv, lay, [expr for _, expr in named], extra, depth)
+            return _Counted(lay, slots, extra, lo, hi, depth, tail).build()
+        slots.extend((expr, True) for _, expr in named)
+        extra = self._extra(schema, ptr, depth, list(props))
         return _Counted(lay, slots, extra, lo, hi, depth).build()
 
     def _named_extra(self, schema: dict, name: str, ptr: str, depth: int) -> Expr | None:
@@ -91,7 +100,7 @@ class ObjectBuilder:
         if "unevaluatedProperties" in schema:
             return schema["unevaluatedProperties"]
         shaped = "properties" in schema or "patternProperties" in schema
-        return not (self.conv.strict and shaped)
+        return not (self.conv.strict and shaped and not schema.get(OPEN))
 
     def _extra(self, schema: dict, ptr: str, depth: int, declared: list[str]) -> Expr | None:
         """One further key and value (not a declared property), or ``None``."""
@@ -145,16 +154,59 @@ def _name_ok(conv, names_schema, name: str) -> bool:
         return True
 
 
+class _AnyOrder:
+    """After the declared slots: further properties in any order, among which each of
+    ``named`` (required properties without a declaration) appears exactly once.
+
+    One rule per (members written yet?, named ones still missing); used without
+    ``minProperties``/``maxProperties``.
+    """
+
+    def __init__(self, conv, lay, named: list[Expr], extra: Expr | None, depth: int) -> None:
+        self.conv, self.lay, self.named, self.extra, self.depth = conv, lay, named, extra, depth
+        self.rules: dict[tuple[bool, frozenset], RuleRef] = {}
+
+    def __call__(self, started: bool) -> Expr | None:
+        return self.state(started, frozenset(range(len(self.named))))
+
+    def state(self, started: bool, left: frozenset) -> Expr | None:
+        key = (started, left)
+        if key not in self.rules:
+            name = self.conv.new_rule("members")
+            self.rules[key] = RuleRef(name)
+            body = self._body(started, left)
+            self.conv.rules[name] = body if body is not None else _never()
+        return self.rules[key]
+
+    def _body(self, started: bool, left: frozenset) -> Expr | None:
+        sep = self.lay.comma(self.depth) if started else EMPTY
+        options = [self.lay.close(self.depth, "}")] if started and not left else []
+        for j in sorted(left):
+            options.append(seq(sep, self.named[j], self.state(True, left - {j})))
+        if self.extra is not None:
+            options.append(seq(sep, self.extra, self.state(True, left)))
+        return alt(*options)
+
+
+def _never() -> Expr:
+    from treegram.grammar._ir import CharClass
+
+    return CharClass(((0, 0x10FFFF),), negated=True)
+
+
 class _Counted:
     """Declared slots in order, then repeated extras, with an exact count range."""
 
-    def __init__(self, lay, slots, extra, lo: int, hi: int | None, depth: int) -> None:
+    def __init__(self, lay, slots, extra, lo: int, hi: int | None, depth: int,
+                 any_order: _AnyOrder | None = None) -> None:
         self.lay, self.slots, self.extra = lay, slots, extra
+        self.any_order = any_order
         self.lo, self.hi, self.depth = lo, hi, depth
         self.memo: dict[tuple[int, int], Expr | None] = {}
         # Counts above the cap behave alike.
         self.cap = hi if hi is not None else lo
-        self.remaining_required = [sum(1 for _, r in slots[i:] if r)
+        after = len(any_order.named) if any_order is not None else 0
+        self.remaining_required = [sum(1 for _, r in slots[i:] if r) + after
                                    for i in range(len(slots) + 1)]
 
     def build(self) -> Expr | None:
@@ -190,6 +242,8 @@ class _Counted:
         return alt(take, skip)
 
     def _extras(self, c: int) -> Expr | None:
+        if self.any_order is not None:
+            return self.any_order(c > 0)
         lay = self.lay
         close = lay.close(self.depth, "}")
         need = max(self.lo - c, 0)
@@ -220,7 +274,7 @@ def array_expr(conv, schema: dict, ptr: str, depth: int) -> Expr | None:
     if items is None:
         items = schema.get("unevaluatedItems")
     if items is None:
-        items = not (prefix and conv.strict)
+        items = not (prefix and conv.strict and not schema.get(OPEN))
     lo = conv.count(schema, "minItems", ptr, 0)
     hi = conv.count(schema, "maxItems", ptr)
     if not prefix:
