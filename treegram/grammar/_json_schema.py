@@ -23,6 +23,7 @@ import warnings
 
 from treegram.errors import GrammarError, UnsupportedSchemaError
 from treegram.grammar._ir import CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
+from treegram.grammar._json_schema_formats import REFUSED as REFUSED_FORMATS
 from treegram.grammar._json_schema_fraction import fractional_range
 from treegram.grammar._json_schema_lex import (
     EMPTY,
@@ -56,7 +57,7 @@ _ANNOTATIONS = frozenset({
     "readOnly", "writeOnly", "deprecated", "$defs", "definitions", "contentMediaType",
     "contentEncoding", "discriminator", "example", "$vocabulary", "$dynamicAnchor",
 })
-_UNSUPPORTED = ("minContains", "maxContains", "$dynamicRef", "$recursiveRef")
+_UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
 _DEPTH_CAP = 24
 
 
@@ -128,6 +129,22 @@ class Converter:
         if not self.warn:
             raise UnsupportedSchemaError(msg)
         warnings.warn(msg + " (constraint dropped)", stacklevel=4)
+
+    def count(self, schema: dict, key: str, ptr: str, default: int | None = None):
+        """The count keyword ``key`` (``minLength``, ``maxItems``...) as an ``int``.
+
+        JSON Schema allows a number with a zero fractional part (``2.0``) here; anything
+        else (negative, fractional, not a number) makes the schema malformed.
+        """
+        v = schema.get(key, default)
+        if v is None:
+            return None
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise GrammarError(f"{key} at {ptr or '#'}/{key} must be a non-negative integer, "
+                               f"got {v!r}")
+        return v
 
     # -- rules --------------------------------------------------------------------------
     def new_rule(self, base: str) -> str:
@@ -372,15 +389,16 @@ class Converter:
                 self.unsupported("not", ptr, "excluded strings next to length, pattern or "
                                  "format")
             return string_not_in(list(schema[NOT_IN]))
-        lo = schema.get("minLength", 0)
-        hi = schema.get("maxLength")
+        lo = self.count(schema, "minLength", ptr, 0)
+        hi = self.count(schema, "maxLength", ptr)
         has_len = lo > 0 or hi is not None
         fmt, pattern = schema.get("format"), schema.get("pattern")
         body = None
         if fmt is not None:
             body = format_body(fmt)
             if body is None:  # never drop a constraint silently
-                self.unsupported("format", f"{ptr}/format", f"unknown format {fmt!r}")
+                why = REFUSED_FORMATS.get(fmt, "unknown format")
+                self.unsupported("format", f"{ptr}/format", f"{why} ({fmt!r})")
         if pattern is not None:
             if body is not None:
                 self.unsupported("pattern", f"{ptr}/pattern", "pattern together with format")

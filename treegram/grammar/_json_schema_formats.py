@@ -3,8 +3,13 @@
 Each builder returns an expression over *decoded* characters; the caller encodes it for
 JSON text with :func:`~treegram.grammar._json_schema_lex.encode_expr`. The languages
 follow the RFCs the JSON Schema specification names (RFC 3339 dates and times with
-per-month day limits, RFC 3986 URIs, RFC 5321 simplified mailboxes, RFC 1123 host names,
-RFC 4291 IPv6 text forms, RFC 4122 UUIDs).
+per-month day limits, RFC 3986 URIs, RFC 3987 IRIs, RFC 5321 simplified mailboxes and
+their RFC 6531 internationalized form, RFC 1123 host names, RFC 4291 IPv6 text forms,
+RFC 4122 UUIDs).
+
+``regex`` (the set of valid ECMA-262 patterns is not a regular language: groups nest) and
+``idn-hostname`` (IDNA 2008 validity depends on Unicode property tables, contextual rules
+and the punycode length of each label) are in :data:`REFUSED` with the reason.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from functools import cache
 from treegram.grammar._ir import Expr, Repeat
 from treegram.grammar._json_schema_lex import alt, cls, int_range, lit, seq
 
-__all__ = ["FORMATS", "format_expr"]
+__all__ = ["FORMATS", "REFUSED", "format_expr"]
 
 
 def _c(chars: str) -> Expr:
@@ -80,13 +85,15 @@ def _duration() -> Expr:
     return seq(lit("P"), alt(dur_date, dur_time, week))
 
 
-def _label() -> Expr:
-    inner = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9"), _r("-", "-")])
-    return seq(ALNUM, _opt(seq(_n(inner, 0, 61), ALNUM)))
+def _label(extra=()) -> Expr:
+    """A host name label of 1 to 63 characters; ``extra`` ranges count as letters."""
+    edge = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9"), *extra])
+    inner = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9"), _r("-", "-"), *extra])
+    return seq(edge, _opt(seq(_n(inner, 0, 61), edge)))
 
 
-def _hostname() -> Expr:
-    label = _label()
+def _hostname(extra=()) -> Expr:
+    label = _label(extra)
     return seq(label, _star(seq(lit("."), label)))
 
 
@@ -122,41 +129,61 @@ def _uuid() -> Expr:
                _n(HEXDIG, 4), lit("-"), _n(HEXDIG, 12))
 
 
-def _email() -> Expr:
+# RFC 6531 UTF8-non-ascii: any Unicode scalar value above ASCII (surrogates excluded).
+_NON_ASCII = [(0x80, 0xD7FF), (0xE000, 0x10FFFF)]
+
+
+def _email(intl: bool = False) -> Expr:
+    """RFC 5321 mailbox; with ``intl`` the RFC 6531 one (non-ASCII in atext, qtext and
+    domain labels)."""
+    extra = _NON_ASCII if intl else []
     specials = "!#$%&'*+-/=?^_`{|}~"
-    atext = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9")] + [_r(c, c) for c in specials])
+    atext = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9")] + [_r(c, c) for c in specials]
+                + extra)
     dot_atom = seq(_plus(atext), _star(seq(lit("."), _plus(atext))))
-    qtext = cls([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
+    qtext = cls([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)] + extra)
     quoted = seq(lit('"'), _star(alt(qtext, seq(lit("\\"), cls([(0x20, 0x7E)])))), lit('"'))
-    domain = alt(_hostname(), seq(lit("["), _ipv4(), lit("]")),
+    host = _hostname(extra) if intl else _hostname()
+    domain = alt(host, seq(lit("["), _ipv4(), lit("]")),
                  seq(lit("[IPv6:"), _ipv6(), lit("]")))
     return seq(alt(dot_atom, quoted), lit("@"), domain)
 
 
-class _Uri:
-    """RFC 3986 productions."""
+# RFC 3987 ucschar and iprivate.
+_UCSCHAR = [(0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF)] + [
+    (p << 16, (p << 16) + 0xFFFD) for p in range(1, 14)] + [(0xE1000, 0xEFFFD)]
+_IPRIVATE = [(0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD)]
 
-    def __init__(self) -> None:
-        self.unreserved = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9")]
-                              + [_r(c, c) for c in "-._~"])
+
+class _Uri:
+    """RFC 3986 productions; with ``iri`` the RFC 3987 ones (``ucschar`` in unreserved,
+    ``iprivate`` in the query but not the fragment)."""
+
+    def __init__(self, iri: bool = False) -> None:
+        ascii_unreserved = [_r("a", "z"), _r("A", "Z"), _r("0", "9")] + [
+            _r(c, c) for c in "-._~"]
+        self.ascii_unreserved = cls(ascii_unreserved)  # IP literals stay ASCII in IRIs
+        self.unreserved = cls(ascii_unreserved + (_UCSCHAR if iri else []))
         self.sub_delims = _c("!$&'()*+,;=")
         self.pct = seq(lit("%"), HEXDIG, HEXDIG)
         self.pchar = alt(self.unreserved, self.pct, self.sub_delims, _c(":@"))
         self.segment = _star(self.pchar)
         self.segment_nz = _plus(self.pchar)
-        self.query = _star(alt(self.pchar, _c("/?")))
+        self.fragment = _star(alt(self.pchar, _c("/?")))
+        self.query = _star(alt(self.pchar, _c("/?"), cls(_IPRIVATE))) if iri \
+            else self.fragment
 
     def authority(self) -> Expr:
         userinfo = _star(alt(self.unreserved, self.pct, self.sub_delims, lit(":")))
-        ipvfuture = seq(lit("v"), _plus(HEXDIG), lit("."),
-                        _plus(alt(self.unreserved, self.sub_delims, lit(":"))))
+        ipvfuture = seq(_c("vV"), _plus(HEXDIG), lit("."),
+                        _plus(alt(self.ascii_unreserved, self.sub_delims, lit(":"))))
         ip_literal = seq(lit("["), alt(_ipv6(), ipvfuture), lit("]"))
         reg_name = _star(alt(self.unreserved, self.pct, self.sub_delims))
         host = alt(ip_literal, reg_name)
         return seq(_opt(seq(userinfo, lit("@"))), host, _opt(seq(lit(":"), _star(DIGIT))))
 
     def tail(self) -> Expr:
-        return seq(_opt(seq(lit("?"), self.query)), _opt(seq(lit("#"), self.query)))
+        return seq(_opt(seq(lit("?"), self.query)), _opt(seq(lit("#"), self.fragment)))
 
     def hier(self, first_segment: Expr) -> Expr:
         abempty = _star(seq(lit("/"), self.segment))
@@ -211,6 +238,17 @@ FORMATS = {
     "uuid": _uuid,
     "uri": lambda: _Uri().uri(),
     "uri-reference": lambda: alt(_Uri().uri(), _Uri().relative_ref()),
+    "iri": lambda: _Uri(iri=True).uri(),
+    "iri-reference": lambda: alt(_Uri(iri=True).uri(), _Uri(iri=True).relative_ref()),
+    "idn-email": lambda: _email(intl=True),
+}
+
+# Formats that are known but not compiled, with the reason.
+REFUSED = {
+    "regex": "the valid ECMA-262 patterns are not a regular language (groups nest), so no "
+             "grammar of this kind accepts exactly them",
+    "idn-hostname": "IDNA 2008 label validity depends on Unicode property tables, "
+                    "contextual rules and each label's punycode length; not compiled exactly",
 }
 
 

@@ -23,7 +23,8 @@ __all__ = ["merge_all_of"]
 _MAXED = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
 _MINNED = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
 _SUBSCHEMA = ("additionalProperties", "items", "propertyNames", "unevaluatedProperties",
-              "contains", "additionalItems")
+              "additionalItems")
+_CONTAINS = ("contains", "minContains", "maxContains")
 _MAX_DEPTH = 32
 
 
@@ -75,6 +76,9 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
         # before a derived (open) schema is merged into it.
         a, b = explicit_defaults(a), explicit_defaults(b)
     out = dict(a)
+    if any(k in a or k in b for k in _CONTAINS):
+        out = _merge_contains(conv, out, b, ptr)
+        b = {k: v for k, v in b.items() if k not in _CONTAINS}
     handled = _merge_members(conv, a, b, out, ptr)
     for key, vb in b.items():
         if key in handled:
@@ -109,6 +113,8 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
             out[key] = list(va) + [x for x in vb if not any(_same(x, y) for y in va)]
         elif key == "not":
             out[key] = {"anyOf": [va, vb]}
+        elif key == "multipleOf" and _positive_numbers(va, vb) and _lcm(va, vb) is not None:
+            out[key] = _lcm(va, vb)
         elif key == "enum":
             out[key] = [x for x in va if any(_same(x, y) for y in vb)]
         elif key == "const":
@@ -215,6 +221,49 @@ def _tuple_of(schema: dict) -> list | None:
     if isinstance(items, list):
         return items
     return schema.get("prefixItems")
+
+
+def _positive_numbers(*vs) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in vs)
+
+
+def _lcm(a, b):
+    """The least common multiple of two positive decimals (a number is a multiple of both
+    exactly when it is one of this), or ``None`` if a float cannot hold it exactly."""
+    from fractions import Fraction
+    from math import gcd, lcm
+
+    fa, fb = Fraction(str(a)), Fraction(str(b))
+    out = Fraction(lcm(fa.numerator, fb.numerator), gcd(fa.denominator, fb.denominator))
+    if out.denominator == 1:
+        return int(out)
+    return float(out) if Fraction(str(float(out))) == out else None
+
+
+def _merge_contains(conv, out: dict, b: dict, ptr: str) -> dict:
+    """``contains`` with its counts: a count without ``contains`` is ignored, and two
+    requirements merge only when they count matches of the same schema."""
+    def need(s: dict):
+        if "contains" not in s:
+            return None
+        return s["contains"], s.get("minContains", 1), s.get("maxContains")
+
+    na, nb = need(out), need(b)
+    for key in _CONTAINS:
+        out.pop(key, None)
+    if na is not None and nb is not None:
+        if not _same(na[0], nb[0]):
+            conv.unsupported("contains", ptr, "two different contains schemas inside allOf")
+            nb = na
+        highs = [h for h in (na[2], nb[2]) if h is not None]
+        na = (na[0], max(na[1], nb[1]), min(highs) if highs else None)
+    elif na is None:
+        na = nb
+    if na is not None:
+        out["contains"], out["minContains"] = na[0], na[1]
+        if na[2] is not None:
+            out["maxContains"] = na[2]
+    return out
 
 
 def _type_meet(ta: set, tb: set) -> set:

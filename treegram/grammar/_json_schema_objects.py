@@ -11,6 +11,7 @@ its ``,`` / ``}`` / ``]`` in the same rule unless a shared tail was hoisted into
 from __future__ import annotations
 
 from treegram.grammar._ir import Expr, Repeat, RuleRef
+from treegram.grammar._json_schema_arrays import UNCONSTRAINED, contains_expr, unique_expr
 from treegram.grammar._json_schema_lex import (
     EMPTY,
     alt,
@@ -24,7 +25,6 @@ from treegram.grammar._json_schema_strings import any_string, string_not_in
 
 __all__ = ["ObjectBuilder", "array_expr"]
 
-_UNIQUE_MAX_VALUES = 6
 _ANY_ORDER_MAX = 4
 
 
@@ -74,8 +74,8 @@ class ObjectBuilder:
         # A required key without a schema is an additional property that must appear.
         named = [(name, self._named_extra(schema, name, ptr, depth))
                  for name in dict.fromkeys(schema.get("required", [])) if name not in props]
-        lo = schema.get("minProperties", 0)
-        hi = schema.get("maxProperties")
+        lo = conv.count(schema, "minProperties", ptr, 0)
+        hi = conv.count(schema, "maxProperties", ptr)
         if named and lo == 0 and hi is None and len(named) <= _ANY_ORDER_MAX:
             if any(expr is None for _, expr in named):
                 return None
@@ -275,14 +275,25 @@ def array_expr(conv, schema: dict, ptr: str, depth: int) -> Expr | None:
         items = schema.get("unevaluatedItems")
     if items is None:
         items = not (prefix and conv.strict and not schema.get(OPEN))
-    lo = schema.get("minItems", 0)
-    hi = schema.get("maxItems")
+    lo = conv.count(schema, "minItems", ptr, 0)
+    hi = conv.count(schema, "maxItems", ptr)
     if not prefix:
         hi = 0 if items is False else hi
+    unique = schema.get("uniqueItems") is True and (hi is None or hi > 1)
     if "contains" in schema:
-        return _contains(conv, schema, ptr, depth, prefix, items, lo, hi)
-    if schema.get("uniqueItems") and (hi is None or hi > 1):
-        return _unique(conv, schema, ptr, depth, prefix, items, lo, hi)
+        if items is schema.get("unevaluatedItems") and items is not True:
+            # Items that match contains count as evaluated; not modelled.
+            conv.unsupported("unevaluatedItems", f"{ptr}/unevaluatedItems",
+                             "together with contains")
+        if unique:
+            conv.unsupported("uniqueItems", f"{ptr}/uniqueItems", "together with contains")
+        out = contains_expr(conv, schema, ptr, depth, prefix, items, lo, hi)
+        if out is not UNCONSTRAINED:
+            return out
+    elif unique:
+        out = unique_expr(conv, ptr, depth, prefix, items, lo, hi)
+        if out is not UNCONSTRAINED:
+            return out
     pvals = [conv.value(p, f"{ptr}/prefixItems/{i}", depth + 1) for i, p in enumerate(prefix)]
     item = conv.value(items, f"{ptr}/items", depth + 1) if items is not False else None
     if not pvals:
@@ -311,65 +322,3 @@ def _tuple(lay, pvals, item, lo, hi, depth) -> Expr | None:
     if pvals[0] is None or (hi is not None and hi < 1):
         return empty
     return alt(empty, seq(lit("["), lay.open(depth), pvals[0], after(1)))
-
-
-def _contains(conv, schema, ptr, depth, prefix, items, lo, hi) -> Expr | None:
-    if prefix or hi is not None or lo > 1:
-        conv.unsupported("contains", f"{ptr}/contains",
-                         "only without prefixItems, maxItems and minItems > 1")
-    lay = conv.layout
-    item = conv.value(items, f"{ptr}/items", depth + 1) if items is not False else None
-    match_schema = schema["contains"] if items is True else {"allOf": [items, schema["contains"]]}
-    match = conv.value(match_schema, f"{ptr}/contains", depth + 1)
-    if match is None or item is None:
-        return None
-    sep_item = seq(lay.comma(depth), item)
-    return seq(lit("["), lay.open(depth), Repeat(seq(item, lay.comma(depth)), 0, None), match,
-               Repeat(sep_item, 0, None), lay.close(depth, "]"))
-
-
-def _unique(conv, schema, ptr, depth, prefix, items, lo, hi) -> Expr | None:
-    """uniqueItems where the item values are a small finite set of literals."""
-    values = _finite_values(conv, items)
-    if prefix or values is None or len(values) > _UNIQUE_MAX_VALUES:
-        conv.unsupported("uniqueItems", f"{ptr}/uniqueItems",
-                         "only for items that are a small enum/const/boolean/null set")
-        return conv.objects.homogeneous("[]", conv.value(items, f"{ptr}/items", depth + 1),
-                                        lo, hi, depth)
-    lits = [conv.literal(v, depth + 1) for v in values]
-    lay = conv.layout
-    close = lay.close(depth, "]")
-    memo: dict = {}
-
-    def after(used: frozenset) -> Expr | None:
-        if used in memo:
-            return memo[used]
-        k = len(used)
-        done = close if k >= lo else None
-        more = []
-        if hi is None or k < hi:
-            for i, v in enumerate(lits):
-                if i not in used:
-                    more.append(seq(lay.comma(depth), v, after(used | {i})))
-        memo[used] = alt(done, *more)
-        return memo[used]
-
-    firsts = [seq(v, after(frozenset({i}))) for i, v in enumerate(lits)]
-    empty = lay.empty("[]") if lo == 0 else None
-    body = alt(*firsts)
-    return alt(empty, seq(lit("["), lay.open(depth), body) if body is not None else None)
-
-
-def _finite_values(conv, items):
-    if not isinstance(items, dict):
-        return None
-    if "const" in items:
-        return [items["const"]]
-    if "enum" in items:
-        return list(items["enum"])
-    t = items.get("type")
-    if t == "boolean" and len(items) == 1:
-        return [True, False]
-    if t == "null" and len(items) == 1:
-        return [None]
-    return None
