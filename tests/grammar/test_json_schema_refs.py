@@ -225,3 +225,25 @@ def test_ref_under_a_property_name_that_needs_escaping():
     check({"properties": {'a"b': {"$ref": "#/$defs/a%22b"}, "c\nd": {"type": "null"}},
            "$defs": {'a"b': {"type": "number"}}},
           [{'a"b': 1}, {'a"b': "1"}, {"c\nd": None}, {"c\nd": 1}, {"x": 1}])
+
+
+def test_pointer_into_an_unknown_keyword():
+    check({"$id": "http://example.com/u", "x-lib": {"int": {"type": "integer"}},
+           "type": "array", "items": {"$ref": "#/x-lib/int"}},
+          [[1], ["a"]])
+
+
+def test_id_inside_an_unknown_keyword_is_no_identifier():
+    schema = {"$id": "http://example.com/u",
+              "x-lib": {"$id": "http://example.com/inner.json", "type": "integer"},
+              "$ref": "http://example.com/inner.json"}
+    with pytest.raises(UnsupportedSchemaError, match="inner.json"):
+        json_schema_to_ir(schema)
+    with pytest.raises(Exception, match="inner.json"):  # jsonschema cannot resolve it either
+        _oracle(schema, None).is_valid(1)
+
+
+def test_unresolved_ref_next_to_enum_is_refused():
+    with pytest.raises(UnsupportedSchemaError, match="nowhere.json"):
+        json_schema_to_ir({"enum": [{"a": 1}], "properties": {
+            "a": {"$ref": "http://r.example/nowhere.json"}}})

@@ -224,7 +224,7 @@ class Converter:
         if "const" in schema and "enum" in schema:
             values = [v for v in values if any(_same(v, e) for e in schema["enum"])]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        kept = [v for v in values if _valid(rest, v, self)]
+        kept = [v for v in values if _valid(rest, v, self, ptr)]
         return alt(*(self.literal(v, depth) for v in kept))
 
     def literal(self, value, depth: int) -> Expr:
@@ -434,7 +434,7 @@ def _json_type(v) -> str:
     return "array" if isinstance(v, list) else "object"
 
 
-def _valid(rest: dict, value, conv: Converter) -> bool:
+def _valid(rest: dict, value, conv: Converter, ptr: str) -> bool:
     """Whether ``value`` satisfies the keywords next to ``enum``/``const``."""
     checks = {k: v for k, v in rest.items() if k not in _ANNOTATIONS}
     if not checks:
@@ -450,7 +450,11 @@ def _valid(rest: dict, value, conv: Converter) -> bool:
         return jt in types or (jt == "integer" and "number" in types)
     try:
         return conv.is_valid(checks, value)
-    except Exception:  # noqa: BLE001 - unresolvable refs: keep the value
+    except Exception as exc:  # noqa: BLE001 - undecidable: keep the value
+        from referencing.exceptions import Unresolvable
+
+        if isinstance(exc, Unresolvable):  # never drop a $ref's constraint silently
+            conv.unsupported("$ref", ptr, f"{exc} (next to enum/const)")
         return True
 
 
