@@ -21,9 +21,13 @@ Schemas are compiled with ``any_whitespace=True`` and, by default, ``strict_mode
 JSON Schema semantics, where an absent ``additionalProperties`` allows any further property
 (both engines' default ``strict_mode=True`` forbids them, which would turn every such valid
 test into a false negative by design; ``--strict-mode`` measures that instead).
-Remote ``$ref``s (``http://localhost:1234/...``, the suite's ``remotes/``) are left as they
-are: neither engine resolves remote references, so those groups count as compile errors
-unless the engine compiles them anyway.
+The draft-7 groups' schemas are written for that draft: a dict schema without ``$schema``
+gets ``"$schema": "http://json-schema.org/draft-07/schema#"`` (for both engines), so that a
+``$ref`` overrides its sibling keywords there. Remote ``$ref``s (``http://localhost:1234/...``)
+name the documents of the suite's ``remotes/`` folder: treegram receives them as
+``remote_schemas`` (URI ``http://localhost:1234/`` + path under ``remotes/``); xgrammar has no
+way to take them, so its groups with remote references count as compile errors unless it
+compiles them anyway.
 
 Run from the repository root: ``python benchmarks/conformance_json_schema.py --help``.
 """
@@ -53,6 +57,7 @@ DRAFTS = ("draft2020-12", "draft7")
 ENGINES = ("treegram", "xgrammar")
 OUTCOMES = ("pass", "false_positive", "false_negative", "compile_error", "refused_invalid")
 REMOTE_PREFIX = "http://localhost:1234/"
+DRAFT_URIS = {"draft7": "http://json-schema.org/draft-07/schema#"}
 MAX_EXAMPLES = 20
 
 
@@ -82,6 +87,23 @@ def load_suite(data: Path, drafts: tuple[str, ...]) -> dict[str, dict[str, list[
     if not suite:
         raise SystemExit(f"--data {data}: no tests/<draft>/*.json for drafts {drafts}")
     return suite
+
+
+def load_remotes(data: Path) -> dict[str, Any]:
+    """The suite's ``remotes/`` documents keyed by ``http://localhost:1234/<path>``."""
+    folder = data / "remotes"
+    out = {}
+    for file in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
+        with open(file, encoding="utf-8") as fh:
+            out[REMOTE_PREFIX + file.relative_to(folder).as_posix()] = json.load(fh)
+    return out
+
+
+def for_draft(schema: Any, draft: str) -> Any:
+    """The group's schema with the draft's ``$schema`` when it names none."""
+    if draft in DRAFT_URIS and isinstance(schema, dict) and "$schema" not in schema:
+        return {"$schema": DRAFT_URIS[draft], **schema}
+    return schema
 
 
 def uses_remote_ref(schema: Any) -> bool:
@@ -116,7 +138,7 @@ def byte_vocab() -> list[bytes]:
 class TreegramEngine:
     name = "treegram"
 
-    def __init__(self, strict_mode: bool) -> None:
+    def __init__(self, strict_mode: bool, remotes: dict | None = None) -> None:
         import treegram
 
         self._tg = treegram
@@ -124,10 +146,12 @@ class TreegramEngine:
         info = treegram.TokenizerInfo(byte_vocab(), stop_token_ids=[256])
         self.compiler = treegram.GrammarCompiler(info)
         self.version = importlib.metadata.version("treegram")
+        self.remotes = remotes or None
 
     def compile(self, schema: Any):
         grammar = self._tg.Grammar.from_json_schema(
-            schema, any_whitespace=True, strict_mode=self.strict_mode)
+            schema, any_whitespace=True, strict_mode=self.strict_mode,
+            remote_schemas=self.remotes)
         return self.compiler.compile_grammar(grammar)
 
     def matcher(self, compiled):
@@ -137,7 +161,7 @@ class TreegramEngine:
 class XgrammarEngine:
     name = "xgrammar"
 
-    def __init__(self, strict_mode: bool) -> None:
+    def __init__(self, strict_mode: bool, remotes: dict | None = None) -> None:
         import xgrammar
 
         self._xg = xgrammar
@@ -154,8 +178,9 @@ class XgrammarEngine:
         return self._xg.GrammarMatcher(compiled)
 
 
-def make_engine(name: str, strict_mode: bool):
-    return {"treegram": TreegramEngine, "xgrammar": XgrammarEngine}[name](strict_mode)
+def make_engine(name: str, strict_mode: bool, remotes: dict | None = None):
+    """An engine; ``remotes`` reach treegram only (xgrammar cannot take them)."""
+    return {"treegram": TreegramEngine, "xgrammar": XgrammarEngine}[name](strict_mode, remotes)
 
 
 def accepts(matcher, text: str) -> bool:
@@ -171,13 +196,14 @@ def empty_counts() -> dict[str, int]:
     return {o: 0 for o in OUTCOMES} | {"tests": 0}
 
 
-def run_group(engine, group: dict, texts: list[str | None]) -> tuple[list[str], dict]:
+def run_group(engine, group: dict, texts: list[str | None],
+              draft: str = "draft2020-12") -> tuple[list[str], dict]:
     """Outcome per test of one group, plus the group record (compile status, timing)."""
     tests = group["tests"]
     record: dict[str, Any] = {"compiled": True}
     t0 = time.perf_counter()
     try:
-        compiled = engine.compile(group["schema"])
+        compiled = engine.compile(for_draft(group["schema"], draft))
         matcher = engine.matcher(compiled)
     except Exception as exc:  # noqa: BLE001 - any refusal or crash is a compile error
         record["compiled"] = False
@@ -217,7 +243,7 @@ def run(suite: dict, engines: list, progress: Callable[[str], None] | None = Non
                 fc = empty_counts()
                 for gi, group in enumerate(groups):
                     texts = [serialize(t["data"]) for t in group["tests"]]
-                    outcomes, record = run_group(engine, group, texts)
+                    outcomes, record = run_group(engine, group, texts, draft)
                     record.update({"draft": draft, "file": fname, "group": gi,
                                    "description": group["description"],
                                    "remote_ref": uses_remote_ref(group["schema"]),
@@ -346,9 +372,11 @@ def write_doc(results: dict, path: Path) -> None:
         "serialized with `json.dumps` and must be accepted (`accept_string` then "
         "`is_completed`) exactly when the test is valid. A group the engine refuses counts its "
         "valid tests as compile errors (CE); its invalid tests are counted apart "
-        "(`refused_invalid` in the JSON), neither as passes nor as errors. Remote `$ref`s are "
-        "not resolved by either engine, so groups using them are compile errors unless an "
-        "engine compiles them anyway.",
+        "(`refused_invalid` in the JSON), neither as passes nor as errors. Draft-7 schemas "
+        "without `$schema` are given the draft-07 one. Remote `$ref`s "
+        "(`http://localhost:1234/...`) name the suite's `remotes/` documents: treegram "
+        "receives them as `remote_schemas`; xgrammar has no such option, so its groups "
+        "using them are compile errors unless it compiles them anyway.",
         "",
         f"`strict_mode={meta['strict_mode']}`: "
         + ("JSON Schema semantics (an absent `additionalProperties` allows more properties). "
@@ -420,14 +448,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     suite = load_suite(args.data, tuple(args.drafts))
-    engines = [make_engine(name, args.strict_mode) for name in args.engines]
+    remotes = load_remotes(args.data)
+    engines = [make_engine(name, args.strict_mode, remotes) for name in args.engines]
     per_engine = run(suite, engines, progress=lambda s: print(s, file=sys.stderr))
     if args.no_group_records:
         for r in per_engine.values():
             r.pop("group_records")
     other = None
     if not args.no_other_mode:
-        other_engines = [make_engine(name, not args.strict_mode) for name in args.engines]
+        other_engines = [make_engine(name, not args.strict_mode, remotes)
+                         for name in args.engines]
         other_run = run(suite, other_engines)
         other = {"strict_mode": not args.strict_mode,
                  "engines": {name: {"totals": r["totals"],

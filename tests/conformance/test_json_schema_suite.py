@@ -28,18 +28,12 @@ DATA = ROOT / "tests" / "data" / "json_schema_test_suite"
 # treegram, strict_mode=False, measured on this subset (929 tests). 613 before unknown
 # formats were refused with UnsupportedSchemaError (a constraint is never dropped silently);
 # the groups of the suite that use formats treegram does not implement now count as refused.
-# 667 once not / if-then-else / overlapping oneOf / dependencies were compiled.
-PASS_FLOOR = 667
+# 578 then; 615 once $ref resolved $id bases, anchors and percent-encoded pointers;
+# 755 once not / if-then-else / overlapping oneOf / dependencies were compiled.
+PASS_FLOOR = 755
 
 # (file, group index, test index): cause
-_ESCAPED_NAME = ("a property name that needs escaping (\\n, \\\", ...) is excluded from the "
-                 "additional properties only in its canonical spelling")
-KNOWN_FALSE_POSITIVES = {
-    ("properties.json", 3, 1): _ESCAPED_NAME,
-    ("dependentRequired.json", 3, 2): _ESCAPED_NAME,
-    ("dependentRequired.json", 3, 3): _ESCAPED_NAME,
-    ("dependentSchemas.json", 2, 2): _ESCAPED_NAME,
-}
+KNOWN_FALSE_POSITIVES: dict[tuple[str, int, int], str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +70,6 @@ def test_no_new_false_positives(results):
     assert not new, f"invalid instances accepted: {sorted(new)}"
 
 
-@pytest.mark.xfail(reason="known false positives, see KNOWN_FALSE_POSITIVES", strict=False)
 def test_no_false_positives(results):
     assert results["engines"]["treegram"]["totals"]["false_positive"] == 0
 

@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 
 from ..automaton._build import build_automaton
 from ..errors import (
@@ -19,6 +20,7 @@ from ..errors import (
     TokenizerMismatchError,
 )
 from ..grammar import Grammar
+from ..grammar._json_schema_refs import check_remotes
 from ..pool import WorkerPool
 from ..tokenizer import TokenizerInfo
 from ._compiled import CompiledGrammar
@@ -165,9 +167,12 @@ class GrammarCompiler:
         max_whitespace_cnt: int | None = None,
         unsupported: str = "error",
         classify: str = "lazy",
+        remote_schemas: Mapping[str, dict | bool] | None = None,
     ) -> CompiledGrammar:
         """Compile a JSON Schema (str, dict or pydantic model class) with xgrammar's options,
         see ``Grammar.from_json_schema``; ``classify`` is as for :meth:`compile_grammar`.
+        ``remote_schemas`` (documents ``$ref`` may name outside the schema, keyed by
+        retrieval URI) is part of the cache key.
 
         Returns
         -------
@@ -189,14 +194,16 @@ class GrammarCompiler:
                 "schema must be a JSON str, a dict or a pydantic model class, got "
                 f"{type(schema).__name__}"
             )
+        remotes = check_remotes(remote_schemas)
         options = (any_whitespace, indent, tuple(separators) if separators else None,
-                   strict_mode, max_whitespace_cnt, unsupported)
+                   strict_mode, max_whitespace_cnt, unsupported,
+                   None if remotes is None else json.dumps(remotes, sort_keys=True))
         return self._cached(
             "json_schema", (text, *options),
             lambda: Grammar.from_json_schema(
                 text, any_whitespace=any_whitespace, indent=indent, separators=separators,
                 strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
-                unsupported=unsupported,
+                unsupported=unsupported, remote_schemas=remotes,
             ),
             classify,
         )

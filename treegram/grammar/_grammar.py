@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from treegram.errors import GrammarError, UndefinedRuleError
 from treegram.grammar._builtin import builtin_json_grammar_ir
 from treegram.grammar._ebnf import parse_ebnf
@@ -95,6 +97,7 @@ class Grammar:
         strict_mode: bool = True,
         max_whitespace_cnt: int | None = None,
         unsupported: str = "error",
+        remote_schemas: Mapping[str, dict | bool] | None = None,
     ) -> Grammar:
         """A grammar for the JSON documents that ``schema`` validates (xgrammar's options).
 
@@ -106,6 +109,9 @@ class Grammar:
             Output layout and defaults, as in xgrammar 0.2.8 (see ``json_schema_to_ir``).
         unsupported : {"error", "warn"}, default "error"
             ``"warn"`` downgrades an inexact keyword to a warning and drops it.
+        remote_schemas : mapping of str to dict or bool, optional
+            Documents that ``$ref`` may name outside the schema, keyed by retrieval URI
+            (see ``json_schema_to_ir``); a reference found nowhere is refused.
 
         Returns
         -------
@@ -121,7 +127,7 @@ class Grammar:
         return Grammar(json_schema_to_ir(
             schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
             strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
-            unsupported=unsupported,
+            unsupported=unsupported, remote_schemas=remote_schemas,
         ))
 
     @staticmethod

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Mapping
 
 from treegram.errors import GrammarError, UnsupportedSchemaError
 from treegram.grammar._ir import CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
@@ -41,6 +42,7 @@ from treegram.grammar._json_schema_lex import (
 from treegram.grammar._json_schema_logic import FRACTIONAL, NOT_IN
 from treegram.grammar._json_schema_merge import merge_all_of
 from treegram.grammar._json_schema_objects import ObjectBuilder, array_expr
+from treegram.grammar._json_schema_refs import RefIndex, check_remotes
 from treegram.grammar._json_schema_strings import (
     any_string,
     format_body,
@@ -113,8 +115,10 @@ class Layout:
 class Converter:
     """Walks one schema and collects rules; see :func:`json_schema_to_ir`."""
 
-    def __init__(self, root: dict | bool, layout: Layout, strict: bool, unsupported: str):
-        self.root = root
+    def __init__(self, root: dict | bool, layout: Layout, strict: bool, unsupported: str,
+                 refs: RefIndex | None = None):
+        self.refs = refs if refs is not None else RefIndex(root)
+        self.root = self.refs.root  # every $ref in it is a canonical absolute URI
         self.layout = layout
         self.strict = strict
         self.warn = unsupported == "warn"
@@ -179,19 +183,17 @@ class Converter:
         return RuleRef(name)
 
     def resolve(self, ref: str, ptr: str) -> dict | bool:
-        """The schema a local ``$ref`` points to."""
-        if not ref.startswith("#"):
-            self.unsupported("$ref", ptr, f"only local references are supported, got {ref!r}")
+        """The schema a (canonical, absolute) ``$ref`` points to."""
+        node = self.refs.schema(ref) if isinstance(ref, str) else None
+        if node is None:
+            self.unsupported("$ref", f"{ptr}/$ref", f"{ref!r} does not resolve (a document "
+                             "outside the schema must be given in remote_schemas)")
             return True
-        node = self.root
-        for part in [p for p in ref[1:].split("/") if p]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            try:
-                node = node[int(part)] if isinstance(node, list) else node[part]
-            except (KeyError, IndexError, ValueError, TypeError):
-                raise UnsupportedSchemaError(f"$ref {ref!r} at {ptr or '#'} does not resolve") \
-                    from None
         return node
+
+    def is_valid(self, schema, value) -> bool:
+        """Whether ``jsonschema`` accepts ``value`` for a subschema of this compilation."""
+        return self.refs.is_valid(schema, value)
 
     # -- values -------------------------------------------------------------------------
     def value(self, schema, ptr: str, depth: int) -> Expr | None:
@@ -205,7 +207,8 @@ class Converter:
         if "$ref" in schema and _only_ref(schema):
             ref = schema["$ref"]
             return self.ref_rule(ref, ref, depth,
-                                 lambda r, d: self.value(self.resolve(r, ptr), r, d))
+                                 lambda r, d: self.value(self.resolve(r, ptr),
+                                                         self.refs.display(r), d))
         schema = merge_all_of(self, schema, ptr)
         if schema is False:
             return None
@@ -234,14 +237,17 @@ class Converter:
         return alt(*parts)
 
     def _literals(self, schema: dict, ptr: str, depth: int) -> Expr | None:
+        return alt(*(self.literal(v, depth) for v in self.kept_values(schema, ptr)))
+
+    def kept_values(self, schema: dict, ptr: str) -> list:
+        """The ``const``/``enum`` values of ``schema`` that satisfy its other keywords."""
         values = [schema["const"]] if "const" in schema else list(schema["enum"])
         if "const" in schema and "enum" in schema:
             values = [v for v in values if any(_same(v, e) for e in schema["enum"])]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        kept = [v for v in values if _valid(rest, v, self.root)
+        return [v for v in values if _valid(rest, v, self, ptr)
                 and not any(_same(v, x) for x in rest.get(NOT_IN, ()))
                 and not (rest.get(FRACTIONAL) and _json_type(v) != "number")]
-        return alt(*(self.literal(v, depth) for v in kept))
 
     def literal(self, value, depth: int) -> Expr:
         """Every encoding of the JSON value ``value`` in this layout."""
@@ -419,6 +425,7 @@ _NOTHING = Choice((Seq((CharClass(((0, 0x10FFFF),), negated=True),)),))
 
 
 def _rule_base(key: str) -> str:
+    key = key.rsplit("#", 1)[-1] if key != "#any" else key  # the pointer names the rule
     text = "".join(c if c.isalnum() else "_" for c in key.lstrip("#/")) or "root_ref"
     return "ref_" + text.strip("_")[:40] if key != "#any" else "any_value"
 
@@ -468,13 +475,13 @@ def _json_type(v) -> str:
     return "array" if isinstance(v, list) else "object"
 
 
-def _valid(rest: dict, value, root) -> bool:
+def _valid(rest: dict, value, conv: Converter, ptr: str) -> bool:
     """Whether ``value`` satisfies the keywords next to ``enum``/``const``."""
     checks = {k: v for k, v in rest.items() if k not in _ANNOTATIONS}
     if not checks:
         return True
     try:
-        import jsonschema
+        import jsonschema  # noqa: F401 - the oracle below needs it
     except ImportError:
         t = checks.get("type")
         if t is None:
@@ -482,14 +489,13 @@ def _valid(rest: dict, value, root) -> bool:
         types = [t] if isinstance(t, str) else t
         jt = _json_type(value)
         return jt in types or (jt == "integer" and "number" in types)
-    full = dict(checks)
-    if isinstance(root, dict):
-        for key in ("$defs", "definitions"):
-            if key in root:
-                full[key] = root[key]
     try:
-        return jsonschema.Draft202012Validator(full).is_valid(value)
-    except Exception:  # noqa: BLE001 - unresolvable refs: keep the value
+        return conv.is_valid(checks, value)
+    except Exception as exc:  # noqa: BLE001 - undecidable: keep the value
+        from referencing.exceptions import Unresolvable
+
+        if isinstance(exc, Unresolvable):  # never drop a $ref's constraint silently
+            conv.unsupported("$ref", ptr, f"{exc} (next to enum/const)")
         return True
 
 
@@ -589,7 +595,8 @@ def _load(schema) -> dict | bool:
 def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None = None,
                       separators: tuple[str, str] | None = None, strict_mode: bool = True,
                       max_whitespace_cnt: int | None = None,
-                      unsupported: str = "error") -> GrammarIR:
+                      unsupported: str = "error",
+                      remote_schemas: Mapping[str, dict | bool] | None = None) -> GrammarIR:
     """Compile a JSON Schema to grammar IR.
 
     Parameters
@@ -611,6 +618,13 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None
     unsupported : {"error", "warn"}, default "error"
         ``"warn"`` turns :class:`UnsupportedSchemaError` for an inexact keyword into a
         warning and drops that constraint.
+    remote_schemas : mapping of str to dict or bool, optional
+        Documents outside the schema that ``$ref`` may name, keyed by their retrieval URI
+        (their ``$id``, when present, also names them). A reference to anything not in the
+        schema or these documents raises :class:`UnsupportedSchemaError`; so does one to a
+        JSON Schema meta-schema unless it is given here. The root's ``$schema`` picks the
+        draft: drafts 4 to 7 ignore a ``$ref``'s sibling keywords, 2019-09 / 2020-12 (the
+        default) apply them.
 
     Returns
     -------
@@ -632,11 +646,12 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None
                            f"got {max_whitespace_cnt!r}")
     if indent is not None and (not isinstance(indent, int) or indent < 0):
         raise GrammarError(f"indent must be a non-negative integer, got {indent!r}")
+    remotes = check_remotes(remote_schemas)
     root = _load(schema)
     layout = Layout(any_whitespace, indent, separators, max_whitespace_cnt)
-    conv = Converter(root, layout, strict_mode, unsupported)
+    conv = Converter(root, layout, strict_mode, unsupported, RefIndex(root, remotes))
     conv.rules["root"] = None
-    body = conv.value(root, "", 0)
+    body = conv.value(conv.root, "", 0)
     if body is None:
         raise GrammarError("the schema admits no JSON value")
     conv.rules["root"] = body

@@ -234,7 +234,6 @@ def _apart(conv, pos: _Positions, i: int, longest: int) -> bool:
 
 def _finite_values(conv, schema, ptr: str) -> list | None:
     """The values ``schema`` accepts when it is a small finite set, else ``None``."""
-    from treegram.grammar._json_schema import _same, _valid
 
     if schema is False:
         return []
@@ -243,12 +242,8 @@ def _finite_values(conv, schema, ptr: str) -> list | None:
     schema = merge_all_of(conv, schema, ptr)
     if not isinstance(schema, dict):
         return [] if schema is False else None
-    rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
     if "const" in schema or "enum" in schema:
-        values = [schema["const"]] if "const" in schema else list(schema["enum"])
-        if "const" in schema and "enum" in schema:
-            values = [v for v in values if any(_same(v, e) for e in schema["enum"])]
-        return [v for v in values if _valid(rest, v, conv.root)]
+        return conv.kept_values(schema, ptr)
     if set(schema) - _ANNOTATIONS != {"type"}:
         return None
     t = schema["type"]

@@ -145,11 +145,11 @@ def _as_string(names_schema):
 
 def _name_ok(conv, names_schema, name: str) -> bool:
     try:
-        import jsonschema
+        import jsonschema  # noqa: F401 - the oracle below needs it
     except ImportError:
         return True
     try:
-        return jsonschema.Draft202012Validator(names_schema).is_valid(name)
+        return conv.is_valid(names_schema, name)  # its $refs resolve in this compilation
     except Exception:  # noqa: BLE001 - keep the property when undecidable
         return True
 

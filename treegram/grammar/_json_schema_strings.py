@@ -7,15 +7,14 @@ characters, so an escape sequence counts as one.
 
 from __future__ import annotations
 
-from treegram.grammar._ir import CharClass, Expr, Repeat
+from treegram.grammar._ir import Expr, Repeat
 from treegram.grammar._json_schema_formats import format_expr
 from treegram.grammar._json_schema_lex import (
-    _RAW_OK,
     EMPTY,
     alt,
     encode_expr,
+    encoded_class,
     json_string_unit,
-    lit,
     seq,
     string_char,
     string_of,
@@ -122,10 +121,10 @@ def format_body(name: str) -> Expr | None:
 
 
 def string_not_in(names: list[str]) -> Expr:
-    """JSON strings whose raw spelling is none of ``names`` (a trie complement).
+    """JSON strings whose decoded text is none of ``names`` (a trie complement).
 
-    Names are compared as written without escapes; a name spelled with escapes is not
-    excluded (it is a different spelling of the same key).
+    The trie is walked one decoded character at a time, each spelled in every encoding
+    (raw or escaped), so an escaped spelling of a name is excluded too.
     """
     trie: dict = {}
     for name in names:
@@ -139,36 +138,9 @@ def string_not_in(names: list[str]) -> Expr:
 def _not_in(node: dict) -> Expr:
     anything = Repeat(string_char(), 0, None)
     children = sorted(k for k in node if k)
-    safe = [c for c in children if _is_raw(c)]
     parts = [] if "" in node else [EMPTY]
-    other = _raw_minus(safe)
-    escape = seq(lit("\\"), alt(CharClass(tuple((ord(c), ord(c)) for c in '"/\\bfnrt')),
-                                seq(lit("u"), Repeat(CharClass(((48, 57), (65, 70), (97, 102))),
-                                                     4, 4))))
-    parts.append(seq(alt(other, escape), anything))
-    for ch in safe:
-        parts.append(seq(lit(ch), _not_in(node[ch])))
+    other = encoded_class([(ord(c), ord(c)) for c in children], negated=True)
+    parts.append(seq(other, anything))
+    for ch in children:
+        parts.append(seq(encoded_class([(ord(ch), ord(ch))]), _not_in(node[ch])))
     return alt(*parts)
-
-
-def _is_raw(ch: str) -> bool:
-    cp = ord(ch)
-    return any(lo <= cp <= hi for lo, hi in _RAW_OK)
-
-
-def _raw_minus(chars: list[str]) -> Expr | None:
-    out, cur = [], list(_RAW_OK)
-    for ch in chars:
-        cp = ord(ch)
-        nxt = []
-        for lo, hi in cur:
-            if lo <= cp <= hi:
-                if lo < cp:
-                    nxt.append((lo, cp - 1))
-                if cp < hi:
-                    nxt.append((cp + 1, hi))
-            else:
-                nxt.append((lo, hi))
-        cur = nxt
-    out = tuple(sorted(cur))
-    return CharClass(out) if out else None
