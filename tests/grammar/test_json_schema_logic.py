@@ -37,8 +37,8 @@ def accepts(cg, text: str) -> bool:
 
 
 VALUES = [None, True, False, 0, 1, 2, 5, -3, 1.5, -0.25, 2.5, "", "a", "b", "ab", "then",
-          "a\nb", [], [1], ["a", 1], [1, "a", None], {}, {"a": 1}, {"b": "x"},
-          {"a": "x", "b": 2}, {"a": 2, "b": "then"}, {"a": None, "b": 1, "c": True}]
+          "a\nb", [], [1], ["a", 1], [1, "a", None], [1, 2], [1, "a", 2, 3], {}, {"a": 1},
+          {"b": "x"}, {"a": "x", "b": 2}, {"a": 2, "b": "then"}, {"a": None, "b": 1, "c": True}]
 
 CASES = {
     "not-type": {"not": {"type": "string"}},
@@ -71,6 +71,9 @@ CASES = {
     "dependentSchemas": {"properties": {"a": {}, "b": {}},
                          "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}},
     "dependencies-draft7": {"dependencies": {"c": ["a", "b"], "a": {"maxProperties": 2}}},
+    "not-counted-contains": {"not": {"contains": {"type": "integer"}, "minContains": 2,
+                                     "maxContains": 2}},
+    "not-not-integer": {"not": {"not": {"type": "integer"}}},
     "not-in-allOf": {"allOf": [{"not": {"type": "null"}}, {"not": {"const": 0}}]},
 }
 

@@ -24,7 +24,6 @@ parent's strict defaults are made explicit before anything is merged into it.
 
 from __future__ import annotations
 
-import json
 import math
 
 from treegram.errors import UnsupportedSchemaError
@@ -131,6 +130,8 @@ def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
     keys = {k: v for k, v in schema.items() if k not in _IGNORED}
     if "type" in keys or "nullable" in keys:
         out.append(_negate_type(conv, keys, ptr))
+    if keys.get(FRACTIONAL):
+        out.append({"type": "integer", OPEN: True})
     if "const" in keys:
         out.append(_negate_values(conv, [keys["const"]], f"{ptr}/const"))
     if "enum" in keys:
@@ -158,7 +159,7 @@ def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
                "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems",
                "maxItems", "minProperties", "maxProperties", "required", "properties",
                "items", "prefixItems", "additionalItems", "contains", "anyOf", "oneOf",
-               "uniqueItems"}
+               "uniqueItems", "minContains", "maxContains", FRACTIONAL}
     for key, value in keys.items():
         if key in handled:
             continue
@@ -182,7 +183,7 @@ def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
 _KNOWN = frozenset({
     "pattern", "format", "multipleOf", "uniqueItems", "additionalProperties",
     "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
-    "minContains", "maxContains", "$dynamicRef", "$recursiveRef", FRACTIONAL,
+    "$dynamicRef", "$recursiveRef",
 })
 
 
@@ -381,15 +382,16 @@ def _negate_arrays(conv, keys: dict, ptr: str, depth: int) -> list:
             else:
                 out.append(_typed("array", {"contains": neg}))
     if "contains" in keys:
-        if "minContains" in keys or "maxContains" in keys:
-            conv.unsupported("not", f"{ptr}/contains", "the complement of counted contains")
-        neg = negate(conv, keys["contains"], f"{ptr}/contains", depth + 1)
-        out.append(_typed("array", {"items": neg}))
+        sub = keys["contains"]
+        lo, hi = keys.get("minContains", 1), keys.get("maxContains")
+        if lo >= 1:  # no matching item at all
+            out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains",
+                                                        depth + 1)}))
+        if lo >= 2:
+            out.append(_typed("array", {"contains": sub, "maxContains": lo - 1}))
+        if hi is not None:
+            out.append(_typed("array", {"contains": sub, "minContains": hi + 1}))
     if keys.get("uniqueItems"):
         conv.unsupported("not", f"{ptr}/uniqueItems", "arrays with a repeated item")
     return out
 
-
-def same_value(a, b) -> bool:
-    """JSON equality of two values (as ``enum`` compares them)."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
