@@ -352,3 +352,17 @@ def test_xgrammar_cases():
                    if not any(f[0].split("::")[-1].startswith(k) for k in KNOWN_DIFFERENCES)]
     assert passed / total >= 0.98, (passed, total, failures[:20])
     assert not unexplained, unexplained[:20]
+
+
+@pytest.mark.parametrize("schema, good, bad", [
+    ({"type": "integer"}, "1.0", "1.5"), ({"type": "integer", "minimum": 2}, "3.00", "1.0"),
+    ({"type": "integer", "multipleOf": 3}, "6.0", "7.0"), ({"const": 0}, "0.0", "0.01"),
+    ({"const": -2.0}, "-2", "-2.5"), ({"enum": [[1]]}, "[1.0]", "[1.1]"),
+    ({"const": 1.5}, "1.50", "1.05"),
+])
+def test_numbers_compare_by_value(schema, good, bad):
+    # JSON Schema compares numbers by value: 1.0 is the integer 1 and equals const 1.
+    validator = jsonschema.Draft202012Validator(schema)
+    assert validator.is_valid(json.loads(good)) and not validator.is_valid(json.loads(bad))
+    cg = compiled(schema, strict_mode=False)
+    assert accepts(cg, good) and not accepts(cg, bad)

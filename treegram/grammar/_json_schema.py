@@ -31,6 +31,7 @@ from treegram.grammar._json_schema_lex import (
     FRACTIONAL_NUMBER,
     INTEGER,
     NUMBER,
+    ZERO_FRACTION,
     alt,
     canonical_text,
     decimal_range,
@@ -264,6 +265,9 @@ class Converter:
             if not value:
                 return lay.empty("[]")
             return self._container("[]", [self.literal(v, depth + 1) for v in value], depth)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            # every plain spelling of the same value: 1 and 1.0 are equal in JSON Schema
+            return decimal_range(value, False, value, False)
         return lit(json.dumps(value))
 
     def _container(self, brackets: str, items: list[Expr], depth: int) -> Expr:
@@ -331,10 +335,13 @@ class Converter:
         ihi = None if hi is None else (math.ceil(hi) - 1 if hi_s else math.floor(hi))
         mult = schema.get("multipleOf")
         if mult is not None:
-            return self._multiple(mult, ilo, ihi, ptr)
-        if ilo is None and ihi is None:
-            return INTEGER
-        return int_range(ilo, ihi)
+            digits = self._multiple(mult, ilo, ihi, ptr)
+        elif ilo is None and ihi is None:
+            digits = INTEGER
+        else:
+            digits = int_range(ilo, ihi)
+        # "a float with zero fractional part is an integer": 1.0 and 1.00 are integers too
+        return seq(digits, ZERO_FRACTION) if digits is not None else None
 
     def _multiple(self, mult, lo, hi, ptr: str) -> Expr | None:
         from fractions import Fraction

@@ -311,6 +311,9 @@ INTEGER = alt(lit("0"), seq(Repeat(lit("-"), 0, 1), _DIGIT19, Repeat(_DIGIT, 0, 
 NUMBER = seq(Repeat(lit("-"), 0, 1), alt(lit("0"), seq(_DIGIT19, Repeat(_DIGIT, 0, None))),
              Repeat(_FRACTION, 0, 1), Repeat(_EXPONENT, 0, 1))
 
+ZERO_FRACTION = Repeat(seq(lit("."), Repeat(lit("0"), 1, None)), 0, 1)
+"""An optional fraction of zeros (``1.0`` is the integer 1)."""
+
 FRACTIONAL_NUMBER = seq(Repeat(lit("-"), 0, 1),
                         alt(lit("0"), seq(_DIGIT19, Repeat(_DIGIT, 0, None))), lit("."),
                         Repeat(_DIGIT, 0, None), _DIGIT19, Repeat(_DIGIT, 0, None))

@@ -120,9 +120,10 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
         elif key == "const":
             return False
         elif key in ("anyOf", "oneOf"):
-            if len(va) * len(vb) > 64 or key == "oneOf":
-                conv.unsupported(key, ptr, f"two {key} lists inside allOf")
-            out[key] = [{"allOf": [x, y]} for x in va for y in vb]
+            # (x1 | x2) & (y1 | y2) as x1 & (y1 | y2) | x2 & (y1 | y2): no product blow-up
+            # here; a oneOf left at this point has disjoint branches (overlapping ones were
+            # rewritten by expand_logic), so the outer list stays disjoint too.
+            out[key] = [{"allOf": [x, {key: vb}]} for x in va]
         elif key in ("title", "description", "default", "examples", "$comment", "$id",
                      "$schema"):
             continue
