@@ -238,7 +238,7 @@ def test_schema_inputs():
     ({"not": {"type": "string"}}, "not"),
     ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf"),
     ({"type": "array", "uniqueItems": True}, "uniqueItems"),
-    ({"type": "string", "pattern": "a", "maxLength": 3}, "maxLength"),
+    ({"type": "string", "format": "email", "maxLength": 1000}, "maxLength"),
     ({"if": {"type": "string"}}, "if"),
 ])
 def test_unsupported_errors_and_warn(schema, keyword):

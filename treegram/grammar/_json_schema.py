@@ -22,6 +22,7 @@ import json
 import warnings
 
 from treegram.errors import GrammarError, UnsupportedSchemaError
+from treegram.grammar._charset_dfa import PATTERNS_KEY
 from treegram.grammar._ir import CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
 from treegram.grammar._json_schema_lex import (
     EMPTY,
@@ -39,6 +40,7 @@ from treegram.grammar._json_schema_merge import merge_all_of
 from treegram.grammar._json_schema_objects import ObjectBuilder, array_expr
 from treegram.grammar._json_schema_strings import (
     any_string,
+    constrained_string,
     format_body,
     length_string,
     pattern_body,
@@ -356,14 +358,15 @@ class Converter:
         hi = schema.get("maxLength")
         has_len = lo > 0 or hi is not None
         fmt, pattern = schema.get("format"), schema.get("pattern")
+        regular = (pattern is not None) + (fmt is not None) + len(schema.get(PATTERNS_KEY, ()))
+        if regular > 1 or (regular and has_len):
+            return constrained_string(self, schema, ptr)  # an intersection: a code point DFA
         body = None
         if fmt is not None:
             body = format_body(fmt)
             if body is None:  # never drop a constraint silently
                 self.unsupported("format", f"{ptr}/format", f"unknown format {fmt!r}")
         if pattern is not None:
-            if body is not None:
-                self.unsupported("pattern", f"{ptr}/pattern", "pattern together with format")
             try:
                 body = pattern_body(pattern)
             except (ImportError, ValueError) as exc:
@@ -371,9 +374,6 @@ class Converter:
                 body = None
         if body is None:
             return length_string(lo, hi)
-        if has_len:
-            self.unsupported("minLength" if lo > 0 else "maxLength", ptr,
-                             "length bounds together with pattern or format")
         return string_of(body)
 
 
@@ -445,6 +445,8 @@ def _valid(rest: dict, value, root) -> bool:
         jt = _json_type(value)
         return jt in types or (jt == "integer" and "number" in types)
     full = dict(checks)
+    if PATTERNS_KEY in full:  # allOf-merged patterns, as jsonschema reads them
+        full["allOf"] = [*full.get("allOf", []), *({"pattern": p} for p in full.pop(PATTERNS_KEY))]
     if isinstance(root, dict):
         for key in ("$defs", "definitions"):
             if key in root:

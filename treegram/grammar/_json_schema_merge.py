@@ -1,14 +1,17 @@
 """``allOf`` (and ``$ref`` with sibling keywords) merged into one schema.
 
 Keywords combine by intersection: bounds tighten, ``required`` unites, shared properties
-become ``allOf`` of both, types intersect. Keywords whose intersection cannot be written
-as one schema (two different patterns, two ``anyOf`` lists too large to distribute)
-raise :class:`UnsupportedSchemaError` through the converter.
+become ``allOf`` of both, types intersect, further patterns collect in the internal
+keyword ``PATTERNS_KEY`` (the string compiler intersects them). Keywords whose
+intersection cannot be written as one schema (two ``anyOf`` lists too large to
+distribute) raise :class:`UnsupportedSchemaError` through the converter.
 """
 
 from __future__ import annotations
 
 import json
+
+from treegram.grammar._charset_dfa import PATTERNS_KEY
 
 __all__ = ["merge_all_of"]
 
@@ -87,6 +90,10 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
             out[key] = merged
         elif key in _SUBSCHEMA:
             out[key] = {"allOf": [va, vb]}
+        elif key == "pattern":  # both must match: the string compiler intersects them
+            out[PATTERNS_KEY] = list(dict.fromkeys([*out.get(PATTERNS_KEY, []), vb]))
+        elif key == PATTERNS_KEY:
+            out[key] = list(dict.fromkeys([*va, *vb]))
         elif key == "enum":
             out[key] = [x for x in va if any(_same(x, y) for y in vb)]
         elif key == "const":
