@@ -10,7 +10,9 @@ its ``,`` / ``}`` / ``]`` in the same rule unless a shared tail was hoisted into
 
 from __future__ import annotations
 
+from treegram.grammar._charset_dfa import DfaLimitError, dfa_string_expr
 from treegram.grammar._ir import Expr, Repeat
+from treegram.grammar._json_schema_keys import KeySpace
 from treegram.grammar._json_schema_lex import (
     EMPTY,
     alt,
@@ -19,7 +21,7 @@ from treegram.grammar._json_schema_lex import (
     seq,
     string_of,
 )
-from treegram.grammar._json_schema_strings import any_string, string_not_in
+from treegram.grammar._json_schema_strings import any_string
 
 __all__ = ["ObjectBuilder", "array_expr"]
 
@@ -56,31 +58,35 @@ class ObjectBuilder:
         props = schema.get("properties", {})
         required = set(schema.get("required", []))
         names_schema = schema.get("propertyNames")
+        keys = KeySpace(conv, schema, ptr, self._additional_schema(schema))
         slots = []  # (name, value expr, required)
         for name, sub in props.items():
             if names_schema is not None and not _name_ok(conv, names_schema, name):
                 if name in required:
                     return None
                 continue
-            val = conv.value(sub, f"{ptr}/properties/{_esc(name)}", depth + 1)
+            val = conv.value(keys.declared_schema(name, sub), f"{ptr}/properties/{_esc(name)}",
+                             depth + 1)
             if val is None:
                 if name in required:
                     return None
                 continue
             key = string_of(canonical_text(name))
             slots.append((seq(key, lay.colon(), val), name in required))
-        for name in required - set(props):
+        for name in [n for n in dict.fromkeys(schema.get("required", [])) if n not in props]:
             # A required key without a schema is an additional property that must appear.
-            slots.append((self._named_extra(schema, name, ptr, depth), True))
-        extra = self._extra(schema, ptr, depth, list(props))
+            slots.append((self._named_extra(keys, name, depth), True))
+        extra = self._extra(keys, ptr, depth, list(props))
         lo = schema.get("minProperties", 0)
         hi = schema.get("maxProperties")
         return _Counted(lay, slots, extra, lo, hi, depth).build()
 
-    def _named_extra(self, schema: dict, name: str, ptr: str, depth: int) -> Expr | None:
+    def _named_extra(self, keys: KeySpace, name: str, depth: int) -> Expr | None:
         conv = self.conv
-        add = self._additional_schema(schema)
-        val = conv.value(add, f"{ptr}/additionalProperties", depth + 1)
+        if keys.names_schema is not None and not _name_ok(conv, keys.names_schema, name):
+            return None
+        sub, vptr = keys.undeclared(name)
+        val = conv.value(sub, vptr, depth + 1)
         if val is None:
             return None
         return seq(string_of(canonical_text(name)), conv.layout.colon(), val)
@@ -93,32 +99,34 @@ class ObjectBuilder:
         shaped = "properties" in schema or "patternProperties" in schema
         return not (self.conv.strict and shaped)
 
-    def _extra(self, schema: dict, ptr: str, depth: int, declared: list[str]) -> Expr | None:
+    def _extra(self, keys: KeySpace, ptr: str, depth: int, declared: list[str]) -> Expr | None:
         """One further key and value (not a declared property), or ``None``."""
         conv = self.conv
         colon = conv.layout.colon()
-        add = self._additional_schema(schema)
-        names_schema = schema.get("propertyNames")
-        parts = []
-        patterns = schema.get("patternProperties", {})
-        for pat, sub in patterns.items():
-            key = conv.value({"type": "string", "pattern": pat}, f"{ptr}/patternProperties",
-                             0)
-            if names_schema is not None:
+        add, names_schema = keys.additional, keys.names_schema
+        if not keys.patterns and (add is False or (names_schema is None and not declared)):
+            if add is False:
+                return None
+            return seq(any_string(), colon, conv.value(add, f"{ptr}/additionalProperties",
+                                                       depth + 1))
+        atoms = keys.atoms(declared)
+        if atoms is None:  # propertyNames outside the DFA subset: only without patterns
+            if keys.patterns:
                 conv.unsupported("propertyNames", f"{ptr}/propertyNames",
-                                 "together with patternProperties")
-            val = conv.value(sub, f"{ptr}/patternProperties/{_esc(pat)}", depth + 1)
-            parts.append(seq(key, colon, val))
-        if add is not False:
-            if patterns and not all(s is True or s == {} for s in patterns.values()):
-                conv.unsupported("additionalProperties", f"{ptr}/additionalProperties",
-                                 "a non-false schema next to patternProperties")
-            if names_schema is not None:
-                key = conv.value(_as_string(names_schema), f"{ptr}/propertyNames", 0)
-            else:
-                key = string_not_in(declared) if declared else any_string()
-            val = conv.value(add, f"{ptr}/additionalProperties", depth + 1)
-            parts.append(seq(key, colon, val))
+                                 "together with patternProperties, only string keywords")
+                return None
+            key = conv.value(_as_string(names_schema), f"{ptr}/propertyNames", 0)
+            return seq(key, colon, conv.value(add, f"{ptr}/additionalProperties", depth + 1))
+        parts = []
+        for lang, sub, vptr in atoms:
+            val = conv.value(sub, vptr, depth + 1)
+            if val is None:
+                continue
+            try:
+                parts.append(seq(dfa_string_expr(conv, lang, "key"), colon, val))
+            except DfaLimitError as exc:
+                conv.unsupported("patternProperties" if keys.patterns else "propertyNames",
+                                 ptr, f"key language: {exc}")
         return alt(*parts)
 
 
