@@ -129,3 +129,5 @@ def test_state_limit():
     with pytest.raises(StringConstraintError) as err:
         string_dfa({"format": "email", "maxLength": 1000})
     assert err.value.keyword == "maxLength"
+    with pytest.raises(StringConstraintError, match="maxLength 100000"):  # refused at once
+        string_dfa({"pattern": "^[a-z]*$", "maxLength": 100000})

@@ -602,7 +602,9 @@ def pattern_dfa(pattern: str) -> Dfa:
     )
     from treegram.grammar._regex import regex_to_expr
 
-    parts = []
+    # Alternatives grouped by their anchors: one Σ*(a|b|...)Σ* rather than a union of
+    # searches, whose subsets would track every alternative separately.
+    groups: dict[tuple[bool, bool], list[Expr]] = {}
     try:
         for alternative in split_alternatives(pattern):
             left, core, right = _strip_anchors(alternative)
@@ -610,9 +612,13 @@ def pattern_dfa(pattern: str) -> Dfa:
                 raise StringConstraintError("pattern",
                                             f"anchor inside a group in pattern {pattern!r}")
             body = regex_to_expr(core) if core else Seq(())
+            groups.setdefault((left, right), []).append(body)
+        parts = []
+        for (left, right), bodies in groups.items():
+            body = bodies[0] if len(bodies) == 1 else Choice(tuple(bodies))
             items = ([] if left else [_ANY_STAR]) + [body] + ([] if right else [_ANY_STAR])
             parts.append(Seq(tuple(items)))
-        return Dfa.from_expr(Choice(tuple(parts)))
+        return Dfa.from_expr(parts[0] if len(parts) == 1 else Choice(tuple(parts)))
     except DfaLimitError as exc:
         raise StringConstraintError("pattern", f"pattern {pattern!r}: {exc}") from None
     except ValueError as exc:
@@ -674,6 +680,13 @@ def string_dfa(schema, conv=None, ptr: str = "", _depth: int = 0) -> Dfa | None:
         out = Dfa.any()
     if "minLength" in schema or "maxLength" in schema:
         lo, hi = schema.get("minLength", 0), schema.get("maxLength")
+        span = out.length_range()
+        if hi is not None and span is not None and span[1] is None \
+                and hi >= MAX_GRAMMAR_STATES + len(out):
+            # An infinite language has a string of every length up to len(out) apart, and an
+            # automaton accepting a string of length n without cycles has n + 1 states.
+            raise StringConstraintError("maxLength", f"maxLength {hi} with a pattern or format "
+                                        f"needs more than {MAX_GRAMMAR_STATES} automaton states")
         try:
             out = out.with_length(lo, hi)
         except DfaLimitError as exc:

@@ -1,7 +1,8 @@
 """Objects and arrays of the JSON Schema frontend.
 
 Properties are emitted in schema order; optional ones may be skipped; further keys
-(``patternProperties``, ``additionalProperties``) follow the declared ones. The item count
+(``patternProperties``, ``additionalProperties``) follow the declared ones; their key
+languages are exact decoded-string sets (:mod:`treegram.grammar._json_schema_keys`). The item count
 (``minProperties``/``maxProperties``, ``minItems``/``maxItems``) is tracked exactly: the
 expression after the i-th slot is memoised per (slot, count so far), each container's
 closing bracket is part of that expression, so a value's lexeme is always followed by
