@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Mapping
 
 from treegram.errors import GrammarError, UnsupportedSchemaError
+from treegram.grammar._charset_dfa import PATTERNS_KEY
 from treegram.grammar._ir import CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
 from treegram.grammar._json_schema_formats import REFUSED as REFUSED_FORMATS
 from treegram.grammar._json_schema_fraction import fractional_range
@@ -46,6 +47,7 @@ from treegram.grammar._json_schema_objects import ObjectBuilder, array_expr
 from treegram.grammar._json_schema_refs import RefIndex, check_remotes
 from treegram.grammar._json_schema_strings import (
     any_string,
+    constrained_string,
     format_body,
     length_string,
     pattern_body,
@@ -406,6 +408,9 @@ class Converter:
         hi = self.count(schema, "maxLength", ptr)
         has_len = lo > 0 or hi is not None
         fmt, pattern = schema.get("format"), schema.get("pattern")
+        regular = (pattern is not None) + (fmt is not None) + len(schema.get(PATTERNS_KEY, ()))
+        if regular > 1 or (regular and has_len):
+            return constrained_string(self, schema, ptr)  # an intersection: a code point DFA
         body = None
         if fmt is not None:
             body = format_body(fmt)
@@ -413,8 +418,6 @@ class Converter:
                 why = REFUSED_FORMATS.get(fmt, "unknown format")
                 self.unsupported("format", f"{ptr}/format", f"{why} ({fmt!r})")
         if pattern is not None:
-            if body is not None:
-                self.unsupported("pattern", f"{ptr}/pattern", "pattern together with format")
             try:
                 body = pattern_body(pattern)
             except (ImportError, ValueError) as exc:
@@ -422,9 +425,6 @@ class Converter:
                 body = None
         if body is None:
             return length_string(lo, hi)
-        if has_len:
-            self.unsupported("minLength" if lo > 0 else "maxLength", ptr,
-                             "length bounds together with pattern or format")
         return string_of(body)
 
 
@@ -496,6 +496,10 @@ def _valid(rest: dict, value, conv: Converter, ptr: str) -> bool:
         types = [t] if isinstance(t, str) else t
         jt = _json_type(value)
         return jt in types or (jt == "integer" and "number" in types)
+    if PATTERNS_KEY in checks:  # allOf-merged patterns, as jsonschema reads them
+        checks = dict(checks)
+        checks["allOf"] = [*checks.get("allOf", []),
+                           *({"pattern": p} for p in checks.pop(PATTERNS_KEY))]
     try:
         return conv.is_valid(checks, value)
     except Exception as exc:  # noqa: BLE001 - undecidable: keep the value

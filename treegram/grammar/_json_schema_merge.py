@@ -1,15 +1,17 @@
 """``allOf`` (and ``$ref`` with sibling keywords) merged into one schema.
 
 Keywords combine by intersection: bounds tighten, ``required`` unites, shared properties
-become ``allOf`` of both, types intersect. Keywords whose intersection cannot be written
-as one schema (two different patterns, two ``anyOf`` lists too large to distribute)
-raise :class:`UnsupportedSchemaError` through the converter.
+become ``allOf`` of both, types intersect, further patterns collect in the internal
+keyword ``PATTERNS_KEY`` (the string compiler intersects them). Keywords whose
+intersection cannot be written as one schema (two ``anyOf`` lists too large to
+distribute) raise :class:`UnsupportedSchemaError` through the converter.
 """
 
 from __future__ import annotations
 
 import json
 
+from treegram.grammar._charset_dfa import PATTERNS_KEY
 from treegram.grammar._json_schema_logic import (
     NOT_IN,
     OPEN,
@@ -115,6 +117,10 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
             out[key] = {"anyOf": [va, vb]}
         elif key == "multipleOf" and _positive_numbers(va, vb) and _lcm(va, vb) is not None:
             out[key] = _lcm(va, vb)
+        elif key == "pattern":  # both must match: the string compiler intersects them
+            out[PATTERNS_KEY] = list(dict.fromkeys([*out.get(PATTERNS_KEY, []), vb]))
+        elif key == PATTERNS_KEY:
+            out[key] = list(dict.fromkeys([*va, *vb]))
         elif key == "enum":
             out[key] = [x for x in va if any(_same(x, y) for y in vb)]
         elif key == "const":

@@ -1,7 +1,8 @@
 """Objects and arrays of the JSON Schema frontend.
 
 Properties are emitted in schema order; optional ones may be skipped; further keys
-(``patternProperties``, ``additionalProperties``) follow the declared ones. The item count
+(``patternProperties``, ``additionalProperties``) follow the declared ones; their key
+languages are exact decoded-string sets (:mod:`treegram.grammar._json_schema_keys`). The item count
 (``minProperties``/``maxProperties``, ``minItems``/``maxItems``) is tracked exactly: the
 expression after the i-th slot is memoised per (slot, count so far), each container's
 closing bracket is part of that expression, so a value's lexeme is always followed by
@@ -10,8 +11,10 @@ its ``,`` / ``}`` / ``]`` in the same rule unless a shared tail was hoisted into
 
 from __future__ import annotations
 
+from treegram.grammar._charset_dfa import DfaLimitError, dfa_string_expr
 from treegram.grammar._ir import Expr, Repeat, RuleRef
 from treegram.grammar._json_schema_arrays import UNCONSTRAINED, contains_expr, unique_expr
+from treegram.grammar._json_schema_keys import KeySpace
 from treegram.grammar._json_schema_lex import (
     EMPTY,
     alt,
@@ -21,7 +24,7 @@ from treegram.grammar._json_schema_lex import (
     string_of,
 )
 from treegram.grammar._json_schema_logic import OPEN
-from treegram.grammar._json_schema_strings import any_string, string_not_in
+from treegram.grammar._json_schema_strings import any_string
 
 __all__ = ["ObjectBuilder", "array_expr"]
 
@@ -58,13 +61,15 @@ class ObjectBuilder:
         props = schema.get("properties", {})
         required = set(schema.get("required", []))
         names_schema = schema.get("propertyNames")
+        keys = KeySpace(conv, schema, ptr, self._additional_schema(schema))
         slots = []  # (name, value expr, required)
         for name, sub in props.items():
             if names_schema is not None and not _name_ok(conv, names_schema, name):
                 if name in required:
                     return None
                 continue
-            val = conv.value(sub, f"{ptr}/properties/{_esc(name)}", depth + 1)
+            val = conv.value(keys.declared_schema(name, sub), f"{ptr}/properties/{_esc(name)}",
+                             depth + 1)
             if val is None:
                 if name in required:
                     return None
@@ -72,24 +77,26 @@ class ObjectBuilder:
             key = string_of(canonical_text(name))
             slots.append((seq(key, lay.colon(), val), name in required))
         # A required key without a schema is an additional property that must appear.
-        named = [(name, self._named_extra(schema, name, ptr, depth))
+        named = [(name, self._named_extra(keys, name, depth))
                  for name in dict.fromkeys(schema.get("required", [])) if name not in props]
         lo = conv.count(schema, "minProperties", ptr, 0)
         hi = conv.count(schema, "maxProperties", ptr)
         if named and lo == 0 and hi is None and len(named) <= _ANY_ORDER_MAX:
             if any(expr is None for _, expr in named):
                 return None
-            extra = self._extra(schema, ptr, depth, list(props) + [n for n, _ in named])
+            extra = self._extra(keys, ptr, depth, list(props) + [n for n, _ in named])
             tail = _AnyOrder(conv, lay, [expr for _, expr in named], extra, depth)
             return _Counted(lay, slots, extra, lo, hi, depth, tail).build()
         slots.extend((expr, True) for _, expr in named)
-        extra = self._extra(schema, ptr, depth, list(props))
+        extra = self._extra(keys, ptr, depth, list(props))
         return _Counted(lay, slots, extra, lo, hi, depth).build()
 
-    def _named_extra(self, schema: dict, name: str, ptr: str, depth: int) -> Expr | None:
+    def _named_extra(self, keys: KeySpace, name: str, depth: int) -> Expr | None:
         conv = self.conv
-        add = self._additional_schema(schema)
-        val = conv.value(add, f"{ptr}/additionalProperties", depth + 1)
+        if keys.names_schema is not None and not _name_ok(conv, keys.names_schema, name):
+            return None
+        sub, vptr = keys.undeclared(name)
+        val = conv.value(sub, vptr, depth + 1)
         if val is None:
             return None
         return seq(string_of(canonical_text(name)), conv.layout.colon(), val)
@@ -102,32 +109,34 @@ class ObjectBuilder:
         shaped = "properties" in schema or "patternProperties" in schema
         return not (self.conv.strict and shaped and not schema.get(OPEN))
 
-    def _extra(self, schema: dict, ptr: str, depth: int, declared: list[str]) -> Expr | None:
+    def _extra(self, keys: KeySpace, ptr: str, depth: int, declared: list[str]) -> Expr | None:
         """One further key and value (not a declared property), or ``None``."""
         conv = self.conv
         colon = conv.layout.colon()
-        add = self._additional_schema(schema)
-        names_schema = schema.get("propertyNames")
-        parts = []
-        patterns = schema.get("patternProperties", {})
-        for pat, sub in patterns.items():
-            key = conv.value({"type": "string", "pattern": pat}, f"{ptr}/patternProperties",
-                             0)
-            if names_schema is not None:
+        add, names_schema = keys.additional, keys.names_schema
+        if not keys.patterns and (add is False or (names_schema is None and not declared)):
+            if add is False:
+                return None
+            return seq(any_string(), colon, conv.value(add, f"{ptr}/additionalProperties",
+                                                       depth + 1))
+        atoms = keys.atoms(declared)
+        if atoms is None:  # propertyNames outside the DFA subset: only without patterns
+            if keys.patterns:
                 conv.unsupported("propertyNames", f"{ptr}/propertyNames",
-                                 "together with patternProperties")
-            val = conv.value(sub, f"{ptr}/patternProperties/{_esc(pat)}", depth + 1)
-            parts.append(seq(key, colon, val))
-        if add is not False:
-            if patterns and not all(s is True or s == {} for s in patterns.values()):
-                conv.unsupported("additionalProperties", f"{ptr}/additionalProperties",
-                                 "a non-false schema next to patternProperties")
-            if names_schema is not None:
-                key = conv.value(_as_string(names_schema), f"{ptr}/propertyNames", 0)
-            else:
-                key = string_not_in(declared) if declared else any_string()
-            val = conv.value(add, f"{ptr}/additionalProperties", depth + 1)
-            parts.append(seq(key, colon, val))
+                                 "together with patternProperties, only string keywords")
+                return None
+            key = conv.value(_as_string(names_schema), f"{ptr}/propertyNames", 0)
+            return seq(key, colon, conv.value(add, f"{ptr}/additionalProperties", depth + 1))
+        parts = []
+        for lang, sub, vptr in atoms:
+            val = conv.value(sub, vptr, depth + 1)
+            if val is None:
+                continue
+            try:
+                parts.append(seq(dfa_string_expr(conv, lang, "key"), colon, val))
+            except DfaLimitError as exc:
+                conv.unsupported("patternProperties" if keys.patterns else "propertyNames",
+                                 ptr, f"key language: {exc}")
         return alt(*parts)
 
 

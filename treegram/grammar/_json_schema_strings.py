@@ -21,7 +21,7 @@ from treegram.grammar._json_schema_lex import (
 )
 
 __all__ = ["any_string", "length_string", "pattern_body", "format_body", "string_not_in",
-           "split_alternatives"]
+           "split_alternatives", "constrained_string"]
 
 
 def any_string() -> Expr:
@@ -118,6 +118,30 @@ def format_body(name: str) -> Expr | None:
     """Encoded string content of the format ``name``; ``None`` for unknown formats."""
     expr = format_expr(name)
     return None if expr is None else encode_expr(expr)
+
+
+def constrained_string(conv, schema: dict, ptr: str) -> Expr | None:
+    """JSON strings under an intersection of patterns, a format and length bounds, through
+    a code point DFA (:mod:`treegram.grammar._charset_dfa`)."""
+    from treegram.grammar._charset_dfa import (
+        PATTERNS_KEY,
+        DfaLimitError,
+        StringConstraintError,
+        dfa_string_expr,
+        string_dfa,
+    )
+
+    keys = ("minLength", "maxLength", "pattern", "format", PATTERNS_KEY)
+    try:
+        return dfa_string_expr(conv, string_dfa({k: schema[k] for k in keys if k in schema}))
+    except StringConstraintError as exc:
+        keyword, why = exc.keyword, str(exc)
+    except DfaLimitError as exc:
+        keyword = next(k for k in ("maxLength", "minLength", "pattern", "format")
+                       if k in schema)
+        keyword, why = keyword, f"together with the other string keywords: {exc}"
+    conv.unsupported(keyword, f"{ptr}/{keyword}", why)
+    return length_string(schema.get("minLength", 0), schema.get("maxLength"))
 
 
 def string_not_in(names: list[str]) -> Expr:
