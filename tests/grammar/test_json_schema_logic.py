@@ -74,6 +74,11 @@ CASES = {
     "not-counted-contains": {"not": {"contains": {"type": "integer"}, "minContains": 2,
                                      "maxContains": 2}},
     "not-not-integer": {"not": {"not": {"type": "integer"}}},
+    "not-pattern": {"not": {"pattern": "^a"}},
+    "not-pattern-and-length": {"not": {"pattern": "b", "minLength": 2}},
+    "not-enum-with-length": {"maxLength": 2, "not": {"enum": ["a", "ab"]}},
+    "not-not-pattern": {"not": {"not": {"pattern": "b$"}}},
+    "oneOf-patterns": {"oneOf": [{"pattern": "a"}, {"pattern": "b"}]},
     "not-in-allOf": {"allOf": [{"not": {"type": "null"}}, {"not": {"const": 0}}]},
 }
 

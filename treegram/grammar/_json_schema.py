@@ -41,17 +41,17 @@ from treegram.grammar._json_schema_lex import (
     seq,
     string_of,
 )
-from treegram.grammar._json_schema_logic import FRACTIONAL, NOT_IN
+from treegram.grammar._json_schema_logic import FRACTIONAL, NOT_STRING
 from treegram.grammar._json_schema_merge import merge_all_of
 from treegram.grammar._json_schema_objects import ObjectBuilder, array_expr
 from treegram.grammar._json_schema_refs import RefIndex, check_remotes
 from treegram.grammar._json_schema_strings import (
     any_string,
     constrained_string,
+    excluded_string,
     format_body,
     length_string,
     pattern_body,
-    string_not_in,
 )
 
 __all__ = ["UnsupportedSchemaError", "json_schema_to_ir"]
@@ -249,7 +249,7 @@ class Converter:
             values = [v for v in values if any(_same(v, e) for e in schema["enum"])]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         return [v for v in values if _valid(rest, v, self, ptr)
-                and not any(_same(v, x) for x in rest.get(NOT_IN, ()))
+                and not (isinstance(v, str) and excluded_string(self, rest, v))
                 and not (rest.get(FRACTIONAL) and _json_type(v) != "number")]
 
     def literal(self, value, depth: int) -> Expr:
@@ -399,11 +399,8 @@ class Converter:
         return decimal_range(lo, lo_s, hi, hi_s)
 
     def _string(self, schema: dict, ptr: str) -> Expr | None:
-        if NOT_IN in schema:
-            if any(k in schema for k in ("minLength", "maxLength", "format", "pattern")):
-                self.unsupported("not", ptr, "excluded strings next to length, pattern or "
-                                 "format")
-            return string_not_in(list(schema[NOT_IN]))
+        if NOT_STRING in schema:
+            return constrained_string(self, schema, ptr)
         lo = self.count(schema, "minLength", ptr, 0)
         hi = self.count(schema, "maxLength", ptr)
         has_len = lo > 0 or hi is not None

@@ -27,14 +27,16 @@ from __future__ import annotations
 import math
 
 from treegram.errors import UnsupportedSchemaError
+from treegram.grammar._charset_dfa import PATTERNS_KEY
 
-__all__ = ["OPEN", "NOT_IN", "FRACTIONAL", "expand_logic", "explicit_defaults", "needs_logic",
+__all__ = ["OPEN", "NOT_STRING", "FRACTIONAL", "expand_logic", "explicit_defaults", "needs_logic",
            "negate"]
 
 OPEN = "x-treegram-open"
 """Marker: strict_mode's defaults do not apply to this (derived) schema."""
-NOT_IN = "x-treegram-not-in"
-"""Internal keyword: the (string) value is none of these."""
+NOT_STRING = "x-treegram-not-string"
+"""Internal keyword: a list of string-only schemas (pattern, format, lengths, enum) that a
+string value must match none of."""
 FRACTIONAL = "x-treegram-fractional"
 """Internal keyword: a number with a non-zero fraction digit (not an integer)."""
 
@@ -136,10 +138,15 @@ def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
         out.append(_negate_values(conv, [keys["const"]], f"{ptr}/const"))
     if "enum" in keys:
         out.append(_negate_values(conv, list(keys["enum"]), f"{ptr}/enum"))
-    if NOT_IN in keys:
-        out.append(_any_of([{"type": "string", "enum": list(keys[NOT_IN])}]))
+    if NOT_STRING in keys:
+        out.append(_any_of([{"type": "string", **sub, OPEN: True} for sub in keys[NOT_STRING]]))
+    regular = [k for k in ("pattern", "format", PATTERNS_KEY) if k in keys]
+    if regular:
+        # strings outside an intersection of regular languages: a complement automaton
+        spec = {k: keys[k] for k in (*regular, "minLength", "maxLength") if k in keys}
+        out.append({"type": "string", NOT_STRING: [spec], OPEN: True})
     out.extend(_negate_numeric(conv, keys, ptr))
-    out.extend(_negate_counts(keys))
+    out.extend(_negate_counts(keys, strings=not regular))
     for name in keys.get("required", []):
         out.append(_typed("object", _absent(name)))
     for name, sub in keys.get("properties", {}).items():
@@ -155,7 +162,8 @@ def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
     if "oneOf" in keys:  # disjoint here: expand_logic rewrote overlapping ones
         out.append(_all_of(*(negate(conv, b, f"{ptr}/oneOf/{i}", _depth + 1)
                              for i, b in enumerate(keys["oneOf"]))))
-    handled = {"type", "nullable", "const", "enum", NOT_IN, "minimum", "maximum",
+    handled = {"type", "nullable", "const", "enum", NOT_STRING, "pattern", "format",
+               PATTERNS_KEY, "minimum", "maximum",
                "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems",
                "maxItems", "minProperties", "maxProperties", "required", "properties",
                "items", "prefixItems", "additionalItems", "contains", "anyOf", "oneOf",
@@ -181,7 +189,7 @@ def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
 
 
 _KNOWN = frozenset({
-    "pattern", "format", "multipleOf", "uniqueItems", "additionalProperties",
+    "multipleOf", "uniqueItems", "additionalProperties",
     "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
     "$dynamicRef", "$recursiveRef",
 })
@@ -306,7 +314,8 @@ def _negate_values(conv, values: list, ptr: str) -> dict | bool:
     else:
         branches.append({"type": "number", OPEN: True})
     if "string" in by_type:
-        branches.append({"type": "string", NOT_IN: by_type["string"], OPEN: True})
+        branches.append({"type": "string", NOT_STRING: [{"enum": by_type["string"]}],
+                         OPEN: True})
     for t in ("array", "object"):
         if t in by_type:
             conv.unsupported("not", ptr, f"excluding {t} values from a schema")
@@ -349,9 +358,11 @@ _COUNTS = (("minLength", "maxLength", "string"), ("minItems", "maxItems", "array
            ("minProperties", "maxProperties", "object"))
 
 
-def _negate_counts(keys: dict) -> list:
+def _negate_counts(keys: dict, strings: bool) -> list:
     out: list = []
     for low, high, t in _COUNTS:
+        if t == "string" and not strings:
+            continue
         if low in keys and keys[low] > 0:
             out.append({"type": t, high: math.ceil(keys[low]) - 1, OPEN: True})
         if high in keys:

@@ -13,7 +13,7 @@ import json
 
 from treegram.grammar._charset_dfa import PATTERNS_KEY
 from treegram.grammar._json_schema_logic import (
-    NOT_IN,
+    NOT_STRING,
     OPEN,
     expand_logic,
     explicit_defaults,
@@ -111,7 +111,7 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
             out[key] = merged
         elif key in _SUBSCHEMA:
             out[key] = {"allOf": [va, vb]}
-        elif key == NOT_IN:
+        elif key == NOT_STRING:
             out[key] = list(va) + [x for x in vb if not any(_same(x, y) for y in va)]
         elif key == "not":
             out[key] = {"anyOf": [va, vb]}

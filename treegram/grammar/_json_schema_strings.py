@@ -13,14 +13,13 @@ from treegram.grammar._json_schema_lex import (
     EMPTY,
     alt,
     encode_expr,
-    encoded_class,
     json_string_unit,
     seq,
     string_char,
     string_of,
 )
 
-__all__ = ["any_string", "length_string", "pattern_body", "format_body", "string_not_in",
+__all__ = ["any_string", "length_string", "pattern_body", "format_body", "excluded_string",
            "split_alternatives", "constrained_string"]
 
 
@@ -130,10 +129,14 @@ def constrained_string(conv, schema: dict, ptr: str) -> Expr | None:
         dfa_string_expr,
         string_dfa,
     )
+    from treegram.grammar._json_schema_logic import NOT_STRING
 
     keys = ("minLength", "maxLength", "pattern", "format", PATTERNS_KEY)
+    spec = {k: schema[k] for k in keys if k in schema}
+    if NOT_STRING in schema:  # strings outside these (from not): complement automata
+        spec["allOf"] = [{"not": sub} for sub in schema[NOT_STRING]]
     try:
-        return dfa_string_expr(conv, string_dfa({k: schema[k] for k in keys if k in schema}))
+        return dfa_string_expr(conv, string_dfa(spec, conv))
     except StringConstraintError as exc:
         keyword, why = exc.keyword, str(exc)
     except DfaLimitError as exc:
@@ -144,27 +147,16 @@ def constrained_string(conv, schema: dict, ptr: str) -> Expr | None:
     return length_string(schema.get("minLength", 0), schema.get("maxLength"))
 
 
-def string_not_in(names: list[str]) -> Expr:
-    """JSON strings whose decoded text is none of ``names`` (a trie complement).
+def excluded_string(conv, schema: dict, value: str) -> bool:
+    """Whether ``value`` matches one of the schemas in the internal not-string keyword."""
+    from treegram.grammar._charset_dfa import StringConstraintError, string_dfa
+    from treegram.grammar._json_schema_logic import NOT_STRING
 
-    The trie is walked one decoded character at a time, each spelled in every encoding
-    (raw or escaped), so an escaped spelling of a name is excluded too.
-    """
-    trie: dict = {}
-    for name in names:
-        node = trie
-        for ch in name:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-    return string_of(_not_in(trie))
-
-
-def _not_in(node: dict) -> Expr:
-    anything = Repeat(string_char(), 0, None)
-    children = sorted(k for k in node if k)
-    parts = [] if "" in node else [EMPTY]
-    other = encoded_class([(ord(c), ord(c)) for c in children], negated=True)
-    parts.append(seq(other, anything))
-    for ch in children:
-        parts.append(seq(encoded_class([(ord(ch), ord(ch))]), _not_in(node[ch])))
-    return alt(*parts)
+    for sub in schema.get(NOT_STRING, ()):
+        try:
+            dfa = string_dfa(sub, conv)
+        except StringConstraintError:
+            return True  # cannot tell: leave the value out (never admit a wrong one)
+        if dfa is None or dfa.accepts(value):
+            return True
+    return False
