@@ -363,3 +363,18 @@ def test_numbers_compare_by_value(schema, good, bad):
     assert validator.is_valid(json.loads(good)) and not validator.is_valid(json.loads(bad))
     cg = compiled(schema, strict_mode=False)
     assert accepts(cg, good) and not accepts(cg, bad)
+
+
+def test_named_keywords_downgrade_to_warnings():
+    schema = {"type": "array", "uniqueItems": True, "items": {"type": "string"}}
+    with pytest.raises(UnsupportedSchemaError, match="uniqueItems"):
+        json_schema_to_ir(schema, unsupported={"format"})
+    with pytest.warns(UserWarning, match="uniqueItems"):
+        cg = compiled(schema, unsupported=["uniqueItems"])
+    assert accepts(cg, '["a", "a"]')  # only the named constraint was dropped
+    assert not accepts(cg, '["a", 1]')
+    for bad in ("sometimes", 3, ["ok", 4], [""]):
+        with pytest.raises(GrammarError, match="unsupported must be"):
+            json_schema_to_ir(schema, unsupported=bad)
+        with pytest.raises(GrammarError, match="unsupported must be"):
+            _compiler().compile_json_schema(schema, unsupported=bad)

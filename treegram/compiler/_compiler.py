@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from ..automaton._build import build_automaton
 from ..errors import (
@@ -20,6 +20,7 @@ from ..errors import (
     TokenizerMismatchError,
 )
 from ..grammar import Grammar
+from ..grammar._json_schema import downgraded_keywords
 from ..grammar._json_schema_refs import check_remotes
 from ..pool import WorkerPool
 from ..tokenizer import TokenizerInfo
@@ -165,7 +166,7 @@ class GrammarCompiler:
         separators: tuple[str, str] | None = None,
         strict_mode: bool = True,
         max_whitespace_cnt: int | None = None,
-        unsupported: str = "error",
+        unsupported: str | Collection[str] = "error",
         classify: str = "lazy",
         remote_schemas: Mapping[str, dict | bool] | None = None,
     ) -> CompiledGrammar:
@@ -195,8 +196,10 @@ class GrammarCompiler:
                 f"{type(schema).__name__}"
             )
         remotes = check_remotes(remote_schemas)
+        downgraded_keywords(unsupported)  # a clear error before it becomes a cache key
         options = (any_whitespace, indent, tuple(separators) if separators else None,
-                   strict_mode, max_whitespace_cnt, unsupported,
+                   strict_mode, max_whitespace_cnt,
+                   unsupported if isinstance(unsupported, str) else tuple(sorted(unsupported)),
                    None if remotes is None else json.dumps(remotes, sort_keys=True))
         return self._cached(
             "json_schema", (text, *options),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from treegram.errors import GrammarError, UndefinedRuleError
 from treegram.grammar._builtin import builtin_json_grammar_ir
@@ -96,7 +96,7 @@ class Grammar:
         separators: tuple[str, str] | None = None,
         strict_mode: bool = True,
         max_whitespace_cnt: int | None = None,
-        unsupported: str = "error",
+        unsupported: str | Collection[str] = "error",
         remote_schemas: Mapping[str, dict | bool] | None = None,
     ) -> Grammar:
         """A grammar for the JSON documents that ``schema`` validates (xgrammar's options).
@@ -107,8 +107,9 @@ class Grammar:
             The JSON Schema.
         any_whitespace, indent, separators, strict_mode, max_whitespace_cnt
             Output layout and defaults, as in xgrammar 0.2.8 (see ``json_schema_to_ir``).
-        unsupported : {"error", "warn"}, default "error"
-            ``"warn"`` downgrades an inexact keyword to a warning and drops it.
+        unsupported : "error", "warn" or collection of str, default "error"
+            ``"warn"`` downgrades an inexact keyword to a warning and drops it; a collection
+            of keyword names (``{"uniqueItems", "format"}``) downgrades only those.
         remote_schemas : mapping of str to dict or bool, optional
             Documents that ``$ref`` may name outside the schema, keyed by retrieval URI
             (see ``json_schema_to_ir``); a reference found nowhere is refused.

@@ -124,7 +124,7 @@ class Converter:
         self.root = self.refs.root  # every $ref in it is a canonical absolute URI
         self.layout = layout
         self.strict = strict
-        self.warn = unsupported == "warn"
+        self.warn = downgraded_keywords(unsupported)
         self.rules: dict[str, Expr | None] = {}
         self.ref_names: dict[tuple[str, int], str] = {}
         self.objects = ObjectBuilder(self)
@@ -133,7 +133,7 @@ class Converter:
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
         """Raise :class:`UnsupportedSchemaError`, or warn when downgraded."""
         msg = f"unsupported JSON Schema keyword {keyword!r} at {ptr or '#'}: {why}"
-        if not self.warn:
+        if self.warn is not True and keyword not in self.warn:
             raise UnsupportedSchemaError(msg)
         warnings.warn(msg + " (constraint dropped)", stacklevel=4)
 
@@ -586,6 +586,26 @@ def _deref(conv: Converter, schema):
     return schema
 
 
+def downgraded_keywords(unsupported) -> bool | frozenset[str]:
+    """The ``unsupported`` option as ``True`` (every keyword warns) or the set of keywords
+    that warn instead of raising (empty for ``"error"``).
+
+    Raises
+    ------
+    GrammarError
+        Neither ``"error"``, ``"warn"`` nor a collection of keyword names.
+    """
+    if unsupported == "error":
+        return frozenset()
+    if unsupported == "warn":
+        return True
+    if isinstance(unsupported, (list, tuple, set, frozenset)) and all(
+            isinstance(k, str) and k for k in unsupported):
+        return frozenset(unsupported)
+    raise GrammarError("unsupported must be 'error', 'warn' or a collection of keyword "
+                       f"names, got {unsupported!r}")
+
+
 def _load(schema) -> dict | bool:
     if isinstance(schema, str):
         try:
@@ -623,9 +643,10 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None
         absent ``items`` after ``prefixItems`` means no further items.
     max_whitespace_cnt : int or None
         With ``any_whitespace``: at most this many whitespace characters in a row.
-    unsupported : {"error", "warn"}, default "error"
+    unsupported : "error", "warn" or collection of str, default "error"
         ``"warn"`` turns :class:`UnsupportedSchemaError` for an inexact keyword into a
-        warning and drops that constraint.
+        warning and drops that constraint; a collection of keyword names (for example
+        ``{"uniqueItems", "format"}``) does so for those keywords only.
     remote_schemas : mapping of str to dict or bool, optional
         Documents outside the schema that ``$ref`` may name, keyed by their retrieval URI
         (their ``$id``, when present, also names them). A reference to anything not in the
@@ -646,8 +667,7 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None
     GrammarError
         The schema is malformed or admits no value.
     """
-    if unsupported not in ("error", "warn"):
-        raise GrammarError(f"unsupported must be 'error' or 'warn', got {unsupported!r}")
+    downgraded_keywords(unsupported)  # validates the option
     if max_whitespace_cnt is not None and (not isinstance(max_whitespace_cnt, int)
                                            or max_whitespace_cnt <= 0):
         raise GrammarError(f"max_whitespace_cnt must be a positive integer, "
