@@ -10,35 +10,19 @@ from __future__ import annotations
 import collections
 import json
 import warnings
-from functools import cache
 from pathlib import Path
 
 import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schema_matching import accepts, byte_compiler
+from schema_matching import compile_schema as compiled
 
-import treegram
 from treegram.errors import GrammarError
 from treegram.grammar._json_schema import UnsupportedSchemaError, json_schema_to_ir
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "xgrammar_cases_json_schema.jsonl"
-
-
-@cache
-def _compiler() -> treegram.GrammarCompiler:
-    vocab = [bytes([b]) for b in range(256)] + [b"<eos>"]
-    return treegram.GrammarCompiler(treegram.TokenizerInfo(vocab, stop_token_ids=[256]))
-
-
-def compiled(schema, **options):
-    ir = json_schema_to_ir(schema, **options)
-    return _compiler().compile_grammar(treegram.Grammar.from_ir(ir))
-
-
-def accepts(cg, text: str) -> bool:
-    m = treegram.GrammarMatcher(cg)
-    return m.accept_string(text) and m.is_completed()
 
 
 def _renderings(instance) -> list[str]:
@@ -377,4 +361,4 @@ def test_named_keywords_downgrade_to_warnings():
         with pytest.raises(GrammarError, match="unsupported must be"):
             json_schema_to_ir(schema, unsupported=bad)
         with pytest.raises(GrammarError, match="unsupported must be"):
-            _compiler().compile_json_schema(schema, unsupported=bad)
+            byte_compiler().compile_json_schema(schema, unsupported=bad)

@@ -11,32 +11,17 @@ from __future__ import annotations
 
 import itertools
 import json
-from functools import cache
 
 import jsonschema
 import pytest
+from schema_matching import accepts, byte_compiler
+from schema_matching import compile_schema as compiled
 
 import treegram
 from treegram.errors import GrammarError
 from treegram.grammar._json_schema import UnsupportedSchemaError, json_schema_to_ir
 
 D7 = "http://json-schema.org/draft-07/schema#"
-
-
-@cache
-def _compiler() -> treegram.GrammarCompiler:
-    vocab = [bytes([b]) for b in range(256)] + [b"<eos>"]
-    return treegram.GrammarCompiler(treegram.TokenizerInfo(vocab, stop_token_ids=[256]))
-
-
-def compiled(schema, **options):
-    ir = json_schema_to_ir(schema, **options)
-    return _compiler().compile_grammar(treegram.Grammar.from_ir(ir))
-
-
-def accepts(cg, text: str) -> bool:
-    m = treegram.GrammarMatcher(cg)
-    return m.accept_string(text) and m.is_completed()
 
 
 def _instances(pool: list, longest: int = 3) -> list:
@@ -152,7 +137,7 @@ def test_unique_items_warn_drops_only_uniqueness():
     with pytest.warns(UserWarning, match="uniqueItems"):
         ir = json_schema_to_ir({"items": {"type": "integer"}, "uniqueItems": True},
                                unsupported="warn")
-    cg = _compiler().compile_grammar(treegram.Grammar.from_ir(ir))
+    cg = byte_compiler().compile_grammar(treegram.Grammar.from_ir(ir))
     assert accepts(cg, "[1, 1]")
     assert not accepts(cg, '["a"]')
 

@@ -9,27 +9,15 @@ decides it. Each instance is tried raw (UTF-8) and with ``\\uXXXX`` escapes.
 from __future__ import annotations
 
 import json
-from functools import cache
 
 import pytest
+from schema_matching import accepts, compile_schema
 
-import treegram
 from treegram.grammar._json_schema import UnsupportedSchemaError, json_schema_to_ir
 
 
-@cache
-def _compiler() -> treegram.GrammarCompiler:
-    vocab = [bytes([b]) for b in range(256)] + [b"<eos>"]
-    return treegram.GrammarCompiler(treegram.TokenizerInfo(vocab, stop_token_ids=[256]))
-
-
 def compiled(schema):
-    return _compiler().compile_grammar(treegram.Grammar.from_ir(json_schema_to_ir(schema)))
-
-
-def accepts(cg, text: str) -> bool:
-    m = treegram.GrammarMatcher(cg)
-    return m.accept_string(text) and m.is_completed()
+    return compile_schema(schema)
 
 
 IRI_VALID = [

@@ -9,31 +9,19 @@ exactly must raise :class:`UnsupportedSchemaError` naming the keyword.
 from __future__ import annotations
 
 import json
-from functools import cache
 
 import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schema_matching import accepts, byte_compiler, compile_schema
 
 import treegram
 from treegram.grammar._json_schema import UnsupportedSchemaError, json_schema_to_ir
 
 
-@cache
-def _compiler() -> treegram.GrammarCompiler:
-    vocab = [bytes([b]) for b in range(256)] + [b"<eos>"]
-    return treegram.GrammarCompiler(treegram.TokenizerInfo(vocab, stop_token_ids=[256]))
-
-
 def compiled(schema, strict_mode: bool = False):
-    ir = json_schema_to_ir(schema, strict_mode=strict_mode)
-    return _compiler().compile_grammar(treegram.Grammar.from_ir(ir))
-
-
-def accepts(cg, text: str) -> bool:
-    m = treegram.GrammarMatcher(cg)
-    return m.accept_string(text) and m.is_completed()
+    return compile_schema(schema, strict_mode=strict_mode)
 
 
 VALUES = [None, True, False, 0, 1, 2, 5, -3, 1.5, -0.25, 2.5, "", "a", "b", "ab", "then",
@@ -206,7 +194,7 @@ def test_fractional_range_matches_arithmetic(lo, lo_strict, hi, hi_strict):
         return
     ir = treegram.Grammar.from_ir(treegram.grammar.GrammarIR(
         (treegram.grammar.Rule("root", expr),), "root"))
-    cg = _compiler().compile_grammar(ir)
+    cg = byte_compiler().compile_grammar(ir)
     texts = ["0", "-0", "1", "2", "2.0", "2.5", "2.05", "-1.5", "-1.25", "-0.5", "0.5",
              "0.50", "1.000", "3", "2.999", "-2.5", "-3.0", "0.25", "10.5", "-10.5", "1e1"]
     for text in texts:

@@ -8,29 +8,18 @@ must accept an instance exactly when the validator does.
 from __future__ import annotations
 
 import json
-from functools import cache
 
 import jsonschema
 import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7, DRAFT202012
+from schema_matching import accepts, byte_compiler
 
 import treegram
 from treegram.errors import GrammarError, UnsupportedSchemaError
 from treegram.grammar._json_schema import json_schema_to_ir
 
 D7 = "http://json-schema.org/draft-07/schema#"
-
-
-@cache
-def _compiler() -> treegram.GrammarCompiler:
-    vocab = [bytes([b]) for b in range(256)] + [b"<eos>"]
-    return treegram.GrammarCompiler(treegram.TokenizerInfo(vocab, stop_token_ids=[256]))
-
-
-def _accepts(cg, text: str) -> bool:
-    m = treegram.GrammarMatcher(cg)
-    return m.accept_string(text) and m.is_completed()
 
 
 def _oracle(schema, remotes):
@@ -45,13 +34,13 @@ def _oracle(schema, remotes):
 
 def check(schema, instances, remotes=None):
     """The grammar accepts exactly the instances jsonschema validates (some do, some not)."""
-    cg = _compiler().compile_grammar(treegram.Grammar.from_ir(json_schema_to_ir(
+    cg = byte_compiler().compile_grammar(treegram.Grammar.from_ir(json_schema_to_ir(
         schema, strict_mode=False, remote_schemas=remotes)))
     oracle = _oracle(schema, remotes)
     verdicts = [oracle.is_valid(inst) for inst in instances]
     assert any(verdicts) and not all(verdicts), verdicts  # the case discriminates
     for inst, valid in zip(instances, verdicts, strict=True):
-        assert _accepts(cg, json.dumps(inst)) == valid, (inst, valid)
+        assert accepts(cg, json.dumps(inst)) == valid, (inst, valid)
 
 
 def test_relative_refs_against_ids():
@@ -133,11 +122,11 @@ def test_remote_refs():
 def test_remote_refs_through_the_compiler_cache():
     schema = {"$ref": "http://r.example/defs.json#/$defs/pos"}
     other = {"http://r.example/defs.json": {"$defs": {"pos": {"type": "string"}}}}
-    comp = _compiler()
+    comp = byte_compiler()
     a = comp.compile_json_schema(schema, remote_schemas=REMOTES)
     b = comp.compile_json_schema(schema, remote_schemas=other)
-    assert _accepts(a, "5") and not _accepts(a, '"x"')
-    assert _accepts(b, '"x"') and not _accepts(b, "5")
+    assert accepts(a, "5") and not accepts(a, '"x"')
+    assert accepts(b, '"x"') and not accepts(b, "5")
 
 
 def test_draft7_ref_overrides_siblings():
@@ -217,7 +206,7 @@ def test_remote_schemas_type_is_checked(remotes):
     with pytest.raises(GrammarError, match="remote_schemas"):
         json_schema_to_ir({"type": "integer"}, remote_schemas=remotes)
     with pytest.raises(GrammarError, match="remote_schemas"):
-        _compiler().compile_json_schema({"type": "integer"}, remote_schemas=remotes)
+        byte_compiler().compile_json_schema({"type": "integer"}, remote_schemas=remotes)
 
 
 def test_ref_under_a_property_name_that_needs_escaping():

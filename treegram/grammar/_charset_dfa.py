@@ -46,6 +46,7 @@ from bisect import bisect_left
 from collections import deque
 
 from treegram.grammar._ir import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
+from treegram.grammar._ranges import complement, normalize
 
 __all__ = [
     "MAX_STATES",
@@ -84,29 +85,6 @@ class StringConstraintError(ValueError):
         self.keyword = keyword
 
 
-def _norm(ranges) -> tuple[tuple[int, int], ...]:
-    out: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if lo > hi:
-            continue
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return tuple((a, b) for a, b in out)
-
-
-def _complement(ranges) -> tuple[tuple[int, int], ...]:
-    out, nxt = [], 0
-    for lo, hi in _norm(ranges):
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= MAX_CODEPOINT:
-        out.append((nxt, MAX_CODEPOINT))
-    return tuple(out)
-
-
 def _pack(items) -> _Trans:
     """Sorted ``(lo, hi, target)`` with adjacent intervals of one target merged."""
     out: list[list[int]] = []
@@ -143,7 +121,7 @@ class _Nfa:
                 s = e
             return s
         if isinstance(expr, CharClass):
-            ranges = _complement(expr.ranges) if expr.negated else _norm(expr.ranges)
+            ranges = complement(expr.ranges) if expr.negated else normalize(expr.ranges)
             e = self.state()
             if ranges:
                 self.chars[s].append((ranges, e))
@@ -372,7 +350,7 @@ class Dfa:
         n = len(self)
         trans = []
         for row in self.trans:
-            gaps = _complement([(lo, hi) for lo, hi, _ in row])
+            gaps = complement([(lo, hi) for lo, hi, _ in row])
             trans.append(_pack(list(row) + [(lo, hi, n) for lo, hi in gaps]))
         trans.append(((0, MAX_CODEPOINT, n),))
         return Dfa(trans, [not a for a in self.accept] + [True]).minimize()

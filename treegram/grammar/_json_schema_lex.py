@@ -9,6 +9,7 @@ an escape sequence, and every escape spells exactly one decoded character.
 from __future__ import annotations
 
 from treegram.grammar._ir import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
+from treegram.grammar._ranges import complement, intersect, normalize
 
 __all__ = [
     "EMPTY",
@@ -73,40 +74,7 @@ def lit(text: str) -> Bytes:
 
 def cls(ranges, negated: bool = False) -> CharClass:
     """A character class from inclusive code point ranges (normalized here)."""
-    return CharClass(_normalize(ranges), negated)
-
-
-def _normalize(ranges) -> tuple[tuple[int, int], ...]:
-    out: list[list[int]] = []
-    for lo, hi in sorted((int(a), int(b)) for a, b in ranges):
-        if lo > hi:
-            continue
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return tuple((a, b) for a, b in out)
-
-
-def _intersect(a, b) -> tuple[tuple[int, int], ...]:
-    out = []
-    for lo1, hi1 in a:
-        for lo2, hi2 in b:
-            lo, hi = max(lo1, lo2), min(hi1, hi2)
-            if lo <= hi:
-                out.append((lo, hi))
-    return _normalize(out)
-
-
-def _complement(ranges) -> tuple[tuple[int, int], ...]:
-    out, nxt = [], 0
-    for lo, hi in _normalize(ranges):
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= MAX_CODEPOINT:
-        out.append((nxt, MAX_CODEPOINT))
-    return tuple(out)
+    return CharClass(normalize(ranges), negated)
 
 
 # ---------------------------------------------------------------------------------------
@@ -205,8 +173,8 @@ def encoded_class(ranges, negated: bool = False) -> Expr | None:
         Raw characters JSON allows, short escapes (``\\n``, ``\\"``...) and ``\\uXXXX``
         escapes; ``None`` when the class is empty.
     """
-    ranges = _complement(ranges) if negated else _normalize(ranges)
-    raw = _intersect(ranges, _RAW_OK)
+    ranges = complement(ranges) if negated else normalize(ranges)
+    raw = intersect(ranges, _RAW_OK)
     shorts = sorted(ch for cp, ch in _SHORT_ESCAPES.items()
                     if any(lo <= cp <= hi for lo, hi in ranges))
     short = None

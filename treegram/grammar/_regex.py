@@ -52,16 +52,16 @@ from treegram.grammar._ir import (
     Rule,
     Seq,
 )
+from treegram.grammar._ranges import Ranges, complement, normalize
 
 __all__ = ["regex_to_ir", "regex_to_expr", "RegexSyntaxError"]
 
-_Ranges = tuple[tuple[int, int], ...]
 
-_DIGIT: _Ranges = ((0x30, 0x39),)
-_WORD: _Ranges = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+_DIGIT: Ranges = ((0x30, 0x39),)
+_WORD: Ranges = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
 # \t \n \v \f \r, space, no-break space: the set xgrammar 0.2.8 uses for \s.
-_SPACE: _Ranges = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0))
-_ANY: _Ranges = ((0, MAX_CODEPOINT),)
+_SPACE: Ranges = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0))
+_ANY: Ranges = ((0, MAX_CODEPOINT),)
 
 # Class escapes: letter -> (ranges, complemented).
 _CLASS_ESCAPES = {
@@ -94,30 +94,6 @@ class _Anchor:
 
 
 # ----------------------------------------------------------------------------- ranges
-
-
-def _merge(ranges: list[tuple[int, int]] | _Ranges) -> _Ranges:
-    """Sort inclusive ranges and merge overlapping or adjacent ones."""
-    merged: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in merged)
-
-
-def _complement(ranges: _Ranges) -> _Ranges:
-    """Code points in ``[0, MAX_CODEPOINT]`` not covered by the merged ``ranges``."""
-    out: list[tuple[int, int]] = []
-    nxt = 0
-    for lo, hi in ranges:
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= MAX_CODEPOINT:
-        out.append((nxt, MAX_CODEPOINT))
-    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- parser
@@ -274,7 +250,7 @@ class _Parser:
 
     # -- escapes and classes
 
-    def read_escape(self, in_class: bool) -> int | _Ranges:
+    def read_escape(self, in_class: bool) -> int | Ranges:
         """Decode the escape at ``pos`` (a backslash): a code point, or class ranges."""
         text, pos = self.text, self.pos
         if pos + 1 >= len(text):
@@ -283,7 +259,7 @@ class _Parser:
         self.pos = pos + 2
         if c in _CLASS_ESCAPES:
             ranges, negate = _CLASS_ESCAPES[c]
-            return _complement(ranges) if negate else ranges
+            return complement(ranges) if negate else ranges
         if c == "0" and self.peek().isdigit():
             self.error("octal escapes (such as '\\01') are not supported", pos)
         if c in _CONTROL_ESCAPES:
@@ -371,15 +347,15 @@ class _Parser:
                 ranges.append((lo, lo))
             else:
                 ranges.extend(lo)
-        merged = _merge(ranges)
+        merged = normalize(ranges)
         if not merged and not negated:
             self.error("empty character class '[]' can never match", open_pos)
-        members = _complement(merged) if negated else merged
+        members = complement(merged) if negated else merged
         if not members:
             self.error("character class matches no character", open_pos)
         return _class_node(members)
 
-    def read_class_atom(self) -> int | _Ranges:
+    def read_class_atom(self) -> int | Ranges:
         if self.peek() == "\\":
             return self.read_escape(in_class=True)
         c = self.peek()
@@ -387,12 +363,12 @@ class _Parser:
         return ord(c)
 
 
-def _class_node(ranges: _Ranges) -> CharClass:
+def _class_node(ranges: Ranges) -> CharClass:
     """A class of the code points in ``ranges``, written as the set or as its negated
     complement, whichever has fewer ranges."""
-    complement = _complement(ranges)
-    if complement and len(complement) < len(ranges):
-        return CharClass(complement, True)
+    others = complement(ranges)
+    if others and len(others) < len(ranges):
+        return CharClass(others, True)
     return CharClass(ranges)
 
 
