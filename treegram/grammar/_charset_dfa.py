@@ -164,6 +164,17 @@ class _Nfa:
         return frozenset(seen)
 
 
+def _state_id(ids: dict, order: list, key) -> int:
+    """The state number of ``key`` in a construction, numbering new keys in order."""
+    j = ids.get(key)
+    if j is None:
+        if len(order) >= MAX_STATES:
+            raise DfaLimitError(f"more than {MAX_STATES} automaton states")
+        j = ids[key] = len(order)
+        order.append(key)
+    return j
+
+
 def _determinize(nfa: _Nfa, start: int, final: int) -> Dfa:
     first = nfa.closure([start])
     ids = {first: 0}
@@ -184,13 +195,7 @@ def _determinize(nfa: _Nfa, start: int, final: int) -> Dfa:
         for k, bucket in enumerate(buckets):
             if not bucket:
                 continue
-            key = nfa.closure(bucket)
-            j = ids.get(key)
-            if j is None:
-                if len(order) >= MAX_STATES:
-                    raise DfaLimitError(f"more than {MAX_STATES} automaton states")
-                j = ids[key] = len(order)
-                order.append(key)
+            j = _state_id(ids, order, nfa.closure(bucket))
             out.append((points[k], points[k + 1] - 1, j))
         trans.append(_pack(out))
     return Dfa(trans, [final in s for s in order])
@@ -528,14 +533,7 @@ def _product(a: Dfa, b: Dfa, final, need_both: bool, left_only: bool = False) ->
         for lo, hi, ta, tb in _segments(row_a, row_b):
             if (need_both and (ta is None or tb is None)) or (left_only and ta is None):
                 continue
-            key = (ta, tb)
-            j = ids.get(key)
-            if j is None:
-                if len(order) >= MAX_STATES:
-                    raise DfaLimitError(f"more than {MAX_STATES} automaton states")
-                j = ids[key] = len(order)
-                order.append(key)
-            out.append((lo, hi, j))
+            out.append((lo, hi, _state_id(ids, order, (ta, tb))))
         trans.append(_pack(out))
     accept = [final(p is not None and a.accept[p], q is not None and b.accept[q])
               for p, q in order]
