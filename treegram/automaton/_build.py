@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import GrammarError, UndefinedRuleError
 from ..grammar._ir import Bytes, CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
+from ._repeats import split_long_repeats
 from ._utf8 import complement_ranges, normalize_ranges, utf8_sequences
 
 __all__ = ["Automaton", "build_automaton", "LOOKAHEAD_SUFFIX"]
@@ -335,6 +336,7 @@ def build_automaton(ir: GrammarIR) -> Automaton:
     """
     if not ir.has_rule(ir.root):
         raise GrammarError(f"root rule {ir.root!r} is not defined")
+    ir = split_long_repeats(ir)
     bodies: list[tuple[str, Expr]] = [(r.name, r.body) for r in ir.rules]
     lookahead_of: dict[int, int] = {}
     for i, r in enumerate(ir.rules):

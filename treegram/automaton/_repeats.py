@@ -1,0 +1,147 @@
+"""Long bounded repetitions as a logarithmic number of helper rules.
+
+Each rule becomes its own byte DFA, and a bounded repetition ``x{lo,hi}`` is unrolled into
+``hi`` copies of ``x``'s states: ``maxLength: 65535`` would build hundreds of thousands of
+states. Here a repetition longer than :data:`BLOCK` is rewritten, before the automata are
+built, over blocks of :data:`BLOCK` copies (one rule, unrolled as before, so that most
+tokens inside a string are still decided within one rule):
+
+- ``exactly(m)`` is ``m // BLOCK`` blocks, written with rules that double (``D_j`` is
+  ``2**j`` blocks: ``D_j = D_{j-1} D_{j-1}``), then ``m % BLOCK`` inline copies;
+- ``upto(n)`` (``0..n`` copies) is either fewer than ``q = n // BLOCK`` blocks and then
+  ``0..BLOCK-1`` copies, or ``q`` blocks and then ``0..n % BLOCK`` copies; "fewer than
+  ``q`` blocks" splits by the highest power of two, so every choice is decided by the
+  length alone and the grammar stays unambiguous.
+
+The language is unchanged; only rules are added (named after the rule they came from).
+"""
+
+from __future__ import annotations
+
+from treegram.grammar._ir import Choice, Expr, GrammarIR, Repeat, Rule, RuleRef, Seq
+
+__all__ = ["BLOCK", "split_long_repeats"]
+
+BLOCK = 64
+"""Copies kept inline; longer repetitions are built from blocks of this many."""
+
+_EMPTY = Seq(())
+
+
+def split_long_repeats(ir: GrammarIR) -> GrammarIR:
+    """``ir`` with every repetition longer than :data:`BLOCK` built from helper rules."""
+    out: list[Rule] = []
+    extra: list[Rule] = []
+    splitter = _Splitter({r.name for r in ir.rules}, extra)
+    for rule in ir.rules:
+        body = splitter.rewrite(rule.body)
+        out.append(rule if body is rule.body else Rule(rule.name, body, rule.lookahead))
+    if not extra:
+        return ir
+    return GrammarIR(tuple(out + extra), ir.root)
+
+
+class _Splitter:
+    """Rewrites repetitions, adding helper rules (shared by equal items) to ``extra``."""
+
+    def __init__(self, names: set[str], extra: list[Rule]) -> None:
+        self.names, self.extra = names, extra
+        self.families: dict[Expr, _Family] = {}
+
+    def rewrite(self, expr: Expr) -> Expr:
+        if isinstance(expr, (Seq, Choice)):
+            items = tuple(self.rewrite(e) for e in expr.items)
+            if all(a is b for a, b in zip(items, expr.items, strict=True)):
+                return expr
+            return type(expr)(items)
+        if not isinstance(expr, Repeat):
+            return expr
+        item = self.rewrite(expr.item)
+        longest = expr.min if expr.max is None else expr.max
+        if longest <= BLOCK:
+            return expr if item is expr.item else Repeat(item, expr.min, expr.max)
+        family = self.families.get(item)
+        if family is None:
+            family = self.families[item] = _Family(self, item, len(self.families))
+        head = family.exactly(expr.min) if expr.min else None
+        if expr.max is None:
+            tail: Expr = Repeat(item, 0, None)
+        else:
+            tail = family.upto(expr.max - expr.min)
+        return Seq((head, tail)) if head is not None else tail
+
+    def new_rule(self, tag: str, body: Expr) -> RuleRef:
+        base = f"repeat__{tag}"
+        name, k = base, 1
+        while name in self.names:
+            name, k = f"{base}_{k}", k + 1
+        self.names.add(name)
+        self.extra.append(Rule(name, body))
+        return RuleRef(name)
+
+
+class _Family:
+    """Helper rules for repetitions of one item inside one rule."""
+
+    def __init__(self, splitter: _Splitter, item: Expr, number: int) -> None:
+        self.splitter, self.item, self.number = splitter, item, number
+        self.doubles: list[RuleRef] = []  # doubles[j]: exactly 2**j blocks
+        self.below: dict[int, Expr] = {}  # below[q]: 0..q-1 blocks, then 0..BLOCK-1 copies
+        self.ranges: dict[tuple[str, int], RuleRef] = {}
+
+    def _rule(self, tag: str, body: Expr) -> RuleRef:
+        return self.splitter.new_rule(f"{self.number}_{tag}", body)
+
+    def _double(self, j: int) -> RuleRef:
+        while len(self.doubles) <= j:
+            if not self.doubles:
+                body: Expr = Repeat(self.item, BLOCK, BLOCK)
+            else:
+                prev = self.doubles[-1]
+                body = Seq((prev, prev))
+            self.doubles.append(self._rule(f"x{BLOCK << len(self.doubles)}", body))
+        return self.doubles[j]
+
+    def _blocks(self, q: int) -> Expr:
+        """Exactly ``q`` blocks."""
+        parts = [self._double(j) for j in reversed(range(q.bit_length())) if q >> j & 1]
+        return Seq(tuple(parts)) if len(parts) != 1 else parts[0]
+
+    def exactly(self, m: int) -> Expr:
+        """Exactly ``m`` copies (one shared rule per count)."""
+        got = self.ranges.get(("exactly", m))
+        if got is None:
+            q, r = divmod(m, BLOCK)
+            tail = Repeat(self.item, r, r)
+            body = Seq((self._blocks(q), tail)) if q else tail
+            got = self.ranges[("exactly", m)] = self._rule(f"exactly{m}", body)
+        return got
+
+    def upto(self, n: int) -> Expr:
+        """``0..n`` copies (one shared rule per count)."""
+        got = self.ranges.get(("upto", n))
+        if got is None:
+            q, r = divmod(n, BLOCK)
+            last = Seq((self._blocks(q), Repeat(self.item, 0, r))) if q else \
+                Repeat(self.item, 0, r)
+            body = Choice((self._below(q), last)) if q else last
+            got = self.ranges[("upto", n)] = self._rule(f"upto{n}", body)
+        return got
+
+    def _below(self, q: int) -> Expr:
+        """Fewer than ``q`` blocks, then ``0..BLOCK-1`` copies (``q >= 1``)."""
+        got = self.below.get(q)
+        if got is not None:
+            return got
+        partial = Repeat(self.item, 0, BLOCK - 1)
+        if q == 1:
+            out: Expr = partial
+        else:
+            # 2**j <= q - 1 < 2**(j+1): fewer than 2**j blocks, or 2**j of them and then
+            # fewer than q - 2**j more
+            j = (q - 1).bit_length() - 1
+            low = self._below(1 << j)
+            high = Seq((self._double(j), self._below(q - (1 << j))))
+            out = self._rule(f"below{q}blocks", Choice((low, high)))
+        self.below[q] = out
+        return out
