@@ -303,9 +303,12 @@ class Converter:
         return alt(*parts)
 
     # -- scalars ------------------------------------------------------------------------
-    def disjoint(self, branches: list, parent_type=None) -> bool:
-        """Whether ``oneOf`` branches provably accept disjoint sets of values."""
-        return _disjoint(self, branches, parent_type)
+    def disjoint(self, branches: list, parent: dict | None = None) -> bool:
+        """Whether ``oneOf`` branches provably accept disjoint sets of values (inside
+        ``parent``'s ``type`` and ``required``)."""
+        from treegram.grammar._json_schema_disjoint import disjoint
+
+        return disjoint(self, branches, parent)
 
     def bounds(self, schema: dict, ptr: str):
         """``(lo, lo_strict, hi, hi_strict)`` of the numeric keywords of ``schema``."""
@@ -505,85 +508,6 @@ def _valid(rest: dict, value, conv: Converter, ptr: str) -> bool:
         if isinstance(exc, Unresolvable):  # never drop a $ref's constraint silently
             conv.unsupported("$ref", ptr, f"{exc} (next to enum/const)")
         return True
-
-
-def _disjoint(conv: Converter, branches: list, parent_type=None) -> bool:
-    """Whether the oneOf branches provably accept disjoint sets of values (within the
-    parent's ``type``, when given)."""
-    sigs = []
-    for b in branches:
-        if not isinstance(b, dict):
-            return False
-        if "$ref" in b and _only_ref(b):
-            b = conv.resolve(b["$ref"], "")
-            if not isinstance(b, dict):
-                return False
-        if parent_type is not None and "type" not in b:
-            b = {**b, "type": parent_type}
-        sigs.append(_signature(b))
-    for i in range(len(sigs)):
-        for j in range(i + 1, len(sigs)):
-            if not _sig_disjoint(conv, sigs[i], sigs[j]):
-                return False
-    return True
-
-
-def _signature(b: dict):
-    if "const" in b:
-        return ("values", [b["const"]])
-    if "enum" in b:
-        return ("values", list(b["enum"]))
-    t = b.get("type")
-    if t is None:
-        return ("types", set(_TYPES), b)
-    types = {t} if isinstance(t, str) else set(t)
-    if "number" in types:
-        types.add("integer")
-    return ("types", types, b)
-
-
-def _sig_disjoint(conv: Converter, a, b) -> bool:
-    if a[0] == "values" and b[0] == "values":
-        return not any(_same(x, y) for x in a[1] for y in b[1])
-    if a[0] == "values" or b[0] == "values":
-        vals, other = (a, b) if a[0] == "values" else (b, a)
-        return all(_json_type(v) not in other[1] and not (
-            _json_type(v) == "integer" and "number" in other[1]) for v in vals[1])
-    if not a[1] & b[1]:
-        return True
-    return a[1] & b[1] == {"object"} and _discriminated(conv, a[2], b[2])
-
-
-def _discriminated(conv: Converter, a: dict, b: dict) -> bool:
-    """Objects that no single value satisfies both of: a common required property with
-    disjoint constant values, or a property one requires and the other forbids."""
-    pa, pb = a.get("properties", {}), b.get("properties", {})
-    common = set(a.get("required", [])) & set(b.get("required", []))
-    for key in common:
-        sa, sb = _deref(conv, pa.get(key)), _deref(conv, pb.get(key))
-        if isinstance(sa, dict) and isinstance(sb, dict) and ("const" in sa or "enum" in sa) \
-                and _sig_disjoint(conv, _signature(sa), _signature(sb)):
-            return True
-    return _forbids(conv, a, b) or _forbids(conv, b, a)
-
-
-def _forbids(conv: Converter, a: dict, b: dict) -> bool:
-    """Whether ``b`` forbids a property that ``a`` requires."""
-    props = b.get("properties", {})
-    closed = b.get("additionalProperties") is False and not b.get("patternProperties")
-    for key in a.get("required", []):
-        if _deref(conv, props.get(key)) is False or (closed and key not in props):
-            return True
-    return False
-
-
-def _deref(conv: Converter, schema):
-    for _ in range(8):  # a chain of plain references
-        if isinstance(schema, dict) and "$ref" in schema and _only_ref(schema):
-            schema = conv.resolve(schema["$ref"], "")
-        else:
-            break
-    return schema
 
 
 def downgraded_keywords(unsupported) -> bool | frozenset[str]:

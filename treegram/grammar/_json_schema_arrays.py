@@ -226,9 +226,7 @@ def _unique(conv, ptr: str, depth: int, prefix: list, items, lo: int,
 
 def _apart(conv, pos: _Positions, i: int, longest: int) -> bool:
     """Whether no value at position ``i`` can equal a value at another position."""
-    from treegram.grammar._json_schema import _disjoint
-
-    return all(_disjoint(conv, [pos.schema(i), pos.schema(j)])
+    return all(conv.disjoint([pos.schema(i), pos.schema(j)])
                for j in range(longest) if j != i)
 
 

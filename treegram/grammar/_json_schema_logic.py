@@ -57,7 +57,7 @@ def needs_logic(conv, schema: dict) -> bool:
     """Whether ``schema`` holds a keyword that :func:`expand_logic` rewrites."""
     if any(k in schema for k in _LOGIC):
         return True
-    return "oneOf" in schema and not conv.disjoint(schema["oneOf"], schema.get("type"))
+    return "oneOf" in schema and not conv.disjoint(schema["oneOf"], schema)
 
 
 def expand_logic(conv, schema: dict, ptr: str) -> dict:
@@ -85,7 +85,7 @@ def expand_logic(conv, schema: dict, ptr: str) -> dict:
                               {"required": list(dict.fromkeys([name, *needed])), OPEN: True}]))
     for name, sub in dep_schemas.items():
         parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, sub)]))
-    if "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest.get("type")):
+    if "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest):
         branches = rest.pop("oneOf")
         negs = [negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches)]
         negations.extend(negs)
