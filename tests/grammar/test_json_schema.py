@@ -362,3 +362,16 @@ def test_named_keywords_downgrade_to_warnings():
             json_schema_to_ir(schema, unsupported=bad)
         with pytest.raises(GrammarError, match="unsupported must be"):
             byte_compiler().compile_json_schema(schema, unsupported=bad)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "multipleOf": 3, "minimum": 10},
+    {"type": "integer", "multipleOf": 7, "maximum": -5},
+    {"type": "integer", "multipleOf": 4, "minimum": -9, "maximum": 100000},
+    {"type": "number", "multipleOf": 2, "exclusiveMinimum": 0},
+])
+def test_multiple_of_with_one_or_wide_bounds(schema):
+    cg = compiled(schema, strict_mode=False)
+    validator = jsonschema.Draft202012Validator(schema)
+    for n in [*range(-60, 130), 99996, 100000, 100004, 10**9 + 2]:
+        assert accepts(cg, str(n)) == validator.is_valid(n), n

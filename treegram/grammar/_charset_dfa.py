@@ -243,6 +243,17 @@ class Dfa:
         return Dfa([()], [False])
 
     @staticmethod
+    def multiples(k: int) -> Dfa:
+        """Decimal integers (``-?[0-9]+``, leading zeros allowed) divisible by ``k``:
+        one state per remainder of the digits read so far."""
+        digits = range(10)
+        trans = [_pack([(0x2D, 0x2D, 1)] + [(0x30 + d, 0x30 + d, 2 + d % k) for d in digits]),
+                 _pack([(0x30 + d, 0x30 + d, 2 + d % k) for d in digits])]
+        for r in range(k):
+            trans.append(_pack([(0x30 + d, 0x30 + d, 2 + (10 * r + d) % k) for d in digits]))
+        return Dfa(trans, [False, False] + [r == 0 for r in range(k)])
+
+    @staticmethod
     def any() -> Dfa:
         """Every string."""
         return Dfa([((0, MAX_CODEPOINT, 0),)], [True])
@@ -748,10 +759,26 @@ def dfa_string_expr(conv, dfa: Dfa, base: str = "str") -> Expr | None:
     DfaLimitError
         The minimal automaton has more than :data:`MAX_GRAMMAR_STATES` states.
     """
-    from treegram.grammar._json_schema_lex import EMPTY, alt, encoded_class, seq, string_of
+    from treegram.grammar._json_schema_lex import encoded_class, string_of
 
     # Lone surrogates have no JSON spelling that decodes to one character.
-    d = dfa.intersect(_WRITABLE)
+    return string_of(dfa_expr(conv, dfa.intersect(_WRITABLE), base, encoded_class))
+
+
+def dfa_expr(conv, d: Dfa, base: str, encode) -> Expr | None:
+    """Grammar IR for the strings ``d`` accepts, each code point range written as
+    ``encode(ranges)`` (an expression, or ``None`` when the range cannot be written).
+
+    States that are shared, on a cycle of more than one state, or deep in a chain become
+    rules ``{base}_dfa...`` of ``conv``; a state's loop on itself becomes a repetition.
+
+    Raises
+    ------
+    DfaLimitError
+        The automaton has more than :data:`MAX_GRAMMAR_STATES` states.
+    """
+    from treegram.grammar._json_schema_lex import EMPTY, alt, seq
+
     if d.is_empty():
         return None
     n = len(d)
@@ -776,7 +803,7 @@ def dfa_string_expr(conv, dfa: Dfa, base: str = "str") -> Expr | None:
     def enc(ranges) -> Expr | None:
         key = tuple(ranges)
         if key not in enc_cache:
-            enc_cache[key] = encoded_class(key)
+            enc_cache[key] = encode(key)
         return enc_cache[key]
 
     names: dict[int, str] = {}
@@ -795,7 +822,7 @@ def dfa_string_expr(conv, dfa: Dfa, base: str = "str") -> Expr | None:
         loop = Repeat(step, 0, None) if step is not None else None
         exits = [EMPTY] if d.accept[s] else []
         for t, ranges in g.items():
-            if t == s or enc(ranges) is None:  # a surrogate code point cannot be written
+            if t == s or enc(ranges) is None:  # e.g. a surrogate code point in a string
                 continue
             shared = indeg[t] > 1 or cyclic[t] or depth >= _INLINE_DEPTH
             nxt = ref(t) if shared else body(t, depth + 1)
@@ -808,7 +835,7 @@ def dfa_string_expr(conv, dfa: Dfa, base: str = "str") -> Expr | None:
     while pending:
         s = pending.pop()
         conv.rules[names[s]] = body(s, 0)
-    return string_of(top)
+    return top
 
 
 def _on_cycles(groups: list[dict[int, list]]) -> list[bool]:

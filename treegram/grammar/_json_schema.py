@@ -364,8 +364,18 @@ class Converter:
                 return alt(*(lit(str(v)) for v in range(first, hi + 1, mult)))
         if lo is None and hi is None and mult <= 1024:
             return self._mod_rules(mult)
-        self.unsupported("multipleOf", f"{ptr}/multipleOf",
-                         "with an open range only without bounds and up to 1024")
+        if mult <= 1024:
+            # the range's digits intersected with the remainders of the digits read
+            from treegram.grammar._charset_dfa import Dfa, DfaLimitError, dfa_expr
+
+            try:
+                d = Dfa.from_expr(int_range(lo, hi)).intersect(Dfa.multiples(mult))
+                return dfa_expr(self, d.minimize(), "multiple", CharClass)
+            except DfaLimitError as exc:
+                why = f"multiples of {mult} in the range: {exc}"
+        else:
+            why = "above 1024 only within a closed range of at most 4096 multiples"
+        self.unsupported("multipleOf", f"{ptr}/multipleOf", why)
         return int_range(lo, hi)
 
     def _mod_rules(self, k: int) -> Expr:
