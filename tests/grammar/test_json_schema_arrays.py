@@ -125,7 +125,8 @@ def test_unique_items_uses_json_equality():
     ({"items": {"type": "integer"}, "maxItems": 3, "uniqueItems": True}, "uniqueItems"),
     ({"contains": {"const": 1}, "uniqueItems": True}, "uniqueItems"),
     ({"items": {"enum": list(range(11))}, "uniqueItems": True}, "uniqueItems.*more than"),
-    ({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}, "contains"),
+    ({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}], "maxItems": 3},
+     "contains"),
     ({"contains": {"const": 1}, "unevaluatedItems": False}, "unevaluatedItems"),
 ])
 def test_refused_array_keywords(schema, keyword):
@@ -159,3 +160,21 @@ def test_integral_float_counts(schema, good, bad):
 def test_malformed_counts(schema):
     with pytest.raises(GrammarError, match="non-negative integer"):
         json_schema_to_ir(schema)
+
+
+@pytest.mark.parametrize("schema", [
+    {"allOf": [{"contains": {"const": 1}}, {"contains": {"type": "string"}}]},
+    {"items": {"type": ["integer", "string"]},
+     "allOf": [{"contains": {"minimum": 5}}, {"contains": {"maximum": 0}},
+               {"contains": {"const": "a"}}]},
+    {"contains": {"const": 1}, "allOf": [{"contains": {"const": 1}, "maxContains": 2},
+                                          {"contains": {"type": "boolean"}}]},
+    {"not": {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}},
+])
+def test_several_contains_in_all_of(schema):
+    pool = [1, 2, 5, -1, "a", True, None]
+    if "maxContains" in json.dumps(schema):
+        with pytest.raises(UnsupportedSchemaError, match="contains"):
+            json_schema_to_ir(schema, strict_mode=False)
+        return
+    check_against_oracle(schema, _instances(pool))

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from treegram.grammar._ir import Expr, Repeat
+from treegram.grammar._ir import CharClass, Expr, Repeat, RuleRef
 from treegram.grammar._json_schema_lex import EMPTY, alt, lit, seq
 from treegram.grammar._json_schema_logic import negate
 from treegram.grammar._json_schema_merge import merge_all_of
 
-__all__ = ["UNCONSTRAINED", "contains_expr", "unique_expr"]
+__all__ = ["UNCONSTRAINED", "contains_all_expr", "contains_expr", "unique_expr"]
 
 # Returned after a refusal was downgraded to a warning: build the array without the keyword.
 UNCONSTRAINED = object()
@@ -30,6 +30,7 @@ UNCONSTRAINED = object()
 # Bounds on the states (counts, or used value sets) a counting grammar may track.
 MAX_STATES = 2048
 MAX_POSITIONS = 64
+MAX_CONTAINS_ALL = 3  # contains schemas tracked together (2**k satisfied sets)
 MAX_UNIQUE_EDGES = 8192  # (used set, next value) pairs; about 1.5 s of compile time
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment",
                           "$schema", "$id", "readOnly", "writeOnly", "deprecated"})
@@ -61,6 +62,54 @@ class _Positions:
             self.memo[key] = self.conv.value(s, self.where(i), self.depth + 1) \
                 if s is not False else None
         return self.memo[key]
+
+
+def contains_all_expr(conv, needs: list, ptr: str, depth: int, prefix: list, items,
+                      lo: int, hi: int | None) -> Expr | None:
+    """Arrays in which every schema of ``needs`` is matched by some item (``contains`` of
+    several ``allOf`` parts): one rule per set of schemas matched so far."""
+    cptr = f"{ptr}/contains"
+    if prefix or lo > 1 or hi is not None or len(needs) > MAX_CONTAINS_ALL:
+        conv.unsupported("contains", cptr, "several contains schemas only without "
+                         f"prefixItems, minItems above 1 or maxItems, and at most "
+                         f"{MAX_CONTAINS_ALL} of them")
+        return UNCONSTRAINED
+    k = len(needs)
+    full = (1 << k) - 1
+    lay = conv.layout
+    comma, close = lay.comma(depth), lay.close(depth, "]")
+    any_item = conv.value(items, f"{ptr}/items", depth + 1) if items is not False else None
+    classes: dict[int, Expr] = {}  # set of needs (bits) -> items that match all of them
+    for bits in range(1, full + 1):
+        parts = [needs[i] for i in range(k) if bits >> i & 1]
+        expr = conv.value({"allOf": ([] if items is True else [items]) + parts}, cptr,
+                          depth + 1)
+        if expr is not None:
+            classes[bits] = expr
+    rules: dict[int, RuleRef] = {}
+
+    def state(done: int) -> RuleRef:
+        """After at least one item, with the needs in ``done`` met."""
+        if done not in rules:
+            name = conv.new_rule("contains_all")
+            rules[done] = RuleRef(name)
+            options = [close] if done == full else []
+            if any_item is not None:
+                options.append(seq(comma, any_item, state(done)))
+            options += [seq(comma, expr, state(done | bits))
+                        for bits, expr in classes.items() if done | bits != done]
+            body = alt(*options)
+            conv.rules[name] = body if body is not None else _NEVER
+        return rules[done]
+
+    firsts = [seq(expr, state(bits)) for bits, expr in classes.items()]
+    if any_item is not None:
+        firsts.insert(0, seq(any_item, state(0)))
+    body = alt(*firsts)
+    return seq(lit("["), lay.open(depth), body) if body is not None else None
+
+
+_NEVER = CharClass(((0, 0x10FFFF),), negated=True)
 
 
 def contains_expr(conv, schema: dict, ptr: str, depth: int, prefix: list, items, lo: int,

@@ -29,6 +29,9 @@ import math
 from treegram.errors import UnsupportedSchemaError
 from treegram.grammar._charset_dfa import PATTERNS_KEY
 
+CONTAINS_ALL = "x-treegram-contains-all"
+"""Internal keyword: a list of schemas each of which some item must match."""
+
 __all__ = ["OPEN", "NOT_STRING", "FRACTIONAL", "expand_logic", "explicit_defaults", "needs_logic",
            "negate"]
 
@@ -167,7 +170,7 @@ def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
                "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems",
                "maxItems", "minProperties", "maxProperties", "required", "properties",
                "items", "prefixItems", "additionalItems", "contains", "anyOf", "oneOf",
-               "uniqueItems", "minContains", "maxContains", FRACTIONAL}
+               "uniqueItems", "minContains", "maxContains", FRACTIONAL, CONTAINS_ALL}
     for key, value in keys.items():
         if key in handled:
             continue
@@ -402,6 +405,9 @@ def _negate_arrays(conv, keys: dict, ptr: str, depth: int) -> list:
             out.append(_typed("array", {"contains": sub, "maxContains": lo - 1}))
         if hi is not None:
             out.append(_typed("array", {"contains": sub, "minContains": hi + 1}))
+    for i, sub in enumerate(keys.get(CONTAINS_ALL, ())):  # no item matches one of them
+        out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains/{i}",
+                                                    depth + 1)}))
     if keys.get("uniqueItems"):
         conv.unsupported("not", f"{ptr}/uniqueItems", "arrays with a repeated item")
     return out

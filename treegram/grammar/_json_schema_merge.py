@@ -13,6 +13,7 @@ import json
 
 from treegram.grammar._charset_dfa import PATTERNS_KEY
 from treegram.grammar._json_schema_logic import (
+    CONTAINS_ALL,
     NOT_STRING,
     OPEN,
     expand_logic,
@@ -26,7 +27,7 @@ _MAXED = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties
 _MINNED = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
 _SUBSCHEMA = ("additionalProperties", "items", "propertyNames", "unevaluatedProperties",
               "additionalItems")
-_CONTAINS = ("contains", "minContains", "maxContains")
+_CONTAINS = ("contains", "minContains", "maxContains", CONTAINS_ALL)
 _MAX_DEPTH = 32
 
 
@@ -248,28 +249,35 @@ def _lcm(a, b):
 
 
 def _merge_contains(conv, out: dict, b: dict, ptr: str) -> dict:
-    """``contains`` with its counts: a count without ``contains`` is ignored, and two
-    requirements merge only when they count matches of the same schema."""
-    def need(s: dict):
-        if "contains" not in s:
-            return None
-        return s["contains"], s.get("minContains", 1), s.get("maxContains")
+    """``contains`` with its counts: a count without ``contains`` is ignored; two
+    requirements on one schema merge their counts; plain requirements (at least one
+    match) on different schemas collect into :data:`CONTAINS_ALL`."""
+    def needs(s: dict) -> list:
+        out = [(c, 1, None) for c in s.get(CONTAINS_ALL, [])]
+        if "contains" in s:
+            out.append((s["contains"], s.get("minContains", 1), s.get("maxContains")))
+        return out
 
-    na, nb = need(out), need(b)
+    merged: list[tuple] = []
+    for need in needs(out) + needs(b):
+        same = next((i for i, m in enumerate(merged) if _same(m[0], need[0])), None)
+        if same is None:
+            merged.append(need)
+            continue
+        m = merged[same]
+        highs = [h for h in (m[2], need[2]) if h is not None]
+        merged[same] = (m[0], max(m[1], need[1]), min(highs) if highs else None)
     for key in _CONTAINS:
         out.pop(key, None)
-    if na is not None and nb is not None:
-        if not _same(na[0], nb[0]):
-            conv.unsupported("contains", ptr, "two different contains schemas inside allOf")
-            nb = na
-        highs = [h for h in (na[2], nb[2]) if h is not None]
-        na = (na[0], max(na[1], nb[1]), min(highs) if highs else None)
-    elif na is None:
-        na = nb
-    if na is not None:
-        out["contains"], out["minContains"] = na[0], na[1]
-        if na[2] is not None:
-            out["maxContains"] = na[2]
+    if len(merged) > 1:
+        if any(m[1:] != (1, None) for m in merged):
+            conv.unsupported("contains", ptr, "two different contains schemas inside allOf, "
+                             "one of them counted")
+        out[CONTAINS_ALL] = [m[0] for m in merged]
+    elif merged:
+        out["contains"], out["minContains"] = merged[0][0], merged[0][1]
+        if merged[0][2] is not None:
+            out["maxContains"] = merged[0][2]
     return out
 
 

@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from treegram.grammar._charset_dfa import DfaLimitError, dfa_string_expr
 from treegram.grammar._ir import Expr, Repeat, RuleRef
-from treegram.grammar._json_schema_arrays import UNCONSTRAINED, contains_expr, unique_expr
+from treegram.grammar._json_schema_arrays import (
+    UNCONSTRAINED,
+    contains_all_expr,
+    contains_expr,
+    unique_expr,
+)
 from treegram.grammar._json_schema_keys import KeySpace
 from treegram.grammar._json_schema_lex import (
     EMPTY,
@@ -24,6 +29,7 @@ from treegram.grammar._json_schema_lex import (
     string_of,
 )
 from treegram.grammar._json_schema_logic import OPEN
+from treegram.grammar._json_schema_merge import CONTAINS_ALL
 from treegram.grammar._json_schema_strings import any_string
 
 __all__ = ["ObjectBuilder", "array_expr"]
@@ -289,7 +295,16 @@ def array_expr(conv, schema: dict, ptr: str, depth: int) -> Expr | None:
     if not prefix:
         hi = 0 if items is False else hi
     unique = schema.get("uniqueItems") is True and (hi is None or hi > 1)
-    if "contains" in schema:
+    if CONTAINS_ALL in schema:
+        if items is schema.get("unevaluatedItems") and items is not True:
+            conv.unsupported("unevaluatedItems", f"{ptr}/unevaluatedItems",
+                             "together with contains")
+        if unique:
+            conv.unsupported("uniqueItems", f"{ptr}/uniqueItems", "together with contains")
+        out = contains_all_expr(conv, schema[CONTAINS_ALL], ptr, depth, prefix, items, lo, hi)
+        if out is not UNCONSTRAINED:
+            return out
+    elif "contains" in schema:
         if items is schema.get("unevaluatedItems") and items is not True:
             # Items that match contains count as evaluated; not modelled.
             conv.unsupported("unevaluatedItems", f"{ptr}/unevaluatedItems",
