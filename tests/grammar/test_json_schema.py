@@ -375,3 +375,14 @@ def test_multiple_of_with_one_or_wide_bounds(schema):
     validator = jsonschema.Draft202012Validator(schema)
     for n in [*range(-60, 130), 99996, 100000, 100004, 10**9 + 2]:
         assert accepts(cg, str(n)) == validator.is_valid(n), n
+
+
+@pytest.mark.parametrize("pattern", ["^$|(^(?:a+ )*a+$)", "(^ab$|b)", "(?:(^a)|(b$))"])
+def test_anchors_at_the_edges_of_a_whole_group(pattern):
+    # For a search, an alternative that is one whole group splits like the top level.
+    import re
+
+    oracle = re.compile(pattern.replace("$", r"\Z"))
+    cg = compiled({"type": "string", "pattern": pattern}, strict_mode=False)
+    for text in ["", "a", "ab", "b", "ba", "a a", "a a ", "xab", "abx", " a", "cb"]:
+        assert accepts(cg, json.dumps(text)) == bool(oracle.search(text)), text

@@ -38,7 +38,17 @@ def length_string(min_length: int, max_length: int | None) -> Expr | None:
 
 
 def split_alternatives(pattern: str) -> list[str]:
-    """Split ``pattern`` at its top-level ``|`` (outside groups, classes and escapes)."""
+    """Split ``pattern`` at its top-level ``|`` (outside groups, classes and escapes); an
+    alternative that is one whole group, ``(...)`` or ``(?:...)``, is split inside too
+    (for a search, ``(^a$|b)`` is ``^a$|b``)."""
+    parts = []
+    for part in _split_top(pattern):
+        inner = _group_inside(part)
+        parts.extend([part] if inner is None else split_alternatives(inner))
+    return parts
+
+
+def _split_top(pattern: str) -> list[str]:
     parts, depth, in_class, start, i = [], 0, False, 0, 0
     while i < len(pattern):
         ch = pattern[i]
@@ -59,6 +69,34 @@ def split_alternatives(pattern: str) -> list[str]:
         i += 1
     parts.append(pattern[start:])
     return parts
+
+
+def _group_inside(part: str) -> str | None:
+    """The inside of ``part`` when it is exactly one capturing or ``(?:`` group."""
+    if not part.startswith("(") or part.startswith(("(?=", "(?!", "(?<")):
+        return None
+    if part.startswith("(?") and not part.startswith("(?:"):
+        return None
+    depth, in_class, i = 0, False, 0
+    while i < len(part):
+        ch = part[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                if i != len(part) - 1:
+                    return None  # the group closes before the end (or is quantified)
+                return part[3:-1] if part.startswith("(?:") else part[1:-1]
+        i += 1
+    return None
 
 
 def _strip_anchors(alternative: str) -> tuple[bool, str, bool]:
