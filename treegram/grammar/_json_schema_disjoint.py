@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 
+from treegram.errors import UnsupportedSchemaError
+
 __all__ = ["disjoint"]
 
 _TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
@@ -29,8 +31,17 @@ def disjoint(conv, branches: list, parent: dict | None = None) -> bool:
     """Whether the ``oneOf`` branches provably accept pairwise disjoint sets of values."""
     parent = parent or {}
     shapes = []
+    from treegram.grammar._json_schema_merge import merge_all_of
+
     for b in branches:
         b = _deref(conv, b)
+        if isinstance(b, dict) and ("allOf" in b or "$ref" in b):
+            try:
+                b = merge_all_of(conv, b, "")  # flattened: its parts' members count
+            except UnsupportedSchemaError:
+                return False
+        if b is False:
+            continue
         if not isinstance(b, dict):
             return False
         if "type" in parent and "type" not in b:
