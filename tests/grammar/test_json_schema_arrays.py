@@ -125,8 +125,8 @@ def test_unique_items_uses_json_equality():
     ({"items": {"type": "integer"}, "maxItems": 3, "uniqueItems": True}, "uniqueItems"),
     ({"contains": {"const": 1}, "uniqueItems": True}, "uniqueItems"),
     ({"items": {"enum": list(range(11))}, "uniqueItems": True}, "uniqueItems.*more than"),
-    ({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}], "maxItems": 3},
-     "contains"),
+    ({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}],
+      "prefixItems": [True]}, "contains"),
     ({"contains": {"const": 1}, "unevaluatedItems": False}, "unevaluatedItems"),
 ])
 def test_refused_array_keywords(schema, keyword):
@@ -170,6 +170,10 @@ def test_malformed_counts(schema):
     {"contains": {"const": 1}, "allOf": [{"contains": {"const": 1}, "maxContains": 2},
                                           {"contains": {"type": "boolean"}}]},
     {"not": {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}},
+    {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}], "minItems": 3},
+    {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}], "maxItems": 2},
+    {"oneOf": [{"items": {"const": 1}}, {"items": {"type": "integer"}},
+               {"items": {"enum": [1, "a"]}}], "minItems": 2},
 ])
 def test_several_contains_in_all_of(schema):
     pool = [1, 2, 5, -1, "a", True, None]

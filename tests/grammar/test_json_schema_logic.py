@@ -67,6 +67,8 @@ CASES = {
     "not-enum-with-length": {"maxLength": 2, "not": {"enum": ["a", "ab"]}},
     "not-not-pattern": {"not": {"not": {"pattern": "b$"}}},
     "oneOf-patterns": {"oneOf": [{"pattern": "a"}, {"pattern": "b"}]},
+    "not-array-values": {"not": {"enum": [["a", 1], [], [1, [2]]]}},
+    "enum-and-not-array": {"allOf": [{"enum": [[1], [True]]}, {"not": {"enum": [[True]]}}]},
     "not-in-allOf": {"allOf": [{"not": {"type": "null"}}, {"not": {"const": 0}}]},
 }
 
@@ -114,6 +116,7 @@ def test_strict_mode_defaults_survive_a_merged_negation():
     ({"not": {"additionalProperties": {"type": "string"}}}, "not"),
     ({"oneOf": [{"minimum": i} for i in range(9)]}, "oneOf"),
     ({"not": {"propertyNames": {"maxLength": 2}}}, "not"),
+    ({"not": {"const": {"a": 1}}}, "not"),
     ({"properties": {"a": {}}, "not": {"properties": {"b": {"const": 1}}},
       "unevaluatedProperties": False}, "unevaluatedProperties"),
 ])

@@ -66,16 +66,20 @@ class _Positions:
 
 def contains_all_expr(conv, needs: list, ptr: str, depth: int, prefix: list, items,
                       lo: int, hi: int | None) -> Expr | None:
-    """Arrays in which every schema of ``needs`` is matched by some item (``contains`` of
-    several ``allOf`` parts): one rule per set of schemas matched so far."""
+    """Arrays of ``lo``..``hi`` items in which every schema of ``needs`` is matched by some
+    item (``contains`` of several ``allOf`` parts): one rule per (set of schemas matched
+    so far, item count), counts past what the bounds distinguish merged."""
     cptr = f"{ptr}/contains"
-    if prefix or lo > 1 or hi is not None or len(needs) > MAX_CONTAINS_ALL:
-        conv.unsupported("contains", cptr, "several contains schemas only without "
-                         f"prefixItems, minItems above 1 or maxItems, and at most "
-                         f"{MAX_CONTAINS_ALL} of them")
-        return UNCONSTRAINED
     k = len(needs)
     full = (1 << k) - 1
+    top = hi if hi is not None else max(lo, 1)  # counts above top behave alike
+    if prefix or k > MAX_CONTAINS_ALL or (full + 1) * (top + 1) > MAX_STATES:
+        conv.unsupported("contains", cptr, "several contains schemas only without "
+                         f"prefixItems, at most {MAX_CONTAINS_ALL} of them and at most "
+                         f"{MAX_STATES} (matched set, item count) states")
+        return UNCONSTRAINED
+    if hi is not None and hi < max(lo, 1):
+        return None
     lay = conv.layout
     comma, close = lay.comma(depth), lay.close(depth, "]")
     any_item = conv.value(items, f"{ptr}/items", depth + 1) if items is not False else None
@@ -86,25 +90,27 @@ def contains_all_expr(conv, needs: list, ptr: str, depth: int, prefix: list, ite
                           depth + 1)
         if expr is not None:
             classes[bits] = expr
-    rules: dict[int, RuleRef] = {}
+    rules: dict[tuple[int, int], RuleRef] = {}
 
-    def state(done: int) -> RuleRef:
-        """After at least one item, with the needs in ``done`` met."""
-        if done not in rules:
+    def state(done: int, t: int) -> RuleRef:
+        """After ``t >= 1`` items, with the needs in ``done`` met."""
+        t = min(t, top)
+        if (done, t) not in rules:
             name = conv.new_rule("contains_all")
-            rules[done] = RuleRef(name)
-            options = [close] if done == full else []
-            if any_item is not None:
-                options.append(seq(comma, any_item, state(done)))
-            options += [seq(comma, expr, state(done | bits))
-                        for bits, expr in classes.items() if done | bits != done]
+            rules[(done, t)] = RuleRef(name)
+            options = [close] if done == full and t >= lo else []
+            if hi is None or t < hi:
+                if any_item is not None:
+                    options.append(seq(comma, any_item, state(done, t + 1)))
+                options += [seq(comma, expr, state(done | bits, t + 1))
+                            for bits, expr in classes.items() if done | bits != done]
             body = alt(*options)
             conv.rules[name] = body if body is not None else _NEVER
-        return rules[done]
+        return rules[(done, t)]
 
-    firsts = [seq(expr, state(bits)) for bits, expr in classes.items()]
+    firsts = [seq(expr, state(bits, 1)) for bits, expr in classes.items()]
     if any_item is not None:
-        firsts.insert(0, seq(any_item, state(0)))
+        firsts.insert(0, seq(any_item, state(0, 1)))
     body = alt(*firsts)
     return seq(lit("["), lay.open(depth), body) if body is not None else None
 

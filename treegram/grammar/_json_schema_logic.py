@@ -319,11 +319,27 @@ def _negate_values(conv, values: list, ptr: str) -> dict | bool:
     if "string" in by_type:
         branches.append({"type": "string", NOT_STRING: [{"enum": by_type["string"]}],
                          OPEN: True})
-    for t in ("array", "object"):
-        if t in by_type:
-            conv.unsupported("not", ptr, f"excluding {t} values from a schema")
-            branches.append({"type": t, OPEN: True})
+    if "array" in by_type:
+        branches.append(_all_of(*(_other_arrays(conv, v, ptr) for v in by_type["array"])))
+    if "object" in by_type:
+        conv.unsupported("not", ptr, "excluding object values from a schema")
+        branches.append({"type": "object", OPEN: True})
     return _any_of(branches)
+
+
+def _other_arrays(conv, value: list, ptr: str) -> dict | bool:
+    """Arrays other than ``value``: another length, or the same length and some item
+    other than ``value``'s item there."""
+    n = len(value)
+    out: list = [_typed("array", {"minItems": n + 1})]
+    if n:
+        out.append(_typed("array", {"maxItems": n - 1}))
+    for i, item in enumerate(value):
+        other = _negate_values(conv, [item], ptr)
+        if other is not False:
+            out.append(_typed("array", {"minItems": n, "maxItems": n,
+                                        "prefixItems": [True] * i + [other]}))
+    return _any_of(out)
 
 
 def _numbers_except(points: list) -> list[dict]:

@@ -292,6 +292,8 @@ def array_expr(conv, schema: dict, ptr: str, depth: int) -> Expr | None:
         items = not (prefix and conv.strict and not schema.get(OPEN))
     lo = conv.count(schema, "minItems", ptr, 0)
     hi = conv.count(schema, "maxItems", ptr)
+    if hi is not None and hi < lo:
+        return None  # e.g. allOf parts with minItems 3 and maxItems 1
     if not prefix:
         hi = 0 if items is False else hi
     unique = schema.get("uniqueItems") is True and (hi is None or hi > 1)
