@@ -208,3 +208,21 @@ def test_fractional_range_matches_arithmetic(lo, lo_strict, hi, hi_strict):
             hi is None or (value < Fraction(str(hi)) if hi_strict else
                            value <= Fraction(str(hi))))
         assert accepts(cg, text) == inside, text
+
+
+def test_disjoint_one_of_needs_no_negation():
+    # The branches cannot be negated exactly (uniqueItems, patternProperties), so this only
+    # compiles when oneOf is proven disjoint: by the parent's required "kind" with different
+    # constants, and by string patterns that cannot both match.
+    hard = {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}
+    schema = {"type": "object", "required": ["kind"], "oneOf": [
+        {"properties": {"kind": {"const": "a"}, "xs": hard}},
+        {"properties": {"kind": {"pattern": "^b"}, "m": {"patternProperties": {"x": {}}}}},
+        {"allOf": [{"properties": {"kind": {"type": "string", "pattern": "^c"}}}]},
+    ]}
+    cg = compiled(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [{"kind": "a"}, {"kind": "a", "xs": [1, 2]}, {"kind": "a", "xs": [1, 1]},
+                  {"kind": "b1"}, {"kind": "c"}, {"kind": "d"}, {"kind": 1}, {}]:
+        text = json.dumps(value)
+        assert accepts(cg, text) == validator.is_valid(value), text

@@ -4,7 +4,8 @@ A ``oneOf`` whose branches are pairwise disjoint compiles as a plain choice; oth
 :mod:`treegram.grammar._json_schema_logic` takes each branch with the negation of the
 others, which is larger and not always expressible. Two branches are disjoint when:
 
-- their ``const``/``enum`` values differ, or a value's type is outside the other's types;
+- their ``const``/``enum`` values differ, or the other branch rejects every one of them
+  (checked with ``jsonschema``);
 - their types do not meet (the parent's ``type`` applies to a branch without one);
 - both are strings whose languages (code point automata) do not intersect;
 - both are objects that require a common property with disjoint schemas (``const``,
@@ -109,8 +110,7 @@ def _pair_disjoint(conv, a, b) -> bool:
         return not any(_same(x, y) for x in va for y in vb)
     if va is not None or vb is not None:
         vals, other = (va, b) if va is not None else (vb, a)
-        types = _types(other)
-        return all(_json_type(v) not in types for v in vals)
+        return not any(_may_accept(conv, other, v) for v in vals)
     common = _types(a) & _types(b)
     if not common:
         return True
@@ -119,6 +119,16 @@ def _pair_disjoint(conv, a, b) -> bool:
     if common == {"object"}:
         return _objects_disjoint(conv, a, b)
     return False
+
+
+def _may_accept(conv, schema: dict, value) -> bool:
+    """Whether ``schema`` might accept ``value`` (``True`` when it cannot be decided)."""
+    if _json_type(value) not in _types(schema):
+        return False
+    try:
+        return bool(conv.is_valid(schema, value))
+    except Exception:  # noqa: BLE001 - undecidable here: assume it may
+        return True
 
 
 def _strings_disjoint(conv, a: dict, b: dict) -> bool:
