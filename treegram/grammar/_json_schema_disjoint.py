@@ -18,9 +18,8 @@ Anything not proven disjoint is treated as overlapping (never the other way roun
 
 from __future__ import annotations
 
-import json
-
 from treegram.errors import UnsupportedSchemaError
+from treegram.grammar._json_schema import _json_type, _only_ref, _same
 
 __all__ = ["disjoint"]
 
@@ -55,8 +54,6 @@ def disjoint(conv, branches: list, parent: dict | None = None) -> bool:
 
 
 def _deref(conv, schema):
-    from treegram.grammar._json_schema import _only_ref
-
     for _ in range(_MAX_DEREF):  # a chain of plain references
         if isinstance(schema, dict) and "$ref" in schema and _only_ref(schema):
             schema = conv.resolve(schema["$ref"], "")
@@ -79,24 +76,6 @@ def _types(schema: dict) -> set[str]:
     if "number" in types:
         types.add("integer")
     return types
-
-
-def _json_type(v) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int) or (isinstance(v, float) and v.is_integer()):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    return "array" if isinstance(v, list) else "object"
-
-
-def _same(a, b) -> bool:
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def _pair_disjoint(conv, a, b) -> bool:

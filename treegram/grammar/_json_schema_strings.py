@@ -48,8 +48,10 @@ def split_alternatives(pattern: str) -> list[str]:
     return parts
 
 
-def _split_top(pattern: str) -> list[str]:
-    parts, depth, in_class, start, i = [], 0, False, 0, 0
+def _outside_classes(pattern: str):
+    """``(index, char, depth)`` for each character outside escapes and classes; ``depth``
+    counts the groups around it (a parenthesis counts as outside its own group)."""
+    depth, in_class, i = 0, False, 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\":
@@ -59,16 +61,17 @@ def _split_top(pattern: str) -> list[str]:
             in_class = ch != "]"
         elif ch == "[":
             in_class = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "|" and depth == 0:
-            parts.append(pattern[start:i])
-            start = i + 1
+        else:
+            depth -= ch == ")"
+            yield i, ch, depth
+            depth += ch == "("
         i += 1
-    parts.append(pattern[start:])
-    return parts
+
+
+def _split_top(pattern: str) -> list[str]:
+    cuts = [i for i, ch, depth in _outside_classes(pattern) if ch == "|" and depth == 0]
+    bounds = [-1, *cuts, len(pattern)]
+    return [pattern[a + 1:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def _group_inside(part: str) -> str | None:
@@ -77,25 +80,11 @@ def _group_inside(part: str) -> str | None:
         return None
     if part.startswith("(?") and not part.startswith("(?:"):
         return None
-    depth, in_class, i = 0, False, 0
-    while i < len(part):
-        ch = part[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                if i != len(part) - 1:
-                    return None  # the group closes before the end (or is quantified)
-                return part[3:-1] if part.startswith("(?:") else part[1:-1]
-        i += 1
+    for i, ch, depth in _outside_classes(part):
+        if ch == ")" and depth == 0:
+            if i != len(part) - 1:
+                return None  # the group closes before the end (or is quantified)
+            return part[3:-1] if part.startswith("(?:") else part[1:-1]
     return None
 
 
