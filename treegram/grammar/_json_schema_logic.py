@@ -288,7 +288,8 @@ def _negate_type(conv, keys: dict, ptr: str) -> dict | bool:
     return _any_of(branches)
 
 
-def _json_type(v) -> str:
+def _value_kind(v) -> str:
+    """The JSON type of ``v``, all numbers as one kind (they are excluded by value)."""
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -304,7 +305,7 @@ def _negate_values(conv, values: list, ptr: str) -> dict | bool:
     """Every JSON value except ``values``."""
     by_type: dict[str, list] = {}
     for v in values:
-        by_type.setdefault(_json_type(v), []).append(v)
+        by_type.setdefault(_value_kind(v), []).append(v)
     branches: list = []
     free = [t for t in ("null", "boolean", "string", "array", "object") if t not in by_type]
     if free:
