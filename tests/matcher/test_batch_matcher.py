@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matcher_rows import mask_of, snapshot
 
 import treegram as tg
 import treegram.matcher._batch as matcher_batch
@@ -60,20 +61,6 @@ def compiled():
     comp = tg.GrammarCompiler(info)
     return {name: comp.compile_builtin_json_grammar() if text is None
             else comp.compile_grammar(text) for name, text in GRAMMARS.items()}
-
-
-def mask_of(m: GrammarMatcher) -> np.ndarray | None:
-    if m.is_terminated():
-        return None
-    row = np.zeros((1, W), dtype=np.int32)
-    m.fill_next_token_bitmask(row)
-    return row[0]
-
-
-def snapshot(m: GrammarMatcher) -> tuple:
-    mask = mask_of(m)
-    return (m.num_accepted_steps(), m.is_completed(), m.is_terminated(),
-            None if mask is None else mask.tobytes())
 
 
 def pick_token(m: GrammarMatcher, rng: np.random.Generator) -> int:

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import pytest
+from matcher_rows import mask_of, snapshot
 
 import treegram as tg
 import treegram.kernels._batch as kernels_batch
@@ -96,21 +97,6 @@ def batcher():
 # --------------------------------------------------------------------------- helpers
 def allowed(row: np.ndarray, t: int) -> bool:
     return 0 <= t < V and bool((int(row[t >> 5]) >> (t & 31)) & 1)
-
-
-def mask_of(m: GrammarMatcher) -> np.ndarray | None:
-    """The current mask row, or None for a matcher that accepted a stop token."""
-    if m.is_terminated():
-        return None
-    row = np.zeros((1, W), dtype=np.int32)
-    m.fill_next_token_bitmask(row)
-    return row[0]
-
-
-def snapshot(m: GrammarMatcher) -> tuple:
-    mask = mask_of(m)
-    return (m.num_accepted_steps(), m.is_completed(), m.is_terminated(),
-            None if mask is None else mask.tobytes())
 
 
 def random_walk(m: GrammarMatcher, rng: np.random.Generator, k: int) -> None:
