@@ -161,7 +161,9 @@ def test_precompile_after_partial_lazy_classification(info, grammars, serial_byt
 
 @pytest.mark.slow
 def test_pool_reused_after_injected_failure(info, grammars, serial_bytes, monkeypatch):
-    real = mask_store_module.classify
+    # Fail inside the per-state classification step (a trie walk or a hit in the
+    # vocabulary's shared class cache, which the earlier tests have filled).
+    real = mask_store_module.MaskStore._class_of
     calls = {"n": 0}
     lock = threading.Lock()
 
@@ -173,7 +175,7 @@ def test_pool_reused_after_injected_failure(info, grammars, serial_bytes, monkey
             raise RuntimeError("injected classify failure")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(mask_store_module, "classify", flaky)
+    monkeypatch.setattr(mask_store_module.MaskStore, "_class_of", flaky)
     compiler = GrammarCompiler(info, max_threads=MAX_THREADS)
     with pytest.raises(WorkerError) as err:
         compiler.compile_grammar(grammars[0], classify="eager")
@@ -209,7 +211,7 @@ def test_failed_precompile_stores_nothing(info, grammars, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("boom")
 
-    monkeypatch.setattr(mask_store_module, "classify", broken)
+    monkeypatch.setattr(mask_store_module.MaskStore, "_class_of", broken)
     with pytest.raises(WorkerError):
         compiler.precompile(compiled)
     assert compiled._store.n_classified_states == 0

@@ -15,8 +15,8 @@ from treegram.tokenizer import TokenizerInfo, VocabType
 from treegram.tokenizer._sorted_vocab import SortedVocab
 
 
-def _reference(info: TokenizerInfo) -> tuple[list[int], list[bytes], list[int], list[int]]:
-    """Sorted ids, their bytes, LCP with the predecessor, and subtree ends (quadratic)."""
+def _reference(info: TokenizerInfo) -> tuple[list[int], list[bytes], list[int], list[list[int]]]:
+    """Sorted ids, their bytes, LCP with the predecessor, and the trie (quadratic)."""
     excluded = set(info.special_token_ids)  # stop tokens keep their text
     decoded = info.decoded_vocab
     ids = sorted(
@@ -25,13 +25,27 @@ def _reference(info: TokenizerInfo) -> tuple[list[int], list[bytes], list[int], 
     )
     tokens = [decoded[i] for i in ids]
     lcp = [len(os.path.commonprefix([a, b])) for a, b in zip([b""] + tokens, tokens, strict=False)]
-    ends = []
-    for i, token in enumerate(tokens):
-        j = i + 1
-        while j < len(tokens) and tokens[j].startswith(token):
+    return ids, tokens, lcp, _reference_trie(tokens)
+
+
+def _reference_trie(tokens: list[bytes]) -> list[list[int]]:
+    """The trie arrays of sorted ``tokens``: every distinct non-empty prefix is a node, in
+    sorted (= depth-first) order."""
+    nodes = sorted({t[:d] for t in tokens for d in range(1, len(t) + 1)})
+    n = len(tokens)
+    byte, depth, end, first, lo, hi = [], [], [], [], [], []
+    for k, prefix in enumerate(nodes):
+        byte.append(prefix[-1])
+        depth.append(len(prefix))
+        j = k + 1
+        while j < len(nodes) and nodes[j].startswith(prefix):
             j += 1
-        ends.append(j)
-    return ids, tokens, lcp, ends
+        end.append(j)
+        first.append(next(i for i, t in enumerate(tokens) if t.startswith(prefix)))
+        exact = [i for i, t in enumerate(tokens) if t == prefix]
+        lo.append(exact[0] if exact else 0)
+        hi.append(exact[-1] + 1 if exact else 0)
+    return [byte, depth, end, first + [n], lo, hi]
 
 
 def _check_layout(sv: SortedVocab) -> None:
@@ -40,19 +54,22 @@ def _check_layout(sv: SortedVocab) -> None:
     assert sv.offsets.dtype == np.int64 and sv.offsets.shape == (n + 1,)
     assert sv.data.dtype == np.uint8 and sv.data.shape == (sv.offsets[-1],)
     assert sv.lcp.dtype == np.int32 and sv.lcp.shape == (n,)
-    assert sv.subtree_end.dtype == np.int32 and sv.subtree_end.shape == (n,)
-    for array in (sv.token_ids, sv.offsets, sv.data, sv.lcp, sv.subtree_end):
+    n_nodes = sv.trie[0].shape[0]
+    assert sv.trie[0].dtype == np.uint8
+    for k, array in enumerate(sv.trie):
+        assert array.shape == (n_nodes + (k == 3),)
+    for array in (sv.token_ids, sv.offsets, sv.data, sv.lcp, *sv.trie):
         assert array.flags.c_contiguous and not array.flags.writeable
 
 
 def _check_against_reference(info: TokenizerInfo) -> None:
     sv = info.sorted_vocab
-    ids, tokens, lcp, ends = _reference(info)
+    ids, tokens, lcp, trie = _reference(info)
     _check_layout(sv)
     assert sv.token_ids.tolist() == ids
     assert [sv.token_bytes(i) for i in range(len(sv))] == tokens
     assert sv.lcp.tolist() == lcp
-    assert sv.subtree_end.tolist() == ends
+    assert [array.tolist() for array in sv.trie] == trie
     assert sv.max_len == max(map(len, tokens), default=0)
 
 
@@ -80,7 +97,12 @@ def test_small_example() -> None:
     # stop token </s> keeps its text (the matcher, not the vocabulary, makes it a stop)
     assert sv.token_ids.tolist() == [6, 1, 0, 5, 3, 7, 4]
     assert sv.lcp.tolist() == [0, 0, 1, 2, 2, 1, 0]
-    assert sv.subtree_end.tolist() == [1, 6, 5, 5, 5, 6, 7]
+    # trie nodes: < </ </s </s> a ab abc ac b; "ab" ends tokens 2 and 3 (ids 0 and 5)
+    byte, depth, end, first, lo, hi = (array.tolist() for array in sv.trie)
+    assert bytes(byte) == b"</s>abccb" and depth == [1, 2, 3, 4, 1, 2, 3, 2, 1]
+    assert end == [4, 4, 4, 4, 8, 7, 7, 8, 9] and first == [0, 0, 0, 0, 1, 2, 4, 5, 6, 7]
+    assert [(a, b) for a, b in zip(lo, hi, strict=True) if b] == [(0, 1), (1, 2), (2, 4),
+                                                                  (4, 5), (5, 6), (6, 7)]
     assert sv.offsets.tolist() == [0, 4, 5, 7, 9, 12, 14, 15]
     assert sv.data.tobytes() == b"</s>aabababcacb"
     assert sv.max_len == 4
@@ -137,14 +159,21 @@ def test_deepseek_sorted_vocab(deepseek_info: TokenizerInfo) -> None:
     assert sv.data.tobytes() == b"".join(tokens)
     lcp = [len(os.path.commonprefix([a, b])) for a, b in zip([b""] + tokens, tokens, strict=False)]
     assert sv.lcp.tolist() == lcp
-    # subtree ends with a stack: lengths on the stack never decrease from bottom to top
-    lengths = [len(t) for t in tokens]
-    ends = [len(tokens)] * len(tokens)
-    stack: list[int] = []
-    for j, common in enumerate(lcp):
-        while stack and common < lengths[stack[-1]]:
-            ends[stack.pop()] = j
-        stack.append(j)
-    assert sv.subtree_end.tolist() == ends
-    assert sv.max_len == max(lengths)
+    # the trie: one node per distinct prefix; each token ends at the node of its bytes
+    byte, depth, end, first, lo, hi = sv.trie
+    assert byte.shape[0] == len({t[:d] for t in tokens for d in range(1, len(t) + 1)})
+    node_of = np.full(len(tokens), -1)
+    for k in np.flatnonzero(hi > lo):
+        assert (node_of[lo[k] : hi[k]] == -1).all()
+        node_of[lo[k] : hi[k]] = k
+    assert (node_of >= 0).all()
+    assert depth[node_of].tolist() == [len(t) for t in tokens]
+    assert byte[node_of].tolist() == [t[-1] for t in tokens]
+    # a node's subtree holds exactly the tokens that start with its prefix
+    rng = np.random.default_rng(0)
+    for k in rng.choice(byte.shape[0], size=300, replace=False):
+        prefix = tokens[first[k]][: depth[k]]
+        inside = [i for i in range(len(tokens)) if tokens[i].startswith(prefix)]
+        assert inside == list(range(first[k], first[end[k]]))
+    assert sv.max_len == max(len(t) for t in tokens)
     assert 1 in set(sv.token_ids.tolist())  # the stop token keeps its text

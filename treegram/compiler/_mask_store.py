@@ -15,7 +15,9 @@ import threading
 
 import numpy as np
 
-from ..kernels._classify import ACCEPTED, UNCERTAIN, classify
+from ..kernels._classify import classify
+from ..kernels._signature import state_signature
+from ._class_cache import SIGNATURE_CAP, class_cache_for
 
 __all__ = ["MaskStore"]
 
@@ -24,14 +26,19 @@ KIND_BITSET = 1
 
 
 def _bitset(token_ids: np.ndarray, n_words: int) -> np.ndarray:
-    words = np.zeros(n_words, dtype=np.uint32)
-    np.bitwise_or.at(words, token_ids >> 5, np.uint32(1) << (token_ids & 31).astype(np.uint32))
-    return words.view(np.int32)
+    bits = np.zeros(32 * n_words, dtype=np.bool_)
+    bits[token_ids] = True
+    return np.packbits(bits, bitorder="little").view(np.int32)
 
 
-def _digest(verdicts: np.ndarray) -> bytes:
-    """BLAKE2b-128 of a verdict array: the de-duplication key of its class."""
-    return hashlib.blake2b(verdicts.tobytes(), digest_size=16).digest()
+def _digest(verdicts: tuple[np.ndarray, np.ndarray]) -> bytes:
+    """BLAKE2b-128 of a classification (accepted and uncertain sorted positions): the
+    de-duplication key of its class."""
+    accepted, uncertain = verdicts
+    h = hashlib.blake2b(np.int64(accepted.shape[0]).tobytes(), digest_size=16)
+    h.update(accepted.tobytes())
+    h.update(uncertain.tobytes())
+    return h.digest()
 
 
 class _Pool:
@@ -66,6 +73,8 @@ class MaskStore:
         self._state_rule = automaton.state_rule
         self._rule_follow = automaton.rule_follow
         self._sorted_vocab = sorted_vocab
+        self._shared = class_cache_for(sorted_vocab)
+        self._n_rules = automaton.n_rules
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
         self._state_class = np.full(automaton.n_states, -1, dtype=np.int32)
@@ -106,13 +115,14 @@ class MaskStore:
     def classify_states(self, states) -> None:
         """Make sure every state in ``states`` has a class."""
         with self._lock:
+            scratch = None
             for s in states:
                 s = int(s)
                 if self._state_class[s] >= 0:
                     continue
-                verdicts = self._verdicts(s)
-                key = _digest(verdicts)
-                encoded = (None, None, None) if key in self._index else self._encode(verdicts)
+                if scratch is None:
+                    scratch = self._signature_scratch()
+                key, encoded = self._class_of(s, scratch)
                 self._assign(s, *self._insert(key, *encoded))
 
     def classify_all(self) -> None:
@@ -140,11 +150,11 @@ class MaskStore:
         """
         keys: list[bytes] = []
         encoded: dict[bytes, tuple] = {}
+        scratch = self._signature_scratch()
         for s in states:
-            verdicts = self._verdicts(int(s))
-            key = _digest(verdicts)
+            key, payload = self._class_of(int(s), scratch)
             if key not in encoded and key not in self._index:
-                encoded[key] = self._encode(verdicts)
+                encoded[key] = payload
             keys.append(key)
         return keys, encoded
 
@@ -162,7 +172,35 @@ class MaskStore:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _verdicts(self, s: int) -> np.ndarray:
+    def _signature_scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        return (np.full(self._state_class.shape[0], -1, dtype=np.int32),
+                np.full(self._n_rules, -1, dtype=np.int32))
+
+    def _signature(self, s: int, scratch) -> tuple[int, int] | None:
+        """The classification signature of state ``s`` (None when its window is too big)."""
+        ok, h0, h1 = state_signature(
+            *self._automaton_arrays, s, self._rule_follow[self._state_rule[s]],
+            self._sorted_vocab.max_len, SIGNATURE_CAP, self._shared.key0, self._shared.key1,
+            *scratch)
+        return (int(h0), int(h1)) if ok else None
+
+    def _class_of(self, s: int, scratch) -> tuple[bytes, tuple]:
+        """(digest, (kind, payload, uncertain)) of state ``s``: from the vocabulary's shared
+        class cache when a state with the same signature was classified before, else from a
+        walk of the token trie (then shared)."""
+        signature = self._signature(s, scratch)
+        if signature is not None:
+            hit = self._shared.get(signature)
+            if hit is not None:
+                return hit[0], hit[1:]
+        verdicts = self._verdicts(s)
+        key = _digest(verdicts)
+        encoded = self._encode(verdicts)
+        if signature is not None:
+            self._shared.put(signature, (key, *encoded))
+        return key, encoded
+
+    def _verdicts(self, s: int) -> tuple[np.ndarray, np.ndarray]:
         follow = self._rule_follow[self._state_rule[s]]
         return classify(self._automaton_arrays, s, follow, self._sorted_vocab)
 
@@ -176,14 +214,14 @@ class MaskStore:
         else:
             self._state_class[s] = cid
 
-    def _encode(self, verdicts: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-        """(kind, accepted payload, uncertain positions) of one verdict array."""
-        sv = self._sorted_vocab
-        accepted = np.sort(sv.token_ids[verdicts == ACCEPTED]).astype(np.int32)
-        uncertain = np.flatnonzero(verdicts == UNCERTAIN).astype(np.int32)
+    def _encode(self, verdicts: tuple[np.ndarray, np.ndarray]
+                ) -> tuple[int, np.ndarray, np.ndarray]:
+        """(kind, accepted payload, uncertain positions) of one classification."""
+        positions, uncertain = verdicts
+        accepted = self._sorted_vocab.token_ids[positions]
         if accepted.shape[0] >= self._n_words:
             return KIND_BITSET, _bitset(accepted, self._n_words), uncertain
-        return KIND_LIST, accepted, uncertain
+        return KIND_LIST, np.sort(accepted).astype(np.int32), uncertain
 
     def _insert(self, key: bytes, kind, payload, uncertain) -> tuple[int, bool]:
         """Class id of ``key``, appending the class if it is new; (cid, reallocated)."""

@@ -12,9 +12,10 @@ For an automaton state ``s`` of rule ``R``, every token is one of
 
 The walk runs an Earley chart seeded with the single item ``(s, origin=0)`` where set 0
 is an empty *virtual* set that stands for the unknown caller; an item with origin 0 that
-reaches a final state therefore means "R has finished". Tokens are visited in sorted
-order, so a shared prefix is scanned once, and a failed prefix decides every following
-token that starts with it without touching them.
+reaches a final state therefore means "R has finished". It follows the token trie
+(``kernels._trie``) depth first, so a shared prefix is scanned once, and a byte that fails
+decides the whole subtree below it in one step: most states read only a few of the
+vocabulary's first bytes, and their walk touches a few hundred nodes instead of every token.
 """
 
 from __future__ import annotations
@@ -23,10 +24,6 @@ import numpy as np
 from numba import njit
 
 from ._earley import OVERFLOW, REJECT, closure, scan_byte
-
-REJECTED = 0
-ACCEPTED = 1
-UNCERTAIN = 2
 
 
 @njit(nogil=True, cache=True)
@@ -40,10 +37,10 @@ def _rule_ends(state_final, items_s, items_o, set_starts, pos):
 @njit(nogil=True, cache=True)
 def classify_state(
     rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-    ref_ptr, ref_rule, ref_target, state, follow, sv_offsets, sv_data, sv_lcp, items_s,
-    items_o, set_starts, out,
+    ref_ptr, ref_rule, ref_target, state, follow, node_byte, node_depth, node_end,
+    node_first, node_tok_lo, node_tok_hi, items_s, items_o, set_starts, acc, unc,
 ):
-    """Classify every sorted-vocabulary token for ``state``.
+    """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
 
     Parameters
     ----------
@@ -51,23 +48,20 @@ def classify_state(
         Automaton state to classify.
     follow : uint8 [256]
         Follow set of the state's rule: bytes that may be read right after it ends.
-    sv_offsets : int64 [n + 1]
-        Byte offsets of the sorted tokens in ``sv_data``.
-    sv_data : uint8 [total_bytes]
-        Concatenated token bytes in sorted order.
-    sv_lcp : int32 [n]
-        Common prefix length of each token with its predecessor.
+    node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi : arrays
+        The token trie (see ``kernels._trie``).
     items_s, items_o, set_starts : int32 arrays
         Scratch chart; ``set_starts`` needs ``max_token_len + 3`` entries.
-    out : uint8 [n]
-        Receives REJECTED / ACCEPTED / UNCERTAIN per sorted token.
+    acc, unc : int32 [n_tokens]
+        Receive the sorted positions of the ACCEPTED and of the UNCERTAIN tokens, in
+        increasing order; every other token is REJECTED.
 
     Returns
     -------
-    int
-        0, or OVERFLOW if the scratch chart is too small (retry with larger arrays).
+    (int, int, int)
+        (status, n_acc, n_unc): status 0, or OVERFLOW if the scratch chart is too small
+        (retry with larger arrays).
     """
-    n_tok = sv_lcp.shape[0]
     # set 0 is the virtual caller set (empty); set 1 holds the seed item.
     set_starts[0] = 0
     set_starts[1] = 0
@@ -78,76 +72,70 @@ def classify_state(
         items_s, items_o, set_starts, 1, 0, 1,
     )
     if n < 0:
-        return n
+        return n, 0, 0
     set_starts[2] = n
-    # ends[d]: R can have finished after d bytes. d = 0 stays False: when R can finish
+    # ends[d]: R can have finished after d bytes. ends[0] stays False: when R can finish
     # before any byte, Earley completion has already put the caller's items in the same set,
     # and their own classification covers every token read after R.
+    # unsure[d]: on the path to depth d, R finished after some d' < d bytes and the byte
+    # read next may follow R; a token that fails below such a node depends on the callers.
     ends = np.zeros(set_starts.shape[0], dtype=np.bool_)
-    any_end = np.zeros(set_starts.shape[0], dtype=np.bool_)  # ends[1..d] has a True
-    depth = 0
-    i = 0
-    while i < n_tok:
-        lcp = sv_lcp[i]
-        if lcp < depth:
-            depth = lcp
-        lo = sv_offsets[i]
-        length = sv_offsets[i + 1] - lo
-        fail_at = -1
-        while depth < length:
-            st = scan_byte(
-                rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes,
-                trans, ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts,
-                1 + depth, sv_data[lo + depth],
-            )
-            if st == REJECT:
-                fail_at = depth
-                break
-            if st == OVERFLOW:
-                return OVERFLOW
-            depth += 1
-            ends[depth] = _rule_ends(state_final, items_s, items_o, set_starts, 1 + depth)
-            any_end[depth] = any_end[depth - 1] or ends[depth]
-        if fail_at < 0:
-            out[i] = ACCEPTED
-            i += 1
+    unsure = np.zeros(set_starts.shape[0], dtype=np.bool_)
+    n_acc = 0
+    n_unc = 0
+    n_nodes = node_byte.shape[0]
+    k = 0
+    while k < n_nodes:
+        d = node_depth[k]
+        b = node_byte[k]
+        u = unsure[d - 1] or (ends[d - 1] and follow[b] != 0)
+        st = scan_byte(
+            rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes,
+            trans, ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, d, b,
+        )
+        if st == OVERFLOW:
+            return OVERFLOW, 0, 0
+        if st == REJECT:
+            # The whole subtree fails at this byte, with the same verdict.
+            if u:
+                for p in range(node_first[k], node_first[node_end[k]]):
+                    unc[n_unc] = p
+                    n_unc += 1
+            k = node_end[k]
             continue
-        verdict = REJECTED
-        if any_end[fail_at]:
-            # R ended after d bytes and the byte after it may follow R: ask the callers.
-            for d in range(1, fail_at + 1):
-                if ends[d] and follow[sv_data[lo + d]]:
-                    verdict = UNCERTAIN
-                    break
-        out[i] = verdict
-        i += 1
-        # Every following token sharing the failed prefix fails the same way.
-        while i < n_tok and sv_lcp[i] > fail_at:
-            out[i] = verdict
-            i += 1
-    return 0
+        ends[d] = _rule_ends(state_final, items_s, items_o, set_starts, 1 + d)
+        unsure[d] = u
+        for p in range(node_tok_lo[k], node_tok_hi[k]):
+            acc[n_acc] = p
+            n_acc += 1
+        k += 1
+    return 0, n_acc, n_unc
 
 
 def classify(automaton_arrays: tuple, state: int, follow: np.ndarray, sorted_vocab
-             ) -> np.ndarray:
+             ) -> tuple[np.ndarray, np.ndarray]:
     """Classify all sorted tokens for ``state``; grows the scratch chart as needed.
 
     Returns
     -------
-    uint8 [n_sorted_tokens]
-        REJECTED / ACCEPTED / UNCERTAIN per token in sorted order.
+    accepted : int32 [n_acc]
+        Sorted positions of the ACCEPTED tokens, increasing.
+    uncertain : int32 [n_unc]
+        Sorted positions of the UNCERTAIN tokens, increasing. Every other token is
+        REJECTED.
     """
     n_tok = sorted_vocab.lcp.shape[0]
-    out = np.zeros(n_tok, dtype=np.uint8)
+    trie = sorted_vocab.trie
+    acc = np.empty(n_tok, dtype=np.int32)
+    unc = np.empty(n_tok, dtype=np.int32)
     cap = 1024
     set_starts = np.zeros(int(sorted_vocab.max_len) + 3, dtype=np.int32)
     while True:
         items_s = np.zeros(cap, dtype=np.int32)
         items_o = np.zeros(cap, dtype=np.int32)
-        st = classify_state(
-            *automaton_arrays, state, follow, sorted_vocab.offsets, sorted_vocab.data,
-            sorted_vocab.lcp, items_s, items_o, set_starts, out,
+        st, n_acc, n_unc = classify_state(
+            *automaton_arrays, state, follow, *trie, items_s, items_o, set_starts, acc, unc,
         )
         if st != OVERFLOW:
-            return out
+            return acc[:n_acc].copy(), unc[:n_unc].copy()
         cap *= 4

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels._trie import build_trie
+
 __all__ = ["SortedVocab", "build_sorted_vocab"]
 
 
@@ -31,9 +33,9 @@ class SortedVocab:
     lcp : numpy.ndarray
         int32 ``[n]``: length of the longest common prefix with the previous sorted token
         (0 for the first).
-    subtree_end : numpy.ndarray
-        int32 ``[n]``: the first sorted position after ``i`` whose token does not start
-        with token ``i``'s bytes (``n`` when there is none).
+    trie : tuple of numpy.ndarray
+        The token trie in preorder (``node_byte, node_depth, node_end, node_first,
+        node_tok_lo, node_tok_hi``; see ``treegram.kernels._trie``).
     max_len : int
         Length in bytes of the longest token (0 when there are no tokens).
     """
@@ -42,7 +44,7 @@ class SortedVocab:
     offsets: np.ndarray
     data: np.ndarray
     lcp: np.ndarray
-    subtree_end: np.ndarray
+    trie: tuple
     max_len: int
 
     def __len__(self) -> int:
@@ -79,12 +81,11 @@ def build_sorted_vocab(decoded: Sequence[bytes], excluded_ids: Iterable[int]) ->
     np.cumsum(sorted_lengths, out=offsets[1:])
     data = np.frombuffer(b"".join([decoded[i] for i in order]), dtype=np.uint8)
     lcp = _adjacent_lcp(data, offsets, sorted_lengths)
-    subtree_end = _subtree_end(lcp, sorted_lengths)
+    trie = build_trie(offsets, data, lcp)
     max_len = int(sorted_lengths.max()) if len(order) else 0
-    arrays = [token_ids, offsets, data, lcp, subtree_end]
-    for array in arrays:
+    for array in (token_ids, offsets, data, lcp, *trie):
         array.flags.writeable = False
-    return SortedVocab(token_ids, offsets, data, lcp, subtree_end, max_len)
+    return SortedVocab(token_ids, offsets, data, lcp, trie, max_len)
 
 
 def _adjacent_lcp(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -105,29 +106,3 @@ def _adjacent_lcp(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) ->
         pair_lcp[active] = column
         active = active[limit[active] > column]
     return lcp
-
-
-def _subtree_end(lcp: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """For each position i, the first j > i with ``lcp[j] < lengths[i]`` (else n).
-
-    ``min(lcp[i + 1 : j + 1])`` is the common prefix of tokens i and j, so the tokens that
-    start with token i are exactly the run that this finds. Binary lifting over a sparse
-    table of range minima does it for all positions at once.
-    """
-    n = lcp.shape[0]
-    position = np.arange(1, n + 1, dtype=np.int64)
-    if n < 2:
-        return position.astype(np.int32)
-    tables = [lcp]
-    while (2 << (len(tables) - 1)) <= n:
-        half = 1 << (len(tables) - 1)
-        prev = tables[-1]
-        tables.append(np.minimum(prev[:-half], prev[half:]))
-    for level in range(len(tables) - 1, -1, -1):
-        table = tables[level]
-        candidates = np.flatnonzero(position + (1 << level) <= n)
-        if candidates.size == 0:
-            continue
-        fits = table[position[candidates]] >= lengths[candidates]
-        position[candidates[fits]] += 1 << level
-    return position.astype(np.int32)

@@ -1,0 +1,102 @@
+"""Token classes shared by every grammar compiled for one vocabulary.
+
+Classifying a state costs one walk of the token trie; a state inside an unconstrained
+string or a long length-bounded string accepts most of the vocabulary, and its walk visits
+every trie node (milliseconds on a 128k vocabulary). Such states recur in almost every JSON
+Schema, so the classes are kept per vocabulary under the state's classification signature
+(``kernels._signature``): the first grammar that meets a string body pays the walk, every
+later state with the same signature, in that grammar or another, reuses the class.
+
+The cache is bounded (least recently used entries are dropped past ``max_bytes``) and
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+
+__all__ = ["ClassCache", "class_cache_for"]
+
+DEFAULT_MAX_BYTES = 128 << 20
+# A signature window larger than this many states is not worth hashing: such states (deep
+# inside big literal-heavy rules) reject most first bytes and classify quickly anyway.
+SIGNATURE_CAP = 4096
+
+
+class ClassCache:
+    """Signature -> encoded token class, for one vocabulary.
+
+    Parameters
+    ----------
+    max_bytes : int
+        Bound on the bytes held by the cached token sets.
+
+    Attributes
+    ----------
+    key0, key1 : numpy.uint64
+        Random keys of the signature hash (per process and vocabulary).
+    hits, misses : int
+        Lookups served from the cache and lookups that were not.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        words = np.frombuffer(os.urandom(16), dtype=np.uint64)
+        self.key0 = np.uint64(words[0])
+        self.key1 = np.uint64(words[1])
+        self.max_bytes = int(max_bytes)
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[int, int], tuple] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, signature: tuple[int, int]) -> tuple | None:
+        """The ``(digest, kind, payload, uncertain)`` stored under ``signature``, or None."""
+        with self._lock:
+            entry = self._entries.get(signature)
+            if entry is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(signature)
+            self.hits += 1
+            return entry
+
+    def put(self, signature: tuple[int, int], entry: tuple) -> None:
+        """Store ``entry = (digest, kind, payload, uncertain)`` under ``signature``."""
+        size = 64 + entry[2].nbytes + entry[3].nbytes
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if signature in self._entries:
+                return
+            self._entries[signature] = entry
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, old = self._entries.popitem(last=False)
+                self._bytes -= 64 + old[2].nbytes + old[3].nbytes
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes held by the cached token sets."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def class_cache_for(sorted_vocab) -> ClassCache:
+    """The process-wide class cache of one sorted vocabulary (created on first use)."""
+    with _CACHES_LOCK:
+        cache = _CACHES.get(sorted_vocab)
+        if cache is None:
+            cache = _CACHES[sorted_vocab] = ClassCache()
+        return cache
