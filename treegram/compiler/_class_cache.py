@@ -7,6 +7,9 @@ Schema, so the classes are kept per vocabulary under the state's classification 
 (``kernels._signature``): the first grammar that meets a string body pays the walk, every
 later state with the same signature, in that grammar or another, reuses the class.
 
+It also holds the vocabulary's slices (``kernels._slices``): the JSON string slice's token
+set, as sorted positions and as a token bitset, and the trie of the tokens outside it.
+
 The cache is bounded (least recently used entries are dropped past ``max_bytes``) and
 thread-safe.
 """
@@ -20,12 +23,44 @@ from collections import OrderedDict
 
 import numpy as np
 
-__all__ = ["ClassCache", "class_cache_for"]
+from ..kernels._slices import json_string_slice_dfa, positions_to_bitset, slice_members
+
+__all__ = ["ClassCache", "StringSlice", "class_cache_for"]
 
 DEFAULT_MAX_BYTES = 128 << 20
 # A signature window larger than this many states is not worth hashing: such states (deep
 # inside big literal-heavy rules) reject most first bytes and classify quickly anyway.
-SIGNATURE_CAP = 4096
+SIGNATURE_CAP = 1024
+
+
+class StringSlice:
+    """The JSON string slice of one vocabulary (see ``kernels._slices``).
+
+    Attributes
+    ----------
+    dfa : int16 [n_q, 256]
+        The slice DFA.
+    n_members : int
+        Number of tokens in the slice.
+    bitset : int32 [n_words]
+        The slice's tokens as a token-id bitset.
+    outside : int32 [n_outside]
+        Sorted positions of the tokens outside the slice, increasing.
+    outside_trie : tuple
+        The trie of those tokens; its positions index ``outside``.
+    """
+
+    def __init__(self, sorted_vocab, n_words: int) -> None:
+        self.dfa = json_string_slice_dfa()
+        member = slice_members(self.dfa, sorted_vocab.offsets, sorted_vocab.data)
+        self.n_members = int(np.count_nonzero(member))
+        self.bitset = positions_to_bitset(sorted_vocab.token_ids,
+                                          np.flatnonzero(member).astype(np.int32), n_words,
+                                          np.zeros(0, dtype=np.int32))
+        self.outside = np.flatnonzero(~member).astype(np.int32)
+        self.outside_trie = sorted_vocab.subset_trie(self.outside)
+        for array in (self.dfa, self.bitset, self.outside, *self.outside_trie):
+            array.flags.writeable = False
 
 
 class ClassCache:
@@ -33,6 +68,8 @@ class ClassCache:
 
     Parameters
     ----------
+    sorted_vocab : SortedVocab
+        The vocabulary (held by a weak reference).
     max_bytes : int
         Bound on the bytes held by the cached token sets.
 
@@ -44,7 +81,9 @@ class ClassCache:
         Lookups served from the cache and lookups that were not.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, sorted_vocab, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self._sorted_vocab = weakref.ref(sorted_vocab)
+        self._slices: dict[int, StringSlice] = {}
         words = np.frombuffer(os.urandom(16), dtype=np.uint64)
         self.key0 = np.uint64(words[0])
         self.key1 = np.uint64(words[1])
@@ -80,6 +119,16 @@ class ClassCache:
                 _, old = self._entries.popitem(last=False)
                 self._bytes -= 64 + old[2].nbytes + old[3].nbytes
 
+    def string_slice(self, n_words: int) -> StringSlice:
+        """The JSON string slice, for bitsets of ``n_words`` words (built on first use)."""
+        found = self._slices.get(n_words)
+        if found is None:
+            with self._lock:
+                found = self._slices.get(n_words)
+                if found is None:
+                    found = self._slices[n_words] = StringSlice(self._sorted_vocab(), n_words)
+        return found
+
     @property
     def size_bytes(self) -> int:
         """Bytes held by the cached token sets."""
@@ -98,5 +147,5 @@ def class_cache_for(sorted_vocab) -> ClassCache:
     with _CACHES_LOCK:
         cache = _CACHES.get(sorted_vocab)
         if cache is None:
-            cache = _CACHES[sorted_vocab] = ClassCache()
+            cache = _CACHES[sorted_vocab] = ClassCache(sorted_vocab)
         return cache

