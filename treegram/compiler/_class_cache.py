@@ -34,10 +34,14 @@ SIGNATURE_CAP = 1024
 
 
 class StringSlice:
-    """The JSON string slice of one vocabulary (see ``kernels._slices``).
+    """The JSON string slice of one vocabulary (see ``kernels._slices``), limited to tokens
+    of at most ``max_bytes`` bytes (a state inside a string with few characters left
+    contains a limited slice, not the whole one).
 
     Attributes
     ----------
+    max_bytes : int
+        Length limit of the slice's tokens.
     dfa : int16 [n_q, 256]
         The slice DFA.
     n_members : int
@@ -50,9 +54,11 @@ class StringSlice:
         The trie of those tokens; its positions index ``outside``.
     """
 
-    def __init__(self, sorted_vocab, n_words: int) -> None:
+    def __init__(self, sorted_vocab, n_words: int, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
         self.dfa = json_string_slice_dfa()
         member = slice_members(self.dfa, sorted_vocab.offsets, sorted_vocab.data)
+        member &= np.diff(sorted_vocab.offsets) <= max_bytes
         self.n_members = int(np.count_nonzero(member))
         self.bitset = positions_to_bitset(sorted_vocab.token_ids,
                                           np.flatnonzero(member).astype(np.int32), n_words,
@@ -83,7 +89,7 @@ class ClassCache:
 
     def __init__(self, sorted_vocab, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._sorted_vocab = weakref.ref(sorted_vocab)
-        self._slices: dict[int, StringSlice] = {}
+        self._slices: dict[tuple[int, int], StringSlice] = {}
         words = np.frombuffer(os.urandom(16), dtype=np.uint64)
         self.key0 = np.uint64(words[0])
         self.key1 = np.uint64(words[1])
@@ -119,14 +125,17 @@ class ClassCache:
                 _, old = self._entries.popitem(last=False)
                 self._bytes -= 64 + old[2].nbytes + old[3].nbytes
 
-    def string_slice(self, n_words: int) -> StringSlice:
-        """The JSON string slice, for bitsets of ``n_words`` words (built on first use)."""
-        found = self._slices.get(n_words)
+    def string_slice(self, n_words: int, max_bytes: int) -> StringSlice:
+        """The JSON string slice of tokens of at most ``max_bytes`` bytes, for bitsets of
+        ``n_words`` words (built on first use)."""
+        key = (n_words, max_bytes)
+        found = self._slices.get(key)
         if found is None:
             with self._lock:
-                found = self._slices.get(n_words)
+                found = self._slices.get(key)
                 if found is None:
-                    found = self._slices[n_words] = StringSlice(self._sorted_vocab(), n_words)
+                    found = StringSlice(self._sorted_vocab(), n_words, max_bytes)
+                    self._slices[key] = found
         return found
 
     @property

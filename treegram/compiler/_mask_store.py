@@ -24,8 +24,11 @@ __all__ = ["MaskStore"]
 
 KIND_LIST = 0
 KIND_BITSET = 1
-# Configurations a slice containment check explores before it gives up.
-SLICE_CHECK_CAP = 8192
+# Nodes a slice containment check explores before it gives up.
+SLICE_CHECK_CAP = 4096
+# Token length limits of the JSON string slices tried, shortest first (then the longest
+# token): a string with fewer characters left than the longest token contains a limited one.
+_SLICE_BYTES = (8, 16, 32, 64)
 _NO_BASE = np.zeros(0, dtype=np.int32)
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
@@ -172,16 +175,15 @@ class MaskStore:
     # -- internals -------------------------------------------------------------------------
 
     def _signature_scratch(self) -> tuple[np.ndarray, np.ndarray]:
-        n_states = self._state_class.shape[0]
-        return (np.full(n_states, -1, dtype=np.int32), np.full(self._n_rules, -1, dtype=np.int32),
-                np.zeros(n_states, dtype=np.int32))
+        return (np.full(self._state_class.shape[0], -1, dtype=np.int32),
+                np.full(self._n_rules, -1, dtype=np.int32))
 
     def _signature(self, s: int, scratch) -> tuple[int, int] | None:
         """The classification signature of state ``s`` (None when its window is too big)."""
         ok, h0, h1 = state_signature(
             *self._automaton_arrays, s, self._rule_follow[self._state_rule[s]],
             self._sorted_vocab.max_len, SIGNATURE_CAP, self._shared.key0, self._shared.key1,
-            scratch[0], scratch[1])
+            *scratch)
         return (int(h0), int(h1)) if ok else None
 
     def _class_of(self, s: int, scratch) -> tuple[bytes, tuple]:
@@ -209,19 +211,35 @@ class MaskStore:
             self._shared.put(signature, (key, *encoded))
         return key, encoded
 
+    def _string_slice(self, s: int):
+        """The largest JSON string slice that state ``s`` contains (see ``_SLICE_BYTES``), or
+        None."""
+        a = self._automaton_arrays
+        sv = self._sorted_vocab
+        found = None
+        for max_bytes in (*_SLICE_BYTES, sv.max_len):
+            max_bytes = min(max_bytes, sv.max_len)
+            if found is not None and max_bytes <= found.max_bytes:
+                break
+            string_slice = self._shared.string_slice(self._n_words, max_bytes)
+            if not slice_contained(string_slice.dfa, a[0], a[1], a[3], a[4], a[5], a[6], a[7],
+                                   a[8], a[9], s, max_bytes, SLICE_CHECK_CAP):
+                break
+            found = string_slice
+        return found
+
     def _walk(self, s: int, scratch, budget: int
               ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray] | None:
         """Classify state ``s`` by a trie walk: (accepted token-id bitset, number accepted,
         sorted positions of the accepted tokens that the walk met, sorted positions of the
         uncertain tokens), or None past ``budget`` trie nodes (0: no limit). A state that
-        contains the JSON string slice walks only the tokens outside it; the slice's own
-        tokens are all accepted."""
+        contains the JSON string slice (or its part of tokens up to some length) walks only
+        the tokens outside it; the slice's own tokens are all accepted."""
         a = self._automaton_arrays
         sv = self._sorted_vocab
         follow = self._rule_follow[self._state_rule[s]]
-        string_slice = self._shared.string_slice(self._n_words)
-        if slice_contained(string_slice.dfa, a[0], a[1], a[3], a[4], a[5], a[6], a[7], a[8],
-                           a[9], s, SLICE_CHECK_CAP, scratch[2]):
+        string_slice = self._string_slice(s)
+        if string_slice is not None:
             outside = string_slice.outside
             walked = classify(a, s, follow, string_slice.outside_trie, outside.shape[0],
                               sv.max_len, budget)

@@ -9,11 +9,9 @@ once per vocabulary. When a state *contains* the slice — from it, every byte s
 slice DFA reads is also read by the state's own rule DFA — every slice token is ACCEPTED
 without a walk, and only the few other tokens (their own, much smaller trie) are walked.
 
-Containment is checked by exploring pairs (slice state, automaton state) from (start,
-state): each byte the slice DFA reads from the first must be read from the second or from a
-rule it calls. Such a path goes deeper into calls but never completes the state's rule, so
-a slice token is read inside the current call of the rule: ACCEPTED by definition, whatever
-the callers. (The check is sufficient, not necessary: a state it misses is walked in full.)
+Containment is checked by a subset construction over the product of the slice DFA and the
+grammar, up to the longest token (see ``slice_contained``); a state for which the check
+cannot conclude within its limits is walked in full.
 """
 
 from __future__ import annotations
@@ -69,8 +67,9 @@ def slice_members(dfa, offsets, data):
     return member
 
 
-_MAX_CLOSURE = 64  # configurations in one zero-byte closure
+_MAX_CLOSURE = 256  # configurations in one zero-byte closure
 _MAX_FRAMES = 256  # distinct return frames
+_FRAME_SPAN = _MAX_FRAMES + 1  # a configuration key is state * _FRAME_SPAN + frame + 1
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -87,18 +86,33 @@ def _frame(frame_target, frame_parent, n_frames, target, parent):
     return n_frames, n_frames + 1
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _add_key(keys, n, key):
+    """Append ``key`` to ``keys[:n]`` unless present; returns the new count, -1 if full."""
+    for j in range(n):
+        if keys[j] == key:
+            return n
+    if n >= keys.shape[0]:
+        return -1
+    keys[n] = key
+    return n + 1
+
+
 @njit(nogil=True, cache=True)
 def slice_contained(dfa, rule_start, rule_nullable, state_final, byte_class, n_classes, trans,
-                    ref_ptr, ref_rule, ref_target, state, cap, seen):
+                    ref_ptr, ref_rule, ref_target, state, max_depth, cap):
     """Whether the walk seeded at ``state`` accepts every token of the slice.
 
-    Explores configurations (slice state, automaton state, return frames) from
-    (0, ``state``, none): for every byte the slice DFA reads, some configuration of the
-    zero-byte closure (calls into rules, steps over nullable calls, returns from finished
-    callees) must read it. A path never returns past the seed's own rule, so every slice
-    token is read inside the current call of that rule: ACCEPTED by definition. A call whose
-    return state is final and has nothing else to do pushes no frame (a tail call), so
-    right-recursive rules stay finite.
+    A subset construction over the product of the slice DFA and the grammar: a node is a
+    slice state with the set of configurations (automaton state, return frames) that some
+    path may be in after reading the same bytes. Nodes are explored breadth first from
+    (0, {``state``}) up to ``max_depth`` bytes (the longest token); every byte the slice
+    DFA reads must take the closure of a node's set (calls into rules, steps over nullable
+    calls, returns from finished callees) to a non-empty set. A node met again deeper needs
+    no second look: its first visit saw at least as far. A path never returns past the
+    seed's own rule, so when the check holds every slice token is read inside the current
+    call of that rule: ACCEPTED by definition. A call whose return state is final and has
+    nothing else to do pushes no frame (a tail call), so right recursion stays finite.
 
     Parameters
     ----------
@@ -106,131 +120,156 @@ def slice_contained(dfa, rule_start, rule_nullable, state_final, byte_class, n_c
         The slice DFA.
     state : int
         Automaton state.
+    max_depth : int
+        Bytes to look ahead.
     cap : int
-        Give up (False) after this many configurations.
-    seen : int32 [n_states]
-        Scratch, all zero; returned all zero.
+        Give up (False) after this many nodes.
+
+    Returns
+    -------
+    bool
+        True only when every slice token is accepted from ``state`` (False may also mean
+        that a limit was reached).
     """
-    cfg_q = np.empty(cap, dtype=np.int64)
-    cfg_s = np.empty(cap, dtype=np.int64)
-    cfg_f = np.empty(cap, dtype=np.int64)
-    cfg_next = np.empty(cap, dtype=np.int64)  # configurations with the same state, chained
+    # bytes that no slice state or automaton class tells apart are read once
+    reps = np.empty(256, dtype=np.int64)
+    n_reps = 0
+    for b in range(256):
+        fresh = True
+        for k in range(n_reps):
+            b2 = reps[k]
+            if byte_class[b2] != byte_class[b]:
+                continue
+            same = True
+            for q in range(dfa.shape[0]):
+                if dfa[q, b2] != dfa[q, b]:
+                    same = False
+                    break
+            if same:
+                fresh = False
+                break
+        if fresh:
+            reps[n_reps] = b
+            n_reps += 1
+    node_q = np.empty(cap, dtype=np.int64)
+    node_d = np.empty(cap, dtype=np.int64)
+    node_off = np.empty(cap + 1, dtype=np.int64)
+    node_hash = np.empty(cap, dtype=np.uint64)
+    pool = np.empty(cap * 8, dtype=np.int64)
+    table = np.zeros(4 * cap, dtype=np.int64)  # open addressing: node index + 1
     frame_target = np.empty(_MAX_FRAMES, dtype=np.int64)
     frame_parent = np.empty(_MAX_FRAMES, dtype=np.int64)
-    cl_s = np.empty(_MAX_CLOSURE, dtype=np.int64)
-    cl_f = np.empty(_MAX_CLOSURE, dtype=np.int64)
-    stack = np.empty(cap, dtype=np.int64)
+    cl = np.empty(_MAX_CLOSURE, dtype=np.int64)
+    succ = np.empty(_MAX_CLOSURE, dtype=np.int64)
     n_frames = 0
-    cfg_q[0] = 0
-    cfg_s[0] = state
-    cfg_f[0] = -1
-    cfg_next[0] = -1
-    seen[state] = 1  # 1 + first configuration of the state
-    n_cfg = 1
-    stack[0] = 0
-    top = 1
+    node_q[0] = 0
+    node_d[0] = 0
+    node_off[0] = 0
+    pool[0] = state * _FRAME_SPAN
+    node_off[1] = 1
+    n_nodes = 1
+    head = 0
     ok = True
-    while top > 0 and ok:
-        top -= 1
-        c = stack[top]
-        q = cfg_q[c]
-        # the zero-byte closure of (state, frame)
-        cl_s[0] = cfg_s[c]
-        cl_f[0] = cfg_f[c]
-        n_cl = 1
+    while head < n_nodes and ok:
+        c = head
+        head += 1
+        if node_d[c] >= max_depth:
+            continue
+        q = node_q[c]
+        # the zero-byte closure of the node's configurations
+        n_cl = 0
+        for p in range(node_off[c], node_off[c + 1]):
+            n_cl = _add_key(cl, n_cl, pool[p])
         i = 0
         while i < n_cl and ok:
-            x = cl_s[i]
-            fx = cl_f[i]
+            x = cl[i] // _FRAME_SPAN
+            fx = cl[i] % _FRAME_SPAN - 1
             i += 1
             for e in range(ref_ptr[x], ref_ptr[x + 1]):
                 r = ref_rule[e]
                 t = ref_target[e]
-                tail = (state_final[t] and ref_ptr[t] == ref_ptr[t + 1]
-                        and trans[t * n_classes + byte_class[0]] < 0)
+                tail = state_final[t] and ref_ptr[t] == ref_ptr[t + 1]
                 if tail:
-                    for b in range(1, 256):
+                    for b in range(256):
                         if trans[t * n_classes + byte_class[b]] >= 0:
                             tail = False
                             break
-                if tail:
-                    fr = fx
-                else:
+                fr = fx
+                if not tail:
                     fr, n_frames = _frame(frame_target, frame_parent, n_frames, t, fx)
                     if fr == -2:
                         ok = False
                         break
-                for ns, nf in ((np.int64(rule_start[r]), fr),
-                               (np.int64(t) if rule_nullable[r] else np.int64(-1), fx)):
-                    if ns < 0:
-                        continue
-                    new = True
-                    for j in range(n_cl):
-                        if cl_s[j] == ns and cl_f[j] == nf:
-                            new = False
-                            break
-                    if new:
-                        if n_cl >= _MAX_CLOSURE:
-                            ok = False
-                            break
-                        cl_s[n_cl] = ns
-                        cl_f[n_cl] = nf
-                        n_cl += 1
-                if not ok:
+                n_cl = _add_key(cl, n_cl, np.int64(rule_start[r]) * _FRAME_SPAN + fr + 1)
+                if n_cl >= 0 and rule_nullable[r]:
+                    n_cl = _add_key(cl, n_cl, np.int64(t) * _FRAME_SPAN + fx + 1)
+                if n_cl < 0:
+                    ok = False
                     break
             if ok and state_final[x] and fx >= 0:  # a callee finished: return
-                ns = frame_target[fx]
-                nf = frame_parent[fx]
-                new = True
-                for j in range(n_cl):
-                    if cl_s[j] == ns and cl_f[j] == nf:
-                        new = False
-                        break
-                if new:
-                    if n_cl >= _MAX_CLOSURE:
-                        ok = False
-                    else:
-                        cl_s[n_cl] = ns
-                        cl_f[n_cl] = nf
-                        n_cl += 1
+                n_cl = _add_key(cl, n_cl, frame_target[fx] * _FRAME_SPAN + frame_parent[fx] + 1)
+                if n_cl < 0:
+                    ok = False
         if not ok:
             break
-        for b in range(256):
+        for k in range(n_reps):
+            b = reps[k]
             q2 = dfa[q, b]
             if q2 < 0:
                 continue
-            t = -1
-            ft = -1
+            n_succ = 0
+            cls = byte_class[b]
             for j in range(n_cl):
-                t = trans[cl_s[j] * n_classes + byte_class[b]]
+                x = cl[j] // _FRAME_SPAN
+                t = trans[x * n_classes + cls]
                 if t >= 0:
-                    ft = cl_f[j]
-                    break
-            if t < 0:
+                    n_succ = _add_key(succ, n_succ, np.int64(t) * _FRAME_SPAN + cl[j] % _FRAME_SPAN)
+                    if n_succ < 0:
+                        ok = False
+                        break
+            if not ok or n_succ == 0:
                 ok = False
                 break
-            known = False
-            k = seen[t] - 1
-            while k >= 0:
-                if cfg_q[k] == q2 and cfg_f[k] == ft:
-                    known = True
-                    break
-                k = cfg_next[k]
-            if known:
+            # canonical order, then look the node up
+            for a in range(1, n_succ):
+                v = succ[a]
+                z = a - 1
+                while z >= 0 and succ[z] > v:
+                    succ[z + 1] = succ[z]
+                    z -= 1
+                succ[z + 1] = v
+            h = np.uint64(q2) * np.uint64(0x9E3779B97F4A7C15)
+            for j in range(n_succ):
+                h = (h ^ np.uint64(succ[j])) * np.uint64(0xBF58476D1CE4E5B9)
+                h ^= h >> np.uint64(29)
+            slot = np.int64(h % np.uint64(table.shape[0]))
+            found = False
+            while table[slot] != 0:
+                m = table[slot] - 1
+                size = node_off[m + 1] - node_off[m]
+                if node_hash[m] == h and node_q[m] == q2 and size == n_succ:
+                    same = True
+                    for j in range(n_succ):
+                        if pool[node_off[m] + j] != succ[j]:
+                            same = False
+                            break
+                    if same:
+                        found = True
+                        break
+                slot = (slot + 1) % table.shape[0]
+            if found:
                 continue
-            if n_cfg >= cap:
+            if n_nodes >= cap or node_off[n_nodes] + n_succ > pool.shape[0]:
                 ok = False
                 break
-            cfg_q[n_cfg] = q2
-            cfg_s[n_cfg] = t
-            cfg_f[n_cfg] = ft
-            cfg_next[n_cfg] = seen[t] - 1
-            seen[t] = n_cfg + 1
-            stack[top] = n_cfg
-            top += 1
-            n_cfg += 1
-    for k in range(n_cfg):
-        seen[cfg_s[k]] = 0
+            node_q[n_nodes] = q2
+            node_d[n_nodes] = node_d[c] + 1
+            node_hash[n_nodes] = h
+            for j in range(n_succ):
+                pool[node_off[n_nodes] + j] = succ[j]
+            node_off[n_nodes + 1] = node_off[n_nodes] + n_succ
+            table[slot] = n_nodes + 1
+            n_nodes += 1
     return ok
 
 
