@@ -9,7 +9,10 @@ instance is serialized with ``json.dumps`` and tokenized with the DeepSeek-V4 to
 the next token must be allowed by it, then the token is accepted; after the last token the
 stop token must be allowed. Counts per engine: compile errors, timeouts, validation errors
 (a valid instance rejected), invalidation errors (an invalid instance accepted to the end),
-passing schemas (no error of any kind), mask time and compile time percentiles.
+passing schemas (no error of any kind), mask time and compile time percentiles, and per
+schema the first use of the grammar: its compile plus every mask of all its instances (what a
+serving engine pays for a schema it has not seen), as a median over the schemas every engine
+walked, with its ratio to xgrammar's.
 
 Each engine runs in its own worker process (started once, warmed up, restarted after a
 timeout), so a compile or walk that exceeds ``--timeout`` seconds can be stopped; the
@@ -332,10 +335,9 @@ def new_engine_stats() -> dict:
     return {"schemas": 0, "compile_errors": 0, "timeouts": 0, "crashes": 0,
             "validation_errors": 0, "invalidation_errors": 0, "passing": 0,
             "schemas_with_validation_errors": 0, "schemas_with_invalidation_errors": 0,
-            "compile_ns": [], "mask_ns": [], "examples": {"compile_error": [],
-                                                          "timeout": [],
-                                                          "validation_error": [],
-                                                          "invalidation_error": []}}
+            "compile_ns": [], "mask_ns": [], "first_use_ns": [], "walk_s": [],
+            "examples": {"compile_error": [], "timeout": [], "validation_error": [],
+                         "invalidation_error": []}}
 
 
 def _pct(values: list[int], q: float, scale: float) -> float | None:
@@ -345,7 +347,8 @@ def _pct(values: list[int], q: float, scale: float) -> float | None:
 
 def summarize(stats: dict) -> dict:
     mask, comp = stats["mask_ns"], stats["compile_ns"]
-    out = {k: v for k, v in stats.items() if k not in ("mask_ns", "compile_ns")}
+    out = {k: v for k, v in stats.items()
+           if k not in ("mask_ns", "compile_ns", "first_use_ns", "walk_s")}
     out.update({
         "mask_us_mean": float(np.mean(mask) / 1e3) if mask else None,
         "mask_us_p50": _pct(mask, 50, 1e3), "mask_us_p99": _pct(mask, 99, 1e3),
@@ -355,7 +358,23 @@ def summarize(stats: dict) -> dict:
         "compile_ms_max": float(max(comp) / 1e6) if comp else None,
         "compile_ms_mean": float(np.mean(comp) / 1e6) if comp else None,
         "n_compiled": len(comp),
+        "first_use_ms_p50": _pct(stats["first_use_ns"], 50, 1e6),
+        "walk_s_max": max(stats["walk_s"]) if stats["walk_s"] else None,
     })
+    return out
+
+
+def first_use_on_common_schemas(per_schema: list[dict], engines: list[str]) -> dict:
+    """Median first-use time (compile + every mask) over the schemas that every engine
+    compiled and walked, per engine, and its ratio to xgrammar's."""
+    common = [row for row in per_schema
+              if all(row[e]["status"] == "ok" for e in engines)]
+    out = {"n_schemas": len(common)}
+    for e in engines:
+        out[e] = float(np.median([row[e]["first_use_ms"] for row in common])) if common \
+            else None
+    if "xgrammar" in engines and out.get("xgrammar"):
+        out["ratio_to_xgrammar"] = {e: out[e] / out["xgrammar"] for e in engines}
     return out
 
 
@@ -381,8 +400,10 @@ def record(stats: dict, file: Path, tests: list[dict], res: dict) -> dict:
         return row
     walkable = [t for t in tests if t["ids"] is not None]
     val_err = inval_err = 0
+    first_use_ns = res["compile_ns"]
     for test, r in zip(walkable, res["results"], strict=True):
         stats["mask_ns"].extend(r["mask_ns"])
+        first_use_ns += sum(r["mask_ns"])
         if test["valid"] and not r["accepted"]:
             val_err += 1
             if len(ex["validation_error"]) < 20:
@@ -398,8 +419,10 @@ def record(stats: dict, file: Path, tests: list[dict], res: dict) -> dict:
     stats["schemas_with_invalidation_errors"] += bool(inval_err)
     if not val_err and not inval_err:
         stats["passing"] += 1
+    stats["first_use_ns"].append(first_use_ns)
+    stats["walk_s"].append(res["walk_s"])
     row.update({"validation_errors": val_err, "invalidation_errors": inval_err,
-                "walk_s": res["walk_s"]})
+                "walk_s": res["walk_s"], "first_use_ms": first_use_ns / 1e6})
     return row
 
 
@@ -418,6 +441,8 @@ ROWS = (  # (label, key, format)
     ("compile p50 (ms)", "compile_ms_p50", "{:.2f}"),
     ("compile p99 (ms)", "compile_ms_p99", "{:.1f}"),
     ("compile max (ms)", "compile_ms_max", "{:.1f}"),
+    ("longest walk of a schema (s)", "walk_s_max", "{:.2f}"),
+    ("first use p50: compile + masks (ms)", "first_use_ms_p50", "{:.2f}"),
 )
 
 
@@ -432,13 +457,22 @@ def format_table(results: dict) -> str:
             v = results["engines"][e].get(key)
             cells.append(fmt.format(v) if v is not None else "-")
         lines.append(f"{label:<{width}}" + "".join(f"  {c:>11}" for c in cells))
+    common = results.get("first_use_common", {})
+    if common.get("n_schemas"):
+        cells = [f"{common[e]:.2f}" for e in engines]
+        lines.append(f"{'  same, schemas all engines walked':<{width}}"
+                     + "".join(f"  {c:>11}" for c in cells))
+        ratios = common.get("ratio_to_xgrammar")
+        if ratios:
+            lines.append(f"{'  ratio to xgrammar':<{width}}"
+                         + "".join(f"  {ratios[e]:>11.3f}" for e in engines))
     meta = results["meta"]
     lines.append("-" * (width + 13 * len(engines)))
     lines.append(f"{meta['n_schemas']} schemas ({meta['subset']}), {meta['n_instances']} "
                  f"instances ({meta['n_unwalkable']} not walkable), timeout "
                  f"{meta['timeout_s']} s, vocab {meta['vocab_size']}")
     lines.append("treegram compile is lazy (states are classified on first use): that cost "
-                 "is in its mask times")
+                 "is in its mask times and in the first-use rows")
     return "\n".join(lines)
 
 
@@ -544,7 +578,9 @@ def main(argv: list[str] | None = None) -> dict:
                  "fill_next_token_bitmask call. treegram's compile is lazy: the state "
                  "classification it defers is paid in its first masks.",
     }
-    results = {"meta": meta, "engines": engines_out, "schemas": per_schema}
+    results = {"meta": meta, "engines": engines_out,
+               "first_use_common": first_use_on_common_schemas(per_schema, list(args.engines)),
+               "schemas": per_schema}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     with open(args.output, "w", encoding="utf-8") as fh:
         json.dump(results, fh, indent=1, allow_nan=False)

@@ -44,6 +44,16 @@ def test_runs_on_three_schemas(bench, tmp_path):
             + stats["crashes"] <= 3
         if stats["n_compiled"]:
             assert isinstance(stats["compile_ms_p50"], float)
+    for row in written["schemas"]:
+        for engine in ("treegram", "xgrammar", "llguidance"):
+            if row[engine]["status"] == "ok":  # compile + masks is at least the compile
+                assert row[engine]["first_use_ms"] >= row[engine]["compile_ms"]
+    common = written["first_use_common"]
+    walked_by_all = [r for r in written["schemas"]
+                     if all(r[e]["status"] == "ok" for e in ("treegram", "xgrammar", "llguidance"))]
+    assert common["n_schemas"] == len(walked_by_all)
+    if walked_by_all:
+        assert common["ratio_to_xgrammar"]["xgrammar"] == 1.0
     assert result["meta"]["n_schemas"] == 3
 
 
