@@ -42,6 +42,8 @@ class StringSlice:
     ----------
     max_bytes : int
         Length limit of the slice's tokens.
+    leads : int32 [n_tokens]
+        Characters of each sorted token in the (unlimited) slice, -1 outside it.
     dfa : int16 [n_q, 256]
         The slice DFA.
     n_members : int
@@ -57,16 +59,31 @@ class StringSlice:
     def __init__(self, sorted_vocab, n_words: int, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.dfa = json_string_slice_dfa()
-        member = slice_members(self.dfa, sorted_vocab.offsets, sorted_vocab.data)
-        member &= np.diff(sorted_vocab.offsets) <= max_bytes
+        self._token_ids = sorted_vocab.token_ids
+        self._n_words = n_words
+        self.leads = slice_members(self.dfa, sorted_vocab.offsets, sorted_vocab.data)
+        member = (self.leads >= 0) & (np.diff(sorted_vocab.offsets) <= max_bytes)
         self.n_members = int(np.count_nonzero(member))
         self.bitset = positions_to_bitset(sorted_vocab.token_ids,
                                           np.flatnonzero(member).astype(np.int32), n_words,
                                           np.zeros(0, dtype=np.int32))
         self.outside = np.flatnonzero(~member).astype(np.int32)
         self.outside_trie = sorted_vocab.subset_trie(self.outside)
-        for array in (self.dfa, self.bitset, self.outside, *self.outside_trie):
+        for array in (self.dfa, self.leads, self.bitset, self.outside, *self.outside_trie):
             array.flags.writeable = False
+        self._upto: dict[int, tuple[np.ndarray, int]] = {}
+
+    def bitset_upto(self, n_chars: int) -> tuple[np.ndarray, int]:
+        """(token bitset, count) of the slice's tokens of at most ``n_chars`` characters
+        (whatever ``max_bytes``), built on first use."""
+        found = self._upto.get(n_chars)
+        if found is None:
+            positions = np.flatnonzero((self.leads >= 0) & (self.leads <= n_chars))
+            bitset = positions_to_bitset(self._token_ids, positions.astype(np.int32),
+                                         self._n_words, np.zeros(0, dtype=np.int32))
+            bitset.flags.writeable = False
+            found = self._upto[n_chars] = (bitset, int(positions.shape[0]))
+        return found
 
 
 class ClassCache:

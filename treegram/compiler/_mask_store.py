@@ -17,8 +17,8 @@ import numpy as np
 
 from ..kernels._classify import classify
 from ..kernels._signature import state_signature
-from ..kernels._slices import positions_to_bitset, slice_contained
-from ._class_cache import SIGNATURE_CAP, class_cache_for
+from ..kernels._slices import joint_byte_classes, positions_to_bitset, slice_reach
+from ._class_cache import SIGNATURE_CAP, StringSlice, class_cache_for
 
 __all__ = ["MaskStore"]
 
@@ -26,8 +26,9 @@ KIND_LIST = 0
 KIND_BITSET = 1
 # Nodes a slice containment check explores before it gives up.
 SLICE_CHECK_CAP = 4096
-# Token length limits of the JSON string slices tried, shortest first (then the longest
-# token): a string with fewer characters left than the longest token contains a limited one.
+# Token length limits (bytes) of the limited JSON string slices: a state that surely accepts
+# n characters of string text but not provably exactly n walks the tokens outside the
+# largest limited slice that fits.
 _SLICE_BYTES = (8, 16, 32, 64)
 _NO_BASE = np.zeros(0, dtype=np.int32)
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
@@ -77,6 +78,7 @@ class MaskStore:
         self._sorted_vocab = sorted_vocab
         self._shared = class_cache_for(sorted_vocab)
         self._n_rules = automaton.n_rules
+        self._slice_reps = None  # joint byte classes of the slice DFA and the automaton
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
         self._state_class = np.full(automaton.n_states, -1, dtype=np.int32)
@@ -211,22 +213,25 @@ class MaskStore:
             self._shared.put(signature, (key, *encoded))
         return key, encoded
 
-    def _string_slice(self, s: int):
-        """The largest JSON string slice that state ``s`` contains (see ``_SLICE_BYTES``), or
-        None."""
+    def _string_slice(self, s: int) -> tuple[StringSlice | None, int]:
+        """The JSON string slice that state ``s`` is checked against, and how many of its
+        tokens' characters it accepts without a walk: ``(whole slice, max_len)`` when it
+        accepts every slice token; ``(whole slice, n)`` when it accepts exactly the slice
+        tokens of at most ``n`` characters (the longer ones are rejected); ``(slice of the
+        tokens of at most n bytes, n)`` when it accepts at least those; ``(None, 0)``."""
         a = self._automaton_arrays
         sv = self._sorted_vocab
-        found = None
-        for max_bytes in (*_SLICE_BYTES, sv.max_len):
-            max_bytes = min(max_bytes, sv.max_len)
-            if found is not None and max_bytes <= found.max_bytes:
-                break
-            string_slice = self._shared.string_slice(self._n_words, max_bytes)
-            if not slice_contained(string_slice.dfa, a[0], a[1], a[3], a[4], a[5], a[6], a[7],
-                                   a[8], a[9], s, max_bytes, SLICE_CHECK_CAP):
-                break
-            found = string_slice
-        return found
+        whole = self._shared.string_slice(self._n_words, sv.max_len)
+        if self._slice_reps is None:
+            self._slice_reps = joint_byte_classes(whole.dfa, a[4])
+        reach, exact = slice_reach(whole.dfa, self._slice_reps, a[0], a[1], a[3], a[4], a[5],
+                                   a[6], a[7], a[8], a[9], s, sv.max_len, SLICE_CHECK_CAP)
+        if reach >= sv.max_len or (exact and reach > 0):
+            return whole, reach
+        limits = [n for n in _SLICE_BYTES if n <= reach]
+        if limits:
+            return self._shared.string_slice(self._n_words, limits[-1]), limits[-1]
+        return None, 0
 
     def _walk(self, s: int, scratch, budget: int
               ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray] | None:
@@ -238,7 +243,7 @@ class MaskStore:
         a = self._automaton_arrays
         sv = self._sorted_vocab
         follow = self._rule_follow[self._state_rule[s]]
-        string_slice = self._string_slice(s)
+        string_slice, reach = self._string_slice(s)
         if string_slice is not None:
             outside = string_slice.outside
             walked = classify(a, s, follow, string_slice.outside_trie, outside.shape[0],
@@ -248,8 +253,11 @@ class MaskStore:
             accepted, uncertain = walked
             accepted = outside[accepted]
             uncertain = outside[uncertain]
-            base = string_slice.bitset
-            n_accepted = string_slice.n_members + accepted.shape[0]
+            if string_slice.max_bytes == sv.max_len and reach < sv.max_len:
+                base, n_base = string_slice.bitset_upto(reach)
+            else:
+                base, n_base = string_slice.bitset, string_slice.n_members
+            n_accepted = n_base + accepted.shape[0]
         else:
             walked = classify(a, s, follow, sv.trie, len(sv), sv.max_len, budget)
             if walked is None:

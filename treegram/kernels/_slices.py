@@ -10,8 +10,10 @@ slice DFA reads is also read by the state's own rule DFA — every slice token i
 without a walk, and only the few other tokens (their own, much smaller trie) are walked.
 
 Containment is checked by a subset construction over the product of the slice DFA and the
-grammar, up to the longest token (see ``slice_contained``); a state for which the check
-cannot conclude within its limits is walked in full.
+grammar, up to the longest token (see ``slice_reach``). It also tells how many characters
+of slice text a state accepts (a string with few characters left accepts only the slice's
+short tokens) and whether that bound is exact; a state for which the check cannot conclude
+within its limits is walked in full.
 """
 
 from __future__ import annotations
@@ -54,17 +56,22 @@ def json_string_slice_dfa() -> np.ndarray:
 
 @njit(nogil=True, cache=True)
 def slice_members(dfa, offsets, data):
-    """bool [n]: which sorted tokens the slice DFA reads from state 0 without dying."""
+    """int32 [n]: for each sorted token, the number of characters (bytes read at slice
+    state 0) if the slice DFA reads it from state 0 without dying, else -1."""
     n = offsets.shape[0] - 1
-    member = np.zeros(n, dtype=np.bool_)
+    leads = np.full(n, -1, dtype=np.int32)
     for i in range(n):
         q = 0
+        count = 0
         for p in range(offsets[i], offsets[i + 1]):
+            if q == 0:
+                count += 1
             q = dfa[q, data[p]]
             if q < 0:
                 break
-        member[i] = q >= 0
-    return member
+        if q >= 0:
+            leads[i] = count
+    return leads
 
 
 _MAX_CLOSURE = 256  # configurations in one zero-byte closure
@@ -99,39 +106,9 @@ def _add_key(keys, n, key):
 
 
 @njit(nogil=True, cache=True)
-def slice_contained(dfa, rule_start, rule_nullable, state_final, byte_class, n_classes, trans,
-                    ref_ptr, ref_rule, ref_target, state, max_depth, cap):
-    """Whether the walk seeded at ``state`` accepts every token of the slice.
-
-    A subset construction over the product of the slice DFA and the grammar: a node is a
-    slice state with the set of configurations (automaton state, return frames) that some
-    path may be in after reading the same bytes. Nodes are explored breadth first from
-    (0, {``state``}) up to ``max_depth`` bytes (the longest token); every byte the slice
-    DFA reads must take the closure of a node's set (calls into rules, steps over nullable
-    calls, returns from finished callees) to a non-empty set. A node met again deeper needs
-    no second look: its first visit saw at least as far. A path never returns past the
-    seed's own rule, so when the check holds every slice token is read inside the current
-    call of that rule: ACCEPTED by definition. A call whose return state is final and has
-    nothing else to do pushes no frame (a tail call), so right recursion stays finite.
-
-    Parameters
-    ----------
-    dfa : int16 [n_q, 256]
-        The slice DFA.
-    state : int
-        Automaton state.
-    max_depth : int
-        Bytes to look ahead.
-    cap : int
-        Give up (False) after this many nodes.
-
-    Returns
-    -------
-    bool
-        True only when every slice token is accepted from ``state`` (False may also mean
-        that a limit was reached).
-    """
-    # bytes that no slice state or automaton class tells apart are read once
+def joint_byte_classes(dfa, byte_class):
+    """int64 [n]: the first byte of each class of bytes that no slice state and no
+    automaton byte class tells apart."""
     reps = np.empty(256, dtype=np.int64)
     n_reps = 0
     for b in range(256):
@@ -151,12 +128,57 @@ def slice_contained(dfa, rule_start, rule_nullable, state_final, byte_class, n_c
         if fresh:
             reps[n_reps] = b
             n_reps += 1
+    return reps[:n_reps].copy()
+
+
+@njit(nogil=True, cache=True)
+def slice_reach(dfa, reps, rule_start, rule_nullable, state_final, byte_class, n_classes,
+                trans, ref_ptr, ref_rule, ref_target, state, max_leads, cap):
+    """How many characters of slice text the walk seeded at ``state`` surely accepts.
+
+    A subset construction over the product of the slice DFA and the grammar: a node is a
+    slice state with the set of configurations (automaton state, return frames) that some
+    path may be in after reading the same bytes. Nodes are explored by the number of
+    characters read (lead bytes: every byte read at slice state 0), from (0, {``state``}),
+    up to ``max_leads``; each byte the slice DFA reads takes the closure of a node's set
+    (calls into rules, steps over nullable calls, returns from finished callees) to its
+    successors. A node met again later needs no second look: its first visit had read at
+    most as many characters. A path never returns past the seed's own rule, so every slice
+    text whose reads all succeed is read inside the current call of that rule: a slice token
+    of at most ``reach`` characters is ACCEPTED by definition. A call whose return state is
+    final and has nothing else to do pushes no frame (a tail call), so right recursion stays
+    finite.
+
+    Parameters
+    ----------
+    dfa : int16 [n_q, 256]
+        The slice DFA (state 0 between characters).
+    reps : int64 [n_reps]
+        One byte of each class of bytes that neither the slice DFA nor the automaton tells
+        apart (``joint_byte_classes``).
+    state : int
+        Automaton state.
+    max_leads : int
+        Characters to look ahead (at least the longest token's).
+    cap : int
+        Give up after this many nodes.
+
+    Returns
+    -------
+    (int, bool)
+        ``(reach, exact)``: every slice text of at most ``reach`` characters is read
+        (``reach == max_leads``: all of them); ``exact`` when moreover no slice text of
+        more characters is read and the seed's rule cannot end on the way, so a longer slice
+        token is REJECTED. ``(0, False)`` when a limit was reached.
+    """
     node_q = np.empty(cap, dtype=np.int64)
     node_d = np.empty(cap, dtype=np.int64)
     node_off = np.empty(cap + 1, dtype=np.int64)
     node_hash = np.empty(cap, dtype=np.uint64)
     pool = np.empty(cap * 8, dtype=np.int64)
     table = np.zeros(4 * cap, dtype=np.int64)  # open addressing: node index + 1
+    cur = np.empty(cap, dtype=np.int64)  # nodes of the current character count, in order
+    nxt = np.empty(cap, dtype=np.int64)  # nodes one character further
     frame_target = np.empty(_MAX_FRAMES, dtype=np.int64)
     frame_parent = np.empty(_MAX_FRAMES, dtype=np.int64)
     cl = np.empty(_MAX_CLOSURE, dtype=np.int64)
@@ -168,109 +190,145 @@ def slice_contained(dfa, rule_start, rule_nullable, state_final, byte_class, n_c
     pool[0] = state * _FRAME_SPAN
     node_off[1] = 1
     n_nodes = 1
-    head = 0
+    cur[0] = 0
+    n_cur = 1
+    fail_leads = max_leads + 1  # fewest characters of a slice text that is not read
+    deepest = 0
+    rule_ends = False  # the seed's rule can end after some bytes
+    root_again = False
+    root_ends = False
     ok = True
-    while head < n_nodes and ok:
-        c = head
-        head += 1
-        if node_d[c] >= max_depth:
-            continue
-        q = node_q[c]
-        # the zero-byte closure of the node's configurations
-        n_cl = 0
-        for p in range(node_off[c], node_off[c + 1]):
-            n_cl = _add_key(cl, n_cl, pool[p])
-        i = 0
-        while i < n_cl and ok:
-            x = cl[i] // _FRAME_SPAN
-            fx = cl[i] % _FRAME_SPAN - 1
-            i += 1
-            for e in range(ref_ptr[x], ref_ptr[x + 1]):
-                r = ref_rule[e]
-                t = ref_target[e]
-                tail = state_final[t] and ref_ptr[t] == ref_ptr[t + 1]
-                if tail:
-                    for b in range(256):
-                        if trans[t * n_classes + byte_class[b]] >= 0:
-                            tail = False
+    while n_cur > 0 and ok:
+        n_nxt = 0
+        i_cur = 0
+        while i_cur < n_cur and ok:
+            c = cur[i_cur]
+            i_cur += 1
+            q = node_q[c]
+            # the zero-byte closure of the node's configurations
+            n_cl = 0
+            for p in range(node_off[c], node_off[c + 1]):
+                n_cl = _add_key(cl, n_cl, pool[p])
+            i = 0
+            while i < n_cl and ok:
+                x = cl[i] // _FRAME_SPAN
+                fx = cl[i] % _FRAME_SPAN - 1
+                i += 1
+                if fx < 0 and state_final[x]:
+                    if c == 0:
+                        root_ends = True
+                    else:
+                        rule_ends = True
+                for e in range(ref_ptr[x], ref_ptr[x + 1]):
+                    r = ref_rule[e]
+                    t = ref_target[e]
+                    tail = state_final[t] and ref_ptr[t] == ref_ptr[t + 1]
+                    if tail:
+                        for b in range(256):
+                            if trans[t * n_classes + byte_class[b]] >= 0:
+                                tail = False
+                                break
+                    fr = fx
+                    if not tail:
+                        fr, n_frames = _frame(frame_target, frame_parent, n_frames, t, fx)
+                        if fr == -2:
+                            ok = False
                             break
-                fr = fx
-                if not tail:
-                    fr, n_frames = _frame(frame_target, frame_parent, n_frames, t, fx)
-                    if fr == -2:
+                    n_cl = _add_key(cl, n_cl, np.int64(rule_start[r]) * _FRAME_SPAN + fr + 1)
+                    if n_cl >= 0 and rule_nullable[r]:
+                        n_cl = _add_key(cl, n_cl, np.int64(t) * _FRAME_SPAN + fx + 1)
+                    if n_cl < 0:
                         ok = False
                         break
-                n_cl = _add_key(cl, n_cl, np.int64(rule_start[r]) * _FRAME_SPAN + fr + 1)
-                if n_cl >= 0 and rule_nullable[r]:
-                    n_cl = _add_key(cl, n_cl, np.int64(t) * _FRAME_SPAN + fx + 1)
-                if n_cl < 0:
+                if ok and state_final[x] and fx >= 0:  # a callee finished: return
+                    n_cl = _add_key(cl, n_cl,
+                                    frame_target[fx] * _FRAME_SPAN + frame_parent[fx] + 1)
+                    if n_cl < 0:
+                        ok = False
+            if not ok:
+                break
+            for k in range(reps.shape[0]):
+                b = reps[k]
+                q2 = dfa[q, b]
+                if q2 < 0:
+                    continue
+                d2 = node_d[c] + (1 if q == 0 else 0)
+                if d2 > max_leads:
+                    continue
+                n_succ = 0
+                cls = byte_class[b]
+                for j in range(n_cl):
+                    x = cl[j] // _FRAME_SPAN
+                    t = trans[x * n_classes + cls]
+                    if t >= 0:
+                        n_succ = _add_key(succ, n_succ,
+                                          np.int64(t) * _FRAME_SPAN + cl[j] % _FRAME_SPAN)
+                        if n_succ < 0:
+                            ok = False
+                            break
+                if not ok:
+                    break
+                if n_succ == 0:
+                    fail_leads = min(fail_leads, max(d2, 1))
+                    continue
+                # canonical order, then look the node up
+                for a in range(1, n_succ):
+                    v = succ[a]
+                    z = a - 1
+                    while z >= 0 and succ[z] > v:
+                        succ[z + 1] = succ[z]
+                        z -= 1
+                    succ[z + 1] = v
+                h = np.uint64(q2) * np.uint64(0x9E3779B97F4A7C15)
+                for j in range(n_succ):
+                    h = (h ^ np.uint64(succ[j])) * np.uint64(0xBF58476D1CE4E5B9)
+                    h ^= h >> np.uint64(29)
+                slot = np.int64(h % np.uint64(table.shape[0]))
+                found = False
+                while table[slot] != 0:
+                    m = table[slot] - 1
+                    size = node_off[m + 1] - node_off[m]
+                    if node_hash[m] == h and node_q[m] == q2 and size == n_succ:
+                        same = True
+                        for j in range(n_succ):
+                            if pool[node_off[m] + j] != succ[j]:
+                                same = False
+                                break
+                        if same:
+                            found = True
+                            root_again = root_again or m == 0
+                            deepest = max(deepest, d2)
+                            break
+                    slot = (slot + 1) % table.shape[0]
+                if found:
+                    continue
+                if n_nodes >= cap or node_off[n_nodes] + n_succ > pool.shape[0]:
                     ok = False
                     break
-            if ok and state_final[x] and fx >= 0:  # a callee finished: return
-                n_cl = _add_key(cl, n_cl, frame_target[fx] * _FRAME_SPAN + frame_parent[fx] + 1)
-                if n_cl < 0:
-                    ok = False
-        if not ok:
-            break
-        for k in range(n_reps):
-            b = reps[k]
-            q2 = dfa[q, b]
-            if q2 < 0:
-                continue
-            n_succ = 0
-            cls = byte_class[b]
-            for j in range(n_cl):
-                x = cl[j] // _FRAME_SPAN
-                t = trans[x * n_classes + cls]
-                if t >= 0:
-                    n_succ = _add_key(succ, n_succ, np.int64(t) * _FRAME_SPAN + cl[j] % _FRAME_SPAN)
-                    if n_succ < 0:
-                        ok = False
-                        break
-            if not ok or n_succ == 0:
-                ok = False
-                break
-            # canonical order, then look the node up
-            for a in range(1, n_succ):
-                v = succ[a]
-                z = a - 1
-                while z >= 0 and succ[z] > v:
-                    succ[z + 1] = succ[z]
-                    z -= 1
-                succ[z + 1] = v
-            h = np.uint64(q2) * np.uint64(0x9E3779B97F4A7C15)
-            for j in range(n_succ):
-                h = (h ^ np.uint64(succ[j])) * np.uint64(0xBF58476D1CE4E5B9)
-                h ^= h >> np.uint64(29)
-            slot = np.int64(h % np.uint64(table.shape[0]))
-            found = False
-            while table[slot] != 0:
-                m = table[slot] - 1
-                size = node_off[m + 1] - node_off[m]
-                if node_hash[m] == h and node_q[m] == q2 and size == n_succ:
-                    same = True
-                    for j in range(n_succ):
-                        if pool[node_off[m] + j] != succ[j]:
-                            same = False
-                            break
-                    if same:
-                        found = True
-                        break
-                slot = (slot + 1) % table.shape[0]
-            if found:
-                continue
-            if n_nodes >= cap or node_off[n_nodes] + n_succ > pool.shape[0]:
-                ok = False
-                break
-            node_q[n_nodes] = q2
-            node_d[n_nodes] = node_d[c] + 1
-            node_hash[n_nodes] = h
-            for j in range(n_succ):
-                pool[node_off[n_nodes] + j] = succ[j]
-            node_off[n_nodes + 1] = node_off[n_nodes] + n_succ
-            table[slot] = n_nodes + 1
-            n_nodes += 1
-    return ok
+                node_q[n_nodes] = q2
+                node_d[n_nodes] = d2
+                deepest = max(deepest, d2)
+                node_hash[n_nodes] = h
+                for j in range(n_succ):
+                    pool[node_off[n_nodes] + j] = succ[j]
+                node_off[n_nodes + 1] = node_off[n_nodes] + n_succ
+                table[slot] = n_nodes + 1
+                if d2 == node_d[c]:
+                    cur[n_cur] = n_nodes
+                    n_cur += 1
+                else:
+                    nxt[n_nxt] = n_nodes
+                    n_nxt += 1
+                n_nodes += 1
+        for k in range(n_nxt):
+            cur[k] = nxt[k]
+        n_cur = n_nxt
+    if not ok:
+        return 0, False
+    reach = min(fail_leads - 1, max_leads)
+    ends = rule_ends or (root_again and root_ends)
+    exact = reach == max_leads or (deepest <= reach and not ends)
+    return reach, exact
 
 
 @njit(nogil=True, cache=True)
