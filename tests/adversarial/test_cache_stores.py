@@ -239,6 +239,10 @@ def test_directory_store_reads_only_bounded_regular_files(info, tmp_path):
             DirectoryStore(tmp_path / "d", **bad)
     with pytest.raises(ArgumentError, match="store key"):
         store.get("../../etc/passwd")
+    with pytest.raises(ArgumentError, match="blob"):
+        store.put(key, "not bytes")
+    with pytest.raises(ArgumentError, match="cache_dir"):
+        GrammarCompiler(info, cache_dir=42)
 
 
 class FakeRedis:
@@ -283,6 +287,8 @@ def test_redis_store_bounds_entry_size(info):
     assert client.calls == ["strlen"]  # the value itself was never fetched
     with pytest.raises(ArgumentError, match="max_entry_bytes"):
         RedisStore(client, max_entry_bytes=0)
+    with pytest.raises(ArgumentError, match="blob"):
+        store.put(key, 12)
 
 
 # ------------------------------------------------------------------ finding 8

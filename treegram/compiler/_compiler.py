@@ -68,7 +68,9 @@ class GrammarCompiler:
         written through after each compile.
     cache_dir : str or os.PathLike or None
         Shorthand for ``cache_store=DirectoryStore(cache_dir)``. When neither is given, the
-        environment variable ``TREEGRAM_CACHE_DIR`` (if set and not empty) is used.
+        environment variable ``TREEGRAM_CACHE_DIR`` (if set and not empty) is used. A path
+        that cannot be used as a directory (a regular file, a dangling symbolic link) is
+        logged and the compiler runs without a store.
 
     Notes
     -----
@@ -112,6 +114,9 @@ class GrammarCompiler:
         ):
             raise ArgumentError("cache_store must have get(key), put(key, blob) and delete(key), "
                                 f"got {type(cache_store).__name__}")
+        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+            raise ArgumentError(
+                f"cache_dir must be a str or os.PathLike, got {type(cache_dir).__name__}")
         store_errors = 0
         if cache_store is None:
             if cache_dir is None:

@@ -101,6 +101,8 @@ class RedisStore:
 
     def put(self, key: str, blob: bytes) -> None:
         name = self._name(key)
+        if not isinstance(blob, (bytes, bytearray, memoryview)):
+            raise ArgumentError(f"blob must be bytes-like, got {type(blob).__name__}")
         data = bytes(blob)
         if len(data) > self.max_entry_bytes:
             raise self._too_big(name, len(data))

@@ -4,12 +4,13 @@ The format (documented byte by byte in ``docs/serialization.md``) is a fixed 64-
 header, a directory of one 24-byte entry per section, the sections themselves (flat
 little-endian arrays, each starting on an 8-byte boundary, zero padding between them) and
 a 16-byte BLAKE2b checksum of everything before it. The complete automaton, the grammar
-source (EBNF), the classified part of the de-duplicated token classification and the
-tokenizer fingerprint are each written exactly once.
+source (EBNF), the classified part of the de-duplicated token classification, the
+tokenizer fingerprint and the cache-store key (if any) are each written exactly once.
 
 Loading is fail-closed: every byte is checked (magic, version, size, checksum, the
 directory, every section's dtype and length, every cross-reference between arrays, the
-padding) and the tokenizer is compared *before* any object is built, so a bad input
+padding, that the payload pays for every count that sizes an allocation) and the
+tokenizer and cache key are compared *before* any object is built, so a bad input
 raises :class:`DeserializeFormatError`, :class:`DeserializeVersionError` or
 :class:`TokenizerMismatchError` and nothing else is returned or left half-built.
 
@@ -244,8 +245,8 @@ def save_compiled(compiled: CompiledGrammar, path) -> None:
     """Write :func:`serialize_compiled` output to ``path`` atomically.
 
     The bytes go to a temporary file in the same directory, are flushed to disk, and the
-    file is renamed over ``path``: readers (memory-mapped ones included) see the old file
-    or the complete new one, never a torn write.
+    file is renamed over ``path``: readers see the old file or the complete new one, never
+    a torn write.
     """
     data = serialize_compiled(compiled)
     path = os.fspath(path)

@@ -200,7 +200,11 @@ class DirectoryStore:
 
     def put(self, key: str, blob: bytes) -> None:
         target = self._file(key)
-        size = memoryview(blob).nbytes
+        try:
+            size = memoryview(blob).nbytes
+        except TypeError:
+            raise ArgumentError(
+                f"blob must be bytes-like, got {type(blob).__name__}") from None
         if size > self.max_entry_bytes:
             raise CacheStoreError(f"blob of {size} bytes for {target!r} is larger than "
                                   f"max_entry_bytes={self.max_entry_bytes}")
