@@ -480,3 +480,7 @@ def test_unusable_cache_dir_is_logged_not_raised(info, tmp_path, monkeypatch, ca
     with pytest.raises(CacheStoreError, match="cache directory path"):
         DirectoryStore(path)  # constructed directly, the store says what is wrong
     assert os.path.islink(path) or path.read_bytes() == b"a file"  # untouched
+    if kind == "regular file":  # a directory below a file cannot be created either
+        with pytest.raises(CacheStoreError, match="cannot be created"):
+            DirectoryStore(path / "sub")
+        assert GrammarCompiler(info, cache_dir=path / "sub").cache_store is None

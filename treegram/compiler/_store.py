@@ -138,9 +138,8 @@ class DirectoryStore:
     ArgumentError
         An argument has the wrong type or value.
     CacheStoreError
-        ``path`` exists and is not a directory (a file, a dangling symbolic link).
-    OSError
-        The directory cannot be created.
+        ``path`` exists and is not a directory (a file, a dangling symbolic link), or it
+        cannot be created (also an ``OSError``).
 
     Notes
     -----
@@ -176,7 +175,11 @@ class DirectoryStore:
         if os.path.lexists(path) and not os.path.isdir(path):
             kind = "a dangling symbolic link" if os.path.islink(path) else "not a directory"
             raise CacheStoreError(f"cache directory path {path!r} is {kind}")
-        os.makedirs(path, exist_ok=True)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            raise CacheStoreError(f"cache directory path {path!r} cannot be created "
+                                  f"({type(exc).__name__}: {exc.strerror})") from exc
         self.path = path
         self.fsync = bool(fsync)
         self.max_entry_bytes = max_entry_bytes
