@@ -25,6 +25,7 @@ __all__ = [
     "DeserializeVersionError",
     "TokenizerMismatchError",
     "MissingDependencyError",
+    "CacheStoreError",
     "WorkerError",
     "DraftTreeError",
 ]
@@ -143,3 +144,9 @@ class DeserializeVersionError(TreegramError, ValueError):
 
 class TokenizerMismatchError(TreegramError, ValueError):
     """Serialized data was compiled for another tokenizer than the one given."""
+
+
+class CacheStoreError(TreegramError, OSError):
+    """A cache store or one of its entries cannot be used: the store's directory is not a
+    directory, or an entry is not a regular file, is a symbolic link or is too large (the
+    message names the path). :class:`GrammarCompiler` logs it and compiles instead."""

@@ -28,7 +28,7 @@ import pytest
 
 import treegram as tg
 from treegram.compiler import CacheStore, DirectoryStore, GrammarCompiler, RedisStore
-from treegram.compiler._serialize import FORMAT_VERSION, deserialize_compiled
+from treegram.compiler._serialize import FORMAT_VERSION, deserialize_compiled, serialize_compiled
 from treegram.compiler._store import CACHE_DIR_ENV, store_key
 from treegram.errors import ArgumentError, MissingDependencyError
 
@@ -157,6 +157,12 @@ def loads_ok(blob: bytes | None, info) -> bool:
     return blob is not None and deserialize_compiled(blob, info) is not None
 
 
+def unkeyed_digest(blob: bytes, info) -> str:
+    """SHA-256 of a store entry re-serialized without its cache key (as the children hash
+    ``compiled.serialize()``)."""
+    return hashlib.sha256(deserialize_compiled(blob, info).serialize()).hexdigest()
+
+
 # ------------------------------------------------------------------------- store basics
 
 
@@ -199,7 +205,8 @@ def test_compiler_writes_through_and_loads(spec, info, key):
     compiled = first.compile_grammar(object_ebnf(), classify="eager")
     assert first.cache_stats["compiles"] == 1
     stored = make_store(spec).get(key)
-    assert stored == compiled.serialize()  # written after the eager classification
+    # written after the eager classification, bound to its key
+    assert stored == serialize_compiled(compiled, cache_key=key)
     second = GrammarCompiler(info, cache_store=make_store(spec))
     loaded = second.compile_grammar(object_ebnf())
     assert second.cache_stats == {"memory_hits": 0, "store_hits": 1, "compiles": 0,
@@ -216,7 +223,7 @@ def test_eager_request_upgrades_a_lazy_entry(spec, info, key):
     eager = compiler.compile_grammar(object_ebnf(), classify="eager")
     assert compiler.cache_stats["store_hits"] == 1 and compiler.cache_stats["compiles"] == 0
     assert eager._store.unclassified_states().shape[0] == 0
-    assert make_store(spec).get(key) == eager.serialize()
+    assert make_store(spec).get(key) == serialize_compiled(eager, cache_key=key)
 
 
 def _mutations(blob: bytes) -> dict[str, bytes]:
@@ -249,7 +256,7 @@ def test_bad_entries_are_discarded_and_rebuilt(spec, info, key, caplog):
         assert (stats["store_rejects"], stats["compiles"], stats["store_hits"]) == (1, 1, 0), name
         assert any("discarding bad entry" in r.getMessage() for r in caplog.records), name
         assert rebuilt.serialize() == blob, name
-        assert make_store(spec).get(key) == blob, name  # the entry was rebuilt
+        assert make_store(spec).get(key) == serialize_compiled(rebuilt, cache_key=key), name
 
 
 def test_failing_store_is_never_fatal(info, caplog):
@@ -325,7 +332,7 @@ def test_two_processes_share_the_store(spec, info, key):
     third = run_child(spec, "compile")
     assert (third["store_rejects"], third["compiles"], third["store_hits"]) == (1, 1, 0)
     assert third["digest"] == first["digest"]
-    assert hashlib.sha256(store.get(key)).hexdigest() == first["digest"]
+    assert unkeyed_digest(store.get(key), info) == first["digest"]
     fourth = run_child(spec, "compile")
     assert (fourth["compiles"], fourth["store_hits"]) == (0, 1)
 
@@ -385,7 +392,7 @@ def test_concurrent_writers_never_leave_a_torn_entry(spec, info, key, tmp_path):
     assert len({r["digest"] for r in raced}) == 1
     assert all(r["compiles"] + r["store_hits"] == 1 for r in raced)
     race_store = make_store(other_key_spec)
-    assert hashlib.sha256(race_store.get(key)).hexdigest() == raced[0]["digest"]
+    assert unkeyed_digest(race_store.get(key), info) == raced[0]["digest"]
     if spec["kind"] == "dir":
         for folder in (spec["path"], other_key_spec["path"]):
             assert [n for n in os.listdir(folder) if n.startswith(".tmp-")] == []

@@ -104,7 +104,19 @@ class CompiledGrammar:
 
     @staticmethod
     def load(path, tokenizer_info, *, mmap: bool = True) -> CompiledGrammar:
-        """Load a file written by :meth:`save`; large arrays are memory-mapped."""
+        """Load a file written by :meth:`save` (see :func:`load_compiled`).
+
+        The file is read once into private memory, so the loaded grammar is isolated from
+        later writes to the file (a copy-on-write mapping would not be); ``mmap`` is
+        accepted for compatibility and ignored.
+
+        Raises
+        ------
+        DeserializeFormatError, DeserializeVersionError, TokenizerMismatchError
+            As :meth:`deserialize`.
+        ArgumentError
+            ``path`` is not a regular file.
+        """
         from ._serialize import load_compiled
 
         return load_compiled(path, tokenizer_info, mmap=mmap)

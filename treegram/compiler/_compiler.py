@@ -68,15 +68,19 @@ class GrammarCompiler:
         written through after each compile.
     cache_dir : str or os.PathLike or None
         Shorthand for ``cache_store=DirectoryStore(cache_dir)``. When neither is given, the
-        environment variable ``TREEGRAM_CACHE_DIR`` (if set and not empty) is used.
+        environment variable ``TREEGRAM_CACHE_DIR`` (if set and not empty) is used. A path
+        that cannot be used as a directory (a regular file, a dangling symbolic link) is
+        logged and the compiler runs without a store.
 
     Notes
     -----
     Thread-safe: any number of threads may compile through one compiler; concurrent
     requests for the same key compile once (the others wait and share the result).
-    A store entry is validated like any serialized grammar; a bad one (corrupt, foreign,
-    another format version or tokenizer) is logged, deleted and rebuilt, and a failing
-    store (I/O or connection error) is logged and bypassed: the store never makes a
+    A store entry is validated like any serialized grammar and must carry the key it is
+    read under (the compiler writes it into every entry); a bad one (corrupt, stored under
+    another grammar's key, another format version or tokenizer) is logged, deleted and
+    rebuilt, and a failing store (I/O or connection error, an unusable entry, a cache
+    directory that cannot be opened) is logged and bypassed: the store never makes a
     compile fail. ``cache_enabled=False`` turns off the memory cache only.
     """
 
@@ -110,11 +114,21 @@ class GrammarCompiler:
         ):
             raise ArgumentError("cache_store must have get(key), put(key, blob) and delete(key), "
                                 f"got {type(cache_store).__name__}")
+        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+            raise ArgumentError(
+                f"cache_dir must be a str or os.PathLike, got {type(cache_dir).__name__}")
+        store_errors = 0
         if cache_store is None:
             if cache_dir is None:
                 cache_dir = os.environ.get(CACHE_DIR_ENV) or None
             if cache_dir is not None:
-                cache_store = DirectoryStore(cache_dir)
+                try:
+                    cache_store = DirectoryStore(cache_dir)
+                except OSError as exc:  # a store never makes a compile fail
+                    store_errors = 1
+                    logger.warning("treegram cache directory %r cannot be used (%s: %s); "
+                                   "compiling without a cache store", cache_dir,
+                                   type(exc).__name__, exc)
         self.tokenizer_info = tokenizer_info
         self.max_threads = max_threads
         self.cache_enabled = cache_enabled
@@ -126,6 +140,7 @@ class GrammarCompiler:
         self._lock = threading.Lock()
         self._stats = dict.fromkeys(
             ("memory_hits", "store_hits", "compiles", "store_rejects", "store_errors"), 0)
+        self._stats["store_errors"] = store_errors
 
     # ----------------------------------------------------------------- compiling
     def compile_grammar(self, grammar: str | Grammar, *, root_rule_name: str = "root",
@@ -313,8 +328,9 @@ class GrammarCompiler:
         if blob is None:
             return None
         try:
-            compiled = deserialize_compiled(blob, self.tokenizer_info)
-        except _BAD_ENTRY as exc:
+            # bound to its key: an intact entry of another grammar is rejected like a corrupt one
+            compiled = deserialize_compiled(blob, self.tokenizer_info, cache_key=skey)
+        except (*_BAD_ENTRY, ArgumentError) as exc:  # ArgumentError: a store returned no bytes
             self._count("store_rejects")
             logger.warning("treegram cache store %r: discarding bad entry %s (%s: %s); "
                            "rebuilding it", store, skey, type(exc).__name__, exc)
@@ -339,13 +355,13 @@ class GrammarCompiler:
             if compiled is not None:
                 if eager and compiled._store.unclassified_states().shape[0]:
                     self.precompile(compiled)
-                    self._store_call("put", skey, serialize_compiled(compiled))
+                    self._store_call("put", skey, serialize_compiled(compiled, cache_key=skey))
                 return compiled
         compiled = self._compile(make_grammar)
         if eager:
             self.precompile(compiled)
         if skey is not None:
-            self._store_call("put", skey, serialize_compiled(compiled))
+            self._store_call("put", skey, serialize_compiled(compiled, cache_key=skey))
         return compiled
 
     def _cached(self, kind: str, parts: tuple, make_grammar, classify: str) -> CompiledGrammar:

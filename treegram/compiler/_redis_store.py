@@ -5,7 +5,7 @@ Needs the optional ``redis`` package (redis-py); importing this module does not.
 
 from __future__ import annotations
 
-from ..errors import ArgumentError, MissingDependencyError
+from ..errors import ArgumentError, CacheStoreError, MissingDependencyError
 from ._store import check_key
 
 __all__ = ["RedisStore"]
@@ -32,6 +32,10 @@ class RedisStore:
         Prepended to every key.
     ttl_s : int or None
         Expire entries this many seconds after they are written; None keeps them.
+    max_entry_bytes : int, default 512 MiB (Redis's own largest string)
+        Larger values are neither written nor read (:class:`CacheStoreError`): ``get``
+        asks for the value's length first (``STRLEN``, when the client has it), so an
+        oversized entry is never transferred.
 
     Notes
     -----
@@ -44,10 +48,13 @@ class RedisStore:
     ------
     MissingDependencyError
         redis-py is not installed.
+    ArgumentError
+        An argument has the wrong type or value.
     """
 
     def __init__(self, url_or_client="redis://127.0.0.1:6379/0", *,
-                 prefix: str = "treegram:compiled:", ttl_s: int | None = None) -> None:
+                 prefix: str = "treegram:compiled:", ttl_s: int | None = None,
+                 max_entry_bytes: int = 512 << 20) -> None:
         redis = _redis_module()
         if isinstance(url_or_client, str):
             self.client = redis.Redis.from_url(url_or_client)
@@ -61,22 +68,45 @@ class RedisStore:
         if ttl_s is not None and (not isinstance(ttl_s, int) or isinstance(ttl_s, bool)
                                   or ttl_s < 1):
             raise ArgumentError(f"ttl_s must be None or a positive int, got {ttl_s!r}")
+        if (not isinstance(max_entry_bytes, int) or isinstance(max_entry_bytes, bool)
+                or max_entry_bytes < 1):
+            raise ArgumentError(
+                f"max_entry_bytes must be a positive int, got {max_entry_bytes!r}")
         self.prefix = prefix
         self.ttl_s = ttl_s
+        self.max_entry_bytes = max_entry_bytes
 
     def _name(self, key: str) -> str:
         return self.prefix + check_key(key)
 
+    def _too_big(self, name: str, size: int) -> CacheStoreError:
+        return CacheStoreError(f"Redis entry {name!r} has {size} bytes, more than "
+                               f"max_entry_bytes={self.max_entry_bytes}")
+
     def get(self, key: str) -> bytes | None:
-        value = self.client.get(self._name(key))
+        name = self._name(key)
+        strlen = getattr(self.client, "strlen", None)
+        if callable(strlen):
+            size = int(strlen(name))  # 0 when missing
+            if size > self.max_entry_bytes:
+                raise self._too_big(name, size)
+        value = self.client.get(name)
         if value is None:
             return None
         if isinstance(value, str):  # a client with decode_responses=True cannot hold blobs
             raise ArgumentError("RedisStore needs a client with decode_responses=False")
+        if len(value) > self.max_entry_bytes:  # replaced by a larger value since STRLEN
+            raise self._too_big(name, len(value))
         return bytes(value)
 
     def put(self, key: str, blob: bytes) -> None:
-        self.client.set(self._name(key), bytes(blob), ex=self.ttl_s)
+        name = self._name(key)
+        if not isinstance(blob, (bytes, bytearray, memoryview)):
+            raise ArgumentError(f"blob must be bytes-like, got {type(blob).__name__}")
+        data = bytes(blob)
+        if len(data) > self.max_entry_bytes:
+            raise self._too_big(name, len(data))
+        self.client.set(name, data, ex=self.ttl_s)
 
     def delete(self, key: str) -> None:
         self.client.delete(self._name(key))

@@ -4,12 +4,13 @@ The format (documented byte by byte in ``docs/serialization.md``) is a fixed 64-
 header, a directory of one 24-byte entry per section, the sections themselves (flat
 little-endian arrays, each starting on an 8-byte boundary, zero padding between them) and
 a 16-byte BLAKE2b checksum of everything before it. The complete automaton, the grammar
-source (EBNF), the classified part of the de-duplicated token classification and the
-tokenizer fingerprint are each written exactly once.
+source (EBNF), the classified part of the de-duplicated token classification, the
+tokenizer fingerprint and the cache-store key (if any) are each written exactly once.
 
 Loading is fail-closed: every byte is checked (magic, version, size, checksum, the
 directory, every section's dtype and length, every cross-reference between arrays, the
-padding) and the tokenizer is compared *before* any object is built, so a bad input
+padding, that the payload pays for every count that sizes an allocation) and the
+tokenizer and cache key are compared *before* any object is built, so a bad input
 raises :class:`DeserializeFormatError`, :class:`DeserializeVersionError` or
 :class:`TokenizerMismatchError` and nothing else is returned or left half-built.
 
@@ -21,14 +22,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import mmap as _mmap
 import os
+import re
 import struct
 import tempfile
 
 import numpy as np
 
 from ..automaton._build import LOOKAHEAD_SUFFIX, Automaton
+from ..automaton._repeats import split_long_repeats
 from ..errors import (
     ArgumentError,
     DeserializeFormatError,
@@ -39,6 +41,7 @@ from ..errors import (
 )
 from ._compiled import CompiledGrammar
 from ._mask_store import KIND_BITSET, KIND_LIST
+from ._store import check_key, open_regular_file
 
 __all__ = [
     "FORMAT_VERSION",
@@ -54,7 +57,7 @@ __all__ = [
 
 
 MAGIC = b"TGRM"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 # magic, version, total_size, n_sections, flags, n_rules, n_states, n_byte_classes,
 # root_rule, n_ref_edges, n_mask_classes, vocab_size, n_sorted_tokens, reserved
@@ -63,13 +66,15 @@ _ENTRY = struct.Struct("<IIQQ")  # section id, dtype code, byte offset, element 
 _CHECKSUM_SIZE = 16
 _ALIGN = 8
 _U32_MAX = 0xFFFFFFFF
+_KEY_BYTES = re.compile(rb"[0-9a-f]{16,128}\Z")
 
 _U8, _I32, _I64, _U16 = 1, 2, 3, 4
 _DTYPES = {_U8: np.dtype("<u1"), _I32: np.dtype("<i4"), _I64: np.dtype("<i8"),
            _U16: np.dtype("<u2")}
 
-# Fixed section order of format version 2: (name, dtype code). The id is the position.
-# (Version 2 stores the byte transitions sparsely; version 1 wrote the dense table.)
+# Fixed section order of format version 3: (name, dtype code). The id is the position.
+# (Version 3 adds the cache key and the checks that bound the automaton by its payload;
+# version 2 stores the byte transitions sparsely; version 1 wrote the dense table.)
 _SECTIONS = (
     ("rule_name_ptr", _I32),  # [n_rules + 1] offsets into rule_name_data
     ("rule_name_data", _U8),  # UTF-8 rule names, concatenated
@@ -94,6 +99,7 @@ _SECTIONS = (
     ("acc_pool", _I32),  # accepted lists / bitsets, back to back
     ("unc_pool", _I32),  # uncertain sorted-vocabulary positions, back to back
     ("tokenizer_fingerprint", _U8),  # ASCII hex
+    ("cache_key", _U8),  # ASCII lowercase hex store key the blob was written under, or empty
 )
 _N_SECTIONS = len(_SECTIONS)
 
@@ -134,7 +140,7 @@ def _store_snapshot(store) -> tuple:
     return state_class, meta, digests, acc, unc
 
 
-def serialize_compiled(compiled: CompiledGrammar) -> bytes:
+def serialize_compiled(compiled: CompiledGrammar, *, cache_key: str | None = None) -> bytes:
     """Serialize a compiled grammar to the binary format (see ``docs/serialization.md``).
 
     The classification done so far is included (classify more first with
@@ -144,6 +150,10 @@ def serialize_compiled(compiled: CompiledGrammar) -> bytes:
     Parameters
     ----------
     compiled : CompiledGrammar
+    cache_key : str or None, keyword-only
+        The cache-store key (16 to 128 lowercase hex digits) the blob is written under;
+        it is stored in the blob, and a load that names another key rejects it (see
+        :func:`deserialize_compiled`). None (the default) binds the blob to no key.
 
     Returns
     -------
@@ -152,11 +162,13 @@ def serialize_compiled(compiled: CompiledGrammar) -> bytes:
     Raises
     ------
     ArgumentError
-        ``compiled`` is not a CompiledGrammar, or a count does not fit the format.
+        ``compiled`` is not a CompiledGrammar, ``cache_key`` is not a valid key, or a
+        count does not fit the format.
     """
     if not isinstance(compiled, CompiledGrammar):
         raise ArgumentError(
             f"compiled must be a CompiledGrammar, got {type(compiled).__name__}")
+    key = b"" if cache_key is None else check_key(cache_key, "cache_key").encode("ascii")
     a = compiled.automaton
     info = compiled.tokenizer_info
     state_class, meta, digests, acc, unc = _store_snapshot(compiled._store)
@@ -194,16 +206,25 @@ def serialize_compiled(compiled: CompiledGrammar) -> bytes:
         "acc_pool": acc,
         "unc_pool": unc,
         "tokenizer_fingerprint": np.frombuffer(info.fingerprint.encode("ascii"), np.uint8),
+        "cache_key": np.frombuffer(key, np.uint8),
     }
     counts = (a.n_rules, a.n_states, a.n_classes, a.root_rule, a.ref_rule.shape[0],
               meta.shape[0], info.vocab_size, len(info.sorted_vocab))
     if max(counts) > _U32_MAX or name_ptr[-1] > np.iinfo(np.int32).max:
         raise ArgumentError(f"compiled grammar too large for format {FORMAT_VERSION}")
+    return _pack(counts, parts)
 
+
+def _pack(counts: tuple, parts: dict) -> bytes:
+    """Lay out the header, the directory, the sections (in canonical order) and the checksum.
+
+    ``counts`` are the eight header counts (n_rules .. n_sorted_tokens); ``parts`` maps every
+    section name to its array. Nothing is validated here: that is the loader's job.
+    """
     entries = []
     pos = _DATA_START
     blobs = []
-    codes = _section_codes(a.n_states)
+    codes = _section_codes(counts[1])
     for sid, (name, _) in enumerate(_SECTIONS):
         code = codes[name]
         arr = np.ascontiguousarray(parts[name], dtype=_DTYPES[code])
@@ -224,8 +245,8 @@ def save_compiled(compiled: CompiledGrammar, path) -> None:
     """Write :func:`serialize_compiled` output to ``path`` atomically.
 
     The bytes go to a temporary file in the same directory, are flushed to disk, and the
-    file is renamed over ``path``: readers (memory-mapped ones included) see the old file
-    or the complete new one, never a torn write.
+    file is renamed over ``path``: readers see the old file or the complete new one, never
+    a torn write.
     """
     data = serialize_compiled(compiled)
     path = os.fspath(path)
@@ -366,9 +387,6 @@ def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
     same_state = np.diff(src) == 0
     _check(bool((step[same_state] > 0).all()), "byte transitions not sorted by class")
     _check(np.array_equal(state_rule[t_to], state_rule[src]), "a transition leaves its rule")
-    trans = np.full(n_states * n_cls, -1, dtype=np.int32)
-    trans[src * n_cls + t_cls] = t_to
-    s["trans"] = trans
 
     ref_ptr, ref_rule, ref_target = s["ref_ptr"], s["ref_rule"], s["ref_target"]
     n_ref = ref_rule.shape[0]
@@ -376,9 +394,42 @@ def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
            "rule-call edge offsets")
     _check(_in_range(ref_rule, 0, n_real), "a rule call targets an unknown rule")
     _check(_in_range(ref_target, 0, n_states), "rule-call return state out of range")
-    ref_src = np.repeat(np.arange(n_states, dtype=np.int32), np.diff(ref_ptr))
+    ref_src = np.repeat(np.arange(n_states, dtype=np.int64), np.diff(ref_ptr))
     _check(np.array_equal(state_rule[ref_target], state_rule[ref_src]),
            "a rule-call edge leaves its rule")
+
+    # The header counts justify no memory by themselves: the dense transition table below
+    # costs n_states * n_byte_classes words, so both counts must be paid for by edges in
+    # the payload, exactly as the builder produces them.
+    # (1) States are numbered in discovery order, so every state but its rule's start is
+    # the target of an edge from a lower-numbered state (of the same rule, checked above):
+    # every state is reachable and n_states <= n_rules + n_transitions + n_ref_edges.
+    reached = np.zeros(n_states, dtype=bool)
+    reached[rule_start] = True
+    reached[t_to[src < t_to]] = True
+    reached[ref_target[ref_src < ref_target]] = True
+    _check(bool(reached.all()), f"{int(n_states - reached.sum())} of {n_states} states are "
+           "reached by no edge from an earlier state of their rule")
+    # (2) Byte classes are the coarsest partition the transitions need: some state's
+    # transitions differ between classes c - 1 and c, for every c (adjacent transitions of
+    # one state with the same target are always merged into one range).
+    if n_cls > 1:
+        joined = same_state & (step == 1) & (t_to[1:] == t_to[:-1])
+        lower = np.ones(n_t, dtype=bool)  # transition k differs from class t_cls[k] - 1
+        lower[1:] = ~joined
+        upper = np.ones(n_t, dtype=bool)  # transition k differs from class t_cls[k] + 1
+        upper[:-1] = ~joined
+        split = np.zeros(n_cls + 1, dtype=bool)
+        split[t_cls[lower]] = True
+        split[t_cls[upper].astype(np.int64) + 1] = True
+        _check(bool(split[1:n_cls].all()), "a byte class boundary that no transition needs")
+    # (3) The kernels address the packed automaton with int32 offsets.
+    words = n_states * (n_cls + 3) + 2 * n_rules + 2 * n_ref + 1024
+    _check(words <= np.iinfo(np.int32).max,
+           f"automaton of {n_states} states x {n_cls} byte classes exceeds the int32 layout")
+    trans = np.full(n_states * n_cls, -1, dtype=np.int32)
+    trans[src * n_cls + t_cls] = t_to
+    s["trans"] = trans
     return names, n_real
 
 
@@ -393,7 +444,9 @@ def _validate_grammar(s: dict, names: tuple, n_real: int, rule_lookahead, root_r
     except (TreegramError, ValueError, RecursionError) as exc:
         _fail(f"grammar source does not parse ({type(exc).__name__}: {exc})")
     _check(names[root_rule] == root, "root rule name differs from the automaton's root")
-    la_of = {r.name: r.lookahead is not None for r in grammar.ir.rules}
+    # the builder adds helper rules for long repetitions (split_long_repeats): compare
+    # against the rules it actually builds, or such a grammar never loads
+    la_of = {r.name: r.lookahead is not None for r in split_long_repeats(grammar.ir).rules}
     real = {names[r]: bool(rule_lookahead[r] >= 0) for r in range(n_real)}
     _check(la_of == real, "grammar source and automaton define different rules")
     return grammar
@@ -481,13 +534,18 @@ def install_mask_store(compiled: CompiledGrammar, state_class: np.ndarray, meta:
         store._publish()
 
 
-def _load(raw: np.ndarray, tokenizer_info) -> CompiledGrammar:
-    """Validate ``raw`` (uint8, writable, owned by the result) and build the grammar."""
+def _check_args(tokenizer_info, cache_key) -> None:
     from ..tokenizer import TokenizerInfo
 
     if not isinstance(tokenizer_info, TokenizerInfo):
         raise TokenizerError("tokenizer_info must be a treegram.TokenizerInfo, got "
                              f"{type(tokenizer_info).__name__}")
+    if cache_key is not None:
+        check_key(cache_key, "cache_key")
+
+
+def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> CompiledGrammar:
+    """Validate ``raw`` (uint8, writable, owned by the result) and build the grammar."""
     size = raw.shape[0]
     _check(size >= 8, f"{size} bytes is too short for the header")
     _check(raw[:4].tobytes() == MAGIC, "bad magic bytes (not a treegram compiled grammar)")
@@ -527,6 +585,12 @@ def _load(raw: np.ndarray, tokenizer_info) -> CompiledGrammar:
             f"{fp[:16].decode('ascii', 'replace')}..., vocab_size {vocab_size}); this "
             f"tokenizer has {tokenizer_info.fingerprint[:16]}..., vocab_size "
             f"{tokenizer_info.vocab_size}")
+    stored_key = s["cache_key"].tobytes()
+    _check(not stored_key or _KEY_BYTES.match(stored_key), "cache key is not lowercase hex")
+    if cache_key is not None and stored_key != cache_key.encode("ascii"):
+        shown = stored_key.decode("ascii")[:16] + "..." if stored_key else "no key"
+        _fail(f"the blob was written under {shown}, not under the cache key {cache_key[:16]}... "
+              "it is read with (an entry of another grammar)")
 
     names, n_real = _validate_automaton(s, h)
     grammar = _validate_grammar(s, names, n_real, s["rule_lookahead"], root)
@@ -554,7 +618,8 @@ def _load(raw: np.ndarray, tokenizer_info) -> CompiledGrammar:
     return compiled
 
 
-def deserialize_compiled(data, tokenizer_info) -> CompiledGrammar:
+def deserialize_compiled(data, tokenizer_info, *, cache_key: str | None = None
+                         ) -> CompiledGrammar:
     """Load a compiled grammar from :func:`serialize_compiled` output.
 
     Everything is validated before anything is built; the input is copied once (into one
@@ -566,6 +631,10 @@ def deserialize_compiled(data, tokenizer_info) -> CompiledGrammar:
         The serialized grammar.
     tokenizer_info : TokenizerInfo
         The tokenizer to bind to; must be the one the grammar was compiled for.
+    cache_key : str or None, keyword-only
+        The cache-store key the blob was read from: the blob must have been serialized
+        with exactly this ``cache_key``, so an entry of one grammar stored under another
+        grammar's key is refused. None (the default) accepts any blob, keyed or not.
 
     Returns
     -------
@@ -574,16 +643,18 @@ def deserialize_compiled(data, tokenizer_info) -> CompiledGrammar:
     Raises
     ------
     DeserializeFormatError
-        Corrupt, truncated or inconsistent data (the message says what failed).
+        Corrupt, truncated or inconsistent data, or data bound to another ``cache_key``
+        (the message says what failed).
     DeserializeVersionError
         Data written by another format version.
     TokenizerMismatchError
         Data compiled for another tokenizer.
     ArgumentError
-        ``data`` is not bytes-like.
+        ``data`` is not bytes-like, or ``cache_key`` is not a valid key.
     TokenizerError
         ``tokenizer_info`` is not a TokenizerInfo.
     """
+    _check_args(tokenizer_info, cache_key)
     try:
         view = memoryview(data)
     except TypeError:
@@ -592,21 +663,26 @@ def deserialize_compiled(data, tokenizer_info) -> CompiledGrammar:
     if not view.c_contiguous:
         raise ArgumentError("data must be a contiguous buffer")
     raw = np.frombuffer(view.cast("B"), dtype=np.uint8).copy()
-    return _load(raw, tokenizer_info)
+    return _load(raw, tokenizer_info, cache_key)
 
 
 def load_compiled(path, tokenizer_info, *, mmap: bool = True) -> CompiledGrammar:
     """Load a compiled grammar from a file written by :func:`save_compiled`.
 
+    The file is read once into private memory that the loaded arrays view: the grammar
+    is isolated from anything that later happens to the file (overwritten in place,
+    truncated, deleted). A copy-on-write mapping would not be: on Linux a
+    ``MAP_PRIVATE`` page that this process has not written still shows later writes by
+    others to the file, so a file rewritten in place would change the live grammar.
+
     Parameters
     ----------
     path : str or os.PathLike
+        A regular file.
     tokenizer_info : TokenizerInfo
     mmap : bool, default True, keyword-only
-        Map the file copy-on-write instead of reading it: the arrays of the loaded grammar
-        are views of the mapping (nothing is copied; pages the mask store later writes are
-        private to this process). The file must then not be modified in place or truncated
-        while the grammar lives (replace it by rename, as :func:`save_compiled` does).
+        Accepted for compatibility and ignored: up to format version 2 the file was
+        memory-mapped, which did not isolate the grammar from later writes.
 
     Returns
     -------
@@ -616,17 +692,21 @@ def load_compiled(path, tokenizer_info, *, mmap: bool = True) -> CompiledGrammar
     ------
     DeserializeFormatError, DeserializeVersionError, TokenizerMismatchError
         As :func:`deserialize_compiled`.
+    ArgumentError
+        ``path`` is not a regular file, or ``mmap`` is not a bool.
     OSError
         The file cannot be read.
     """
-    if not mmap:
-        with open(path, "rb") as f:
-            return deserialize_compiled(f.read(), tokenizer_info)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            _fail("empty file")
-        mapping = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY)
-    raw = np.frombuffer(mapping, dtype=np.uint8)
-    return _load(raw, tokenizer_info)
-
+    if not isinstance(mmap, bool):
+        raise ArgumentError(f"mmap must be a bool, got {type(mmap).__name__}")
+    _check_args(tokenizer_info, None)
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise ArgumentError(
+            f"path must be a str or os.PathLike, got {type(path).__name__}") from None
+    f, size = open_regular_file(path, "path", ArgumentError)  # a FIFO would block forever
+    with f:
+        raw = np.empty(size, dtype=np.uint8)
+        got = f.readinto(memoryview(raw)) or 0  # no more than fstat said
+    return _load(raw[:got], tokenizer_info, None)
