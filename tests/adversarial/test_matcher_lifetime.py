@@ -49,10 +49,11 @@ def mask(m: GrammarMatcher) -> np.ndarray:
     return row[0].copy()
 
 
-def replay(g, tokens) -> GrammarMatcher:
+def replay(g, steps) -> GrammarMatcher:
+    """A fresh matcher that accepted ``steps`` (token ids, or strings as one step each)."""
     r = GrammarMatcher(g)
-    for t in tokens:
-        assert r.accept_token(t), t
+    for t in steps:
+        assert r.accept_string(t) if isinstance(t, str) else r.accept_token(t), t
     return r
 
 
@@ -310,8 +311,8 @@ def test_finding15_pool_that_cannot_start_threads_cleans_up(monkeypatch):
 
 # --------------------------------------------------------------- random public calls
 GRAMMAR_NAMES = sorted(GRAMMAR_TEXTS)
-OPS = ("create", "copy", "deepcopy", "fork", "accept", "rollback", "fill", "batch_fill",
-       "batch_accept", "batch_traverse", "delete", "gc")
+OPS = ("create", "copy", "deepcopy", "fork", "accept", "accept_string", "rollback", "fill",
+       "batch_fill", "batch_accept", "batch_rollback", "batch_traverse", "delete", "gc")
 op_strategy = st.tuples(st.sampled_from(OPS), st.integers(0, 2**16))
 
 
@@ -345,13 +346,20 @@ def _run_thread(ops, grammars, bm, failures):
                     if not m.accept_token(t):
                         failures.append(f"accept {t} refused after {hist}")
                     hist.append(t)
+            elif op == "accept_string":
+                ok = allowed(m)
+                if ok:
+                    text = VOCAB[ok[(arg >> 4) % len(ok)]]
+                    if not m.accept_string(text):
+                        failures.append(f"accept_string {text!r} refused after {hist}")
+                    hist.append(text)
             elif op == "rollback" and hist:
                 n = 1 + (arg >> 4) % len(hist)
                 m.rollback(n)
                 del hist[len(hist) - n:]
             elif op == "fill":
                 expect(m, g, hist, mask(m), "fill")
-            elif op in ("batch_fill", "batch_accept", "batch_traverse"):
+            elif op in ("batch_fill", "batch_accept", "batch_rollback", "batch_traverse"):
                 pick = [own[(k + j) % len(own)] for j in range(1 + (arg >> 4) % 3)]
                 pick = list({id(p[0]): p for p in pick}.values())
                 ms = [p[0] for p in pick]
@@ -371,6 +379,11 @@ def _run_thread(ops, grammars, bm, failures):
                         failures.append(f"batch_accept refused {res}")
                     for i in live:
                         pick[i][2].append(toks[i])
+                elif op == "batch_rollback":
+                    counts = [(arg >> 6) % (len(p[2]) + 1) for p in pick]
+                    bm.batch_rollback(ms, counts)
+                    for (_, _, ph), c in zip(pick, counts, strict=True):
+                        del ph[len(ph) - c:]
                 else:  # a chain of two drafted tokens after the root
                     draft = np.array([[0, (arg >> 6) % V, (arg >> 9) % V]] * len(ms),
                                      dtype=np.int64)
@@ -398,7 +411,7 @@ def _run_thread(ops, grammars, bm, failures):
 @given(st.lists(st.lists(op_strategy, min_size=5, max_size=25), min_size=2, max_size=3))
 def test_random_public_calls_on_threads_match_reference(info, blobs, programs):
     """Random sequences of public calls (create, copy, fork, accept, rollback, fill, batch
-    fill/accept/traverse, delete, gc) on 2-3 threads sharing fresh grammars and one
+    fill/accept/rollback/traverse, delete, gc) on 2-3 threads sharing fresh grammars and one
     BatchGrammarMatcher; every mask equals that of a fresh single-threaded matcher."""
     grammars = {name: tg.CompiledGrammar.deserialize(blob, info)
                 for name, blob in blobs.items()}
