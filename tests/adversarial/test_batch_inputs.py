@@ -175,6 +175,7 @@ def test_finding16_huge_rollback_counts(grammar, bm):
     assert state(m) == before
 
 
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix itself
 def test_finding16_matrix_bitmask_is_filled(grammar):
     m = walked(grammar)
     plain = np.zeros((2, W), dtype=np.int32)

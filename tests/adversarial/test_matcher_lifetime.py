@@ -309,6 +309,18 @@ def test_finding15_pool_that_cannot_start_threads_cleans_up(monkeypatch):
     pool.close()
 
 
+def test_batch_matcher_copy_has_its_own_pool(info, blobs):
+    g = tg.CompiledGrammar.deserialize(blobs["letters"], info)
+    bm = BatchGrammarMatcher(2)
+    for twin in (copy.copy(bm), copy.deepcopy(bm)):
+        assert twin._pool is not bm._pool and twin.max_threads == 2
+        twin.close()
+    out = np.zeros((1, W), dtype=np.int32)
+    bm.batch_fill_next_token_bitmask([GrammarMatcher(g)], out)  # still usable
+    assert out.any()
+    bm.close()
+
+
 # --------------------------------------------------------------- random public calls
 GRAMMAR_NAMES = sorted(GRAMMAR_TEXTS)
 OPS = ("create", "copy", "deepcopy", "fork", "accept", "accept_string", "rollback", "fill",

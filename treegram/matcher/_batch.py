@@ -138,7 +138,8 @@ class BatchGrammarMatcher:
     call (scalar or batch) at the same time. A worker's exception reaches the caller after
     all chunks finished; the pool is reused by the next call. If the system refuses to
     start the pool's threads, the call raises :class:`~treegram.errors.WorkerError` and
-    the threads already started are stopped.
+    the threads already started are stopped. ``copy.copy``/``copy.deepcopy`` give a new
+    instance with its own pool.
     """
 
     def __init__(self, max_threads: int | Literal["auto"] = "auto") -> None:
@@ -152,6 +153,13 @@ class BatchGrammarMatcher:
                 f"got {max_threads!r}"
             )
         self._pool = WorkerPool(n)
+
+    def __copy__(self) -> BatchGrammarMatcher:
+        """A new instance with its own pool of the same size (pools are not shared)."""
+        return BatchGrammarMatcher(self.max_threads)
+
+    def __deepcopy__(self, memo: dict) -> BatchGrammarMatcher:
+        return self.__copy__()
 
     @property
     def max_threads(self) -> int:

@@ -89,7 +89,10 @@ class Registry:
         self._keep: list[tuple | None] = []
         self._owner: list[object | None] = []
         self._free: list[int] = []
-        self._free_lock = threading.Lock()  # guards _free, _owner and _keep
+        # Guards _free, _owner and _keep. Re-entrant, and nothing is freed while it is held:
+        # a garbage collection inside a critical section may run a finalizer (release)
+        # in the same thread.
+        self._free_lock = threading.RLock()
 
     def _write(self, slot: int, entry: tuple) -> None:
         if len(entry) != self.n_fields:
@@ -102,7 +105,8 @@ class Registry:
             row[k] = arr.ctypes.data
             row[self.n_fields + k] = arr.shape[self._axes[k]]
         with self._free_lock:
-            self._keep[slot] = entry
+            old, self._keep[slot] = self._keep[slot], entry
+        del old  # freed outside the lock
 
     def add(self, entry: tuple, owner: object, tag: int = 0) -> int:
         """Store ``entry`` (and an int ``tag``) in a free or new slot owned by ``owner``;
@@ -148,8 +152,9 @@ class Registry:
             if slot >= len(self._owner) or self._owner[slot] is not owner:
                 return
             self._owner[slot] = None
-            self._keep[slot] = None
+            entry, self._keep[slot] = self._keep[slot], None
             self._free.append(slot)
+        del entry  # the arrays are freed here, outside the lock
 
     def owner_of(self, slot: int) -> object | None:
         """The owner token of ``slot`` (None when free); for checks and tests."""
