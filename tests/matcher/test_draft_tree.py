@@ -142,11 +142,10 @@ def path_to(parents: np.ndarray, node: int, root: int) -> list[int] | None:
 def random_tokens(m: GrammarMatcher, rng: np.random.Generator, parents: np.ndarray,
                   root: int, p_valid: float = 0.8) -> np.ndarray:
     """Draft tokens: mostly an allowed continuation of the parent's state, otherwise a random
-    id (ids outside the vocabulary included). Leaves ``m`` unchanged."""
+    id of the vocabulary (ids outside it are rejected before traversal: see
+    tests/adversarial/test_batch_inputs.py). Leaves ``m`` unchanged."""
     n = len(parents)
     tokens = rng.integers(0, V, size=n).astype(np.int64)
-    tokens[rng.random(n) < 0.03] = -1
-    tokens[rng.random(n) < 0.03] = V + 7
     tokens[root] = 0
     for i in range(n):
         if i == root or rng.random() >= p_valid:

@@ -23,6 +23,20 @@ class CompiledGrammar:
         The source grammar.
     tokenizer_info : TokenizerInfo
         The vocabulary it was compiled for.
+
+    Notes
+    -----
+    Thread safety: an instance is logically immutable (its masks depend only on the
+    grammar and the vocabulary) and may be shared by any number of threads and matchers.
+    The lazily filled token classification takes an internal lock to classify and
+    publishes re-allocated arrays atomically, also to the batch registry, so neither
+    scalar nor batch matchers ever see a half-built or outdated classification.
+    ``classify_all_states``, ``serialize`` and ``save`` may run while matchers use the
+    grammar.
+
+    ``copy.copy`` and ``copy.deepcopy`` return a new instance that shares the immutable
+    automaton, grammar, tokenizer and the thread-safe classification, but has its own
+    batch-registry slot; ``copy.deepcopy`` does not duplicate the (read-only) tokenizer.
     """
 
     def __init__(self, grammar, tokenizer_info, automaton: Automaton) -> None:
@@ -31,8 +45,21 @@ class CompiledGrammar:
         self._automaton = automaton
         self._store = MaskStore(automaton, tokenizer_info.sorted_vocab, tokenizer_info.vocab_size)
         self._tokens = tokenizer_info.token_table
+        self._reset_slot()
+
+    def _reset_slot(self) -> None:
         self._slot = -1
         self._slot_lock = threading.Lock()
+        self._on_publish = None  # keeps the store's (weakly held) listener alive
+
+    def __copy__(self) -> CompiledGrammar:
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._reset_slot()  # a registry slot belongs to exactly one object
+        return twin
+
+    def __deepcopy__(self, memo: dict) -> CompiledGrammar:
+        return self.__copy__()
 
     def _registry_entry(self, snapshot: tuple | None = None) -> tuple:
         sv = self.tokenizer_info.sorted_vocab
@@ -48,11 +75,23 @@ class CompiledGrammar:
 
             with self._slot_lock:
                 if self._slot < 0:
-                    self._slot = GRAMMARS.add(self._registry_entry(),
-                                              self.tokenizer_info.vocab_size)
-                    self._store.on_publish = lambda snap: GRAMMARS.update(
-                        self._slot, self._registry_entry(snap))
-                    weakref.finalize(self, GRAMMARS.release, self._slot)
+                    owner = object()  # only this grammar and its finalizer hold it
+                    slot = GRAMMARS.add(self._registry_entry(), owner,
+                                        self.tokenizer_info.vocab_size)
+                    head = (self._automaton.packed,)
+                    sv = self.tokenizer_info.sorted_vocab
+                    tail = (sv.token_ids, sv.offsets, sv.data, self._tokens.offsets,
+                            self._tokens.data)
+
+                    def on_publish(snap: tuple) -> None:  # must not reference self
+                        GRAMMARS.update(slot, (*head, *snap, *tail), owner)
+
+                    # Subscribing re-publishes the current snapshot under the store's lock,
+                    # so a re-allocation since the add above cannot leave the row stale.
+                    self._store.subscribe(on_publish)
+                    self._on_publish = on_publish
+                    weakref.finalize(self, GRAMMARS.release, slot, owner)
+                    self._slot = slot  # last: readers without the lock see a complete slot
                 slot = self._slot
         return slot
 

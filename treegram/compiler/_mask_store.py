@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 
 import numpy as np
 
@@ -88,17 +89,37 @@ class MaskStore:
         self._unc = _Pool()
         self._n_classes = 0
         self._index: dict[bytes, int] = {}
-        self.on_publish = None  # called with the new snapshot when arrays are re-allocated
+        # Weak references to callables called, under the lock, with every new snapshot.
+        self._listeners: list[weakref.ref] = []
         self._publish()
 
     def _publish(self) -> None:
+        # Called with the lock held (or before the store is shared).
         self._snap = (self._state_class, self._cls_meta, self._acc.data, self._unc.data)
-        if self.on_publish is not None:
-            self.on_publish(self._snap)
+        alive = []
+        for ref in self._listeners:
+            listener = ref()
+            if listener is not None:
+                listener(self._snap)
+                alive.append(ref)
+        self._listeners = alive
 
     def snapshot(self) -> tuple:
         """(state_class, cls_meta, acc_pool, unc_pool), as ``fill_row`` takes them."""
         return self._snap
+
+    def subscribe(self, listener) -> None:
+        """Call ``listener(snapshot)`` now and after every re-allocation, under the lock.
+
+        Subscribing and the first call happen under the lock that every publication
+        takes, so a listener never misses a snapshot published while it subscribed (the
+        batch registry relies on this: a stale snapshot would make batch kernels ask for
+        classification forever). ``listener`` is held weakly: calls stop once the caller
+        drops it, so stores shared by several grammars do not accumulate dead listeners.
+        """
+        with self._lock:
+            self._listeners.append(weakref.ref(listener))
+            listener(self._snap)
 
     @property
     def n_classes(self) -> int:

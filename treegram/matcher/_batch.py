@@ -3,32 +3,70 @@
 from __future__ import annotations
 
 import os
-import time
 from typing import Literal
 
 import numpy as np
 
-from ..errors import ArgumentError, BitmaskError, DraftTreeError, MatcherStateError
+from ..errors import (
+    ArgumentError,
+    BitmaskError,
+    DraftTreeError,
+    InvalidTokenIdError,
+    MatcherStateError,
+)
 from ..kernels import _batch
 from ..kernels._ops import TIMEOUT
 from ..pool import WorkerPool
 from ._bitmask import as_bitmask_array
-from ._matcher import GrammarMatcher, _is_token_id
+from ._matcher import GrammarMatcher, _encode_utf8, _is_token_id
 from ._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK
-from ._tree_input import as_index_array, check_draft_trees
+from ._tree_input import as_index_array, check_draft_tokens, check_draft_trees, deadline_ns
 
-__all__ = ["BatchGrammarMatcher"]
+__all__ = ["BatchGrammarMatcher", "MAX_THREADS_LIMIT"]
+
+MAX_THREADS_LIMIT = max(256, 4 * (os.cpu_count() or 1))
+"""The largest ``max_threads`` a BatchGrammarMatcher accepts: max(256, 4 x CPUs)."""
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
 
 # Below this many bitmask words of work a batch runs inline: handing chunks to threads
 # costs tens of microseconds, more than small batches take in one kernel.
 _INLINE_WORDS = 1 << 17
 
 
-def _slots(matchers) -> tuple[np.ndarray, np.ndarray, int]:
-    """Grammar and matcher slot ids of every matcher, and their common vocabulary size."""
+def _hold(matchers) -> tuple:
+    """A tuple of the caller's matchers: the strong references a batch call keeps for its
+    whole duration. Kernels reach matchers by slot id only, and a slot is released when
+    its matcher is collected; holding the matchers (and, through them, their grammars)
+    keeps every slot the call hands to a kernel owned by the matcher it was read from,
+    even if another thread edits or drops the caller's list meanwhile."""
     if not isinstance(matchers, (list, tuple)):
         raise ArgumentError(f"matchers must be a list of GrammarMatcher, got "
                             f"{type(matchers).__name__}")
+    return tuple(matchers)  # one atomic copy under the GIL
+
+
+def _check_distinct(mslots: np.ndarray, positions: np.ndarray | None = None) -> None:
+    """Raise ArgumentError if one matcher appears twice (live matchers have distinct
+    slots): its state would be changed twice, or by two workers at once."""
+    if len(mslots) < 2 or np.bincount(mslots).max() < 2:  # slots are small ints: no sort
+        return
+    order = np.argsort(mslots, kind="stable")
+    same = np.flatnonzero(mslots[order[1:]] == mslots[order[:-1]])
+    if len(same):
+        i, j = int(order[same[0]]), int(order[same[0] + 1])
+        if positions is not None:
+            i, j = int(positions[i]), int(positions[j])
+        raise ArgumentError(
+            f"matchers[{i}] and matchers[{j}] are the same GrammarMatcher: a matcher may "
+            "appear only once in a batch call (fork it for independent copies); "
+            "no matcher was changed"
+        )
+
+
+def _slots(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int]:
+    """Grammar and matcher slot ids of every matcher (a tuple from :func:`_hold`), and
+    their common vocabulary size."""
     try:
         keys = np.fromiter((m._batch_key for m in matchers), dtype=np.int64,
                            count=len(matchers))
@@ -79,24 +117,49 @@ class BatchGrammarMatcher:
     Parameters
     ----------
     max_threads : int or "auto", default "auto"
-        Workers of the pool ("auto": the number of CPUs).
+        Workers of the pool ("auto": the number of CPUs), at most
+        :data:`MAX_THREADS_LIMIT` (max(256, 4 x CPUs)).
+
+    Raises
+    ------
+    ArgumentError
+        ``max_threads`` is not "auto" or an int in ``[1, MAX_THREADS_LIMIT]``.
 
     Notes
     -----
     Every call validates all of its inputs before any kernel runs: a bad request leaves
-    every matcher and every output row untouched. A matcher must not be used by two calls
-    at once. A worker's exception reaches the caller after all chunks finished; the pool is
-    reused by the next call.
+    every matcher and every output row untouched. One matcher may appear only once per
+    call (ArgumentError otherwise).
+
+    Thread safety: one instance may be used by any number of threads at once; concurrent
+    calls share its pool. Each call copies the ``matchers`` list it is given and holds
+    those matchers (and their grammars) until it returns, so another thread may edit the
+    list or drop matchers meanwhile; what it must not do is use a matcher of a running
+    call (scalar or batch) at the same time. A worker's exception reaches the caller after
+    all chunks finished; the pool is reused by the next call. If the system refuses to
+    start the pool's threads, the call raises :class:`~treegram.errors.WorkerError` and
+    the threads already started are stopped. ``copy.copy``/``copy.deepcopy`` give a new
+    instance with its own pool.
     """
 
     def __init__(self, max_threads: int | Literal["auto"] = "auto") -> None:
-        if max_threads == "auto":
-            n = os.cpu_count() or 1
-        elif _is_token_id(max_threads) and max_threads >= 1:
+        if isinstance(max_threads, str) and max_threads == "auto":
+            n = min(os.cpu_count() or 1, MAX_THREADS_LIMIT)
+        elif _is_token_id(max_threads) and 1 <= max_threads <= MAX_THREADS_LIMIT:
             n = int(max_threads)
         else:
-            raise ArgumentError(f"max_threads must be 'auto' or an int >= 1, got {max_threads!r}")
+            raise ArgumentError(
+                f"max_threads must be 'auto' or an int in [1, {MAX_THREADS_LIMIT}], "
+                f"got {max_threads!r}"
+            )
         self._pool = WorkerPool(n)
+
+    def __copy__(self) -> BatchGrammarMatcher:
+        """A new instance with its own pool of the same size (pools are not shared)."""
+        return BatchGrammarMatcher(self.max_threads)
+
+    def __deepcopy__(self, memo: dict) -> BatchGrammarMatcher:
+        return self.__copy__()
 
     @property
     def max_threads(self) -> int:
@@ -145,10 +208,12 @@ class BatchGrammarMatcher:
             Bad bitmask or rows; ArgumentError for bad matchers or indices;
             MatcherStateError if a matcher accepted a stop token.
         """
+        matchers = _hold(matchers)
         gslots, mslots, vocab = _slots(matchers)
         b = len(mslots)
         if b == 0:
             return  # nothing to fill (as xgrammar: the bitmask is not inspected)
+        _check_distinct(mslots)
         out = as_bitmask_array(bitmask, vocab_size=vocab)
         if indices is None:
             rows = np.arange(b, dtype=np.int64)
@@ -168,13 +233,20 @@ class BatchGrammarMatcher:
             _batch.batch_fill, (gslots, mslots, rows, out, status), k))
 
     def batch_accept_token(self, matchers, tokens) -> list[bool]:
-        """Accept ``tokens[k]`` in ``matchers[k]``; returns whether each was accepted."""
+        """Accept ``tokens[k]`` in ``matchers[k]``; returns whether each was accepted.
+
+        Raises
+        ------
+        InvalidTokenIdError
+            Some token is outside ``[0, vocab_size)``; ArgumentError for bad matchers
+            (a matcher listed twice included). Nothing is changed then.
+        """
+        matchers = _hold(matchers)
         gslots, mslots, vocab = _slots(matchers)
         toks = _index_vector(tokens, "tokens", len(mslots))
+        _check_distinct(mslots)
         if len(toks) and (toks.min() < 0 or toks.max() >= vocab):
             bad = int(np.flatnonzero((toks < 0) | (toks >= vocab))[0])
-            from ..errors import InvalidTokenIdError
-
             raise InvalidTokenIdError(
                 f"tokens[{bad}] = {int(toks[bad])} is not a token id in [0, {vocab})"
             )
@@ -192,19 +264,40 @@ class BatchGrammarMatcher:
 
     @staticmethod
     def batch_accept_string(matchers, strings) -> list[bool]:
-        """Accept ``strings[k]`` (str or bytes) in ``matchers[k]``, each as one step."""
-        _slots(matchers)  # every entry must be a matcher
+        """Accept ``strings[k]`` (str or bytes) in ``matchers[k]``, each as one step.
+
+        Raises
+        ------
+        ArgumentError
+            Bad matchers (one listed twice included), a count mismatch, or a str with no
+            UTF-8 form (a lone surrogate); TypeError (plain) for an entry that is neither
+            str nor bytes. Every string is checked and encoded before any matcher changes.
+        """
+        matchers = _hold(matchers)
+        _, mslots, _ = _slots(matchers)  # every entry must be a matcher
+        if isinstance(strings, (str, bytes, bytearray)) or not isinstance(strings,
+                                                                          (list, tuple)):
+            raise ArgumentError(
+                f"strings must be a list of str or bytes, got {type(strings).__name__}"
+            )
+        strings = tuple(strings)
         if len(strings) != len(matchers):
             raise ArgumentError(
                 f"strings has {len(strings)} entries for {len(matchers)} matchers"
             )
+        _check_distinct(mslots)
+        data = []
         for k, text in enumerate(strings):
-            if not isinstance(text, (str, bytes, bytearray)):
+            if isinstance(text, str):
+                data.append(_encode_utf8(text, f"strings[{k}]"))
+            elif isinstance(text, (bytes, bytearray)):
+                data.append(bytes(text))
+            else:
                 raise TypeError(
                     f"strings[{k}] must be str or bytes, got {type(text).__name__}; "
                     "no matcher was changed"
                 )
-        return [m.accept_string(s) for m, s in zip(matchers, strings, strict=True)]
+        return [m.accept_string(s) for m, s in zip(matchers, data, strict=True)]
 
     @staticmethod
     def batch_rollback(matchers, num_tokens=1) -> None:
@@ -214,14 +307,21 @@ class BatchGrammarMatcher:
         ------
         MatcherStateError
             Some matcher has fewer steps than asked for; no matcher is changed then.
+        ArgumentError
+            Bad matchers (one listed twice included) or negative counts.
         """
+        matchers = _hold(matchers)
         _, mslots, _ = _slots(matchers)
         if _is_token_id(num_tokens):
-            counts = np.full(len(mslots), int(num_tokens), dtype=np.int64)
+            if num_tokens < 0:
+                raise ArgumentError(f"num_tokens must be >= 0, got {num_tokens}")
+            # Beyond int64 it exceeds every history: the check below reports it.
+            counts = np.full(len(mslots), min(int(num_tokens), _INT64_MAX), dtype=np.int64)
         else:
             counts = _index_vector(num_tokens, "num_tokens", len(mslots))
         if len(counts) and counts.min() < 0:
             raise ArgumentError(f"num_tokens must be >= 0, got {counts.min()}")
+        _check_distinct(mslots)  # [m, m] would check each count alone, then apply both
         steps = np.zeros((len(mslots), 2), dtype=np.int64)
         REGISTRY_LOCK.acquire_read()
         try:
@@ -231,8 +331,9 @@ class BatchGrammarMatcher:
             too_far = np.flatnonzero(counts > steps[:, 0])
             if len(too_far):
                 k = int(too_far[0])
+                asked = num_tokens if _is_token_id(num_tokens) else int(counts[k])
                 raise MatcherStateError(
-                    f"matchers[{k}]: cannot roll back {int(counts[k])} tokens, only "
+                    f"matchers[{k}]: cannot roll back {asked} tokens, only "
                     f"{int(steps[k, 0])} accepted; no matcher was changed"
                 )
             if len(mslots):
@@ -278,10 +379,14 @@ class BatchGrammarMatcher:
 
         Raises
         ------
-        ArgumentError, DraftTreeError, BitmaskError
-            Any malformed input; checked before any work starts (nothing is changed).
+        ArgumentError, DraftTreeError, InvalidTokenIdError, BitmaskError
+            Any malformed input: bad matchers (one selected twice included), links out
+            of range or beyond int64 (uint64 included), a draft token outside
+            ``[0, vocab_size)`` (the roots' excepted), a NaN or non-numeric
+            ``time_threshold`` (``inf``: no limit). Checked before any work starts.
         """
-        deadline = (time.monotonic_ns() + int(time_threshold * 1e9)) if time_threshold > 0 else 0
+        deadline = deadline_ns(time_threshold)
+        matchers = _hold(matchers)
         gslots, mslots, vocab = _slots(matchers)
         b = len(mslots)
         draft = as_index_array(draft_tokens, "draft_tokens")
@@ -311,6 +416,7 @@ class BatchGrammarMatcher:
                 raise ArgumentError(f"indices must be in [0, {b}), got {requests}")
             if len(np.unique(requests)) != len(requests):
                 raise ArgumentError(f"indices must be distinct, got {requests}")
+        _check_distinct(mslots[requests], requests)
         k = len(requests)
         if root_positions is None:
             roots = np.zeros(k, dtype=np.int64)
@@ -319,6 +425,7 @@ class BatchGrammarMatcher:
         check_draft_trees(next_token if next_token.shape[0] == 1 else next_token[requests],
                           next_sibling if next_sibling.shape[0] == 1 else next_sibling[requests],
                           roots)
+        check_draft_tokens(draft[requests], roots, vocab)
         out = as_bitmask_array(token_bitmask, vocab_size=vocab, name="token_bitmask")
         if out.shape[0] < b * n:
             raise BitmaskError(

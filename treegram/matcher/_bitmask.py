@@ -177,7 +177,9 @@ def reset_token_bitmask(bitmask: Any) -> None:
 def _to_numpy(bitmask: Any, name: str) -> np.ndarray:
     """View ``bitmask`` as a numpy array sharing its memory (strides and offset kept)."""
     if isinstance(bitmask, np.ndarray):
-        return bitmask
+        # Subclasses (np.matrix, np.memmap, ...) are viewed as plain arrays: same memory,
+        # and a type the kernels accept.
+        return bitmask if type(bitmask) is np.ndarray else bitmask.view(np.ndarray)
     tensor_type = _loaded_torch_tensor_type()
     if tensor_type is not None and isinstance(bitmask, tensor_type):
         torch = sys.modules["torch"]

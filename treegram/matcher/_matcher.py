@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import weakref
 
 import numpy as np
@@ -32,7 +31,12 @@ from ..kernels._ops import (
 )
 from ._bitmask import as_bitmask_array, check_row_index
 from ._registry import MATCHERS
-from ._tree_input import as_index_array, check_draft_trees
+from ._tree_input import (
+    as_index_array,
+    check_draft_tokens,
+    check_draft_trees,
+    deadline_ns,
+)
 
 __all__ = ["GrammarMatcher"]
 
@@ -47,6 +51,17 @@ def _utf8_prefix(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         return data[: err.start].decode("utf-8")
+
+
+def _encode_utf8(text: str, name: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate (which has no UTF-8 form) is an ArgumentError."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ArgumentError(
+            f"{name} cannot be encoded as UTF-8: {err.reason} at position {err.start} "
+            f"({text[err.start:err.end]!r})"
+        ) from None
 
 
 def _is_token_id(value) -> bool:
@@ -75,9 +90,18 @@ class GrammarMatcher:
     and after termination; the state is then unchanged. Unlike xgrammar, an id outside
     ``[0, vocab_size)`` raises :class:`~treegram.errors.InvalidTokenIdError`: it is a
     caller bug, not a grammar decision. ``fill_next_token_bitmask`` after a stop token was
-    accepted raises :class:`~treegram.errors.MatcherStateError`. The kernels release the
-    GIL; one matcher must not be used from two threads at once, but different matchers
-    (also of one CompiledGrammar) may.
+    accepted raises :class:`~treegram.errors.MatcherStateError`.
+
+    Thread safety: the kernels release the GIL. Different matchers (also of one
+    CompiledGrammar) may be used from different threads at the same time, scalar and
+    batch calls mixed. One matcher holds one request's state: it must not be used by two
+    calls at once (from two threads, or twice in one batch call, which is rejected).
+    Dropping the last reference to a matcher from any thread is safe even while batch
+    calls run: a batch call keeps every matcher it was given alive until it returns.
+
+    ``copy.copy``, ``copy.deepcopy`` and :meth:`fork` give an independent matcher with its
+    own copy of the state and its own batch-registry slot, sharing the (immutable)
+    compiled grammar.
     """
 
     def __init__(
@@ -147,6 +171,7 @@ class GrammarMatcher:
         self._clock = np.zeros(2, dtype=np.int64)
         self._stack = np.zeros(64, dtype=np.int32)  # traversal scratch
         self._slot = -1  # registry slot, taken on first batch use
+        self._slot_owner = None  # the token that proves ownership of the slot
         self._batch_key = -1  # (grammar slot << 32) | matcher slot once registered
         self.reset()
 
@@ -162,16 +187,23 @@ class GrammarMatcher:
         self._memo_meta[0] = -1
 
     def fork(self) -> GrammarMatcher:
-        """An independent copy sharing the compiled grammar."""
-        twin = object.__new__(GrammarMatcher)
+        """An independent copy sharing the compiled grammar (own state, own slot)."""
+        twin = object.__new__(type(self))
         twin.__dict__.update(self.__dict__)
         for name in ("_items_s", "_items_o", "_set_starts", "_meta", "_hist", "_memo_key",
                      "_memo_meta", "_memo_row", "_bufs", "_cand", "_clock", "_stack"):
             setattr(twin, name, getattr(self, name).copy())
         twin._mask_cache = None
-        twin._slot = -1
+        twin._slot = -1  # a registry slot belongs to exactly one matcher
+        twin._slot_owner = None
         twin._batch_key = -1
         return twin
+
+    def __copy__(self) -> GrammarMatcher:
+        return self.fork()
+
+    def __deepcopy__(self, memo: dict) -> GrammarMatcher:
+        return self.fork()
 
     # ------------------------------------------------------- arrays and slots
     def _state_arrays(self) -> tuple:
@@ -185,14 +217,16 @@ class GrammarMatcher:
         the batch key ``(grammar slot << 32) | matcher slot``."""
         if self._batch_key < 0:
             gslot = self._compiled._registry_slot()
-            self._slot = MATCHERS.add(self._state_arrays())
-            weakref.finalize(self, MATCHERS.release, self._slot)
-            self._batch_key = (gslot << 32) | self._slot
+            owner = object()  # only this matcher and its finalizer hold it
+            slot = MATCHERS.add(self._state_arrays(), owner)
+            weakref.finalize(self, MATCHERS.release, slot, owner)
+            self._slot, self._slot_owner = slot, owner
+            self._batch_key = (gslot << 32) | slot
         return self._batch_key
 
     def _arrays_changed(self) -> None:
         if self._slot >= 0:
-            MATCHERS.update(self._slot, self._state_arrays())
+            MATCHERS.update(self._slot, self._state_arrays(), self._slot_owner)
 
     def _grow_items(self) -> None:
         n = self._items_s.shape[0] * 2
@@ -285,9 +319,15 @@ class GrammarMatcher:
         -------
         bool
             False (state unchanged) if the string is rejected or the matcher terminated.
+
+        Raises
+        ------
+        ArgumentError
+            ``input_str`` is a str with no UTF-8 form (a lone surrogate); TypeError (plain)
+            when it is neither str nor bytes.
         """
         if isinstance(input_str, str):
-            input_str = input_str.encode("utf-8")
+            input_str = _encode_utf8(input_str, "input_str")
         elif not isinstance(input_str, (bytes, bytearray)):
             raise TypeError(f"input_str must be str or bytes, got {type(input_str).__name__}")
         if self._meta[M_STOPPED]:
@@ -321,6 +361,10 @@ class GrammarMatcher:
         """
         if not _is_token_id(num_tokens) or num_tokens < 0:
             raise ArgumentError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
+        if num_tokens > self._meta[M_STEPS]:  # also keeps ints beyond int64 off the kernel
+            raise MatcherStateError(
+                f"cannot roll back {num_tokens} tokens: only {int(self._meta[M_STEPS])} accepted"
+            )
         if rollback_op(self._meta, self._hist, self._memo_meta, num_tokens) < 0:
             raise MatcherStateError(
                 f"cannot roll back {num_tokens} tokens: only {int(self._meta[M_STEPS])} accepted"
@@ -395,14 +439,16 @@ class GrammarMatcher:
         cached = self._mask_cache
         if cached is not None and cached[0] is bitmask:
             if isinstance(bitmask, np.ndarray):
-                if bitmask.shape == cached[2]:
+                # Shape, strides and writability can change in place; the data pointer not.
+                if (bitmask.shape == cached[2] and bitmask.strides == cached[3]
+                        and bitmask.flags.writeable):
                     return cached[1]
             elif (bitmask.data_ptr() == cached[3] and bitmask.shape == cached[2]
                   and bitmask.stride() == cached[4]):
                 return cached[1]
         arr = as_bitmask_array(bitmask, vocab_size=self._vocab_size, name=name)
         if isinstance(bitmask, np.ndarray):
-            self._mask_cache = (bitmask, arr, bitmask.shape, None, None)
+            self._mask_cache = (bitmask, arr, bitmask.shape, bitmask.strides, None)
         elif hasattr(bitmask, "data_ptr") and hasattr(bitmask, "stride"):
             self._mask_cache = (bitmask, arr, bitmask.shape, bitmask.data_ptr(),
                                 bitmask.stride())
@@ -458,7 +504,11 @@ class GrammarMatcher:
         Raises
         ------
         DraftTreeError
-            Malformed links, tokens or root.
+            Malformed links or root, or link values that do not fit in int64.
+        InvalidTokenIdError
+            A draft token (the root's excepted) is outside ``[0, vocab_size)``.
+        ArgumentError
+            ``time_threshold`` is not a number or is NaN (``inf`` means no limit).
         BitmaskError
             ``token_bitmask`` has the wrong dtype, layout or fewer than N rows.
         """
@@ -474,15 +524,18 @@ class GrammarMatcher:
                 )
         if not _is_token_id(root_position):
             raise DraftTreeError(f"root_position must be an int, got {root_position!r}")
-        check_draft_trees(next_token[None], next_sibling[None],
-                          np.array([root_position], dtype=np.int64))
+        if not 0 <= root_position < n:  # also keeps ints beyond int64 off numpy
+            raise DraftTreeError(f"root_position {root_position} is outside [0, {n})")
+        deadline = deadline_ns(time_threshold)
+        roots = np.array([root_position], dtype=np.int64)
+        check_draft_trees(next_token[None], next_sibling[None], roots)
+        check_draft_tokens(draft[None], roots, self._vocab_size, one_d=True)
         out = self._bitmask_view(token_bitmask, name="token_bitmask")
         if out.shape[0] < next_token.shape[0]:
             raise BitmaskError(
                 f"token_bitmask needs one row per node ({next_token.shape[0]}), "
                 f"got {out.shape[0]} rows"
             )
-        deadline = (time.monotonic_ns() + int(time_threshold * 1e9)) if time_threshold > 0 else 0
         stack = self._stack if self._stack.shape[0] > n else np.zeros(n + 1, dtype=np.int32)
         self._stack = stack
         sv = self._sv

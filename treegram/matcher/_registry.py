@@ -11,6 +11,19 @@ A row is rewritten when its arrays are re-allocated (a chart grows, a grammar's 
 classes grow); the registry keeps the arrays of every live row referenced, so addresses
 stay valid. Kernels run under the read side of :data:`REGISTRY_LOCK` and every change
 takes the write side.
+
+Lifetime rules (what keeps a kernel from reading freed or foreign memory):
+
+* a slot has exactly one owner, identified by an ``owner`` token that only the owning
+  object holds; :meth:`Registry.update` and :meth:`Registry.release` do nothing unless
+  they come with the slot's current token, so a stale slot id can neither rewrite nor
+  free a row that was reused by another object;
+* the owner's finalizer releases the slot (and drops the row's arrays at once) only when
+  the owner is unreachable, and every batch call holds strong references to the matchers
+  (and through them the grammars) whose slot ids it hands to a kernel, for the whole
+  call; so no kernel ever sees a released slot;
+* copying a matcher or a grammar never copies its slot (their ``__copy__`` /
+  ``__deepcopy__`` fork with no slot).
 """
 
 from __future__ import annotations
@@ -62,8 +75,10 @@ class Registry:
 
     Column ``k`` holds the address of array ``k``, column ``n_fields + k`` its length along
     ``length_axes[k]`` (the other axis of a 2-D array is fixed and known to the kernels).
-    Released slots keep their arrays referenced until reused: releasing runs from
-    garbage-collection finalizers, which must never block on the lock.
+    Each slot belongs to one owner token (any object the owner alone holds). Releasing
+    runs from garbage-collection finalizers, which must never block on the lock: it drops
+    the row's arrays at once (no kernel can be using the row, see the module notes) and
+    makes the slot reusable.
     """
 
     def __init__(self, length_axes: tuple[int, ...]) -> None:
@@ -72,50 +87,84 @@ class Registry:
         self.table = np.zeros((16, 2 * n_fields), dtype=np.int64)
         self.tags = np.zeros(16, dtype=np.int64)  # one int per slot (a grammar's vocab size)
         self._keep: list[tuple | None] = []
+        self._owner: list[object | None] = []
         self._free: list[int] = []
-        self._free_lock = threading.Lock()
+        # Guards _free, _owner and _keep. Re-entrant, and nothing is freed while it is held:
+        # a garbage collection inside a critical section may run a finalizer (release)
+        # in the same thread.
+        self._free_lock = threading.RLock()
 
     def _write(self, slot: int, entry: tuple) -> None:
         if len(entry) != self.n_fields:
             raise ValueError(f"registry entry needs {self.n_fields} arrays, got {len(entry)}")
-        row = self.table[slot]
         for k, arr in enumerate(entry):
             if not arr.flags.c_contiguous:
                 raise ValueError(f"registry array {k} must be C-contiguous")
+        row = self.table[slot]
+        for k, arr in enumerate(entry):
             row[k] = arr.ctypes.data
             row[self.n_fields + k] = arr.shape[self._axes[k]]
-        self._keep[slot] = entry
+        with self._free_lock:
+            old, self._keep[slot] = self._keep[slot], entry
+        del old  # freed outside the lock
 
-    def add(self, entry: tuple, tag: int = 0) -> int:
-        """Store ``entry`` (and an int ``tag``) in a free or new slot; return the slot id."""
+    def add(self, entry: tuple, owner: object, tag: int = 0) -> int:
+        """Store ``entry`` (and an int ``tag``) in a free or new slot owned by ``owner``;
+        return the slot id."""
         with self._free_lock:
             slot = self._free.pop() if self._free else -1
         REGISTRY_LOCK.acquire_write()
         try:
             if slot < 0:
-                slot = len(self._keep)
-                self._keep.append(None)
+                with self._free_lock:
+                    slot = len(self._keep)
+                    self._keep.append(None)
+                    self._owner.append(None)
                 if slot >= self.table.shape[0]:
                     self.table = np.concatenate([self.table, np.zeros_like(self.table)])
                     self.tags = np.concatenate([self.tags, np.zeros_like(self.tags)])
-            self._write(slot, entry)
+            try:
+                self._write(slot, entry)
+            except BaseException:
+                with self._free_lock:
+                    self._free.append(slot)
+                raise
             self.tags[slot] = tag
+            with self._free_lock:
+                self._owner[slot] = owner
             return slot
         finally:
             REGISTRY_LOCK.release_write()
 
-    def update(self, slot: int, entry: tuple) -> None:
-        """Point ``slot`` at re-allocated arrays."""
+    def update(self, slot: int, entry: tuple, owner: object) -> None:
+        """Point ``slot`` at re-allocated arrays; ignored unless ``owner`` owns the slot."""
         REGISTRY_LOCK.acquire_write()
         try:
-            self._write(slot, entry)
+            if self._owner[slot] is owner:
+                self._write(slot, entry)
         finally:
             REGISTRY_LOCK.release_write()
 
-    def release(self, slot: int) -> None:
-        """Mark ``slot`` reusable (called by finalizers; never blocks on the lock)."""
+    def release(self, slot: int, owner: object) -> None:
+        """Free ``slot`` if ``owner`` owns it (called by finalizers; never blocks on the
+        registry lock). The row's arrays are dropped now, not when the slot is reused."""
         with self._free_lock:
+            if slot >= len(self._owner) or self._owner[slot] is not owner:
+                return
+            self._owner[slot] = None
+            entry, self._keep[slot] = self._keep[slot], None
             self._free.append(slot)
+        del entry  # the arrays are freed here, outside the lock
+
+    def owner_of(self, slot: int) -> object | None:
+        """The owner token of ``slot`` (None when free); for checks and tests."""
+        with self._free_lock:
+            return self._owner[slot] if 0 <= slot < len(self._owner) else None
+
+    def live_slots(self) -> int:
+        """Number of slots that have an owner."""
+        with self._free_lock:
+            return sum(o is not None for o in self._owner)
 
 
 # Grammar rows: packed automaton, state_class, cls_meta [n, 5], acc_pool, unc_pool, sv_ids,

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import sys
+import time
 
 import numpy as np
 
-from ..errors import DraftTreeError
+from ..errors import ArgumentError, DraftTreeError, InvalidTokenIdError
 from ..kernels import _tree
 
-__all__ = ["as_index_array", "check_draft_trees"]
+__all__ = ["as_index_array", "check_draft_tokens", "check_draft_trees", "deadline_ns"]
+
+_INT64_MAX = np.iinfo(np.int64).max
 
 
 def as_index_array(values, name: str) -> np.ndarray:
@@ -18,7 +22,8 @@ def as_index_array(values, name: str) -> np.ndarray:
     Raises
     ------
     DraftTreeError
-        Not an integer array, or a tensor that is not on the CPU.
+        Not an integer array (Python ints beyond int64 make an object array), a tensor
+        that is not on the CPU, or unsigned values that do not fit in int64.
     """
     if not isinstance(values, np.ndarray):
         torch = sys.modules.get("torch")
@@ -32,6 +37,11 @@ def as_index_array(values, name: str) -> np.ndarray:
                 values = values.astype(np.int64)  # np.asarray([]) is float64
     if values.dtype.kind not in "iu":
         raise DraftTreeError(f"{name} must be an integer array, got dtype {values.dtype}")
+    if values.dtype == np.uint64 and values.size and values.max() > _INT64_MAX:
+        # Converting would wrap 2**64 - 1 to -1 (a valid "no link" sentinel).
+        raise DraftTreeError(
+            f"{name} holds {int(values.max())}, which does not fit in int64"
+        )
     if values.dtype != np.int64 or not values.flags.c_contiguous:
         values = np.ascontiguousarray(values, dtype=np.int64)
     return values
@@ -68,3 +78,43 @@ def check_draft_trees(next_token: np.ndarray, next_sibling: np.ndarray, roots: n
         f"node {node} of request {k} is reached twice (again via {via}[{src}]): "
         "the links do not form a tree"
     )
+
+
+def check_draft_tokens(draft: np.ndarray, roots: np.ndarray, vocab_size: int,
+                       name: str = "draft_tokens", *, one_d: bool = False) -> None:
+    """Raise InvalidTokenIdError unless every token of ``draft`` [K, N] is in
+    ``[0, vocab_size)``, the root node ``roots[k]`` of row ``k`` excepted (it holds the last
+    verified token, which the matcher already accepted and the traversal never reads)."""
+    if draft.size == 0:
+        return
+    bad = (draft < 0) | (draft >= vocab_size)
+    bad[np.arange(draft.shape[0]), roots] = False
+    if bad.any():
+        k, j = (int(v) for v in np.argwhere(bad)[0])
+        where = f"{name}[{j}]" if one_d else f"{name}[{k}, {j}]"
+        raise InvalidTokenIdError(
+            f"{where} = {int(draft[k, j])} is not a token id in [0, {vocab_size})"
+        )
+
+
+def deadline_ns(time_threshold, name: str = "time_threshold") -> int:
+    """The monotonic-clock deadline of a traversal, 0 for none (``time_threshold <= 0`` or
+    infinite).
+
+    Raises
+    ------
+    ArgumentError
+        ``time_threshold`` is not a real number, or is NaN.
+    """
+    if isinstance(time_threshold, (bool, np.bool_)) or not isinstance(
+            time_threshold, (int, float, np.integer, np.floating)):
+        raise ArgumentError(f"{name} must be a number of seconds, got {time_threshold!r}")
+    try:
+        seconds = float(time_threshold)
+    except OverflowError:  # an int beyond float range
+        seconds = math.inf if time_threshold > 0 else -math.inf
+    if math.isnan(seconds):
+        raise ArgumentError(f"{name} must be a number of seconds, got NaN")
+    if seconds <= 0 or seconds > 1e9:  # beyond ~30 years: no limit (and no int64 overflow)
+        return 0
+    return time.monotonic_ns() + int(seconds * 1e9)

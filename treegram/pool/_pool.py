@@ -165,7 +165,9 @@ class WorkerPool:
       usable and the next call starts clean. ``KeyboardInterrupt``/``SystemExit`` raised
       inside a chunk is re-raised as is, also after all chunks finished.
     * Using a closed pool raises :class:`~treegram.errors.WorkerError`; bad arguments raise
-      ``TypeError``/``ValueError`` before any chunk runs.
+      ``TypeError``/``ValueError`` before any chunk runs. If the system cannot start the
+      threads (the first multi-chunk call starts them), the call raises ``WorkerError``
+      before any chunk runs, after stopping and joining the threads that did start.
     * GIL: the pool releases the GIL while it waits (no busy-waiting). Chunks run in
       parallel only if they release the GIL, as treegram's numba ``nogil`` kernels do.
     * Thread safety: one pool may be shared by any number of threads. Concurrent calls
@@ -304,15 +306,26 @@ class WorkerPool:
         # Called with self._lock held.
         if self._threads or self._num_workers == 1:
             return
-        for k in range(self._num_workers - 1):
-            t = threading.Thread(
-                target=_worker_loop,
-                args=(self._jobs,),
-                name=f"treegram-pool-{id(self):x}-{k}",
-                daemon=True,
-            )
-            t.start()
-            self._threads.append(t)
+        started: list[threading.Thread] = []
+        try:
+            for k in range(self._num_workers - 1):
+                t = threading.Thread(
+                    target=_worker_loop,
+                    args=(self._jobs,),
+                    name=f"treegram-pool-{id(self):x}-{k}",
+                    daemon=True,
+                )
+                t.start()
+                started.append(t)
+        except RuntimeError as exc:  # the system refuses more threads
+            # Stop what started, so a failed start leaves no thread behind; the pool
+            # stays usable (a later call tries again).
+            _shutdown(self._jobs, started)
+            raise WorkerError(
+                f"WorkerPool: could not start {self._num_workers - 1} worker threads "
+                f"(started {len(started)}): {exc}"
+            ) from exc
+        self._threads.extend(started)
 
     @staticmethod
     def _raise_failures(job: _Job, describe: Callable[[int, int], str], method: str) -> None:
