@@ -20,7 +20,13 @@ from ..pool import WorkerPool
 from ._bitmask import as_bitmask_array
 from ._matcher import GrammarMatcher, _encode_utf8, _is_token_id
 from ._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK
-from ._tree_input import as_index_array, check_draft_tokens, check_draft_trees, deadline_ns
+from ._tree_input import (
+    as_index_array,
+    check_draft_tokens,
+    check_draft_trees,
+    deadline_ns,
+    past_deadline,
+)
 
 __all__ = ["BatchGrammarMatcher", "MAX_THREADS_LIMIT"]
 
@@ -189,12 +195,17 @@ class BatchGrammarMatcher:
             REGISTRY_LOCK.release_read()
 
     @staticmethod
-    def _retry(matchers, requests, status, rerun, extra_bytes: int | None = 0) -> None:
+    def _retry(matchers, requests, status, rerun, extra_bytes: int | None = 0,
+               deadline: int = 0) -> None:
         """Resolve the requests whose kernel asked for room or classification, then rerun
-        them one at a time until they finish."""
+        them one at a time until they finish. Past ``deadline`` (a traversal's budget,
+        which classification between kernel runs spends too) the rest time out."""
         for k in np.flatnonzero((status < 0) & (status != TIMEOUT)):
             matcher = matchers[int(requests[k])]
             while status[k] < 0 and status[k] != TIMEOUT:
+                if past_deadline(deadline):
+                    status[k] = TIMEOUT
+                    break
                 matcher._resolve(int(status[k]), extra_bytes)
                 rerun(int(k))
 
@@ -443,7 +454,7 @@ class BatchGrammarMatcher:
         self._run(kernel, k, n * out.shape[1])
         self._retry(matchers, requests, status, lambda j: self._run_one(
             _batch.batch_traverse, (gslots, mslots, *args, *_traverse_scratch(n)), j),
-            extra_bytes=None)
+            extra_bytes=None, deadline=deadline)
         return (status == 0).tolist()
 
     @staticmethod

@@ -36,6 +36,7 @@ from ._tree_input import (
     check_draft_tokens,
     check_draft_trees,
     deadline_ns,
+    past_deadline,
 )
 
 __all__ = ["GrammarMatcher"]
@@ -548,8 +549,8 @@ class GrammarMatcher:
             )
             if st == 0:
                 return True
-            if st == TIMEOUT:
-                return False
+            if st == TIMEOUT or past_deadline(deadline):
+                return False  # classifying between kernel runs spends the same budget
             self._resolve(st, None)
 
     # ------------------------------------------------------------------ chains

@@ -97,6 +97,12 @@ def check_draft_tokens(draft: np.ndarray, roots: np.ndarray, vocab_size: int,
         )
 
 
+def past_deadline(deadline: int) -> bool:
+    """Whether the monotonic clock (the kernels' ``CLOCK_MONOTONIC``) is past ``deadline``
+    (nanoseconds; 0 means no deadline)."""
+    return deadline > 0 and time.monotonic_ns() > deadline
+
+
 def deadline_ns(time_threshold, name: str = "time_threshold") -> int:
     """The monotonic-clock deadline of a traversal, 0 for none (``time_threshold <= 0`` or
     infinite).

@@ -1,0 +1,64 @@
+"""Traversal time budgets cover the classification done between kernel runs.
+
+A traversal of a fresh grammar stops to classify the states it meets; a budget that has
+run out must end the traversal there (returning False, matcher unchanged) instead of
+classifying on. The budget is checked against the clock, so these tests use one that has
+surely passed when the first classification is due, and count the classifications.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import treegram as tg
+
+VOCAB = [chr(c) for c in range(32, 127)] + ['",', '":', "ab", "true", "<eos>"]
+SCHEMA = {"type": "object", "properties": {f"k{i}": {"type": "string"} for i in range(8)}}
+
+
+@pytest.fixture()
+def fresh():
+    info = tg.TokenizerInfo(VOCAB, stop_token_ids=[len(VOCAB) - 1])
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(SCHEMA)
+    return info, compiled
+
+
+def _tree(info):
+    tokens = np.array([0, VOCAB.index("{"), VOCAB.index('"'), VOCAB.index("k")],
+                      dtype=np.int64)
+    next_token = np.array([1, 2, 3, -1], dtype=np.int64)
+    next_sibling = np.full(4, -1, dtype=np.int64)
+    return tokens, next_token, next_sibling
+
+
+def test_scalar_traversal_stops_at_its_budget(fresh):
+    info, compiled = fresh
+    matcher = tg.GrammarMatcher(compiled)
+    tokens, next_token, next_sibling = _tree(info)
+    rows = tg.allocate_token_bitmask(4, info.vocab_size, backend="numpy")
+    assert compiled._store.n_classified_states == 0
+    done = matcher.traverse_draft_tree(next_token, next_sibling, tokens, rows,
+                                       time_threshold=1e-9)
+    assert done is False
+    assert compiled._store.n_classified_states == 0  # nothing classified past the budget
+    # without a budget the same call finishes, and the matcher was left where it started
+    assert matcher.traverse_draft_tree(next_token, next_sibling, tokens, rows) is True
+    assert compiled._store.n_classified_states > 0
+    bitmask = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    matcher.fill_next_token_bitmask(bitmask, 0)
+    assert np.array_equal(bitmask[0], rows[0])
+
+
+def test_batch_traversal_stops_at_its_budget(fresh):
+    info, compiled = fresh
+    matchers = [tg.GrammarMatcher(compiled) for _ in range(3)]
+    tokens, next_token, next_sibling = _tree(info)
+    rows = tg.allocate_token_bitmask(3 * 4, info.vocab_size, backend="numpy")
+    batch = tg.BatchGrammarMatcher(max_threads=1)
+    done = batch.batch_traverse_draft_tree(matchers, next_token, next_sibling,
+                                           np.tile(tokens, (3, 1)), rows, time_threshold=1e-9)
+    assert done == [False, False, False]
+    assert compiled._store.n_classified_states == 0
+    assert batch.batch_traverse_draft_tree(matchers, next_token, next_sibling,
+                                           np.tile(tokens, (3, 1)), rows) == [True] * 3
