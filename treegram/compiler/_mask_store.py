@@ -246,7 +246,8 @@ class MaskStore:
         if self._slice_reps is None:
             self._slice_reps = joint_byte_classes(whole.dfa, a[4])
         reach, exact = slice_reach(whole.dfa, self._slice_reps, a[0], a[1], a[3], a[4], a[5],
-                                   a[6], a[7], a[8], a[9], s, sv.max_len, SLICE_CHECK_CAP)
+                                   a[6], a[7], a[8], a[9], s, sv.max_len, _SLICE_BYTES[0],
+                                   SLICE_CHECK_CAP)
         if reach >= sv.max_len or (exact and reach > 0):
             return whole, reach
         limits = [n for n in _SLICE_BYTES if n <= reach]

@@ -133,7 +133,7 @@ def joint_byte_classes(dfa, byte_class):
 
 @njit(nogil=True, cache=True)
 def slice_reach(dfa, reps, rule_start, rule_nullable, state_final, byte_class, n_classes,
-                trans, ref_ptr, ref_rule, ref_target, state, max_leads, cap):
+                trans, ref_ptr, ref_rule, ref_target, state, max_leads, min_inexact, cap):
     """How many characters of slice text the walk seeded at ``state`` surely accepts.
 
     A subset construction over the product of the slice DFA and the grammar: a node is a
@@ -160,6 +160,9 @@ def slice_reach(dfa, reps, rule_start, rule_nullable, state_final, byte_class, n
         Automaton state.
     max_leads : int
         Characters to look ahead (at least the longest token's).
+    min_inexact : int
+        The smallest reach worth knowing when it is not exact; the search stops as soon
+        as the answer is known to be of no use.
     cap : int
         Give up after this many nodes.
 
@@ -204,6 +207,8 @@ def slice_reach(dfa, reps, rule_start, rule_nullable, state_final, byte_class, n
         while i_cur < n_cur and ok:
             c = cur[i_cur]
             i_cur += 1
+            if node_d[c] >= fail_leads:
+                continue  # already beyond the reach: its existence is all that counts
             q = node_q[c]
             # the zero-byte closure of the node's configurations
             n_cl = 0
@@ -270,6 +275,8 @@ def slice_reach(dfa, reps, rule_start, rule_nullable, state_final, byte_class, n
                     break
                 if n_succ == 0:
                     fail_leads = min(fail_leads, max(d2, 1))
+                    if fail_leads <= 1 or (deepest >= fail_leads and fail_leads <= min_inexact):
+                        return 0, False  # no reach, or an inexact one too short to use
                     continue
                 # canonical order, then look the node up
                 for a in range(1, n_succ):
@@ -308,6 +315,8 @@ def slice_reach(dfa, reps, rule_start, rule_nullable, state_final, byte_class, n
                 node_q[n_nodes] = q2
                 node_d[n_nodes] = d2
                 deepest = max(deepest, d2)
+                if deepest >= fail_leads and fail_leads <= min_inexact:
+                    return 0, False
                 node_hash[n_nodes] = h
                 for j in range(n_succ):
                     pool[node_off[n_nodes] + j] = succ[j]
