@@ -20,6 +20,7 @@ import treegram as tg
 import treegram.compiler._mask_store as mask_store_module
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import ArgumentError, WorkerError
+from treegram.pool import MAX_THREADS_LIMIT
 
 N_GRAMMARS = 32
 N_CALLERS = 8
@@ -216,6 +217,14 @@ def test_failed_precompile_stores_nothing(info, grammars, monkeypatch):
         compiler.precompile(compiled)
     assert compiled._store.n_classified_states == 0
     assert compiled._store.n_classes == 0
+
+
+@pytest.mark.parametrize("bad", [0, -1, 10**9, 2**70, True, 2.0])
+def test_max_threads_is_bounded(bad):
+    info = tg.TokenizerInfo(["a", "b"])
+    with pytest.raises(ValueError, match="max_threads"):
+        GrammarCompiler(info, max_threads=bad)
+    assert GrammarCompiler(info, max_threads=MAX_THREADS_LIMIT).max_threads == MAX_THREADS_LIMIT
 
 
 def test_small_work_runs_inline():

@@ -22,7 +22,7 @@ from ..errors import (
 from ..grammar import Grammar
 from ..grammar._json_schema import downgraded_keywords
 from ..grammar._json_schema_refs import check_remotes
-from ..pool import WorkerPool
+from ..pool import MAX_THREADS_LIMIT, WorkerPool
 from ..tokenizer import TokenizerInfo
 from ._compiled import CompiledGrammar
 from ._serialize import FORMAT_VERSION, deserialize_compiled, serialize_compiled
@@ -99,8 +99,10 @@ class GrammarCompiler:
                 "tokenizer_info must be a treegram.TokenizerInfo, got "
                 f"{type(tokenizer_info).__name__}"
             )
-        if not isinstance(max_threads, int) or isinstance(max_threads, bool) or max_threads < 1:
-            raise GrammarError(f"max_threads must be a positive int, got {max_threads!r}")
+        if (not isinstance(max_threads, int) or isinstance(max_threads, bool)
+                or not 1 <= max_threads <= MAX_THREADS_LIMIT):
+            raise GrammarError(
+                f"max_threads must be an int in [1, {MAX_THREADS_LIMIT}], got {max_threads!r}")
         if not isinstance(cache_limit_bytes, int) or (
             cache_limit_bytes < 0 and cache_limit_bytes != -1
         ):

@@ -16,7 +16,7 @@ from ..errors import (
 )
 from ..kernels import _batch
 from ..kernels._ops import TIMEOUT
-from ..pool import WorkerPool
+from ..pool import MAX_THREADS_LIMIT, WorkerPool
 from ._bitmask import as_bitmask_array
 from ._matcher import GrammarMatcher, _encode_utf8, _is_token_id
 from ._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK
@@ -30,7 +30,6 @@ from ._tree_input import (
 
 __all__ = ["BatchGrammarMatcher", "MAX_THREADS_LIMIT"]
 
-MAX_THREADS_LIMIT = max(256, 4 * (os.cpu_count() or 1))
 """The largest ``max_threads`` a BatchGrammarMatcher accepts: max(256, 4 x CPUs)."""
 
 _INT64_MAX = int(np.iinfo(np.int64).max)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from treegram.pool._pool import WorkerPool, chunk_bounds
+from treegram.pool._pool import MAX_THREADS_LIMIT, WorkerPool, chunk_bounds
 
-__all__ = ["WorkerPool", "chunk_bounds"]
+__all__ = ["MAX_THREADS_LIMIT", "WorkerPool", "chunk_bounds"]

@@ -9,6 +9,7 @@ parallel; pure-Python chunks still run correctly but one at a time.
 from __future__ import annotations
 
 import operator
+import os
 import queue
 import threading
 import weakref
@@ -17,7 +18,10 @@ from typing import Any, TypeVar
 
 from treegram.errors import WorkerError
 
-__all__ = ["WorkerPool", "chunk_bounds"]
+__all__ = ["MAX_THREADS_LIMIT", "WorkerPool", "chunk_bounds"]
+
+# The most threads one pool owner (a BatchGrammarMatcher, a GrammarCompiler) may ask for.
+MAX_THREADS_LIMIT = max(256, 4 * (os.cpu_count() or 1))
 
 T = TypeVar("T")
 R = TypeVar("R")
