@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._mask import _sort_unique
+
 DEAD = -1
 
 
@@ -278,14 +280,7 @@ def slice_reach(dfa, reps, rule_start, rule_nullable, state_final, byte_class, n
                     if fail_leads <= 1 or (deepest >= fail_leads and fail_leads <= min_inexact):
                         return 0, False  # no reach, or an inexact one too short to use
                     continue
-                # canonical order, then look the node up
-                for a in range(1, n_succ):
-                    v = succ[a]
-                    z = a - 1
-                    while z >= 0 and succ[z] > v:
-                        succ[z + 1] = succ[z]
-                        z -= 1
-                    succ[z + 1] = v
+                _sort_unique(succ, n_succ)  # canonical order, then look the node up
                 h = np.uint64(q2) * np.uint64(0x9E3779B97F4A7C15)
                 for j in range(n_succ):
                     h = (h ^ np.uint64(succ[j])) * np.uint64(0xBF58476D1CE4E5B9)
