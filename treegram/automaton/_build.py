@@ -227,6 +227,44 @@ class _NfaBuilder:
         return seqs
 
 
+def _loop_tail_self_calls(nfa: _Nfa, rid: int, start: int, accept: int) -> None:
+    """Turn every call of rule ``rid`` to itself in tail position into a jump to its start.
+
+    A call is in tail position when nothing but the end of the rule can follow it (only
+    epsilon moves lead on, all to ``accept``). ``R ::= a R | b`` derives exactly ``a* b``,
+    so the jump keeps the language, follow sets and nullability, while the Earley chart
+    stops growing by one completed item per nesting level: right recursion such as
+    ``root ::= stmt root | stmt`` is recognised in linear time and space instead of
+    quadratic.
+    """
+    tails: dict[int, bool] = {}
+
+    def only_ends(q: int) -> bool:
+        got = tails.get(q)
+        if got is None:
+            seen = {q}
+            stack = [q]
+            got = False
+            while stack:
+                u = stack.pop()
+                if nfa.byte_edges[u] or nfa.ref_edges[u]:
+                    got = False
+                    break
+                got = got or u == accept
+                for t in nfa.eps[u]:
+                    if t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            tails[q] = got
+        return got
+
+    for p, edges in enumerate(nfa.ref_edges):
+        if not any(callee == rid and only_ends(q) for callee, q in edges):
+            continue
+        nfa.ref_edges[p] = [(c, q) for c, q in edges if not (c == rid and only_ends(q))]
+        nfa.eps[p].append(start)
+
+
 def _determinize(nfa: _Nfa, start: int, accept: int):
     """Subset construction. Returns (finals, byte_edges, ref_edges) per DFA state."""
     closure_cache: dict[int, frozenset[int]] = {}
@@ -297,28 +335,41 @@ def _determinize(nfa: _Nfa, start: int, accept: int):
 
 
 def _nullable_rules(rule_start, finals, ref_edges, rule_of_state) -> np.ndarray:
-    """Fixpoint: a rule is nullable if its start reaches a final state through calls to
-    nullable rules only."""
+    """A rule is nullable if its start reaches a final state through calls to nullable
+    rules only.
+
+    Worklist form, linear in states and call edges: a call to a rule not (yet) known to be
+    nullable parks its target state until the callee turns out nullable, so a chain
+    ``r_i ::= r_{i+1} | ...`` of thousands of rules costs no more than its size.
+    """
     n_rules = len(rule_start)
     nullable = np.zeros(n_rules, dtype=np.uint8)
-    changed = True
-    while changed:
-        changed = False
-        for r in range(n_rules):
-            if nullable[r]:
+    reached: set[int] = set()  # states reached from their rule's start (a state has one rule)
+    waiting: dict[int, list[int]] = {}  # callee -> target states to visit once it is nullable
+    queue: list[int] = []
+
+    def visit(s: int) -> None:
+        stack = [s]
+        while stack:
+            u = stack.pop()
+            if u in reached:
                 continue
-            seen = {rule_start[r]}
-            stack = [rule_start[r]]
-            while stack:
-                s = stack.pop()
-                if finals[s]:
-                    nullable[r] = 1
-                    changed = True
-                    break
-                for rid, to in ref_edges[s]:
-                    if nullable[rid] and to not in seen:
-                        seen.add(to)
-                        stack.append(to)
+            reached.add(u)
+            r = rule_of_state[u]
+            if finals[u] and not nullable[r]:
+                nullable[r] = 1
+                queue.append(r)
+            for rid, to in ref_edges[u]:
+                if nullable[rid]:
+                    stack.append(to)
+                else:
+                    waiting.setdefault(rid, []).append(to)
+
+    for r in range(n_rules):
+        visit(rule_start[r])
+    while queue:
+        for to in waiting.pop(queue.pop(), ()):
+            visit(to)
     return nullable
 
 
@@ -355,6 +406,7 @@ def build_automaton(ir: GrammarIR) -> Automaton:
         start = builder.nfa.new_state()
         accept = builder.nfa.new_state()
         builder.build(body, start, accept)
+        _loop_tail_self_calls(builder.nfa, rid, start, accept)
         f, b, r = _determinize(builder.nfa, start, accept)
         base = len(finals)
         rule_start.append(base)
@@ -408,44 +460,72 @@ def build_automaton(ir: GrammarIR) -> Automaton:
 def _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state, root, n_real):
     """LL(1) follow sets: for each rule, the bytes that can be read right after it ends.
 
-    ``first[s]`` holds the bytes a path from state ``s`` can read first, plus column 256
-    when ``s`` can reach the end of its rule without reading anything. Both are computed
-    to a fixpoint; a rule that may end the whole input gets column 256 in its follow set.
+    ``first[s]`` holds the bytes a path from state ``s`` can read first, plus bit 256 when
+    ``s`` can reach the end of its rule without reading anything. Both are least fixpoints,
+    computed with worklists over 257-bit integer sets (a row is revisited only when a row it
+    depends on grew), so long chains of rules cost time linear in their size. A rule that
+    may end the whole input gets bit 256 in its follow set.
     """
     n_states = len(finals)
     n_rules = len(rule_start)
-    first = np.zeros((n_states, 257), dtype=bool)
+    end_bit = 1 << 256
+    all_bytes = end_bit - 1
+    first = [0] * n_states
     for s, edges in enumerate(byte_edges):
+        row = end_bit if finals[s] else 0
         for lo, hi, _ in edges:
-            first[s, lo : hi + 1] = True
-        first[s, 256] = bool(finals[s])
-    changed = True
-    while changed:
-        changed = False
-        for s, edges in enumerate(ref_edges):
-            row = first[s].copy()
-            for rid, to in edges:
-                callee = first[rule_start[rid]]
-                row[:256] |= callee[:256]
-                if callee[256]:
-                    row |= first[to]
-            if (row != first[s]).any():
-                first[s] = row
-                changed = True
-    follow = np.zeros((n_rules, 257), dtype=bool)
-    follow[root, 256] = True
-    changed = True
-    while changed:
-        changed = False
-        for s, edges in enumerate(ref_edges):
-            caller = rule_of_state[s]
-            for rid, to in edges:
-                row = follow[rid] | np.append(first[to, :256], False)
-                if first[to, 256]:
-                    row |= follow[caller]
-                if (row != follow[rid]).any():
-                    follow[rid] = row
-                    changed = True
+            row |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+        first[s] = row
+    # first[s] reads first[rule_start[callee]] and first[to] of each call edge of s
+    readers: list[list[int]] = [[] for _ in range(n_states)]
+    for s, edges in enumerate(ref_edges):
+        for rid, to in edges:
+            readers[rule_start[rid]].append(s)
+            readers[to].append(s)
+    pending = [s for s in range(n_states) if ref_edges[s]]
+    queued = [bool(ref_edges[s]) for s in range(n_states)]
+    while pending:
+        s = pending.pop()
+        queued[s] = False
+        row = first[s]
+        for rid, to in ref_edges[s]:
+            callee = first[rule_start[rid]]
+            row |= callee & all_bytes
+            if callee & end_bit:
+                row |= first[to]
+        if row != first[s]:
+            first[s] = row
+            for u in readers[s]:
+                if not queued[u]:
+                    queued[u] = True
+                    pending.append(u)
+    # follow[rid] gets first[to] of every call to rid, and follow[caller] when the rest of
+    # the caller can be empty; the latter are edges along which follow sets propagate.
+    follow = [0] * n_rules
+    follow[root] = end_bit
+    passes: list[list[int]] = [[] for _ in range(n_rules)]  # caller -> callees
+    for s, edges in enumerate(ref_edges):
+        caller = rule_of_state[s]
+        for rid, to in edges:
+            follow[rid] |= first[to] & all_bytes
+            if first[to] & end_bit:
+                passes[caller].append(rid)
+    pending = list(range(n_rules))
+    queued = [True] * n_rules
+    while pending:
+        caller = pending.pop()
+        queued[caller] = False
+        row = follow[caller]
+        for rid in passes[caller]:
+            if follow[rid] | row != follow[rid]:
+                follow[rid] |= row
+                if not queued[rid]:
+                    queued[rid] = True
+                    pending.append(rid)
+    out = np.zeros((n_rules, 256), dtype=np.uint8)
+    for r in range(n_real):
+        out[r] = np.unpackbits(np.frombuffer((follow[r] & all_bytes).to_bytes(32, "little"),
+                                             dtype=np.uint8), bitorder="little")
     # Lookahead pseudo-rules are never called; nothing is known about what follows them.
-    follow[n_real:, :] = True
-    return follow[:, :256].astype(np.uint8)
+    out[n_real:, :] = 1
+    return out
