@@ -227,6 +227,109 @@ class _NfaBuilder:
         return seqs
 
 
+def _only_ends(nfa: _Nfa, q: int, accept: int) -> bool:
+    """Whether nothing but the end of the rule can follow NFA state ``q``: only epsilon
+    moves lead on from it, and they reach ``accept``."""
+    seen = {q}
+    stack = [q]
+    ends = False
+    while stack:
+        u = stack.pop()
+        if nfa.byte_edges[u] or nfa.ref_edges[u]:
+            return False
+        ends = ends or u == accept
+        for t in nfa.eps[u]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return ends
+
+
+def _tail_refs(expr: Expr) -> set[str]:
+    """Names of the rules ``expr`` may call as its very last step (an over-approximation
+    is harmless: the NFA decides each call site with :func:`_only_ends`)."""
+    if isinstance(expr, RuleRef):
+        return {expr.name}
+    if isinstance(expr, Choice):
+        return set().union(*(_tail_refs(x) for x in expr.items))
+    if isinstance(expr, Seq):
+        items = [x for x in expr.items if not (isinstance(x, Bytes) and not x.data)]
+        return _tail_refs(items[-1]) if items else set()
+    if isinstance(expr, Repeat) and expr.max == 1:
+        return _tail_refs(expr.item)
+    return set()
+
+
+def _tail_cycles(bodies, rule_ids: dict[str, int]) -> dict[int, frozenset[int]]:
+    """Rules that reach themselves through a cycle of two or more tail calls: rule id ->
+    the other rules of its cycle (a strongly connected component of the tail-call graph,
+    found with an iterative Tarjan walk)."""
+    graph = [sorted({rule_ids[n] for n in _tail_refs(body) if n in rule_ids})
+             for _, body in bodies]
+    index = [-1] * len(graph)
+    low = [0] * len(graph)
+    on_stack = [False] * len(graph)
+    stack: list[int] = []
+    out: dict[int, frozenset[int]] = {}
+    counter = 0
+    for root in range(len(graph)):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack[v] = True
+            if i < len(graph[v]):
+                work.append((v, i + 1))
+                w = graph[v][i]
+                if index[w] < 0:
+                    work.append((w, 0))
+                elif on_stack[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if work:  # v is done: pass its low link to the caller
+                u = work[-1][0]
+                low[u] = min(low[u], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    for w in comp:
+                        out[w] = frozenset(comp) - {w}
+    return out
+
+
+def _inline_tail_calls(nfa: _Nfa, rid: int, accept: int, cycle: frozenset[int], bodies,
+                       rule_ids: dict[str, int]) -> None:
+    """Inline, at its tail call sites, each other rule of ``rid``'s tail-call cycle (once
+    per rule, within a size budget), so that the cycle's way back to ``rid`` becomes a self
+    tail call that :func:`_loop_tail_self_calls` turns into a loop. Inlining a call keeps
+    the language; right recursion through ``a ::= "x" b``, ``b ::= "y" a`` becomes linear.
+    """
+    budget = 2 * len(nfa.eps) + 64
+    done: set[int] = set()
+    p = 0
+    while p < len(nfa.ref_edges):  # states added by inlining are visited too
+        for callee, q in list(nfa.ref_edges[p]):
+            if (callee in cycle and callee not in done and len(nfa.eps) < budget
+                    and _only_ends(nfa, q, accept)):
+                done.add(callee)
+                nfa.ref_edges[p].remove((callee, q))
+                inliner = _NfaBuilder(rule_ids, bodies[callee][0])  # errors name the callee
+                inliner.nfa = nfa
+                inliner.build(bodies[callee][1], p, accept)
+        p += 1
+
+
 def _loop_tail_self_calls(nfa: _Nfa, rid: int, start: int, accept: int) -> None:
     """Turn every call of rule ``rid`` to itself in tail position into a jump to its start.
 
@@ -237,32 +340,11 @@ def _loop_tail_self_calls(nfa: _Nfa, rid: int, start: int, accept: int) -> None:
     ``root ::= stmt root | stmt`` is recognised in linear time and space instead of
     quadratic.
     """
-    tails: dict[int, bool] = {}
-
-    def only_ends(q: int) -> bool:
-        got = tails.get(q)
-        if got is None:
-            seen = {q}
-            stack = [q]
-            got = False
-            while stack:
-                u = stack.pop()
-                if nfa.byte_edges[u] or nfa.ref_edges[u]:
-                    got = False
-                    break
-                got = got or u == accept
-                for t in nfa.eps[u]:
-                    if t not in seen:
-                        seen.add(t)
-                        stack.append(t)
-            tails[q] = got
-        return got
-
     for p, edges in enumerate(nfa.ref_edges):
-        if not any(callee == rid and only_ends(q) for callee, q in edges):
-            continue
-        nfa.ref_edges[p] = [(c, q) for c, q in edges if not (c == rid and only_ends(q))]
-        nfa.eps[p].append(start)
+        tails = [(c, q) for c, q in edges if c == rid and _only_ends(nfa, q, accept)]
+        if tails:
+            nfa.ref_edges[p] = [e for e in edges if e not in tails]
+            nfa.eps[p].append(start)
 
 
 def _determinize(nfa: _Nfa, start: int, accept: int):
@@ -396,6 +478,7 @@ def build_automaton(ir: GrammarIR) -> Automaton:
             bodies.append((r.name + LOOKAHEAD_SUFFIX, r.lookahead))
     rule_ids = {name: i for i, (name, _) in enumerate(bodies[: len(ir.rules)])}
 
+    tail_cycles = _tail_cycles(bodies[: len(ir.rules)], rule_ids)
     finals: list[bool] = []
     byte_edges: list[list[tuple[int, int, int]]] = []
     ref_edges: list[list[tuple[int, int]]] = []
@@ -406,6 +489,8 @@ def build_automaton(ir: GrammarIR) -> Automaton:
         start = builder.nfa.new_state()
         accept = builder.nfa.new_state()
         builder.build(body, start, accept)
+        if rid in tail_cycles:
+            _inline_tail_calls(builder.nfa, rid, accept, tail_cycles[rid], bodies, rule_ids)
         _loop_tail_self_calls(builder.nfa, rid, start, accept)
         f, b, r = _determinize(builder.nfa, start, accept)
         base = len(finals)
