@@ -5,7 +5,10 @@ range or *call* another rule; subset construction turns it into a DFA over the s
 kinds of labels. All rule DFAs are numbered into one global state space and stored as
 flat arrays (:class:`Automaton`), which the Earley kernels walk. Calls stay
 non-deterministic on purpose: the Earley chart handles them, so recursion, ambiguity and
-nullable rules need no special casing here.
+nullable rules need no special casing here. The one exception is right recursion, which
+Earley recognises in quadratic time: calls in tail position that lead back to the calling
+rule are rewritten into loops before subset construction (see :func:`_loop_tail_self_calls`
+and :func:`_inline_tail_calls`), which keeps the language and makes the chart linear.
 """
 
 from __future__ import annotations
