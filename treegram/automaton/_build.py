@@ -5,7 +5,10 @@ range or *call* another rule; subset construction turns it into a DFA over the s
 kinds of labels. All rule DFAs are numbered into one global state space and stored as
 flat arrays (:class:`Automaton`), which the Earley kernels walk. Calls stay
 non-deterministic on purpose: the Earley chart handles them, so recursion, ambiguity and
-nullable rules need no special casing here.
+nullable rules need no special casing here. The one exception is right recursion, which
+Earley recognises in quadratic time: calls in tail position that lead back to the calling
+rule are rewritten into loops before subset construction (see :func:`_loop_tail_self_calls`
+and :func:`_inline_tail_calls`), which keeps the language and makes the chart linear.
 """
 
 from __future__ import annotations
@@ -227,6 +230,126 @@ class _NfaBuilder:
         return seqs
 
 
+def _only_ends(nfa: _Nfa, q: int, accept: int) -> bool:
+    """Whether nothing but the end of the rule can follow NFA state ``q``: only epsilon
+    moves lead on from it, and they reach ``accept``."""
+    seen = {q}
+    stack = [q]
+    ends = False
+    while stack:
+        u = stack.pop()
+        if nfa.byte_edges[u] or nfa.ref_edges[u]:
+            return False
+        ends = ends or u == accept
+        for t in nfa.eps[u]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return ends
+
+
+def _tail_refs(expr: Expr) -> set[str]:
+    """Names of the rules ``expr`` may call as its very last step (an over-approximation
+    is harmless: the NFA decides each call site with :func:`_only_ends`)."""
+    if isinstance(expr, RuleRef):
+        return {expr.name}
+    if isinstance(expr, Choice):
+        return set().union(*(_tail_refs(x) for x in expr.items))
+    if isinstance(expr, Seq):
+        items = [x for x in expr.items if not (isinstance(x, Bytes) and not x.data)]
+        return _tail_refs(items[-1]) if items else set()
+    if isinstance(expr, Repeat) and expr.max == 1:
+        return _tail_refs(expr.item)
+    return set()
+
+
+def _tail_cycles(bodies, rule_ids: dict[str, int]) -> dict[int, frozenset[int]]:
+    """Rules that reach themselves through a cycle of two or more tail calls: rule id ->
+    the other rules of its cycle (a strongly connected component of the tail-call graph,
+    found with an iterative Tarjan walk)."""
+    graph = [sorted({rule_ids[n] for n in _tail_refs(body) if n in rule_ids})
+             for _, body in bodies]
+    index = [-1] * len(graph)
+    low = [0] * len(graph)
+    on_stack = [False] * len(graph)
+    stack: list[int] = []
+    out: dict[int, frozenset[int]] = {}
+    counter = 0
+    for root in range(len(graph)):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack[v] = True
+            if i < len(graph[v]):
+                work.append((v, i + 1))
+                w = graph[v][i]
+                if index[w] < 0:
+                    work.append((w, 0))
+                elif on_stack[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if work:  # v is done: pass its low link to the caller
+                u = work[-1][0]
+                low[u] = min(low[u], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    for w in comp:
+                        out[w] = frozenset(comp) - {w}
+    return out
+
+
+def _inline_tail_calls(nfa: _Nfa, rid: int, accept: int, cycle: frozenset[int], bodies,
+                       rule_ids: dict[str, int]) -> None:
+    """Inline, at its tail call sites, each other rule of ``rid``'s tail-call cycle (once
+    per rule, within a size budget), so that the cycle's way back to ``rid`` becomes a self
+    tail call that :func:`_loop_tail_self_calls` turns into a loop. Inlining a call keeps
+    the language; right recursion through ``a ::= "x" b``, ``b ::= "y" a`` becomes linear.
+    """
+    budget = 2 * len(nfa.eps) + 64
+    done: set[int] = set()
+    p = 0
+    while p < len(nfa.ref_edges):  # states added by inlining are visited too
+        for callee, q in list(nfa.ref_edges[p]):
+            if (callee in cycle and callee not in done and len(nfa.eps) < budget
+                    and _only_ends(nfa, q, accept)):
+                done.add(callee)
+                nfa.ref_edges[p].remove((callee, q))
+                inliner = _NfaBuilder(rule_ids, bodies[callee][0])  # errors name the callee
+                inliner.nfa = nfa
+                inliner.build(bodies[callee][1], p, accept)
+        p += 1
+
+
+def _loop_tail_self_calls(nfa: _Nfa, rid: int, start: int, accept: int) -> None:
+    """Turn every call of rule ``rid`` to itself in tail position into a jump to its start.
+
+    A call is in tail position when nothing but the end of the rule can follow it (only
+    epsilon moves lead on, all to ``accept``). ``R ::= a R | b`` derives exactly ``a* b``,
+    so the jump keeps the language, follow sets and nullability, while the Earley chart
+    stops growing by one completed item per nesting level: right recursion such as
+    ``root ::= stmt root | stmt`` is recognised in linear time and space instead of
+    quadratic.
+    """
+    for p, edges in enumerate(nfa.ref_edges):
+        tails = [(c, q) for c, q in edges if c == rid and _only_ends(nfa, q, accept)]
+        if tails:
+            nfa.ref_edges[p] = [e for e in edges if e not in tails]
+            nfa.eps[p].append(start)
+
+
 def _determinize(nfa: _Nfa, start: int, accept: int):
     """Subset construction. Returns (finals, byte_edges, ref_edges) per DFA state."""
     closure_cache: dict[int, frozenset[int]] = {}
@@ -297,28 +420,41 @@ def _determinize(nfa: _Nfa, start: int, accept: int):
 
 
 def _nullable_rules(rule_start, finals, ref_edges, rule_of_state) -> np.ndarray:
-    """Fixpoint: a rule is nullable if its start reaches a final state through calls to
-    nullable rules only."""
+    """A rule is nullable if its start reaches a final state through calls to nullable
+    rules only.
+
+    Worklist form, linear in states and call edges: a call to a rule not (yet) known to be
+    nullable parks its target state until the callee turns out nullable, so a chain
+    ``r_i ::= r_{i+1} | ...`` of thousands of rules costs no more than its size.
+    """
     n_rules = len(rule_start)
     nullable = np.zeros(n_rules, dtype=np.uint8)
-    changed = True
-    while changed:
-        changed = False
-        for r in range(n_rules):
-            if nullable[r]:
+    reached: set[int] = set()  # states reached from their rule's start (a state has one rule)
+    waiting: dict[int, list[int]] = {}  # callee -> target states to visit once it is nullable
+    queue: list[int] = []
+
+    def visit(s: int) -> None:
+        stack = [s]
+        while stack:
+            u = stack.pop()
+            if u in reached:
                 continue
-            seen = {rule_start[r]}
-            stack = [rule_start[r]]
-            while stack:
-                s = stack.pop()
-                if finals[s]:
-                    nullable[r] = 1
-                    changed = True
-                    break
-                for rid, to in ref_edges[s]:
-                    if nullable[rid] and to not in seen:
-                        seen.add(to)
-                        stack.append(to)
+            reached.add(u)
+            r = rule_of_state[u]
+            if finals[u] and not nullable[r]:
+                nullable[r] = 1
+                queue.append(r)
+            for rid, to in ref_edges[u]:
+                if nullable[rid]:
+                    stack.append(to)
+                else:
+                    waiting.setdefault(rid, []).append(to)
+
+    for r in range(n_rules):
+        visit(rule_start[r])
+    while queue:
+        for to in waiting.pop(queue.pop(), ()):
+            visit(to)
     return nullable
 
 
@@ -345,6 +481,7 @@ def build_automaton(ir: GrammarIR) -> Automaton:
             bodies.append((r.name + LOOKAHEAD_SUFFIX, r.lookahead))
     rule_ids = {name: i for i, (name, _) in enumerate(bodies[: len(ir.rules)])}
 
+    tail_cycles = _tail_cycles(bodies[: len(ir.rules)], rule_ids)
     finals: list[bool] = []
     byte_edges: list[list[tuple[int, int, int]]] = []
     ref_edges: list[list[tuple[int, int]]] = []
@@ -355,6 +492,9 @@ def build_automaton(ir: GrammarIR) -> Automaton:
         start = builder.nfa.new_state()
         accept = builder.nfa.new_state()
         builder.build(body, start, accept)
+        if rid in tail_cycles:
+            _inline_tail_calls(builder.nfa, rid, accept, tail_cycles[rid], bodies, rule_ids)
+        _loop_tail_self_calls(builder.nfa, rid, start, accept)
         f, b, r = _determinize(builder.nfa, start, accept)
         base = len(finals)
         rule_start.append(base)
@@ -408,44 +548,72 @@ def build_automaton(ir: GrammarIR) -> Automaton:
 def _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state, root, n_real):
     """LL(1) follow sets: for each rule, the bytes that can be read right after it ends.
 
-    ``first[s]`` holds the bytes a path from state ``s`` can read first, plus column 256
-    when ``s`` can reach the end of its rule without reading anything. Both are computed
-    to a fixpoint; a rule that may end the whole input gets column 256 in its follow set.
+    ``first[s]`` holds the bytes a path from state ``s`` can read first, plus bit 256 when
+    ``s`` can reach the end of its rule without reading anything. Both are least fixpoints,
+    computed with worklists over 257-bit integer sets (a row is revisited only when a row it
+    depends on grew), so long chains of rules cost time linear in their size. A rule that
+    may end the whole input gets bit 256 in its follow set.
     """
     n_states = len(finals)
     n_rules = len(rule_start)
-    first = np.zeros((n_states, 257), dtype=bool)
+    end_bit = 1 << 256
+    all_bytes = end_bit - 1
+    first = [0] * n_states
     for s, edges in enumerate(byte_edges):
+        row = end_bit if finals[s] else 0
         for lo, hi, _ in edges:
-            first[s, lo : hi + 1] = True
-        first[s, 256] = bool(finals[s])
-    changed = True
-    while changed:
-        changed = False
-        for s, edges in enumerate(ref_edges):
-            row = first[s].copy()
-            for rid, to in edges:
-                callee = first[rule_start[rid]]
-                row[:256] |= callee[:256]
-                if callee[256]:
-                    row |= first[to]
-            if (row != first[s]).any():
-                first[s] = row
-                changed = True
-    follow = np.zeros((n_rules, 257), dtype=bool)
-    follow[root, 256] = True
-    changed = True
-    while changed:
-        changed = False
-        for s, edges in enumerate(ref_edges):
-            caller = rule_of_state[s]
-            for rid, to in edges:
-                row = follow[rid] | np.append(first[to, :256], False)
-                if first[to, 256]:
-                    row |= follow[caller]
-                if (row != follow[rid]).any():
-                    follow[rid] = row
-                    changed = True
+            row |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+        first[s] = row
+    # first[s] reads first[rule_start[callee]] and first[to] of each call edge of s
+    readers: list[list[int]] = [[] for _ in range(n_states)]
+    for s, edges in enumerate(ref_edges):
+        for rid, to in edges:
+            readers[rule_start[rid]].append(s)
+            readers[to].append(s)
+    pending = [s for s in range(n_states) if ref_edges[s]]
+    queued = [bool(ref_edges[s]) for s in range(n_states)]
+    while pending:
+        s = pending.pop()
+        queued[s] = False
+        row = first[s]
+        for rid, to in ref_edges[s]:
+            callee = first[rule_start[rid]]
+            row |= callee & all_bytes
+            if callee & end_bit:
+                row |= first[to]
+        if row != first[s]:
+            first[s] = row
+            for u in readers[s]:
+                if not queued[u]:
+                    queued[u] = True
+                    pending.append(u)
+    # follow[rid] gets first[to] of every call to rid, and follow[caller] when the rest of
+    # the caller can be empty; the latter are edges along which follow sets propagate.
+    follow = [0] * n_rules
+    follow[root] = end_bit
+    passes: list[list[int]] = [[] for _ in range(n_rules)]  # caller -> callees
+    for s, edges in enumerate(ref_edges):
+        caller = rule_of_state[s]
+        for rid, to in edges:
+            follow[rid] |= first[to] & all_bytes
+            if first[to] & end_bit:
+                passes[caller].append(rid)
+    pending = list(range(n_rules))
+    queued = [True] * n_rules
+    while pending:
+        caller = pending.pop()
+        queued[caller] = False
+        row = follow[caller]
+        for rid in passes[caller]:
+            if follow[rid] | row != follow[rid]:
+                follow[rid] |= row
+                if not queued[rid]:
+                    queued[rid] = True
+                    pending.append(rid)
+    out = np.zeros((n_rules, 256), dtype=np.uint8)
+    for r in range(n_real):
+        out[r] = np.unpackbits(np.frombuffer((follow[r] & all_bytes).to_bytes(32, "little"),
+                                             dtype=np.uint8), bitorder="little")
     # Lookahead pseudo-rules are never called; nothing is known about what follows them.
-    follow[n_real:, :] = True
-    return follow[:, :256].astype(np.uint8)
+    out[n_real:, :] = 1
+    return out

@@ -1,6 +1,7 @@
 """Next-token bitmask of one chart position.
 
-mask = union of the ACCEPTED sets of the states live in the top Earley set
+mask = union of the ACCEPTED sets of the states live in the top Earley set (those not
+       inside a call made at the top itself, see ``collect_classes``)
      + the UNCERTAIN tokens of those states that a real scan on the full chart accepts
      + the stop tokens when the root rule can end here.
 
@@ -30,8 +31,15 @@ CAND_FULL = -7  # the candidate scratch is smaller than the uncertain sets: grow
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def collect_classes(state_class, items_s, set_starts, top, bufs):
-    """Distinct classes of the states in set ``top`` into ``bufs[0]``.
+def collect_classes(state_class, state_rule, root, items_s, items_o, set_starts, top, bufs):
+    """Distinct classes of the states in set ``top`` that the mask needs into ``bufs[0]``.
+
+    An item whose origin is ``top`` itself lies inside a call made at ``top``: it was
+    predicted (or stepped over a nullable call) from a caller in the same set, and the
+    caller's classification already walks every path through that call, including the
+    bytes after it returns. Only items with an earlier origin, plus the root rule's items
+    of set 0 (the one call without a caller), are therefore collected. This keeps a first
+    mask from classifying every rule a deep prediction chain touched.
 
     Returns (n_classes, n_missing); states without a class yet go to ``bufs[1]``.
     Returns (-1, -1) when a buffer is too small (no bounds checks in nopython mode).
@@ -40,6 +48,8 @@ def collect_classes(state_class, items_s, set_starts, top, bufs):
     n_missing = 0
     for j in range(set_starts[top], set_starts[top + 1]):
         s = items_s[j]
+        if items_o[j] == top and (top > 0 or state_rule[s] != root):
+            continue
         c = state_class[s]
         if c < 0:
             dup = False
@@ -122,7 +132,8 @@ def fill_row(
         for w in range(memo_row.shape[0]):
             out[r, w] = memo_row[w]
         return 0
-    n_cls, n_missing = collect_classes(state_class, items_s, set_starts, top, bufs)
+    n_cls, n_missing = collect_classes(state_class, A[2], root, items_s, items_o,
+                                       set_starts, top, bufs)
     if n_cls < 0:
         return BUFS_FULL
     if n_missing > 0:
