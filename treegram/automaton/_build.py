@@ -101,15 +101,15 @@ class Automaton:
         if buf is None:
             parts = [self.rule_start, self.rule_nullable, self.state_rule, self.state_final,
                      self.byte_class, self.trans, self.ref_ptr, self.ref_rule, self.ref_target]
-            header = np.zeros(PACK_HEADER, dtype=np.int64)
-            header[:4] = (self.n_states, self.n_rules, self.n_classes, self.root_rule)
+            buf = np.empty(PACK_HEADER + sum(p.shape[0] for p in parts), dtype=np.int32)
+            buf[:PACK_HEADER] = 0
+            buf[:4] = (self.n_states, self.n_rules, self.n_classes, self.root_rule)
             offset = PACK_HEADER
             for k, part in enumerate(parts):
-                header[4 + k] = offset
+                buf[4 + k] = offset
+                buf[offset : offset + part.shape[0]] = part  # one copy, cast in place
                 offset += part.shape[0]
-            header[4 + len(parts)] = offset
-            buf = np.concatenate([header.astype(np.int32)]
-                                 + [p.astype(np.int32) for p in parts])
+            buf[4 + len(parts)] = offset
             object.__setattr__(self, "_packed", buf)
         return buf
 
