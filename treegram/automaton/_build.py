@@ -297,28 +297,38 @@ def _determinize(nfa: _Nfa, start: int, accept: int):
 
 
 def _nullable_rules(rule_start, finals, ref_edges, rule_of_state) -> np.ndarray:
-    """Fixpoint: a rule is nullable if its start reaches a final state through calls to
-    nullable rules only."""
+    """A rule is nullable if its start reaches a final state through calls to nullable
+    rules only. A worklist re-checks only the callers of a rule that just became
+    nullable, so a chain of N rules costs O(N), not N passes over every rule."""
     n_rules = len(rule_start)
     nullable = np.zeros(n_rules, dtype=np.uint8)
-    changed = True
-    while changed:
-        changed = False
-        for r in range(n_rules):
-            if nullable[r]:
-                continue
-            seen = {rule_start[r]}
-            stack = [rule_start[r]]
-            while stack:
-                s = stack.pop()
-                if finals[s]:
-                    nullable[r] = 1
-                    changed = True
-                    break
-                for rid, to in ref_edges[s]:
-                    if nullable[rid] and to not in seen:
-                        seen.add(to)
-                        stack.append(to)
+    callers: list[set[int]] = [set() for _ in range(n_rules)]
+    for s, edges in enumerate(ref_edges):
+        for rid, _ in edges:
+            callers[rid].add(rule_of_state[s])
+    pending = list(range(n_rules))
+    queued = [True] * n_rules
+    while pending:
+        r = pending.pop()
+        queued[r] = False
+        if nullable[r]:
+            continue
+        seen = {rule_start[r]}
+        stack = [rule_start[r]]
+        while stack:
+            s = stack.pop()
+            if finals[s]:
+                nullable[r] = 1
+                break
+            for rid, to in ref_edges[s]:
+                if nullable[rid] and to not in seen:
+                    seen.add(to)
+                    stack.append(to)
+        if nullable[r]:
+            for c in callers[r]:
+                if not nullable[c] and not queued[c]:
+                    queued[c] = True
+                    pending.append(c)
     return nullable
 
 
@@ -372,10 +382,11 @@ def build_automaton(ir: GrammarIR) -> Automaton:
     n_classes = len(cuts) - 1
     n_states = len(finals)
     trans = np.full(n_states * n_classes, -1, dtype=np.int32)
+    # Every edge covers whole classes (its ends are cuts): classes lo..hi are contiguous.
     for s, edges in enumerate(byte_edges):
+        row = s * n_classes
         for lo, hi, to in edges:
-            classes = np.unique(byte_class[lo : hi + 1])
-            trans[s * n_classes + classes] = to
+            trans[row + byte_class[lo] : row + byte_class[hi] + 1] = to
 
     ref_ptr = np.zeros(n_states + 1, dtype=np.int32)
     ref_ptr[1:] = np.cumsum([len(e) for e in ref_edges])
@@ -408,44 +419,72 @@ def build_automaton(ir: GrammarIR) -> Automaton:
 def _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state, root, n_real):
     """LL(1) follow sets: for each rule, the bytes that can be read right after it ends.
 
-    ``first[s]`` holds the bytes a path from state ``s`` can read first, plus column 256
+    ``first[s]`` holds the bytes a path from state ``s`` can read first, plus bit 256
     when ``s`` can reach the end of its rule without reading anything. Both are computed
-    to a fixpoint; a rule that may end the whole input gets column 256 in its follow set.
+    to a fixpoint with worklists over 257-bit Python integers (only the states or rules
+    whose inputs changed are recomputed, so long chains of nullable rules stay linear);
+    a rule that may end the whole input gets bit 256 in its follow set.
     """
     n_states = len(finals)
     n_rules = len(rule_start)
-    first = np.zeros((n_states, 257), dtype=bool)
+    end = 1 << 256
+    byte_bits = end - 1
+    first = [0] * n_states
     for s, edges in enumerate(byte_edges):
+        bits = end if finals[s] else 0
         for lo, hi, _ in edges:
-            first[s, lo : hi + 1] = True
-        first[s, 256] = bool(finals[s])
-    changed = True
-    while changed:
-        changed = False
-        for s, edges in enumerate(ref_edges):
-            row = first[s].copy()
-            for rid, to in edges:
-                callee = first[rule_start[rid]]
-                row[:256] |= callee[:256]
-                if callee[256]:
-                    row |= first[to]
-            if (row != first[s]).any():
-                first[s] = row
-                changed = True
-    follow = np.zeros((n_rules, 257), dtype=bool)
-    follow[root, 256] = True
-    changed = True
-    while changed:
-        changed = False
-        for s, edges in enumerate(ref_edges):
-            caller = rule_of_state[s]
-            for rid, to in edges:
-                row = follow[rid] | np.append(first[to, :256], False)
-                if first[to, 256]:
-                    row |= follow[caller]
-                if (row != follow[rid]).any():
-                    follow[rid] = row
-                    changed = True
+            bits |= (1 << (hi + 1)) - (1 << lo)
+        first[s] = bits
+    # first[s] depends on the start state of every callee and on every call's target.
+    dependents: list[list[int]] = [[] for _ in range(n_states)]
+    for s, edges in enumerate(ref_edges):
+        for rid, to in edges:
+            dependents[rule_start[rid]].append(s)
+            dependents[to].append(s)
+    pending = [s for s in range(n_states) if ref_edges[s]]
+    queued = [False] * n_states
+    for s in pending:
+        queued[s] = True
+    while pending:
+        s = pending.pop()
+        queued[s] = False
+        row = first[s]
+        for rid, to in ref_edges[s]:
+            callee = first[rule_start[rid]]
+            row |= callee & byte_bits
+            if callee & end:
+                row |= first[to]
+        if row != first[s]:
+            first[s] = row
+            for d in dependents[s]:
+                if not queued[d]:
+                    queued[d] = True
+                    pending.append(d)
+    follow = [0] * n_rules
+    follow[root] = end
+    # The callee's follow set includes its caller's wherever the call can end the caller.
+    inherits: list[set[int]] = [set() for _ in range(n_rules)]
+    for s, edges in enumerate(ref_edges):
+        caller = rule_of_state[s]
+        for rid, to in edges:
+            follow[rid] |= first[to] & byte_bits
+            if first[to] & end and rid != caller:
+                inherits[caller].add(rid)
+    pending = list(range(n_rules))
+    queued_r = [True] * n_rules
+    while pending:
+        r = pending.pop()
+        queued_r[r] = False
+        for callee in inherits[r]:
+            row = follow[callee] | follow[r]
+            if row != follow[callee]:
+                follow[callee] = row
+                if not queued_r[callee]:
+                    queued_r[callee] = True
+                    pending.append(callee)
+    packed = np.frombuffer(b"".join(f.to_bytes(33, "little") for f in follow),
+                           dtype=np.uint8).reshape(n_rules, 33)
+    out = np.unpackbits(packed, axis=1, bitorder="little")[:, :256].copy()
     # Lookahead pseudo-rules are never called; nothing is known about what follows them.
-    follow[n_real:, :] = True
-    return follow[:, :256].astype(np.uint8)
+    out[n_real:, :] = 1
+    return out
