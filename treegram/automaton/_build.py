@@ -15,6 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GrammarError, UndefinedRuleError
+from ..grammar._deep import (
+    MAX_EXPR_DEPTH,
+    SHALLOW_DEPTH,
+    expr_depth_error,
+    ir_depth,
+    run_deep,
+)
 from ..grammar._ir import Bytes, CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
 from ._repeats import split_long_repeats
 from ._utf8 import complement_ranges, normalize_ranges, utf8_sequences
@@ -264,13 +271,23 @@ def _determinize(nfa: _Nfa, start: int, accept: int):
         i += 1
         finals.append(accept in subset)
         edges = [e for s in subset for e in nfa.byte_edges[s]]
-        cuts = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
         out_edges: list[tuple[int, int, int]] = []
-        for a, b in zip(cuts, cuts[1:], strict=False):
-            targets = [to for lo, hi, to in edges if lo <= a and b - 1 <= hi]
+        if len(edges) == 1:  # the common case (literals): nothing to split
+            lo, hi, to = edges[0]
+            intervals = [(lo, hi + 1, [to])]
+        else:
+            cuts = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
+            index = {c: k for k, c in enumerate(cuts)}
+            buckets: list[list[int]] = [[] for _ in cuts]
+            for lo, hi, to in edges:  # each edge into the intervals it covers
+                for k in range(index[lo], index[hi + 1]):
+                    buckets[k].append(to)
+            intervals = [(a, b, buckets[k])
+                         for k, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))]
+        for a, b, targets in intervals:
             if not targets:
                 continue
-            tset = closure_of(targets)
+            tset = closure(targets[0]) if len(targets) == 1 else closure_of(targets)
             tid = ids.get(tset)
             if tid is None:
                 tid = ids[tset] = len(order)
@@ -346,6 +363,14 @@ def build_automaton(ir: GrammarIR) -> Automaton:
     """
     if not ir.has_rule(ir.root):
         raise GrammarError(f"root rule {ir.root!r} is not defined")
+    depth = ir_depth(ir)
+    if depth > MAX_EXPR_DEPTH:
+        raise expr_depth_error("build_automaton")
+    # The NFA construction recurses per expression level: deep IR goes to a large stack.
+    return run_deep(_build, ir) if depth > SHALLOW_DEPTH else _build(ir)
+
+
+def _build(ir: GrammarIR) -> Automaton:
     ir = split_long_repeats(ir)
     bodies: list[tuple[str, Expr]] = [(r.name, r.body) for r in ir.rules]
     lookahead_of: dict[int, int] = {}

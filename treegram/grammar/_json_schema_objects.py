@@ -289,7 +289,12 @@ class _Counted:
                 body = self.bodies.get((i, after))
                 if body is None:
                     body = self.bodies[(i, after)] = seq(slot, nxt)
-                take = Seq((self.lay.comma(self.depth), body)) if c > 0 else body
+                if c == 0:
+                    take = body
+                elif required:  # flat: a chain of required slots must not nest
+                    take = seq(self.lay.comma(self.depth), body)
+                else:
+                    take = Seq((self.lay.comma(self.depth), body))
         skip = None if required else self.memo[self._key(i + 1, c)]
         if take is None or skip is None:
             return take if skip is None else skip
