@@ -7,10 +7,14 @@ exceeds), these stages run in a helper thread with a large stack and a raised re
 limit, and every input is checked against documented limits *before* its recursion
 could get near that raised limit:
 
-- :data:`MAX_NESTING_DEPTH` (1,000): nested schemas (objects, arrays, combinators and
-  ``$ref`` chains each count one level), EBNF parentheses, regex groups;
+- :data:`MAX_NESTING_DEPTH` (1,000): nested JSON schemas (each object, array, combinator
+  branch or ``$ref`` followed counts one level; the schema document itself may nest at
+  most three times as many JSON levels);
 - :data:`MAX_EXPR_DEPTH` (20,000): nesting of grammar IR expressions, whichever frontend
-  built them (a 300-digit numeric bound nests a few hundred deep).
+  built them (a 300-digit numeric bound nests a few hundred deep), and of EBNF
+  parentheses, so that every printed grammar parses back.
+
+(Regex groups keep their own limit of 100, checked by the regex parser.)
 
 Going past a limit raises :class:`treegram.errors.GrammarError` naming the limit.
 """

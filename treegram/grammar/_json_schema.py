@@ -55,6 +55,7 @@ from treegram.grammar._json_schema_strings import (
     length_string,
     pattern_body,
 )
+from treegram.grammar._json_schema_validate import UndecidedError, Validator
 
 __all__ = ["UnsupportedSchemaError", "json_schema_to_ir"]
 
@@ -131,6 +132,9 @@ class Converter:
         self.ref_names: dict[tuple[str, int], str] = {}
         self.objects = ObjectBuilder(self)
         self.nesting = 0  # value() calls in progress: nested schemas and $ref chains
+        self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
+        self.merging = 0  # merge_all_of calls in progress
+        self._validator: Validator | None = None
 
     # -- errors -------------------------------------------------------------------------
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
@@ -198,8 +202,17 @@ class Converter:
         return node
 
     def is_valid(self, schema, value) -> bool:
-        """Whether ``jsonschema`` accepts ``value`` for a subschema of this compilation."""
-        return self.refs.is_valid(schema, value)
+        """Whether ``value`` satisfies a subschema of this compilation (treegram's own
+        validator: the answer never depends on an optional package).
+
+        Raises
+        ------
+        UndecidedError
+            A keyword whose answer depends on annotations (``unevaluated*``).
+        """
+        if self._validator is None:
+            self._validator = Validator(self)
+        return self._validator.is_valid(schema, value)
 
     # -- values -------------------------------------------------------------------------
     def value(self, schema, ptr: str, depth: int) -> Expr | None:
@@ -207,7 +220,9 @@ class Converter:
 
         Raises :class:`GrammarError` past ``MAX_NESTING_DEPTH`` nested schemas (each
         object, array, combinator branch or ``$ref`` followed counts one level)."""
-        if self.nesting >= MAX_NESTING_DEPTH:
+        if self.nesting >= self.nesting_limit:
+            if self.nesting_limit < MAX_NESTING_DEPTH:
+                raise _NeedsDeepStack
             where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
             raise GrammarError(f"schema at {where or '#'} is nested deeper than "
                                f"MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} levels (nested "
@@ -516,25 +531,9 @@ def _valid(rest: dict, value, conv: Converter, ptr: str) -> bool:
     if not checks:
         return True
     try:
-        import jsonschema  # noqa: F401 - the oracle below needs it
-    except ImportError:
-        t = checks.get("type")
-        if t is None:
-            return True
-        types = [t] if isinstance(t, str) else t
-        jt = _json_type(value)
-        return jt in types or (jt == "integer" and "number" in types)
-    if PATTERNS_KEY in checks:  # allOf-merged patterns, as jsonschema reads them
-        checks = dict(checks)
-        checks["allOf"] = [*checks.get("allOf", []),
-                           *({"pattern": p} for p in checks.pop(PATTERNS_KEY))]
-    try:
+        # an unresolvable $ref raises UnsupportedSchemaError: never dropped silently
         return conv.is_valid(checks, value)
-    except Exception as exc:  # noqa: BLE001 - undecidable: keep the value
-        from referencing.exceptions import Unresolvable
-
-        if isinstance(exc, Unresolvable):  # never drop a $ref's constraint silently
-            conv.unsupported("$ref", ptr, f"{exc} (next to enum/const)")
+    except UndecidedError:  # e.g. unevaluatedProperties: keep the value
         return True
 
 
@@ -578,6 +577,7 @@ def _load(schema) -> dict | bool:
 _SHALLOW_JSON_DEPTH = 24
 _SHALLOW_REFS = 16
 _SHALLOW_MAGNITUDE = 40  # decimal digits / exponent of numbers (digit-wise range rules)
+_SHALLOW_NESTING = 60  # value() levels on the caller's stack (a few frames each)
 
 
 def _scan(root, what: str) -> bool:
@@ -688,13 +688,23 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None
             unsupported, remotes)
     # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
     # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
-    return run_deep(_convert, *args) if deep else _convert(*args)
+    if not deep:
+        try:
+            return _convert(*args, nesting_limit=_SHALLOW_NESTING)
+        except (_NeedsDeepStack, RecursionError):
+            pass  # e.g. a $ref cycle through allOf: again, where the full limit applies
+    return run_deep(_convert, *args)
+
+
+class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
+    """Raised on the caller's stack past ``_SHALLOW_NESTING``: compile again deeper."""
 
 
 def _convert(root, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,
-             unsupported, remotes) -> GrammarIR:
+             unsupported, remotes, nesting_limit: int = MAX_NESTING_DEPTH) -> GrammarIR:
     layout = Layout(any_whitespace, indent, separators, max_whitespace_cnt)
     conv = Converter(root, layout, strict_mode, unsupported, RefIndex(root, remotes))
+    conv.nesting_limit = nesting_limit
     conv.rules["root"] = None
     body = conv.value(conv.root, "", 0)
     if body is None:

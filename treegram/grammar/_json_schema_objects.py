@@ -31,6 +31,7 @@ from treegram.grammar._json_schema_lex import (
 from treegram.grammar._json_schema_logic import OPEN
 from treegram.grammar._json_schema_merge import CONTAINS_ALL
 from treegram.grammar._json_schema_strings import any_string
+from treegram.grammar._json_schema_validate import UndecidedError
 
 __all__ = ["ObjectBuilder", "array_expr"]
 
@@ -160,12 +161,8 @@ def _as_string(names_schema):
 
 def _name_ok(conv, names_schema, name: str) -> bool:
     try:
-        import jsonschema  # noqa: F401 - the oracle below needs it
-    except ImportError:
-        return True
-    try:
         return conv.is_valid(names_schema, name)  # its $refs resolve in this compilation
-    except Exception:  # noqa: BLE001 - keep the property when undecidable
+    except UndecidedError:  # keep the property when undecidable
         return True
 
 
