@@ -203,3 +203,46 @@ def test_bad_inputs_raise_treegram_errors(case):
     assert got_name == name, (got_name, message)
     for word in words:
         assert word in message, (word, message)
+
+
+def test_without_a_large_stack_thread_deep_input_is_still_a_grammar_error():
+    """Where no large-stack thread can start, deep work runs on the caller's stack under
+    the default limit and overflowing it is a GrammarError, never a RecursionError."""
+    code = textwrap.dedent('''
+        import treegram.grammar._deep as deep
+        deep._start = lambda target: None
+        try:
+            treegram.Grammar.from_json_schema(nest_obj(400))
+        except treegram.errors.GrammarError as exc:
+            assert "too deeply nested" in str(exc), exc
+        else:
+            raise SystemExit("no error")
+        assert sys.getrecursionlimit() == limit_before
+        g = treegram.Grammar.from_json_schema(nest_obj(5))  # shallow input: unaffected
+        compile_all(g)
+    ''')
+    proc = _run(code)
+    assert proc.returncode == 0 and "CASE-OK" in proc.stdout, proc.stderr[-3000:]
+    assert proc.stderr == "", proc.stderr[-3000:]
+
+
+def test_concurrent_deep_compiles_restore_the_recursion_limit():
+    code = textwrap.dedent('''
+        import threading
+        errors = []
+
+        def work(d):
+            try:
+                compile_all(treegram.Grammar.from_json_schema(nest_arr(d)))
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(300 + 20 * i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [], errors
+    ''')
+    proc = _run(code)
+    assert proc.returncode == 0 and "CASE-OK" in proc.stdout, proc.stderr[-3000:]

@@ -51,12 +51,14 @@ def test_runs_at_tiny_sizes(bench, tmp_path, capsys):
 
 def test_a_slow_case_times_out_and_the_run_goes_on(bench, tmp_path):
     out = tmp_path / "scaling.json"
+    # 300 properties take tens of milliseconds to compile: far past a 1 ms timeout
     bench.main(["--engines", "treegram", "--families", "optional,nullable",
-                "--sizes-optional", "2", "--sizes-nullable", "3", "--timeout", "0.0001",
+                "--sizes-optional", "300", "--sizes-nullable", "3", "--timeout", "0.001",
                 "--vocab", "bytes", "--output", str(out), "--plot", str(tmp_path / "p.png")])
     rows = json.loads(out.read_text(encoding="utf-8"))["results"]
-    assert [(r["family"], r["status"]) for r in rows] == [("optional", "timeout"),
-                                                          ("nullable", "timeout")]
+    assert [r["family"] for r in rows] == ["optional", "nullable"]
+    assert rows[0]["status"] == "timeout"
+    assert rows[1]["status"] in ("ok", "timeout")  # a fresh worker answered or timed out
 
 
 def test_recursion_input_is_six_byte_statements(bench):

@@ -90,17 +90,16 @@ def run_deep(fn: Callable[..., T], *args, **kwargs) -> T:
 
     _enter()
     try:
-        with _lock:
-            old = threading.stack_size()
-            try:
-                threading.stack_size(_STACK_BYTES)
-                worker = threading.Thread(target=target, name="treegram-deep", daemon=True)
-                worker.start()
-            finally:
-                threading.stack_size(old)
-        worker.join()
+        worker = _start(target)
+        if worker is not None:
+            worker.join()
     finally:
         _leave()
+    if worker is None:  # no large-stack thread here: the caller's stack, default limit
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except RecursionError as exc:
+            box["error"] = exc
     if "error" in box:
         exc = box.pop("error")
         if isinstance(exc, RecursionError):
@@ -110,6 +109,25 @@ def run_deep(fn: Callable[..., T], *args, **kwargs) -> T:
                 f"MAX_EXPR_DEPTH={MAX_EXPR_DEPTH})") from None
         raise exc
     return box["value"]
+
+
+def _start(target) -> threading.Thread | None:
+    """Start ``target`` on a thread with the largest stack the platform grants."""
+    with _lock:
+        old = threading.stack_size()
+        try:
+            for size in (_STACK_BYTES, _STACK_BYTES // 4):
+                try:
+                    threading.stack_size(size)
+                    worker = threading.Thread(target=target, name="treegram-deep",
+                                              daemon=True)
+                    worker.start()
+                    return worker
+                except (RuntimeError, ValueError):  # address space or platform limits
+                    continue
+            return None
+        finally:
+            threading.stack_size(old)
 
 
 def expr_depth_error(where: str) -> GrammarError:
@@ -151,11 +169,16 @@ def expr_depth(expr, memo: dict[int, int] | None = None) -> int:
 
 
 def ir_depth(ir) -> int:
-    """The deepest rule body or lookahead of a :class:`GrammarIR` (see :func:`expr_depth`)."""
+    """The deepest rule body or lookahead of a :class:`GrammarIR` (see :func:`expr_depth`);
+    computed once per IR (the IR is immutable; validation, printer and builder ask)."""
+    cached = ir.__dict__.get("_depth")
+    if cached is not None:
+        return cached
     memo: dict[int, int] = {}
     depth = 0
     for rule in ir.rules:
         depth = max(depth, expr_depth(rule.body, memo))
         if rule.lookahead is not None:
             depth = max(depth, expr_depth(rule.lookahead, memo))
+    object.__setattr__(ir, "_depth", depth)
     return depth
