@@ -235,8 +235,13 @@ class _NfaBuilder:
 
 
 def _determinize(nfa: _Nfa, start: int, accept: int):
-    """Subset construction. Returns (finals, byte_edges, ref_edges) per DFA state."""
+    """Subset construction. Returns (finals, byte_edges, ref_edges) per DFA state.
+
+    A subset keeps only its *important* NFA states (those with a byte or call edge, and
+    the accepting one): states reached by epsilon moves only decide nothing, so subsets
+    that differ in them alone are one DFA state (smaller sets, fewer states)."""
     closure_cache: dict[int, frozenset[int]] = {}
+    byte_edges, ref_edges = nfa.byte_edges, nfa.ref_edges
 
     def closure(s: int) -> frozenset[int]:
         got = closure_cache.get(s)
@@ -249,7 +254,7 @@ def _determinize(nfa: _Nfa, start: int, accept: int):
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
-        got = frozenset(seen)
+        got = frozenset(t for t in seen if byte_edges[t] or ref_edges[t] or t == accept)
         closure_cache[s] = got
         return got
 
