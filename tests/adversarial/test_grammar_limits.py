@@ -96,6 +96,12 @@ COMPILES = {
         'compile_all(treegram.Grammar.from_json_schema('
         '"{\\"items\\": " * 900 + "{}" + "}" * 900))'),
     "IR nested 10000 deep": "compile_all(treegram.Grammar.from_ir(deep_ir(10000)))",
+    "enum value nested 2000 deep": textwrap.dedent('''
+        v = []
+        for _ in range(2000):
+            v = [v]
+        compile_all(treegram.Grammar.from_json_schema({"enum": [v, 1]}))
+    '''),
     "EBNF with 3000 nested groups": (
         'compile_all(treegram.Grammar.from_ebnf('
         '"root ::= " + "(\\"a\\" " * 3000 + "\\"b\\"" + ")" * 3000))'),
@@ -133,6 +139,9 @@ REFUSES = {
     "5000-digit EBNF repetition count": (
         "treegram.Grammar.from_ebnf('root ::= \"a\"{' + '9' * 5000 + '}')",
         "GrammarSyntaxError", ["repetition count", "digits"]),
+    "5000-digit regex repetition count": (
+        "treegram.Grammar.from_regex('a{' + '9' * 5000 + '}')",
+        "RegexSyntaxError", ["repetition count", "digits"]),
     "EBNF parentheses past MAX_EXPR_DEPTH": (
         'treegram.Grammar.from_ebnf("root ::= " + "(\\"a\\" " * (MAX_EXPR_DEPTH + 1)'
         ' + ")" * (MAX_EXPR_DEPTH + 1))',
