@@ -105,6 +105,17 @@ COMPILES = {
     "EBNF with 3000 nested groups": (
         'compile_all(treegram.Grammar.from_ebnf('
         '"root ::= " + "(\\"a\\" " * 3000 + "\\"b\\"" + ")" * 3000))'),
+    "shallow inputs from a caller deep in its own stack": textwrap.dedent('''
+        def at_depth(n, fn):
+            return fn() if n == 0 else at_depth(n - 1, fn)
+
+        limit = sys.getrecursionlimit()
+        for schema in (nest_obj(20), nest_arr(50), props(100, False)):
+            at_depth(limit - 120, lambda: compile_all(treegram.Grammar.from_json_schema(schema)))
+        at_depth(limit - 120, lambda: compile_all(treegram.Grammar.from_ir(deep_ir(140))))
+        at_depth(limit - 120, lambda: compile_all(treegram.Grammar.from_ebnf(
+            'root ::= ' + '("a" ' * 90 + '"b"' + ')' * 90)))
+    '''),
     "deep grammar through GrammarCompiler": textwrap.dedent('''
         vocab = [bytes([b]) for b in range(256)] + [b"<eos>"]
         compiler = treegram.GrammarCompiler(treegram.TokenizerInfo(vocab, stop_token_ids=[256]))

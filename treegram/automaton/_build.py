@@ -20,7 +20,7 @@ from ..grammar._deep import (
     SHALLOW_DEPTH,
     expr_depth_error,
     ir_depth,
-    run_deep,
+    run_sized,
 )
 from ..grammar._ir import Bytes, CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
 from ._repeats import split_long_repeats
@@ -372,7 +372,7 @@ def build_automaton(ir: GrammarIR) -> Automaton:
     if depth > MAX_EXPR_DEPTH:
         raise expr_depth_error("build_automaton")
     # The NFA construction recurses per expression level: deep IR goes to a large stack.
-    return run_deep(_build, ir) if depth > SHALLOW_DEPTH else _build(ir)
+    return run_sized(depth > SHALLOW_DEPTH, _build, ir)
 
 
 def _build(ir: GrammarIR) -> Automaton:

@@ -28,7 +28,8 @@ from typing import TypeVar
 
 from treegram.errors import GrammarError
 
-__all__ = ["MAX_NESTING_DEPTH", "MAX_EXPR_DEPTH", "SHALLOW_DEPTH", "run_deep", "expr_depth",
+__all__ = ["MAX_NESTING_DEPTH", "MAX_EXPR_DEPTH", "SHALLOW_DEPTH", "run_deep", "run_sized",
+           "expr_depth",
            "ir_depth", "expr_depth_error"]
 
 MAX_NESTING_DEPTH = 1000
@@ -109,6 +110,18 @@ def run_deep(fn: Callable[..., T], *args, **kwargs) -> T:
                 f"MAX_EXPR_DEPTH={MAX_EXPR_DEPTH})") from None
         raise exc
     return box["value"]
+
+
+def run_sized(deep: bool, fn: Callable[..., T], *args) -> T:
+    """``fn(*args)`` on the caller's stack when ``deep`` is false (the input is known to
+    be shallow), else through :func:`run_deep`; a caller already deep in its own stack
+    that overflows it gets the deep thread too. ``fn`` must have no side effects."""
+    if not deep:
+        try:
+            return fn(*args)
+        except RecursionError:
+            pass
+    return run_deep(fn, *args)
 
 
 def _start(target) -> threading.Thread | None:

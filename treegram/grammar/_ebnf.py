@@ -23,7 +23,7 @@ import re
 from typing import NoReturn
 
 from treegram.errors import GrammarError, GrammarSyntaxError, UndefinedRuleError
-from treegram.grammar._deep import MAX_EXPR_DEPTH, run_deep
+from treegram.grammar._deep import MAX_EXPR_DEPTH, run_sized
 from treegram.grammar._ir import (
     MAX_CODEPOINT,
     Bytes,
@@ -469,9 +469,7 @@ def parse_ebnf(text: str, root_rule_name: str = "root") -> GrammarIR:
     """
     if not isinstance(text, str):
         raise GrammarError(f"text must be a str, got {type(text).__name__}")
-    if text.count("(") > _SHALLOW_PARENS:
-        return run_deep(_parse_ebnf, text, root_rule_name)
-    return _parse_ebnf(text, root_rule_name)
+    return run_sized(text.count("(") > _SHALLOW_PARENS, _parse_ebnf, text, root_rule_name)
 
 
 def _parse_ebnf(text: str, root_rule_name: str) -> GrammarIR:

@@ -12,7 +12,7 @@ from treegram.grammar._deep import (
     SHALLOW_DEPTH,
     expr_depth_error,
     ir_depth,
-    run_deep,
+    run_sized,
 )
 from treegram.grammar._ebnf import parse_ebnf
 from treegram.grammar._ir import Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
@@ -189,14 +189,12 @@ class Grammar:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Grammar):
             return NotImplemented
-        if max(self._depth, other._depth) > SHALLOW_DEPTH:  # dataclass == recurses
-            return run_deep(operator.eq, self._ir, other._ir)
-        return self._ir == other._ir
+        # dataclass == recurses per level
+        return run_sized(max(self._depth, other._depth) > SHALLOW_DEPTH, operator.eq,
+                         self._ir, other._ir)
 
     def __hash__(self) -> int:
-        if self._depth > SHALLOW_DEPTH:
-            return run_deep(hash, self._ir)
-        return hash(self._ir)
+        return run_sized(self._depth > SHALLOW_DEPTH, hash, self._ir)
 
 
 def _validate_ir(ir: GrammarIR) -> int:

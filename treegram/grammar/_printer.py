@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from treegram.errors import GrammarError
-from treegram.grammar._deep import SHALLOW_DEPTH, ir_depth, run_deep
+from treegram.grammar._deep import SHALLOW_DEPTH, ir_depth, run_sized
 from treegram.grammar._ebnf import MACRO_NAMES, NAME_PATTERN
 from treegram.grammar._ir import (
     MAX_CODEPOINT,
@@ -147,9 +147,7 @@ def grammar_to_ebnf(ir: GrammarIR) -> str:
         A rule name is not a valid EBNF name, or the IR holds something EBNF cannot
         express (non-UTF-8 bytes, invalid ranges or repeat bounds).
     """
-    if ir_depth(ir) > SHALLOW_DEPTH:
-        return run_deep(_grammar_to_ebnf, ir)
-    return _grammar_to_ebnf(ir)
+    return run_sized(ir_depth(ir) > SHALLOW_DEPTH, _grammar_to_ebnf, ir)
 
 
 def _grammar_to_ebnf(ir: GrammarIR) -> str:
