@@ -21,6 +21,7 @@ from treegram.grammar import (
     Seq,
     parse_ebnf,
 )
+from treegram.grammar._deep import MAX_EXPR_DEPTH
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "xgrammar_ebnf_sources.json"
 MACRO_RE = re.compile(r"\b(TagDispatch|TokenTagDispatch|Regex|Substring)\s*\(")
@@ -196,7 +197,9 @@ ERRORS = [
     ('root ::= "a"\n  | y z\ny ::= "y"', UndefinedRuleError, 2, 7, "rule 'z' is not defined"),
     ('root ::= "a" (= w)', UndefinedRuleError, 1, 17, "rule 'w' is not defined"),
     ("root ::= .", UndefinedRuleError, 1, 10, "use [^] for any character"),
-    ("root ::= " + "(" * 300 + '"a"' + ")" * 300, GrammarSyntaxError, 1, 210, "nested deeper"),
+    # as deep as any printed grammar may nest (MAX_EXPR_DEPTH), not deeper
+    ("root ::= " + "(" * (MAX_EXPR_DEPTH + 5) + '"a"' + ")" * (MAX_EXPR_DEPTH + 5),
+     GrammarSyntaxError, 1, 10 + MAX_EXPR_DEPTH, "nested deeper"),
 ]
 
 

@@ -18,6 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GrammarError, UndefinedRuleError
+from ..grammar._deep import (
+    MAX_EXPR_DEPTH,
+    SHALLOW_DEPTH,
+    expr_depth_error,
+    ir_depth,
+    run_sized,
+)
 from ..grammar._ir import Bytes, CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
 from ._repeats import split_long_repeats
 from ._utf8 import complement_ranges, normalize_ranges, utf8_sequences
@@ -351,8 +358,13 @@ def _loop_tail_self_calls(nfa: _Nfa, rid: int, start: int, accept: int) -> None:
 
 
 def _determinize(nfa: _Nfa, start: int, accept: int):
-    """Subset construction. Returns (finals, byte_edges, ref_edges) per DFA state."""
+    """Subset construction. Returns (finals, byte_edges, ref_edges) per DFA state.
+
+    A subset keeps only its *important* NFA states (those with a byte or call edge, and
+    the accepting one): states reached by epsilon moves only decide nothing, so subsets
+    that differ in them alone are one DFA state (smaller sets, fewer states)."""
     closure_cache: dict[int, frozenset[int]] = {}
+    byte_edges, ref_edges = nfa.byte_edges, nfa.ref_edges
 
     def closure(s: int) -> frozenset[int]:
         got = closure_cache.get(s)
@@ -365,7 +377,7 @@ def _determinize(nfa: _Nfa, start: int, accept: int):
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
-        got = frozenset(seen)
+        got = frozenset(t for t in seen if byte_edges[t] or ref_edges[t] or t == accept)
         closure_cache[s] = got
         return got
 
@@ -387,13 +399,23 @@ def _determinize(nfa: _Nfa, start: int, accept: int):
         i += 1
         finals.append(accept in subset)
         edges = [e for s in subset for e in nfa.byte_edges[s]]
-        cuts = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
         out_edges: list[tuple[int, int, int]] = []
-        for a, b in zip(cuts, cuts[1:], strict=False):
-            targets = [to for lo, hi, to in edges if lo <= a and b - 1 <= hi]
+        if len(edges) == 1:  # the common case (literals): nothing to split
+            lo, hi, to = edges[0]
+            intervals = [(lo, hi + 1, [to])]
+        else:
+            cuts = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
+            index = {c: k for k, c in enumerate(cuts)}
+            buckets: list[list[int]] = [[] for _ in cuts]
+            for lo, hi, to in edges:  # each edge into the intervals it covers
+                for k in range(index[lo], index[hi + 1]):
+                    buckets[k].append(to)
+            intervals = [(a, b, buckets[k])
+                         for k, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))]
+        for a, b, targets in intervals:
             if not targets:
                 continue
-            tset = closure_of(targets)
+            tset = closure(targets[0]) if len(targets) == 1 else closure_of(targets)
             tid = ids.get(tset)
             if tid is None:
                 tid = ids[tset] = len(order)
@@ -472,6 +494,14 @@ def build_automaton(ir: GrammarIR) -> Automaton:
     """
     if not ir.has_rule(ir.root):
         raise GrammarError(f"root rule {ir.root!r} is not defined")
+    depth = ir_depth(ir)
+    if depth > MAX_EXPR_DEPTH:
+        raise expr_depth_error("build_automaton")
+    # The NFA construction recurses per expression level: deep IR goes to a large stack.
+    return run_sized(depth > SHALLOW_DEPTH, _build, ir)
+
+
+def _build(ir: GrammarIR) -> Automaton:
     ir = split_long_repeats(ir)
     bodies: list[tuple[str, Expr]] = [(r.name, r.body) for r in ir.rules]
     lookahead_of: dict[int, int] = {}
@@ -512,10 +542,11 @@ def build_automaton(ir: GrammarIR) -> Automaton:
     n_classes = len(cuts) - 1
     n_states = len(finals)
     trans = np.full(n_states * n_classes, -1, dtype=np.int32)
+    # Every edge covers whole classes (its ends are cuts): classes lo..hi are contiguous.
     for s, edges in enumerate(byte_edges):
+        row = s * n_classes
         for lo, hi, to in edges:
-            classes = np.unique(byte_class[lo : hi + 1])
-            trans[s * n_classes + classes] = to
+            trans[row + byte_class[lo] : row + byte_class[hi] + 1] = to
 
     ref_ptr = np.zeros(n_states + 1, dtype=np.int32)
     ref_ptr[1:] = np.cumsum([len(e) for e in ref_edges])
@@ -548,72 +579,72 @@ def build_automaton(ir: GrammarIR) -> Automaton:
 def _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state, root, n_real):
     """LL(1) follow sets: for each rule, the bytes that can be read right after it ends.
 
-    ``first[s]`` holds the bytes a path from state ``s`` can read first, plus bit 256 when
-    ``s`` can reach the end of its rule without reading anything. Both are least fixpoints,
-    computed with worklists over 257-bit integer sets (a row is revisited only when a row it
-    depends on grew), so long chains of rules cost time linear in their size. A rule that
-    may end the whole input gets bit 256 in its follow set.
+    ``first[s]`` holds the bytes a path from state ``s`` can read first, plus bit 256
+    when ``s`` can reach the end of its rule without reading anything. Both are computed
+    to a fixpoint with worklists over 257-bit Python integers (only the states or rules
+    whose inputs changed are recomputed, so long chains of nullable rules stay linear);
+    a rule that may end the whole input gets bit 256 in its follow set.
     """
     n_states = len(finals)
     n_rules = len(rule_start)
-    end_bit = 1 << 256
-    all_bytes = end_bit - 1
+    end = 1 << 256
+    byte_bits = end - 1
     first = [0] * n_states
     for s, edges in enumerate(byte_edges):
-        row = end_bit if finals[s] else 0
+        bits = end if finals[s] else 0
         for lo, hi, _ in edges:
-            row |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
-        first[s] = row
-    # first[s] reads first[rule_start[callee]] and first[to] of each call edge of s
-    readers: list[list[int]] = [[] for _ in range(n_states)]
+            bits |= (1 << (hi + 1)) - (1 << lo)
+        first[s] = bits
+    # first[s] depends on the start state of every callee and on every call's target.
+    dependents: list[list[int]] = [[] for _ in range(n_states)]
     for s, edges in enumerate(ref_edges):
         for rid, to in edges:
-            readers[rule_start[rid]].append(s)
-            readers[to].append(s)
+            dependents[rule_start[rid]].append(s)
+            dependents[to].append(s)
     pending = [s for s in range(n_states) if ref_edges[s]]
-    queued = [bool(ref_edges[s]) for s in range(n_states)]
+    queued = [False] * n_states
+    for s in pending:
+        queued[s] = True
     while pending:
         s = pending.pop()
         queued[s] = False
         row = first[s]
         for rid, to in ref_edges[s]:
             callee = first[rule_start[rid]]
-            row |= callee & all_bytes
-            if callee & end_bit:
+            row |= callee & byte_bits
+            if callee & end:
                 row |= first[to]
         if row != first[s]:
             first[s] = row
-            for u in readers[s]:
-                if not queued[u]:
-                    queued[u] = True
-                    pending.append(u)
-    # follow[rid] gets first[to] of every call to rid, and follow[caller] when the rest of
-    # the caller can be empty; the latter are edges along which follow sets propagate.
+            for d in dependents[s]:
+                if not queued[d]:
+                    queued[d] = True
+                    pending.append(d)
     follow = [0] * n_rules
-    follow[root] = end_bit
-    passes: list[list[int]] = [[] for _ in range(n_rules)]  # caller -> callees
+    follow[root] = end
+    # The callee's follow set includes its caller's wherever the call can end the caller.
+    inherits: list[set[int]] = [set() for _ in range(n_rules)]
     for s, edges in enumerate(ref_edges):
         caller = rule_of_state[s]
         for rid, to in edges:
-            follow[rid] |= first[to] & all_bytes
-            if first[to] & end_bit:
-                passes[caller].append(rid)
+            follow[rid] |= first[to] & byte_bits
+            if first[to] & end and rid != caller:
+                inherits[caller].add(rid)
     pending = list(range(n_rules))
-    queued = [True] * n_rules
+    queued_r = [True] * n_rules
     while pending:
-        caller = pending.pop()
-        queued[caller] = False
-        row = follow[caller]
-        for rid in passes[caller]:
-            if follow[rid] | row != follow[rid]:
-                follow[rid] |= row
-                if not queued[rid]:
-                    queued[rid] = True
-                    pending.append(rid)
-    out = np.zeros((n_rules, 256), dtype=np.uint8)
-    for r in range(n_real):
-        out[r] = np.unpackbits(np.frombuffer((follow[r] & all_bytes).to_bytes(32, "little"),
-                                             dtype=np.uint8), bitorder="little")
+        r = pending.pop()
+        queued_r[r] = False
+        for callee in inherits[r]:
+            row = follow[callee] | follow[r]
+            if row != follow[callee]:
+                follow[callee] = row
+                if not queued_r[callee]:
+                    queued_r[callee] = True
+                    pending.append(callee)
+    packed = np.frombuffer(b"".join(f.to_bytes(33, "little") for f in follow),
+                           dtype=np.uint8).reshape(n_rules, 33)
+    out = np.unpackbits(packed, axis=1, bitorder="little")[:, :256].copy()
     # Lookahead pseudo-rules are never called; nothing is known about what follows them.
     out[n_real:, :] = 1
     return out

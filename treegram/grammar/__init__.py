@@ -1,5 +1,10 @@
-"""Grammar frontends and the grammar IR."""
+"""Grammar frontends and the grammar IR.
 
+``MAX_NESTING_DEPTH`` and ``MAX_EXPR_DEPTH`` are the documented nesting limits of every
+frontend (see :mod:`treegram.grammar._deep`); inputs past them raise ``GrammarError``.
+"""
+
+from treegram.grammar._deep import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
 from treegram.grammar._ebnf import parse_ebnf
 from treegram.grammar._grammar import Grammar
 from treegram.grammar._ir import (
@@ -30,4 +35,6 @@ __all__ = [
     "Rule",
     "GrammarIR",
     "MAX_CODEPOINT",
+    "MAX_NESTING_DEPTH",
+    "MAX_EXPR_DEPTH",
 ]

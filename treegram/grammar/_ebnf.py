@@ -23,6 +23,7 @@ import re
 from typing import NoReturn
 
 from treegram.errors import GrammarError, GrammarSyntaxError, UndefinedRuleError
+from treegram.grammar._deep import MAX_EXPR_DEPTH, run_sized
 from treegram.grammar._ir import (
     MAX_CODEPOINT,
     Bytes,
@@ -43,8 +44,13 @@ MACRO_NAMES = frozenset({"TagDispatch", "TokenTagDispatch", "Regex", "Substring"
 #: A rule name (also used by the printer to validate names).
 NAME_PATTERN = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
 
-# Maximal nesting of parentheses (keeps recursion well below Python's limit).
-_MAX_DEPTH = 200
+# Maximal nesting of parentheses: what the printer may write for any valid IR (the parser
+# recurses per level; deep text is parsed on run_deep's large stack).
+_MAX_DEPTH = MAX_EXPR_DEPTH
+# Above this many '(' the text is parsed on the deep thread.
+_SHALLOW_PARENS = 100
+# Repetition counts: at most 18 digits (far beyond any automaton that can be built).
+_MAX_COUNT_DIGITS = 18
 
 # Both alternatives consume at least one character and start differently: no backtracking.
 _SKIP = re.compile(r"(?:[ \t\r\n]+|#[^\n]*)*")
@@ -229,6 +235,9 @@ def _tokenize(src: _Source) -> list[_Token]:
             tok = (c, None, pos, pos + 1, newline)
         elif "0" <= c <= "9":
             m = _INT.match(text, pos)
+            if m.end() - pos > _MAX_COUNT_DIGITS:  # before int(): Python caps digit strings
+                src.error(f"repetition count {text[pos:pos + 12]}... has more than "
+                          f"{_MAX_COUNT_DIGITS} digits", pos)
             tok = ("int", int(m.group()), pos, m.end(), newline)
         elif text.startswith("::=", pos):
             _check_assign(src, tokens, pos)
@@ -460,6 +469,10 @@ def parse_ebnf(text: str, root_rule_name: str = "root") -> GrammarIR:
     """
     if not isinstance(text, str):
         raise GrammarError(f"text must be a str, got {type(text).__name__}")
+    return run_sized(text.count("(") > _SHALLOW_PARENS, _parse_ebnf, text, root_rule_name)
+
+
+def _parse_ebnf(text: str, root_rule_name: str) -> GrammarIR:
     src = _Source(text)
     parser = _Parser(src, _tokenize(src))
     rules = parser.parse_rules()

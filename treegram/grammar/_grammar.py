@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Collection, Mapping
 
 from treegram.errors import GrammarError, UndefinedRuleError
 from treegram.grammar._builtin import builtin_json_grammar_ir
+from treegram.grammar._deep import (
+    MAX_EXPR_DEPTH,
+    SHALLOW_DEPTH,
+    expr_depth_error,
+    ir_depth,
+    run_sized,
+)
 from treegram.grammar._ebnf import parse_ebnf
 from treegram.grammar._ir import Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
 from treegram.grammar._printer import grammar_to_ebnf
@@ -21,10 +29,10 @@ class Grammar:
     are safe to share across threads (nothing in them ever changes).
     """
 
-    __slots__ = ("_ir",)
+    __slots__ = ("_ir", "_depth")
 
     def __init__(self, ir: GrammarIR) -> None:
-        _validate_ir(ir)
+        self._depth = _validate_ir(ir)
         self._ir = ir
 
     @staticmethod
@@ -181,14 +189,17 @@ class Grammar:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Grammar):
             return NotImplemented
-        return self._ir == other._ir
+        # dataclass == recurses per level
+        return run_sized(max(self._depth, other._depth) > SHALLOW_DEPTH, operator.eq,
+                         self._ir, other._ir)
 
     def __hash__(self) -> int:
-        return hash(self._ir)
+        return run_sized(self._depth > SHALLOW_DEPTH, hash, self._ir)
 
 
-def _validate_ir(ir: GrammarIR) -> None:
-    """Check that ``ir`` has its root rule and no dangling rule references."""
+def _validate_ir(ir: GrammarIR) -> int:
+    """Check that ``ir`` has its root rule, no dangling rule references and no expression
+    nested deeper than ``MAX_EXPR_DEPTH``; return its depth."""
     if not isinstance(ir, GrammarIR):
         raise GrammarError(f"ir must be a GrammarIR, got {type(ir).__name__}")
     if not ir.has_rule(ir.root):
@@ -208,3 +219,7 @@ def _validate_ir(ir: GrammarIR) -> None:
                 stack.extend(e.items)
             elif isinstance(e, Repeat):
                 stack.append(e.item)
+    depth = ir_depth(ir)
+    if depth > MAX_EXPR_DEPTH:
+        raise expr_depth_error("grammar IR")
+    return depth

@@ -24,7 +24,9 @@ from collections.abc import Mapping
 
 from treegram.errors import GrammarError, UnsupportedSchemaError
 from treegram.grammar._charset_dfa import PATTERNS_KEY
+from treegram.grammar._deep import MAX_NESTING_DEPTH, run_deep
 from treegram.grammar._ir import CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
+from treegram.grammar._json_schema_check import check_schema_shapes
 from treegram.grammar._json_schema_formats import REFUSED as REFUSED_FORMATS
 from treegram.grammar._json_schema_fraction import fractional_range
 from treegram.grammar._json_schema_lex import (
@@ -53,6 +55,7 @@ from treegram.grammar._json_schema_strings import (
     length_string,
     pattern_body,
 )
+from treegram.grammar._json_schema_validate import UndecidedError, Validator
 
 __all__ = ["UnsupportedSchemaError", "json_schema_to_ir"]
 
@@ -128,6 +131,10 @@ class Converter:
         self.rules: dict[str, Expr | None] = {}
         self.ref_names: dict[tuple[str, int], str] = {}
         self.objects = ObjectBuilder(self)
+        self.nesting = 0  # value() calls in progress: nested schemas and $ref chains
+        self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
+        self.merging = 0  # merge_all_of calls in progress
+        self._validator: Validator | None = None
 
     # -- errors -------------------------------------------------------------------------
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
@@ -195,12 +202,38 @@ class Converter:
         return node
 
     def is_valid(self, schema, value) -> bool:
-        """Whether ``jsonschema`` accepts ``value`` for a subschema of this compilation."""
-        return self.refs.is_valid(schema, value)
+        """Whether ``value`` satisfies a subschema of this compilation (treegram's own
+        validator: the answer never depends on an optional package).
+
+        Raises
+        ------
+        UndecidedError
+            A keyword whose answer depends on annotations (``unevaluated*``).
+        """
+        if self._validator is None:
+            self._validator = Validator(self)
+        return self._validator.is_valid(schema, value)
 
     # -- values -------------------------------------------------------------------------
     def value(self, schema, ptr: str, depth: int) -> Expr | None:
-        """The encoded values that satisfy ``schema`` (``None`` when none do)."""
+        """The encoded values that satisfy ``schema`` (``None`` when none do).
+
+        Raises :class:`GrammarError` past ``MAX_NESTING_DEPTH`` nested schemas (each
+        object, array, combinator branch or ``$ref`` followed counts one level)."""
+        if self.nesting >= self.nesting_limit:
+            if self.nesting_limit < MAX_NESTING_DEPTH:
+                raise _NeedsDeepStack
+            where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
+            raise GrammarError(f"schema at {where or '#'} is nested deeper than "
+                               f"MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} levels (nested "
+                               "schemas and $ref chains)")
+        self.nesting += 1
+        try:
+            return self._value(schema, ptr, depth)
+        finally:
+            self.nesting -= 1
+
+    def _value(self, schema, ptr: str, depth: int) -> Expr | None:
         if schema is True or schema == {}:
             return self.any_value(depth)
         if schema is False:
@@ -498,25 +531,9 @@ def _valid(rest: dict, value, conv: Converter, ptr: str) -> bool:
     if not checks:
         return True
     try:
-        import jsonschema  # noqa: F401 - the oracle below needs it
-    except ImportError:
-        t = checks.get("type")
-        if t is None:
-            return True
-        types = [t] if isinstance(t, str) else t
-        jt = _json_type(value)
-        return jt in types or (jt == "integer" and "number" in types)
-    if PATTERNS_KEY in checks:  # allOf-merged patterns, as jsonschema reads them
-        checks = dict(checks)
-        checks["allOf"] = [*checks.get("allOf", []),
-                           *({"pattern": p} for p in checks.pop(PATTERNS_KEY))]
-    try:
+        # an unresolvable $ref raises UnsupportedSchemaError: never dropped silently
         return conv.is_valid(checks, value)
-    except Exception as exc:  # noqa: BLE001 - undecidable: keep the value
-        from referencing.exceptions import Unresolvable
-
-        if isinstance(exc, Unresolvable):  # never drop a $ref's constraint silently
-            conv.unsupported("$ref", ptr, f"{exc} (next to enum/const)")
+    except UndecidedError:  # e.g. unevaluatedProperties: keep the value
         return True
 
 
@@ -544,7 +561,9 @@ def _load(schema) -> dict | bool:
     if isinstance(schema, str):
         try:
             return json.loads(schema)
-        except json.JSONDecodeError as exc:
+        except RecursionError:  # json's C parser nests per level
+            return run_deep(_load, schema)
+        except ValueError as exc:  # JSONDecodeError, or Python's int-digit limit
             raise GrammarError(f"schema is not valid JSON: {exc}") from None
     if isinstance(schema, (dict, bool)):
         return schema
@@ -552,6 +571,56 @@ def _load(schema) -> dict | bool:
         return schema.model_json_schema()
     raise GrammarError(f"schema must be a JSON string, a dict or a pydantic model class, "
                        f"got {type(schema).__name__}")
+
+
+# A schema within these bounds compiles on the caller's stack; beyond them on run_deep's.
+_SHALLOW_JSON_DEPTH = 24
+_SHALLOW_REFS = 16
+_SHALLOW_MAGNITUDE = 40  # decimal digits / exponent of numbers (digit-wise range rules)
+_SHALLOW_NESTING = 60  # value() levels on the caller's stack (a few frames each)
+
+
+def _scan(root, what: str) -> bool:
+    """Check the parsed schema for values no compilation can handle, without recursion,
+    and tell whether compiling it may recurse deeply.
+
+    Raises
+    ------
+    GrammarError
+        An integer too long for Python's int-to-text conversion, or a schema nested
+        deeper than ``MAX_NESTING_DEPTH`` (JSON levels, counted loosely: two per object
+        level of ``properties``).
+    """
+    deep = False
+    refs = 0
+    stack = [(root, 0, "")]
+    while stack:
+        node, depth, ptr = stack.pop()
+        if depth > _SHALLOW_JSON_DEPTH:
+            deep = True
+        if depth > 3 * MAX_NESTING_DEPTH:
+            where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
+            raise GrammarError(f"{what} nested deeper than {3 * MAX_NESTING_DEPTH} JSON "
+                               f"levels at {where} (MAX_NESTING_DEPTH="
+                               f"{MAX_NESTING_DEPTH} schema levels)")
+        if isinstance(node, dict):
+            refs += "$ref" in node
+            stack.extend((v, depth + 1, f"{ptr}/{k}") for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1, f"{ptr}/{i}") for i, v in enumerate(node))
+        elif isinstance(node, int) and not isinstance(node, bool):
+            if node.bit_length() > 3 * _SHALLOW_MAGNITUDE:
+                deep = True
+                try:
+                    str(node)
+                except ValueError:
+                    raise GrammarError(
+                        f"{what}: the integer at {ptr or '#'} has more digits than Python "
+                        f"converts ({node.bit_length()} bits)") from None
+        elif isinstance(node, float) and node != 0 and not (
+                10.0 ** -_SHALLOW_MAGNITUDE < abs(node) < 10.0 ** _SHALLOW_MAGNITUDE):
+            deep = True
+    return deep or refs > _SHALLOW_REFS
 
 
 def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None = None,
@@ -610,8 +679,32 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None
         raise GrammarError(f"indent must be a non-negative integer, got {indent!r}")
     remotes = check_remotes(remote_schemas)
     root = _load(schema)
+    deep = _scan(root, "schema")
+    check_schema_shapes(root)
+    for uri, doc in (remotes or {}).items():
+        deep = _scan(doc, f"remote_schemas[{uri!r}]") or deep
+        check_schema_shapes(doc, f"remote_schemas[{uri!r}]")
+    args = (root, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,
+            unsupported, remotes)
+    # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
+    # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
+    if not deep:
+        try:
+            return _convert(*args, nesting_limit=_SHALLOW_NESTING)
+        except (_NeedsDeepStack, RecursionError):
+            pass  # e.g. a $ref cycle through allOf: again, where the full limit applies
+    return run_deep(_convert, *args)
+
+
+class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
+    """Raised on the caller's stack past ``_SHALLOW_NESTING``: compile again deeper."""
+
+
+def _convert(root, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,
+             unsupported, remotes, nesting_limit: int = MAX_NESTING_DEPTH) -> GrammarIR:
     layout = Layout(any_whitespace, indent, separators, max_whitespace_cnt)
     conv = Converter(root, layout, strict_mode, unsupported, RefIndex(root, remotes))
+    conv.nesting_limit = nesting_limit
     conv.rules["root"] = None
     body = conv.value(conv.root, "", 0)
     if body is None:

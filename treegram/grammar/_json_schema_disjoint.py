@@ -5,7 +5,7 @@ A ``oneOf`` whose branches are pairwise disjoint compiles as a plain choice; oth
 others, which is larger and not always expressible. Two branches are disjoint when:
 
 - their ``const``/``enum`` values differ, or the other branch rejects every one of them
-  (checked with ``jsonschema``);
+  (checked with treegram's own validator, :mod:`._json_schema_validate`);
 - their types do not meet (the parent's ``type`` applies to a branch without one);
 - both are strings whose languages (code point automata) do not intersect;
 - both are objects that require a common property with disjoint schemas (``const``,

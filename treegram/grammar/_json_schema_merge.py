@@ -29,6 +29,7 @@ _SUBSCHEMA = ("additionalProperties", "items", "propertyNames", "unevaluatedProp
               "additionalItems")
 _CONTAINS = ("contains", "minContains", "maxContains", CONTAINS_ALL)
 _MAX_DEPTH = 32
+_MAX_ACTIVE_MERGES = 200
 
 
 def merge_all_of(conv, schema: dict, ptr: str, _depth: int = 0) -> dict | bool:
@@ -39,6 +40,19 @@ def merge_all_of(conv, schema: dict, ptr: str, _depth: int = 0) -> dict | bool:
     dict or bool
         ``False`` when the parts contradict (no value fits).
     """
+    # Merging never calls back into the converter's value(), so active merges only nest
+    # through allOf / oneOf negation / $ref cycles; past the bound it is such a cycle.
+    if conv.merging >= _MAX_ACTIVE_MERGES:
+        conv.unsupported("allOf", ptr, "recursive reference inside allOf / oneOf")
+        return True
+    conv.merging += 1
+    try:
+        return _merge_all_of(conv, schema, ptr, _depth)
+    finally:
+        conv.merging -= 1
+
+
+def _merge_all_of(conv, schema: dict, ptr: str, _depth: int) -> dict | bool:
     if needs_logic(conv, schema):
         schema = expand_logic(conv, schema, ptr)
     if "allOf" not in schema and "$ref" not in schema:

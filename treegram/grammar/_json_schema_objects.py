@@ -12,7 +12,7 @@ its ``,`` / ``}`` / ``]`` in the same rule unless a shared tail was hoisted into
 from __future__ import annotations
 
 from treegram.grammar._charset_dfa import DfaLimitError, dfa_string_expr
-from treegram.grammar._ir import Expr, Repeat, RuleRef
+from treegram.grammar._ir import Choice, Expr, Repeat, RuleRef, Seq
 from treegram.grammar._json_schema_arrays import (
     UNCONSTRAINED,
     contains_all_expr,
@@ -31,6 +31,7 @@ from treegram.grammar._json_schema_lex import (
 from treegram.grammar._json_schema_logic import OPEN
 from treegram.grammar._json_schema_merge import CONTAINS_ALL
 from treegram.grammar._json_schema_strings import any_string
+from treegram.grammar._json_schema_validate import UndecidedError
 
 __all__ = ["ObjectBuilder", "array_expr"]
 
@@ -160,12 +161,8 @@ def _as_string(names_schema):
 
 def _name_ok(conv, names_schema, name: str) -> bool:
     try:
-        import jsonschema  # noqa: F401 - the oracle below needs it
-    except ImportError:
-        return True
-    try:
         return conv.is_valid(names_schema, name)  # its $refs resolve in this compilation
-    except Exception:  # noqa: BLE001 - keep the property when undecidable
+    except UndecidedError:  # keep the property when undecidable
         return True
 
 
@@ -218,6 +215,7 @@ class _Counted:
         self.any_order = any_order
         self.lo, self.hi, self.depth = lo, hi, depth
         self.memo: dict[tuple[int, int], Expr | None] = {}
+        self.bodies: dict[tuple[int, tuple[int, int]], Expr] = {}
         # Counts above the cap behave alike.
         self.cap = hi if hi is not None else lo
         after = len(any_order.named) if any_order is not None else 0
@@ -234,27 +232,77 @@ class _Counted:
     def _tail_can_be_empty(self) -> bool:
         return self.remaining_required[0] == 0 and self.lo == 0
 
+    def _key(self, i: int, c: int) -> tuple[int, int]:
+        return (i, min(c, self.cap + 1) if self.hi is None else c)
+
+    def _pruned(self, i: int, c: int) -> bool:
+        return self.hi is not None and c + self.remaining_required[i] > self.hi
+
     def tail(self, i: int, c: int) -> Expr | None:
         """What follows after slot ``i`` with ``c`` members written (``c >= 1`` unless
-        nothing was written); ``None`` when nothing can follow."""
-        key = (i, min(c, self.cap + 1) if self.hi is None else c)
+        nothing was written); ``None`` when nothing can follow.
+
+        Iterative (an explicit depth-first stack in the order a recursion would take), so
+        thousands of properties cannot exhaust Python's stack.
+        """
+        key = self._key(i, c)
         if key in self.memo:
             return self.memo[key]
-        self.memo[key] = None
-        out = self._tail(i, c)
-        self.memo[key] = out
-        return out
+        stack = [(i, c, False)]
+        while stack:
+            i, c, expanded = stack.pop()
+            key = self._key(i, c)
+            if expanded:
+                self.memo[key] = self._tail(i, c)
+                continue
+            if key in self.memo:
+                continue
+            self.memo[key] = None
+            stack.append((i, c, True))
+            if i == len(self.slots) or self._pruned(i, c):
+                continue
+            slot, required = self.slots[i]
+            # children pushed in reverse so the take branch is built first
+            if not required:
+                stack.append((i + 1, c, False))
+            if slot is not None:
+                stack.append((i + 1, c + 1, False))
+        return self.memo[self._key(i, c)]
 
     def _tail(self, i: int, c: int) -> Expr | None:
-        if self.hi is not None and c + self.remaining_required[i] > self.hi:
+        """One step of :meth:`tail`; the tails after slot ``i`` are already memoised."""
+        if self._pruned(i, c):
             return None
         if i == len(self.slots):
             return self._extras(c)
         slot, required = self.slots[i]
-        sep = self.lay.comma(self.depth) if c > 0 else EMPTY
-        take = seq(sep, slot, self.tail(i + 1, c + 1)) if slot is not None else None
-        skip = None if required else self.tail(i + 1, c)
-        return alt(take, skip)
+        take = None
+        if slot is not None:
+            after = self._key(i + 1, c + 1)
+            nxt = self.memo[after]
+            if nxt is not None:
+                # slot i and what follows it, one node whatever came before, so the
+                # first-member branch and the later ones share it
+                body = self.bodies.get((i, after))
+                if body is None:
+                    body = self.bodies[(i, after)] = seq(slot, nxt)
+                if c == 0:
+                    take = body
+                elif required:  # flat: a chain of required slots must not nest
+                    take = seq(self.lay.comma(self.depth), body)
+                else:
+                    take = Seq((self.lay.comma(self.depth), body))
+        skip = None if required else self.memo[self._key(i + 1, c)]
+        if take is None or skip is None:
+            return take if skip is None else skip
+        if c > 0:
+            # Keep the skipped tail one node (not flattened into this choice): it is
+            # shared with the previous slot's take branch, so it becomes one rule and
+            # N optional properties cost O(N) rules of O(1) size each.
+            return Choice((take, skip))
+        # Before the first member: one flat choice of every possible first member
+        # (tuple concatenation, not alt's per-item walk, keeps this cheap).
+        return Choice((take, *skip.items)) if isinstance(skip, Choice) else Choice((take, skip))
 
     def _extras(self, c: int) -> Expr | None:
         if self.any_order is not None:

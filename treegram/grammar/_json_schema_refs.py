@@ -100,7 +100,6 @@ class RefIndex:
         self.dynamic: dict[str, set[tuple[int, Path]]] = {}
         self.scopes: dict[tuple[int, Path], tuple[str, object]] = {}  # base URI, $schema
         self.nodes: dict[tuple[int, Path], object] = {}
-        self._registry = None
         self._add_doc(root, ROOT_URI, schema_uri)
         for uri, doc in (remotes or {}).items():
             self._add_doc(doc, urldefrag(uri)[0], schema_uri)
@@ -260,28 +259,6 @@ class RefIndex:
             out["allOf"] = [*out.get("allOf", []), {"$ref": self.key(loc)}]
         else:
             out["$ref"] = self.key(loc)
-
-    # -- oracle -------------------------------------------------------------------------
-    def is_valid(self, schema, value) -> bool:
-        """Whether ``jsonschema`` validates ``value`` against a rewritten ``schema``.
-
-        Raises ``ImportError`` without ``jsonschema``; any other failure propagates.
-        """
-        import jsonschema
-
-        if self._registry is None:
-            from referencing import Registry, Resource
-            from referencing.jsonschema import DRAFT7, DRAFT202012
-
-            spec = DRAFT7 if self.legacy else DRAFT202012
-            pairs = []
-            for uri, (i, path) in self.resources.items():
-                if not path:
-                    pairs.append((uri, Resource.from_contents(
-                        self.docs[i], default_specification=spec)))
-            self._registry = Registry().with_resources(pairs)
-        cls = jsonschema.Draft7Validator if self.legacy else jsonschema.Draft202012Validator
-        return cls(schema, registry=self._registry).is_valid(value)
 
 
 def check_remotes(remotes) -> dict | None:

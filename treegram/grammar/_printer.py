@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from treegram.errors import GrammarError
+from treegram.grammar._deep import SHALLOW_DEPTH, ir_depth, run_sized
 from treegram.grammar._ebnf import MACRO_NAMES, NAME_PATTERN
 from treegram.grammar._ir import (
     MAX_CODEPOINT,
@@ -146,6 +147,10 @@ def grammar_to_ebnf(ir: GrammarIR) -> str:
         A rule name is not a valid EBNF name, or the IR holds something EBNF cannot
         express (non-UTF-8 bytes, invalid ranges or repeat bounds).
     """
+    return run_sized(ir_depth(ir) > SHALLOW_DEPTH, _grammar_to_ebnf, ir)
+
+
+def _grammar_to_ebnf(ir: GrammarIR) -> str:
     rules = sorted(ir.rules, key=lambda r: r.name != ir.root)
     lines = []
     for rule in rules:

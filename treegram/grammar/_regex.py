@@ -83,6 +83,8 @@ _INLINE_FLAGS = re.compile(r"[-a-zA-Z]+[:)]")
 
 # Maximal nesting of groups (keeps recursion well below Python's limit).
 _MAX_DEPTH = 100
+# Repetition counts: at most 18 digits (Python refuses to parse 4,300 and more).
+_MAX_COUNT_DIGITS = 18
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,8 @@ class _Parser:
             m = _COUNTED.match(self.text, pos)
             if m is None:
                 return None  # a literal '{' (Annex B)
+            if max(len(m.group(1)), len(m.group(3) or "")) > _MAX_COUNT_DIGITS:
+                self.error(f"repetition count with more than {_MAX_COUNT_DIGITS} digits", pos)
             self.pos = m.end()
             lo = int(m.group(1))
             if m.group(2) is None:
