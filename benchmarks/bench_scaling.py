@@ -284,7 +284,8 @@ def plot(results: list[dict], engines: list[str], path: Path) -> bool:
         ax.set_xlabel("size")
         ax.set_ylabel("seconds")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:  # no engine may have finished any size
+            ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
