@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Literal
 
@@ -49,6 +50,41 @@ def _hold(matchers) -> tuple:
         raise ArgumentError(f"matchers must be a list of GrammarMatcher, got "
                             f"{type(matchers).__name__}")
     return tuple(matchers)  # one atomic copy under the GIL
+
+
+def _claiming(position: int):
+    """Decorate a batch operation whose ``matchers`` is argument ``position``: hold the
+    matchers (:func:`_hold`) and claim each one's lock for the whole call, so that no other
+    thread works on them meanwhile (MatcherStateError naming the first busy one)."""
+
+    def decorate(method):
+        @functools.wraps(method)
+        def claiming(*args, **kwargs):
+            args = list(args)
+            if len(args) <= position:  # passed by keyword
+                held = _hold(kwargs["matchers"])
+                kwargs["matchers"] = held
+            else:
+                held = args[position] = _hold(args[position])
+            claimed = []
+            try:
+                for i, m in enumerate(held):
+                    busy = getattr(m, "_busy", None) if isinstance(m, GrammarMatcher) else None
+                    if busy is None:
+                        continue  # the operation's own validation names it
+                    if not busy.acquire(False):
+                        raise MatcherStateError(
+                            f"matchers[{i}] is in use by another thread (a matcher serves "
+                            "one thread at a time)")
+                    claimed.append(busy)
+                return method(*args, **kwargs)
+            finally:
+                for busy in claimed:
+                    busy.release()
+
+        return claiming
+
+    return decorate
 
 
 def _check_distinct(mslots: np.ndarray, positions: np.ndarray | None = None) -> None:
@@ -209,6 +245,7 @@ class BatchGrammarMatcher:
                 rerun(int(k))
 
     # ------------------------------------------------------------ operations
+    @_claiming(1)
     def batch_fill_next_token_bitmask(self, matchers, bitmask, indices=None) -> None:
         """Fill ``bitmask[indices[k]]`` (default: row ``k``) for ``matchers[k]``.
 
@@ -242,6 +279,7 @@ class BatchGrammarMatcher:
         self._retry(matchers, np.arange(b), status, lambda k: self._run_one(
             _batch.batch_fill, (gslots, mslots, rows, out, status), k))
 
+    @_claiming(1)
     def batch_accept_token(self, matchers, tokens) -> list[bool]:
         """Accept ``tokens[k]`` in ``matchers[k]``; returns whether each was accepted.
 
@@ -273,6 +311,7 @@ class BatchGrammarMatcher:
         return (status == 1).tolist()
 
     @staticmethod
+    @_claiming(0)
     def batch_accept_string(matchers, strings) -> list[bool]:
         """Accept ``strings[k]`` (str or bytes) in ``matchers[k]``, each as one step.
 
@@ -310,6 +349,7 @@ class BatchGrammarMatcher:
         return [m.accept_string(s) for m, s in zip(matchers, data, strict=True)]
 
     @staticmethod
+    @_claiming(0)
     def batch_rollback(matchers, num_tokens=1) -> None:
         """Roll ``matchers[k]`` back by ``num_tokens`` (an int or one count per matcher).
 
@@ -351,6 +391,7 @@ class BatchGrammarMatcher:
         finally:
             REGISTRY_LOCK.release_read()
 
+    @_claiming(1)
     def batch_traverse_draft_tree(
         self,
         matchers,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import threading
 import weakref
 
 import numpy as np
@@ -40,6 +42,27 @@ from ._tree_input import (
 )
 
 __all__ = ["GrammarMatcher"]
+
+
+def _exclusive(method):
+    """Run ``method`` only while no other thread uses the matcher: two threads working on
+    one matcher's arrays at once could make a kernel read past them (one grows an array
+    that the other still indexes by the old bounds), so the second one gets a
+    MatcherStateError instead. The same thread may nest calls (a re-entrant lock)."""
+
+    @functools.wraps(method)
+    def exclusive(self, *args, **kwargs):
+        busy = self._busy
+        if not busy.acquire(False):
+            raise MatcherStateError(
+                f"GrammarMatcher.{method.__name__}: the matcher is in use by another thread "
+                "(a matcher serves one thread at a time; fork it for another thread)")
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            busy.release()
+
+    return exclusive
 
 _JUMP_FORWARD_LIMIT = 4096
 
@@ -95,8 +118,10 @@ class GrammarMatcher:
 
     Thread safety: the kernels release the GIL. Different matchers (also of one
     CompiledGrammar) may be used from different threads at the same time, scalar and
-    batch calls mixed. One matcher holds one request's state: it must not be used by two
-    calls at once (from two threads, or twice in one batch call, which is rejected).
+    batch calls mixed. One matcher holds one request's state and serves one call at a
+    time: a call (scalar, or a batch call that lists it) made while another thread's call
+    is using it raises MatcherStateError instead of waiting, and a matcher listed twice in
+    one batch call is rejected.
     Dropping the last reference to a matcher from any thread is safe even while batch
     calls run: a batch call keeps every matcher it was given alive until it returns.
 
@@ -169,6 +194,7 @@ class GrammarMatcher:
         self._memo_row = np.zeros((self._vocab_size + 31) // 32, dtype=np.int32)
         self._cand = np.zeros(64, dtype=np.int32)  # uncertain-candidate scratch
         self._mask_cache: tuple | None = None
+        self._busy = threading.RLock()  # held by the thread working on the arrays
         self._clock = np.zeros(2, dtype=np.int64)
         self._stack = np.zeros(64, dtype=np.int32)  # traversal scratch
         self._slot = -1  # registry slot, taken on first batch use
@@ -177,6 +203,7 @@ class GrammarMatcher:
         self.reset()
 
     # ------------------------------------------------------------------ state
+    @_exclusive
     def reset(self) -> None:
         """Return to the initial state (nothing accepted)."""
         while start_chart(self._ab, self._items_s, self._items_o,
@@ -187,6 +214,7 @@ class GrammarMatcher:
         self._meta[M_STOPPED] = 0
         self._memo_meta[0] = -1
 
+    @_exclusive
     def fork(self) -> GrammarMatcher:
         """An independent copy sharing the compiled grammar (own state, own slot)."""
         twin = object.__new__(type(self))
@@ -195,6 +223,7 @@ class GrammarMatcher:
                      "_memo_meta", "_memo_row", "_bufs", "_cand", "_clock", "_stack"):
             setattr(twin, name, getattr(self, name).copy())
         twin._mask_cache = None
+        twin._busy = threading.RLock()
         twin._slot = -1  # a registry slot belongs to exactly one matcher
         twin._slot_owner = None
         twin._batch_key = -1
@@ -287,6 +316,7 @@ class GrammarMatcher:
                                   self._meta[M_TOP]))
 
     # ------------------------------------------------------------ accepting
+    @_exclusive
     def accept_token(self, token_id: int) -> bool:
         """Accept one token.
 
@@ -313,6 +343,7 @@ class GrammarMatcher:
                 return st == 1
             self._resolve(st, int(self._tok_offsets[token_id + 1] - self._tok_offsets[token_id]))
 
+    @_exclusive
     def accept_string(self, input_str: str | bytes) -> bool:
         """Accept a whole string as one step (one unit of rollback).
 
@@ -350,6 +381,7 @@ class GrammarMatcher:
                 return False
             self._resolve(new_top, data.shape[0])
 
+    @_exclusive
     def rollback(self, num_tokens: int = 1) -> None:
         """Undo the last ``num_tokens`` accepted tokens or strings.
 
@@ -372,6 +404,7 @@ class GrammarMatcher:
             )
 
     # ---------------------------------------------------------------- queries
+    @_exclusive
     def is_terminated(self) -> bool:
         """Whether generation is over: a stop token was accepted, or (with
         ``terminate_without_stop_token``) the grammar is complete."""
@@ -379,6 +412,7 @@ class GrammarMatcher:
             return self._can_end()
         return bool(self._meta[M_STOPPED])
 
+    @_exclusive
     def is_completed(self) -> bool:
         """Whether the input so far is a complete sentence of the grammar."""
         return bool(self._meta[M_STOPPED]) or self._can_end()
@@ -403,6 +437,7 @@ class GrammarMatcher:
         return int(self._meta[M_STEPS])
 
     # ------------------------------------------------------------------ masks
+    @_exclusive
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
         """Write the allowed-token mask of the next token into ``bitmask[index]``.
 
@@ -467,6 +502,7 @@ class GrammarMatcher:
             self._resolve(st)
 
     # ------------------------------------------------------------- draft trees
+    @_exclusive
     def traverse_draft_tree(
         self,
         retrieve_next_token,
@@ -554,6 +590,7 @@ class GrammarMatcher:
             self._resolve(st, None)
 
     # ------------------------------------------------------------------ chains
+    @_exclusive
     def fill_chain_bitmask(self, draft_tokens, bitmask) -> int:
         """Masks for every position of a linear draft (vLLM-style chains) in one call.
 
@@ -580,6 +617,7 @@ class GrammarMatcher:
         self.traverse_draft_tree(next_token, np.full(k + 1, -1, dtype=np.int64), draft, bitmask)
         return self._accepts_prefix(tokens, k)
 
+    @_exclusive
     def count_acceptable_tokens(self, tokens) -> int:
         """How many leading ``tokens`` the grammar accepts in a row (vLLM's
         ``validate_tokens`` asks this). Does not change the state."""
@@ -606,6 +644,7 @@ class GrammarMatcher:
             self.rollback(n)
         return n
 
+    @_exclusive
     def find_jump_forward_string(self) -> str:
         """The longest string every continuation starts with (stops where the grammar may
         end or branch). Does not change the state."""
