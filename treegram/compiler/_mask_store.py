@@ -26,7 +26,7 @@ __all__ = ["MaskStore"]
 KIND_LIST = 0
 KIND_BITSET = 1
 # Nodes a slice containment check explores before it gives up.
-SLICE_CHECK_CAP = 4096
+SLICE_CHECK_CAP = 16384
 # Token length limits (bytes) of the limited JSON string slices: a state that surely accepts
 # n characters of string text but not provably exactly n walks the tokens outside the
 # largest limited slice that fits.
