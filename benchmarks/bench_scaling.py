@@ -39,7 +39,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, load_average, machine_meta, package_versions  # noqa: E402
+from _common import (  # noqa: E402
+    command_line,
+    load_average,
+    machine_meta,
+    package_versions,
+    xgrammar_like,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "scaling.json"
@@ -125,11 +131,7 @@ class _Xgrammar:
 
         info = _vocab(vocab)
         self.xg = xgrammar
-        xinfo = xgrammar.TokenizerInfo(list(info.decoded_vocab), xgrammar.VocabType.RAW,
-                                       vocab_size=info.vocab_size,
-                                       stop_token_ids=list(info.stop_token_ids))
-        self.compiler = xgrammar.GrammarCompiler(xinfo, cache_enabled=False)
-        self.bitmask = xgrammar.allocate_token_bitmask(1, info.vocab_size)
+        self.compiler, self.bitmask = xgrammar_like(info)
 
     def compile(self, kind: str, source: str):
         if kind == "schema":

@@ -25,6 +25,7 @@ from ..grammar._deep import (
     ir_depth,
     run_sized,
 )
+from ..grammar._graphs import cycles_of_two_or_more
 from ..grammar._ir import Bytes, CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
 from ._repeats import split_long_repeats
 from ._utf8 import complement_ranges, normalize_ranges, utf8_sequences
@@ -276,46 +277,7 @@ def _tail_cycles(bodies, rule_ids: dict[str, int]) -> dict[int, frozenset[int]]:
     found with an iterative Tarjan walk)."""
     graph = [sorted({rule_ids[n] for n in _tail_refs(body) if n in rule_ids})
              for _, body in bodies]
-    index = [-1] * len(graph)
-    low = [0] * len(graph)
-    on_stack = [False] * len(graph)
-    stack: list[int] = []
-    out: dict[int, frozenset[int]] = {}
-    counter = 0
-    for root in range(len(graph)):
-        if index[root] >= 0:
-            continue
-        work = [(root, 0)]
-        while work:
-            v, i = work.pop()
-            if i == 0:
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on_stack[v] = True
-            if i < len(graph[v]):
-                work.append((v, i + 1))
-                w = graph[v][i]
-                if index[w] < 0:
-                    work.append((w, 0))
-                elif on_stack[w]:
-                    low[v] = min(low[v], index[w])
-                continue
-            if work:  # v is done: pass its low link to the caller
-                u = work[-1][0]
-                low[u] = min(low[u], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on_stack[w] = False
-                    comp.append(w)
-                    if w == v:
-                        break
-                if len(comp) > 1:
-                    for w in comp:
-                        out[w] = frozenset(comp) - {w}
-    return out
+    return {w: frozenset(comp) - {w} for comp in cycles_of_two_or_more(graph) for w in comp}
 
 
 def _inline_tail_calls(nfa: _Nfa, rid: int, accept: int, cycle: frozenset[int], bodies,

@@ -45,6 +45,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 
+from treegram.grammar._graphs import cycles_of_two_or_more
 from treegram.grammar._ir import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
 from treegram.grammar._ranges import complement, normalize
 
@@ -839,51 +840,9 @@ def dfa_expr(conv, d: Dfa, base: str, encode) -> Expr | None:
 
 
 def _on_cycles(groups: list[dict[int, list]]) -> list[bool]:
-    """Per state, whether it lies on a cycle through another state (Tarjan, iterative)."""
-    n = len(groups)
-    index = [-1] * n
-    low = [0] * n
-    on_stack = [False] * n
-    stack: list[int] = []
-    out = [False] * n
-    counter = 0
-    for root in range(n):
-        if index[root] >= 0:
-            continue
-        work = [(root, iter([t for t in groups[root] if t != root]))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack[root] = True
-        while work:
-            v, it = work[-1]
-            advanced = False
-            for w in it:
-                if index[w] < 0:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack[w] = True
-                    work.append((w, iter([t for t in groups[w] if t != w])))
-                    advanced = True
-                    break
-                if on_stack[w]:
-                    low[v] = min(low[v], index[w])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                u = work[-1][0]
-                low[u] = min(low[u], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on_stack[w] = False
-                    comp.append(w)
-                    if w == v:
-                        break
-                if len(comp) > 1:
-                    for w in comp:
-                        out[w] = True
+    """Per state, whether it lies on a cycle through another state."""
+    out = [False] * len(groups)
+    for comp in cycles_of_two_or_more([[t for t in g if t != v] for v, g in enumerate(groups)]):
+        for w in comp:
+            out[w] = True
     return out
