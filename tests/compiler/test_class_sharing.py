@@ -106,9 +106,8 @@ def test_slice_path_equals_the_plain_walk(grammars):
     n_slice = 0
     for compiled in grammars:
         store = compiled._store
-        scratch = store._signature_scratch()
         for s in _sample(compiled.automaton.n_states):
-            bitset, n_accepted, met, uncertain = store._walk(s, scratch, 0)
+            bitset, n_accepted, met, uncertain = store._walk(s, *store._string_slice(s), 0)
             plain_bits, plain_unc = _plain(compiled, s)
             assert np.array_equal(bitset, plain_bits), (compiled, s)
             assert np.array_equal(uncertain, plain_unc), (compiled, s)
@@ -140,7 +139,7 @@ def test_equal_signatures_classify_alike_across_grammars(grammars, info):
         store = compiled._store
         store._shared, saved = cache, store._shared
         try:
-            scratch = store._signature_scratch()
+            scratch: list = []
             for s in range(compiled.automaton.n_states):
                 signature = store._signature(s, scratch)
                 if signature is None:

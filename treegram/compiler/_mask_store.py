@@ -140,13 +140,11 @@ class MaskStore:
     def classify_states(self, states) -> None:
         """Make sure every state in ``states`` has a class."""
         with self._lock:
-            scratch = None
+            scratch: list = []  # the signature kernel's scratch, made on first need
             for s in states:
                 s = int(s)
                 if self._state_class[s] >= 0:
                     continue
-                if scratch is None:
-                    scratch = self._signature_scratch()
                 key, encoded = self._class_of(s, scratch)
                 self._assign(s, *self._insert(key, *encoded))
 
@@ -175,7 +173,7 @@ class MaskStore:
         """
         keys: list[bytes] = []
         encoded: dict[bytes, tuple] = {}
-        scratch = self._signature_scratch()
+        scratch: list = []  # the signature kernel's scratch, made on first need
         for s in states:
             key, payload = self._class_of(int(s), scratch)
             if key not in encoded and key not in self._index:
@@ -197,24 +195,25 @@ class MaskStore:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _signature_scratch(self) -> tuple[np.ndarray, np.ndarray]:
-        return (np.full(self._state_class.shape[0], -1, dtype=np.int32),
-                np.full(self._n_rules, -1, dtype=np.int32))
-
-    def _signature(self, s: int, scratch) -> tuple[int, int] | None:
-        """The classification signature of state ``s`` (None when its window is too big)."""
+    def _signature(self, s: int, scratch: list) -> tuple[int, int] | None:
+        """The classification signature of state ``s`` (None when its window is too big).
+        ``scratch`` holds the kernel's scratch arrays, made here when it is empty."""
+        if not scratch:
+            scratch += [np.full(self._state_class.shape[0], -1, dtype=np.int32),
+                        np.full(self._n_rules, -1, dtype=np.int32)]
         ok, h0, h1 = state_signature(
             *self._automaton_arrays, s, self._rule_follow[self._state_rule[s]],
             self._sorted_vocab.max_len, SIGNATURE_CAP, self._shared.key0, self._shared.key1,
             *scratch)
         return (int(h0), int(h1)) if ok else None
 
-    def _class_of(self, s: int, scratch) -> tuple[bytes, tuple]:
+    def _class_of(self, s: int, scratch: list) -> tuple[bytes, tuple]:
         """(digest, (kind, payload, uncertain)) of state ``s``: from the vocabulary's shared
         class cache when a state with the same signature was classified before, else from a
         walk of the token trie (then shared)."""
         signature = None
-        walked = self._walk(s, scratch, WALK_BUDGET)
+        string_slice, reach = self._string_slice(s)
+        walked = self._walk(s, string_slice, reach, WALK_BUDGET)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
             signature = self._signature(s, scratch)
@@ -222,7 +221,7 @@ class MaskStore:
                 hit = self._shared.get(signature)
                 if hit is not None:
                     return hit[0], hit[1:]
-            walked = self._walk(s, scratch, 0)
+            walked = self._walk(s, string_slice, reach, 0)
         bitset, n_accepted, accepted, uncertain = walked
         key = _digest(bitset, uncertain)
         if n_accepted >= self._n_words:
@@ -255,17 +254,17 @@ class MaskStore:
             return self._shared.string_slice(self._n_words, limits[-1]), limits[-1]
         return None, 0
 
-    def _walk(self, s: int, scratch, budget: int
+    def _walk(self, s: int, string_slice: StringSlice | None, reach: int, budget: int
               ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray] | None:
         """Classify state ``s`` by a trie walk: (accepted token-id bitset, number accepted,
         sorted positions of the accepted tokens that the walk met, sorted positions of the
-        uncertain tokens), or None past ``budget`` trie nodes (0: no limit). A state that
-        contains the JSON string slice (or its part of tokens up to some length) walks only
-        the tokens outside it; the slice's own tokens are all accepted."""
+        uncertain tokens), or None past ``budget`` trie nodes (0: no limit). With the
+        JSON string slice that the state contains (:meth:`_string_slice`), only the tokens
+        outside it are walked; the slice's own tokens (up to ``reach`` characters) are all
+        accepted."""
         a = self._automaton_arrays
         sv = self._sorted_vocab
         follow = self._rule_follow[self._state_rule[s]]
-        string_slice, reach = self._string_slice(s)
         if string_slice is not None:
             outside = string_slice.outside
             walked = classify(a, s, follow, string_slice.outside_trie, outside.shape[0],
