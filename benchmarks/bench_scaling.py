@@ -101,14 +101,13 @@ def _vocab(kind: str):
     return treegram.TokenizerInfo(vocab, stop_token_ids=[256])
 
 
-class _Treegram:
-    def __init__(self, vocab: str) -> None:
-        import treegram
+class _Engine:
+    """One engine's compiler, matcher class and bitmask (treegram mirrors xgrammar's API)."""
 
-        self.tg = treegram
-        info = _vocab(vocab)
-        self.compiler = treegram.GrammarCompiler(info, cache_enabled=False)
-        self.bitmask = treegram.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    def __init__(self, module, compiler, bitmask) -> None:
+        self.module = module
+        self.compiler = compiler
+        self.bitmask = bitmask
 
     def compile(self, kind: str, source: str):
         if kind == "schema":
@@ -116,7 +115,7 @@ class _Treegram:
         return self.compiler.compile_grammar(source)
 
     def matcher(self, compiled):
-        return self.tg.GrammarMatcher(compiled)
+        return self.module.GrammarMatcher(compiled)
 
     def fill(self, matcher) -> None:
         matcher.fill_next_token_bitmask(self.bitmask, 0)
@@ -125,27 +124,18 @@ class _Treegram:
         return bool(matcher.accept_string(text))
 
 
-class _Xgrammar:
-    def __init__(self, vocab: str) -> None:
-        import xgrammar
+def _treegram(vocab: str) -> _Engine:
+    import treegram
 
-        info = _vocab(vocab)
-        self.xg = xgrammar
-        self.compiler, self.bitmask = xgrammar_like(info)
+    info = _vocab(vocab)
+    return _Engine(treegram, treegram.GrammarCompiler(info, cache_enabled=False),
+                   treegram.allocate_token_bitmask(1, info.vocab_size, backend="numpy"))
 
-    def compile(self, kind: str, source: str):
-        if kind == "schema":
-            return self.compiler.compile_json_schema(source)
-        return self.compiler.compile_grammar(source)
 
-    def matcher(self, compiled):
-        return self.xg.GrammarMatcher(compiled)
+def _xgrammar(vocab: str) -> _Engine:
+    import xgrammar
 
-    def fill(self, matcher) -> None:
-        matcher.fill_next_token_bitmask(self.bitmask, 0)
-
-    def accept(self, matcher, text: str) -> bool:
-        return bool(matcher.accept_string(text))
+    return _Engine(xgrammar, *xgrammar_like(_vocab(vocab)))
 
 
 def measure_once(engine, family: str, n: int) -> dict:
@@ -171,7 +161,7 @@ def measure_once(engine, family: str, n: int) -> dict:
 
 def worker_main(name: str, vocab: str) -> None:
     """Read one JSON job per line from stdin, answer one JSON result per line."""
-    engine = {"treegram": _Treegram, "xgrammar": _Xgrammar}[name](vocab)
+    engine = {"treegram": _treegram, "xgrammar": _xgrammar}[name](vocab)
     measure_once(engine, "optional", 2)  # warm-up: first calls compile kernels
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:

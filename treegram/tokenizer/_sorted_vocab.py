@@ -1,9 +1,9 @@
 """The kernel-facing sorted vocabulary: flat arrays of the tokens a grammar may produce.
 
 Tokens are sorted by their decoded bytes (ties by token id), so every token that extends a
-given token follows it in one contiguous run. Token classification walks this order and,
-when a token's bytes are rejected, skips the whole run ``[i + 1, subtree_end[i])`` of
-tokens that start with them.
+given token follows it in one contiguous run. Token classification walks the trie of this
+order (``SortedVocab.trie``) and, when a prefix is rejected, skips every token that starts
+with it in one step.
 """
 
 from __future__ import annotations
