@@ -56,12 +56,15 @@ class StringSlice:
         The trie of those tokens; its positions index ``outside``.
     """
 
-    def __init__(self, sorted_vocab, n_words: int, max_bytes: int) -> None:
+    def __init__(self, sorted_vocab, n_words: int, max_bytes: int,
+                 leads: np.ndarray | None = None) -> None:
         self.max_bytes = max_bytes
         self.dfa = json_string_slice_dfa()
         self._token_ids = sorted_vocab.token_ids
         self._n_words = n_words
-        self.leads = slice_members(self.dfa, sorted_vocab.offsets, sorted_vocab.data)
+        if leads is None:  # the same for every length limit: callers may pass it on
+            leads = slice_members(self.dfa, sorted_vocab.offsets, sorted_vocab.data)
+        self.leads = leads
         member = (self.leads >= 0) & (np.diff(sorted_vocab.offsets) <= max_bytes)
         self.n_members = int(np.count_nonzero(member))
         self.bitset = positions_to_bitset(sorted_vocab.token_ids,
@@ -151,7 +154,9 @@ class ClassCache:
             with self._lock:
                 found = self._slices.get(key)
                 if found is None:
-                    found = StringSlice(self._sorted_vocab(), n_words, max_bytes)
+                    known = next(iter(self._slices.values()), None)
+                    found = StringSlice(self._sorted_vocab(), n_words, max_bytes,
+                                        None if known is None else known.leads)
                     self._slices[key] = found
         return found
 
