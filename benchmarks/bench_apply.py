@@ -43,8 +43,6 @@ DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "apply.json"
 ENGINES = ("treegram", "xgrammar")
 
 
-
-
 def _random_bitmask(rng: np.random.Generator, rows: int, vocab: int, density: float):
     import torch
 
@@ -85,8 +83,12 @@ def measure(batch: int, vocab: int, runs: int, density: float, seed: int) -> dic
             if not torch.equal(work["treegram"], work["xgrammar"]):
                 mismatches += 1
     nbytes = base.numel() * base.element_size() + bitmask.numel() * bitmask.element_size()
-    result: dict[str, Any] = {"batch": batch, "vocab": vocab, "bytes": nbytes,
-                              "mismatches": mismatches}
+    result: dict[str, Any] = {
+        "batch": batch,
+        "vocab": vocab,
+        "bytes": nbytes,
+        "mismatches": mismatches,
+    }
     for name in ENGINES:
         median_s = statistics.median(samples[name]) / 1e9
         result[name] = {
@@ -97,42 +99,57 @@ def measure(batch: int, vocab: int, runs: int, density: float, seed: int) -> dic
             "gb_per_s": nbytes / median_s / 1e9,
             "samples_ms": [round(x / 1e6, 4) for x in samples[name]],
         }
-    result["ratio_tg_over_xg"] = (result["treegram"]["median_ms"]
-                                  / result["xgrammar"]["median_ms"])
+    result["ratio_tg_over_xg"] = result["treegram"]["median_ms"] / result["xgrammar"]["median_ms"]
     return result
 
 
 def format_table(results: dict) -> str:
-    header = (f"{'batch':>5}  {'engine':<9}  {'median ms':>9}  {'p10 ms':>8}  {'p90 ms':>8}  "
-              f"{'rows/s':>10}  {'GB/s':>6}  {'tg/xg':>6}")
+    header = (
+        f"{'batch':>5}  {'engine':<9}  {'median ms':>9}  {'p10 ms':>8}  {'p90 ms':>8}  "
+        f"{'rows/s':>10}  {'GB/s':>6}  {'tg/xg':>6}"
+    )
     lines = [header, "-" * len(header)]
     for row in results["shapes"]:
         for name in ENGINES:
             r = row[name]
             ratio = f"{row['ratio_tg_over_xg']:.2f}" if name == "treegram" else ""
-            lines.append(f"{row['batch']:>5}  {name:<9}  {r['median_ms']:>9.3f}  "
-                         f"{r['p10_ms']:>8.3f}  {r['p90_ms']:>8.3f}  {r['rows_per_s']:>10.0f}  "
-                         f"{r['gb_per_s']:>6.2f}  {ratio:>6}")
+            lines.append(
+                f"{row['batch']:>5}  {name:<9}  {r['median_ms']:>9.3f}  "
+                f"{r['p10_ms']:>8.3f}  {r['p90_ms']:>8.3f}  {r['rows_per_s']:>10.0f}  "
+                f"{r['gb_per_s']:>6.2f}  {ratio:>6}"
+            )
     meta = results["meta"]
     lines.append("-" * len(header))
-    lines.append(f"vocab {meta['vocab']}, float32 logits, density {meta['density']}, "
-                 f"{meta['runs']} runs per engine, torch threads {meta['torch_threads']}; "
-                 f"mismatching runs: {meta['mismatches']}")
+    lines.append(
+        f"vocab {meta['vocab']}, float32 logits, density {meta['density']}, "
+        f"{meta['runs']} runs per engine, torch threads {meta['torch_threads']}; "
+        f"mismatching runs: {meta['mismatches']}"
+    )
     return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64],
-                    help="batch sizes (rows of logits)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    ap.add_argument(
+        "--batches", type=int, nargs="+", default=[1, 16, 64], help="batch sizes (rows of logits)"
+    )
     ap.add_argument("--vocab", type=int, default=129_280, help="vocabulary size")
     ap.add_argument("--runs", type=int, default=30, help="timed calls per engine and shape")
-    ap.add_argument("--density", type=float, default=0.5,
-                    help="probability that a token is allowed in the random bitmask")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch intra-op threads for treegram (0: torch's default); "
-                         "xgrammar's CPU kernel is single-threaded, so 1 is like for like")
+    ap.add_argument(
+        "--density",
+        type=float,
+        default=0.5,
+        help="probability that a token is allowed in the random bitmask",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads for treegram (0: torch's default); "
+        "xgrammar's CPU kernel is single-threaded, so 1 is like for like",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
     return ap
@@ -150,8 +167,10 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("--threads must be >= 0")
     if args.threads:
         torch.set_num_threads(args.threads)
-    shapes = [measure(batch, args.vocab, args.runs, args.density, args.seed + i)
-              for i, batch in enumerate(args.batches)]
+    shapes = [
+        measure(batch, args.vocab, args.runs, args.density, args.seed + i)
+        for i, batch in enumerate(args.batches)
+    ]
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "vocab": args.vocab,
@@ -161,16 +180,23 @@ def main(argv: list[str] | None = None) -> dict:
         "dtype": "float32",
         "torch_threads": torch.get_num_threads(),
         "mismatches": sum(row["mismatches"] for row in shapes),
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                    "processor": platform.processor() or platform.machine(),
-                    "python": platform.python_version()},
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+        },
         "versions": package_versions(),
-        "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
-                            + (sys.argv[1:] if argv is None else list(argv))),
-        "notes": ("one call per engine per run, engines alternating first place, logits "
-                  "restored untimed before each call; GB/s = (logits + bitmask bytes) / "
-                  "median time; treegram uses its torch backend (bool mask + masked_fill_), "
-                  "xgrammar its C++ CPU kernel."),
+        "command": " ".join(
+            [Path(sys.argv[0]).name if argv is None else "main"]
+            + (sys.argv[1:] if argv is None else list(argv))
+        ),
+        "notes": (
+            "one call per engine per run, engines alternating first place, logits "
+            "restored untimed before each call; GB/s = (logits + bitmask bytes) / "
+            "median time; treegram uses its torch backend (bool mask + masked_fill_), "
+            "xgrammar its C++ CPU kernel."
+        ),
     }
     results = {"meta": meta, "shapes": shapes}
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -87,13 +87,54 @@ ws ::= [ \n\t]*
 JSON_TREE_NODES = 16
 JSON_MAIN_CHAIN = 8  # nodes of the main chain below the root (fewer near a document's end)
 
-_NAMES = ["Ada Lovelace", "Grace Hopper", "Alan Turing", "Edsger Dijkstra", "Barbara Liskov",
-          "Donald Knuth", "Frances Allen", "Ken Thompson", "Margaret Hamilton", "Niklaus Wirth",
-          "José Martínez", "Zoë Müller", "李雷", "Ольга Петрова", "Søren \"Sø\" Kierkegaard"]
-_TAGS = ["compiler", "grammar", "parsing", "systems", "math", "databases", "networking",
-         "gpu", "speculative decoding", "tokenizer", "café", "日本語", "a\\b", "tab\there", "x"]
-_CITIES = ["London", "New York", "Zürich", "São Paulo", "東京", "Kraków", "Reykjavík",
-           "San Francisco", "Paris", "Москва", "Cape Town", "Seoul"]
+_NAMES = [
+    "Ada Lovelace",
+    "Grace Hopper",
+    "Alan Turing",
+    "Edsger Dijkstra",
+    "Barbara Liskov",
+    "Donald Knuth",
+    "Frances Allen",
+    "Ken Thompson",
+    "Margaret Hamilton",
+    "Niklaus Wirth",
+    "José Martínez",
+    "Zoë Müller",
+    "李雷",
+    "Ольга Петрова",
+    'Søren "Sø" Kierkegaard',
+]
+_TAGS = [
+    "compiler",
+    "grammar",
+    "parsing",
+    "systems",
+    "math",
+    "databases",
+    "networking",
+    "gpu",
+    "speculative decoding",
+    "tokenizer",
+    "café",
+    "日本語",
+    "a\\b",
+    "tab\there",
+    "x",
+]
+_CITIES = [
+    "London",
+    "New York",
+    "Zürich",
+    "São Paulo",
+    "東京",
+    "Kraków",
+    "Reykjavík",
+    "San Francisco",
+    "Paris",
+    "Москва",
+    "Cape Town",
+    "Seoul",
+]
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -106,9 +147,17 @@ def make_documents(n: int, rng: random.Random) -> list[str]:
         value = {
             "name": rng.choice(_NAMES),
             "tags": rng.sample(_TAGS, rng.randint(0, 5)),
-            "address": {"city": rng.choice(_CITIES),
-                        "zip": rng.choice([rng.randint(0, 99999), round(rng.uniform(-1e3, 1e5), 3),
-                                           rng.randint(10**6, 10**9), 0.5e-7])},
+            "address": {
+                "city": rng.choice(_CITIES),
+                "zip": rng.choice(
+                    [
+                        rng.randint(0, 99999),
+                        round(rng.uniform(-1e3, 1e5), 3),
+                        rng.randint(10**6, 10**9),
+                        0.5e-7,
+                    ]
+                ),
+            },
         }
         indent = (None, 2, None, 4)[i % 4]
         docs.append(json.dumps(value, indent=indent, ensure_ascii=(i % 3 == 0)))
@@ -129,8 +178,15 @@ def allowed_after(matcher, bitmask, tokens: list[int], vocab_size: int) -> np.nd
         matcher.reset()
 
 
-def build_json_tree(doc_ids: list[int], other_ids: list[int], oracle, bitmask, vocab_size: int,
-                    stop_id: int, rng: random.Random) -> tuple[list[int], list[int], int]:
+def build_json_tree(
+    doc_ids: list[int],
+    other_ids: list[int],
+    oracle,
+    bitmask,
+    vocab_size: int,
+    stop_id: int,
+    rng: random.Random,
+) -> tuple[list[int], list[int], int]:
     """A 16-node tree for a request that has accepted ``doc_ids[:prefix]``.
 
     Returns ``(parents, tokens, prefix)`` with a random ``prefix >= 1``. Node 0 holds the last
@@ -144,11 +200,11 @@ def build_json_tree(doc_ids: list[int], other_ids: list[int], oracle, bitmask, v
     prefix = rng.randint(1, max(1, len(doc_ids) - 2))
     chain_len = min(JSON_MAIN_CHAIN, len(stream) - prefix)
     parents = [-1] + list(range(chain_len))  # node j + 1 hangs below node j
-    tokens = [doc_ids[prefix - 1]] + stream[prefix:prefix + chain_len]
+    tokens = [doc_ids[prefix - 1]] + stream[prefix : prefix + chain_len]
     # allowed[j]: tokens allowed below chain node j (the main chain's token excluded)
     allowed = []
     for j in range(chain_len):
-        ids = allowed_after(oracle, bitmask, stream[:prefix + j], vocab_size)
+        ids = allowed_after(oracle, bitmask, stream[: prefix + j], vocab_size)
         if ids is None:
             break
         allowed.append(ids[ids != tokens[j + 1]])
@@ -163,7 +219,7 @@ def build_json_tree(doc_ids: list[int], other_ids: list[int], oracle, bitmask, v
         parents.append(j)
         tokens.append(tok)
         if len(parents) < JSON_TREE_NODES and tok != stop_id and rng.random() < 0.5:
-            below = allowed_after(oracle, bitmask, stream[:prefix + j] + [tok], vocab_size)
+            below = allowed_after(oracle, bitmask, stream[: prefix + j] + [tok], vocab_size)
             if below is not None and len(below):
                 parents.append(len(parents) - 1)
                 tokens.append(int(below[rng.randrange(len(below))]))
@@ -187,10 +243,13 @@ def setup_seed(requests: int, xgr, treegram) -> dict:
     parents = [-1, 0, 1, 2, 3, 4]
     draft = [vocab.index(c) for c in "xabcde"]
     return {
-        "vocab_size": len(vocab), "stop_id": stop_id, "grammar": SEED_GRAMMAR,
+        "vocab_size": len(vocab),
+        "stop_id": stop_id,
+        "grammar": SEED_GRAMMAR,
         "tg_matchers": [treegram.GrammarMatcher(tg_compiled) for _ in range(requests)],
         "xg_matchers": [xgr.GrammarMatcher(xg_compiled) for _ in range(requests)],
-        "parents": _tensor([parents])[0], "draft_tokens": _tensor([draft] * requests),
+        "parents": _tensor([parents])[0],
+        "draft_tokens": _tensor([draft] * requests),
         "prefix_lengths": [0] * requests,
         "tree": "one 6-node chain shared by all requests (root 'x', then a b c d e)",
     }
@@ -207,8 +266,9 @@ def setup_json(requests: int, seed: int, xgr, treegram, grammar_kind: str = "sch
     vocab_size = info.vocab_size
     stop_ids = list(info.stop_token_ids)
     stop_id = stop_ids[0]
-    xg_info = xgr.TokenizerInfo(list(info.decoded_vocab), xgr.VocabType.RAW,
-                                vocab_size=vocab_size, stop_token_ids=stop_ids)
+    xg_info = xgr.TokenizerInfo(
+        list(info.decoded_vocab), xgr.VocabType.RAW, vocab_size=vocab_size, stop_token_ids=stop_ids
+    )
     tg_compiler = treegram.GrammarCompiler(info)
     xg_compiler = xgr.GrammarCompiler(xg_info)
     if grammar_kind == "schema":
@@ -242,14 +302,21 @@ def setup_json(requests: int, seed: int, xgr, treegram, grammar_kind: str = "sch
         tg_matchers.append(tg_m)
         xg_matchers.append(xg_m)
     return {
-        "vocab_size": vocab_size, "stop_id": stop_id, "grammar": RECORD_GRAMMAR.strip(),
-        "tg_matchers": tg_matchers, "xg_matchers": xg_matchers,
-        "parents": _tensor(parents), "draft_tokens": _tensor(draft),
-        "prefix_lengths": prefixes, "doc_tokens": [len(d) for d in docs],
-        "tree": (f"{JSON_TREE_NODES} nodes per request, different per request: a main chain "
-                 f"of up to {JSON_MAIN_CHAIN} document tokens below the root plus side "
-                 "branches (allowed alternatives, some with a child, and another document's "
-                 "tokens)"),
+        "vocab_size": vocab_size,
+        "stop_id": stop_id,
+        "grammar": RECORD_GRAMMAR.strip(),
+        "tg_matchers": tg_matchers,
+        "xg_matchers": xg_matchers,
+        "parents": _tensor(parents),
+        "draft_tokens": _tensor(draft),
+        "prefix_lengths": prefixes,
+        "doc_tokens": [len(d) for d in docs],
+        "tree": (
+            f"{JSON_TREE_NODES} nodes per request, different per request: a main chain "
+            f"of up to {JSON_MAIN_CHAIN} document tokens below the root plus side "
+            "branches (allowed alternatives, some with a child, and another document's "
+            "tokens)"
+        ),
     }
 
 
@@ -268,26 +335,40 @@ def make_runners(case: dict, xgr, treegram) -> tuple[dict, dict]:
     draft = case["draft_tokens"]
     N = draft.shape[1]
     vocab_size = case["vocab_size"]
-    per_request = [(next_token if next_token.dim() == 1 else next_token[i],
-                    next_sibling if next_sibling.dim() == 1 else next_sibling[i], draft[i])
-                   for i in range(B)]
-    buffers = {row: (xgr.allocate_token_bitmask(B * N, vocab_size) if row == XG_LOOP
-                     else treegram.allocate_token_bitmask(B * N, vocab_size, backend="torch"))
-               for row in ROWS}
-    views = {row: [buf[i * N:(i + 1) * N] for i in range(B)] for row, buf in buffers.items()}
+    per_request = [
+        (
+            next_token if next_token.dim() == 1 else next_token[i],
+            next_sibling if next_sibling.dim() == 1 else next_sibling[i],
+            draft[i],
+        )
+        for i in range(B)
+    ]
+    buffers = {
+        row: (
+            xgr.allocate_token_bitmask(B * N, vocab_size)
+            if row == XG_LOOP
+            else treegram.allocate_token_bitmask(B * N, vocab_size, backend="torch")
+        )
+        for row in ROWS
+    }
+    views = {row: [buf[i * N : (i + 1) * N] for i in range(B)] for row, buf in buffers.items()}
     xg_m, tg_m = case["xg_matchers"], case["tg_matchers"]
 
     def xg_loop(fill: bool = True) -> list[bool]:
         if fill:
             buffers[XG_LOOP].fill_(-1)
         out = views[XG_LOOP]
-        return [m.traverse_draft_tree(nt, ns, dt, out[i])
-                for i, (m, (nt, ns, dt)) in enumerate(zip(xg_m, per_request, strict=True))]
+        return [
+            m.traverse_draft_tree(nt, ns, dt, out[i])
+            for i, (m, (nt, ns, dt)) in enumerate(zip(xg_m, per_request, strict=True))
+        ]
 
     def tg_loop() -> list[bool]:
         out = views[TG_LOOP]
-        return [m.traverse_draft_tree(nt, ns, dt, out[i])
-                for i, (m, (nt, ns, dt)) in enumerate(zip(tg_m, per_request, strict=True))]
+        return [
+            m.traverse_draft_tree(nt, ns, dt, out[i])
+            for i, (m, (nt, ns, dt)) in enumerate(zip(tg_m, per_request, strict=True))
+        ]
 
     runners: dict[str, Any] = {XG_LOOP: xg_loop, TG_LOOP: tg_loop}
     for row, threads in TG_BATCH.items():
@@ -371,8 +452,6 @@ def run_case(name: str, args, xgr, treegram) -> dict:
 # ---------------------------------------------------------------------------- report
 
 
-
-
 def _load(meta: dict, when: str) -> str:
     value = meta["machine"]["load_average_1m"][when]
     return "?" if value is None else f"{value:.2f}"
@@ -385,17 +464,23 @@ def format_table(results: dict) -> str:
         for row in ROWS:
             speed = case["speedup_vs_xgrammar_loop"].get(row)
             cell = f"{speed:.2f}x" if speed is not None else "1.00x"
-            lines.append(f"{name:<6}  {row:<22}  {case['median_ms'][row]:>10.4f}  "
-                         f"{case['p90_ms'][row]:>9.4f}  {cell:>10}")
-        lines.append(f"{name:<6}  {case['requests']} requests x {case['nodes_per_tree']} nodes, "
-                     f"vocab {case['vocab_size']}, non-empty rows {case['rows_written']}/"
-                     f"{case['rows_total']}, masks_identical: "
-                     f"{str(case['masks_identical']).lower()}")
+            lines.append(
+                f"{name:<6}  {row:<22}  {case['median_ms'][row]:>10.4f}  "
+                f"{case['p90_ms'][row]:>9.4f}  {cell:>10}"
+            )
+        lines.append(
+            f"{name:<6}  {case['requests']} requests x {case['nodes_per_tree']} nodes, "
+            f"vocab {case['vocab_size']}, non-empty rows {case['rows_written']}/"
+            f"{case['rows_total']}, masks_identical: "
+            f"{str(case['masks_identical']).lower()}"
+        )
         lines.append("-" * len(head))
     meta = results["meta"]
-    lines.append(f"median/p90 of {meta['iterations']} iterations after {meta['warmup']} warm-up; "
-                 f"{meta['machine']['cpu_count']} CPUs, load avg "
-                 f"{_load(meta, 'start')} -> {_load(meta, 'end')}")
+    lines.append(
+        f"median/p90 of {meta['iterations']} iterations after {meta['warmup']} warm-up; "
+        f"{meta['machine']['cpu_count']} CPUs, load avg "
+        f"{_load(meta, 'start')} -> {_load(meta, 'end')}"
+    )
     lines.append("vs xg loop = xgrammar loop median / row median (above 1: treegram faster)")
     return "\n".join(lines)
 
@@ -407,8 +492,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--iterations", type=int, default=200, help="timed iterations per row")
     ap.add_argument("--warmup", type=int, default=20, help="untimed iterations first")
-    ap.add_argument("--requests", type=int, default=None,
-                    help="requests per case (default: 96 for seed, 32 for json)")
+    ap.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="requests per case (default: 96 for seed, 32 for json)",
+    )
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated, of: seed,json")
     ap.add_argument("--seed", type=int, default=0, help="random seed of the json trees")
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
@@ -420,8 +509,7 @@ def main(argv: list[str] | None = None) -> dict:
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     if not cases or any(c not in CASES for c in cases):
         raise SystemExit(f"--cases: a comma-separated list of {', '.join(CASES)}")
-    if args.iterations < 1 or args.warmup < 0 or (args.requests is not None
-                                                  and args.requests < 1):
+    if args.iterations < 1 or args.warmup < 0 or (args.requests is not None and args.requests < 1):
         raise SystemExit("--iterations and --requests must be >= 1, --warmup >= 0")
 
     import xgrammar as xgr
@@ -442,17 +530,22 @@ def main(argv: list[str] | None = None) -> dict:
         "versions": package_versions(),
         "rows": {
             XG_LOOP: "bitmask.fill_(-1), then GrammarMatcher.traverse_draft_tree per request "
-                     "on its slice of rows",
+            "on its slice of rows",
             TG_LOOP: "GrammarMatcher.traverse_draft_tree per request on its slice of rows "
-                     "(treegram zeroes unreached rows itself, no fill needed)",
-            **{row: f"one BatchGrammarMatcher(max_threads={t!r}).batch_traverse_draft_tree "
-                    "call for all requests" for row, t in TG_BATCH.items()},
+            "(treegram zeroes unreached rows itself, no fill needed)",
+            **{
+                row: f"one BatchGrammarMatcher(max_threads={t!r}).batch_traverse_draft_tree "
+                "call for all requests"
+                for row, t in TG_BATCH.items()
+            },
         },
-        "notes": ("engines in one process on identical torch int64 inputs and torch int32 "
-                  "bitmasks; per-request row slices are made before timing; each iteration "
-                  "times every row once, the row order rotating per iteration; masks compared "
-                  "before timing over the valid vocabulary bits of every row, xgrammar's "
-                  "buffer zeroed first and treegram's filled with -1 first."),
+        "notes": (
+            "engines in one process on identical torch int64 inputs and torch int32 "
+            "bitmasks; per-request row slices are made before timing; each iteration "
+            "times every row once, the row order rotating per iteration; masks compared "
+            "before timing over the valid vocabulary bits of every row, xgrammar's "
+            "buffer zeroed first and treegram's filled with -1 first."
+        ),
     }
     results = {"meta": results.pop("meta"), **results}
 

@@ -47,10 +47,11 @@ DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "maskbench.json"
 ENGINES = ("treegram", "xgrammar", "llguidance")
 DEFAULT_EVERY = 12  # default subset: every 12th file in sorted order (see --every)
-WARMUP_SCHEMA = {"type": "object", "properties": {"a": {"type": "string"},
-                                                  "b": {"type": "array",
-                                                        "items": {"type": "integer"}}},
-                 "required": ["a"]}
+WARMUP_SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "integer"}}},
+    "required": ["a"],
+}
 WARMUP_TEXT = '{"a": "x\\u00e9y", "b": [1, -2, 30]}'
 
 
@@ -68,8 +69,9 @@ class _TreegramWorker:
         self.words = self.bitmask[0]
 
     def compile(self, schema_text: str):
-        grammar = self.tg.Grammar.from_json_schema(schema_text, any_whitespace=True,
-                                                   strict_mode=False)
+        grammar = self.tg.Grammar.from_json_schema(
+            schema_text, any_whitespace=True, strict_mode=False
+        )
         return self.tg.GrammarMatcher(self.compiler.compile_grammar(grammar))
 
     def fill(self, matcher) -> None:
@@ -94,8 +96,9 @@ class _XgrammarWorker:
         self.words = self.bitmask.numpy()[0]
 
     def compile(self, schema_text: str):
-        compiled = self.compiler.compile_json_schema(schema_text, any_whitespace=True,
-                                                     strict_mode=False)
+        compiled = self.compiler.compile_json_schema(
+            schema_text, any_whitespace=True, strict_mode=False
+        )
         return self.xg.GrammarMatcher(compiled)
 
     def fill(self, matcher) -> None:
@@ -119,9 +122,11 @@ class _LlguidanceWorker:
         info = treegram.TokenizerInfo.deepseek_v4()
         self.ll = llguidance
         self.llnp = llnp
-        self.tokenizer = llguidance.LLTokenizer(str(deepseek_v4_tokenizer_json()),
-                                                n_vocab=info.vocab_size,
-                                                eos_token=list(info.stop_token_ids))
+        self.tokenizer = llguidance.LLTokenizer(
+            str(deepseek_v4_tokenizer_json()),
+            n_vocab=info.vocab_size,
+            eos_token=list(info.stop_token_ids),
+        )
         self.bitmask = llnp.allocate_token_bitmask(1, self.tokenizer.vocab_size)
         self.words = self.bitmask[0]
 
@@ -142,8 +147,11 @@ class _LlguidanceWorker:
         matcher.reset()
 
 
-_WORKERS = {"treegram": _TreegramWorker, "xgrammar": _XgrammarWorker,
-            "llguidance": _LlguidanceWorker}
+_WORKERS = {
+    "treegram": _TreegramWorker,
+    "xgrammar": _XgrammarWorker,
+    "llguidance": _LlguidanceWorker,
+}
 
 
 def _allowed(words: np.ndarray, token: int) -> bool:
@@ -177,7 +185,7 @@ def _send(fh, obj: Any) -> None:
     view = memoryview(struct.pack("<Q", len(data)) + data)
     while view:
         written = fh.write(view)
-        view = view[written if written is not None else len(view):]
+        view = view[written if written is not None else len(view) :]
     fh.flush()
 
 
@@ -227,9 +235,14 @@ def worker_main(name: str, stop_id: int, warmup_ids: list[int]) -> None:
             try:
                 results.append(_walk(engine, matcher, ids, stop_id))
             except Exception as exc:  # noqa: BLE001 - a crash while walking is a rejection
-                results.append({"accepted": False, "step": -1,
-                                "why": f"{type(exc).__name__}: {str(exc)[:200]}",
-                                "mask_ns": []})
+                results.append(
+                    {
+                        "accepted": False,
+                        "step": -1,
+                        "why": f"{type(exc).__name__}: {str(exc)[:200]}",
+                        "mask_ns": [],
+                    }
+                )
         _send(out, ("walked", results))
 
 
@@ -253,12 +266,19 @@ class Worker:
 
     def start(self) -> None:
         t0 = time.perf_counter()
-        code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-                f"import bench_maskbench as b; "
-                f"b.worker_main({self.name!r}, {self.stop_id}, {self.warmup_ids!r})")
+        code = (
+            f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+            f"import bench_maskbench as b; "
+            f"b.worker_main({self.name!r}, {self.stop_id}, {self.warmup_ids!r})"
+        )
         # unbuffered stdout: select() must see every byte the worker wrote
-        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, cwd=REPO, bufsize=0)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=REPO,
+            bufsize=0,
+        )
         self._read(600)
         self.start_s.append(time.perf_counter() - t0)
 
@@ -289,8 +309,12 @@ class Worker:
             phase = "walk"
             t0 = time.perf_counter()
             walked = self._read(timeout)
-            return {"status": "ok", **compiled, "walk_s": time.perf_counter() - t0,
-                    "results": walked}
+            return {
+                "status": "ok",
+                **compiled,
+                "walk_s": time.perf_counter() - t0,
+                "results": walked,
+            }
         except WorkerTimeoutError:
             self.stop()
             self.restarts += 1
@@ -322,53 +346,71 @@ def load_instances(file: Path, tokenizer, decoded_vocab) -> tuple[str, list[dict
         ids = tokenizer.encode(text, add_special_tokens=False).ids
         if b"".join(decoded_vocab[t] for t in ids) != raw:
             ids = None  # the tokenization does not round-trip: not walkable
-        tests.append({"index": i, "valid": bool(test["valid"]), "ids": ids,
-                      "n_bytes": len(raw)})
+        tests.append({"index": i, "valid": bool(test["valid"]), "ids": ids, "n_bytes": len(raw)})
     return json.dumps(entry["schema"]), tests
 
 
 def new_engine_stats() -> dict:
-    return {"schemas": 0, "compile_errors": 0, "timeouts": 0, "crashes": 0,
-            "validation_errors": 0, "invalidation_errors": 0, "passing": 0,
-            "schemas_with_validation_errors": 0, "schemas_with_invalidation_errors": 0,
-            "compile_ns": [], "mask_ns": [], "first_use_ns": [], "walk_s": [],
-            "examples": {"compile_error": [], "timeout": [], "validation_error": [],
-                         "invalidation_error": []}}
+    return {
+        "schemas": 0,
+        "compile_errors": 0,
+        "timeouts": 0,
+        "crashes": 0,
+        "validation_errors": 0,
+        "invalidation_errors": 0,
+        "passing": 0,
+        "schemas_with_validation_errors": 0,
+        "schemas_with_invalidation_errors": 0,
+        "compile_ns": [],
+        "mask_ns": [],
+        "first_use_ns": [],
+        "walk_s": [],
+        "examples": {
+            "compile_error": [],
+            "timeout": [],
+            "validation_error": [],
+            "invalidation_error": [],
+        },
+    }
 
 
 def _pct(values: list[int], q: float, scale: float) -> float | None:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q) / scale) if values \
-        else None
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q) / scale) if values else None
 
 
 def summarize(stats: dict) -> dict:
     mask, comp = stats["mask_ns"], stats["compile_ns"]
-    out = {k: v for k, v in stats.items()
-           if k not in ("mask_ns", "compile_ns", "first_use_ns", "walk_s")}
-    out.update({
-        "mask_us_mean": float(np.mean(mask) / 1e3) if mask else None,
-        "mask_us_p50": _pct(mask, 50, 1e3), "mask_us_p99": _pct(mask, 99, 1e3),
-        "mask_us_max": float(max(mask) / 1e3) if mask else None,
-        "n_masks": len(mask),
-        "compile_ms_p50": _pct(comp, 50, 1e6), "compile_ms_p99": _pct(comp, 99, 1e6),
-        "compile_ms_max": float(max(comp) / 1e6) if comp else None,
-        "compile_ms_mean": float(np.mean(comp) / 1e6) if comp else None,
-        "n_compiled": len(comp),
-        "first_use_ms_p50": _pct(stats["first_use_ns"], 50, 1e6),
-        "walk_s_max": max(stats["walk_s"]) if stats["walk_s"] else None,
-    })
+    out = {
+        k: v
+        for k, v in stats.items()
+        if k not in ("mask_ns", "compile_ns", "first_use_ns", "walk_s")
+    }
+    out.update(
+        {
+            "mask_us_mean": float(np.mean(mask) / 1e3) if mask else None,
+            "mask_us_p50": _pct(mask, 50, 1e3),
+            "mask_us_p99": _pct(mask, 99, 1e3),
+            "mask_us_max": float(max(mask) / 1e3) if mask else None,
+            "n_masks": len(mask),
+            "compile_ms_p50": _pct(comp, 50, 1e6),
+            "compile_ms_p99": _pct(comp, 99, 1e6),
+            "compile_ms_max": float(max(comp) / 1e6) if comp else None,
+            "compile_ms_mean": float(np.mean(comp) / 1e6) if comp else None,
+            "n_compiled": len(comp),
+            "first_use_ms_p50": _pct(stats["first_use_ns"], 50, 1e6),
+            "walk_s_max": max(stats["walk_s"]) if stats["walk_s"] else None,
+        }
+    )
     return out
 
 
 def first_use_on_common_schemas(per_schema: list[dict], engines: list[str]) -> dict:
     """Median first-use time (compile + every mask) over the schemas that every engine
     compiled and walked, per engine, and its ratio to xgrammar's."""
-    common = [row for row in per_schema
-              if all(row[e]["status"] == "ok" for e in engines)]
+    common = [row for row in per_schema if all(row[e]["status"] == "ok" for e in engines)]
     out = {"n_schemas": len(common)}
     for e in engines:
-        out[e] = float(np.median([row[e]["first_use_ms"] for row in common])) if common \
-            else None
+        out[e] = float(np.median([row[e]["first_use_ms"] for row in common])) if common else None
     if "xgrammar" in engines and out.get("xgrammar"):
         out["ratio_to_xgrammar"] = {e: out[e] / out["xgrammar"] for e in engines}
     return out
@@ -383,8 +425,9 @@ def record(stats: dict, file: Path, tests: list[dict], res: dict) -> dict:
         stats["timeouts" if res["status"] == "timeout" else "crashes"] += 1
         row["phase"] = res["phase"]
         if len(ex["timeout"]) < 20:
-            ex["timeout"].append({"file": file.name, "phase": res["phase"],
-                                  "status": res["status"]})
+            ex["timeout"].append(
+                {"file": file.name, "phase": res["phase"], "status": res["status"]}
+            )
         return row
     stats["compile_ns"].append(res["compile_ns"])
     row["compile_ms"] = res["compile_ns"] / 1e6
@@ -403,8 +446,9 @@ def record(stats: dict, file: Path, tests: list[dict], res: dict) -> dict:
         if test["valid"] and not r["accepted"]:
             val_err += 1
             if len(ex["validation_error"]) < 20:
-                ex["validation_error"].append({"file": file.name, "test": test["index"],
-                                               "step": r["step"], "why": r["why"]})
+                ex["validation_error"].append(
+                    {"file": file.name, "test": test["index"], "step": r["step"], "why": r["why"]}
+                )
         elif not test["valid"] and r["accepted"]:
             inval_err += 1
             if len(ex["invalidation_error"]) < 20:
@@ -417,8 +461,14 @@ def record(stats: dict, file: Path, tests: list[dict], res: dict) -> dict:
         stats["passing"] += 1
     stats["first_use_ns"].append(first_use_ns)
     stats["walk_s"].append(res["walk_s"])
-    row.update({"validation_errors": val_err, "invalidation_errors": inval_err,
-                "walk_s": res["walk_s"], "first_use_ms": first_use_ns / 1e6})
+    row.update(
+        {
+            "validation_errors": val_err,
+            "invalidation_errors": inval_err,
+            "walk_s": res["walk_s"],
+            "first_use_ms": first_use_ns / 1e6,
+        }
+    )
     return row
 
 
@@ -445,8 +495,10 @@ ROWS = (  # (label, key, format)
 def format_table(results: dict) -> str:
     engines = [e for e in ENGINES if e in results["engines"]]
     width = max(len(r[0]) for r in ROWS)
-    lines = [f"{'metric':<{width}}" + "".join(f"  {e:>11}" for e in engines),
-             "-" * (width + 13 * len(engines))]
+    lines = [
+        f"{'metric':<{width}}" + "".join(f"  {e:>11}" for e in engines),
+        "-" * (width + 13 * len(engines)),
+    ]
     for label, key, fmt in ROWS:
         cells = []
         for e in engines:
@@ -456,35 +508,50 @@ def format_table(results: dict) -> str:
     common = results.get("first_use_common", {})
     if common.get("n_schemas"):
         cells = [f"{common[e]:.2f}" for e in engines]
-        lines.append(f"{'  same, schemas all engines walked':<{width}}"
-                     + "".join(f"  {c:>11}" for c in cells))
+        lines.append(
+            f"{'  same, schemas all engines walked':<{width}}"
+            + "".join(f"  {c:>11}" for c in cells)
+        )
         ratios = common.get("ratio_to_xgrammar")
         if ratios:
-            lines.append(f"{'  ratio to xgrammar':<{width}}"
-                         + "".join(f"  {ratios[e]:>11.3f}" for e in engines))
+            lines.append(
+                f"{'  ratio to xgrammar':<{width}}"
+                + "".join(f"  {ratios[e]:>11.3f}" for e in engines)
+            )
     meta = results["meta"]
     lines.append("-" * (width + 13 * len(engines)))
-    lines.append(f"{meta['n_schemas']} schemas ({meta['subset']}), {meta['n_instances']} "
-                 f"instances ({meta['n_unwalkable']} not walkable), timeout "
-                 f"{meta['timeout_s']} s, vocab {meta['vocab_size']}")
-    lines.append("treegram compile is lazy (states are classified on first use): that cost "
-                 "is in its mask times and in the first-use rows")
+    lines.append(
+        f"{meta['n_schemas']} schemas ({meta['subset']}), {meta['n_instances']} "
+        f"instances ({meta['n_unwalkable']} not walkable), timeout "
+        f"{meta['timeout_s']} s, vocab {meta['vocab_size']}"
+    )
+    lines.append(
+        "treegram compile is lazy (states are classified on first use): that cost "
+        "is in its mask times and in the first-use rows"
+    )
     return "\n".join(lines)
 
 
-
-
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                    help="folder of MaskBench *.json files")
-    ap.add_argument("--every", type=int, default=DEFAULT_EVERY,
-                    help="take every k-th file in sorted order (1 = all files)")
-    ap.add_argument("--limit", type=int, default=None,
-                    help="at most N schemas (after --every)")
-    ap.add_argument("--timeout", type=float, default=20.0,
-                    help="per-schema limit in seconds, for the compile and for the walk")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    ap.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="folder of MaskBench *.json files"
+    )
+    ap.add_argument(
+        "--every",
+        type=int,
+        default=DEFAULT_EVERY,
+        help="take every k-th file in sorted order (1 = all files)",
+    )
+    ap.add_argument("--limit", type=int, default=None, help="at most N schemas (after --every)")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=20.0,
+        help="per-schema limit in seconds, for the compile and for the walk",
+    )
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -520,18 +587,24 @@ def main(argv: list[str] | None = None) -> dict:
             n_instances += len(tests)
             n_unwalkable += sum(t["ids"] is None for t in tests)
             instances = [t["ids"] for t in tests if t["ids"] is not None]
-            row: dict[str, Any] = {"file": file.name, "n_tests": len(tests),
-                                   "n_tokens": sum(len(i) for i in instances)}
+            row: dict[str, Any] = {
+                "file": file.name,
+                "n_tests": len(tests),
+                "n_tokens": sum(len(i) for i in instances),
+            }
             order = list(args.engines)
-            order = order[k % len(order):] + order[:k % len(order)]  # rotate who goes first
+            order = order[k % len(order) :] + order[: k % len(order)]  # rotate who goes first
             for name in order:
                 res = workers[name].run(schema_text, instances, args.timeout)
                 row[name] = record(stats[name], file, tests, res)
             per_schema.append(row)
             if not args.quiet and (k + 1) % 25 == 0:
                 done = {n: stats[n]["passing"] for n in args.engines}
-                print(f"[{k + 1}/{len(files)}] {time.perf_counter() - t_start:.0f} s, "
-                      f"passing {done}", file=sys.stderr, flush=True)
+                print(
+                    f"[{k + 1}/{len(files)}] {time.perf_counter() - t_start:.0f} s, passing {done}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         for w in workers.values():
             w.stop()
@@ -545,8 +618,8 @@ def main(argv: list[str] | None = None) -> dict:
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "data": str(args.data),
-        "subset": (f"every {args.every}th file in sorted order" if args.every > 1
-                   else "all files") + (f", first {args.limit}" if args.limit else ""),
+        "subset": (f"every {args.every}th file in sorted order" if args.every > 1 else "all files")
+        + (f", first {args.limit}" if args.limit else ""),
         "n_schemas": len(files),
         "n_files_in_data": len(list(args.data.glob("*.json"))),
         "n_instances": n_instances,
@@ -554,29 +627,39 @@ def main(argv: list[str] | None = None) -> dict:
         "timeout_s": args.timeout,
         "vocab_size": info.vocab_size,
         "stop_token_id": stop_id,
-        "options": {"treegram": "Grammar.from_json_schema(any_whitespace=True, "
-                                "strict_mode=False), compile_grammar (lazy)",
-                    "xgrammar": "compile_json_schema(any_whitespace=True, strict_mode=False)",
-                    "llguidance": "LLMatcher.grammar_from_json_schema(schema) defaults "
-                                  "(flexible whitespace) + LLMatcher construction"},
+        "options": {
+            "treegram": "Grammar.from_json_schema(any_whitespace=True, "
+            "strict_mode=False), compile_grammar (lazy)",
+            "xgrammar": "compile_json_schema(any_whitespace=True, strict_mode=False)",
+            "llguidance": "LLMatcher.grammar_from_json_schema(schema) defaults "
+            "(flexible whitespace) + LLMatcher construction",
+        },
         "serialization": "json.dumps(data) (separators ', ' and ': ', ensure_ascii=True), "
-                         "tokenized without special tokens; an instance whose tokens do not "
-                         "decode back to its bytes is not walked",
+        "tokenized without special tokens; an instance whose tokens do not "
+        "decode back to its bytes is not walked",
         "wall_s": time.perf_counter() - t_start,
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                    "python": platform.python_version()},
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+        },
         "versions": package_versions(),
-        "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
-                            + (sys.argv[1:] if argv is None else list(argv))),
+        "command": " ".join(
+            [Path(sys.argv[0]).name if argv is None else "main"]
+            + (sys.argv[1:] if argv is None else list(argv))
+        ),
         "notes": "engines run in separate worker processes, one schema at a time, taking "
-                 "turns (the first engine rotates per schema); compile time is measured in "
-                 "the worker around the compile call only; mask time is one "
-                 "fill_next_token_bitmask call. treegram's compile is lazy: the state "
-                 "classification it defers is paid in its first masks.",
+        "turns (the first engine rotates per schema); compile time is measured in "
+        "the worker around the compile call only; mask time is one "
+        "fill_next_token_bitmask call. treegram's compile is lazy: the state "
+        "classification it defers is paid in its first masks.",
     }
-    results = {"meta": meta, "engines": engines_out,
-               "first_use_common": first_use_on_common_schemas(per_schema, list(args.engines)),
-               "schemas": per_schema}
+    results = {
+        "meta": meta,
+        "engines": engines_out,
+        "first_use_common": first_use_on_common_schemas(per_schema, list(args.engines)),
+        "schemas": per_schema,
+    }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     with open(args.output, "w", encoding="utf-8") as fh:
         json.dump(results, fh, indent=1, allow_nan=False)

@@ -145,8 +145,16 @@ def load_documents(data: Path | None, n_docs: int, tokenizer, decoded_vocab) -> 
             skipped += 1
             continue
         indent, ensure_ascii = STYLES[len(docs) % len(STYLES)]
-        docs.append({"source": name, "value": value, "text": text, "ids": ids,
-                     "indent": indent, "ensure_ascii": ensure_ascii})
+        docs.append(
+            {
+                "source": name,
+                "value": value,
+                "text": text,
+                "ids": ids,
+                "indent": indent,
+                "ensure_ascii": ensure_ascii,
+            }
+        )
     return {"source": source, "docs": docs, "skipped": skipped}
 
 
@@ -171,10 +179,13 @@ def time_compiles(engines: dict[str, Callable[[], Any]], repeats: int) -> dict[s
 def _stats_us(samples_ns: list[int]) -> dict[str, float]:
     arr = np.asarray(samples_ns, dtype=np.float64) / 1e3
     if arr.size == 0:
-        return {"p50": float("nan"), "p99": float("nan"), "mean": float("nan"),
-                "max": float("nan")}
-    return {"p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99)),
-            "mean": float(arr.mean()), "max": float(arr.max())}
+        return {"p50": float("nan"), "p99": float("nan"), "mean": float("nan"), "max": float("nan")}
+    return {
+        "p50": float(np.percentile(arr, 50)),
+        "p99": float(np.percentile(arr, 99)),
+        "mean": float(arr.mean()),
+        "max": float(arr.max()),
+    }
 
 
 def _diff_example(tg_row: np.ndarray, xg_row: np.ndarray, vocab_size: int) -> dict:
@@ -184,12 +195,17 @@ def _diff_example(tg_row: np.ndarray, xg_row: np.ndarray, vocab_size: int) -> di
     a, b = bits(tg_row), bits(xg_row)
     only_tg = np.flatnonzero(a & ~b)
     only_xg = np.flatnonzero(b & ~a)
-    return {"n_only_treegram": int(only_tg.size), "n_only_xgrammar": int(only_xg.size),
-            "only_treegram": only_tg[:8].tolist(), "only_xgrammar": only_xg[:8].tolist()}
+    return {
+        "n_only_treegram": int(only_tg.size),
+        "n_only_xgrammar": int(only_xg.size),
+        "only_treegram": only_tg[:8].tolist(),
+        "only_xgrammar": only_xg[:8].tolist(),
+    }
 
 
-def walk(docs: list[dict], passes: int, tg, xg, tg_bitmask, xg_bitmask, vocab_size: int,
-         stop_id: int) -> dict:
+def walk(
+    docs: list[dict], passes: int, tg, xg, tg_bitmask, xg_bitmask, vocab_size: int, stop_id: int
+) -> dict:
     """Walk every document ``passes`` times with both matchers in lock step.
 
     Per step: fill both masks (order alternates by step), compare them, accept the token in
@@ -227,8 +243,15 @@ def walk(docs: list[dict], passes: int, tg, xg, tg_bitmask, xg_bitmask, vocab_si
                 if not same:
                     mismatches += 1
                     if len(examples) < MAX_MISMATCH_EXAMPLES:
-                        examples.append({"pass": p, "doc": d, "source": doc["source"],
-                                         "step": step, **_diff_example(a, b, vocab_size)})
+                        examples.append(
+                            {
+                                "pass": p,
+                                "doc": d,
+                                "source": doc["source"],
+                                "step": step,
+                                **_diff_example(a, b, vocab_size),
+                            }
+                        )
                 ok = {}
                 for m in order:
                     t0 = ns()
@@ -238,15 +261,27 @@ def walk(docs: list[dict], passes: int, tg, xg, tg_bitmask, xg_bitmask, vocab_si
                     ok[name] = bool(r)
                     accept[name].append(dt)
                 if not all(ok.values()):
-                    rejections.append({"pass": p, "doc": d, "source": doc["source"],
-                                       "step": step, "token": int(tok), **ok})
+                    rejections.append(
+                        {
+                            "pass": p,
+                            "doc": d,
+                            "source": doc["source"],
+                            "step": step,
+                            "token": int(tok),
+                            **ok,
+                        }
+                    )
                     break
             tg.reset()
             xg.reset()
         walk_ns = {n: sum(fill[n]) + sum(accept[n]) for n in names}
         per_pass.append({"fill": fill, "accept": accept, "walk_ns": walk_ns})
-    return {"per_pass": per_pass, "mismatches": mismatches, "mismatch_examples": examples,
-            "rejections": rejections}
+    return {
+        "per_pass": per_pass,
+        "mismatches": mismatches,
+        "mismatch_examples": examples,
+        "rejections": rejections,
+    }
 
 
 def import_cost(engine: str, cache_dir: str) -> float:
@@ -254,8 +289,7 @@ def import_cost(engine: str, cache_dir: str) -> float:
     script = _TG_IMPORT_SCRIPT if engine == "treegram" else _XG_IMPORT_SCRIPT
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", script], check=True, env=env, cwd=REPO,
-                   timeout=900)
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, cwd=REPO, timeout=900)
     return time.perf_counter() - t0
 
 
@@ -276,8 +310,6 @@ def measure_imports() -> dict[str, dict[str, float]]:
 
 
 # ---------------------------------------------------------------------------- report
-
-
 
 
 ROWS = (  # (label, key, unit format)
@@ -310,23 +342,31 @@ def _ratio(tg: float | None, xg: float | None) -> float | None:
 def format_table(results: dict) -> str:
     tg, xg, ratios = results["treegram"], results["xgrammar"], results["ratios"]
     width = max(len(r[0]) for r in ROWS)
-    lines = [f"{'metric':<{width}}  {'treegram':>10}  {'xgrammar':>10}  {'tg/xg':>7}",
-             "-" * (width + 33)]
+    lines = [
+        f"{'metric':<{width}}  {'treegram':>10}  {'xgrammar':>10}  {'tg/xg':>7}",
+        "-" * (width + 33),
+    ]
     for label, key, fmt in ROWS:
         if key not in tg and key not in xg:
             continue
         xg_key = "compile_ms" if key == "compile_classify_ms" else key
         a, b, r = tg.get(key), xg.get(xg_key), ratios.get(key)
         cells = [fmt.format(v) if v is not None else "-" for v in (a, b)]
-        lines.append(f"{label:<{width}}  {cells[0]:>10}  {cells[1]:>10}  "
-                     f"{(f'{r:.2f}' if r is not None else '-'):>7}")
+        lines.append(
+            f"{label:<{width}}  {cells[0]:>10}  {cells[1]:>10}  "
+            f"{(f'{r:.2f}' if r is not None else '-'):>7}"
+        )
     meta = results["meta"]
     lines.append("-" * (width + 33))
-    lines.append(f"docs {meta['n_docs']}, tokens/pass {meta['n_tokens']} "
-                 f"(+{meta['n_docs']} end-of-doc steps), passes {meta['passes']} "
-                 f"(headline: {meta['headline_passes']}), vocab {meta['vocab_size']}")
-    lines.append(f"mask mismatches: {meta['mask_mismatches']} / {meta['mask_comparisons']} "
-                 f"compared steps; rejected tokens: {len(meta['rejections'])}")
+    lines.append(
+        f"docs {meta['n_docs']}, tokens/pass {meta['n_tokens']} "
+        f"(+{meta['n_docs']} end-of-doc steps), passes {meta['passes']} "
+        f"(headline: {meta['headline_passes']}), vocab {meta['vocab_size']}"
+    )
+    lines.append(
+        f"mask mismatches: {meta['mask_mismatches']} / {meta['mask_comparisons']} "
+        f"compared steps; rejected tokens: {len(meta['rejections'])}"
+    )
     if "interpreter_s" in meta:
         lines.append(f"interpreter start alone (python -c pass): {meta['interpreter_s']:.2f} s")
     lines.append("[1] xgrammar column: its compile (it precomputes every state's token masks)")
@@ -342,18 +382,33 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     default = default_data()
-    ap.add_argument("--data", type=Path, default=default,
-                    help="shared data folder (holding maskbench-sample/), a folder of "
-                         "MaskBench *.json files, or a .jsonl corpus; without it the "
-                         f"shipped corpus {FALLBACK_CORPUS.relative_to(REPO)} is used")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=default,
+        help="shared data folder (holding maskbench-sample/), a folder of "
+        "MaskBench *.json files, or a .jsonl corpus; without it the "
+        f"shipped corpus {FALLBACK_CORPUS.relative_to(REPO)} is used",
+    )
     ap.add_argument("--docs", type=int, default=60, help="number of documents to walk")
-    ap.add_argument("--passes", type=int, default=3,
-                    help="passes over the corpus; pass 1 is cold, the headline is passes 2..K")
-    ap.add_argument("--compile-repeats", type=int, default=10,
-                    help="fresh compiles per engine (median reported)")
+    ap.add_argument(
+        "--passes",
+        type=int,
+        default=3,
+        help="passes over the corpus; pass 1 is cold, the headline is passes 2..K",
+    )
+    ap.add_argument(
+        "--compile-repeats",
+        type=int,
+        default=10,
+        help="fresh compiles per engine (median reported)",
+    )
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
-    ap.add_argument("--no-import-cost", action="store_true",
-                    help="skip the first-import subprocess measurements")
+    ap.add_argument(
+        "--no-import-cost",
+        action="store_true",
+        help="skip the first-import subprocess measurements",
+    )
     return ap
 
 
@@ -371,8 +426,9 @@ def main(argv: list[str] | None = None) -> dict:
     info = treegram.TokenizerInfo.deepseek_v4()
     vocab_size = info.vocab_size
     stop_ids = list(info.stop_token_ids)
-    xinfo = xgr.TokenizerInfo(list(info.decoded_vocab), xgr.VocabType.RAW,
-                              vocab_size=vocab_size, stop_token_ids=stop_ids)
+    xinfo = xgr.TokenizerInfo(
+        list(info.decoded_vocab), xgr.VocabType.RAW, vocab_size=vocab_size, stop_token_ids=stop_ids
+    )
     tokenizer = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
     corpus = load_documents(args.data, args.docs, tokenizer, info.decoded_vocab)
     docs = corpus["docs"]
@@ -386,23 +442,29 @@ def main(argv: list[str] | None = None) -> dict:
     def tg_compile_classify():
         tg_compiler.compile_builtin_json_grammar().classify_all_states()
 
-    compiles = time_compiles({
-        "treegram": tg_compiler.compile_builtin_json_grammar,
-        "treegram_classify": tg_compile_classify,
-        "xgrammar": xg_compiler.compile_builtin_json_grammar,
-    }, args.compile_repeats)
+    compiles = time_compiles(
+        {
+            "treegram": tg_compiler.compile_builtin_json_grammar,
+            "treegram_classify": tg_compile_classify,
+            "xgrammar": xg_compiler.compile_builtin_json_grammar,
+        },
+        args.compile_repeats,
+    )
 
     # ---- walk: warm both engines' code on throwaway grammars, then a fresh compile each
     tg_bitmask = treegram.allocate_token_bitmask(1, vocab_size)
     xg_bitmask = xgr.allocate_token_bitmask(1, vocab_size)
     treegram.GrammarMatcher(tg_compiler.compile_builtin_json_grammar()).fill_next_token_bitmask(
-        tg_bitmask)
+        tg_bitmask
+    )
     xgr.GrammarMatcher(xg_compiler.compile_builtin_json_grammar()).fill_next_token_bitmask(
-        xg_bitmask)
+        xg_bitmask
+    )
     tg_matcher = treegram.GrammarMatcher(tg_compiler.compile_builtin_json_grammar())
     xg_matcher = xgr.GrammarMatcher(xg_compiler.compile_builtin_json_grammar())
-    walked = walk(docs, args.passes, tg_matcher, xg_matcher, tg_bitmask, xg_bitmask,
-                  vocab_size, stop_ids[0])
+    walked = walk(
+        docs, args.passes, tg_matcher, xg_matcher, tg_bitmask, xg_bitmask, vocab_size, stop_ids[0]
+    )
 
     imports = None if args.no_import_cost else measure_imports()
 
@@ -419,11 +481,16 @@ def main(argv: list[str] | None = None) -> dict:
             "compile_ms": _median_ms(compiles[name]),
             "compile_ms_first": compiles[name][0] / 1e6,
             "compile_ms_samples": [round(x / 1e6, 3) for x in compiles[name]],
-            "fill_us_p50": fw["p50"], "fill_us_p99": fw["p99"],
-            "fill_us_mean": fw["mean"], "fill_us_max": fw["max"],
-            "accept_us_p50": aw["p50"], "accept_us_p99": aw["p99"],
-            "fill_us_p50_cold": fc["p50"], "fill_us_p99_cold": fc["p99"],
-            "fill_us_max_cold": fc["max"], "accept_us_p50_cold": ac["p50"],
+            "fill_us_p50": fw["p50"],
+            "fill_us_p99": fw["p99"],
+            "fill_us_mean": fw["mean"],
+            "fill_us_max": fw["max"],
+            "accept_us_p50": aw["p50"],
+            "accept_us_p99": aw["p99"],
+            "fill_us_p50_cold": fc["p50"],
+            "fill_us_p99_cold": fc["p99"],
+            "fill_us_max_cold": fc["max"],
+            "accept_us_p50_cold": ac["p50"],
             "walk_ms_cold": per_pass[0]["walk_ns"][name] / 1e6,
             "walk_ms_warm": statistics.median(pp["walk_ns"][name] for pp in warm) / 1e6,
         }
@@ -431,7 +498,8 @@ def main(argv: list[str] | None = None) -> dict:
             r["compile_classify_ms"] = _median_ms(compiles["treegram_classify"])
             r["compile_classify_ms_first"] = compiles["treegram_classify"][0] / 1e6
             r["compile_classify_ms_samples"] = [
-                round(x / 1e6, 3) for x in compiles["treegram_classify"]]
+                round(x / 1e6, 3) for x in compiles["treegram_classify"]
+            ]
         if imports is not None:
             r.update(imports[name])
         results[name] = r
@@ -450,8 +518,11 @@ def main(argv: list[str] | None = None) -> dict:
         "n_tokens": n_tokens,
         "n_steps_per_pass": n_tokens + len(docs),
         "passes": args.passes,
-        "headline_passes": (f"passes 2..{args.passes}" if args.passes > 1
-                            else "pass 1 (only one pass: headline = cold)"),
+        "headline_passes": (
+            f"passes 2..{args.passes}"
+            if args.passes > 1
+            else "pass 1 (only one pass: headline = cold)"
+        ),
         "compile_repeats": args.compile_repeats,
         "mask_mismatches": walked["mismatches"],
         "mask_comparisons": (n_tokens + len(docs)) * args.passes,
@@ -459,25 +530,41 @@ def main(argv: list[str] | None = None) -> dict:
         "rejections": walked["rejections"],
         "data_source": corpus["source"],
         "docs_skipped": corpus["skipped"],
-        "docs": [{"source": d["source"], "indent": d["indent"],
-                  "ensure_ascii": d["ensure_ascii"], "n_tokens": len(d["ids"]),
-                  "n_bytes": len(d["text"].encode("utf-8"))} for d in docs],
-        "bitmask": {"treegram": type(tg_bitmask).__module__ + "." + type(tg_bitmask).__name__,
-                    "xgrammar": type(xg_bitmask).__module__ + "." + type(xg_bitmask).__name__},
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                    "processor": platform.processor() or platform.machine(),
-                    "python": platform.python_version()},
+        "docs": [
+            {
+                "source": d["source"],
+                "indent": d["indent"],
+                "ensure_ascii": d["ensure_ascii"],
+                "n_tokens": len(d["ids"]),
+                "n_bytes": len(d["text"].encode("utf-8")),
+            }
+            for d in docs
+        ],
+        "bitmask": {
+            "treegram": type(tg_bitmask).__module__ + "." + type(tg_bitmask).__name__,
+            "xgrammar": type(xg_bitmask).__module__ + "." + type(xg_bitmask).__name__,
+        },
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+        },
         "versions": package_versions(),
-        "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
-                            + (sys.argv[1:] if argv is None else list(argv))),
-        "notes": ("compile: median of fresh compiles, cache disabled, engines interleaved; "
-                  "walk: both engines in lock step on the same token ids, fill order "
-                  "alternating per step; code of both engines warmed on a throwaway "
-                  "grammar before pass 1, so pass 1 measures treegram's lazy state "
-                  "classification, not JIT loading; import: subprocess wall time including "
-                  "interpreter start, treegram with a fresh NUMBA_CACHE_DIR (cold) then the "
-                  "same dir (warm); xgrammar has no JIT cache, its cold/warm differ only by "
-                  "OS file caches."),
+        "command": " ".join(
+            [Path(sys.argv[0]).name if argv is None else "main"]
+            + (sys.argv[1:] if argv is None else list(argv))
+        ),
+        "notes": (
+            "compile: median of fresh compiles, cache disabled, engines interleaved; "
+            "walk: both engines in lock step on the same token ids, fill order "
+            "alternating per step; code of both engines warmed on a throwaway "
+            "grammar before pass 1, so pass 1 measures treegram's lazy state "
+            "classification, not JIT loading; import: subprocess wall time including "
+            "interpreter start, treegram with a fresh NUMBA_CACHE_DIR (cold) then the "
+            "same dir (warm); xgrammar has no JIT cache, its cold/warm differ only by "
+            "OS file caches."
+        ),
     }
     if imports is not None:
         meta["interpreter_s"] = imports["interpreter_s"]
@@ -490,8 +577,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(format_table(results))
     print(f"wrote {args.output}")
     if walked["rejections"]:
-        raise AssertionError(f"an engine rejected a token of a valid document: "
-                             f"{walked['rejections'][:3]}")
+        raise AssertionError(
+            f"an engine rejected a token of a valid document: {walked['rejections'][:3]}"
+        )
     return results
 
 

@@ -84,8 +84,11 @@ def case_source(family: str, n: int) -> tuple[str, str, str | None]:
     if family == "maxlength":
         return "schema", json.dumps({"type": "string", "maxLength": n}), None
     if family == "maxlength_pattern":
-        return "schema", json.dumps({"type": "string", "maxLength": n,
-                                     "pattern": "^[a-z0-9 ]*$"}), None
+        return (
+            "schema",
+            json.dumps({"type": "string", "maxLength": n, "pattern": "^[a-z0-9 ]*$"}),
+            None,
+        )
     raise ValueError(f"unknown family {family!r}")
 
 
@@ -128,8 +131,11 @@ def _treegram(vocab: str) -> _Engine:
     import treegram
 
     info = _vocab(vocab)
-    return _Engine(treegram, treegram.GrammarCompiler(info, cache_enabled=False),
-                   treegram.allocate_token_bitmask(1, info.vocab_size, backend="numpy"))
+    return _Engine(
+        treegram,
+        treegram.GrammarCompiler(info, cache_enabled=False),
+        treegram.allocate_token_bitmask(1, info.vocab_size, backend="numpy"),
+    )
 
 
 def _xgrammar(vocab: str) -> _Engine:
@@ -170,8 +176,10 @@ def worker_main(name: str, vocab: str) -> None:
             runs = [measure_once(engine, job["family"], job["size"])]
             total = sum(runs[0].values())
             if total < job["repeat_below"]:
-                runs += [measure_once(engine, job["family"], job["size"])
-                         for _ in range(job["repeats"] - 1)]
+                runs += [
+                    measure_once(engine, job["family"], job["size"])
+                    for _ in range(job["repeats"] - 1)
+                ]
             res = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             res.update(status="ok", runs=len(runs))
         except Exception as exc:  # noqa: BLE001 - reported, the run goes on
@@ -190,12 +198,27 @@ class Worker:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep
+            ),
+        )
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--worker", self.name,
-             "--vocab", self.vocab],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--worker",
+                self.name,
+                "--vocab",
+                self.vocab,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
         if self._read(self.start_timeout) is None:
             self.stop()
             raise RuntimeError(f"{self.name} worker did not start")
@@ -232,8 +255,9 @@ def format_table(results: list[dict], engines: list[str]) -> str:
         head += f" | {e + ' compile+mask':>22} {'accept+mask':>12}"
     rows = [head, "-" * len(head)]
     keyed = {(r["engine"], r["family"], r["size"]): r for r in results}
-    cases = sorted({(r["family"], r["size"]) for r in results},
-                   key=lambda c: (FAMILIES.index(c[0]), c[1]))
+    cases = sorted(
+        {(r["family"], r["size"]) for r in results}, key=lambda c: (FAMILIES.index(c[0]), c[1])
+    )
     for family, size in cases:
         row = f"{family:<18} {size:>6}"
         for e in engines:
@@ -243,8 +267,7 @@ def format_table(results: list[dict], engines: list[str]) -> str:
                 row += f" | {status:>22} {'':>12}"
                 continue
             first = f"{(r['compile_s'] + r['first_mask_s']) * 1e3:.1f} ms"
-            after = (f"{(r['accept_s'] + r['mask_after_s']) * 1e3:.1f} ms"
-                     if "accept_s" in r else "")
+            after = f"{(r['accept_s'] + r['mask_after_s']) * 1e3:.1f} ms" if "accept_s" in r else ""
             row += f" | {first:>22} {after:>12}"
         rows.append(row)
     return "\n".join(rows)
@@ -261,13 +284,14 @@ def plot(results: list[dict], engines: list[str], path: Path) -> bool:
     except ImportError:
         return False
     families = [f for f in FAMILIES if any(r["family"] == f for r in results)]
-    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.8),
-                             squeeze=False)
+    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.8), squeeze=False)
     for ax, family in zip(axes[0], families, strict=True):
         for engine in engines:
-            pts = sorted((r["size"], sum(r.get(k, 0.0) for k in PHASES)) for r in results
-                         if r["engine"] == engine and r["family"] == family
-                         and r["status"] == "ok")
+            pts = sorted(
+                (r["size"], sum(r.get(k, 0.0) for k in PHASES))
+                for r in results
+                if r["engine"] == engine and r["family"] == family and r["status"] == "ok"
+            )
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=engine)
         ax.set_xscale("log")
@@ -290,28 +314,52 @@ def _sizes(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--engines", default=",".join(ENGINES),
-                   help="comma-separated engines (default: %(default)s)")
-    p.add_argument("--families", default=",".join(FAMILIES),
-                   help="comma-separated families (default: all)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--engines",
+        default=",".join(ENGINES),
+        help="comma-separated engines (default: %(default)s)",
+    )
+    p.add_argument(
+        "--families", default=",".join(FAMILIES), help="comma-separated families (default: all)"
+    )
     for family in FAMILIES:
-        p.add_argument(f"--sizes-{family.replace('_', '-')}", type=_sizes,
-                       default=DEFAULT_SIZES[family],
-                       help=f"sizes for {family} (default: "
-                            f"{','.join(map(str, DEFAULT_SIZES[family]))})")
-    p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds per case before the worker is restarted (default: 60)")
-    p.add_argument("--repeats", type=int, default=3,
-                   help="runs per case whose first run is cheap; median reported")
-    p.add_argument("--repeat-below", type=float, default=2.0,
-                   help="a case is repeated only when its first run took less (seconds)")
-    p.add_argument("--vocab", choices=("deepseek", "bytes"), default="deepseek",
-                   help="DeepSeek-V4 (default) or 256 single-byte tokens (smoke tests)")
+        p.add_argument(
+            f"--sizes-{family.replace('_', '-')}",
+            type=_sizes,
+            default=DEFAULT_SIZES[family],
+            help=f"sizes for {family} (default: {','.join(map(str, DEFAULT_SIZES[family]))})",
+        )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds per case before the worker is restarted (default: 60)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs per case whose first run is cheap; median reported",
+    )
+    p.add_argument(
+        "--repeat-below",
+        type=float,
+        default=2.0,
+        help="a case is repeated only when its first run took less (seconds)",
+    )
+    p.add_argument(
+        "--vocab",
+        choices=("deepseek", "bytes"),
+        default="deepseek",
+        help="DeepSeek-V4 (default) or 256 single-byte tokens (smoke tests)",
+    )
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
-    p.add_argument("--plot", type=Path, default=None,
-                   help="PNG path (default: the output path with .png)")
+    p.add_argument(
+        "--plot", type=Path, default=None, help="PNG path (default: the output path with .png)"
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)
     return p
 
@@ -335,21 +383,33 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         for family in families:
             for size in getattr(args, f"sizes_{family}"):
-                job = {"family": family, "size": size, "repeats": args.repeats,
-                       "repeat_below": args.repeat_below}
+                job = {
+                    "family": family,
+                    "size": size,
+                    "repeats": args.repeats,
+                    "repeat_below": args.repeat_below,
+                }
                 for engine in engines:  # interleaved: machine noise hits both alike
                     res = workers[engine].run(job, args.timeout)
                     results.append({"engine": engine, "family": family, "size": size, **res})
-                    print(f"  {engine:<9} {family:<18} {size:>6}: {res['status']}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"  {engine:<9} {family:<18} {size:>6}: {res['status']}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     finally:
         for w in workers.values():
             w.stop()
     out = {
-        "meta": {**machine_meta(load_start), "versions": package_versions(),
-                 "command": command_line(argv), "vocab": args.vocab,
-                 "timeout_s": args.timeout, "repeats": args.repeats,
-                 "repeat_below_s": args.repeat_below},
+        "meta": {
+            **machine_meta(load_start),
+            "versions": package_versions(),
+            "command": command_line(argv),
+            "vocab": args.vocab,
+            "timeout_s": args.timeout,
+            "repeats": args.repeats,
+            "repeat_below_s": args.repeat_below,
+        },
         "results": results,
     }
     print(format_table(results, engines))

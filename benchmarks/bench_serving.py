@@ -65,22 +65,83 @@ RECORD_SCHEMA = {
         "tags": {"type": "array", "items": {"type": "string"}},
         "address": {
             "type": "object",
-            "properties": {"street": {"type": "string"}, "city": {"type": "string"},
-                           "zip": {"type": "string"}},
+            "properties": {
+                "street": {"type": "string"},
+                "city": {"type": "string"},
+                "zip": {"type": "string"},
+            },
             "required": ["street", "city", "zip"],
         },
     },
     "required": ["id", "name", "email", "active", "score", "tags", "address"],
 }
 
-_FIRST = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Zoë",
-          "José", "李", "Ольга", "Søren", "Margaret", "Niklaus", "Radia"]
-_LAST = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson",
-         "Müller", "Martínez", "雷", "Петрова", "Kierkegaard", "Hamilton", "Wirth", "Perlman"]
-_TAGS = ["compiler", "grammar", "parsing", "systems", "math", "databases", "networking",
-         "gpu", "speculative decoding", "tokenizer", "café", "日本語", "a\\b", "tab\there"]
-_CITIES = ["London", "New York", "Zürich", "São Paulo", "東京", "Kraków", "Reykjavík",
-           "San Francisco", "Paris", "Москва", "Cape Town", "Seoul"]
+_FIRST = [
+    "Ada",
+    "Grace",
+    "Alan",
+    "Edsger",
+    "Barbara",
+    "Donald",
+    "Frances",
+    "Ken",
+    "Zoë",
+    "José",
+    "李",
+    "Ольга",
+    "Søren",
+    "Margaret",
+    "Niklaus",
+    "Radia",
+]
+_LAST = [
+    "Lovelace",
+    "Hopper",
+    "Turing",
+    "Dijkstra",
+    "Liskov",
+    "Knuth",
+    "Allen",
+    "Thompson",
+    "Müller",
+    "Martínez",
+    "雷",
+    "Петрова",
+    "Kierkegaard",
+    "Hamilton",
+    "Wirth",
+    "Perlman",
+]
+_TAGS = [
+    "compiler",
+    "grammar",
+    "parsing",
+    "systems",
+    "math",
+    "databases",
+    "networking",
+    "gpu",
+    "speculative decoding",
+    "tokenizer",
+    "café",
+    "日本語",
+    "a\\b",
+    "tab\there",
+]
+_CITIES = [
+    "London",
+    "New York",
+    "Zürich",
+    "São Paulo",
+    "東京",
+    "Kraków",
+    "Reykjavík",
+    "San Francisco",
+    "Paris",
+    "Москва",
+    "Cape Town",
+    "Seoul",
+]
 _STREETS = ["Main St", "Baker Street", "Rue de Rivoli", "Bahnhofstrasse", "Nevsky Prospekt"]
 
 
@@ -99,9 +160,11 @@ def make_documents(n: int, rng: random.Random) -> list[str]:
             "active": rng.random() < 0.5,
             "score": round(rng.uniform(-100, 100), rng.randint(0, 4)),
             "tags": rng.sample(_TAGS, rng.randint(0, 4)),
-            "address": {"street": f"{rng.randint(1, 999)} {rng.choice(_STREETS)}",
-                        "city": rng.choice(_CITIES),
-                        "zip": f"{rng.randint(0, 99999):05d}"},
+            "address": {
+                "street": f"{rng.randint(1, 999)} {rng.choice(_STREETS)}",
+                "city": rng.choice(_CITIES),
+                "zip": f"{rng.randint(0, 99999):05d}",
+            },
         }
         docs.append(json.dumps(value, indent=(None, 2)[i % 2], ensure_ascii=(i // 2) % 2 == 0))
     return docs
@@ -130,8 +193,9 @@ class Oracle:
         return self.cache[key]
 
 
-def build_tree(stream: list[int], other: list[int], nodes: int, oracle: Oracle,
-               rng: random.Random) -> dict:
+def build_tree(
+    stream: list[int], other: list[int], nodes: int, oracle: Oracle, rng: random.Random
+) -> dict:
     """One request's tree: a main chain following ``stream`` (document + stop token) below a
     root holding the last accepted token, interleaved at random with side branches.
 
@@ -156,7 +220,7 @@ def build_tree(stream: list[int], other: list[int], nodes: int, oracle: Oracle,
         if added < chain and (remaining <= chain - added or rng.random() < 0.45):
             k = added
             parent, tok = last_chain, stream[prefix + k]
-            ctx = stream[:prefix + k + 1] if tok != stop else None
+            ctx = stream[: prefix + k + 1] if tok != stop else None
             last_chain = len(parents)
             chain_node[last_chain] = k + 1
             added += 1
@@ -171,8 +235,9 @@ def build_tree(stream: list[int], other: list[int], nodes: int, oracle: Oracle,
                 tok, ctx = other[off], None  # another document's token: state unknown
             else:
                 allowed = oracle.allowed(ctxs[parent])
-                choices = [int(t) for t in allowed[rng.sample(range(len(allowed)),
-                                                              min(8, len(allowed)))]]
+                choices = [
+                    int(t) for t in allowed[rng.sample(range(len(allowed)), min(8, len(allowed)))]
+                ]
                 choices = [t for t in choices if t not in taken]
                 if choices:
                     tok = choices[0]
@@ -185,14 +250,23 @@ def build_tree(stream: list[int], other: list[int], nodes: int, oracle: Oracle,
         parents.append(parent)
         tokens.append(tok)
         ctxs.append(ctx)
-    expected = stream[prefix:prefix + chain + 1]
+    expected = stream[prefix : prefix + chain + 1]
     if stop in expected:
-        expected = expected[:expected.index(stop) + 1]
+        expected = expected[: expected.index(stop) + 1]
     # Rows to bias: chain nodes that are not a stop token and have a next document token.
-    chain_rows = {node: stream[prefix + k] for node, k in chain_node.items()
-                  if prefix + k < len(stream) and (k == 0 or stream[prefix + k - 1] != stop)}
-    return {"parents": parents, "tokens": tokens, "prefix": prefix, "expected": expected,
-            "chain_rows": chain_rows, "chain": chain}
+    chain_rows = {
+        node: stream[prefix + k]
+        for node, k in chain_node.items()
+        if prefix + k < len(stream) and (k == 0 or stream[prefix + k - 1] != stop)
+    }
+    return {
+        "parents": parents,
+        "tokens": tokens,
+        "prefix": prefix,
+        "expected": expected,
+        "chain_rows": chain_rows,
+        "chain": chain,
+    }
 
 
 def load_inputs(args, treegram) -> dict:
@@ -215,8 +289,13 @@ def load_inputs(args, treegram) -> dict:
         if b"".join(info.decoded_vocab[t] for t in ids) != text.encode("utf-8"):
             raise AssertionError(f"tokenization does not round-trip: {text!r}")
         docs.append(ids)
-    return {"info": info, "compiled": compiled, "docs": docs, "rng": rng,
-            "oracle": Oracle(treegram, compiled, info.vocab_size)}
+    return {
+        "info": info,
+        "compiled": compiled,
+        "docs": docs,
+        "rng": rng,
+        "oracle": Oracle(treegram, compiled, info.vocab_size),
+    }
 
 
 def setup_config(inputs: dict, batch: int, nodes: int, treegram) -> dict:
@@ -234,7 +313,7 @@ def setup_config(inputs: dict, batch: int, nodes: int, treegram) -> dict:
         other = docs[(b + 7) % len(docs)]
         tree = build_tree(stream, other, nodes, inputs["oracle"], rng)
         m = treegram.GrammarMatcher(inputs["compiled"])
-        for tok in stream[:tree["prefix"]]:
+        for tok in stream[: tree["prefix"]]:
             if not m.accept_token(tok):
                 raise AssertionError(f"document prefix rejected at token {tok}")
         trees.append(tree)
@@ -247,9 +326,15 @@ def setup_config(inputs: dict, batch: int, nodes: int, treegram) -> dict:
     for b, tree in enumerate(trees):
         for node, tok in tree["chain_rows"].items():
             logits[b * nodes + node, tok] += BIAS
-    return {"trees": trees, "matchers": matchers, "next_token": next_token,
-            "next_sibling": next_sibling, "draft": draft, "base_logits": logits,
-            "vocab": vocab}
+    return {
+        "trees": trees,
+        "matchers": matchers,
+        "next_token": next_token,
+        "next_sibling": next_sibling,
+        "draft": draft,
+        "base_logits": logits,
+        "vocab": vocab,
+    }
 
 
 # ---------------------------------------------------------------------------- step timing
@@ -260,8 +345,11 @@ def advance(batch_matcher, matchers: list, accepted: list[list[int]]) -> bool:
     ok = True
     for k in range(max((len(t) for t in accepted), default=0)):
         idx = [i for i, t in enumerate(accepted) if len(t) > k]
-        ok &= all(batch_matcher.batch_accept_token([matchers[i] for i in idx],
-                                                   [accepted[i][k] for i in idx]))
+        ok &= all(
+            batch_matcher.batch_accept_token(
+                [matchers[i] for i in idx], [accepted[i][k] for i in idx]
+            )
+        )
     return ok
 
 
@@ -276,8 +364,7 @@ def time_steps(cfg: dict, args, treegram) -> dict:
     base = cfg["base_logits"]
     logits = torch.empty_like(base)
     bitmask = treegram.allocate_token_bitmask(base.shape[0], cfg["vocab"], backend="torch")
-    threads = args.matcher_threads if args.matcher_threads == "auto" else int(
-        args.matcher_threads)
+    threads = args.matcher_threads if args.matcher_threads == "auto" else int(args.matcher_threads)
     batch = treegram.BatchGrammarMatcher(max_threads=threads)
     samples: dict[str, list[int]] = {p: [] for p in (*PARTS, "total")}
     clock = time.perf_counter_ns
@@ -291,16 +378,20 @@ def time_steps(cfg: dict, args, treegram) -> dict:
             t1 = clock()
             apply_token_bitmask_inplace(logits, bitmask, backend=args.backend)
             t2 = clock()
-            res = verify_tree(logits, draft, nt, ns, None, matchers, mode="greedy",
-                              advance=False, inplace=True)
+            res = verify_tree(
+                logits, draft, nt, ns, None, matchers, mode="greedy", advance=False, inplace=True
+            )
             t3 = clock()
             advanced = advance(batch, matchers, res.accepted_tokens)
             t4 = clock()
             lengths = [len(t) for t in res.accepted_tokens]
             if it == 0:
                 expected = [t["expected"] for t in cfg["trees"]]
-                wrong = [b for b, (got, exp) in enumerate(zip(res.accepted_tokens, expected,
-                                                              strict=True)) if got != exp]
+                wrong = [
+                    b
+                    for b, (got, exp) in enumerate(zip(res.accepted_tokens, expected, strict=True))
+                    if got != exp
+                ]
                 check = {
                     "paths_as_expected": not wrong,
                     "unexpected_paths": wrong[:10],
@@ -379,8 +470,12 @@ def measure_apply(batch: int, vocab: int, runs: int, seed: int) -> dict:
     out: dict[str, Any] = {"batch_size": batch, "vocab_size": vocab, "mismatches": mismatches}
     for name, s in samples.items():
         ms = statistics.median(s) / 1e6
-        out[name] = {"median_ms": ms, "p90_ms": float(np.percentile(np.asarray(s) / 1e6, 90)),
-                     "rows_per_s": batch / (ms / 1e3), "gb_per_s": nbytes / (ms / 1e3) / 1e9}
+        out[name] = {
+            "median_ms": ms,
+            "p90_ms": float(np.percentile(np.asarray(s) / 1e6, 90)),
+            "rows_per_s": batch / (ms / 1e3),
+            "gb_per_s": nbytes / (ms / 1e3) / 1e9,
+        }
     out["tg_over_xg"] = out["treegram"]["median_ms"] / out["xgrammar"]["median_ms"]
     return out
 
@@ -388,38 +483,56 @@ def measure_apply(batch: int, vocab: int, runs: int, seed: int) -> dict:
 # ---------------------------------------------------------------------------- report
 
 
-
-
 def format_table(results: dict) -> str:
     meta = results["meta"]
-    head = (f"{'B':>3} {'N':>3}  {'fill':>8} {'apply':>9} {'verify':>9} {'advance':>8} "
-            f"{'total':>9}  {'grammar':>8}  {'acc len':>7}  {'paths ok':>8}")
-    lines = [f"grammar step, DeepSeek-V4 vocabulary ({meta['vocab_size']:,} tokens), "
-             f"{meta['grammar']}: median ms per step (whole batch)", head, "-" * len(head)]
+    head = (
+        f"{'B':>3} {'N':>3}  {'fill':>8} {'apply':>9} {'verify':>9} {'advance':>8} "
+        f"{'total':>9}  {'grammar':>8}  {'acc len':>7}  {'paths ok':>8}"
+    )
+    lines = [
+        f"grammar step, DeepSeek-V4 vocabulary ({meta['vocab_size']:,} tokens), "
+        f"{meta['grammar']}: median ms per step (whole batch)",
+        head,
+        "-" * len(head),
+    ]
     for c in results["steps"]:
         m = c["median_ms"]
         grammar = m["fill"] + m["apply"] + m["advance"]
-        lines.append(f"{c['batch_size']:>3} {c['nodes_per_tree']:>3}  {m['fill']:>8.3f} "
-                     f"{m['apply']:>9.3f} {m['verify']:>9.3f} {m['advance']:>8.3f} "
-                     f"{m['total']:>9.3f}  {grammar:>8.3f}  {c['accept_length_mean']:>7.2f}  "
-                     f"{str(c['paths_as_expected']).lower():>8}")
+        lines.append(
+            f"{c['batch_size']:>3} {c['nodes_per_tree']:>3}  {m['fill']:>8.3f} "
+            f"{m['apply']:>9.3f} {m['verify']:>9.3f} {m['advance']:>8.3f} "
+            f"{m['total']:>9.3f}  {grammar:>8.3f}  {c['accept_length_mean']:>7.2f}  "
+            f"{str(c['paths_as_expected']).lower():>8}"
+        )
     lines.append("-" * len(head))
-    lines.append("total = median of per-step sums; grammar = fill + apply + advance medians; "
-                 "acc len = mean tokens emitted per request (incl. bonus)")
-    lines.append(f"median of {meta['iterations']} steps after {meta['warmup']} warm-up; "
-                 f"torch threads {meta['torch_threads']}, matcher threads "
-                 f"{meta['matcher_threads']}, {meta['machine']['cpu_count']} CPUs")
+    lines.append(
+        "total = median of per-step sums; grammar = fill + apply + advance medians; "
+        "acc len = mean tokens emitted per request (incl. bonus)"
+    )
+    lines.append(
+        f"median of {meta['iterations']} steps after {meta['warmup']} warm-up; "
+        f"torch threads {meta['torch_threads']}, matcher threads "
+        f"{meta['matcher_threads']}, {meta['machine']['cpu_count']} CPUs"
+    )
     if results.get("apply"):
         lines.append("")
-        head2 = (f"{'B':>3}  {'treegram ms':>11} {'xgrammar ms':>11}  {'tg/xg':>6}  "
-                 f"{'tg GB/s':>8} {'xg GB/s':>8}  {'equal':>5}")
-        lines += [f"CPU apply kernel, [B, {meta['vocab_size']:,}] float32, 1 torch thread "
-                  f"(median of {meta['apply_runs']})", head2, "-" * len(head2)]
+        head2 = (
+            f"{'B':>3}  {'treegram ms':>11} {'xgrammar ms':>11}  {'tg/xg':>6}  "
+            f"{'tg GB/s':>8} {'xg GB/s':>8}  {'equal':>5}"
+        )
+        lines += [
+            f"CPU apply kernel, [B, {meta['vocab_size']:,}] float32, 1 torch thread "
+            f"(median of {meta['apply_runs']})",
+            head2,
+            "-" * len(head2),
+        ]
         for a in results["apply"]:
-            lines.append(f"{a['batch_size']:>3}  {a['treegram']['median_ms']:>11.3f} "
-                         f"{a['xgrammar']['median_ms']:>11.3f}  {a['tg_over_xg']:>6.2f}  "
-                         f"{a['treegram']['gb_per_s']:>8.2f} {a['xgrammar']['gb_per_s']:>8.2f}  "
-                         f"{str(a['mismatches'] == 0).lower():>5}")
+            lines.append(
+                f"{a['batch_size']:>3}  {a['treegram']['median_ms']:>11.3f} "
+                f"{a['xgrammar']['median_ms']:>11.3f}  {a['tg_over_xg']:>6.2f}  "
+                f"{a['treegram']['gb_per_s']:>8.2f} {a['xgrammar']['gb_per_s']:>8.2f}  "
+                f"{str(a['mismatches'] == 0).lower():>5}"
+            )
         lines.append("tg/xg = treegram median / xgrammar median (below 1: treegram faster)")
     return "\n".join(lines)
 
@@ -443,15 +556,28 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     ap.add_argument("--batch-sizes", default="1,16,64", help="comma-separated batch sizes")
     ap.add_argument("--tree-sizes", default="8,32", help="comma-separated nodes per tree")
-    ap.add_argument("--grammar", choices=("schema", "builtin"), default="schema",
-                    help="RECORD_SCHEMA (JSON Schema) or the built-in JSON grammar")
-    ap.add_argument("--backend", choices=("torch", "auto"), default="torch",
-                    help="apply_token_bitmask_inplace backend in the step")
+    ap.add_argument(
+        "--grammar",
+        choices=("schema", "builtin"),
+        default="schema",
+        help="RECORD_SCHEMA (JSON Schema) or the built-in JSON grammar",
+    )
+    ap.add_argument(
+        "--backend",
+        choices=("torch", "auto"),
+        default="torch",
+        help="apply_token_bitmask_inplace backend in the step",
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    ap.add_argument("--matcher-threads", default="1",
-                    help="BatchGrammarMatcher max_threads (an int or 'auto')")
-    ap.add_argument("--apply-runs", type=int, default=50,
-                    help="timed calls per engine in the apply comparison (0: skip it)")
+    ap.add_argument(
+        "--matcher-threads", default="1", help="BatchGrammarMatcher max_threads (an int or 'auto')"
+    )
+    ap.add_argument(
+        "--apply-runs",
+        type=int,
+        default=50,
+        help="timed calls per engine in the apply comparison (0: skip it)",
+    )
     ap.add_argument("--seed", type=int, default=0, help="random seed")
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
     return ap
@@ -464,8 +590,7 @@ def main(argv: list[str] | None = None) -> dict:
     if any(n < 2 for n in tree_sizes):
         raise SystemExit("--tree-sizes: trees need at least 2 nodes")
     if args.iterations < 1 or args.warmup < 0 or args.apply_runs < 0 or args.threads < 1:
-        raise SystemExit("--iterations and --threads must be >= 1, --warmup and "
-                         "--apply-runs >= 0")
+        raise SystemExit("--iterations and --threads must be >= 1, --warmup and --apply-runs >= 0")
     if args.matcher_threads != "auto" and not args.matcher_threads.isdigit():
         raise SystemExit("--matcher-threads: an int >= 1 or 'auto'")
 
@@ -481,8 +606,7 @@ def main(argv: list[str] | None = None) -> dict:
     applied = []
     if args.apply_runs:
         torch.set_num_threads(1)
-        applied = [measure_apply(b, vocab, args.apply_runs, args.seed + b)
-                   for b in batch_sizes]
+        applied = [measure_apply(b, vocab, args.apply_runs, args.seed + b) for b in batch_sizes]
         torch.set_num_threads(args.threads)
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -490,8 +614,9 @@ def main(argv: list[str] | None = None) -> dict:
         "command": command_line(argv),
         "versions": package_versions(),
         "vocab_size": vocab,
-        "grammar": ("JSON Schema RECORD_SCHEMA" if args.grammar == "schema"
-                    else "built-in JSON grammar"),
+        "grammar": (
+            "JSON Schema RECORD_SCHEMA" if args.grammar == "schema" else "built-in JSON grammar"
+        ),
         "schema": RECORD_SCHEMA if args.grammar == "schema" else None,
         "iterations": args.iterations,
         "warmup": args.warmup,
@@ -504,16 +629,18 @@ def main(argv: list[str] | None = None) -> dict:
             "fill": "BatchGrammarMatcher.batch_traverse_draft_tree over the B trees of N nodes",
             "apply": "treegram.serving.apply_token_bitmask_inplace on float32 logits [B*N, V]",
             "verify": "treegram.serving.verify_tree(mode='greedy', bitmask=None, inplace=True, "
-                      "advance=False) on the masked logits",
+            "advance=False) on the masked logits",
             "advance": "BatchGrammarMatcher.batch_accept_token, one call per path position",
             "total": "fill + apply + verify + advance of the same step",
         },
-        "notes": ("trees from parent arrays: a main chain of chain_nodes document tokens below "
-                  "the root, side branches (grammar-allowed alternatives and other documents' "
-                  "tokens) interleaved at random; logits of chain nodes biased by +50 on the "
-                  "document's next token; matchers rolled back and logits restored untimed "
-                  "after every step; the apply comparison uses a random bitmask of density "
-                  "0.5 and compares both outputs after every round."),
+        "notes": (
+            "trees from parent arrays: a main chain of chain_nodes document tokens below "
+            "the root, side branches (grammar-allowed alternatives and other documents' "
+            "tokens) interleaved at random; logits of chain nodes biased by +50 on the "
+            "document's next token; matchers rolled back and logits restored untimed "
+            "after every step; the apply comparison uses a random bitmask of density "
+            "0.5 and compares both outputs after every round."
+        ),
     }
     results = {"meta": meta, "steps": steps, "apply": applied}
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -527,9 +654,9 @@ def main(argv: list[str] | None = None) -> dict:
 
 def all_ok(results: dict) -> bool:
     """Every step's paths, fills and advances as expected, and both apply kernels equal."""
-    return (all(c["paths_as_expected"] and c["all_filled"] and c["all_advanced"]
-                for c in results["steps"])
-            and all(a["mismatches"] == 0 for a in results["apply"]))
+    return all(
+        c["paths_as_expected"] and c["all_filled"] and c["all_advanced"] for c in results["steps"]
+    ) and all(a["mismatches"] == 0 for a in results["apply"])
 
 
 if __name__ == "__main__":

@@ -110,8 +110,11 @@ def uses_remote_ref(schema: Any) -> bool:
     """Whether the schema (or any subschema) refers to a remote document."""
     if isinstance(schema, dict):
         for key, value in schema.items():
-            if key in ("$ref", "$dynamicRef") and isinstance(value, str) and (
-                    value.startswith(("http://", "https://", "urn:"))):
+            if (
+                key in ("$ref", "$dynamicRef")
+                and isinstance(value, str)
+                and (value.startswith(("http://", "https://", "urn:")))
+            ):
                 return True
             if uses_remote_ref(value):
                 return True
@@ -150,8 +153,8 @@ class TreegramEngine:
 
     def compile(self, schema: Any):
         grammar = self._tg.Grammar.from_json_schema(
-            schema, any_whitespace=True, strict_mode=self.strict_mode,
-            remote_schemas=self.remotes)
+            schema, any_whitespace=True, strict_mode=self.strict_mode, remote_schemas=self.remotes
+        )
         return self.compiler.compile_grammar(grammar)
 
     def matcher(self, compiled):
@@ -172,7 +175,8 @@ class XgrammarEngine:
 
     def compile(self, schema: Any):
         return self.compiler.compile_json_schema(
-            json.dumps(schema), any_whitespace=True, strict_mode=self.strict_mode)
+            json.dumps(schema), any_whitespace=True, strict_mode=self.strict_mode
+        )
 
     def matcher(self, compiled):
         return self._xg.GrammarMatcher(compiled)
@@ -196,8 +200,9 @@ def empty_counts() -> dict[str, int]:
     return {o: 0 for o in OUTCOMES} | {"tests": 0}
 
 
-def run_group(engine, group: dict, texts: list[str | None],
-              draft: str = "draft2020-12") -> tuple[list[str], dict]:
+def run_group(
+    engine, group: dict, texts: list[str | None], draft: str = "draft2020-12"
+) -> tuple[list[str], dict]:
     """Outcome per test of one group, plus the group record (compile status, timing)."""
     tests = group["tests"]
     record: dict[str, Any] = {"compiled": True}
@@ -232,8 +237,11 @@ def run(suite: dict, engines: list, progress: Callable[[str], None] | None = Non
     for engine in engines:
         totals = empty_counts()
         drafts: dict[str, dict] = {}
-        examples: dict[str, list] = {"false_positive": [], "false_negative": [],
-                                     "compile_error": []}
+        examples: dict[str, list] = {
+            "false_positive": [],
+            "false_negative": [],
+            "compile_error": [],
+        }
         groups_out = []
         t_engine = time.perf_counter()
         for draft, files in suite.items():
@@ -244,10 +252,16 @@ def run(suite: dict, engines: list, progress: Callable[[str], None] | None = Non
                 for gi, group in enumerate(groups):
                     texts = [serialize(t["data"]) for t in group["tests"]]
                     outcomes, record = run_group(engine, group, texts, draft)
-                    record.update({"draft": draft, "file": fname, "group": gi,
-                                   "description": group["description"],
-                                   "remote_ref": uses_remote_ref(group["schema"]),
-                                   "outcomes": outcomes})
+                    record.update(
+                        {
+                            "draft": draft,
+                            "file": fname,
+                            "group": gi,
+                            "description": group["description"],
+                            "remote_ref": uses_remote_ref(group["schema"]),
+                            "outcomes": outcomes,
+                        }
+                    )
                     groups_out.append(record)
                     pairs = zip(group["tests"], outcomes, strict=True)
                     for ti, (test, outcome) in enumerate(pairs):
@@ -255,9 +269,14 @@ def run(suite: dict, engines: list, progress: Callable[[str], None] | None = Non
                             counts[outcome] += 1
                             counts["tests"] += 1
                         if outcome in examples and len(examples[outcome]) < MAX_EXAMPLES:
-                            ex = {"draft": draft, "file": fname, "group": gi, "test": ti,
-                                  "group_description": group["description"],
-                                  "test_description": test["description"]}
+                            ex = {
+                                "draft": draft,
+                                "file": fname,
+                                "group": gi,
+                                "test": ti,
+                                "group_description": group["description"],
+                                "test_description": test["description"],
+                            }
                             if outcome == "compile_error":
                                 ex["error"] = record.get("error")
                             else:
@@ -285,26 +304,29 @@ def run(suite: dict, engines: list, progress: Callable[[str], None] | None = Non
 
 
 def _cell(counts: dict) -> str:
-    return (f"{counts['pass']} | {counts['false_positive']} | {counts['false_negative']} | "
-            f"{counts['compile_error']}")
+    return (
+        f"{counts['pass']} | {counts['false_positive']} | {counts['false_negative']} | "
+        f"{counts['compile_error']}"
+    )
 
 
 def format_markdown(results: dict) -> str:
     engines = [e for e in ENGINES if e in results["engines"]]
     meta = results["meta"]
-    head = "| " + " | ".join(
-        f"{e} pass | {e} FP | {e} FN | {e} CE" for e in engines) + " |"
+    head = "| " + " | ".join(f"{e} pass | {e} FP | {e} FN | {e} CE" for e in engines) + " |"
     sep = "|" + "---|" * (4 * len(engines))
-    lines = ["Columns per engine: pass, FP = false positives (invalid instance accepted), "
-             "FN = false negatives (valid instance rejected), CE = valid tests of groups "
-             "the engine refused to compile.", ""]
+    lines = [
+        "Columns per engine: pass, FP = false positives (invalid instance accepted), "
+        "FN = false negatives (valid instance rejected), CE = valid tests of groups "
+        "the engine refused to compile.",
+        "",
+    ]
     lines.append("| draft | tests " + head)
     lines.append("|---|---:" + sep)
     drafts = list(results["engines"][engines[0]]["drafts"])
     for draft in drafts:
         n = results["engines"][engines[0]]["drafts"][draft]["totals"]["tests"]
-        cells = " | ".join(_cell(results["engines"][e]["drafts"][draft]["totals"])
-                           for e in engines)
+        cells = " | ".join(_cell(results["engines"][e]["drafts"][draft]["totals"]) for e in engines)
         lines.append(f"| **{draft}** | {n} | {cells} |")
     n = results["engines"][engines[0]]["totals"]["tests"]
     cells = " | ".join(_cell(results["engines"][e]["totals"]) for e in engines)
@@ -315,29 +337,39 @@ def format_markdown(results: dict) -> str:
         lines.append("|---|---:" + sep)
         for fname, fc in results["engines"][engines[0]]["drafts"][draft]["files"].items():
             cells = " | ".join(
-                _cell(results["engines"][e]["drafts"][draft]["files"][fname])
-                for e in engines)
+                _cell(results["engines"][e]["drafts"][draft]["files"][fname]) for e in engines
+            )
             lines.append(f"| {fname.removesuffix('.json')} | {fc['tests']} | {cells} |")
-    lines += ["", f"Options: any_whitespace=True, strict_mode={meta['strict_mode']}; "
-              f"vocabulary: 256 single-byte tokens + `<eos>`; "
-              f"instances serialized with `json.dumps`."]
+    lines += [
+        "",
+        f"Options: any_whitespace=True, strict_mode={meta['strict_mode']}; "
+        f"vocabulary: 256 single-byte tokens + `<eos>`; "
+        f"instances serialized with `json.dumps`.",
+    ]
     return "\n".join(lines)
 
 
 def format_table(results: dict) -> str:
     engines = [e for e in ENGINES if e in results["engines"]]
-    lines = [f"{'scope':<32} {'engine':<9} {'tests':>6} {'pass':>6} {'FP':>5} {'FN':>5} "
-             f"{'CE':>5} {'refI':>5}", "-" * 80]
+    lines = [
+        f"{'scope':<32} {'engine':<9} {'tests':>6} {'pass':>6} {'FP':>5} {'FN':>5} "
+        f"{'CE':>5} {'refI':>5}",
+        "-" * 80,
+    ]
     drafts = list(results["engines"][engines[0]]["drafts"])
     for scope in [*drafts, "all"]:
         for e in engines:
             r = results["engines"][e]
             c = r["totals"] if scope == "all" else r["drafts"][scope]["totals"]
-            lines.append(f"{scope:<32} {e:<9} {c['tests']:>6} {c['pass']:>6} "
-                         f"{c['false_positive']:>5} {c['false_negative']:>5} "
-                         f"{c['compile_error']:>5} {c['refused_invalid']:>5}")
-    lines.append("FP: invalid accepted, FN: valid rejected, CE: valid tests of refused groups, "
-                 "refI: invalid tests of refused groups")
+            lines.append(
+                f"{scope:<32} {e:<9} {c['tests']:>6} {c['pass']:>6} "
+                f"{c['false_positive']:>5} {c['false_negative']:>5} "
+                f"{c['compile_error']:>5} {c['refused_invalid']:>5}"
+            )
+    lines.append(
+        "FP: invalid accepted, FN: valid rejected, CE: valid tests of refused groups, "
+        "refI: invalid tests of refused groups"
+    )
     return "\n".join(lines)
 
 
@@ -359,47 +391,51 @@ def write_doc(results: dict, path: Path) -> None:
             f"{tg['pass'] + tg['refused_invalid']}, xgrammar "
             f"{xg['pass'] + xg['refused_invalid']}",
         ]
-    text = "\n".join([
-        "# JSON Schema Test Suite conformance: treegram vs xgrammar",
-        "",
-        "Generated by `python benchmarks/conformance_json_schema.py` "
-        f"({meta['date']}); raw results in `benchmarks/results/json_schema_suite.json`. "
-        "Data: the official JSON-Schema-Test-Suite (json-schema-org/JSON-Schema-Test-Suite "
-        "@ 44401e0, MIT), required tests of drafts 2020-12 and 7 (not `optional/`).",
-        "",
-        "Method: per test group, each engine compiles the group's schema into a grammar over a "
-        "byte-level vocabulary (256 single-byte tokens + `<eos>`); per test, the instance is "
-        "serialized with `json.dumps` and must be accepted (`accept_string` then "
-        "`is_completed`) exactly when the test is valid. A group the engine refuses counts its "
-        "valid tests as compile errors (CE); its invalid tests are counted apart "
-        "(`refused_invalid` in the JSON), neither as passes nor as errors. Draft-7 schemas "
-        "without `$schema` are given the draft-07 one. Remote `$ref`s "
-        "(`http://localhost:1234/...`) name the suite's `remotes/` documents: treegram "
-        "receives them as `remote_schemas`; xgrammar has no such option, so its groups "
-        "using them are compile errors unless it compiles them anyway.",
-        "",
-        f"`strict_mode={meta['strict_mode']}`: "
-        + ("JSON Schema semantics (an absent `additionalProperties` allows more properties). "
-           "Both engines default to `strict_mode=True` for generation, which forbids them; "
-           "`--strict-mode` measures that setting."
-           if not meta["strict_mode"] else
-           "the engines' generation default (absent `additionalProperties` = false)."),
-        "",
-        "## Verdict",
-        "",
-        *verdict,
-        "",
-        "## Totals and per file",
-        "",
-        format_markdown(results),
-        "",
-        *_other_mode_lines(results),
-        "Note that the suite's tests exercise keywords one at a time, usually with schemas "
-        "that do not constrain `type`; an engine that refuses an inexact keyword "
-        "(treegram raises `UnsupportedSchemaError`) trades compile errors for false "
-        "positives.",
-        "",
-    ])
+    text = "\n".join(
+        [
+            "# JSON Schema Test Suite conformance: treegram vs xgrammar",
+            "",
+            "Generated by `python benchmarks/conformance_json_schema.py` "
+            f"({meta['date']}); raw results in `benchmarks/results/json_schema_suite.json`. "
+            "Data: the official JSON-Schema-Test-Suite (json-schema-org/JSON-Schema-Test-Suite "
+            "@ 44401e0, MIT), required tests of drafts 2020-12 and 7 (not `optional/`).",
+            "",
+            "Method: per test group, each engine compiles the group's schema into a grammar over a "
+            "byte-level vocabulary (256 single-byte tokens + `<eos>`); per test, the instance is "
+            "serialized with `json.dumps` and must be accepted (`accept_string` then "
+            "`is_completed`) exactly when the test is valid. A group the engine refuses counts its "
+            "valid tests as compile errors (CE); its invalid tests are counted apart "
+            "(`refused_invalid` in the JSON), neither as passes nor as errors. Draft-7 schemas "
+            "without `$schema` are given the draft-07 one. Remote `$ref`s "
+            "(`http://localhost:1234/...`) name the suite's `remotes/` documents: treegram "
+            "receives them as `remote_schemas`; xgrammar has no such option, so its groups "
+            "using them are compile errors unless it compiles them anyway.",
+            "",
+            f"`strict_mode={meta['strict_mode']}`: "
+            + (
+                "JSON Schema semantics (an absent `additionalProperties` allows more properties). "
+                "Both engines default to `strict_mode=True` for generation, which forbids them; "
+                "`--strict-mode` measures that setting."
+                if not meta["strict_mode"]
+                else "the engines' generation default (absent `additionalProperties` = false)."
+            ),
+            "",
+            "## Verdict",
+            "",
+            *verdict,
+            "",
+            "## Totals and per file",
+            "",
+            format_markdown(results),
+            "",
+            *_other_mode_lines(results),
+            "Note that the suite's tests exercise keywords one at a time, usually with schemas "
+            "that do not constrain `type`; an engine that refuses an inexact keyword "
+            "(treegram raises `UnsupportedSchemaError`) trades compile errors for false "
+            "positives.",
+            "",
+        ]
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
 
@@ -408,17 +444,20 @@ def _other_mode_lines(results: dict) -> list[str]:
     other = results.get("other_mode")
     if not other:
         return []
-    lines = [f"## The same harness with strict_mode={other['strict_mode']} (totals)", "",
-             "| engine | draft | tests | pass | FP | FN | CE | refused invalid |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"## The same harness with strict_mode={other['strict_mode']} (totals)",
+        "",
+        "| engine | draft | tests | pass | FP | FN | CE | refused invalid |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, r in other["engines"].items():
         for scope, c in [*r["drafts"].items(), ("all", r["totals"])]:
-            lines.append(f"| {name} | {scope} | {c['tests']} | {c['pass']} | "
-                         f"{c['false_positive']} | {c['false_negative']} | "
-                         f"{c['compile_error']} | {c['refused_invalid']} |")
+            lines.append(
+                f"| {name} | {scope} | {c['tests']} | {c['pass']} | "
+                f"{c['false_positive']} | {c['false_negative']} | "
+                f"{c['compile_error']} | {c['refused_invalid']} |"
+            )
     return [*lines, ""]
-
-
 
 
 # ---------------------------------------------------------------------------- main
@@ -429,19 +468,33 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                    help="suite checkout (holding tests/<draft>/) or a folder of <draft>/ dirs")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="suite checkout (holding tests/<draft>/) or a folder of <draft>/ dirs",
+    )
     ap.add_argument("--drafts", nargs="+", default=list(DRAFTS), help="drafts to run")
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
-    ap.add_argument("--strict-mode", action="store_true",
-                    help="compile with strict_mode=True (the engines' generation default)")
+    ap.add_argument(
+        "--strict-mode",
+        action="store_true",
+        help="compile with strict_mode=True (the engines' generation default)",
+    )
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
-    ap.add_argument("--doc", type=Path, default=DEFAULT_DOC,
-                    help="markdown report to write ('-' to skip)")
-    ap.add_argument("--no-group-records", action="store_true",
-                    help="leave the per-group records out of the JSON")
-    ap.add_argument("--no-other-mode", action="store_true",
-                    help="skip the second run with the other strict_mode (totals only)")
+    ap.add_argument(
+        "--doc", type=Path, default=DEFAULT_DOC, help="markdown report to write ('-' to skip)"
+    )
+    ap.add_argument(
+        "--no-group-records",
+        action="store_true",
+        help="leave the per-group records out of the JSON",
+    )
+    ap.add_argument(
+        "--no-other-mode",
+        action="store_true",
+        help="skip the second run with the other strict_mode (totals only)",
+    )
     return ap
 
 
@@ -456,13 +509,18 @@ def main(argv: list[str] | None = None) -> dict:
             r.pop("group_records")
     other = None
     if not args.no_other_mode:
-        other_engines = [make_engine(name, not args.strict_mode, remotes)
-                         for name in args.engines]
+        other_engines = [make_engine(name, not args.strict_mode, remotes) for name in args.engines]
         other_run = run(suite, other_engines)
-        other = {"strict_mode": not args.strict_mode,
-                 "engines": {name: {"totals": r["totals"],
-                                    "drafts": {d: v["totals"] for d, v in r["drafts"].items()}}
-                             for name, r in other_run.items()}}
+        other = {
+            "strict_mode": not args.strict_mode,
+            "engines": {
+                name: {
+                    "totals": r["totals"],
+                    "drafts": {d: v["totals"] for d, v in r["drafts"].items()},
+                }
+                for name, r in other_run.items()
+            },
+        }
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "data": str(args.data),
@@ -480,11 +538,16 @@ def main(argv: list[str] | None = None) -> dict:
             "compile_error": "valid test of a group the engine refused to compile",
             "refused_invalid": "invalid test of a group the engine refused to compile",
         },
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                    "python": platform.python_version()},
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+        },
         "versions": package_versions(),
-        "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
-                            + (sys.argv[1:] if argv is None else list(argv))),
+        "command": " ".join(
+            [Path(sys.argv[0]).name if argv is None else "main"]
+            + (sys.argv[1:] if argv is None else list(argv))
+        ),
     }
     results = {"meta": meta, "engines": per_engine}
     if other is not None:

@@ -50,8 +50,11 @@ DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "gpu_check.json"
 VOCAB = 129280  # DeepSeek-V4
 SCHEMA = {
     "type": "object",
-    "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
-                   "tags": {"type": "array", "items": {"type": "string"}}},
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
     "required": ["name", "age", "tags"],
 }
 DOCS = [
@@ -66,29 +69,38 @@ DOCS = [
 ]
 
 
-
-
 # ---------------------------------------------------------------------------- 1. tests
 
 
 def check_tests(timeout: float) -> dict:
     """Run the gpu-marked tests in a subprocess; pass when pytest exits 0."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
-           "tests/"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/"]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         tail = (exc.stdout or "") if isinstance(exc.stdout, str) else ""
-        return {"ok": False, "command": " ".join(cmd[2:]), "error": f"timed out after "
-                f"{timeout:.0f} s", "output_tail": tail[-4000:]}
+        return {
+            "ok": False,
+            "command": " ".join(cmd[2:]),
+            "error": f"timed out after {timeout:.0f} s",
+            "output_tail": tail[-4000:],
+        }
     output = proc.stdout + proc.stderr
-    counts = {kind: int(n) for n, kind in re.findall(
-        r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)", output)}
-    return {"ok": proc.returncode == 0 and counts.get("passed", 0) > 0,
-            "returncode": proc.returncode, "counts": counts,
-            "seconds": round(time.perf_counter() - t0, 1), "command": " ".join(cmd[2:]),
-            "output_tail": output[-4000:]}
+    counts = {
+        kind: int(n)
+        for n, kind in re.findall(
+            r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)", output
+        )
+    }
+    return {
+        "ok": proc.returncode == 0 and counts.get("passed", 0) > 0,
+        "returncode": proc.returncode,
+        "counts": counts,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "command": " ".join(cmd[2:]),
+        "output_tail": output[-4000:],
+    }
 
 
 # ---------------------------------------------------------------------------- 2. apply bench
@@ -114,8 +126,7 @@ def check_apply_bench(batch_sizes: list[int], runs: int) -> dict:
     rows, ok = [], True
     for batch in batch_sizes:
         base = torch.randn(batch, VOCAB, device="cuda", generator=gen)
-        mask = bool_tensor_to_bitmask(torch.rand(batch, VOCAB, device="cuda", generator=gen)
-                                      < 0.5)
+        mask = bool_tensor_to_bitmask(torch.rand(batch, VOCAB, device="cuda", generator=gen) < 0.5)
         ref = base.clone()
         apply_token_bitmask_inplace(ref, mask, backend="torch")
         row: dict[str, Any] = {"batch_size": batch, "vocab_size": VOCAB}
@@ -137,8 +148,11 @@ def check_apply_bench(batch_sizes: list[int], runs: int) -> dict:
                 equal = bool(torch.equal(work, ref))
                 ms = statistics.median(times)
                 nbytes = base.numel() * 4 * 2 + mask.numel() * 4  # read+write logits, mask
-                row[name] = {"median_us": ms * 1e3, "gb_per_s": nbytes / (ms / 1e3) / 1e9,
-                             "equal_to_torch": equal}
+                row[name] = {
+                    "median_us": ms * 1e3,
+                    "gb_per_s": nbytes / (ms / 1e3) / 1e9,
+                    "equal_to_torch": equal,
+                }
                 ok &= equal
             except Exception as exc:  # noqa: BLE001 - reported as a failed check
                 row[name] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -197,8 +211,8 @@ def check_graph_executor(steps: int, accept_per_step: int = 3, *, dry_run: bool 
     def draft_at(pos: int) -> np.ndarray:  # root = last accepted token (doc[pos - 1])
         out = np.empty((b, n), dtype=np.int64)
         for i, d in enumerate(docs):
-            out[i, :chain + 1] = d[pos - 1:pos + chain]
-            out[i, chain + 1:] = rng.integers(2, VOCAB, size=n - chain - 1)
+            out[i, : chain + 1] = d[pos - 1 : pos + chain]
+            out[i, chain + 1 :] = rng.integers(2, VOCAB, size=n - chain - 1)
         return out
 
     if min(len(d) for d in docs) < 2 + (steps + 1) * accept_per_step + chain:
@@ -243,7 +257,7 @@ def check_graph_executor(steps: int, accept_per_step: int = 3, *, dry_run: bool 
     pos, done_e, done_g = 1, None, None
     for k in range(steps):
         draft = draft_at(pos)
-        accepted = [list(d[pos:pos + accept_per_step]) for d in docs]
+        accepted = [list(d[pos : pos + accept_per_step]) for d in docs]
         done_e = eager.enqueue(StepBatch.tree(eager_ms, draft, nt, ns))
         eager.launch()
         done_e.raise_for_build()
@@ -253,8 +267,10 @@ def check_graph_executor(steps: int, accept_per_step: int = 3, *, dry_run: bool 
         sync()
         replay_ms.append((time.perf_counter() - t0) * 1e3)
         if done_g.build_error is not None or getattr(ex.launcher, "errors", None):
-            raise AssertionError(f"step {k}: build error {done_g.build_error!r}, launcher "
-                                 f"errors {getattr(ex.launcher, 'errors', None)!r}")
+            raise AssertionError(
+                f"step {k}: build error {done_g.build_error!r}, launcher "
+                f"errors {getattr(ex.launcher, 'errors', None)!r}"
+            )
         want = eager.device_bitmask[:rows].clone()
         reached.append(int(want.ne(0).any(dim=1).sum()))
         if not torch.equal(ex.device_bitmask[:rows].cpu(), want):
@@ -270,18 +286,27 @@ def check_graph_executor(steps: int, accept_per_step: int = 3, *, dry_run: bool 
     ex.advance_now(done_g)
     steps_e = [m.num_accepted_steps() for m in eager_ms]
     steps_g = [m.num_accepted_steps() for m in graph_ms]
-    result.update({
-        "masks_equal": not mismatched_masks, "mismatched_mask_steps": mismatched_masks,
-        "logits_equal": not mismatched_logits, "mismatched_logit_steps": mismatched_logits,
-        "matcher_steps_eager": steps_e, "matcher_steps_graph": steps_g,
-        "dummy_untouched": all(m.num_accepted_steps() == 1 for m in dummy),
-        "nonempty_rows_per_step": reached,
-        "stats": dict(ex.stats),
-        "replay_ms_median": statistics.median(replay_ms),
-    })
-    result["ok"] = bool(result["masks_equal"] and result["logits_equal"]
-                        and steps_e == steps_g == [1 + steps * accept_per_step] * b
-                        and result["dummy_untouched"] and min(reached) > b)
+    result.update(
+        {
+            "masks_equal": not mismatched_masks,
+            "mismatched_mask_steps": mismatched_masks,
+            "logits_equal": not mismatched_logits,
+            "mismatched_logit_steps": mismatched_logits,
+            "matcher_steps_eager": steps_e,
+            "matcher_steps_graph": steps_g,
+            "dummy_untouched": all(m.num_accepted_steps() == 1 for m in dummy),
+            "nonempty_rows_per_step": reached,
+            "stats": dict(ex.stats),
+            "replay_ms_median": statistics.median(replay_ms),
+        }
+    )
+    result["ok"] = bool(
+        result["masks_equal"]
+        and result["logits_equal"]
+        and steps_e == steps_g == [1 + steps * accept_per_step] * b
+        and result["dummy_untouched"]
+        and min(reached) > b
+    )
     ex.close()
     eager.close()
     return result
@@ -328,9 +353,11 @@ def _summary(results: dict) -> str:
             detail = ", ".join(f"{v} {k}" for k, v in check.get("counts", {}).items())
             detail = detail or check.get("error", "")
         elif name == "graph_executor" and "masks_equal" in check:
-            detail = (f"masks_equal={check['masks_equal']} logits_equal={check['logits_equal']}"
-                      f" replay {check['replay_ms_median']:.2f} ms, binding "
-                      f"{check.get('binding')}")
+            detail = (
+                f"masks_equal={check['masks_equal']} logits_equal={check['logits_equal']}"
+                f" replay {check['replay_ms_median']:.2f} ms, binding "
+                f"{check.get('binding')}"
+            )
         elif "error" in check:
             detail = check["error"].splitlines()[-1]
         lines.append(f"  [{status}] {name}: {detail}")
@@ -341,12 +368,19 @@ def _summary(results: dict) -> str:
                     r = row.get(eng)
                     if r is None:
                         continue
-                    cells.append(f"{eng} " + (f"{r['median_us']:.1f} us "
-                                              f"({r['gb_per_s']:.0f} GB/s"
-                                              f"{'' if r['equal_to_torch'] else ', MISMATCH'})"
-                                              if "median_us" in r else "ERROR"))
-                lines.append(f"      B={row['batch_size']:>3} V={row['vocab_size']}: "
-                             + "; ".join(cells))
+                    cells.append(
+                        f"{eng} "
+                        + (
+                            f"{r['median_us']:.1f} us "
+                            f"({r['gb_per_s']:.0f} GB/s"
+                            f"{'' if r['equal_to_torch'] else ', MISMATCH'})"
+                            if "median_us" in r
+                            else "ERROR"
+                        )
+                    )
+                lines.append(
+                    f"      B={row['batch_size']:>3} V={row['vocab_size']}: " + "; ".join(cells)
+                )
             if check.get("note"):
                 lines.append(f"      {check['note']}")
     lines.append("ALL PASSED" if results["ok"] else "SOME CHECKS FAILED")
@@ -355,16 +389,24 @@ def _summary(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="tests,apply_bench,graph_executor",
-                    help="comma-separated checks to run")
+    ap.add_argument(
+        "--only", default="tests,apply_bench,graph_executor", help="comma-separated checks to run"
+    )
     ap.add_argument("--runs", type=int, default=50, help="timed calls per apply backend")
     ap.add_argument("--batch-sizes", default="1,16,64", help="apply benchmark batch sizes")
     ap.add_argument("--steps", type=int, default=6, help="graph replays in graph_executor")
-    ap.add_argument("--test-timeout", type=float, default=300.0,
-                    help="seconds allowed for the gpu-marked pytest run")
-    ap.add_argument("--output", type=Path, default=None,
-                    help="result JSON (default: $OUT/gpu_check.json, else "
-                         "benchmarks/results/gpu_check.json)")
+    ap.add_argument(
+        "--test-timeout",
+        type=float,
+        default=300.0,
+        help="seconds allowed for the gpu-marked pytest run",
+    )
+    ap.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="result JSON (default: $OUT/gpu_check.json, else benchmarks/results/gpu_check.json)",
+    )
     args = ap.parse_args(argv)
     only = [c.strip() for c in args.only.split(",") if c.strip()]
     known = ("tests", "apply_bench", "graph_executor")
@@ -374,19 +416,28 @@ def main(argv: list[str] | None = None) -> int:
 
     meta: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                    "python": platform.python_version()},
-        "command": " ".join([Path(sys.argv[0]).name if argv is None else "main"]
-                            + (sys.argv[1:] if argv is None else list(argv))),
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "command": " ".join(
+            [Path(sys.argv[0]).name if argv is None else "main"]
+            + (sys.argv[1:] if argv is None else list(argv))
+        ),
         "versions": package_versions(),
     }
     device = _cuda_device()
     if device is None:
-        print("no CUDA device: skipped (torch.cuda.is_available() is false or torch is "
-              "missing); nothing to check on this machine")
+        print(
+            "no CUDA device: skipped (torch.cuda.is_available() is false or torch is "
+            "missing); nothing to check on this machine"
+        )
         meta["device"] = None
-        _write(_output_path(args.output, skipped=True),
-               {"meta": meta, "skipped": True, "ok": True, "checks": {}})
+        _write(
+            _output_path(args.output, skipped=True),
+            {"meta": meta, "skipped": True, "ok": True, "checks": {}},
+        )
         return 0
 
     import torch
@@ -406,11 +457,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             checks[name] = runners[name]()
         except Exception as exc:  # noqa: BLE001 - a crashed check is a failed check
-            checks[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                            "traceback": traceback.format_exc()}
+            checks[name] = {
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(),
+            }
         checks[name]["seconds"] = round(time.perf_counter() - t0, 1)
-    results = {"meta": meta, "skipped": False,
-               "ok": all(c.get("ok") for c in checks.values()), "checks": checks}
+    results = {
+        "meta": meta,
+        "skipped": False,
+        "ok": all(c.get("ok") for c in checks.values()),
+        "checks": checks,
+    }
     print(_summary(results))
     for name, check in checks.items():
         if not check.get("ok") and ("traceback" in check or "output_tail" in check):

@@ -21,5 +21,9 @@ def mask_of(m: GrammarMatcher) -> np.ndarray | None:
 def snapshot(m: GrammarMatcher) -> tuple:
     """Steps, completion, termination and mask bytes: equal exactly for equal states."""
     mask = mask_of(m)
-    return (m.num_accepted_steps(), m.is_completed(), m.is_terminated(),
-            None if mask is None else mask.tobytes())
+    return (
+        m.num_accepted_steps(),
+        m.is_completed(),
+        m.is_terminated(),
+        None if mask is None else mask.tobytes(),
+    )

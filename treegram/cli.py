@@ -59,8 +59,10 @@ def run_default(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     info = _load_vocab(args.vocab_size)
     t_vocab = time.perf_counter() - t0
-    print(f"vocabulary     DeepSeek-V4, {info.vocab_size} ids, {info.vocab_type.name}, "
-          f"stop ids {info.stop_token_ids}   (loaded in {t_vocab * 1e3:.0f} ms)")
+    print(
+        f"vocabulary     DeepSeek-V4, {info.vocab_size} ids, {info.vocab_type.name}, "
+        f"stop ids {info.stop_token_ids}   (loaded in {t_vocab * 1e3:.0f} ms)"
+    )
     compiler = GrammarCompiler(info, cache_enabled=False)
     t0 = time.perf_counter()
     if args.grammar:
@@ -90,8 +92,10 @@ def run_default(args: argparse.Namespace) -> int:
         ok = matcher.accept_token(token)
         accepts.append(time.perf_counter() - t0)
         if args.verbose or step < 8:
-            print(f"  step {step:3d}  {info.decoded_vocab[token]!r:<16} allowed={allowed!s:<5} "
-                  f"accepted={ok!s:<5} mask allows {n_allowed} tokens")
+            print(
+                f"  step {step:3d}  {info.decoded_vocab[token]!r:<16} allowed={allowed!s:<5} "
+                f"accepted={ok!s:<5} mask allows {n_allowed} tokens"
+            )
         if not ok:
             print("  the grammar rejects this text here; stopping")
             return 1
@@ -109,8 +113,10 @@ def run_default(args: argparse.Namespace) -> int:
             matcher.fill_next_token_bitmask(mask)
             warm.append(time.perf_counter() - t0)
             matcher.accept_token(token)
-    print(f"mask (1st walk) p50 {_fmt_us(float(np.median(fills)))}   max {_fmt_us(max(fills))}"
-          "   (includes lazy classification)")
+    print(
+        f"mask (1st walk) p50 {_fmt_us(float(np.median(fills)))}   max {_fmt_us(max(fills))}"
+        "   (includes lazy classification)"
+    )
     print(f"mask (warm)     p50 {_fmt_us(float(np.median(warm)))}   max {_fmt_us(max(warm))}")
     print(f"accept_token    p50 {_fmt_us(float(np.median(accepts)))}")
     return 0
@@ -159,9 +165,11 @@ def _validity(text: str, schema) -> str:
 
 
 def _fmt_timings(t) -> str:
-    return (f"grammar {t.grammar * 1e3:8.1f} ms (traverse {t.traverse * 1e3:.1f}, apply "
-            f"{t.apply * 1e3:.1f}, advance {t.advance * 1e3:.1f})   model {t.model * 1e3:8.1f} ms"
-            f"   draft {t.draft * 1e3:.1f} ms   verify {t.verify * 1e3:.1f} ms")
+    return (
+        f"grammar {t.grammar * 1e3:8.1f} ms (traverse {t.traverse * 1e3:.1f}, apply "
+        f"{t.apply * 1e3:.1f}, advance {t.advance * 1e3:.1f})   model {t.model * 1e3:8.1f} ms"
+        f"   draft {t.draft * 1e3:.1f} ms   verify {t.verify * 1e3:.1f} ms"
+    )
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -169,8 +177,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from treegram.demo import DemoEngine
 
     if args.max_tokens < 1 or args.tree_nodes < 1 or (args.batch is not None and args.batch < 1):
-        print("treegram demo: --max-tokens, --tree-nodes and --batch must be >= 1",
-              file=sys.stderr)
+        print("treegram demo: --max-tokens, --tree-nodes and --batch must be >= 1", file=sys.stderr)
         return 2
     try:
         import torch  # noqa: F401
@@ -182,19 +189,27 @@ def run_demo(args: argparse.Namespace) -> int:
     engine = DemoEngine(seed=args.seed)
     t_setup = time.perf_counter() - t0
     tok, cfg = engine.tokenizer, engine.model.config
-    print(f"vocabulary     byte-level: 256 bytes + {tok.vocab_size - 257} merged tokens + <eos> "
-          f"= {tok.vocab_size} ids")
-    print(f"model          seeded random causal LM: d_model {cfg.d_model}, {cfg.n_layers} blocks, "
-          f"{cfg.n_heads} heads, seed {cfg.seed}, tree attention, float64")
-    print(f"decoding       batch {len(requests)}, draft trees of {args.tree_nodes} nodes "
-          f"(n-gram drafter), max {args.max_tokens} tokens   (set-up {t_setup * 1e3:.0f} ms)")
+    print(
+        f"vocabulary     byte-level: 256 bytes + {tok.vocab_size - 257} merged tokens + <eos> "
+        f"= {tok.vocab_size} ids"
+    )
+    print(
+        f"model          seeded random causal LM: d_model {cfg.d_model}, {cfg.n_layers} blocks, "
+        f"{cfg.n_heads} heads, seed {cfg.seed}, tree attention, float64"
+    )
+    print(
+        f"decoding       batch {len(requests)}, draft trees of {args.tree_nodes} nodes "
+        f"(n-gram drafter), max {args.max_tokens} tokens   (set-up {t_setup * 1e3:.0f} ms)"
+    )
     with engine:
         try:
-            cold = engine.speculative(requests, max_tokens=args.max_tokens,
-                                      tree_nodes=args.tree_nodes)
+            cold = engine.speculative(
+                requests, max_tokens=args.max_tokens, tree_nodes=args.tree_nodes
+            )
             for _ in range(2):  # steady state: every state the trees reach is classified
-                warm = engine.speculative(requests, max_tokens=args.max_tokens,
-                                          tree_nodes=args.tree_nodes)
+                warm = engine.speculative(
+                    requests, max_tokens=args.max_tokens, tree_nodes=args.tree_nodes
+                )
         except (ValueError, RuntimeError) as exc:
             print(f"treegram demo: {exc}", file=sys.stderr)
             return 1
@@ -205,12 +220,16 @@ def run_demo(args: argparse.Namespace) -> int:
             check = _validity(res.text, res.request.schema) if res.terminated else "incomplete"
             if check not in ("valid", "valid JSON"):
                 status = 1
-            print(f"\n[{res.request.name}] {len(res.token_ids)} tokens in {len(lengths)} steps, "
-                  f"{np.mean(lengths):.2f} tokens/step, {done}, {check}")
+            print(
+                f"\n[{res.request.name}] {len(res.token_ids)} tokens in {len(lengths)} steps, "
+                f"{np.mean(lengths):.2f} tokens/step, {done}, {check}"
+            )
             print(f"  {res.text}")
             print(f"  tokens per step: {' '.join(map(str, lengths))}")
-        print(f"\nsteps          {warm.steps} batched steps; mean accepted length "
-              f"{warm.mean_step_length:.2f} tokens/step (accepted draft tokens + bonus)")
+        print(
+            f"\nsteps          {warm.steps} batched steps; mean accepted length "
+            f"{warm.mean_step_length:.2f} tokens/step (accepted draft tokens + bonus)"
+        )
         print(f"time (cold)    {_fmt_timings(cold.timings)}")
         print("               (first run: includes lazy token classification of new states)")
         print(f"time (warm)    {_fmt_timings(warm.timings)}")
@@ -218,8 +237,10 @@ def run_demo(args: argparse.Namespace) -> int:
         if args.check:
             ref = engine.greedy(requests, max_tokens=args.max_tokens)
             same = all(a.token_ids == b.token_ids for a, b in zip(warm.results, ref, strict=True))
-            print(f"check          identical to plain constrained greedy decoding: "
-                  f"{'yes' if same else 'NO'}")
+            print(
+                f"check          identical to plain constrained greedy decoding: "
+                f"{'yes' if same else 'NO'}"
+            )
             if not same:
                 status = 1
     return status
@@ -235,16 +256,21 @@ def _add_demo_parser(sub) -> None:
     )
     src = demo.add_mutually_exclusive_group()
     src.add_argument("--schema", metavar="FILE", help="JSON Schema file (default: 3 examples)")
-    src.add_argument("--builtin-json", action="store_true",
-                     help="use the built-in JSON grammar instead of a schema")
+    src.add_argument(
+        "--builtin-json",
+        action="store_true",
+        help="use the built-in JSON grammar instead of a schema",
+    )
     demo.add_argument("--prompt", help="prompt text for every request")
     demo.add_argument("--max-tokens", type=int, default=256, help="tokens per request (256)")
     demo.add_argument("--tree-nodes", type=int, default=16, help="nodes per draft tree (16)")
-    demo.add_argument("--batch", type=int, default=None,
-                      help="number of requests (default: one per schema)")
+    demo.add_argument(
+        "--batch", type=int, default=None, help="number of requests (default: one per schema)"
+    )
     demo.add_argument("--seed", type=int, default=0, help="model weight seed (0)")
-    demo.add_argument("--check", action="store_true",
-                      help="also decode plainly (one token per step) and compare")
+    demo.add_argument(
+        "--check", action="store_true", help="also decode plainly (one token per step) and compare"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,11 +282,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--grammar", help="EBNF file to compile instead of built-in JSON")
     parser.add_argument("--text", help="text to walk (default: a small JSON document)")
-    parser.add_argument("--vocab-size", type=int, default=None,
-                        help="model vocabulary size (mask width), if larger than the tokenizer's")
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help="model vocabulary size (mask width), if larger than the tokenizer's",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every step")
-    sub = parser.add_subparsers(dest="command", metavar="{demo}",
-                                help="optional subcommand (none: the default run above)")
+    sub = parser.add_subparsers(
+        dest="command", metavar="{demo}", help="optional subcommand (none: the default run above)"
+    )
     _add_demo_parser(sub)
     return parser
 

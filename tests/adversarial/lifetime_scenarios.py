@@ -88,11 +88,18 @@ def run_scenario(code: str, timeout: float = 60.0) -> str:
     try:
         # cwd: a neutral folder, since ``-c`` puts the cwd first on sys.path and could
         # shadow the treegram under test.
-        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=tempfile.gettempdir())
+        proc = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=tempfile.gettempdir(),
+        )
     except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"scenario hung (no exit within {timeout} s); stdout: "
-                             f"{exc.stdout!r}") from None
+        raise AssertionError(
+            f"scenario hung (no exit within {timeout} s); stdout: {exc.stdout!r}"
+        ) from None
     detail = f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
     assert proc.returncode == 0, detail
     assert proc.stdout.strip().splitlines()[-1:] == ["OK"], detail

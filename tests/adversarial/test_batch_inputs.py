@@ -25,8 +25,7 @@ SENTINEL = 0x5A5A5A5A
 @pytest.fixture(scope="module")
 def grammar():
     info = tg.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
-    return tg.GrammarCompiler(info, cache_enabled=False).compile_grammar(
-        GRAMMAR_TEXTS["letters"])
+    return tg.GrammarCompiler(info, cache_enabled=False).compile_grammar(GRAMMAR_TEXTS["letters"])
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +65,7 @@ def test_finding07_same_matcher_twice_in_a_traversal_is_rejected(grammar, bm):
     saved, mb._INLINE_WORDS = mb._INLINE_WORDS, 1
     try:
         with pytest.raises(ArgumentError, match=r"matchers\[0\] and matchers\[1\] are the same"):
-            bm.batch_traverse_draft_tree([m] * n, np.array([1, -1]), np.array([-1, -1]),
-                                         draft, out)
+            bm.batch_traverse_draft_tree([m] * n, np.array([1, -1]), np.array([-1, -1]), draft, out)
     finally:
         mb._INLINE_WORDS = saved
     assert (out == SENTINEL).all()
@@ -84,7 +82,8 @@ def test_finding07_duplicates_rejected_by_every_batch_call(grammar, bm):
         "accept_string": lambda: bm.batch_accept_string([b, a, b], ["c", "c", "c"]),
         "rollback": lambda: bm.batch_rollback([a, a], [1, 1]),
         "traverse": lambda: bm.batch_traverse_draft_tree(
-            [b, a, b], np.array([-1]), np.array([-1]), np.zeros((3, 1), np.int64), out),
+            [b, a, b], np.array([-1]), np.array([-1]), np.zeros((3, 1), np.int64), out
+        ),
     }
     for name, call in calls.items():
         with pytest.raises(ArgumentError, match="same GrammarMatcher"):
@@ -92,8 +91,9 @@ def test_finding07_duplicates_rejected_by_every_batch_call(grammar, bm):
         assert (state(a), state(b)) == before, name
     assert (out == SENTINEL).all()
     # Duplicates outside the selected requests are fine: only selected rows are touched.
-    bm.batch_traverse_draft_tree([a, b, a], np.array([-1]), np.array([-1]),
-                                 np.zeros((3, 1), np.int64), out, indices=[0, 1])
+    bm.batch_traverse_draft_tree(
+        [a, b, a], np.array([-1]), np.array([-1]), np.zeros((3, 1), np.int64), out, indices=[0, 1]
+    )
 
 
 # --------------------------------------------------------------------------- finding 11
@@ -133,8 +133,9 @@ def test_finding12_draft_tokens_out_of_vocab_rejected(grammar, bm, bad):
     assert state(m) == before
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8,
-                                   np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize(
+    "dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+)
 def test_finding12_links_out_of_range_rejected_in_every_dtype(grammar, bm, dtype):
     m = walked(grammar)
     before = state(m)
@@ -202,10 +203,13 @@ def test_finding16_infinite_time_threshold_means_no_limit(grammar, bm, threshold
     m = walked(grammar)
     nt, ns = np.array([1, -1]), np.array([-1, -1])
     out = np.zeros((2, W), dtype=np.int32)
-    assert m.traverse_draft_tree(nt, ns, np.array([0, tok("c")]), out,
-                                 time_threshold=threshold) is True
-    assert bm.batch_traverse_draft_tree([m], nt, ns, np.array([[0, tok("c")]]), out,
-                                        time_threshold=threshold) == [True]
+    assert (
+        m.traverse_draft_tree(nt, ns, np.array([0, tok("c")]), out, time_threshold=threshold)
+        is True
+    )
+    assert bm.batch_traverse_draft_tree(
+        [m], nt, ns, np.array([[0, tok("c")]]), out, time_threshold=threshold
+    ) == [True]
 
 
 @pytest.mark.parametrize("threshold", [float("nan"), "1", None, True])
@@ -216,8 +220,9 @@ def test_finding16_bad_time_threshold(grammar, bm, threshold):
     with pytest.raises(ArgumentError, match="time_threshold"):
         m.traverse_draft_tree(nt, ns, np.array([0, tok("c")]), out, time_threshold=threshold)
     with pytest.raises(ArgumentError, match="time_threshold"):
-        bm.batch_traverse_draft_tree([m], nt, ns, np.array([[0, tok("c")]]), out,
-                                     time_threshold=threshold)
+        bm.batch_traverse_draft_tree(
+            [m], nt, ns, np.array([[0, tok("c")]]), out, time_threshold=threshold
+        )
     assert (out == SENTINEL).all()
 
 
@@ -228,8 +233,9 @@ def test_finding16_huge_root_position(grammar, bm):
     with pytest.raises(DraftTreeError, match="root_position"):
         m.traverse_draft_tree(nt, ns, np.array([0, tok("c")]), out, root_position=2**70)
     with pytest.raises(DraftTreeError, match="root_positions"):
-        bm.batch_traverse_draft_tree([m], nt, ns, np.array([[0, tok("c")]]), out,
-                                     root_positions=[2**70])
+        bm.batch_traverse_draft_tree(
+            [m], nt, ns, np.array([[0, tok("c")]]), out, root_positions=[2**70]
+        )
     assert (out == SENTINEL).all()
 
 

@@ -99,10 +99,19 @@ small_info, GRAMMAR_A, GRAMMAR_B = _ns["small_info"], _ns["GRAMMAR_A"], _ns["GRA
 
 def run_child(code: str, *args: str, timeout: float = 120) -> dict:
     """Run ``SETUP + code`` in a fresh interpreter; its last stdout line is JSON."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.dirname(tg.__file__)), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", SETUP + code, *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [os.path.dirname(os.path.dirname(tg.__file__)), os.environ.get("PYTHONPATH", "")]
+        ),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SETUP + code, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     assert proc.returncode == 0, f"child exited with {proc.returncode}:\n{proc.stderr[-3000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -126,7 +135,7 @@ def section_span(data: bytes, name: str) -> tuple[int, int]:
 # ------------------------------------------------------------------ finding 5
 
 
-LOAD_THEN_OVERWRITE = r'''
+LOAD_THEN_OVERWRITE = r"""
 import hashlib, json, sys
 import numpy as np
 from treegram.compiler._serialize import load_compiled, save_compiled
@@ -158,7 +167,7 @@ else:  # as cp does: truncate, then write
 fresh = tg.GrammarMatcher(loaded)  # the first matcher made after the overwrite
 after = masks(loaded)
 print(json.dumps({"same": bool(np.array_equal(before, after)), "size": len(bad)}))
-'''
+"""
 
 
 @pytest.mark.parametrize("mode", ["in-place", "cp"])
@@ -173,8 +182,10 @@ def test_load_is_isolated_from_later_writes_to_the_file(info, tmp_path, mode):
     for name in ("acc_pool", "unc_pool", "state_class", "trans_target", "ref_target"):
         lo, hi = section_span(data, name)
         bad[lo:hi] = b"\x7f" * (hi - lo)
-    assert len(bad) == len(data) and section_span(data, "acc_pool")[1] > section_span(
-        data, "acc_pool")[0]
+    assert (
+        len(bad) == len(data)
+        and section_span(data, "acc_pool")[1] > section_span(data, "acc_pool")[0]
+    )
     path, bad_path = tmp_path / "a.tgrm", tmp_path / "bad.bin"
     save_compiled(compiled, path)
     bad_path.write_bytes(bytes(bad))
@@ -188,7 +199,8 @@ def test_load_rejects_a_fifo_and_bad_arguments(info, tmp_path):
     """``load_compiled`` reads only regular files (a FIFO would block the open forever)."""
     fifo = tmp_path / "pipe.tgrm"
     os.mkfifo(fifo)
-    got = run_child(r'''
+    got = run_child(
+        r"""
 import json, sys
 from treegram.errors import ArgumentError
 from treegram.compiler._serialize import load_compiled
@@ -196,7 +208,10 @@ try:
     load_compiled(sys.argv[1], small_info())
 except ArgumentError as exc:
     print(json.dumps({"error": str(exc)}))
-''', str(fifo), timeout=60)
+""",
+        str(fifo),
+        timeout=60,
+    )
     assert "path" in got["error"] and "not a regular file" in got["error"]
     with pytest.raises(ArgumentError, match="mmap"):
         load_compiled(fifo, info, mmap="yes")
@@ -207,7 +222,7 @@ except ArgumentError as exc:
 # ------------------------------------------------------------------ finding 6
 
 
-HOSTILE_ENTRY = r'''
+HOSTILE_ENTRY = r"""
 import json, sys
 from treegram.compiler import GrammarCompiler
 
@@ -217,7 +232,7 @@ base = rss_kib()
 compiler = GrammarCompiler(small_info(), cache_dir=cache)
 compiled = compiler.compile_grammar(GRAMMAR_A)
 print(json.dumps({**compiler.cache_stats, "grown_mb": grown_mib(base)}))
-'''
+"""
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "outside", "directory"])
@@ -242,7 +257,8 @@ def test_hostile_directory_entries_never_hang_or_escape(info, tmp_path, kind):
         entry.mkdir()
     got = run_child(HOSTILE_ENTRY, str(cache), timeout=60)
     assert (got["store_errors"], got["compiles"], got["store_hits"]) == (
-        (2, 1, 0) if kind == "directory" else (1, 1, 0)), got  # a directory is not replaced
+        (2, 1, 0) if kind == "directory" else (1, 1, 0)
+    ), got  # a directory is not replaced
     assert got["grown_mb"] < 200, got
     if kind == "directory":
         assert entry.is_dir()
@@ -251,8 +267,8 @@ def test_hostile_directory_entries_never_hang_or_escape(info, tmp_path, kind):
     assert deserialize_compiled(entry.read_bytes(), info, cache_key=key) is not None
     if kind == "outside":
         assert outside.read_bytes() == serialize_compiled(
-            GrammarCompiler(info, cache_enabled=False).compile_grammar(GRAMMAR_A),
-            cache_key=key)  # the file outside the folder was neither read nor written
+            GrammarCompiler(info, cache_enabled=False).compile_grammar(GRAMMAR_A), cache_key=key
+        )  # the file outside the folder was neither read nor written
 
 
 def test_directory_store_reads_only_bounded_regular_files(info, tmp_path):
@@ -270,8 +286,12 @@ def test_directory_store_reads_only_bounded_regular_files(info, tmp_path):
     with pytest.raises(CacheStoreError, match="symbolic link"):
         store.get(key)
     assert issubclass(CacheStoreError, TreegramError) and issubclass(CacheStoreError, OSError)
-    for bad in ({"max_entry_bytes": 0}, {"max_entry_bytes": 1.5}, {"stale_tmp_s": -1},
-                {"stale_tmp_s": float("inf")}):
+    for bad in (
+        {"max_entry_bytes": 0},
+        {"max_entry_bytes": 1.5},
+        {"stale_tmp_s": -1},
+        {"stale_tmp_s": float("inf")},
+    ):
         with pytest.raises(ArgumentError, match=next(iter(bad))):
             DirectoryStore(tmp_path / "d", **bad)
     with pytest.raises(ArgumentError, match="store key"):
@@ -349,6 +369,7 @@ class DictStore:
 def test_entry_of_another_grammar_under_a_key_is_rejected(info, tmp_path, backend, caplog):
     """Finding 8: a valid, correctly checksummed blob of grammar B stored under A's key is
     rejected (a store reject, logged), and A is compiled fresh; so is an unkeyed blob."""
+
     def make():
         return DirectoryStore(tmp_path / "cache") if backend == "dir" else shared
 
@@ -393,16 +414,28 @@ def chain_blob(info, n_states: int, n_cls: int, n_edges: int) -> bytes:
     final = np.zeros(n_states, dtype=np.uint8)
     final[-1] = 1
     parts = {
-        "rule_name_ptr": np.array([0, 4]), "rule_name_data": np.frombuffer(b"root", np.uint8),
-        "rule_start": [0], "rule_nullable": [0], "rule_lookahead": [-1],
-        "rule_follow": np.zeros(256), "state_rule": np.zeros(n_states), "state_final": final,
-        "byte_class": np.minimum(np.arange(256), n_cls - 1), "trans_ptr": trans_ptr,
-        "trans_class": np.zeros(edges.shape[0]), "trans_target": edges + 1,
-        "ref_ptr": np.zeros(n_states + 1), "ref_rule": [], "ref_target": [],
+        "rule_name_ptr": np.array([0, 4]),
+        "rule_name_data": np.frombuffer(b"root", np.uint8),
+        "rule_start": [0],
+        "rule_nullable": [0],
+        "rule_lookahead": [-1],
+        "rule_follow": np.zeros(256),
+        "state_rule": np.zeros(n_states),
+        "state_final": final,
+        "byte_class": np.minimum(np.arange(256), n_cls - 1),
+        "trans_ptr": trans_ptr,
+        "trans_class": np.zeros(edges.shape[0]),
+        "trans_target": edges + 1,
+        "ref_ptr": np.zeros(n_states + 1),
+        "ref_rule": [],
+        "ref_target": [],
         "grammar_root": np.frombuffer(b"root", np.uint8),
         "grammar_ebnf": np.frombuffer(b'root ::= "a"\n', np.uint8),
-        "state_class": np.full(n_states, -1), "class_meta": [], "class_digest": [],
-        "acc_pool": [], "unc_pool": [],
+        "state_class": np.full(n_states, -1),
+        "class_meta": [],
+        "class_digest": [],
+        "acc_pool": [],
+        "unc_pool": [],
         "tokenizer_fingerprint": np.frombuffer(info.fingerprint.encode("ascii"), np.uint8),
         "cache_key": [],
     }
@@ -411,7 +444,7 @@ def chain_blob(info, n_states: int, n_cls: int, n_edges: int) -> bytes:
     return _pack(counts, parts)
 
 
-HUGE_LOAD = r'''
+HUGE_LOAD = r"""
 import json, sys
 from treegram.compiler._serialize import deserialize_compiled
 from treegram.errors import DeserializeFormatError
@@ -430,7 +463,7 @@ except DeserializeFormatError as exc:
     out = {"loaded": False, "error": str(exc)}
 out["grown_mb"] = grown_mib(base)
 print(json.dumps(out))
-'''
+"""
 
 
 @pytest.mark.parametrize("case", ["no transitions", "unjustified byte classes", "chain"])
@@ -489,7 +522,10 @@ def test_stale_temp_files_are_swept(info, tmp_path):
     store.put(key_of(info, GRAMMAR_A), b"entry")
     assert not stale2.exists() and fresh.exists()
     assert sorted(p.name for p in cache.iterdir() if p.name.endswith(".tgrm")) == [
-        ".tmp-l1ve.tgrm", ".tmp-link.tgrm", key_of(info, GRAMMAR_A) + ".tgrm"]
+        ".tmp-l1ve.tgrm",
+        ".tmp-link.tgrm",
+        key_of(info, GRAMMAR_A) + ".tgrm",
+    ]
     assert store.sweep_stale_tmp_files(max_age_s=0) == 1 and not fresh.exists()
 
 

@@ -69,43 +69,51 @@ PRELUDE = textwrap.dedent('''
     limit_before = sys.getrecursionlimit()
 ''')
 
-EPILOGUE = textwrap.dedent('''
+EPILOGUE = textwrap.dedent("""
     assert sys.getrecursionlimit() == limit_before, sys.getrecursionlimit()
     print("CASE-OK")
-''')
+""")
 
 COMPILES = {
     "object nesting 400": "compile_all(treegram.Grammar.from_json_schema(nest_obj(400)))",
     "array nesting 500": "compile_all(treegram.Grammar.from_json_schema(nest_arr(500)))",
     "object nesting up to MAX_NESTING_DEPTH": (
-        "compile_all(treegram.Grammar.from_json_schema(nest_obj(MAX_NESTING_DEPTH - 2)))"),
+        "compile_all(treegram.Grammar.from_json_schema(nest_obj(MAX_NESTING_DEPTH - 2)))"
+    ),
     "500 chained $refs": "compile_all(treegram.Grammar.from_json_schema(ref_chain(500)))",
     "500 optional properties": "compile_all(treegram.Grammar.from_json_schema(props(500, False)))",
     "500 required properties": "compile_all(treegram.Grammar.from_json_schema(props(500, True)))",
-    "minimum 1e300": ('compile_all(treegram.Grammar.from_json_schema('
-                      '{"type": "number", "minimum": 1e300}))'),
-    "integer minimum 1e300": ('compile_all(treegram.Grammar.from_json_schema('
-                              '{"type": "integer", "minimum": 1e300}))'),
-    "maximum 1e-300": ('compile_all(treegram.Grammar.from_json_schema('
-                       '{"type": "number", "maximum": 1e-300}))'),
-    "exclusiveMinimum 5e-324": ('compile_all(treegram.Grammar.from_json_schema('
-                                '{"type": "number", "exclusiveMinimum": 5e-324}))'),
-    "4000-digit const": ('compile_all(treegram.Grammar.from_json_schema('
-                         '{"const": int("7" * 4000)}))'),
+    "minimum 1e300": (
+        'compile_all(treegram.Grammar.from_json_schema({"type": "number", "minimum": 1e300}))'
+    ),
+    "integer minimum 1e300": (
+        'compile_all(treegram.Grammar.from_json_schema({"type": "integer", "minimum": 1e300}))'
+    ),
+    "maximum 1e-300": (
+        'compile_all(treegram.Grammar.from_json_schema({"type": "number", "maximum": 1e-300}))'
+    ),
+    "exclusiveMinimum 5e-324": (
+        "compile_all(treegram.Grammar.from_json_schema("
+        '{"type": "number", "exclusiveMinimum": 5e-324}))'
+    ),
+    "4000-digit const": (
+        'compile_all(treegram.Grammar.from_json_schema({"const": int("7" * 4000)}))'
+    ),
     "schema text nested 900 arrays deep": (
-        'compile_all(treegram.Grammar.from_json_schema('
-        '"{\\"items\\": " * 900 + "{}" + "}" * 900))'),
+        'compile_all(treegram.Grammar.from_json_schema("{\\"items\\": " * 900 + "{}" + "}" * 900))'
+    ),
     "IR nested 10000 deep": "compile_all(treegram.Grammar.from_ir(deep_ir(10000)))",
-    "enum value nested 2000 deep": textwrap.dedent('''
+    "enum value nested 2000 deep": textwrap.dedent("""
         v = []
         for _ in range(2000):
             v = [v]
         compile_all(treegram.Grammar.from_json_schema({"enum": [v, 1]}))
-    '''),
+    """),
     "EBNF with 3000 nested groups": (
-        'compile_all(treegram.Grammar.from_ebnf('
-        '"root ::= " + "(\\"a\\" " * 3000 + "\\"b\\"" + ")" * 3000))'),
-    "shallow inputs from a caller deep in its own stack": textwrap.dedent('''
+        "compile_all(treegram.Grammar.from_ebnf("
+        '"root ::= " + "(\\"a\\" " * 3000 + "\\"b\\"" + ")" * 3000))'
+    ),
+    "shallow inputs from a caller deep in its own stack": textwrap.dedent("""
         def at_depth(n, fn):
             return fn() if n == 0 else at_depth(n - 1, fn)
 
@@ -115,85 +123,129 @@ COMPILES = {
         at_depth(limit - 120, lambda: compile_all(treegram.Grammar.from_ir(deep_ir(140))))
         at_depth(limit - 120, lambda: compile_all(treegram.Grammar.from_ebnf(
             'root ::= ' + '("a" ' * 90 + '"b"' + ')' * 90)))
-    '''),
-    "deep grammar through GrammarCompiler": textwrap.dedent('''
+    """),
+    "deep grammar through GrammarCompiler": textwrap.dedent("""
         vocab = [bytes([b]) for b in range(256)] + [b"<eos>"]
         compiler = treegram.GrammarCompiler(treegram.TokenizerInfo(vocab, stop_token_ids=[256]))
         cg = compiler.compile_json_schema(json.dumps(nest_arr(300)), any_whitespace=False)
         m = treegram.GrammarMatcher(cg)
         assert m.accept_string("[" * 300 + "1" + "]" * 300) and m.is_completed()
         assert not treegram.GrammarMatcher(cg).accept_string("[" * 301 + "1")
-    '''),
+    """),
 }
 
 # case -> (code, exception class name, words the message must contain)
 REFUSES = {
     "nesting past MAX_NESTING_DEPTH": (
         "treegram.Grammar.from_json_schema(nest_obj(MAX_NESTING_DEPTH + 5))",
-        "GrammarError", ["MAX_NESTING_DEPTH"]),
+        "GrammarError",
+        ["MAX_NESTING_DEPTH"],
+    ),
     "$ref chain past MAX_NESTING_DEPTH": (
         "treegram.Grammar.from_json_schema(ref_chain(MAX_NESTING_DEPTH + 5))",
-        "GrammarError", ["MAX_NESTING_DEPTH"]),
+        "GrammarError",
+        ["MAX_NESTING_DEPTH"],
+    ),
     "schema text nested 100000 deep": (
         'treegram.Grammar.from_json_schema("[" * 100000 + "]" * 100000)',
-        "GrammarError", ["nested deeper"]),
+        "GrammarError",
+        ["nested deeper"],
+    ),
     "5000-digit const in JSON text": (
         'treegram.Grammar.from_json_schema(\'{"const": \' + "9" * 5000 + "}")',
-        "GrammarError", ["digits"]),
+        "GrammarError",
+        ["digits"],
+    ),
     "5000-digit const in a dict": (
         'treegram.Grammar.from_json_schema({"const": int("9" * 4000) * 10 ** 1000})',
-        "GrammarError", ["/const", "digits"]),
+        "GrammarError",
+        ["/const", "digits"],
+    ),
     "5000-digit minimum in a dict": (
         'treegram.Grammar.from_json_schema({"type": "integer",'
         ' "minimum": -int("9" * 4000) * 10 ** 1000})',
-        "GrammarError", ["/minimum", "digits"]),
+        "GrammarError",
+        ["/minimum", "digits"],
+    ),
     "5000-digit EBNF repetition count": (
         "treegram.Grammar.from_ebnf('root ::= \"a\"{' + '9' * 5000 + '}')",
-        "GrammarSyntaxError", ["repetition count", "digits"]),
+        "GrammarSyntaxError",
+        ["repetition count", "digits"],
+    ),
     "5000-digit regex repetition count": (
         "treegram.Grammar.from_regex('a{' + '9' * 5000 + '}')",
-        "RegexSyntaxError", ["repetition count", "digits"]),
+        "RegexSyntaxError",
+        ["repetition count", "digits"],
+    ),
     "EBNF parentheses past MAX_EXPR_DEPTH": (
         'treegram.Grammar.from_ebnf("root ::= " + "(\\"a\\" " * (MAX_EXPR_DEPTH + 1)'
         ' + ")" * (MAX_EXPR_DEPTH + 1))',
-        "GrammarSyntaxError", ["parentheses nested deeper"]),
+        "GrammarSyntaxError",
+        ["parentheses nested deeper"],
+    ),
     "IR past MAX_EXPR_DEPTH": (
         "treegram.Grammar.from_ir(deep_ir(MAX_EXPR_DEPTH + 1))",
-        "GrammarError", ["MAX_EXPR_DEPTH"]),
+        "GrammarError",
+        ["MAX_EXPR_DEPTH"],
+    ),
     "IR past MAX_EXPR_DEPTH to build_automaton": (
         "build_automaton(deep_ir(MAX_EXPR_DEPTH + 1))",
-        "GrammarError", ["MAX_EXPR_DEPTH"]),
+        "GrammarError",
+        ["MAX_EXPR_DEPTH"],
+    ),
     "properties not an object": (
         'treegram.Grammar.from_json_schema({"type": "object", "properties": "notadict"})',
-        "GrammarError", ["properties at #/properties", "object"]),
+        "GrammarError",
+        ["properties at #/properties", "object"],
+    ),
     "required not a list": (
         'treegram.Grammar.from_json_schema({"type": "object", "required": 5})',
-        "GrammarError", ["required at #/required"]),
+        "GrammarError",
+        ["required at #/required"],
+    ),
     "allOf not a list": (
         'treegram.Grammar.from_json_schema({"allOf": "x"})',
-        "GrammarError", ["allOf at #/allOf"]),
+        "GrammarError",
+        ["allOf at #/allOf"],
+    ),
     "nested schema not an object": (
         'treegram.Grammar.from_json_schema({"properties": {"a": {"items": 3}}})',
-        "GrammarError", ["/properties/a/items must be an object or a boolean"]),
+        "GrammarError",
+        ["/properties/a/items must be an object or a boolean"],
+    ),
     "minimum not a number": (
         'treegram.Grammar.from_json_schema({"minimum": True})',
-        "GrammarError", ["minimum at #/minimum"]),
+        "GrammarError",
+        ["minimum at #/minimum"],
+    ),
     "minLength null": (
         'treegram.Grammar.from_json_schema({"type": "string", "minLength": None})',
-        "GrammarError", ["minLength"]),
+        "GrammarError",
+        ["minLength"],
+    ),
     "pattern not a string": (
         'treegram.Grammar.from_json_schema({"pattern": 5})',
-        "GrammarError", ["pattern at #/pattern"]),
+        "GrammarError",
+        ["pattern at #/pattern"],
+    ),
     "enum not a list": (
         'treegram.Grammar.from_json_schema({"enum": 5})',
-        "GrammarError", ["enum at #/enum"]),
+        "GrammarError",
+        ["enum at #/enum"],
+    ),
 }
 
 
 def _run(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-c", PRELUDE + code + EPILOGUE], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", PRELUDE + code + EPILOGUE],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("code", COMPILES.values(), ids=list(COMPILES))
@@ -206,7 +258,7 @@ def test_large_inputs_compile(code):
 @pytest.mark.parametrize("case", REFUSES.values(), ids=list(REFUSES))
 def test_bad_inputs_raise_treegram_errors(case):
     code, name, words = case
-    probe = textwrap.dedent(f'''
+    probe = textwrap.dedent(f"""
         try:
             {code}
         except treegram.errors.TreegramError as exc:
@@ -214,12 +266,12 @@ def test_bad_inputs_raise_treegram_errors(case):
             print("RAISED", json.dumps([type(exc).__name__, str(exc)]))
         else:
             raise SystemExit("no error")
-    ''')
+    """)
     proc = _run(probe)
     assert proc.returncode == 0 and "CASE-OK" in proc.stdout, proc.stderr[-3000:]
     assert proc.stderr == "", proc.stderr[-3000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RAISED "))
-    got_name, message = json.loads(line[len("RAISED "):])
+    got_name, message = json.loads(line[len("RAISED ") :])
     assert got_name == name, (got_name, message)
     for word in words:
         assert word in message, (word, message)
@@ -228,7 +280,7 @@ def test_bad_inputs_raise_treegram_errors(case):
 def test_without_a_large_stack_thread_deep_input_is_still_a_grammar_error():
     """Where no large-stack thread can start, deep work runs on the caller's stack under
     the default limit and overflowing it is a GrammarError, never a RecursionError."""
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import treegram.grammar._deep as deep
         deep._start = lambda target: None
         try:
@@ -240,14 +292,14 @@ def test_without_a_large_stack_thread_deep_input_is_still_a_grammar_error():
         assert sys.getrecursionlimit() == limit_before
         g = treegram.Grammar.from_json_schema(nest_obj(5))  # shallow input: unaffected
         compile_all(g)
-    ''')
+    """)
     proc = _run(code)
     assert proc.returncode == 0 and "CASE-OK" in proc.stdout, proc.stderr[-3000:]
     assert proc.stderr == "", proc.stderr[-3000:]
 
 
 def test_concurrent_deep_compiles_restore_the_recursion_limit():
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import threading
         errors = []
 
@@ -263,6 +315,6 @@ def test_concurrent_deep_compiles_restore_the_recursion_limit():
         for t in threads:
             t.join()
         assert errors == [], errors
-    ''')
+    """)
     proc = _run(code)
     assert proc.returncode == 0 and "CASE-OK" in proc.stdout, proc.stderr[-3000:]

@@ -323,8 +323,22 @@ def test_batch_matcher_copy_has_its_own_pool(info, blobs):
 
 # --------------------------------------------------------------- random public calls
 GRAMMAR_NAMES = sorted(GRAMMAR_TEXTS)
-OPS = ("create", "copy", "deepcopy", "fork", "accept", "accept_string", "rollback", "fill",
-       "batch_fill", "batch_accept", "batch_rollback", "batch_traverse", "delete", "gc")
+OPS = (
+    "create",
+    "copy",
+    "deepcopy",
+    "fork",
+    "accept",
+    "accept_string",
+    "rollback",
+    "fill",
+    "batch_fill",
+    "batch_accept",
+    "batch_rollback",
+    "batch_traverse",
+    "delete",
+    "gc",
+)
 op_strategy = st.tuples(st.sampled_from(OPS), st.integers(0, 2**16))
 
 
@@ -348,8 +362,9 @@ def _run_thread(ops, grammars, bm, failures):
             k = arg % len(own)
             m, g, hist = own[k]
             if op in ("copy", "deepcopy", "fork"):
-                twin = {"copy": copy.copy, "deepcopy": copy.deepcopy,
-                        "fork": GrammarMatcher.fork}[op](m)
+                twin = {"copy": copy.copy, "deepcopy": copy.deepcopy, "fork": GrammarMatcher.fork}[
+                    op
+                ](m)
                 own.append((twin, g, list(hist)))
             elif op == "accept":
                 ok = allowed(m)
@@ -368,7 +383,7 @@ def _run_thread(ops, grammars, bm, failures):
             elif op == "rollback" and hist:
                 n = 1 + (arg >> 4) % len(hist)
                 m.rollback(n)
-                del hist[len(hist) - n:]
+                del hist[len(hist) - n :]
             elif op == "fill":
                 expect(m, g, hist, mask(m), "fill")
             elif op in ("batch_fill", "batch_accept", "batch_rollback", "batch_traverse"):
@@ -395,10 +410,11 @@ def _run_thread(ops, grammars, bm, failures):
                     counts = [(arg >> 6) % (len(p[2]) + 1) for p in pick]
                     bm.batch_rollback(ms, counts)
                     for (_, _, ph), c in zip(pick, counts, strict=True):
-                        del ph[len(ph) - c:]
+                        del ph[len(ph) - c :]
                 else:  # a chain of two drafted tokens after the root
-                    draft = np.array([[0, (arg >> 6) % V, (arg >> 9) % V]] * len(ms),
-                                     dtype=np.int64)
+                    draft = np.array(
+                        [[0, (arg >> 6) % V, (arg >> 9) % V]] * len(ms), dtype=np.int64
+                    )
                     nt = np.array([1, 2, -1], dtype=np.int64)
                     ns = np.full(3, -1, dtype=np.int64)
                     out = np.zeros((3 * len(ms), W), dtype=np.int32)
@@ -406,7 +422,7 @@ def _run_thread(ops, grammars, bm, failures):
                     for i, (_, pg, ph) in enumerate(pick):
                         ref = np.zeros((3, W), dtype=np.int32)
                         replay(pg, ph).traverse_draft_tree(nt, ns, draft[i], ref)
-                        if not (out[3 * i: 3 * i + 3] == ref).all():
+                        if not (out[3 * i : 3 * i + 3] == ref).all():
                             failures.append(f"batch_traverse differs after {ph}")
             elif op == "delete":
                 del own[k]
@@ -417,24 +433,27 @@ def _run_thread(ops, grammars, bm, failures):
         failures.append(f"{type(exc).__name__}: {exc}")
 
 
-@settings(max_examples=8, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                 HealthCheck.too_slow])
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(st.lists(st.lists(op_strategy, min_size=5, max_size=25), min_size=2, max_size=3))
 def test_random_public_calls_on_threads_match_reference(info, blobs, programs):
     """Random sequences of public calls (create, copy, fork, accept, rollback, fill, batch
     fill/accept/rollback/traverse, delete, gc) on 2-3 threads sharing fresh grammars and one
     BatchGrammarMatcher; every mask equals that of a fresh single-threaded matcher."""
-    grammars = {name: tg.CompiledGrammar.deserialize(blob, info)
-                for name, blob in blobs.items()}
+    grammars = {name: tg.CompiledGrammar.deserialize(blob, info) for name, blob in blobs.items()}
     failures: list[str] = []
     with BatchGrammarMatcher(3) as bm:
         import treegram.matcher._batch as mb
 
         saved, mb._INLINE_WORDS = mb._INLINE_WORDS, 1  # use the workers for every call
         try:
-            threads = [threading.Thread(target=_run_thread, args=(ops, grammars, bm, failures))
-                       for ops in programs]
+            threads = [
+                threading.Thread(target=_run_thread, args=(ops, grammars, bm, failures))
+                for ops in programs
+            ]
             for t in threads:
                 t.start()
             for t in threads:

@@ -23,15 +23,17 @@ REPO = Path(__file__).resolve().parents[2]
 BLOCKED = ("jsonschema", "referencing")
 EXTRA = [
     {"enum": ["a", "bbbb"], "minLength": 3},
-    {"type": "object", "properties": {"ab": {}, "abcdef": {}},
-     "propertyNames": {"maxLength": 3}},
-    {"type": "object", "properties": {"x1": {"type": "integer"}, "yy": {"type": "string"}},
-     "propertyNames": {"pattern": "^x"}},
+    {"type": "object", "properties": {"ab": {}, "abcdef": {}}, "propertyNames": {"maxLength": 3}},
+    {
+        "type": "object",
+        "properties": {"x1": {"type": "integer"}, "yy": {"type": "string"}},
+        "propertyNames": {"pattern": "^x"},
+    },
     {"const": "abc", "pattern": "^b"},
     {"oneOf": [{"enum": [1, 2, "a"]}, {"type": "string", "maxLength": 0}]},
 ]
 
-CHILD = textwrap.dedent('''
+CHILD = textwrap.dedent("""
     import importlib.abc, json, sys, warnings
     blocked = set(sys.argv[2].split(",")) if sys.argv[2] else set()
 
@@ -62,7 +64,7 @@ CHILD = textwrap.dedent('''
             out[f"{key} strict={strict}"] = text
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("jsonschema", "referencing"))
     print(json.dumps({"grammars": out, "loaded": loaded}))
-''')
+""")
 
 
 def _schemas() -> list:
@@ -76,8 +78,14 @@ def _schemas() -> list:
 
 def _compile_all(schemas_file: Path, blocked: tuple[str, ...]) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(schemas_file), ",".join(blocked)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(schemas_file), ",".join(blocked)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 

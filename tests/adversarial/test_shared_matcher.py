@@ -23,8 +23,7 @@ from treegram.errors import MatcherStateError
 @pytest.fixture(scope="module")
 def grammar():
     info = tg.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
-    return tg.GrammarCompiler(info, cache_enabled=False).compile_grammar(
-        GRAMMAR_TEXTS["object"])
+    return tg.GrammarCompiler(info, cache_enabled=False).compile_grammar(GRAMMAR_TEXTS["object"])
 
 
 def _hold_elsewhere(matcher: GrammarMatcher):
@@ -63,9 +62,11 @@ def test_second_thread_gets_a_clear_error_and_changes_nothing(grammar):
             lambda: BatchGrammarMatcher.batch_rollback([other, m], [0, 1]),
             lambda: BatchGrammarMatcher.batch_accept_string([other, m], ["1", "1"]),
             lambda: BatchGrammarMatcher(max_threads=1).batch_fill_next_token_bitmask(
-                [other, m], np.zeros((2, W), dtype=np.int32)),
+                [other, m], np.zeros((2, W), dtype=np.int32)
+            ),
             lambda: BatchGrammarMatcher(max_threads=1).batch_accept_token(
-                matchers=[other, m], tokens=[VOCAB.index("1")] * 2),
+                matchers=[other, m], tokens=[VOCAB.index("1")] * 2
+            ),
         ]
         for call in calls:
             with pytest.raises(MatcherStateError, match="in use by another thread"):
@@ -90,7 +91,8 @@ def test_same_thread_may_nest_calls(grammar):
 
 
 def test_two_threads_hammering_one_matcher_never_crash():
-    run_scenario('''
+    run_scenario(
+        """
         from treegram.errors import MatcherStateError
         g = fresh("object")
         m = GrammarMatcher(g)
@@ -132,4 +134,6 @@ def test_two_threads_hammering_one_matcher_never_crash():
         m.reset()
         assert m.accept_string(text) and m.is_completed()
         print("OK")
-    ''', timeout=120)
+    """,
+        timeout=120,
+    )

@@ -16,17 +16,41 @@ def _regex(pattern: str) -> treegram.CompiledGrammar:
 
 
 def _lengths(lo: int, hi: int | None) -> list[int]:
-    marks = {0, 1, lo - 1, lo, lo + 1, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK - 1, 2 * BLOCK,
-             3 * BLOCK + 5, 4 * BLOCK, 7 * BLOCK + 63}
+    marks = {
+        0,
+        1,
+        lo - 1,
+        lo,
+        lo + 1,
+        BLOCK - 1,
+        BLOCK,
+        BLOCK + 1,
+        2 * BLOCK - 1,
+        2 * BLOCK,
+        3 * BLOCK + 5,
+        4 * BLOCK,
+        7 * BLOCK + 63,
+    }
     if hi is not None:
         marks |= {hi - 1, hi, hi + 1, hi + BLOCK}
     return sorted(n for n in marks if n >= 0)
 
 
-@pytest.mark.parametrize("lo, hi", [
-    (0, 65), (0, 255), (3, 128), (64, 64), (65, 65), (100, 300), (0, 511), (130, None),
-    (200, 201), (0, 7 * BLOCK + 63),
-])
+@pytest.mark.parametrize(
+    "lo, hi",
+    [
+        (0, 65),
+        (0, 255),
+        (3, 128),
+        (64, 64),
+        (65, 65),
+        (100, 300),
+        (0, 511),
+        (130, None),
+        (200, 201),
+        (0, 7 * BLOCK + 63),
+    ],
+)
 def test_counts_are_exact(lo, hi):
     upper = "" if hi is None else str(hi)
     cg = _regex(f"(ab|c){{{lo},{upper}}}")

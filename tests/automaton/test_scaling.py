@@ -28,10 +28,10 @@ def _states(schema: dict, **options) -> int:
     return build_automaton(json_schema_to_ir(schema, **options)).n_states
 
 
-@pytest.mark.parametrize("options", [{}, {"any_whitespace": False},
-                                     {"any_whitespace": False, "indent": 2}])
-@pytest.mark.parametrize("value", [{"type": "integer"}, {"type": "boolean"},
-                                   {"type": "string"}])
+@pytest.mark.parametrize(
+    "options", [{}, {"any_whitespace": False}, {"any_whitespace": False, "indent": 2}]
+)
+@pytest.mark.parametrize("value", [{"type": "integer"}, {"type": "boolean"}, {"type": "string"}])
 def test_optional_properties_grow_linearly(options, value):
     s100 = _states(_optional_props(100, value), **options)
     s200 = _states(_optional_props(200, value), **options)
@@ -68,11 +68,15 @@ def _object_text(members: list[tuple[str, int]], compact: bool) -> str:
     return "{" + sep.join(f'"{k}"{colon}{v}' for k, v in members) + "}"
 
 
-@pytest.mark.parametrize("n, extra", [
-    (n, extra) for n in (1, 2, 5)
-    for extra in ({}, {"minProperties": 2}, {"maxProperties": 2}, {"required": ["p1"]})
-    if n >= 2 or not extra.keys() & {"required", "minProperties"}  # needs p1 / 2 members
-])
+@pytest.mark.parametrize(
+    "n, extra",
+    [
+        (n, extra)
+        for n in (1, 2, 5)
+        for extra in ({}, {"minProperties": 2}, {"maxProperties": 2}, {"required": ["p1"]})
+        if n >= 2 or not extra.keys() & {"required", "minProperties"}  # needs p1 / 2 members
+    ],
+)
 def test_optional_properties_language(n, extra):
     """Every subset in declared order is accepted (within the count bounds and with the
     required keys); other orders and duplicates are not."""
@@ -108,7 +112,7 @@ def test_hundreds_of_optional_properties_language():
 
 def _chain(n: int, end: str = '"a"') -> treegram.Grammar:
     lines = [f'r{i} ::= r{i + 1} | ""' for i in range(n)] + [f"r{n} ::= {end}"]
-    return treegram.Grammar.from_ebnf("root ::= r0 \"b\"\n" + "\n".join(lines))
+    return treegram.Grammar.from_ebnf('root ::= r0 "b"\n' + "\n".join(lines))
 
 
 def test_nullable_chain_structure():
@@ -126,7 +130,7 @@ def test_nullable_chain_structure():
 def test_nullable_only_through_a_long_chain():
     """``r_i ::= r_{i+1}`` with only the last rule empty: every rule is nullable."""
     n = 3000
-    lines = [f"r{i} ::= r{i + 1} \"\"" for i in range(n)] + [f'r{n} ::= "" | "x"']
+    lines = [f'r{i} ::= r{i + 1} ""' for i in range(n)] + [f'r{n} ::= "" | "x"']
     a = build_automaton(treegram.Grammar.from_ebnf("root ::= r0\n" + "\n".join(lines)).ir)
     assert a.rule_nullable.all()
 
@@ -160,7 +164,7 @@ def _reference_follow(rule_start, finals, byte_edges, ref_edges, rule_of_state, 
     first = np.zeros((n_states, 257), dtype=bool)
     for s, edges in enumerate(byte_edges):
         for lo, hi, _ in edges:
-            first[s, lo:hi + 1] = True
+            first[s, lo : hi + 1] = True
         first[s, 256] = bool(finals[s])
     changed = True
     while changed:
@@ -237,8 +241,7 @@ def test_fixpoints_match_reference_on_random_grammars():
         finally:
             _build._nullable_rules, _build._follow_sets = orig_n, orig_f
         rule_start, finals, ref_edges, _ = captured["nullable"]
-        assert np.array_equal(a.rule_nullable,
-                              _reference_nullable(rule_start, finals, ref_edges))
+        assert np.array_equal(a.rule_nullable, _reference_nullable(rule_start, finals, ref_edges))
         assert np.array_equal(a.rule_follow, _reference_follow(*captured["follow"]))
         checked += 1
     assert checked > 100

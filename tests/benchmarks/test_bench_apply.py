@@ -24,8 +24,9 @@ def bench():
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
     out = tmp_path / "apply.json"
-    result = bench.main(["--batches", "1", "3", "--vocab", "1000", "--runs", "3",
-                         "--output", str(out)])
+    result = bench.main(
+        ["--batches", "1", "3", "--vocab", "1000", "--runs", "3", "--output", str(out)]
+    )
     written = json.loads(out.read_text(encoding="utf-8"))
     assert written == json.loads(json.dumps(result))
     assert written["meta"]["mismatches"] == 0

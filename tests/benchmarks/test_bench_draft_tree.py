@@ -24,8 +24,9 @@ def bench():
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
     out = tmp_path / "dt.json"
-    result = bench.main(["--iterations", "3", "--warmup", "1", "--requests", "4",
-                         "--output", str(out)])
+    result = bench.main(
+        ["--iterations", "3", "--warmup", "1", "--requests", "4", "--output", str(out)]
+    )
     written = json.loads(out.read_text(encoding="utf-8"))
     assert set(written) >= {"meta", "cases"}
     meta = written["meta"]
@@ -52,8 +53,20 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
 
 def test_cases_option(bench, tmp_path):
     out = tmp_path / "seed.json"
-    result = bench.main(["--cases", "seed", "--iterations", "1", "--warmup", "0",
-                         "--requests", "2", "--output", str(out)])
+    result = bench.main(
+        [
+            "--cases",
+            "seed",
+            "--iterations",
+            "1",
+            "--warmup",
+            "0",
+            "--requests",
+            "2",
+            "--output",
+            str(out),
+        ]
+    )
     assert set(result["cases"]) == {"seed"}
     with pytest.raises(SystemExit):
         bench.main(["--cases", "nope", "--output", str(out)])

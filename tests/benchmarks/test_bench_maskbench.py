@@ -13,8 +13,14 @@ pytest.importorskip("llguidance")
 pytest.importorskip("tokenizers")
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_maskbench.py"
-COUNTS = ("schemas", "passing", "compile_errors", "timeouts", "validation_errors",
-          "invalidation_errors")
+COUNTS = (
+    "schemas",
+    "passing",
+    "compile_errors",
+    "timeouts",
+    "validation_errors",
+    "invalidation_errors",
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +35,9 @@ def test_runs_on_three_schemas(bench, tmp_path):
     if not bench.DEFAULT_DATA.is_dir():
         pytest.skip(f"no MaskBench data at {bench.DEFAULT_DATA}")
     out = tmp_path / "mb.json"
-    result = bench.main(["--limit", "3", "--every", "1", "--timeout", "60", "--quiet",
-                         "--output", str(out)])
+    result = bench.main(
+        ["--limit", "3", "--every", "1", "--timeout", "60", "--quiet", "--output", str(out)]
+    )
     written = json.loads(out.read_text(encoding="utf-8"))
     assert set(written) >= {"meta", "engines", "schemas"}
     assert written["meta"]["n_schemas"] == 3 and written["meta"]["vocab_size"] == 129280
@@ -40,8 +47,9 @@ def test_runs_on_three_schemas(bench, tmp_path):
         for key in COUNTS:
             assert isinstance(stats[key], int), (engine, key)
         assert stats["schemas"] == 3
-        assert stats["passing"] + stats["compile_errors"] + stats["timeouts"] \
-            + stats["crashes"] <= 3
+        assert (
+            stats["passing"] + stats["compile_errors"] + stats["timeouts"] + stats["crashes"] <= 3
+        )
         if stats["n_compiled"]:
             assert isinstance(stats["compile_ms_p50"], float)
     for row in written["schemas"]:
@@ -49,8 +57,11 @@ def test_runs_on_three_schemas(bench, tmp_path):
             if row[engine]["status"] == "ok":  # compile + masks is at least the compile
                 assert row[engine]["first_use_ms"] >= row[engine]["compile_ms"]
     common = written["first_use_common"]
-    walked_by_all = [r for r in written["schemas"]
-                     if all(r[e]["status"] == "ok" for e in ("treegram", "xgrammar", "llguidance"))]
+    walked_by_all = [
+        r
+        for r in written["schemas"]
+        if all(r[e]["status"] == "ok" for e in ("treegram", "xgrammar", "llguidance"))
+    ]
     assert common["n_schemas"] == len(walked_by_all)
     if walked_by_all:
         assert common["ratio_to_xgrammar"]["xgrammar"] == 1.0

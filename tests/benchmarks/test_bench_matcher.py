@@ -25,10 +25,21 @@ def bench():
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
     out = tmp_path / "m.json"
-    result = bench.main([
-        "--data", str(bench.FALLBACK_CORPUS), "--docs", "3", "--passes", "2",
-        "--compile-repeats", "1", "--no-import-cost", "--output", str(out),
-    ])
+    result = bench.main(
+        [
+            "--data",
+            str(bench.FALLBACK_CORPUS),
+            "--docs",
+            "3",
+            "--passes",
+            "2",
+            "--compile-repeats",
+            "1",
+            "--no-import-cost",
+            "--output",
+            str(out),
+        ]
+    )
     written = json.loads(out.read_text(encoding="utf-8"))
     assert set(written) >= {"meta", "treegram", "xgrammar", "ratios"}
     for engine in ("treegram", "xgrammar"):

@@ -12,8 +12,20 @@ pytest.importorskip("xgrammar")
 pytest.importorskip("tokenizers")
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scaling.py"
-TINY = ["--sizes-optional", "2,4", "--sizes-recursion", "3,6", "--sizes-nullable", "3,6",
-        "--sizes-maxlength", "3,5", "--sizes-maxlength-pattern", "3", "--repeats", "2"]
+TINY = [
+    "--sizes-optional",
+    "2,4",
+    "--sizes-recursion",
+    "3,6",
+    "--sizes-nullable",
+    "3,6",
+    "--sizes-maxlength",
+    "3,5",
+    "--sizes-maxlength-pattern",
+    "3",
+    "--repeats",
+    "2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +45,16 @@ def test_runs_at_tiny_sizes(bench, tmp_path, capsys):
     assert len(rows) == 2 * 9  # two engines, nine family/size cases
     by_key = {(r["engine"], r["family"], r["size"]): r for r in rows}
     for engine in ("treegram", "xgrammar"):
-        for family, size in [("optional", 2), ("optional", 4), ("recursion", 3),
-                             ("recursion", 6), ("nullable", 3), ("nullable", 6),
-                             ("maxlength", 3), ("maxlength", 5)]:
+        for family, size in [
+            ("optional", 2),
+            ("optional", 4),
+            ("recursion", 3),
+            ("recursion", 6),
+            ("nullable", 3),
+            ("nullable", 6),
+            ("maxlength", 3),
+            ("maxlength", 5),
+        ]:
             r = by_key[(engine, family, size)]
             assert r["status"] == "ok", r
             assert r["compile_s"] > 0 and r["first_mask_s"] > 0
@@ -52,9 +71,26 @@ def test_runs_at_tiny_sizes(bench, tmp_path, capsys):
 def test_a_slow_case_times_out_and_the_run_goes_on(bench, tmp_path):
     out = tmp_path / "scaling.json"
     # 300 properties take tens of milliseconds to compile: far past a 1 ms timeout
-    bench.main(["--engines", "treegram", "--families", "optional,nullable",
-                "--sizes-optional", "300", "--sizes-nullable", "3", "--timeout", "0.001",
-                "--vocab", "bytes", "--output", str(out), "--plot", str(tmp_path / "p.png")])
+    bench.main(
+        [
+            "--engines",
+            "treegram",
+            "--families",
+            "optional,nullable",
+            "--sizes-optional",
+            "300",
+            "--sizes-nullable",
+            "3",
+            "--timeout",
+            "0.001",
+            "--vocab",
+            "bytes",
+            "--output",
+            str(out),
+            "--plot",
+            str(tmp_path / "p.png"),
+        ]
+    )
     rows = json.loads(out.read_text(encoding="utf-8"))["results"]
     assert [r["family"] for r in rows] == ["optional", "nullable"]
     assert rows[0]["status"] == "timeout"

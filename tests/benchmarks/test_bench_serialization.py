@@ -26,8 +26,21 @@ def bench():
 def test_runs_at_tiny_sizes(bench, tmp_path):
     out = tmp_path / "serialization.json"
     data = ["--data", str(MASKBENCH)] if MASKBENCH.is_dir() else ["--maskbench", "0"]
-    result = bench.main(["--props", "4", "--repeats", "1", "--vocab", "600", "--maskbench", "1",
-                         *data, "--output", str(out)])
+    result = bench.main(
+        [
+            "--props",
+            "4",
+            "--repeats",
+            "1",
+            "--vocab",
+            "600",
+            "--maskbench",
+            "1",
+            *data,
+            "--output",
+            str(out),
+        ]
+    )
     written = json.loads(out.read_text(encoding="utf-8"))
     assert written == json.loads(json.dumps(result))
     assert written["meta"]["vocab_size"] == 600
@@ -39,8 +52,12 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
         assert case["xgrammar"]["bytes"] > 0
         for row in case["treegram"]:
             assert 0 < row["bytes_lazy"] <= row["bytes_classified"]
-            for key in ("compile_lazy_ms", "compile_classified_ms", "load_lazy_ms",
-                        "serialize_classified_ms"):
+            for key in (
+                "compile_lazy_ms",
+                "compile_classified_ms",
+                "load_lazy_ms",
+                "serialize_classified_ms",
+            ):
                 assert row[key] > 0, key
     if MASKBENCH.is_dir() and written["meta"]["treegram_frontend"]:
         assert len(written["cases"]) == 2

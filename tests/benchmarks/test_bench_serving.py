@@ -25,8 +25,22 @@ def bench():
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
     out = tmp_path / "serving.json"
-    result = bench.main(["--iterations", "2", "--warmup", "1", "--batch-sizes", "1,3",
-                         "--tree-sizes", "4,8", "--apply-runs", "2", "--output", str(out)])
+    result = bench.main(
+        [
+            "--iterations",
+            "2",
+            "--warmup",
+            "1",
+            "--batch-sizes",
+            "1,3",
+            "--tree-sizes",
+            "4,8",
+            "--apply-runs",
+            "2",
+            "--output",
+            str(out),
+        ]
+    )
     written = json.loads(out.read_text(encoding="utf-8"))
     assert set(written) == {"meta", "steps", "apply"}
     meta = written["meta"]
@@ -54,13 +68,32 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
 
 def test_builtin_grammar_and_bad_options(bench, tmp_path):
     out = tmp_path / "builtin.json"
-    result = bench.main(["--grammar", "builtin", "--iterations", "1", "--warmup", "0",
-                         "--batch-sizes", "2", "--tree-sizes", "6", "--apply-runs", "0",
-                         "--output", str(out)])
+    result = bench.main(
+        [
+            "--grammar",
+            "builtin",
+            "--iterations",
+            "1",
+            "--warmup",
+            "0",
+            "--batch-sizes",
+            "2",
+            "--tree-sizes",
+            "6",
+            "--apply-runs",
+            "0",
+            "--output",
+            str(out),
+        ]
+    )
     assert result["apply"] == []
     assert result["steps"][0]["paths_as_expected"] is True
-    for bad in (["--batch-sizes", "x"], ["--tree-sizes", "1"], ["--iterations", "0"],
-                ["--matcher-threads", "two"]):
+    for bad in (
+        ["--batch-sizes", "x"],
+        ["--tree-sizes", "1"],
+        ["--iterations", "0"],
+        ["--matcher-threads", "two"],
+    ):
         with pytest.raises(SystemExit):
             bench.main([*bad, "--output", str(out)])
 

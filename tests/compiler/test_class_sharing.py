@@ -29,16 +29,32 @@ _NO_BASE = np.zeros(0, dtype=np.int32)
 
 SCHEMAS = [
     # undeclared keys allowed: the key language excludes the declared names
-    {"type": "object", "properties": {"alias": {"type": "string"}, "amount": {"type": "number"},
-                                      "tags": {"type": "array", "items": {"type": "string"}}},
-     "required": ["alias"]},
-    {"type": "object", "properties": {"s": {"type": "string", "maxLength": 200},
-                                      "c": {"type": "string", "maxLength": 6},
-                                      "p": {"type": "string", "pattern": "^[a-z]+$"},
-                                      "d": {"type": "string", "format": "date"}},
-     "additionalProperties": False},
-    {"anyOf": [{"type": "string", "minLength": 2}, {"type": "integer"},
-               {"enum": ["red", "green", 3]}]},
+    {
+        "type": "object",
+        "properties": {
+            "alias": {"type": "string"},
+            "amount": {"type": "number"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["alias"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "s": {"type": "string", "maxLength": 200},
+            "c": {"type": "string", "maxLength": 6},
+            "p": {"type": "string", "pattern": "^[a-z]+$"},
+            "d": {"type": "string", "format": "date"},
+        },
+        "additionalProperties": False,
+    },
+    {
+        "anyOf": [
+            {"type": "string", "minLength": 2},
+            {"type": "integer"},
+            {"enum": ["red", "green", 3]},
+        ]
+    },
 ]
 EBNF = [
     'root ::= "\\"" [^"\\\\]* "\\"" | [a-z\\u00e9]+ "x" | "{" root? "}"',
@@ -54,8 +70,10 @@ def info() -> tg.TokenizerInfo:
 @pytest.fixture(scope="module")
 def grammars(info) -> list[tg.CompiledGrammar]:
     compiler = tg.GrammarCompiler(info, cache_enabled=False)
-    out = [compiler.compile_json_schema(json.dumps(s), any_whitespace=True, strict_mode=False)
-           for s in SCHEMAS]
+    out = [
+        compiler.compile_json_schema(json.dumps(s), any_whitespace=True, strict_mode=False)
+        for s in SCHEMAS
+    ]
     out += [compiler.compile_grammar(text) for text in EBNF]
     out.append(compiler.compile_builtin_json_grammar())
     return out
@@ -65,8 +83,9 @@ def _plain(compiled: tg.CompiledGrammar, state: int) -> tuple[np.ndarray, np.nda
     """The plain walk: (accepted token bitset, uncertain sorted positions)."""
     a = compiled.automaton
     sv = compiled.tokenizer_info.sorted_vocab
-    accepted, uncertain = classify(a.arrays(), state, a.rule_follow[a.state_rule[state]],
-                                   sv.trie, len(sv), sv.max_len)
+    accepted, uncertain = classify(
+        a.arrays(), state, a.rule_follow[a.state_rule[state]], sv.trie, len(sv), sv.max_len
+    )
     n_words = (compiled.tokenizer_info.vocab_size + 31) // 32
     return positions_to_bitset(sv.token_ids, accepted, n_words, _NO_BASE), uncertain
 
@@ -76,8 +95,9 @@ def _sample(n_states: int, k: int = 150) -> list[int]:
 
 
 def test_slice_members_match_a_utf8_reference(info):
-    completions = [b""] + [bytes(c) for n in (1, 2, 3)
-                           for c in itertools.product((0x80, 0x90, 0xA0), repeat=n)]
+    completions = [b""] + [
+        bytes(c) for n in (1, 2, 3) for c in itertools.product((0x80, 0x90, 0xA0), repeat=n)
+    ]
 
     def reference(token: bytes) -> bool:
         # JSON string characters, possibly cut inside a character: some completion of at
@@ -176,7 +196,8 @@ def test_long_strings_share_one_class(info):
     matcher.accept_string('"' + "ab" * 100)
     matcher.fill_next_token_bitmask(bitmask, 0)
     fresh = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
-        {"type": "string", "maxLength": 2999})
+        {"type": "string", "maxLength": 2999}
+    )
     reference = tg.GrammarMatcher(fresh)
     reference.accept_string('"' + "ab" * 100)
     expected = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")

@@ -31,13 +31,16 @@ TYPES = ("string", "integer", "boolean", "number")
 def object_ebnf(i: int, n_props: int = 256) -> str:
     """A JSON object with ``n_props`` required properties ``f{i}_{k}`` of varied types."""
     members = ' "," ws '.join(
-        f'"\\"f{i}_{k}\\"" ws ":" ws {TYPES[(i + k) % 4]}' for k in range(n_props))
-    return (f'root ::= "{{" ws {members} ws "}}"\n'
-            'ws ::= [ \\n\\t]*\n'
-            'string ::= "\\"" ([^"\\\\] | "\\\\" ["\\\\/bfnrt])* "\\""\n'
-            'integer ::= "-"? ([1-9] [0-9]* | "0")\n'
-            'number ::= integer ("." [0-9]+)?\n'
-            'boolean ::= "true" | "false"\n')
+        f'"\\"f{i}_{k}\\"" ws ":" ws {TYPES[(i + k) % 4]}' for k in range(n_props)
+    )
+    return (
+        f'root ::= "{{" ws {members} ws "}}"\n'
+        "ws ::= [ \\n\\t]*\n"
+        'string ::= "\\"" ([^"\\\\] | "\\\\" ["\\\\/bfnrt])* "\\""\n'
+        'integer ::= "-"? ([1-9] [0-9]* | "0")\n'
+        'number ::= integer ("." [0-9]+)?\n'
+        'boolean ::= "true" | "false"\n'
+    )
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +112,9 @@ def test_eight_callers_share_one_bounded_pool(info, grammars, serial_bytes):
         # every caller asks for every grammar, each in its own rotated order: same-key
         # requests overlap, and must compile once
         order = [(c * N_GRAMMARS // N_CALLERS + j) % N_GRAMMARS for j in range(N_GRAMMARS)]
-        return {i: compiler.compile_grammar(grammars[i], classify="eager").serialize()
-                for i in order}
+        return {
+            i: compiler.compile_grammar(grammars[i], classify="eager").serialize() for i in order
+        }
 
     with _ThreadSampler() as sampler:
         threads, barrier, results = _run_callers(caller, N_CALLERS)
@@ -196,7 +200,8 @@ def test_pool_reused_after_injected_failure(info, grammars, serial_bytes, monkey
 
     # the same pool (same threads) serves the next calls, from several threads
     threads, barrier, results = _run_callers(
-        lambda c: compiler.compile_grammar(grammars[c], classify="eager").serialize(), 4)
+        lambda c: compiler.compile_grammar(grammars[c], classify="eager").serialize(), 4
+    )
     barrier.wait()
     for t in threads:
         t.join()

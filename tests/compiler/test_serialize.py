@@ -38,8 +38,23 @@ SPECIFIC = (DeserializeFormatError, DeserializeVersionError, TokenizerMismatchEr
 
 # ------------------------------------------------------------------------ small vocab
 VOCAB: list[str | bytes] = [chr(c) for c in range(32, 127)] + [
-    "\n", "\t", "ab", "abc", '",', '":', "true", "null", "12", "<eos>", "", b"\xe4",
-    "中", "α", "βγ", '{"', "}]",
+    "\n",
+    "\t",
+    "ab",
+    "abc",
+    '",',
+    '":',
+    "true",
+    "null",
+    "12",
+    "<eos>",
+    "",
+    b"\xe4",
+    "中",
+    "α",
+    "βγ",
+    '{"',
+    "}]",
 ]
 N_PAD = 3
 V = len(VOCAB) + N_PAD  # not a multiple of 32: the last bitset word is partly unused
@@ -47,8 +62,7 @@ EOS = VOCAB.index("<eos>")
 
 EBNF_GRAMMARS = {
     "calls": 'root ::= "a" b* "c"\nb ::= "ab" | "x" | "(" root ")"\n',
-    "lookahead": ('root ::= "[" item ("," item)* "]"\n'
-                  'item ::= [a-z]+ (= [,\\]])\n'),
+    "lookahead": ('root ::= "[" item ("," item)* "]"\nitem ::= [a-z]+ (= [,\\]])\n'),
     "nullable": 'root ::= "(" root ")" root | ""\n',
     "unicode": 'root ::= "中" [α-ω]+ ("!" | "?")\n',
     "numbers": 'root ::= int ("." [0-9]+)?\nint ::= "-"? ([1-9] [0-9]* | "0")\n',
@@ -165,8 +179,15 @@ def test_lazy_classification_after_load_deduplicates(compiler, info):
 def test_loaded_arrays_are_kernel_ready(compiler, info):
     loaded = deserialize_compiled(serialize_compiled(compile_named(compiler, "json")), info)
     a = loaded.automaton
-    for arr in (a.rule_start, a.state_rule, a.trans, a.ref_ptr, a.rule_follow,
-                loaded._store._state_class, loaded._store._acc.data):
+    for arr in (
+        a.rule_start,
+        a.state_rule,
+        a.trans,
+        a.ref_ptr,
+        a.rule_follow,
+        loaded._store._state_class,
+        loaded._store._acc.data,
+    ):
         assert arr.dtype.isnative and arr.flags.aligned and arr.flags.c_contiguous
         assert arr.flags.writeable  # same numba signatures as a fresh compile
 
@@ -232,8 +253,7 @@ def test_error_classes():
 def test_header_layout(compiler):
     data = serialize_compiled(compile_named(compiler, "calls"))
     magic, version, total, n_sections = struct.unpack_from("<4sIQI", data)
-    assert (magic, version, total, n_sections) == (MAGIC, FORMAT_VERSION, len(data),
-                                                    len(_SECTIONS))
+    assert (magic, version, total, n_sections) == (MAGIC, FORMAT_VERSION, len(data), len(_SECTIONS))
     assert _HEADER.size == 64 and _ENTRY.size == 24 and _DATA_START % 8 == 0
     for sid in range(len(_SECTIONS)):
         _, _, off, _ = _ENTRY.unpack_from(data, _HEADER.size + sid * _ENTRY.size)
@@ -307,9 +327,11 @@ class Fuzz:
             # The contract: a mutation that loads must behave like the original (only
             # possible where it hit ignored bytes, and the format has none).
             masks = [walk(loaded, seed, walk_steps) for seed in range(2)]
-            outcome = "loaded-identical" if all(
-                same_masks(m, r) for m, r in zip(masks, self.references[name], strict=True)
-            ) else "loaded-different"
+            outcome = (
+                "loaded-identical"
+                if all(same_masks(m, r) for m, r in zip(masks, self.references[name], strict=True))
+                else "loaded-different"
+            )
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         return outcome
 
@@ -327,7 +349,8 @@ def corpus(compiler, info):
         classified.classify_all_states()
         refs[name + "+cls"] = refs[name]
         blobs[name + "+cls"] = serialize_compiled(
-            classified, cache_key=hashlib.sha256(name.encode()).hexdigest())
+            classified, cache_key=hashlib.sha256(name.encode()).hexdigest()
+        )
     return blobs, refs
 
 
@@ -396,18 +419,21 @@ def test_corruption_fuzz(corpus, info):
         buf = bytearray(data)
         struct.pack_into("<I", buf, 4, version)
         blob = reseal(buf) if rng.random() < 0.5 else bytes(buf)
-        assert fuzz.load(blob, name, expect=DeserializeVersionError) == (
-            "DeserializeVersionError")
+        assert fuzz.load(blob, name, expect=DeserializeVersionError) == ("DeserializeVersionError")
         n += 1
     # another tokenizer: other stop tokens, another vocabulary, another vocab size
-    others = [small_info(stop_token_ids=[EOS, VOCAB.index("\n")]),
-              tg.TokenizerInfo(VOCAB[:-1] + ["x"], vocab_size=V, stop_token_ids=[EOS]),
-              tg.TokenizerInfo(VOCAB, vocab_size=V + 32, stop_token_ids=[EOS])]
+    others = [
+        small_info(stop_token_ids=[EOS, VOCAB.index("\n")]),
+        tg.TokenizerInfo(VOCAB[:-1] + ["x"], vocab_size=V, stop_token_ids=[EOS]),
+        tg.TokenizerInfo(VOCAB, vocab_size=V + 32, stop_token_ids=[EOS]),
+    ]
     for _ in range(150):
         name, data = pick()
         other = others[int(rng.integers(len(others)))]
-        assert fuzz.load(data, name, expect=TokenizerMismatchError,
-                         info=other) == "TokenizerMismatchError"
+        assert (
+            fuzz.load(data, name, expect=TokenizerMismatchError, info=other)
+            == "TokenizerMismatchError"
+        )
         n += 1
     assert n >= 10_000
     # The checksum covers every byte and padding must be zero: nothing corrupt ever loads.

@@ -36,7 +36,7 @@ REDIS_URL = os.environ.get("TREEGRAM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15
 
 # Shared by this module and the child processes (exec'd in both), so that both build the
 # same tokenizer (same fingerprint) and the same grammar.
-SETUP = r'''
+SETUP = r"""
 import treegram as tg
 
 VOCAB = [chr(c) for c in range(32, 127)] + ["\n", '"f', '":', '",', "true", "false", "12",
@@ -62,9 +62,11 @@ def make_store(spec):
     if spec["kind"] == "dir":
         return DirectoryStore(spec["path"])
     return RedisStore(spec["url"], prefix=spec["prefix"])
-'''
+"""
 
-CHILD = SETUP + r'''
+CHILD = (
+    SETUP
+    + r"""
 import hashlib, json, sys, time
 
 spec, mode = json.loads(sys.argv[1]), sys.argv[2]
@@ -84,7 +86,8 @@ elif mode == "hammer":
     for i in range(rounds):
         store.put(key, blobs[i % len(blobs)])
     print(json.dumps({"puts": rounds}))
-'''
+"""
+)
 
 _ns: dict = {}
 exec(SETUP, _ns)
@@ -111,8 +114,10 @@ def redis_client():
     try:
         client.ping()
     except redis.exceptions.RedisError as exc:
-        _unavailable(f"no Redis server reachable at {REDIS_URL} ({type(exc).__name__}: {exc}); "
-                     "start one (.ci/run does) or set TREEGRAM_TEST_REDIS_URL")
+        _unavailable(
+            f"no Redis server reachable at {REDIS_URL} ({type(exc).__name__}: {exc}); "
+            "start one (.ci/run does) or set TREEGRAM_TEST_REDIS_URL"
+        )
     yield client
     client.close()
 
@@ -185,14 +190,14 @@ def test_store_get_put_delete(spec):
 
 
 def test_store_key_covers_everything(info):
-    base = store_key("ebnf", ("root ::= \"a\"", "root"), info.fingerprint, FORMAT_VERSION)
+    base = store_key("ebnf", ('root ::= "a"', "root"), info.fingerprint, FORMAT_VERSION)
     assert len(base) == 64 and int(base, 16) >= 0
     others = {
-        store_key("regex", ("root ::= \"a\"", "root"), info.fingerprint, FORMAT_VERSION),
-        store_key("ebnf", ("root ::= \"b\"", "root"), info.fingerprint, FORMAT_VERSION),
-        store_key("ebnf", ("root ::= \"a\"", "main"), info.fingerprint, FORMAT_VERSION),
-        store_key("ebnf", ("root ::= \"a\"", "root"), "0" * 64, FORMAT_VERSION),
-        store_key("ebnf", ("root ::= \"a\"", "root"), info.fingerprint, FORMAT_VERSION + 1),
+        store_key("regex", ('root ::= "a"', "root"), info.fingerprint, FORMAT_VERSION),
+        store_key("ebnf", ('root ::= "b"', "root"), info.fingerprint, FORMAT_VERSION),
+        store_key("ebnf", ('root ::= "a"', "main"), info.fingerprint, FORMAT_VERSION),
+        store_key("ebnf", ('root ::= "a"', "root"), "0" * 64, FORMAT_VERSION),
+        store_key("ebnf", ('root ::= "a"', "root"), info.fingerprint, FORMAT_VERSION + 1),
     }
     assert base not in others and len(others) == 5
 
@@ -209,8 +214,13 @@ def test_compiler_writes_through_and_loads(spec, info, key):
     assert stored == serialize_compiled(compiled, cache_key=key)
     second = GrammarCompiler(info, cache_store=make_store(spec))
     loaded = second.compile_grammar(object_ebnf())
-    assert second.cache_stats == {"memory_hits": 0, "store_hits": 1, "compiles": 0,
-                                  "store_rejects": 0, "store_errors": 0}
+    assert second.cache_stats == {
+        "memory_hits": 0,
+        "store_hits": 1,
+        "compiles": 0,
+        "store_rejects": 0,
+        "store_errors": 0,
+    }
     assert loaded.serialize() == compiled.serialize()
     assert second.compile_grammar(object_ebnf()) is loaded  # memory first
 
@@ -321,8 +331,10 @@ def test_two_processes_share_the_store(spec, info, key):
     # the second process loads instead of compiling (measured by the counters)
     assert (second["compiles"], second["store_hits"]) == (0, 1)
     assert second["digest"] == first["digest"]
-    print(f"\n[{spec['kind']}] compile + classify {first['seconds'] * 1e3:.1f} ms, "
-          f"load from store {second['seconds'] * 1e3:.1f} ms")
+    print(
+        f"\n[{spec['kind']}] compile + classify {first['seconds'] * 1e3:.1f} ms, "
+        f"load from store {second['seconds'] * 1e3:.1f} ms"
+    )
 
     # a corrupted entry: the next process discards it, compiles and writes a good one
     store = make_store(spec)
@@ -344,8 +356,7 @@ def test_concurrent_writers_never_leave_a_torn_entry(spec, info, key, tmp_path):
     partial = compiler.compile_grammar(object_ebnf())
     partial._store.classify_states(range(0, lazy.automaton.n_states, 3))
     eager = compiler.compile_grammar(object_ebnf(), classify="eager")
-    blobs = {"lazy": lazy.serialize(), "partial": partial.serialize(),
-             "eager": eager.serialize()}
+    blobs = {"lazy": lazy.serialize(), "partial": partial.serialize(), "eager": eager.serialize()}
     assert len({len(b) for b in blobs.values()}) == 3  # a torn mix would fail its checksum
     paths = []
     for name, blob in blobs.items():
@@ -364,8 +375,10 @@ def test_concurrent_writers_never_leave_a_torn_entry(spec, info, key, tmp_path):
     racers = [run_child(other_key_spec, "compile", wait=False) for _ in range(3)]
 
     # four processes overwrite one key with different valid blobs; a reader checks each read
-    writers = [run_child(spec, "hammer", key, "150", *paths[w % 3:], *paths[: w % 3],
-                         wait=False) for w in range(4)]
+    writers = [
+        run_child(spec, "hammer", key, "150", *paths[w % 3 :], *paths[: w % 3], wait=False)
+        for w in range(4)
+    ]
     reads, bad = 0, []
     stop = threading.Event()
 

@@ -43,10 +43,21 @@ def results(tmp_path_factory):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path_factory.mktemp("conformance") / "suite.json"
-    return module.main([
-        "--data", str(DATA), "--drafts", "draft2020-12", "--engines", "treegram",
-        "--no-other-mode", "--output", str(out), "--doc", "-",
-    ])
+    return module.main(
+        [
+            "--data",
+            str(DATA),
+            "--drafts",
+            "draft2020-12",
+            "--engines",
+            "treegram",
+            "--no-other-mode",
+            "--output",
+            str(out),
+            "--doc",
+            "-",
+        ]
+    )
 
 
 def _false_positives(results) -> set[tuple[str, int, int]]:
@@ -62,8 +73,10 @@ def test_subset_is_complete(results):
     draft = results["engines"]["treegram"]["drafts"]["draft2020-12"]
     assert len(draft["files"]) == len(list((DATA / "draft2020-12").glob("*.json")))
     totals = draft["totals"]
-    assert totals["tests"] == sum(totals[o] for o in (
-        "pass", "false_positive", "false_negative", "compile_error", "refused_invalid"))
+    assert totals["tests"] == sum(
+        totals[o]
+        for o in ("pass", "false_positive", "false_negative", "compile_error", "refused_invalid")
+    )
 
 
 def test_no_new_false_positives(results):

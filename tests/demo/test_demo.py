@@ -33,24 +33,52 @@ from treegram.demo import (  # noqa: E402
 from treegram.spec import depths_from_parents, tree_mask_from_parents  # noqa: E402
 
 EXTRA = (
-    DemoRequest("Values: [3, 14, 159]. More: ",
-                {"type": "array", "items": {"type": "integer", "minimum": -5, "maximum": 500},
-                 "minItems": 2, "maxItems": 5}, "ints"),
-    DemoRequest('{"id": "ab-123", "ok": true} then ',
-                {"type": "object",
-                 "properties": {"id": {"type": "string", "pattern": "^[a-z]{2,4}-[0-9]{3}$"},
-                                "ok": {"type": "boolean"}},
-                 "required": ["id", "ok"], "additionalProperties": False}, "pattern"),
-    DemoRequest("shape ",
-                {"type": "object",
-                 "properties": {
-                     "shape": {"anyOf": [
-                         {"type": "object",
-                          "properties": {"r": {"type": "integer", "minimum": 0, "maximum": 9}},
-                          "required": ["r"], "additionalProperties": False},
-                         {"type": "array", "items": {"enum": ["x", "y"]}, "maxItems": 3}]},
-                     "n": {"type": "null"}},
-                 "required": ["shape", "n"], "additionalProperties": False}, "anyof"),
+    DemoRequest(
+        "Values: [3, 14, 159]. More: ",
+        {
+            "type": "array",
+            "items": {"type": "integer", "minimum": -5, "maximum": 500},
+            "minItems": 2,
+            "maxItems": 5,
+        },
+        "ints",
+    ),
+    DemoRequest(
+        '{"id": "ab-123", "ok": true} then ',
+        {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "pattern": "^[a-z]{2,4}-[0-9]{3}$"},
+                "ok": {"type": "boolean"},
+            },
+            "required": ["id", "ok"],
+            "additionalProperties": False,
+        },
+        "pattern",
+    ),
+    DemoRequest(
+        "shape ",
+        {
+            "type": "object",
+            "properties": {
+                "shape": {
+                    "anyOf": [
+                        {
+                            "type": "object",
+                            "properties": {"r": {"type": "integer", "minimum": 0, "maximum": 9}},
+                            "required": ["r"],
+                            "additionalProperties": False,
+                        },
+                        {"type": "array", "items": {"enum": ["x", "y"]}, "maxItems": 3},
+                    ]
+                },
+                "n": {"type": "null"},
+            },
+            "required": ["shape", "n"],
+            "additionalProperties": False,
+        },
+        "anyof",
+    ),
     DemoRequest('JSON please: {"a": [1, 2, {"b": null}], "c": true} and ', None, "json-1"),
     DemoRequest("[[1, 2], [3]] ", None, "json-2"),
 )
@@ -99,9 +127,15 @@ def test_speculative_equals_plain_greedy(engine, tree_nodes):
 
 def test_custom_prompts_and_requests_finishing_at_different_steps(engine0):
     schema = EXAMPLES[0].schema
-    requests = [DemoRequest(p, schema) for p in
-                ("", "x", '{"name": "Bo", "age": 7, "is_student": true} {"name": "Al", ',
-                 "Lorem ipsum dolor sit amet " * 8)]
+    requests = [
+        DemoRequest(p, schema)
+        for p in (
+            "",
+            "x",
+            '{"name": "Bo", "age": 7, "is_student": true} {"name": "Al", ',
+            "Lorem ipsum dolor sit amet " * 8,
+        )
+    ]
     requests.append(DemoRequest("tiny", {"enum": ["yes", "no"]}))
     report = engine0.speculative(requests, max_tokens=200, tree_nodes=10)
     reference = engine0.greedy(requests, max_tokens=200)
@@ -190,13 +224,19 @@ def test_tree_attention_equals_causal_pass():
     with torch.inference_mode():
         for row, prefix in enumerate(prefixes):
             t = len(prefix)
-            _, k, v = model.forward(torch.as_tensor(prefix)[None], torch.arange(t)[None],
-                                    torch.ones(t, t, dtype=torch.bool).tril()[None])
+            _, k, v = model.forward(
+                torch.as_tensor(prefix)[None],
+                torch.arange(t)[None],
+                torch.ones(t, t, dtype=torch.bool).tril()[None],
+            )
             cache.append(row, k[:, 0], v[:, 0])
         positions = cache.lengths[:, None] + depths_from_parents(parents)
-        logits, _, _ = model.forward(torch.as_tensor(draft), torch.as_tensor(positions),
-                                     torch.as_tensor(tree_mask_from_parents(parents)),
-                                     past=cache.past([0, 1]))
+        logits, _, _ = model.forward(
+            torch.as_tensor(draft),
+            torch.as_tensor(positions),
+            torch.as_tensor(tree_mask_from_parents(parents)),
+            past=cache.past([0, 1]),
+        )
         for row, prefix in enumerate(prefixes):
             for node in range(parents.shape[1]):
                 if node == 7 and row == 0:
@@ -243,8 +283,25 @@ def test_cli_demo_options(tmp_path, capsys):
     schema = {"type": "object", "properties": {"k": {"enum": ["a", "b"]}}, "required": ["k"]}
     path = tmp_path / "s.json"
     path.write_text(json.dumps(schema))
-    assert main(["demo", "--schema", str(path), "--batch", "2", "--tree-nodes", "4",
-                 "--seed", "1", "--prompt", '{"k": "a"} ', "--check"]) == 0
+    assert (
+        main(
+            [
+                "demo",
+                "--schema",
+                str(path),
+                "--batch",
+                "2",
+                "--tree-nodes",
+                "4",
+                "--seed",
+                "1",
+                "--prompt",
+                '{"k": "a"} ',
+                "--check",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.count(", valid\n") == 2 and ": yes" in out
     assert main(["demo", "--builtin-json", "--max-tokens", "200"]) == 0

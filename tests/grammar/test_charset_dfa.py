@@ -78,8 +78,9 @@ def test_length_bounds(p, lo, hi):
     d = full(p)
     want = {s for s in re_lang(p) if len(s) >= lo and (hi is None or len(s) <= hi)}
     assert lang(d.with_length(lo, hi)) == want
-    assert lang(Dfa.length(lo, hi)) == {s for s in UNIVERSE
-                                        if len(s) >= lo and (hi is None or len(s) <= hi)}
+    assert lang(Dfa.length(lo, hi)) == {
+        s for s in UNIVERSE if len(s) >= lo and (hi is None or len(s) <= hi)
+    }
 
 
 @settings(max_examples=40, deadline=None)
@@ -101,17 +102,29 @@ def test_literals_and_length_range():
 
 
 def test_string_dfa_keywords():
-    d = string_dfa({"type": "string", "pattern": "-02-", "format": "date", "maxLength": 10,
-                    "not": {"enum": ["2000-02-29", 3]}})
-    assert [d.accepts(s) for s in ("2000-02-28", "2000-02-29", "2000-03-01", "2000-02-30")] \
-        == [True, False, False, False]
+    d = string_dfa(
+        {
+            "type": "string",
+            "pattern": "-02-",
+            "format": "date",
+            "maxLength": 10,
+            "not": {"enum": ["2000-02-29", 3]},
+        }
+    )
+    assert [d.accepts(s) for s in ("2000-02-28", "2000-02-29", "2000-03-01", "2000-02-30")] == [
+        True,
+        False,
+        False,
+        False,
+    ]
     d = string_dfa({"anyOf": [{"const": "z"}, {"pattern": "^é+$", "minLength": 2}]})
     assert lang(d) == {"z"} | {s for s in UNIVERSE if re.fullmatch("é{2,}", s)}
-    assert lang(string_dfa({"oneOf": [{"pattern": "a"}, {"pattern": "b"}]})) == \
-        re_lang("a", True) ^ re_lang("b", True)
-    assert lang(string_dfa({"if": {"pattern": "a"}, "then": {"maxLength": 1},
-                            "else": {"minLength": 4}})) == \
-        {s for s in UNIVERSE if ("a" in s and len(s) <= 1) or ("a" not in s and len(s) >= 4)}
+    assert lang(string_dfa({"oneOf": [{"pattern": "a"}, {"pattern": "b"}]})) == re_lang(
+        "a", True
+    ) ^ re_lang("b", True)
+    assert lang(
+        string_dfa({"if": {"pattern": "a"}, "then": {"maxLength": 1}, "else": {"minLength": 4}})
+    ) == {s for s in UNIVERSE if ("a" in s and len(s) <= 1) or ("a" not in s and len(s) >= 4)}
     assert string_dfa({"type": "integer"}).is_empty()
     assert string_dfa({"minimum": 3, "items": {}}).accepts("anything")
     assert string_dfa({"unknownKeyword": 1}) is None

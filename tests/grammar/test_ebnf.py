@@ -198,8 +198,13 @@ ERRORS = [
     ('root ::= "a" (= w)', UndefinedRuleError, 1, 17, "rule 'w' is not defined"),
     ("root ::= .", UndefinedRuleError, 1, 10, "use [^] for any character"),
     # as deep as any printed grammar may nest (MAX_EXPR_DEPTH), not deeper
-    ("root ::= " + "(" * (MAX_EXPR_DEPTH + 5) + '"a"' + ")" * (MAX_EXPR_DEPTH + 5),
-     GrammarSyntaxError, 1, 10 + MAX_EXPR_DEPTH, "nested deeper"),
+    (
+        "root ::= " + "(" * (MAX_EXPR_DEPTH + 5) + '"a"' + ")" * (MAX_EXPR_DEPTH + 5),
+        GrammarSyntaxError,
+        1,
+        10 + MAX_EXPR_DEPTH,
+        "nested deeper",
+    ),
 ]
 
 

@@ -47,30 +47,47 @@ def check_against_oracle(schema, instances) -> None:
 
 CONTAINS = {
     "maxContains": {"contains": {"const": 1}, "maxContains": 2},
-    "min-max-with-items": {"items": {"type": ["string", "integer"]},
-                           "contains": {"type": "string"}, "minContains": 2,
-                           "maxContains": 3},
-    "zero-to-one-maxItems": {"contains": {"type": "boolean"}, "minContains": 0,
-                             "maxContains": 1, "maxItems": 3},
+    "min-max-with-items": {
+        "items": {"type": ["string", "integer"]},
+        "contains": {"type": "string"},
+        "minContains": 2,
+        "maxContains": 3,
+    },
+    "zero-to-one-maxItems": {
+        "contains": {"type": "boolean"},
+        "minContains": 0,
+        "maxContains": 1,
+        "maxItems": 3,
+    },
     "minContains-only": {"contains": {"type": "null"}, "minContains": 2},
-    "exactly-one-minItems": {"contains": {"const": True}, "minContains": 1,
-                             "maxContains": 1, "minItems": 2},
-    "prefixItems": {"prefixItems": [{"type": "integer"}, {"type": "string"}],
-                    "contains": {"type": "string"}, "maxContains": 1},
-    "decimal-counts": {"contains": {"type": "string"}, "minContains": 2.0,
-                       "maxContains": 3.0},
+    "exactly-one-minItems": {
+        "contains": {"const": True},
+        "minContains": 1,
+        "maxContains": 1,
+        "minItems": 2,
+    },
+    "prefixItems": {
+        "prefixItems": [{"type": "integer"}, {"type": "string"}],
+        "contains": {"type": "string"},
+        "maxContains": 1,
+    },
+    "decimal-counts": {"contains": {"type": "string"}, "minContains": 2.0, "maxContains": 3.0},
     "max-below-min": {"contains": {"type": "integer"}, "minContains": 2, "maxContains": 1},
     "counts-without-contains": {"minContains": 3, "maxContains": 0},
-    "allOf-same-contains": {"allOf": [{"contains": {"const": 1}, "minContains": 0},
-                                      {"contains": {"const": 1}, "maxContains": 2}]},
-    "allOf-count-elsewhere": {"allOf": [{"contains": {"type": "string"}},
-                                        {"maxContains": 0}]},
-    "negated-integer-contains": {"contains": {"type": "integer"}, "maxContains": 1,
-                                 "minContains": 1},
-    "negated-string-length": {"contains": {"type": "string", "minLength": 1},
-                              "maxContains": 1},
-    "plain-contains-maxItems": {"contains": {"type": "string"}, "maxItems": 2,
-                                "minItems": 2},
+    "allOf-same-contains": {
+        "allOf": [
+            {"contains": {"const": 1}, "minContains": 0},
+            {"contains": {"const": 1}, "maxContains": 2},
+        ]
+    },
+    "allOf-count-elsewhere": {"allOf": [{"contains": {"type": "string"}}, {"maxContains": 0}]},
+    "negated-integer-contains": {
+        "contains": {"type": "integer"},
+        "maxContains": 1,
+        "minContains": 1,
+    },
+    "negated-string-length": {"contains": {"type": "string", "minLength": 1}, "maxContains": 1},
+    "plain-contains-maxItems": {"contains": {"type": "string"}, "maxItems": 2, "minItems": 2},
 }
 
 
@@ -88,21 +105,34 @@ def test_contains_with_items_merges_multiple_of():
 
 
 UNIQUE = {
-    "prefix-booleans": {"prefixItems": [{"type": "boolean"}, {"type": "boolean"}],
-                        "items": False, "uniqueItems": True},
-    "draft7-tuple": {"$schema": D7, "items": [{"type": "boolean"}, {"type": "boolean"}],
-                     "additionalItems": False, "uniqueItems": True},
-    "finite-items": {"items": {"type": ["boolean", "null"]}, "uniqueItems": True,
-                     "minItems": 2},
-    "enum-filtered-by-type": {"items": {"enum": [1, "a", "b"], "type": "string"},
-                              "uniqueItems": True},
-    "disjoint-positions": {"prefixItems": [{"type": "string"}, {"type": "integer"},
-                                           {"type": "boolean"}],
-                           "items": False, "uniqueItems": True},
+    "prefix-booleans": {
+        "prefixItems": [{"type": "boolean"}, {"type": "boolean"}],
+        "items": False,
+        "uniqueItems": True,
+    },
+    "draft7-tuple": {
+        "$schema": D7,
+        "items": [{"type": "boolean"}, {"type": "boolean"}],
+        "additionalItems": False,
+        "uniqueItems": True,
+    },
+    "finite-items": {"items": {"type": ["boolean", "null"]}, "uniqueItems": True, "minItems": 2},
+    "enum-filtered-by-type": {
+        "items": {"enum": [1, "a", "b"], "type": "string"},
+        "uniqueItems": True,
+    },
+    "disjoint-positions": {
+        "prefixItems": [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}],
+        "items": False,
+        "uniqueItems": True,
+    },
     "maxItems-one": {"items": {"type": "integer"}, "maxItems": 1, "uniqueItems": True},
     "false": {"uniqueItems": False},
-    "prefix-then-finite-items": {"prefixItems": [{"const": "a"}],
-                                 "items": {"enum": ["a", "b", 0]}, "uniqueItems": True},
+    "prefix-then-finite-items": {
+        "prefixItems": [{"const": "a"}],
+        "items": {"enum": ["a", "b", 0]},
+        "uniqueItems": True,
+    },
 }
 
 
@@ -113,22 +143,36 @@ def test_unique_items(name):
 
 def test_unique_items_uses_json_equality():
     # 1 and 1.0 are one value; objects are equal whatever their key order.
-    schema = {"items": {"enum": [1, 1.0, {"x": 1, "y": 2}, {"y": 2, "x": 1}]},
-              "uniqueItems": True}
-    instances = [[1], [1.0], [1, 1.0], [1.0, 1], [{"x": 1, "y": 2}, 1.0],
-                 [{"x": 1, "y": 2}, {"y": 2, "x": 1}], [1, 2]]
+    schema = {"items": {"enum": [1, 1.0, {"x": 1, "y": 2}, {"y": 2, "x": 1}]}, "uniqueItems": True}
+    instances = [
+        [1],
+        [1.0],
+        [1, 1.0],
+        [1.0, 1],
+        [{"x": 1, "y": 2}, 1.0],
+        [{"x": 1, "y": 2}, {"y": 2, "x": 1}],
+        [1, 2],
+    ]
     check_against_oracle(schema, instances)
 
 
-@pytest.mark.parametrize("schema, keyword", [
-    ({"uniqueItems": True}, "uniqueItems"),
-    ({"items": {"type": "integer"}, "maxItems": 3, "uniqueItems": True}, "uniqueItems"),
-    ({"contains": {"const": 1}, "uniqueItems": True}, "uniqueItems"),
-    ({"items": {"enum": list(range(11))}, "uniqueItems": True}, "uniqueItems.*more than"),
-    ({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}],
-      "prefixItems": [True]}, "contains"),
-    ({"contains": {"const": 1}, "unevaluatedItems": False}, "unevaluatedItems"),
-])
+@pytest.mark.parametrize(
+    "schema, keyword",
+    [
+        ({"uniqueItems": True}, "uniqueItems"),
+        ({"items": {"type": "integer"}, "maxItems": 3, "uniqueItems": True}, "uniqueItems"),
+        ({"contains": {"const": 1}, "uniqueItems": True}, "uniqueItems"),
+        ({"items": {"enum": list(range(11))}, "uniqueItems": True}, "uniqueItems.*more than"),
+        (
+            {
+                "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}],
+                "prefixItems": [True],
+            },
+            "contains",
+        ),
+        ({"contains": {"const": 1}, "unevaluatedItems": False}, "unevaluatedItems"),
+    ],
+)
 def test_refused_array_keywords(schema, keyword):
     with pytest.raises(UnsupportedSchemaError, match=keyword):
         json_schema_to_ir(schema, strict_mode=False)
@@ -136,45 +180,69 @@ def test_refused_array_keywords(schema, keyword):
 
 def test_unique_items_warn_drops_only_uniqueness():
     with pytest.warns(UserWarning, match="uniqueItems"):
-        ir = json_schema_to_ir({"items": {"type": "integer"}, "uniqueItems": True},
-                               unsupported="warn")
+        ir = json_schema_to_ir(
+            {"items": {"type": "integer"}, "uniqueItems": True}, unsupported="warn"
+        )
     cg = byte_compiler().compile_grammar(treegram.Grammar.from_ir(ir))
     assert accepts(cg, "[1, 1]")
     assert not accepts(cg, '["a"]')
 
 
-@pytest.mark.parametrize("schema, good, bad", [
-    ({"type": "string", "minLength": 2.0}, ["ab"], ["a"]),
-    ({"type": "string", "maxLength": 2.0}, ["ab"], ["abc"]),
-    ({"type": "array", "maxItems": 1.0}, [[1]], [[1, 2]]),
-    ({"type": "object", "minProperties": 1.0}, [{"a": 1}], [{}]),
-])
+@pytest.mark.parametrize(
+    "schema, good, bad",
+    [
+        ({"type": "string", "minLength": 2.0}, ["ab"], ["a"]),
+        ({"type": "string", "maxLength": 2.0}, ["ab"], ["abc"]),
+        ({"type": "array", "maxItems": 1.0}, [[1]], [[1, 2]]),
+        ({"type": "object", "minProperties": 1.0}, [{"a": 1}], [{}]),
+    ],
+)
 def test_integral_float_counts(schema, good, bad):
     cg = compiled(schema)
     assert all(accepts(cg, json.dumps(x)) for x in good)
     assert not any(accepts(cg, json.dumps(x)) for x in bad)
 
 
-@pytest.mark.parametrize("schema", [{"minLength": 1.5}, {"maxItems": -1},
-                                    {"contains": {}, "minContains": True}])
+@pytest.mark.parametrize(
+    "schema", [{"minLength": 1.5}, {"maxItems": -1}, {"contains": {}, "minContains": True}]
+)
 def test_malformed_counts(schema):
     with pytest.raises(GrammarError, match="non-negative integer"):
         json_schema_to_ir(schema)
 
 
-@pytest.mark.parametrize("schema", [
-    {"allOf": [{"contains": {"const": 1}}, {"contains": {"type": "string"}}]},
-    {"items": {"type": ["integer", "string"]},
-     "allOf": [{"contains": {"minimum": 5}}, {"contains": {"maximum": 0}},
-               {"contains": {"const": "a"}}]},
-    {"contains": {"const": 1}, "allOf": [{"contains": {"const": 1}, "maxContains": 2},
-                                          {"contains": {"type": "boolean"}}]},
-    {"not": {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}},
-    {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}], "minItems": 3},
-    {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}], "maxItems": 2},
-    {"oneOf": [{"items": {"const": 1}}, {"items": {"type": "integer"}},
-               {"items": {"enum": [1, "a"]}}], "minItems": 2},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"allOf": [{"contains": {"const": 1}}, {"contains": {"type": "string"}}]},
+        {
+            "items": {"type": ["integer", "string"]},
+            "allOf": [
+                {"contains": {"minimum": 5}},
+                {"contains": {"maximum": 0}},
+                {"contains": {"const": "a"}},
+            ],
+        },
+        {
+            "contains": {"const": 1},
+            "allOf": [
+                {"contains": {"const": 1}, "maxContains": 2},
+                {"contains": {"type": "boolean"}},
+            ],
+        },
+        {"not": {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}},
+        {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}], "minItems": 3},
+        {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}], "maxItems": 2},
+        {
+            "oneOf": [
+                {"items": {"const": 1}},
+                {"items": {"type": "integer"}},
+                {"items": {"enum": [1, "a"]}},
+            ],
+            "minItems": 2,
+        },
+    ],
+)
 def test_several_contains_in_all_of(schema):
     pool = [1, 2, 5, -1, "a", True, None]
     if "maxContains" in json.dumps(schema):

@@ -49,19 +49,21 @@ IDN_EMAIL_VALID = [
     "a.b@[127.0.0.1]",
     "joe@[IPv6:::1]",
 ]
-IDN_EMAIL_INVALID = ["ü@", "@例子.广告", "a@-ü.com", "a..ü@x.com", "a@ü_x.com", "a＠b.com",
-                     "ü"]
+IDN_EMAIL_INVALID = ["ü@", "@例子.广告", "a@-ü.com", "a..ü@x.com", "a@ü_x.com", "a＠b.com", "ü"]
 
 
 def _spellings(text: str) -> list[str]:
     return [json.dumps(text), json.dumps(text, ensure_ascii=False)]
 
 
-@pytest.mark.parametrize("fmt, valid, invalid", [
-    ("iri", IRI_VALID, IRI_INVALID),
-    ("iri-reference", IRI_VALID + IRI_REF_VALID, IRI_REF_INVALID),
-    ("idn-email", IDN_EMAIL_VALID, IDN_EMAIL_INVALID),
-])
+@pytest.mark.parametrize(
+    "fmt, valid, invalid",
+    [
+        ("iri", IRI_VALID, IRI_INVALID),
+        ("iri-reference", IRI_VALID + IRI_REF_VALID, IRI_REF_INVALID),
+        ("idn-email", IDN_EMAIL_VALID, IDN_EMAIL_INVALID),
+    ],
+)
 def test_international_formats(fmt, valid, invalid):
     cg = compiled({"type": "string", "format": fmt})
     for inst in valid:
@@ -78,9 +80,14 @@ def test_ascii_formats_stay_ascii():
     assert accepts(compiled({"type": "string", "format": "uri"}), '"http://[V1.f]/"')
 
 
-@pytest.mark.parametrize("fmt, why", [("regex", "not a regular language"),
-                                      ("idn-hostname", "IDNA 2008"),
-                                      ("no-such-format", "unknown format")])
+@pytest.mark.parametrize(
+    "fmt, why",
+    [
+        ("regex", "not a regular language"),
+        ("idn-hostname", "IDNA 2008"),
+        ("no-such-format", "unknown format"),
+    ],
+)
 def test_refused_formats_say_why(fmt, why):
     with pytest.raises(UnsupportedSchemaError, match=why):
         json_schema_to_ir({"type": "string", "format": fmt})

@@ -24,9 +24,37 @@ def compiled(schema, strict_mode: bool = False):
     return compile_schema(schema, strict_mode=strict_mode)
 
 
-VALUES = [None, True, False, 0, 1, 2, 5, -3, 1.5, -0.25, 2.5, "", "a", "b", "ab", "then",
-          "a\nb", [], [1], ["a", 1], [1, "a", None], [1, 2], [1, "a", 2, 3], {}, {"a": 1},
-          {"b": "x"}, {"a": "x", "b": 2}, {"a": 2, "b": "then"}, {"a": None, "b": 1, "c": True}]
+VALUES = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    2,
+    5,
+    -3,
+    1.5,
+    -0.25,
+    2.5,
+    "",
+    "a",
+    "b",
+    "ab",
+    "then",
+    "a\nb",
+    [],
+    [1],
+    ["a", 1],
+    [1, "a", None],
+    [1, 2],
+    [1, "a", 2, 3],
+    {},
+    {"a": 1},
+    {"b": "x"},
+    {"a": "x", "b": 2},
+    {"a": 2, "b": "then"},
+    {"a": None, "b": 1, "c": True},
+]
 
 CASES = {
     "not-type": {"not": {"type": "string"}},
@@ -47,20 +75,24 @@ CASES = {
     "not-not": {"not": {"not": {"type": "array", "minItems": 1}}},
     "not-sizes": {"not": {"minItems": 2, "maxProperties": 1}},
     "type-and-not": {"type": "integer", "not": {"enum": [1, 2]}},
-    "if-then-else": {"if": {"type": "integer"}, "then": {"minimum": 2},
-                     "else": {"type": "string"}},
-    "if-then": {"if": {"properties": {"a": {"const": 2}}, "required": ["a"]},
-                "then": {"required": ["b"]}},
+    "if-then-else": {"if": {"type": "integer"}, "then": {"minimum": 2}, "else": {"type": "string"}},
+    "if-then": {
+        "if": {"properties": {"a": {"const": 2}}, "required": ["a"]},
+        "then": {"required": ["b"]},
+    },
     "if-else": {"if": {"maxLength": 1}, "else": {"const": "then"}},
     "oneOf-overlap": {"oneOf": [{"type": "integer"}, {"minimum": 2}]},
     "oneOf-three": {"oneOf": [{"type": "string"}, {"minLength": 2}, {"maxLength": 0}]},
     "oneOf-objects": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
     "dependentRequired": {"dependentRequired": {"b": ["a"]}},
-    "dependentSchemas": {"properties": {"a": {}, "b": {}},
-                         "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}},
+    "dependentSchemas": {
+        "properties": {"a": {}, "b": {}},
+        "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}},
+    },
     "dependencies-draft7": {"dependencies": {"c": ["a", "b"], "a": {"maxProperties": 2}}},
-    "not-counted-contains": {"not": {"contains": {"type": "integer"}, "minContains": 2,
-                                     "maxContains": 2}},
+    "not-counted-contains": {
+        "not": {"contains": {"type": "integer"}, "minContains": 2, "maxContains": 2}
+    },
     "not-not-integer": {"not": {"not": {"type": "integer"}}},
     "not-pattern": {"not": {"pattern": "^a"}},
     "not-pattern-and-length": {"not": {"pattern": "b", "minLength": 2}},
@@ -110,16 +142,25 @@ def test_strict_mode_defaults_survive_a_merged_negation():
     assert accepts(compiled(schema), '{"b": 1}')
 
 
-@pytest.mark.parametrize("schema, keyword", [
-    ({"not": {"type": "array", "uniqueItems": True}}, "not"),
-    ({"not": {"multipleOf": 3}}, "not"),
-    ({"not": {"additionalProperties": {"type": "string"}}}, "not"),
-    ({"oneOf": [{"minimum": i} for i in range(9)]}, "oneOf"),
-    ({"not": {"propertyNames": {"maxLength": 2}}}, "not"),
-    ({"not": {"const": {"a": 1}}}, "not"),
-    ({"properties": {"a": {}}, "not": {"properties": {"b": {"const": 1}}},
-      "unevaluatedProperties": False}, "unevaluatedProperties"),
-])
+@pytest.mark.parametrize(
+    "schema, keyword",
+    [
+        ({"not": {"type": "array", "uniqueItems": True}}, "not"),
+        ({"not": {"multipleOf": 3}}, "not"),
+        ({"not": {"additionalProperties": {"type": "string"}}}, "not"),
+        ({"oneOf": [{"minimum": i} for i in range(9)]}, "oneOf"),
+        ({"not": {"propertyNames": {"maxLength": 2}}}, "not"),
+        ({"not": {"const": {"a": 1}}}, "not"),
+        (
+            {
+                "properties": {"a": {}},
+                "not": {"properties": {"b": {"const": 1}}},
+                "unevaluatedProperties": False,
+            },
+            "unevaluatedProperties",
+        ),
+    ],
+)
 def test_inexact_complements_are_refused(schema, keyword):
     with pytest.raises(UnsupportedSchemaError, match=keyword):
         json_schema_to_ir(schema)
@@ -128,40 +169,52 @@ def test_inexact_complements_are_refused(schema, keyword):
 # -- property ------------------------------------------------------------------------------
 
 _leaf = st.one_of(
-    st.builds(lambda t: {"type": t}, st.sampled_from(["null", "boolean", "integer", "number",
-                                                      "string", "array", "object"])),
+    st.builds(
+        lambda t: {"type": t},
+        st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"]),
+    ),
     st.builds(lambda v: {"const": v}, st.sampled_from([0, 1, "a", None, True])),
     st.builds(lambda lo: {"minimum": lo}, st.sampled_from([-1, 0, 1.5, 2])),
     st.builds(lambda hi: {"exclusiveMaximum": hi}, st.sampled_from([0, 1, 2.5])),
     st.builds(lambda n: {"maxLength": n}, st.integers(0, 2)),
     st.builds(lambda n: {"minItems": n}, st.integers(1, 2)),
     st.builds(lambda k: {"required": [k]}, st.sampled_from(["a", "b"])),
-    st.just(True), st.just(False),
+    st.just(True),
+    st.just(False),
 )
 
 
 def _logic(children):
     return st.one_of(
         st.builds(lambda c: {"not": c}, children),
-        st.builds(lambda i, t, e: {"if": i, "then": t, "else": e}, children, children,
-                  children),
+        st.builds(lambda i, t, e: {"if": i, "then": t, "else": e}, children, children, children),
         st.builds(lambda xs: {"oneOf": xs}, st.lists(children, min_size=2, max_size=3)),
         st.builds(lambda xs: {"anyOf": xs}, st.lists(children, min_size=1, max_size=2)),
         st.builds(lambda xs: {"allOf": xs}, st.lists(children, min_size=1, max_size=2)),
         st.builds(lambda c: {"type": "object", "properties": {"a": c}}, children),
         st.builds(lambda c: {"type": "array", "items": c}, children),
-        st.builds(lambda k, d: {"dependentRequired": {k: [d]}}, st.sampled_from(["a", "b"]),
-                  st.sampled_from(["a", "b", "c"])),
+        st.builds(
+            lambda k, d: {"dependentRequired": {k: [d]}},
+            st.sampled_from(["a", "b"]),
+            st.sampled_from(["a", "b", "c"]),
+        ),
     )
 
 
 _schemas = st.recursive(_leaf, _logic, max_leaves=4)
 _values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.sampled_from([-0.5, 1.5, 2.5]),
-              st.text(alphabet="ab\n", max_size=3)),
-    lambda c: st.one_of(st.lists(c, max_size=3),
-                        st.dictionaries(st.sampled_from(["a", "b", "c"]), c, max_size=3)),
-    max_leaves=5)
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-2, 3),
+        st.sampled_from([-0.5, 1.5, 2.5]),
+        st.text(alphabet="ab\n", max_size=3),
+    ),
+    lambda c: st.one_of(
+        st.lists(c, max_size=3), st.dictionaries(st.sampled_from(["a", "b", "c"]), c, max_size=3)
+    ),
+    max_leaves=5,
+)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -182,10 +235,17 @@ def test_property_matches_jsonschema(schema, instances):
         assert accepts(cg, text) == validator.is_valid(value), (schema, text)
 
 
-@pytest.mark.parametrize("lo, lo_strict, hi, hi_strict", [
-    (2, False, None, False), (None, False, 3, True), (-1.5, True, 2.25, False),
-    (0, False, 0.5, False), (-3, False, -1, False), (1, False, 1, False),
-])
+@pytest.mark.parametrize(
+    "lo, lo_strict, hi, hi_strict",
+    [
+        (2, False, None, False),
+        (None, False, 3, True),
+        (-1.5, True, 2.25, False),
+        (0, False, 0.5, False),
+        (-3, False, -1, False),
+        (1, False, 1, False),
+    ],
+)
 def test_fractional_range_matches_arithmetic(lo, lo_strict, hi, hi_strict):
     from fractions import Fraction
 
@@ -195,18 +255,47 @@ def test_fractional_range_matches_arithmetic(lo, lo_strict, hi, hi_strict):
     if expr is None:
         assert lo == hi
         return
-    ir = treegram.Grammar.from_ir(treegram.grammar.GrammarIR(
-        (treegram.grammar.Rule("root", expr),), "root"))
+    ir = treegram.Grammar.from_ir(
+        treegram.grammar.GrammarIR((treegram.grammar.Rule("root", expr),), "root")
+    )
     cg = byte_compiler().compile_grammar(ir)
-    texts = ["0", "-0", "1", "2", "2.0", "2.5", "2.05", "-1.5", "-1.25", "-0.5", "0.5",
-             "0.50", "1.000", "3", "2.999", "-2.5", "-3.0", "0.25", "10.5", "-10.5", "1e1"]
+    texts = [
+        "0",
+        "-0",
+        "1",
+        "2",
+        "2.0",
+        "2.5",
+        "2.05",
+        "-1.5",
+        "-1.25",
+        "-0.5",
+        "0.5",
+        "0.50",
+        "1.000",
+        "3",
+        "2.999",
+        "-2.5",
+        "-3.0",
+        "0.25",
+        "10.5",
+        "-10.5",
+        "1e1",
+    ]
     for text in texts:
         value = Fraction(text) if "e" not in text else None
-        inside = value is not None and value.denominator != 1 and (
-            lo is None or (value > Fraction(str(lo)) if lo_strict else
-                           value >= Fraction(str(lo)))) and (
-            hi is None or (value < Fraction(str(hi)) if hi_strict else
-                           value <= Fraction(str(hi))))
+        inside = (
+            value is not None
+            and value.denominator != 1
+            and (
+                lo is None
+                or (value > Fraction(str(lo)) if lo_strict else value >= Fraction(str(lo)))
+            )
+            and (
+                hi is None
+                or (value < Fraction(str(hi)) if hi_strict else value <= Fraction(str(hi)))
+            )
+        )
         assert accepts(cg, text) == inside, text
 
 
@@ -215,14 +304,26 @@ def test_disjoint_one_of_needs_no_negation():
     # compiles when oneOf is proven disjoint: by the parent's required "kind" with different
     # constants, and by string patterns that cannot both match.
     hard = {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}
-    schema = {"type": "object", "required": ["kind"], "oneOf": [
-        {"properties": {"kind": {"const": "a"}, "xs": hard}},
-        {"properties": {"kind": {"pattern": "^b"}, "m": {"patternProperties": {"x": {}}}}},
-        {"allOf": [{"properties": {"kind": {"type": "string", "pattern": "^c"}}}]},
-    ]}
+    schema = {
+        "type": "object",
+        "required": ["kind"],
+        "oneOf": [
+            {"properties": {"kind": {"const": "a"}, "xs": hard}},
+            {"properties": {"kind": {"pattern": "^b"}, "m": {"patternProperties": {"x": {}}}}},
+            {"allOf": [{"properties": {"kind": {"type": "string", "pattern": "^c"}}}]},
+        ],
+    }
     cg = compiled(schema)
     validator = jsonschema.Draft202012Validator(schema)
-    for value in [{"kind": "a"}, {"kind": "a", "xs": [1, 2]}, {"kind": "a", "xs": [1, 1]},
-                  {"kind": "b1"}, {"kind": "c"}, {"kind": "d"}, {"kind": 1}, {}]:
+    for value in [
+        {"kind": "a"},
+        {"kind": "a", "xs": [1, 2]},
+        {"kind": "a", "xs": [1, 1]},
+        {"kind": "b1"},
+        {"kind": "c"},
+        {"kind": "d"},
+        {"kind": 1},
+        {},
+    ]:
         text = json.dumps(value)
         assert accepts(cg, text) == validator.is_valid(value), text

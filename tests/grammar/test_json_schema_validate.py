@@ -31,8 +31,13 @@ def test_agrees_with_the_suite():
     for name, gi, group in _groups():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # unresolvable meta-schema refs warn
-            conv = Converter(group["schema"], Layout(True, None, None, None), False, "warn",
-                             RefIndex(group["schema"]))
+            conv = Converter(
+                group["schema"],
+                Layout(True, None, None, None),
+                False,
+                "warn",
+                RefIndex(group["schema"]),
+            )
             validator = Validator(conv)
             for ti, test in enumerate(group["tests"]):
                 try:
@@ -47,10 +52,19 @@ def test_agrees_with_the_suite():
     assert decided > 900 and undecided < 20, (decided, undecided)
 
 
-@pytest.mark.parametrize("a, b, equal", [
-    (1, 1.0, True), (True, 1, False), (0, False, False), ([1, {"a": 2}], [1.0, {"a": 2.0}], True),
-    ({"a": 1}, {"a": 1, "b": 2}, False), ("1", 1, False), (None, None, True), ([], {}, False),
-])
+@pytest.mark.parametrize(
+    "a, b, equal",
+    [
+        (1, 1.0, True),
+        (True, 1, False),
+        (0, False, False),
+        ([1, {"a": 2}], [1.0, {"a": 2.0}], True),
+        ({"a": 1}, {"a": 1, "b": 2}, False),
+        ("1", 1, False),
+        (None, None, True),
+        ([], {}, False),
+    ],
+)
 def test_json_equality(a, b, equal):
     assert json_equal(a, b) is equal
     assert json_equal(b, a) is equal

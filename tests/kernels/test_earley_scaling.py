@@ -49,14 +49,20 @@ def nullable_chain(n: int) -> str:
 
 HOSTILE = {
     # name: (grammar of size n, input of size n)
-    "statements": (lambda n: 'root ::= stmt root | stmt\nstmt ::= "stmt;\\n"',
-                   lambda n: b"stmt;\n" * n),
+    "statements": (
+        lambda n: 'root ::= stmt root | stmt\nstmt ::= "stmt;\\n"',
+        lambda n: b"stmt;\n" * n,
+    ),
     "bytes": (lambda n: 'root ::= "a" root | "a"', lambda n: b"a" * n),
     "optional tail": (lambda n: 'root ::= ("ab" root)?', lambda n: b"ab" * n),
-    "comma list": (lambda n: 'root ::= "[" items "]"\nitems ::= "1" ("," items)?',
-                   lambda n: b"[" + b",".join([b"1"] * n) + b"]"),
-    "three-rule cycle": (lambda n: 'root ::= "a" r1 | ""\nr1 ::= "b" r2\nr2 ::= "c" root',
-                         lambda n: b"abc" * n),
+    "comma list": (
+        lambda n: 'root ::= "[" items "]"\nitems ::= "1" ("," items)?',
+        lambda n: b"[" + b",".join([b"1"] * n) + b"]",
+    ),
+    "three-rule cycle": (
+        lambda n: 'root ::= "a" r1 | ""\nr1 ::= "b" r2\nr2 ::= "c" root',
+        lambda n: b"abc" * n,
+    ),
     "nullable chain": (nullable_chain, lambda n: b"x"),
 }
 
@@ -77,8 +83,7 @@ EOS = VOCAB.index("<eos>")
 
 @pytest.fixture(scope="module")
 def compiler():
-    return tg.GrammarCompiler(tg.TokenizerInfo(VOCAB, vocab_size=len(VOCAB),
-                                               stop_token_ids=[EOS]))
+    return tg.GrammarCompiler(tg.TokenizerInfo(VOCAB, vocab_size=len(VOCAB), stop_token_ids=[EOS]))
 
 
 def test_first_mask_of_nullable_chain_classifies_a_bounded_number_of_states(compiler):
@@ -89,8 +94,9 @@ def test_first_mask_of_nullable_chain_classifies_a_bounded_number_of_states(comp
         row = mask_of(matcher)
         allowed = {VOCAB[t] for t in range(len(VOCAB)) if row[t >> 5] >> (t & 31) & 1}
         assert allowed == {"x", "y"}
-        classified.append(compiled.automaton.n_states
-                          - compiled._store.unclassified_states().shape[0])
+        classified.append(
+            compiled.automaton.n_states - compiled._store.unclassified_states().shape[0]
+        )
     assert classified[0] == classified[1] <= 4, classified
 
 
@@ -98,6 +104,7 @@ def test_first_mask_of_nullable_chain_classifies_a_bounded_number_of_states(comp
 # A grammar is {rule name: node}; nodes are tuples: ("lit", str), ("ref", name),
 # ("seq", [nodes]), ("alt", [nodes]), ("opt", node), ("star", node), ("plus", node).
 # Every rule must derive some string (the generators below guarantee it).
+
 
 def _compose(a: set, b: set) -> set:
     return {(i, k) for i, j in a for j2, k in b if j == j2}
@@ -177,8 +184,9 @@ class Reference:
         spans = self._all_spans(s)
         rule_starts = {name: set() for name in self.rules}
         while True:
-            new = {name: self._starts(body, s, spans, rule_starts)
-                   for name, body in self.rules.items()}
+            new = {
+                name: self._starts(body, s, spans, rule_starts) for name, body in self.rules.items()
+            }
             if new == rule_starts:
                 return 0 in rule_starts[self.root]
             rule_starts = new
@@ -234,10 +242,12 @@ def test_reference_recognizer_on_known_cases():
     # right recursion, a nullable chain and left recursion, decided by hand
     rr = Reference({"root": ("alt", [("seq", [("lit", "a"), ("ref", "root")]), ("lit", "b")])})
     assert rr.complete("aab") and not rr.complete("aa") and rr.viable("aa")
-    assert not rr.viable("ba") and rr.mask("a") == {VOCAB.index(t) for t in
-                                                    ("a", "b", "ab", "aab")}
-    chain = {"root": ("seq", [("ref", "r0"), ("lit", "x")]),
-             "r0": ("alt", [("ref", "r1"), ("lit", "")]), "r1": ("lit", "y")}
+    assert not rr.viable("ba") and rr.mask("a") == {VOCAB.index(t) for t in ("a", "b", "ab", "aab")}
+    chain = {
+        "root": ("seq", [("ref", "r0"), ("lit", "x")]),
+        "r0": ("alt", [("ref", "r1"), ("lit", "")]),
+        "r1": ("lit", "y"),
+    }
     assert Reference(chain).complete("x") and Reference(chain).complete("yx")
     assert not Reference(chain).viable("xy")
     left = {"root": ("alt", [("seq", [("ref", "root"), ("lit", "a")]), ("lit", "")])}
@@ -245,29 +255,44 @@ def test_reference_recognizer_on_known_cases():
 
 
 FAMILIES = {
-    "statements": {"root": ("alt", [("seq", [("ref", "stmt"), ("ref", "root")]),
-                                    ("ref", "stmt")]),
-                   "stmt": ("lit", "ab")},
-    "mutual right recursion": {"root": ("alt", [("seq", [("lit", "a"), ("ref", "r1")]),
-                                                ("lit", "")]),
-                               "r1": ("seq", [("lit", "b"), ("ref", "root")])},
-    "three-rule cycle": {"root": ("alt", [("seq", [("lit", "a"), ("ref", "r1")]),
-                                          ("ref", "r2"), ("lit", "x")]),
-                         "r1": ("alt", [("seq", [("lit", "b"), ("ref", "r2")]), ("lit", "y")]),
-                         "r2": ("seq", [("lit", "c"), ("opt", ("ref", "root"))])},
+    "statements": {
+        "root": ("alt", [("seq", [("ref", "stmt"), ("ref", "root")]), ("ref", "stmt")]),
+        "stmt": ("lit", "ab"),
+    },
+    "mutual right recursion": {
+        "root": ("alt", [("seq", [("lit", "a"), ("ref", "r1")]), ("lit", "")]),
+        "r1": ("seq", [("lit", "b"), ("ref", "root")]),
+    },
+    "three-rule cycle": {
+        "root": ("alt", [("seq", [("lit", "a"), ("ref", "r1")]), ("ref", "r2"), ("lit", "x")]),
+        "r1": ("alt", [("seq", [("lit", "b"), ("ref", "r2")]), ("lit", "y")]),
+        "r2": ("seq", [("lit", "c"), ("opt", ("ref", "root"))]),
+    },
     "cycle member also called mid-rule": {
-        "root": ("alt", [("seq", [("ref", "r1"), ("lit", "c")]),
-                         ("seq", [("lit", "a"), ("ref", "r1")])]),
-        "r1": ("alt", [("seq", [("lit", "b"), ("ref", "root")]), ("lit", "")])},
-    "nullable chain": {"root": ("seq", [("ref", "r0"), ("lit", "x")]),
-                       **{f"r{i}": ("alt", [("ref", f"r{i + 1}"), ("lit", "")])
-                          for i in range(6)},
-                       "r6": ("alt", [("lit", "y"), ("seq", [("lit", "a"), ("ref", "r3")])])},
-    "tail call under star": {"root": ("seq", [("star", ("lit", "a")), ("opt", ("seq", [
-        ("lit", "b"), ("ref", "root")]))])},
-    "tail call and left recursion": {"root": ("alt", [("seq", [("ref", "root"), ("lit", "a")]),
-                                                      ("seq", [("lit", "b"), ("ref", "root")]),
-                                                      ("lit", "c")])},
+        "root": (
+            "alt",
+            [("seq", [("ref", "r1"), ("lit", "c")]), ("seq", [("lit", "a"), ("ref", "r1")])],
+        ),
+        "r1": ("alt", [("seq", [("lit", "b"), ("ref", "root")]), ("lit", "")]),
+    },
+    "nullable chain": {
+        "root": ("seq", [("ref", "r0"), ("lit", "x")]),
+        **{f"r{i}": ("alt", [("ref", f"r{i + 1}"), ("lit", "")]) for i in range(6)},
+        "r6": ("alt", [("lit", "y"), ("seq", [("lit", "a"), ("ref", "r3")])]),
+    },
+    "tail call under star": {
+        "root": ("seq", [("star", ("lit", "a")), ("opt", ("seq", [("lit", "b"), ("ref", "root")]))])
+    },
+    "tail call and left recursion": {
+        "root": (
+            "alt",
+            [
+                ("seq", [("ref", "root"), ("lit", "a")]),
+                ("seq", [("lit", "b"), ("ref", "root")]),
+                ("lit", "c"),
+            ],
+        )
+    },
 }
 
 
@@ -310,9 +335,15 @@ def hostile_grammars(draw):
     return rules
 
 
-@hypothesis.settings(derandomize=True, deadline=None, max_examples=150,
-                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture,
-                                            hypothesis.HealthCheck.too_slow])
+@hypothesis.settings(
+    derandomize=True,
+    deadline=None,
+    max_examples=150,
+    suppress_health_check=[
+        hypothesis.HealthCheck.function_scoped_fixture,
+        hypothesis.HealthCheck.too_slow,
+    ],
+)
 @hypothesis.given(rules=hostile_grammars(), text=st.text(alphabet="abc", max_size=6))
 def test_random_hostile_grammars_match_reference(compiler, rules, text):
     assert_matches_reference(compiler, rules, text)

@@ -39,8 +39,13 @@ def matcher(compiler):
 def snapshot(m: tg.GrammarMatcher):
     row = np.zeros((1, N_WORDS), np.int32)
     m.fill_next_token_bitmask(row)
-    return (row.tobytes(), m.num_accepted_steps(), m.is_completed(), m.is_terminated(),
-            m.find_jump_forward_string())
+    return (
+        row.tobytes(),
+        m.num_accepted_steps(),
+        m.is_completed(),
+        m.is_terminated(),
+        m.find_jump_forward_string(),
+    )
 
 
 # --------------------------------------------------------------------------- bitmasks
@@ -83,14 +88,20 @@ def _bad_torch_masks():
         "narrow": (torch.zeros((1, N_WORDS - 1), dtype=torch.int32), r"\(1, 3\)"),
         "wide": (torch.zeros((2, N_WORDS + 2), dtype=torch.int32), r"\(2, 6\)"),
         "non-contiguous words": (
-            torch.zeros((1, 2 * N_WORDS), dtype=torch.int32)[:, ::2], "contiguous"),
+            torch.zeros((1, 2 * N_WORDS), dtype=torch.int32)[:, ::2],
+            "contiguous",
+        ),
         "expanded rows": (
-            torch.zeros((1, N_WORDS), dtype=torch.int32).expand(3, N_WORDS), "overlapping rows"),
+            torch.zeros((1, N_WORDS), dtype=torch.int32).expand(3, N_WORDS),
+            "overlapping rows",
+        ),
     }
 
 
-@pytest.mark.parametrize("case", ["int64", "float32", "bool", "3-D", "narrow", "wide",
-                                  "non-contiguous words", "expanded rows"])
+@pytest.mark.parametrize(
+    "case",
+    ["int64", "float32", "bool", "3-D", "narrow", "wide", "non-contiguous words", "expanded rows"],
+)
 def test_bad_torch_bitmask(matcher, case):
     bitmask, pattern = _bad_torch_masks()[case]
     before = snapshot(matcher)
@@ -112,9 +123,15 @@ def test_good_strided_torch_bitmask_rows_are_honoured(matcher):
 
 @pytest.mark.parametrize(
     ("index", "pattern"),
-    [(1, r"\[0, 1\).*got 1"), (-1, r"\[0, 1\).*got -1"), (10**9, "got 1000000000"),
-     (1.5, "got float 1.5"), ("0", "got str '0'"), (None, "got NoneType None"),
-     (True, "got True")],
+    [
+        (1, r"\[0, 1\).*got 1"),
+        (-1, r"\[0, 1\).*got -1"),
+        (10**9, "got 1000000000"),
+        (1.5, "got float 1.5"),
+        ("0", "got str '0'"),
+        (None, "got NoneType None"),
+        (True, "got True"),
+    ],
 )
 def test_bad_row_index(matcher, index, pattern):
     before = snapshot(matcher)
@@ -135,8 +152,9 @@ def test_row_index_of_a_multi_row_mask(matcher):
 
 
 # -------------------------------------------------------------------------- token ids
-@pytest.mark.parametrize("token_id", [-1, V, 10**9, -(10**12), 1.5, "a", None, b"a",
-                                      np.float64(3.0)])
+@pytest.mark.parametrize(
+    "token_id", [-1, V, 10**9, -(10**12), 1.5, "a", None, b"a", np.float64(3.0)]
+)
 def test_accept_token_invalid_id(matcher, token_id):
     before = snapshot(matcher)
     with pytest.raises(tg.InvalidTokenIdError) as info:
@@ -183,9 +201,7 @@ def test_rollback_past_history(matcher):
 
 
 # ------------------------------------------------------------- override_stop_tokens
-@pytest.mark.parametrize(
-    "override", [-1, V, 10**9, [0, V], [EOS, -5], "a", [None], [1.5], ["x"]]
-)
+@pytest.mark.parametrize("override", [-1, V, 10**9, [0, V], [EOS, -5], "a", [None], [1.5], ["x"]])
 def test_invalid_override_stop_tokens(compiler, override):
     compiled = compiler.compile_grammar(GRAMMAR)
     with pytest.raises(tg.InvalidTokenIdError, match="override_stop_tokens") as info:
@@ -229,8 +245,7 @@ SYNTAX_ERRORS = {
     "missing ::=": ('root "a"', r"::=", (1, 1)),
     "broken ::= on line 3": ('root ::= "a" r\nr ::= "b"\ns := "c"', r"':'", (3, 3)),
     "unterminated string": ('root ::= "abc', r"unterminated string", (1, 14)),
-    "unterminated string line 2": ('root ::= a\na ::= "x" "ab\n', r"unterminated string",
-                                   (2, 14)),
+    "unterminated string line 2": ('root ::= a\na ::= "x" "ab\n', r"unterminated string", (2, 14)),
     "bad class range": ("root ::= [z-a]", r"range", (1, 11)),
     "unterminated class": ("root ::= [abc", r"character class", (1, 14)),
     "unbalanced open paren": ('root ::= ("a" "b"', r"\)", (1, 18)),
@@ -341,8 +356,10 @@ def test_state_unchanged_after_every_failed_call(matcher):
     before = snapshot(matcher)
     good = np.zeros((1, N_WORDS), np.int32)
     failing_calls = [
-        (lambda: matcher.fill_next_token_bitmask(np.zeros((1, N_WORDS), np.int64)),
-         tg.BitmaskError),
+        (
+            lambda: matcher.fill_next_token_bitmask(np.zeros((1, N_WORDS), np.int64)),
+            tg.BitmaskError,
+        ),
         (lambda: matcher.fill_next_token_bitmask(good, 5), tg.BitmaskError),
         (lambda: matcher.fill_next_token_bitmask(torch.zeros(1, N_WORDS)), tg.BitmaskError),
         (lambda: matcher.accept_token(-1), tg.InvalidTokenIdError),
@@ -357,13 +374,15 @@ def test_state_unchanged_after_every_failed_call(matcher):
             call()
         assert snapshot(matcher) == before
     # rejections by the grammar: False, and nothing changes either
-    for rejected in [lambda: matcher.accept_token(VOCAB.index("a")),
-                     lambda: matcher.accept_token(VOCAB.index("abc")),
-                     lambda: matcher.accept_token(VOCAB.index("")),
-                     lambda: matcher.accept_token(EOS),  # cannot end yet
-                     lambda: matcher.accept_string("bcbx"),
-                     lambda: matcher.accept_string("cd!"),
-                     lambda: matcher.accept_string(b"\xff")]:
+    for rejected in [
+        lambda: matcher.accept_token(VOCAB.index("a")),
+        lambda: matcher.accept_token(VOCAB.index("abc")),
+        lambda: matcher.accept_token(VOCAB.index("")),
+        lambda: matcher.accept_token(EOS),  # cannot end yet
+        lambda: matcher.accept_string("bcbx"),
+        lambda: matcher.accept_string("cd!"),
+        lambda: matcher.accept_string(b"\xff"),
+    ]:
         assert rejected() is False
         assert snapshot(matcher) == before
     # and the matcher still works

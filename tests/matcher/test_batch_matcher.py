@@ -24,7 +24,15 @@ from treegram.errors import (
 )
 
 VOCAB: list[str] = [chr(c) for c in range(32, 127)] + [
-    "\n", "ab", "abc", '",', '":', "true", "null", "12", "<eos>",
+    "\n",
+    "ab",
+    "abc",
+    '",',
+    '":',
+    "true",
+    "null",
+    "12",
+    "<eos>",
 ]
 V = len(VOCAB) + 2  # two padding ids
 W = (V + 31) // 32
@@ -59,8 +67,10 @@ def tid(text: str) -> int:
 def compiled():
     info = tg.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
     comp = tg.GrammarCompiler(info)
-    return {name: comp.compile_builtin_json_grammar() if text is None
-            else comp.compile_grammar(text) for name, text in GRAMMARS.items()}
+    return {
+        name: comp.compile_builtin_json_grammar() if text is None else comp.compile_grammar(text)
+        for name, text in GRAMMARS.items()
+    }
 
 
 def pick_token(m: GrammarMatcher, rng: np.random.Generator) -> int:
@@ -141,10 +151,10 @@ def test_fill_default_rows_torch_view(compiled):
     ms[0].accept_token(tid("q"))
     big = torch.full((len(ms) + 4, W), SENTINEL, dtype=torch.int32)
     with BatchGrammarMatcher() as bm:
-        bm.batch_fill_next_token_bitmask(ms, big[2:2 + len(ms)])
+        bm.batch_fill_next_token_bitmask(ms, big[2 : 2 + len(ms)])
     for i, m in enumerate(ms):
         np.testing.assert_array_equal(big[2 + i].numpy(), mask_of(m))
-    assert (big[:2] == SENTINEL).all() and (big[2 + len(ms):] == SENTINEL).all()
+    assert (big[:2] == SENTINEL).all() and (big[2 + len(ms) :] == SENTINEL).all()
 
 
 def test_rollback_too_far_changes_nothing(compiled):
@@ -175,10 +185,12 @@ def test_accept_token_invalid_input_changes_nothing(compiled):
     ms = [GrammarMatcher(compiled["letters"]) for _ in range(3)]
     before = [snapshot(m) for m in ms]
     with BatchGrammarMatcher() as bm:
-        for tokens, err in (([tid("a"), tid("b"), V], InvalidTokenIdError),
-                            ([tid("a"), tid("b"), -1], InvalidTokenIdError),
-                            ([tid("a"), tid("b")], ArgumentError),
-                            ([[tid("a")] * 3], ArgumentError)):
+        for tokens, err in (
+            ([tid("a"), tid("b"), V], InvalidTokenIdError),
+            ([tid("a"), tid("b"), -1], InvalidTokenIdError),
+            ([tid("a"), tid("b")], ArgumentError),
+            ([[tid("a")] * 3], ArgumentError),
+        ):
             with pytest.raises(err):
                 bm.batch_accept_token(ms, tokens)
             assert [snapshot(m) for m in ms] == before

@@ -25,8 +25,7 @@ def fresh():
 
 
 def _tree(info):
-    tokens = np.array([0, VOCAB.index("{"), VOCAB.index('"'), VOCAB.index("k")],
-                      dtype=np.int64)
+    tokens = np.array([0, VOCAB.index("{"), VOCAB.index('"'), VOCAB.index("k")], dtype=np.int64)
     next_token = np.array([1, 2, 3, -1], dtype=np.int64)
     next_sibling = np.full(4, -1, dtype=np.int64)
     return tokens, next_token, next_sibling
@@ -38,8 +37,7 @@ def test_scalar_traversal_stops_at_its_budget(fresh):
     tokens, next_token, next_sibling = _tree(info)
     rows = tg.allocate_token_bitmask(4, info.vocab_size, backend="numpy")
     assert compiled._store.n_classified_states == 0
-    done = matcher.traverse_draft_tree(next_token, next_sibling, tokens, rows,
-                                       time_threshold=1e-9)
+    done = matcher.traverse_draft_tree(next_token, next_sibling, tokens, rows, time_threshold=1e-9)
     assert done is False
     assert compiled._store.n_classified_states == 0  # nothing classified past the budget
     # without a budget the same call finishes, and the matcher was left where it started
@@ -56,9 +54,14 @@ def test_batch_traversal_stops_at_its_budget(fresh):
     tokens, next_token, next_sibling = _tree(info)
     rows = tg.allocate_token_bitmask(3 * 4, info.vocab_size, backend="numpy")
     batch = tg.BatchGrammarMatcher(max_threads=1)
-    done = batch.batch_traverse_draft_tree(matchers, next_token, next_sibling,
-                                           np.tile(tokens, (3, 1)), rows, time_threshold=1e-9)
+    done = batch.batch_traverse_draft_tree(
+        matchers, next_token, next_sibling, np.tile(tokens, (3, 1)), rows, time_threshold=1e-9
+    )
     assert done == [False, False, False]
     assert compiled._store.n_classified_states == 0
-    assert batch.batch_traverse_draft_tree(matchers, next_token, next_sibling,
-                                           np.tile(tokens, (3, 1)), rows) == [True] * 3
+    assert (
+        batch.batch_traverse_draft_tree(
+            matchers, next_token, next_sibling, np.tile(tokens, (3, 1)), rows
+        )
+        == [True] * 3
+    )

@@ -67,7 +67,9 @@ def infos():
     ours = TokenizerInfo.deepseek_v4()
     encoded = _encoded_vocab()
     theirs = xgr.TokenizerInfo(
-        encoded, xgr.VocabType.BYTE_LEVEL, vocab_size=ours.vocab_size,
+        encoded,
+        xgr.VocabType.BYTE_LEVEL,
+        vocab_size=ours.vocab_size,
         stop_token_ids=ours.stop_token_ids,
     )
     assert theirs.decoded_vocab == ours.decoded_vocab

@@ -34,7 +34,15 @@ from treegram.spec import links_from_parents
 
 # --------------------------------------------------------------------------- vocabulary
 VOCAB: list[str] = [chr(c) for c in range(32, 127)] + [
-    "\n", "ab", "abc", '",', '":', "true", "null", "12", "<eos>",
+    "\n",
+    "ab",
+    "abc",
+    '",',
+    '":',
+    "true",
+    "null",
+    "12",
+    "<eos>",
 ]
 N_PAD = 3  # padding ids past the real tokens (special: never allowed)
 V = len(VOCAB) + N_PAD
@@ -82,8 +90,9 @@ def compiled():
     comp = tg.GrammarCompiler(info)
     out = {}
     for name, text in GRAMMARS.items():
-        out[name] = (comp.compile_builtin_json_grammar() if text is None
-                     else comp.compile_grammar(text))
+        out[name] = (
+            comp.compile_builtin_json_grammar() if text is None else comp.compile_grammar(text)
+        )
     return out
 
 
@@ -139,8 +148,13 @@ def path_to(parents: np.ndarray, node: int, root: int) -> list[int] | None:
     return path[::-1]
 
 
-def random_tokens(m: GrammarMatcher, rng: np.random.Generator, parents: np.ndarray,
-                  root: int, p_valid: float = 0.8) -> np.ndarray:
+def random_tokens(
+    m: GrammarMatcher,
+    rng: np.random.Generator,
+    parents: np.ndarray,
+    root: int,
+    p_valid: float = 0.8,
+) -> np.ndarray:
     """Draft tokens: mostly an allowed continuation of the parent's state, otherwise a random
     id of the vocabulary (ids outside it are rejected before traversal: see
     tests/adversarial/test_batch_inputs.py). Leaves ``m`` unchanged."""
@@ -172,8 +186,9 @@ def random_tokens(m: GrammarMatcher, rng: np.random.Generator, parents: np.ndarr
     return tokens
 
 
-def reference_rows(m: GrammarMatcher, parents: np.ndarray, tokens: np.ndarray,
-                   root: int = 0) -> np.ndarray:
+def reference_rows(
+    m: GrammarMatcher, parents: np.ndarray, tokens: np.ndarray, root: int = 0
+) -> np.ndarray:
     """Expected rows of a traversal, from scalar accept / fill / rollback only."""
     out = np.zeros((len(parents), W), dtype=np.int32)
     children = children_of(parents)
@@ -231,8 +246,9 @@ def test_scalar_batch_reference_parity_per_request_trees(compiled, batcher, seed
     expected = [reference_rows(ms[i], parents[i], draft[i], int(roots[i])) for i in range(b)]
     for i, m in enumerate(ms):
         rows = np.full((n, W), SENTINEL, dtype=np.int32)
-        assert m.traverse_draft_tree(nt[i], ns[i], draft[i], rows,
-                                     root_position=int(roots[i])) is True
+        assert (
+            m.traverse_draft_tree(nt[i], ns[i], draft[i], rows, root_position=int(roots[i])) is True
+        )
         np.testing.assert_array_equal(rows, expected[i], err_msg=f"scalar request {i}")
         assert snapshot(m) == before[i]
 
@@ -240,8 +256,9 @@ def test_scalar_batch_reference_parity_per_request_trees(compiled, batcher, seed
     done = batcher.batch_traverse_draft_tree(ms, nt, ns, draft, out, root_positions=roots)
     assert done == [True] * b
     for i in range(b):
-        np.testing.assert_array_equal(out[i * n:(i + 1) * n], expected[i],
-                                      err_msg=f"batch request {i}")
+        np.testing.assert_array_equal(
+            out[i * n : (i + 1) * n], expected[i], err_msg=f"batch request {i}"
+        )
     assert [snapshot(m) for m in ms] == before
     # something was actually traversed beyond the roots in most seeds
     assert sum(int((e != 0).any(axis=1).sum()) for e in expected) >= b
@@ -258,12 +275,15 @@ def test_shared_tree_matches_per_request_copies(compiled, batcher, seed):
     shared = np.full((b * n, W), SENTINEL, dtype=np.int32)
     per = np.full((b * n, W), SENTINEL, dtype=np.int32)
     assert batcher.batch_traverse_draft_tree(ms, nt, ns, draft, shared) == [True] * b
-    assert batcher.batch_traverse_draft_tree(
-        ms, np.tile(nt, (b, 1)), np.tile(ns, (b, 1)), draft, per) == [True] * b
+    assert (
+        batcher.batch_traverse_draft_tree(ms, np.tile(nt, (b, 1)), np.tile(ns, (b, 1)), draft, per)
+        == [True] * b
+    )
     np.testing.assert_array_equal(shared, per)
     for i, m in enumerate(ms):
-        np.testing.assert_array_equal(shared[i * n:(i + 1) * n],
-                                      reference_rows(m, parents, draft[i]))
+        np.testing.assert_array_equal(
+            shared[i * n : (i + 1) * n], reference_rows(m, parents, draft[i])
+        )
 
 
 def test_int32_links_and_torch_inputs(compiled, batcher):
@@ -276,13 +296,20 @@ def test_int32_links_and_torch_inputs(compiled, batcher):
     draft = np.stack([random_tokens(m, rng, parents, 0, p_valid=1.0) for m in ms])
     expected = np.concatenate([reference_rows(m, parents, draft[i]) for i, m in enumerate(ms)])
     out = torch.zeros((3 * n, W), dtype=torch.int32)
-    batcher.batch_traverse_draft_tree(ms, torch.from_numpy(nt), torch.from_numpy(ns),
-                                      torch.from_numpy(draft), out)
+    batcher.batch_traverse_draft_tree(
+        ms, torch.from_numpy(nt), torch.from_numpy(ns), torch.from_numpy(draft), out
+    )
     np.testing.assert_array_equal(out.numpy(), expected)
     out32 = np.zeros((3 * n, W), dtype=np.int32)
-    batcher.batch_traverse_draft_tree(ms, nt.astype(np.int32), ns.astype(np.int32),
-                                      draft.astype(np.int32), out32,
-                                      indices=[0, 1, 2], root_positions=[0, 0, 0])
+    batcher.batch_traverse_draft_tree(
+        ms,
+        nt.astype(np.int32),
+        ns.astype(np.int32),
+        draft.astype(np.int32),
+        out32,
+        indices=[0, 1, 2],
+        root_positions=[0, 0, 0],
+    )
     np.testing.assert_array_equal(out32, expected)
 
 
@@ -297,17 +324,18 @@ def test_sparse_indices_leave_other_rows_untouched(compiled, batcher):
     sel = np.array([4, 1, 5])
     roots = np.array([pick_root(rng, ns[i]) for i in sel])
     out = np.full((b * n + 2, W), SENTINEL, dtype=np.int32)
-    done = batcher.batch_traverse_draft_tree(ms, nt, ns, draft, out, indices=sel,
-                                             root_positions=roots)
+    done = batcher.batch_traverse_draft_tree(
+        ms, nt, ns, draft, out, indices=sel, root_positions=roots
+    )
     assert done == [True] * 3
     for i in range(b):
-        rows = out[i * n:(i + 1) * n]
+        rows = out[i * n : (i + 1) * n]
         if i in sel:
             r = int(roots[list(sel).index(i)])
             np.testing.assert_array_equal(rows, reference_rows(ms[i], parents[i], draft[i], r))
         else:
             assert (rows == SENTINEL).all(), f"unselected request {i} was written"
-    assert (out[b * n:] == SENTINEL).all()
+    assert (out[b * n :] == SENTINEL).all()
     empty = np.zeros(0, dtype=np.int64)
     assert batcher.batch_traverse_draft_tree(ms, nt, ns, draft, out, indices=empty) == []
     assert (out[: b * n][[i * n for i in range(b) if i not in sel]] == SENTINEL).all()
@@ -317,8 +345,12 @@ def test_empty_python_list_of_indices(compiled, batcher):
     m = GrammarMatcher(compiled["letters"])
     nt, ns = links(np.array([-1, 0]))
     out = np.full((2, W), SENTINEL, dtype=np.int32)
-    assert batcher.batch_traverse_draft_tree([m], nt, ns, np.array([[0, tid("a")]]), out,
-                                             indices=[], root_positions=[]) == []
+    assert (
+        batcher.batch_traverse_draft_tree(
+            [m], nt, ns, np.array([[0, tid("a")]]), out, indices=[], root_positions=[]
+        )
+        == []
+    )
     assert (out == SENTINEL).all()
 
 
@@ -348,24 +380,27 @@ def test_stopped_and_advanced_matchers_in_one_batch(compiled, batcher):
     stopped = GrammarMatcher(compiled["letters"])
     assert stopped.accept_token(tid("a")) and stopped.accept_token(EOS)
     advanced = GrammarMatcher(compiled["object"])
-    for t in ['{', '"', 'k', '":']:
+    for t in ["{", '"', "k", '":']:
         assert advanced.accept_token(tid(t))
     fresh = GrammarMatcher(compiled["expr"])
     ms = [stopped, advanced, fresh]
     parents = np.array([-1, 0, 0, 1, 2, 3])
     nt, ns = links(parents)
-    draft = np.array([
-        [0, tid("a"), tid("b"), tid("c"), tid("d"), tid("e")],
-        [0, tid(" "), tid("12"), tid("true"), tid("}"), tid(",")],
-        [0, tid("("), tid("1"), tid("2"), tid("+"), tid(")")],
-    ])
+    draft = np.array(
+        [
+            [0, tid("a"), tid("b"), tid("c"), tid("d"), tid("e")],
+            [0, tid(" "), tid("12"), tid("true"), tid("}"), tid(",")],
+            [0, tid("("), tid("1"), tid("2"), tid("+"), tid(")")],
+        ]
+    )
     before = [snapshot(m) for m in ms]
     out = np.full((18, W), SENTINEL, dtype=np.int32)
     assert batcher.batch_traverse_draft_tree(ms, nt, ns, draft, out) == [True] * 3
     assert not out[:6].any(), "a stopped matcher allows nothing: all its rows are zero"
     for i in (1, 2):
-        np.testing.assert_array_equal(out[i * 6:(i + 1) * 6],
-                                      reference_rows(ms[i], parents, draft[i]))
+        np.testing.assert_array_equal(
+            out[i * 6 : (i + 1) * 6], reference_rows(ms[i], parents, draft[i])
+        )
     # '{"k":' then ' ' / '12', ' true' / '12}', ' true,': every node is reached
     assert (out[6:12] != 0).any(axis=1).all()
     assert (out[12:18] != 0).any(axis=1).tolist() == [True, True, True, True, True, True]
@@ -402,18 +437,19 @@ def test_torch_view_with_storage_offset(compiled, batcher):
     ms, nt, ns, draft, expected = _small_case(compiled, rng)
     rows = expected.shape[0]
     big = torch.full((rows + 5, W), SENTINEL, dtype=torch.int32)
-    view = big[3:3 + rows]
+    view = big[3 : 3 + rows]
     assert view.storage_offset() == 3 * W
     batcher.batch_traverse_draft_tree(ms, nt, ns, draft, view)
     np.testing.assert_array_equal(view.numpy(), expected)
-    assert (big[:3] == SENTINEL).all() and (big[3 + rows:] == SENTINEL).all()
+    assert (big[:3] == SENTINEL).all() and (big[3 + rows :] == SENTINEL).all()
     # the scalar path with a view of the same buffer
     big.fill_(SENTINEL)
     n = nt.shape[1]
-    assert ms[1].traverse_draft_tree(torch.from_numpy(nt[1]), torch.from_numpy(ns[1]),
-                                     torch.from_numpy(draft[1]), big[3:])
-    np.testing.assert_array_equal(big[3:3 + n].numpy(), expected[n:2 * n])
-    assert (big[:3] == SENTINEL).all() and (big[3 + n:] == SENTINEL).all()
+    assert ms[1].traverse_draft_tree(
+        torch.from_numpy(nt[1]), torch.from_numpy(ns[1]), torch.from_numpy(draft[1]), big[3:]
+    )
+    np.testing.assert_array_equal(big[3 : 3 + n].numpy(), expected[n : 2 * n])
+    assert (big[:3] == SENTINEL).all() and (big[3 + n :] == SENTINEL).all()
 
 
 def test_row_strided_numpy_views(compiled, batcher):
@@ -474,10 +510,12 @@ def test_torch_buffer_wrong_dtype_and_non_contiguous_words(compiled, batcher):
     rng = np.random.default_rng(24)
     ms, nt, ns, draft, _ = _small_case(compiled, rng)
     rows = nt.shape[1] * len(ms)
-    for bad in (torch.zeros((rows, W), dtype=torch.int64),
-                torch.zeros((rows, 2 * W), dtype=torch.int32)[:, ::2],
-                torch.zeros((W, rows), dtype=torch.int32).t(),
-                torch.zeros((1, W), dtype=torch.int32).expand(rows, W)):
+    for bad in (
+        torch.zeros((rows, W), dtype=torch.int64),
+        torch.zeros((rows, 2 * W), dtype=torch.int32)[:, ::2],
+        torch.zeros((W, rows), dtype=torch.int32).t(),
+        torch.zeros((1, W), dtype=torch.int32).expand(rows, W),
+    ):
         with pytest.raises(BitmaskError):
             batcher.batch_traverse_draft_tree(ms, nt, ns, draft, bad)
 
@@ -494,16 +532,20 @@ def bad_input_case(compiled):
     ms = make_requests(compiled, rng, B_BAD, ["object", "letters", "expr", "words"])
     parents = np.stack([np.array([-1, 0, 0, 1, 1, 2])] * B_BAD)
     nt, ns = links(parents)
-    draft = np.stack([random_tokens(ms[i], rng, parents[i], 0, p_valid=1.0)
-                      for i in range(B_BAD)])
-    return dict(matchers=ms, retrieve_next_token=nt.copy(), retrieve_next_sibling=ns.copy(),
-                draft_tokens=draft, token_bitmask=np.full((B_BAD * N_BAD, W), SENTINEL,
-                                                          dtype=np.int32))
+    draft = np.stack([random_tokens(ms[i], rng, parents[i], 0, p_valid=1.0) for i in range(B_BAD)])
+    return dict(
+        matchers=ms,
+        retrieve_next_token=nt.copy(),
+        retrieve_next_sibling=ns.copy(),
+        draft_tokens=draft,
+        token_bitmask=np.full((B_BAD * N_BAD, W), SENTINEL, dtype=np.int32),
+    )
 
 
 def _set(key, value):
     def edit(c):
         c[key] = value(c) if callable(value) else value
+
     return edit
 
 
@@ -512,6 +554,7 @@ def _poke(key, idx, value):
         arr = c[key].copy()
         arr[idx] = value
         c[key] = arr
+
     return edit
 
 
@@ -522,31 +565,45 @@ def _other_vocab_matcher():
 
 BAD_INPUTS = {
     # dtype / shape
-    "float_next_token": (_set("retrieve_next_token",
-                              lambda c: c["retrieve_next_token"].astype(np.float64)),
-                         DraftTreeError),
-    "float_next_sibling": (_set("retrieve_next_sibling",
-                                lambda c: c["retrieve_next_sibling"].astype(np.float32)),
-                           DraftTreeError),
-    "float_draft": (_set("draft_tokens", lambda c: c["draft_tokens"].astype(np.float64)),
-                    DraftTreeError),
+    "float_next_token": (
+        _set("retrieve_next_token", lambda c: c["retrieve_next_token"].astype(np.float64)),
+        DraftTreeError,
+    ),
+    "float_next_sibling": (
+        _set("retrieve_next_sibling", lambda c: c["retrieve_next_sibling"].astype(np.float32)),
+        DraftTreeError,
+    ),
+    "float_draft": (
+        _set("draft_tokens", lambda c: c["draft_tokens"].astype(np.float64)),
+        DraftTreeError,
+    ),
     "draft_1d": (_set("draft_tokens", lambda c: c["draft_tokens"][0]), DraftTreeError),
-    "draft_too_few_requests": (_set("draft_tokens", lambda c: c["draft_tokens"][:-1]),
-                               DraftTreeError),
-    "links_wrong_n": (_set("retrieve_next_token",
-                           lambda c: np.pad(c["retrieve_next_token"], ((0, 0), (0, 1)),
-                                            constant_values=-1)), DraftTreeError),
-    "links_wrong_batch": (_set("retrieve_next_token",
-                               lambda c: np.concatenate([c["retrieve_next_token"]] * 2)),
-                          DraftTreeError),
-    "links_3d": (_set("retrieve_next_sibling", lambda c: c["retrieve_next_sibling"][None]),
-                 DraftTreeError),
-    "links_shapes_differ": (_set("retrieve_next_token", lambda c: c["retrieve_next_token"][0]),
-                            DraftTreeError),
+    "draft_too_few_requests": (
+        _set("draft_tokens", lambda c: c["draft_tokens"][:-1]),
+        DraftTreeError,
+    ),
+    "links_wrong_n": (
+        _set(
+            "retrieve_next_token",
+            lambda c: np.pad(c["retrieve_next_token"], ((0, 0), (0, 1)), constant_values=-1),
+        ),
+        DraftTreeError,
+    ),
+    "links_wrong_batch": (
+        _set("retrieve_next_token", lambda c: np.concatenate([c["retrieve_next_token"]] * 2)),
+        DraftTreeError,
+    ),
+    "links_3d": (
+        _set("retrieve_next_sibling", lambda c: c["retrieve_next_sibling"][None]),
+        DraftTreeError,
+    ),
+    "links_shapes_differ": (
+        _set("retrieve_next_token", lambda c: c["retrieve_next_token"][0]),
+        DraftTreeError,
+    ),
     # malformed trees (last request only)
     "link_out_of_range": (_poke("retrieve_next_token", (B_BAD - 1, 3), N_BAD), DraftTreeError),
-    "link_below_minus_one": (_poke("retrieve_next_sibling", (B_BAD - 1, 3), -2),
-                             DraftTreeError),
+    "link_below_minus_one": (_poke("retrieve_next_sibling", (B_BAD - 1, 3), -2), DraftTreeError),
     "cycle_to_root": (_poke("retrieve_next_token", (B_BAD - 1, 5), 0), DraftTreeError),
     "self_loop": (_poke("retrieve_next_token", (B_BAD - 1, 4), 4), DraftTreeError),
     "two_parents": (_poke("retrieve_next_token", (B_BAD - 1, 5), 3), DraftTreeError),
@@ -563,14 +620,16 @@ BAD_INPUTS = {
     "indices_2d": (_set("indices", [[0, 1]]), ArgumentError),
     "too_many_root_positions": (_set("root_positions", [0] * (B_BAD + 1)), ArgumentError),
     "too_few_root_positions_for_indices": (
-        lambda c: c.update(indices=[0, 2, 3], root_positions=[0, 0]), ArgumentError),
+        lambda c: c.update(indices=[0, 2, 3], root_positions=[0, 0]),
+        ArgumentError,
+    ),
     # matchers and buffer
-    "not_a_matcher": (_set("matchers", lambda c: [*c["matchers"][:-1], object()]),
-                      ArgumentError),
+    "not_a_matcher": (_set("matchers", lambda c: [*c["matchers"][:-1], object()]), ArgumentError),
     "matchers_not_a_list": (_set("matchers", lambda c: iter(c["matchers"])), ArgumentError),
-    "mixed_vocab_sizes": (_set("matchers", lambda c: [*c["matchers"][:-1],
-                                                      _other_vocab_matcher()]),
-                          ArgumentError),
+    "mixed_vocab_sizes": (
+        _set("matchers", lambda c: [*c["matchers"][:-1], _other_vocab_matcher()]),
+        ArgumentError,
+    ),
     "too_few_rows": (_set("token_bitmask", lambda c: c["token_bitmask"][:-1]), BitmaskError),
 }
 
@@ -597,14 +656,16 @@ SCALAR_BAD = {
     "lengths_differ": (lambda nt, ns, d, r: (nt, ns[:-1], d, r), DraftTreeError),
     "draft_2d": (lambda nt, ns, d, r: (nt, ns, d[None], r), DraftTreeError),
     "links_2d": (lambda nt, ns, d, r: (nt[None], ns[None], d, r), DraftTreeError),
-    "out_of_range": (lambda nt, ns, d, r: (np.where(nt == 3, 9, nt), ns, d, r),
-                     DraftTreeError),
-    "cycle": (lambda nt, ns, d, r: (np.where(np.arange(6) == 5, 0, nt), ns, d, r),
-              DraftTreeError),
-    "two_parents": (lambda nt, ns, d, r: (np.where(np.arange(6) == 5, 3, nt), ns, d, r),
-                    DraftTreeError),
-    "root_sibling": (lambda nt, ns, d, r: (nt, np.where(np.arange(6) == 0, 4, ns), d, r),
-                     DraftTreeError),
+    "out_of_range": (lambda nt, ns, d, r: (np.where(nt == 3, 9, nt), ns, d, r), DraftTreeError),
+    "cycle": (lambda nt, ns, d, r: (np.where(np.arange(6) == 5, 0, nt), ns, d, r), DraftTreeError),
+    "two_parents": (
+        lambda nt, ns, d, r: (np.where(np.arange(6) == 5, 3, nt), ns, d, r),
+        DraftTreeError,
+    ),
+    "root_sibling": (
+        lambda nt, ns, d, r: (nt, np.where(np.arange(6) == 0, 4, ns), d, r),
+        DraftTreeError,
+    ),
     "root_out_of_range": (lambda nt, ns, d, r: (nt, ns, d, 6), DraftTreeError),
     "root_negative": (lambda nt, ns, d, r: (nt, ns, d, -1), DraftTreeError),
     "root_bool": (lambda nt, ns, d, r: (nt, ns, d, True), DraftTreeError),
@@ -686,8 +747,10 @@ def test_threaded_batch_matches_inline(compiled, monkeypatch):
     monkeypatch.setattr(matcher_batch, "_INLINE_WORDS", 0)
     threaded = np.full((b * n, W), SENTINEL, dtype=np.int32)
     with BatchGrammarMatcher(max_threads=3) as three:
-        assert three.batch_traverse_draft_tree(ms, nt, ns, draft, threaded,
-                                               indices=np.arange(b)[::-1]) == [True] * b
+        assert (
+            three.batch_traverse_draft_tree(ms, nt, ns, draft, threaded, indices=np.arange(b)[::-1])
+            == [True] * b
+        )
     np.testing.assert_array_equal(inline, threaded)
 
 
@@ -745,26 +808,39 @@ def deepseek():
     from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
 
     info = tg.TokenizerInfo.deepseek_v4()
-    xinfo = xgr.TokenizerInfo(info.decoded_vocab, xgr.VocabType.RAW,
-                              vocab_size=info.vocab_size, stop_token_ids=info.stop_token_ids)
+    xinfo = xgr.TokenizerInfo(
+        info.decoded_vocab,
+        xgr.VocabType.RAW,
+        vocab_size=info.vocab_size,
+        stop_token_ids=info.stop_token_ids,
+    )
     tok = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
     tc, xc = tg.GrammarCompiler(info), xgr.GrammarCompiler(xinfo)
     grammars = {
         "json": (tc.compile_builtin_json_grammar(), xc.compile_builtin_json_grammar()),
         "ebnf": (tc.compile_grammar(XGR_EBNF), xc.compile_grammar(XGR_EBNF)),
     }
-    seqs = {k: [tok.encode(d, add_special_tokens=False).ids for d in docs]
-            for k, docs in DOCS.items()}
-    return dict(xgr=xgr, torch=torch, info=info, grammars=grammars, seqs=seqs,
-                words=(info.vocab_size + 31) // 32, stop=info.stop_token_ids[0])
+    seqs = {
+        k: [tok.encode(d, add_special_tokens=False).ids for d in docs] for k, docs in DOCS.items()
+    }
+    return dict(
+        xgr=xgr,
+        torch=torch,
+        info=info,
+        grammars=grammars,
+        seqs=seqs,
+        words=(info.vocab_size + 31) // 32,
+        stop=info.stop_token_ids[0],
+    )
 
 
 def _xgr_rows(ds, xm, nt, ns, draft):
     torch = ds["torch"]
     buf = torch.full((len(draft), ds["words"]), SENTINEL, dtype=torch.int32)
     buf.zero_()  # xgrammar leaves unreached rows untouched
-    assert xm.traverse_draft_tree(torch.from_numpy(nt), torch.from_numpy(ns),
-                                  torch.from_numpy(draft), buf)
+    assert xm.traverse_draft_tree(
+        torch.from_numpy(nt), torch.from_numpy(ns), torch.from_numpy(draft), buf
+    )
     return buf.numpy()
 
 
@@ -819,17 +895,19 @@ def test_xgrammar_batch_parity_deepseek(deepseek, batcher):
     parents = np.full((8, n), -1, dtype=np.int64)  # padding: extra roots, never reached
     draft = np.zeros((8, n), dtype=np.int64)
     for i, (p, d) in enumerate(trees):
-        parents[i, :len(p)] = p
-        draft[i, :len(d)] = d
+        parents[i, : len(p)] = p
+        draft[i, : len(d)] = d
     nt, ns = links(parents)
     out = np.full((8 * n, ds["words"]), SENTINEL, dtype=np.int32)
     steps = [m.num_accepted_steps() for m in ours_m]
     assert steps == [i // 2 for i in range(8)]
     assert batcher.batch_traverse_draft_tree(ours_m, nt, ns, draft, out) == [True] * 8
     for i, xm in enumerate(xgr_m):
-        np.testing.assert_array_equal(out[i * n:(i + 1) * n],
-                                      _xgr_rows(ds, xm, nt[i], ns[i], draft[i]),
-                                      err_msg=f"request {i}")
+        np.testing.assert_array_equal(
+            out[i * n : (i + 1) * n],
+            _xgr_rows(ds, xm, nt[i], ns[i], draft[i]),
+            err_msg=f"request {i}",
+        )
     assert [m.num_accepted_steps() for m in ours_m] == steps
 
 
@@ -859,16 +937,17 @@ def test_xgrammar_parity_small_vocab_random_trees(compiled):
             ours = np.full((n, W), SENTINEL, dtype=np.int32)
             assert m.traverse_draft_tree(nt, ns, draft, ours)
             theirs = torch.zeros((n, W), dtype=torch.int32)
-            assert xm.traverse_draft_tree(torch.from_numpy(nt), torch.from_numpy(ns),
-                                          torch.from_numpy(draft), theirs)
+            assert xm.traverse_draft_tree(
+                torch.from_numpy(nt), torch.from_numpy(ns), torch.from_numpy(draft), theirs
+            )
             # xgrammar sets the bits past vocab_size in the last word: compare V bits
-            np.testing.assert_array_equal(tg.bitmask_to_bool(ours, V),
-                                          tg.bitmask_to_bool(theirs.numpy(), V), err_msg=name)
+            np.testing.assert_array_equal(
+                tg.bitmask_to_bool(ours, V), tg.bitmask_to_bool(theirs.numpy(), V), err_msg=name
+            )
 
 
 # ------------------------------------------------------------ 6. long chains, timeouts
 _ITEMS_CAP = 1 << 22
-
 
 
 @pytest.fixture(autouse=True)
@@ -904,8 +983,9 @@ def test_chain_deeper_than_initial_chart_capacity(compiled, batcher, n):
     assert m.traverse_draft_tree(nt, ns, draft, rows)
     assert rows.any(axis=1).all() and m.num_accepted_steps() == 0
     out = np.zeros((n, W), dtype=np.int32)
-    assert batcher.batch_traverse_draft_tree([GrammarMatcher(compiled["letters"])], nt, ns,
-                                             draft[None], out) == [True]
+    assert batcher.batch_traverse_draft_tree(
+        [GrammarMatcher(compiled["letters"])], nt, ns, draft[None], out
+    ) == [True]
     np.testing.assert_array_equal(out, rows)
 
 
@@ -929,15 +1009,18 @@ def test_ten_thousand_node_chain(compiled, batcher):
     expected_row = np.frombuffer(before[3], dtype=np.int32)
     allowed_ids = np.flatnonzero(tg.bitmask_to_bool(expected_row, V)).tolist()
     assert allowed_ids == sorted(
-        [i for i, t in enumerate(VOCAB) if t.isascii() and t.isalpha() and t.islower()] + [EOS])
+        [i for i, t in enumerate(VOCAB) if t.isascii() and t.isalpha() and t.islower()] + [EOS]
+    )
     rows = np.full((n, W), SENTINEL, dtype=np.int32)
     assert m.traverse_draft_tree(nt, ns, draft, rows) is True
     assert (rows == expected_row).all()
     assert snapshot(m) == before
     other = GrammarMatcher(compiled["letters"])
     out = np.full((2 * n, W), SENTINEL, dtype=np.int32)
-    assert batcher.batch_traverse_draft_tree([m, other], nt, ns, np.stack([draft, draft]),
-                                             out) == [True, True]
+    assert batcher.batch_traverse_draft_tree([m, other], nt, ns, np.stack([draft, draft]), out) == [
+        True,
+        True,
+    ]
     assert (out == expected_row).all()
     assert snapshot(m) == before and other.num_accepted_steps() == 0
     # a chain that breaks half way: the rest is never reached
@@ -945,7 +1028,7 @@ def test_ten_thousand_node_chain(compiled, batcher):
     draft2[n // 2] = tid("A")
     rows[:] = SENTINEL
     assert m.traverse_draft_tree(nt, ns, draft2, rows)
-    assert (rows[: n // 2] == expected_row).all() and not rows[n // 2:].any()
+    assert (rows[: n // 2] == expected_row).all() and not rows[n // 2 :].any()
 
 
 def test_tiny_time_threshold_returns_false_and_restores(compiled, batcher):
@@ -959,8 +1042,9 @@ def test_tiny_time_threshold_returns_false_and_restores(compiled, batcher):
     assert snapshot(m) == before
     other = GrammarMatcher(compiled["object"])
     out = np.zeros((2 * n, W), dtype=np.int32)
-    done = batcher.batch_traverse_draft_tree([m, other], nt, ns, np.stack([draft, draft]),
-                                             out, time_threshold=1e-9)
+    done = batcher.batch_traverse_draft_tree(
+        [m, other], nt, ns, np.stack([draft, draft]), out, time_threshold=1e-9
+    )
     assert done[0] is False
     assert snapshot(m) == before and other.num_accepted_steps() == 0
     # a wide, shallow tree: 10,000 children of the root (depth 1)
@@ -972,9 +1056,9 @@ def test_tiny_time_threshold_returns_false_and_restores(compiled, batcher):
     star_draft = (np.arange(n) % len(VOCAB)).astype(np.int64)
     assert m.traverse_draft_tree(star_nt, star_ns, star_draft, rows, time_threshold=1e-9) is False
     assert snapshot(m) == before
-    done = batcher.batch_traverse_draft_tree([m, other], star_nt, star_ns,
-                                             np.stack([star_draft, star_draft]), out,
-                                             time_threshold=1e-9)
+    done = batcher.batch_traverse_draft_tree(
+        [m, other], star_nt, star_ns, np.stack([star_draft, star_draft]), out, time_threshold=1e-9
+    )
     assert done[0] is False
     assert snapshot(m) == before and other.num_accepted_steps() == 0
     # a generous budget completes, and the rows are the reference's
@@ -1024,13 +1108,13 @@ def test_fill_chain_bitmask_and_count_acceptable_tokens(compiled, seed):
     draft = random_tokens(m, rng, parents, 0, p_valid=0.9)
     tokens = [int(t) if 0 <= t < V else tid("a") for t in draft[1:]]
     if seed % 4 == 0:
-        tokens = tokens[: k // 2] + [EOS] + tokens[k // 2:]
+        tokens = tokens[: k // 2] + [EOS] + tokens[k // 2 :]
     before = snapshot(m)
     rows_ref, accepted_ref, count_ref = _manual_chain(m, tokens)
     rows = np.full((len(tokens) + 3, W), SENTINEL, dtype=np.int32)
     got = m.fill_chain_bitmask(np.array(tokens), rows)
     np.testing.assert_array_equal(rows[: len(tokens) + 1], rows_ref)
-    assert (rows[len(tokens) + 1:] == SENTINEL).all()
+    assert (rows[len(tokens) + 1 :] == SENTINEL).all()
     assert got == count_ref
     assert accepted_ref <= count_ref
     assert m.count_acceptable_tokens(tokens) == count_ref

@@ -26,7 +26,12 @@ from treegram.serving._adapters import (  # noqa: E402
 )
 
 VOCAB: list[str] = [chr(c) for c in range(32, 127)] + [
-    "ab", "12", '{"', '":', "true", "<eos>",
+    "ab",
+    "12",
+    '{"',
+    '":',
+    "true",
+    "<eos>",
 ]
 N_PAD = 4
 V = len(VOCAB) + N_PAD
@@ -331,8 +336,9 @@ def test_vllm_request_types(compiler):
     backend = VLLMBackend(compiler)
     obj = backend.compile_grammar(StructuredOutputOptions.JSON_OBJECT, "")
     assert obj.matcher.accept_string('{"a": [1, true]}')
-    choice = backend.compile_grammar(StructuredOutputOptions.CHOICE,
-                                     json.dumps(["yes", 'no "way"', "a\\b"]))
+    choice = backend.compile_grammar(
+        StructuredOutputOptions.CHOICE, json.dumps(["yes", 'no "way"', "a\\b"])
+    )
     for text in ("yes", 'no "way"', "a\\b"):
         m = tg.GrammarMatcher(choice.ctx)
         assert m.accept_string(text) and m.is_completed()
@@ -348,9 +354,10 @@ def test_vllm_request_types(compiler):
     with pytest.raises(GrammarError):
         backend.compile_grammar("grammar", "root ::= (")
     if hasattr(compiler, "compile_json_schema"):
-        schema = backend.compile_grammar(StructuredOutputOptions.JSON,
-                                         '{"type": "object", "properties": {"a": '
-                                         '{"type": "integer"}}, "required": ["a"]}')
+        schema = backend.compile_grammar(
+            StructuredOutputOptions.JSON,
+            '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}',
+        )
         m = tg.GrammarMatcher(schema.ctx)
         assert m.accept_string('{"a": 1}') and m.is_completed()
     else:

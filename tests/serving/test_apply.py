@@ -47,19 +47,24 @@ def reference(logits, bitmask, vocab_size=None, indices=None):
     if vocab_size is None:
         vocab_size = min(width, 32 * words.shape[1])
     bits = ((words[:, :, None] >> np.arange(32)) & 1).reshape(words.shape[0], -1)
-    selected = (np.arange(rows2d.shape[0]) if indices is None
-                else np.unique(np.asarray(indices, dtype=np.int64)))
+    selected = (
+        np.arange(rows2d.shape[0])
+        if indices is None
+        else np.unique(np.asarray(indices, dtype=np.int64))
+    )
     masked = np.zeros(tuple(rows2d.shape), dtype=bool)
     masked[selected, :vocab_size] = bits[selected, :vocab_size] == 0
     masked_t = torch.from_numpy(masked).to(rows2d.device)
-    expected = torch.where(masked_t, torch.tensor(NEG_INF, dtype=rows2d.dtype,
-                                                  device=rows2d.device), rows2d)
+    expected = torch.where(
+        masked_t, torch.tensor(NEG_INF, dtype=rows2d.dtype, device=rows2d.device), rows2d
+    )
     return expected if logits.dim() == 2 else expected[0]
 
 
 def random_bitmask(rng, rows, words):
-    return torch.from_numpy(rng.integers(-(2**31), 2**31, size=(rows, words), dtype=np.int64)
-                            .astype(np.int32))
+    return torch.from_numpy(
+        rng.integers(-(2**31), 2**31, size=(rows, words), dtype=np.int64).astype(np.int32)
+    )
 
 
 def random_case(seed, dtype, device, *, max_vocab=300):
@@ -209,8 +214,14 @@ def test_indices_forms_are_equivalent(backend):
     base = torch.randn(5, 100, device=device)
     bitmask = random_bitmask(rng, 6, 4).to(device)
     expected = reference(base, bitmask, indices=[4, 0, 4])
-    for form in ([4, 0, 4], (4, 0, 4), np.array([4, 0, 4]), torch.tensor([4, 0, 4]),
-                 torch.tensor([4, 0, 4], dtype=torch.int32, device=device), range(4, -1, -4)):
+    for form in (
+        [4, 0, 4],
+        (4, 0, 4),
+        np.array([4, 0, 4]),
+        torch.tensor([4, 0, 4]),
+        torch.tensor([4, 0, 4], dtype=torch.int32, device=device),
+        range(4, -1, -4),
+    ):
         logits = base.clone()
         call(logits, bitmask, name, indices=form)
         assert torch.equal(logits, expected), form
@@ -303,58 +314,150 @@ def _i32(*shape):
 
 
 ERRORS = [  # (id, logits, bitmask, kwargs, exception, message regex)
-    ("logits-not-tensor", np.zeros((1, 32), np.float32), _i32(1, 1), {}, ArgumentError,
-     "logits must be a torch.Tensor"),
-    ("logits-float64", torch.zeros(1, 32, dtype=torch.float64), _i32(1, 1), {}, ArgumentError,
-     "torch.float64"),
-    ("logits-int", torch.zeros(1, 32, dtype=torch.int32), _i32(1, 1), {}, ArgumentError,
-     "dtype"),
+    (
+        "logits-not-tensor",
+        np.zeros((1, 32), np.float32),
+        _i32(1, 1),
+        {},
+        ArgumentError,
+        "logits must be a torch.Tensor",
+    ),
+    (
+        "logits-float64",
+        torch.zeros(1, 32, dtype=torch.float64),
+        _i32(1, 1),
+        {},
+        ArgumentError,
+        "torch.float64",
+    ),
+    ("logits-int", torch.zeros(1, 32, dtype=torch.int32), _i32(1, 1), {}, ArgumentError, "dtype"),
     ("logits-3d", torch.zeros(1, 1, 32), _i32(1, 1), {}, ArgumentError, "3-D"),
     ("logits-0d", torch.tensor(1.0), _i32(1, 1), {}, ArgumentError, "0-D"),
-    ("logits-expanded", torch.zeros(1, 32).expand(3, 32), _i32(3, 1), {}, ArgumentError,
-     "sharing memory"),
-    ("bitmask-int64", torch.zeros(1, 32), torch.zeros(1, 1, dtype=torch.int64), {},
-     BitmaskError, "torch.int32"),
-    ("bitmask-uint32-numpy", torch.zeros(1, 32), np.zeros((1, 1), np.uint32), {},
-     BitmaskError, "int32"),
+    (
+        "logits-expanded",
+        torch.zeros(1, 32).expand(3, 32),
+        _i32(3, 1),
+        {},
+        ArgumentError,
+        "sharing memory",
+    ),
+    (
+        "bitmask-int64",
+        torch.zeros(1, 32),
+        torch.zeros(1, 1, dtype=torch.int64),
+        {},
+        BitmaskError,
+        "torch.int32",
+    ),
+    (
+        "bitmask-uint32-numpy",
+        torch.zeros(1, 32),
+        np.zeros((1, 1), np.uint32),
+        {},
+        BitmaskError,
+        "int32",
+    ),
     ("bitmask-list", torch.zeros(1, 32), [[0]], {}, BitmaskError, "torch.Tensor"),
     ("bitmask-3d", torch.zeros(1, 32), _i32(1, 1, 1), {}, BitmaskError, "3-D"),
     ("rows-differ", torch.zeros(3, 32), _i32(2, 1), {}, BitmaskError, "same number of rows"),
-    ("rows-differ-1d-bitmask", torch.zeros(2, 32), _i32(1), {}, BitmaskError,
-     "same number of rows"),
-    ("vocab-negative", torch.zeros(1, 32), _i32(1, 1), {"vocab_size": -1}, ArgumentError,
-     "non-negative"),
-    ("vocab-float", torch.zeros(1, 32), _i32(1, 1), {"vocab_size": 3.0}, ArgumentError,
-     "integer"),
-    ("vocab-bool", torch.zeros(1, 32), _i32(1, 1), {"vocab_size": True}, ArgumentError,
-     "integer"),
-    ("vocab-past-logits", torch.zeros(1, 32), _i32(1, 2), {"vocab_size": 33}, ArgumentError,
-     "logits' last dimension 32"),
-    ("vocab-past-bitmask", torch.zeros(1, 64), _i32(1, 1), {"vocab_size": 33}, BitmaskError,
-     "bitmask has 1"),
-    ("index-too-big", torch.zeros(4, 32), _i32(2, 1), {"indices": [0, 2]}, BitmaskIndexError,
-     r"indices\[1\] = 2"),
-    ("index-past-logits", torch.zeros(1, 32), _i32(4, 1), {"indices": [3]},
-     BitmaskIndexError, r"\[0, 1\)"),
-    ("index-negative", torch.zeros(4, 32), _i32(4, 1), {"indices": [-1]}, BitmaskIndexError,
-     "-1"),
-    ("index-float", torch.zeros(4, 32), _i32(4, 1), {"indices": [0.0]}, BitmaskIndexError,
-     "integers"),
-    ("index-bool", torch.zeros(4, 32), _i32(4, 1), {"indices": [True]}, BitmaskIndexError,
-     "integers"),
-    ("index-float-tensor", torch.zeros(4, 32), _i32(4, 1), {"indices": torch.tensor([0.0])},
-     BitmaskIndexError, "integers"),
-    ("index-2d", torch.zeros(4, 32), _i32(4, 1), {"indices": [[0]]}, BitmaskIndexError,
-     "1-D"),
-    ("index-not-sequence", torch.zeros(4, 32), _i32(4, 1), {"indices": 1}, BitmaskIndexError,
-     "1-D"),
-    ("backend-unknown", torch.zeros(1, 32), _i32(1, 1), {"backend": "cuda"}, ArgumentError,
-     "backend must be one of"),
+    (
+        "rows-differ-1d-bitmask",
+        torch.zeros(2, 32),
+        _i32(1),
+        {},
+        BitmaskError,
+        "same number of rows",
+    ),
+    (
+        "vocab-negative",
+        torch.zeros(1, 32),
+        _i32(1, 1),
+        {"vocab_size": -1},
+        ArgumentError,
+        "non-negative",
+    ),
+    ("vocab-float", torch.zeros(1, 32), _i32(1, 1), {"vocab_size": 3.0}, ArgumentError, "integer"),
+    ("vocab-bool", torch.zeros(1, 32), _i32(1, 1), {"vocab_size": True}, ArgumentError, "integer"),
+    (
+        "vocab-past-logits",
+        torch.zeros(1, 32),
+        _i32(1, 2),
+        {"vocab_size": 33},
+        ArgumentError,
+        "logits' last dimension 32",
+    ),
+    (
+        "vocab-past-bitmask",
+        torch.zeros(1, 64),
+        _i32(1, 1),
+        {"vocab_size": 33},
+        BitmaskError,
+        "bitmask has 1",
+    ),
+    (
+        "index-too-big",
+        torch.zeros(4, 32),
+        _i32(2, 1),
+        {"indices": [0, 2]},
+        BitmaskIndexError,
+        r"indices\[1\] = 2",
+    ),
+    (
+        "index-past-logits",
+        torch.zeros(1, 32),
+        _i32(4, 1),
+        {"indices": [3]},
+        BitmaskIndexError,
+        r"\[0, 1\)",
+    ),
+    ("index-negative", torch.zeros(4, 32), _i32(4, 1), {"indices": [-1]}, BitmaskIndexError, "-1"),
+    (
+        "index-float",
+        torch.zeros(4, 32),
+        _i32(4, 1),
+        {"indices": [0.0]},
+        BitmaskIndexError,
+        "integers",
+    ),
+    (
+        "index-bool",
+        torch.zeros(4, 32),
+        _i32(4, 1),
+        {"indices": [True]},
+        BitmaskIndexError,
+        "integers",
+    ),
+    (
+        "index-float-tensor",
+        torch.zeros(4, 32),
+        _i32(4, 1),
+        {"indices": torch.tensor([0.0])},
+        BitmaskIndexError,
+        "integers",
+    ),
+    ("index-2d", torch.zeros(4, 32), _i32(4, 1), {"indices": [[0]]}, BitmaskIndexError, "1-D"),
+    (
+        "index-not-sequence",
+        torch.zeros(4, 32),
+        _i32(4, 1),
+        {"indices": 1},
+        BitmaskIndexError,
+        "1-D",
+    ),
+    (
+        "backend-unknown",
+        torch.zeros(1, 32),
+        _i32(1, 1),
+        {"backend": "cuda"},
+        ArgumentError,
+        "backend must be one of",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("logits", "bitmask", "kwargs", "exc", "match"),
-                         [pytest.param(*e[1:], id=e[0]) for e in ERRORS])
+@pytest.mark.parametrize(
+    ("logits", "bitmask", "kwargs", "exc", "match"), [pytest.param(*e[1:], id=e[0]) for e in ERRORS]
+)
 def test_validation_errors(logits, bitmask, kwargs, exc, match):
     before = logits.clone() if isinstance(logits, torch.Tensor) else None
     with pytest.raises(exc, match=match) as info:
@@ -403,16 +506,19 @@ def test_bool_helpers_match_numpy_helpers(vocab):
     packed = bool_tensor_to_bitmask(torch.from_numpy(mask))
     assert packed.dtype == torch.int32 and packed.is_contiguous()
     np.testing.assert_array_equal(packed.numpy(), bool_to_bitmask(mask))
-    np.testing.assert_array_equal(bool_tensor_to_bitmask(torch.from_numpy(mask[1])).numpy(),
-                                  bool_to_bitmask(mask[1]))
+    np.testing.assert_array_equal(
+        bool_tensor_to_bitmask(torch.from_numpy(mask[1])).numpy(), bool_to_bitmask(mask[1])
+    )
     unpacked = bitmask_to_bool_tensor(packed, vocab)
     assert unpacked.dtype == torch.bool
     np.testing.assert_array_equal(unpacked.numpy(), mask)
     words = random_bitmask(rng, 2, -(-vocab // 32) + 2)  # padding words are ignored
-    np.testing.assert_array_equal(bitmask_to_bool_tensor(words, vocab).numpy(),
-                                  bitmask_to_bool(words, vocab))
-    np.testing.assert_array_equal(bitmask_to_bool_tensor(words[0], vocab).numpy(),
-                                  bitmask_to_bool(words[0], vocab))
+    np.testing.assert_array_equal(
+        bitmask_to_bool_tensor(words, vocab).numpy(), bitmask_to_bool(words, vocab)
+    )
+    np.testing.assert_array_equal(
+        bitmask_to_bool_tensor(words[0], vocab).numpy(), bitmask_to_bool(words[0], vocab)
+    )
 
 
 def test_bool_helper_errors():
@@ -439,6 +545,8 @@ def test_bool_helpers_on_cuda():
 
 
 def test_import_does_not_import_torch():
-    code = ("import sys, treegram.serving; "
-            "assert 'torch' not in sys.modules and 'triton' not in sys.modules")
+    code = (
+        "import sys, treegram.serving; "
+        "assert 'torch' not in sys.modules and 'triton' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -67,8 +67,9 @@ def matchers_for(compiled, b):
 
 
 def executor(max_rows, batch_matcher, **kwargs):
-    return StepExecutor(V, max_rows, launcher=EagerLauncher(), batch_matcher=batch_matcher,
-                        **kwargs)
+    return StepExecutor(
+        V, max_rows, launcher=EagerLauncher(), batch_matcher=batch_matcher, **kwargs
+    )
 
 
 def allowed(m):
@@ -99,13 +100,13 @@ def reference_rows(ref, kind, draft):
     rows = np.zeros((len(ref) * n, W), np.int32)
     for i, m in enumerate(ref):
         if m.is_terminated():
-            rows[i * n:(i + 1) * n] = -1
+            rows[i * n : (i + 1) * n] = -1
         elif kind == "next":
             m.fill_next_token_bitmask(rows, i)
         elif kind == "chain":
-            m.fill_chain_bitmask(draft[i, 1:], rows[i * n:(i + 1) * n])
+            m.fill_chain_bitmask(draft[i, 1:], rows[i * n : (i + 1) * n])
         else:
-            m.traverse_draft_tree(NEXT_TOKEN, NEXT_SIBLING, draft[i], rows[i * n:(i + 1) * n])
+            m.traverse_draft_tree(NEXT_TOKEN, NEXT_SIBLING, draft[i], rows[i * n : (i + 1) * n])
     return rows
 
 
@@ -129,7 +130,7 @@ def random_draft(ref, rng, kind):
             depth_tokens.append(t)
         m.rollback(len(depth_tokens))
         if kind == "chain":
-            draft[i, 1:1 + len(depth_tokens)] = depth_tokens
+            draft[i, 1 : 1 + len(depth_tokens)] = depth_tokens
         elif depth_tokens:
             path = [1, 3, 4]  # a root-to-leaf path of the tree
             for node, t in zip(path, depth_tokens, strict=False):
@@ -147,7 +148,7 @@ def make_batch(kind, ms, draft, **kwargs):
 
 def rows_of(ex, done):
     b = done.batch
-    return ex.host_bitmask.numpy()[b.row_offset:b.row_offset + b.num_rows]
+    return ex.host_bitmask.numpy()[b.row_offset : b.row_offset + b.num_rows]
 
 
 # --------------------------------------------------------------------------- queue
@@ -195,8 +196,7 @@ def test_deferred_advance_matches_by_hand(compiled, batch, seed):
         assert done.build_error is None
         if prev is not None:
             assert prev.advanced and prev.advanced_by == "build"
-            assert [m.num_accepted_steps() for m in ms] == [
-                m.num_accepted_steps() for m in ref]
+            assert [m.num_accepted_steps() for m in ms] == [m.num_accepted_steps() for m in ref]
         assert np.array_equal(rows_of(ex, done), reference_rows(ref, kind, draft))
         assert np.array_equal(ex.device_bitmask.numpy(), ex.host_bitmask.numpy())
         if kind != "next":
@@ -247,11 +247,14 @@ def test_terminated_at_and_nothing_after_stop(compiled, batch):
     first = ex.enqueue(StepBatch.plain(ms))
     ex.launch()
     a, b, d, e = T["a"], T["b"], T["d"], T["e"]
-    ex.set_accepted(first, [
-        [a, b, d, EOS, a, b],   # terminates at index 3; a, b after it are never accepted
-        [a, e, EOS],            # terminates at index 2
-        [T["ab"], d],           # "d" is rejected by grammar 2: rejected_at 1
-    ])
+    ex.set_accepted(
+        first,
+        [
+            [a, b, d, EOS, a, b],  # terminates at index 3; a, b after it are never accepted
+            [a, e, EOS],  # terminates at index 2
+            [T["ab"], d],  # "d" is rejected by grammar 2: rejected_at 1
+        ],
+    )
     draft = np.zeros((3, N_NODES), np.int64)
     second = ex.enqueue(StepBatch.tree(ms, draft, NEXT_TOKEN, NEXT_SIBLING))
     ex.launch()
@@ -265,10 +268,10 @@ def test_terminated_at_and_nothing_after_stop(compiled, batch):
     assert second.skipped.tolist() == [True, True, False]
     assert second.tree_complete == [False, False, True]
     rows = rows_of(ex, second)
-    assert (rows[:2 * N_NODES] == -1).all()
+    assert (rows[: 2 * N_NODES] == -1).all()
     ref = tg.GrammarMatcher(compiled[2])
     assert ref.accept_token(T["ab"])
-    assert np.array_equal(rows[2 * N_NODES:], reference_rows([ref], "tree", draft[2:]))
+    assert np.array_equal(rows[2 * N_NODES :], reference_rows([ref], "tree", draft[2:]))
     # a later step accepts nothing into the terminated matchers
     ex.set_accepted(second, [[a], [a], [T["cd"]]])
     ex.advance_now(second)
@@ -319,8 +322,13 @@ def test_fallback_race_advances_each_step_exactly_once(compiled, n_threads):
         results = []
         errors = []
 
-        def fallback(step=done, barrier=barrier, results=results, errors=errors,
-                     delay_fallback=delay_fallback):
+        def fallback(
+            step=done,
+            barrier=barrier,
+            results=results,
+            errors=errors,
+            delay_fallback=delay_fallback,
+        ):
             barrier.wait()
             time.sleep(delay_fallback)
             try:
@@ -445,16 +453,21 @@ def test_reset_after_simulated_capture(compiled, batch):
     dummy = matchers_for(compiled, 2)
     ex = executor(2 * N_NODES, batch)
     # warm-up/capture: the engine runs the step with dummy data
-    cap = ex.enqueue(StepBatch.tree(dummy, np.zeros((2, N_NODES), np.int64), NEXT_TOKEN,
-                                    NEXT_SIBLING))
+    cap = ex.enqueue(
+        StepBatch.tree(dummy, np.zeros((2, N_NODES), np.int64), NEXT_TOKEN, NEXT_SIBLING)
+    )
     ex.launch()
     ex.launch()  # a second warm-up pass with nothing queued
     ex.set_accepted(cap, [[T["a"]], [T["a"]]])
     extra = ex.enqueue(StepBatch.plain(dummy))
     ex.reset()
     assert ex.num_queued == 0 and ex.pending_steps == []
-    assert ex.stats == {"builds": 0, "empty_fetches": 0, "advanced_by_build": 0,
-                        "advanced_by_fallback": 0}
+    assert ex.stats == {
+        "builds": 0,
+        "empty_fetches": 0,
+        "advanced_by_build": 0,
+        "advanced_by_fallback": 0,
+    }
     assert ex.advance_now(cap) is False  # dropped, never advanced
     assert not extra.built
     # real steps: the first build has nothing to advance, the dummy matchers stay put
@@ -504,8 +517,9 @@ def test_eager_step_executor(compiled):
         assert isinstance(ex.launcher, EagerLauncher)
         done = ex.enqueue(StepBatch.plain(ms))
         ex.launch()
-        assert np.array_equal(ex.device_bitmask.numpy(), reference_rows(
-            matchers_for(compiled, 2), "next", None))
+        assert np.array_equal(
+            ex.device_bitmask.numpy(), reference_rows(matchers_for(compiled, 2), "next", None)
+        )
         ex.set_accepted(done, [[T["a"]], [T["a"]]])
         assert ex.advance_now(done)
 
@@ -564,7 +578,7 @@ def test_cuda_launcher_matches_eager(compiled, batch, binding):
         ex.launch()
         torch.cuda.synchronize()
         assert done.build_error is None and not ex.launcher.errors
-        got = ex.device_bitmask.cpu().numpy()[:b * N_NODES]
+        got = ex.device_bitmask.cpu().numpy()[: b * N_NODES]
         assert np.array_equal(got, reference_rows(ref, "tree", draft))
         ex.set_accepted(done, [sample_path(m, rng, 2) for m in ref])
     ex.advance_now(done)

@@ -50,8 +50,11 @@ def compiled():
     info = tg.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
     compiler = tg.GrammarCompiler(info)
     return {
-        name: (compiler.compile_builtin_json_grammar() if text is None
-               else compiler.compile_grammar(text))
+        name: (
+            compiler.compile_builtin_json_grammar()
+            if text is None
+            else compiler.compile_grammar(text)
+        )
         for name, text in GRAMMARS.items()
     }
 
@@ -149,12 +152,13 @@ def test_greedy_equals_reference_unmasked(seed, shared):
     for i, (_, nodes) in enumerate(expected):
         row = result.accept_index[i].tolist()
         assert row[: len(nodes)] == [i * n + j for j in nodes]
-        assert all(v == -1 for v in row[len(nodes):])
+        assert all(v == -1 for v in row[len(nodes) :])
 
 
 @pytest.mark.parametrize("seed", range(30))
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16],
-                         ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"]
+)
 def test_greedy_equals_reference_with_random_masks(seed, dtype):
     rng = np.random.default_rng(2000 + seed)
     b, n = int(rng.integers(1, 5)), int(rng.integers(1, 10))
@@ -167,8 +171,9 @@ def test_greedy_equals_reference_with_random_masks(seed, dtype):
     bitmask = tg.bool_to_bitmask(allowed)
     nt, ns = links_from_parents(parents)
     stops = tuple(int(s) for s in rng.choice(vocab, size=2, replace=False))
-    result = verify_tree(logits, draft, nt, ns, torch.from_numpy(bitmask),
-                         stop_token_ids=list(stops))
+    result = verify_tree(
+        logits, draft, nt, ns, torch.from_numpy(bitmask), stop_token_ids=list(stops)
+    )
     expected = reference(logits, draft.numpy(), parents, bitmask, stops)
     assert result.accepted_tokens == [e[0] for e in expected]
     assert result.accepted_nodes == [e[1] for e in expected]
@@ -223,8 +228,7 @@ def test_masking_respected_and_matchers_advanced(compiled, batch):
     prefixes = [("digits", ["a"]), ("expr", ["("]), ("json", ["{"]), ("digits", ["ab"])]
     matchers = [started(compiled, g, p) for g, p in prefixes]
     b, n = len(matchers), 12
-    parents = np.array([[-1] + [int(rng.integers(0, j)) for j in range(1, n)]
-                        for _ in range(b)])
+    parents = np.array([[-1] + [int(rng.integers(0, j)) for j in range(1, n)] for _ in range(b)])
     logits = torch.from_numpy(rng.normal(size=(b * n, V)).astype(np.float32))
     # the favourite of every row is a token no grammar here allows (a padding id), the
     # runner-up one that only the JSON grammar (inside strings) allows
@@ -248,8 +252,9 @@ def test_masking_respected_and_matchers_advanced(compiled, batch):
     expected = reference(logits, draft.numpy(), parents, bitmask, (EOS,))
     assert result.accepted_tokens == [e[0] for e in expected]
     assert any(len(t) > 1 for t in result.accepted_tokens)
-    for i, (toks, nodes) in enumerate(zip(result.accepted_tokens, result.accepted_nodes,
-                                          strict=True)):
+    for i, (toks, nodes) in enumerate(
+        zip(result.accepted_tokens, result.accepted_nodes, strict=True)
+    ):
         assert toks, "every root row allows something"
         assert V - 1 not in toks
         if prefixes[i][0] != "json":
@@ -396,8 +401,9 @@ def test_sampling_is_reproducible_and_respects_masks(seed):
 
     def run(s):
         g = torch.Generator().manual_seed(s)
-        return verify_tree(logits, draft, nt, ns, bitmask, mode="sample", generator=g,
-                           temperature=0.7)
+        return verify_tree(
+            logits, draft, nt, ns, bitmask, mode="sample", generator=g, temperature=0.7
+        )
 
     first, second = run(123), run(123)
     assert first.accepted_tokens == second.accepted_tokens
@@ -411,8 +417,11 @@ def test_sampling_is_reproducible_and_respects_masks(seed):
         node, nodes = 0, []
         while True:
             nodes.append(node)
-            kids = [c for c in range(n) if parents[i, c] == node
-                    and int(draft[i, c]) == target[i * n + node]]
+            kids = [
+                c
+                for c in range(n)
+                if parents[i, c] == node and int(draft[i, c]) == target[i * n + node]
+            ]
             if not kids:
                 break
             node = kids[0]
@@ -428,8 +437,9 @@ def test_sampling_follows_the_masked_distribution():
     bitmask = torch.from_numpy(tg.bool_to_bitmask(allowed))
     draft = torch.zeros(rows, 1, dtype=torch.int64)
     g = torch.Generator().manual_seed(0)
-    result = verify_tree(logits, draft, [-1], [-1], bitmask, mode="sample", generator=g,
-                         temperature=2.0)
+    result = verify_tree(
+        logits, draft, [-1], [-1], bitmask, mode="sample", generator=g, temperature=2.0
+    )
     counts = np.bincount(result.target_tokens.numpy(), minlength=vocab) / rows
     want = torch.softmax(base[:4] / 2.0, 0).numpy()
     np.testing.assert_allclose(counts[:4], want, atol=0.03)
@@ -448,16 +458,25 @@ def test_inplace_masks_the_logits_and_picks_the_same_path():
     assert torch.equal(logits, original)
     inplace = verify_tree(logits, draft, nt, ns, bitmask, inplace=True)
     assert inplace.accepted_tokens == copy.accepted_tokens
-    assert torch.equal(logits, torch.where(torch.from_numpy(allowed[:, :50]), original,
-                                           torch.tensor(-np.inf)))
+    assert torch.equal(
+        logits, torch.where(torch.from_numpy(allowed[:, :50]), original, torch.tensor(-np.inf))
+    )
 
 
 def test_per_request_temperature():
     logits = torch.tensor([[0.0, 5.0, 0.0]]).repeat(2, 1)
     draft = torch.zeros(2, 1, dtype=torch.int64)
     g = torch.Generator().manual_seed(1)
-    result = verify_tree(logits, draft, [-1], [-1], None, mode="sample", generator=g,
-                         temperature=torch.tensor([1e-4, 1e-4]))
+    result = verify_tree(
+        logits,
+        draft,
+        [-1],
+        [-1],
+        None,
+        mode="sample",
+        generator=g,
+        temperature=torch.tensor([1e-4, 1e-4]),
+    )
     assert result.accepted_tokens == [[1], [1]]
 
 
@@ -466,8 +485,13 @@ def test_per_request_temperature():
 
 def _args():
     nt, ns = links_from_parents(np.array([-1, 0, 0]))
-    return dict(logits=torch.zeros(6, 40), draft_tokens=torch.zeros(2, 3, dtype=torch.int64),
-                next_token=nt, next_sibling=ns, bitmask=None)
+    return dict(
+        logits=torch.zeros(6, 40),
+        draft_tokens=torch.zeros(2, 3, dtype=torch.int64),
+        next_token=nt,
+        next_sibling=ns,
+        bitmask=None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -508,8 +532,12 @@ def test_bad_input(change, error, match):
 def test_validation_precedes_mutation(compiled):
     m = started(compiled, "digits", ["ab"])
     args = _args()
-    args.update(logits=torch.zeros(3, V), draft_tokens=torch.zeros(1, 3, dtype=torch.int64),
-                matchers=[m], bitmask=torch.zeros(2, 4, dtype=torch.int32))
+    args.update(
+        logits=torch.zeros(3, V),
+        draft_tokens=torch.zeros(1, 3, dtype=torch.int64),
+        matchers=[m],
+        bitmask=torch.zeros(2, 4, dtype=torch.int32),
+    )
     args["logits"][0, tid("1")] = 1.0
     with pytest.raises(BitmaskError):
         verify_tree(**args)
@@ -517,7 +545,12 @@ def test_validation_precedes_mutation(compiled):
 
 
 def test_empty_batch():
-    result = verify_tree(torch.zeros(0, 10), torch.zeros(0, 4, dtype=torch.int64),
-                         [-1, -1, -1, -1], [-1, -1, -1, -1], None)
+    result = verify_tree(
+        torch.zeros(0, 10),
+        torch.zeros(0, 4, dtype=torch.int64),
+        [-1, -1, -1, -1],
+        [-1, -1, -1, -1],
+        None,
+    )
     assert result.accepted_tokens == []
     assert tuple(result.accept_index.shape) == (0, 4)

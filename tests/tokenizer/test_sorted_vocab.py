@@ -101,8 +101,14 @@ def test_small_example() -> None:
     byte, depth, end, first, lo, hi = (array.tolist() for array in sv.trie)
     assert bytes(byte) == b"</s>abccb" and depth == [1, 2, 3, 4, 1, 2, 3, 2, 1]
     assert end == [4, 4, 4, 4, 8, 7, 7, 8, 9] and first == [0, 0, 0, 0, 1, 2, 4, 5, 6, 7]
-    assert [(a, b) for a, b in zip(lo, hi, strict=True) if b] == [(0, 1), (1, 2), (2, 4),
-                                                                  (4, 5), (5, 6), (6, 7)]
+    assert [(a, b) for a, b in zip(lo, hi, strict=True) if b] == [
+        (0, 1),
+        (1, 2),
+        (2, 4),
+        (4, 5),
+        (5, 6),
+        (6, 7),
+    ]
     assert sv.offsets.tolist() == [0, 4, 5, 7, 9, 12, 14, 15]
     assert sv.data.tobytes() == b"</s>aabababcacb"
     assert sv.max_len == 4

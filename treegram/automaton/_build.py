@@ -107,8 +107,17 @@ class Automaton:
         """
         buf = self.__dict__.get("_packed")
         if buf is None:
-            parts = [self.rule_start, self.rule_nullable, self.state_rule, self.state_final,
-                     self.byte_class, self.trans, self.ref_ptr, self.ref_rule, self.ref_target]
+            parts = [
+                self.rule_start,
+                self.rule_nullable,
+                self.state_rule,
+                self.state_final,
+                self.byte_class,
+                self.trans,
+                self.ref_ptr,
+                self.ref_rule,
+                self.ref_target,
+            ]
             buf = np.empty(PACK_HEADER + sum(p.shape[0] for p in parts), dtype=np.int32)
             buf[:PACK_HEADER] = 0
             buf[:4] = (self.n_states, self.n_rules, self.n_classes, self.root_rule)
@@ -275,13 +284,13 @@ def _tail_cycles(bodies, rule_ids: dict[str, int]) -> dict[int, frozenset[int]]:
     """Rules that reach themselves through a cycle of two or more tail calls: rule id ->
     the other rules of its cycle (a strongly connected component of the tail-call graph,
     found with an iterative Tarjan walk)."""
-    graph = [sorted({rule_ids[n] for n in _tail_refs(body) if n in rule_ids})
-             for _, body in bodies]
+    graph = [sorted({rule_ids[n] for n in _tail_refs(body) if n in rule_ids}) for _, body in bodies]
     return {w: frozenset(comp) - {w} for comp in cycles_of_two_or_more(graph) for w in comp}
 
 
-def _inline_tail_calls(nfa: _Nfa, rid: int, accept: int, cycle: frozenset[int], bodies,
-                       rule_ids: dict[str, int]) -> None:
+def _inline_tail_calls(
+    nfa: _Nfa, rid: int, accept: int, cycle: frozenset[int], bodies, rule_ids: dict[str, int]
+) -> None:
     """Inline, at its tail call sites, each other rule of ``rid``'s tail-call cycle (once
     per rule, within a size budget), so that the cycle's way back to ``rid`` becomes a self
     tail call that :func:`_loop_tail_self_calls` turns into a loop. Inlining a call keeps
@@ -292,8 +301,12 @@ def _inline_tail_calls(nfa: _Nfa, rid: int, accept: int, cycle: frozenset[int], 
     p = 0
     while p < len(nfa.ref_edges):  # states added by inlining are visited too
         for callee, q in list(nfa.ref_edges[p]):
-            if (callee in cycle and callee not in done and len(nfa.eps) < budget
-                    and _only_ends(nfa, q, accept)):
+            if (
+                callee in cycle
+                and callee not in done
+                and len(nfa.eps) < budget
+                and _only_ends(nfa, q, accept)
+            ):
                 done.add(callee)
                 nfa.ref_edges[p].remove((callee, q))
                 inliner = _NfaBuilder(rule_ids, bodies[callee][0])  # errors name the callee
@@ -372,8 +385,9 @@ def _determinize(nfa: _Nfa, start: int, accept: int):
             for lo, hi, to in edges:  # each edge into the intervals it covers
                 for k in range(index[lo], index[hi + 1]):
                     buckets[k].append(to)
-            intervals = [(a, b, buckets[k])
-                         for k, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))]
+            intervals = [
+                (a, b, buckets[k]) for k, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))
+            ]
         for a, b, targets in intervals:
             if not targets:
                 continue
@@ -496,8 +510,11 @@ def _build(ir: GrammarIR) -> Automaton:
         rule_of_state.extend([rid] * len(f))
 
     # Byte equivalence classes: bytes no edge distinguishes share one column.
-    cuts = sorted({0, 256} | {lo for es in byte_edges for lo, _, _ in es}
-                  | {hi + 1 for es in byte_edges for _, hi, _ in es})
+    cuts = sorted(
+        {0, 256}
+        | {lo for es in byte_edges for lo, _, _ in es}
+        | {hi + 1 for es in byte_edges for _, hi, _ in es}
+    )
     byte_class = np.zeros(256, dtype=np.int32)
     for c, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
         byte_class[a:b] = c
@@ -515,8 +532,9 @@ def _build(ir: GrammarIR) -> Automaton:
     ref_rule = np.array([rid for es in ref_edges for rid, _ in es], dtype=np.int32)
     ref_target = np.array([to for es in ref_edges for _, to in es], dtype=np.int32)
 
-    rule_follow = _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state,
-                               rule_ids[ir.root], len(ir.rules))
+    rule_follow = _follow_sets(
+        rule_start, finals, byte_edges, ref_edges, rule_of_state, rule_ids[ir.root], len(ir.rules)
+    )
     rule_lookahead = np.full(len(bodies), -1, dtype=np.int32)
     for rid, lid in lookahead_of.items():
         rule_lookahead[rid] = lid
@@ -604,8 +622,9 @@ def _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state, root,
                 if not queued_r[callee]:
                     queued_r[callee] = True
                     pending.append(callee)
-    packed = np.frombuffer(b"".join(f.to_bytes(33, "little") for f in follow),
-                           dtype=np.uint8).reshape(n_rules, 33)
+    packed = np.frombuffer(
+        b"".join(f.to_bytes(33, "little") for f in follow), dtype=np.uint8
+    ).reshape(n_rules, 33)
     out = np.unpackbits(packed, axis=1, bitorder="little")[:, :256].copy()
     # Lookahead pseudo-rules are never called; nothing is known about what follows them.
     out[n_real:, :] = 1

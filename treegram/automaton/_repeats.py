@@ -122,8 +122,7 @@ class _Family:
         got = self.ranges.get(("upto", n))
         if got is None:
             q, r = divmod(n, BLOCK)
-            last = Seq((self._blocks(q), Repeat(self.item, 0, r))) if q else \
-                Repeat(self.item, 0, r)
+            last = Seq((self._blocks(q), Repeat(self.item, 0, r))) if q else Repeat(self.item, 0, r)
             body = Choice((self._below(q), last)) if q else last
             got = self.ranges[("upto", n)] = self._rule(f"upto{n}", body)
         return got

@@ -17,9 +17,9 @@ _LENGTH_LIMITS = (0x7F, 0x7FF, 0xFFFF, MAX_CODEPOINT)
 _SURROGATES = (0xD800, 0xDFFF)
 
 
-def normalize_ranges(ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> list[
-    tuple[int, int]
-]:
+def normalize_ranges(
+    ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...],
+) -> list[tuple[int, int]]:
     """Sort and merge overlapping or adjacent inclusive ranges."""
     merged: list[tuple[int, int]] = []
     for lo, hi in sorted(ranges):

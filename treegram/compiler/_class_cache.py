@@ -56,8 +56,9 @@ class StringSlice:
         The trie of those tokens; its positions index ``outside``.
     """
 
-    def __init__(self, sorted_vocab, n_words: int, max_bytes: int,
-                 leads: np.ndarray | None = None) -> None:
+    def __init__(
+        self, sorted_vocab, n_words: int, max_bytes: int, leads: np.ndarray | None = None
+    ) -> None:
         self.max_bytes = max_bytes
         self.dfa = json_string_slice_dfa()
         self._token_ids = sorted_vocab.token_ids
@@ -67,9 +68,12 @@ class StringSlice:
         self.leads = leads
         member = (self.leads >= 0) & (np.diff(sorted_vocab.offsets) <= max_bytes)
         self.n_members = int(np.count_nonzero(member))
-        self.bitset = positions_to_bitset(sorted_vocab.token_ids,
-                                          np.flatnonzero(member).astype(np.int32), n_words,
-                                          np.zeros(0, dtype=np.int32))
+        self.bitset = positions_to_bitset(
+            sorted_vocab.token_ids,
+            np.flatnonzero(member).astype(np.int32),
+            n_words,
+            np.zeros(0, dtype=np.int32),
+        )
         self.outside = np.flatnonzero(~member).astype(np.int32)
         self.outside_trie = sorted_vocab.subset_trie(self.outside)
         for array in (self.dfa, self.leads, self.bitset, self.outside, *self.outside_trie):
@@ -82,8 +86,12 @@ class StringSlice:
         found = self._upto.get(n_chars)
         if found is None:
             positions = np.flatnonzero((self.leads >= 0) & (self.leads <= n_chars))
-            bitset = positions_to_bitset(self._token_ids, positions.astype(np.int32),
-                                         self._n_words, np.zeros(0, dtype=np.int32))
+            bitset = positions_to_bitset(
+                self._token_ids,
+                positions.astype(np.int32),
+                self._n_words,
+                np.zeros(0, dtype=np.int32),
+            )
             bitset.flags.writeable = False
             found = self._upto[n_chars] = (bitset, int(positions.shape[0]))
         return found
@@ -155,8 +163,12 @@ class ClassCache:
                 found = self._slices.get(key)
                 if found is None:
                     known = next(iter(self._slices.values()), None)
-                    found = StringSlice(self._sorted_vocab(), n_words, max_bytes,
-                                        None if known is None else known.leads)
+                    found = StringSlice(
+                        self._sorted_vocab(),
+                        n_words,
+                        max_bytes,
+                        None if known is None else known.leads,
+                    )
                     self._slices[key] = found
         return found
 

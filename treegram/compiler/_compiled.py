@@ -64,8 +64,15 @@ class CompiledGrammar:
     def _registry_entry(self, snapshot: tuple | None = None) -> tuple:
         sv = self.tokenizer_info.sorted_vocab
         snap = self._store.snapshot() if snapshot is None else snapshot
-        return (self._automaton.packed, *snap, sv.token_ids, sv.offsets, sv.data,
-                self._tokens.offsets, self._tokens.data)
+        return (
+            self._automaton.packed,
+            *snap,
+            sv.token_ids,
+            sv.offsets,
+            sv.data,
+            self._tokens.offsets,
+            self._tokens.data,
+        )
 
     def _registry_slot(self) -> int:
         """This grammar's slot in the batch registry (taken on first batch use)."""
@@ -76,12 +83,18 @@ class CompiledGrammar:
             with self._slot_lock:
                 if self._slot < 0:
                     owner = object()  # only this grammar and its finalizer hold it
-                    slot = GRAMMARS.add(self._registry_entry(), owner,
-                                        self.tokenizer_info.vocab_size)
+                    slot = GRAMMARS.add(
+                        self._registry_entry(), owner, self.tokenizer_info.vocab_size
+                    )
                     head = (self._automaton.packed,)
                     sv = self.tokenizer_info.sorted_vocab
-                    tail = (sv.token_ids, sv.offsets, sv.data, self._tokens.offsets,
-                            self._tokens.data)
+                    tail = (
+                        sv.token_ids,
+                        sv.offsets,
+                        sv.data,
+                        self._tokens.offsets,
+                        self._tokens.data,
+                    )
 
                     def on_publish(snap: tuple) -> None:  # must not reference self
                         GRAMMARS.update(slot, (*head, *snap, *tail), owner)
@@ -104,8 +117,18 @@ class CompiledGrammar:
     def memory_size_bytes(self) -> int:
         """Approximate bytes held by the automaton and the token classification."""
         a = self._automaton
-        arrays = (a.rule_start, a.rule_nullable, a.rule_lookahead, a.state_rule,
-                  a.state_final, a.byte_class, a.trans, a.ref_ptr, a.ref_rule, a.ref_target)
+        arrays = (
+            a.rule_start,
+            a.rule_nullable,
+            a.rule_lookahead,
+            a.state_rule,
+            a.state_final,
+            a.byte_class,
+            a.trans,
+            a.ref_ptr,
+            a.ref_rule,
+            a.ref_target,
+        )
         return int(sum(x.nbytes for x in arrays)) + self._store.memory_size_bytes
 
     # --------------------------------------------------------- serialization
@@ -166,5 +189,7 @@ class CompiledGrammar:
 
     def __repr__(self) -> str:
         a = self._automaton
-        return (f"CompiledGrammar(rules={a.n_rules}, states={a.n_states}, "
-                f"vocab_size={self.tokenizer_info.vocab_size})")
+        return (
+            f"CompiledGrammar(rules={a.n_rules}, states={a.n_states}, "
+            f"vocab_size={self.tokenizer_info.vocab_size})"
+        )

@@ -99,10 +99,14 @@ class GrammarCompiler:
                 "tokenizer_info must be a treegram.TokenizerInfo, got "
                 f"{type(tokenizer_info).__name__}"
             )
-        if (not isinstance(max_threads, int) or isinstance(max_threads, bool)
-                or not 1 <= max_threads <= MAX_THREADS_LIMIT):
+        if (
+            not isinstance(max_threads, int)
+            or isinstance(max_threads, bool)
+            or not 1 <= max_threads <= MAX_THREADS_LIMIT
+        ):
             raise GrammarError(
-                f"max_threads must be an int in [1, {MAX_THREADS_LIMIT}], got {max_threads!r}")
+                f"max_threads must be an int in [1, {MAX_THREADS_LIMIT}], got {max_threads!r}"
+            )
         if not isinstance(cache_limit_bytes, int) or (
             cache_limit_bytes < 0 and cache_limit_bytes != -1
         ):
@@ -114,11 +118,14 @@ class GrammarCompiler:
         if cache_store is not None and not all(
             callable(getattr(cache_store, m, None)) for m in ("get", "put", "delete")
         ):
-            raise ArgumentError("cache_store must have get(key), put(key, blob) and delete(key), "
-                                f"got {type(cache_store).__name__}")
+            raise ArgumentError(
+                "cache_store must have get(key), put(key, blob) and delete(key), "
+                f"got {type(cache_store).__name__}"
+            )
         if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
             raise ArgumentError(
-                f"cache_dir must be a str or os.PathLike, got {type(cache_dir).__name__}")
+                f"cache_dir must be a str or os.PathLike, got {type(cache_dir).__name__}"
+            )
         store_errors = 0
         if cache_store is None:
             if cache_dir is None:
@@ -128,9 +135,13 @@ class GrammarCompiler:
                     cache_store = DirectoryStore(cache_dir)
                 except OSError as exc:  # a store never makes a compile fail
                     store_errors = 1
-                    logger.warning("treegram cache directory %r cannot be used (%s: %s); "
-                                   "compiling without a cache store", cache_dir,
-                                   type(exc).__name__, exc)
+                    logger.warning(
+                        "treegram cache directory %r cannot be used (%s: %s); "
+                        "compiling without a cache store",
+                        cache_dir,
+                        type(exc).__name__,
+                        exc,
+                    )
         self.tokenizer_info = tokenizer_info
         self.max_threads = max_threads
         self.cache_enabled = cache_enabled
@@ -141,12 +152,14 @@ class GrammarCompiler:
         self._pending: dict[tuple, threading.Event] = {}
         self._lock = threading.Lock()
         self._stats = dict.fromkeys(
-            ("memory_hits", "store_hits", "compiles", "store_rejects", "store_errors"), 0)
+            ("memory_hits", "store_hits", "compiles", "store_rejects", "store_errors"), 0
+        )
         self._stats["store_errors"] = store_errors
 
     # ----------------------------------------------------------------- compiling
-    def compile_grammar(self, grammar: str | Grammar, *, root_rule_name: str = "root",
-                        classify: str = "lazy") -> CompiledGrammar:
+    def compile_grammar(
+        self, grammar: str | Grammar, *, root_rule_name: str = "root", classify: str = "lazy"
+    ) -> CompiledGrammar:
         """Compile an EBNF string or a :class:`Grammar`.
 
         Parameters
@@ -170,9 +183,12 @@ class GrammarCompiler:
             raise GrammarError(
                 f"grammar must be an EBNF str or a Grammar, got {type(grammar).__name__}"
             )
-        return self._cached("ebnf", (grammar, root_rule_name),
-                            lambda: Grammar.from_ebnf(grammar, root_rule_name=root_rule_name),
-                            classify)
+        return self._cached(
+            "ebnf",
+            (grammar, root_rule_name),
+            lambda: Grammar.from_ebnf(grammar, root_rule_name=root_rule_name),
+            classify,
+        )
 
     def compile_json_schema(
         self,
@@ -214,16 +230,27 @@ class GrammarCompiler:
             )
         remotes = check_remotes(remote_schemas)
         downgraded_keywords(unsupported)  # a clear error before it becomes a cache key
-        options = (any_whitespace, indent, tuple(separators) if separators else None,
-                   strict_mode, max_whitespace_cnt,
-                   unsupported if isinstance(unsupported, str) else tuple(sorted(unsupported)),
-                   None if remotes is None else json.dumps(remotes, sort_keys=True))
+        options = (
+            any_whitespace,
+            indent,
+            tuple(separators) if separators else None,
+            strict_mode,
+            max_whitespace_cnt,
+            unsupported if isinstance(unsupported, str) else tuple(sorted(unsupported)),
+            None if remotes is None else json.dumps(remotes, sort_keys=True),
+        )
         return self._cached(
-            "json_schema", (text, *options),
+            "json_schema",
+            (text, *options),
             lambda: Grammar.from_json_schema(
-                text, any_whitespace=any_whitespace, indent=indent, separators=separators,
-                strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
-                unsupported=unsupported, remote_schemas=remotes,
+                text,
+                any_whitespace=any_whitespace,
+                indent=indent,
+                separators=separators,
+                strict_mode=strict_mode,
+                max_whitespace_cnt=max_whitespace_cnt,
+                unsupported=unsupported,
+                remote_schemas=remotes,
             ),
             classify,
         )
@@ -266,7 +293,8 @@ class GrammarCompiler:
         """
         if not isinstance(compiled, CompiledGrammar):
             raise ArgumentError(
-                f"compiled must be a CompiledGrammar, got {type(compiled).__name__}")
+                f"compiled must be a CompiledGrammar, got {type(compiled).__name__}"
+            )
         store = compiled._store
         states = store.unclassified_states()
         n = int(states.shape[0])
@@ -276,7 +304,7 @@ class GrammarCompiler:
         min_block = max(1, -(-_MIN_BLOCK_TOKENS // n_tok))
         n_blocks = max(1, min(n // min_block, _BLOCKS_PER_WORKER * self.max_threads))
         edges = [n * b // n_blocks for b in range(n_blocks + 1)]
-        blocks = [states[edges[b]: edges[b + 1]] for b in range(n_blocks)]
+        blocks = [states[edges[b] : edges[b + 1]] for b in range(n_blocks)]
         results = self._pool.map(store.compute_classes, blocks)  # inline when one block
         keys: list[bytes] = []
         encoded: dict[bytes, tuple] = {}
@@ -324,8 +352,13 @@ class GrammarCompiler:
             blob = store.get(skey)
         except Exception as exc:  # noqa: BLE001 - a store never makes a compile fail
             self._count("store_errors")
-            logger.warning("treegram cache store %r: get(%s) failed (%s: %s); compiling",
-                           store, skey, type(exc).__name__, exc)
+            logger.warning(
+                "treegram cache store %r: get(%s) failed (%s: %s); compiling",
+                store,
+                skey,
+                type(exc).__name__,
+                exc,
+            )
             return None
         if blob is None:
             return None
@@ -334,8 +367,13 @@ class GrammarCompiler:
             compiled = deserialize_compiled(blob, self.tokenizer_info, cache_key=skey)
         except (*_BAD_ENTRY, ArgumentError) as exc:  # ArgumentError: a store returned no bytes
             self._count("store_rejects")
-            logger.warning("treegram cache store %r: discarding bad entry %s (%s: %s); "
-                           "rebuilding it", store, skey, type(exc).__name__, exc)
+            logger.warning(
+                "treegram cache store %r: discarding bad entry %s (%s: %s); rebuilding it",
+                store,
+                skey,
+                type(exc).__name__,
+                exc,
+            )
             self._store_call("delete", skey)
             return None
         self._count("store_hits")
@@ -346,8 +384,14 @@ class GrammarCompiler:
             getattr(self.cache_store, method)(*args)
         except Exception as exc:  # noqa: BLE001 - a store never makes a compile fail
             self._count("store_errors")
-            logger.warning("treegram cache store %r: %s(%s) failed (%s: %s)", self.cache_store,
-                           method, args[0], type(exc).__name__, exc)
+            logger.warning(
+                "treegram cache store %r: %s(%s) failed (%s: %s)",
+                self.cache_store,
+                method,
+                args[0],
+                type(exc).__name__,
+                exc,
+            )
 
     def _build(self, kind: str, parts: tuple, make_grammar, eager: bool) -> CompiledGrammar:
         skey = None
@@ -407,5 +451,7 @@ class GrammarCompiler:
             total -= old.memory_size_bytes
 
     def __repr__(self) -> str:
-        return (f"GrammarCompiler(vocab_size={self.tokenizer_info.vocab_size}, "
-                f"max_threads={self.max_threads}, cache_store={self.cache_store!r})")
+        return (
+            f"GrammarCompiler(vocab_size={self.tokenizer_info.vocab_size}, "
+            f"max_threads={self.max_threads}, cache_store={self.cache_store!r})"
+        )

@@ -134,8 +134,9 @@ class MaskStore:
     @property
     def memory_size_bytes(self) -> int:
         """Bytes held by the stored token sets."""
-        return int(4 * (self._acc.size + self._unc.size) + 33 * self._n_classes
-                   + self._state_class.nbytes)
+        return int(
+            4 * (self._acc.size + self._unc.size) + 33 * self._n_classes + self._state_class.nbytes
+        )
 
     def classify_states(self, states) -> None:
         """Make sure every state in ``states`` has a class."""
@@ -199,12 +200,20 @@ class MaskStore:
         """The classification signature of state ``s`` (None when its window is too big).
         ``scratch`` holds the kernel's scratch arrays, made here when it is empty."""
         if not scratch:
-            scratch += [np.full(self._state_class.shape[0], -1, dtype=np.int32),
-                        np.full(self._n_rules, -1, dtype=np.int32)]
+            scratch += [
+                np.full(self._state_class.shape[0], -1, dtype=np.int32),
+                np.full(self._n_rules, -1, dtype=np.int32),
+            ]
         ok, h0, h1 = state_signature(
-            *self._automaton_arrays, s, self._rule_follow[self._state_rule[s]],
-            self._sorted_vocab.max_len, SIGNATURE_CAP, self._shared.key0, self._shared.key1,
-            *scratch)
+            *self._automaton_arrays,
+            s,
+            self._rule_follow[self._state_rule[s]],
+            self._sorted_vocab.max_len,
+            SIGNATURE_CAP,
+            self._shared.key0,
+            self._shared.key1,
+            *scratch,
+        )
         return (int(h0), int(h1)) if ok else None
 
     def _class_of(self, s: int, scratch: list) -> tuple[bytes, tuple]:
@@ -244,9 +253,23 @@ class MaskStore:
         whole = self._shared.string_slice(self._n_words, sv.max_len)
         if self._slice_reps is None:
             self._slice_reps = joint_byte_classes(whole.dfa, a[4])
-        reach, exact = slice_reach(whole.dfa, self._slice_reps, a[0], a[1], a[3], a[4], a[5],
-                                   a[6], a[7], a[8], a[9], s, sv.max_len, _SLICE_BYTES[0],
-                                   SLICE_CHECK_CAP)
+        reach, exact = slice_reach(
+            whole.dfa,
+            self._slice_reps,
+            a[0],
+            a[1],
+            a[3],
+            a[4],
+            a[5],
+            a[6],
+            a[7],
+            a[8],
+            a[9],
+            s,
+            sv.max_len,
+            _SLICE_BYTES[0],
+            SLICE_CHECK_CAP,
+        )
         if reach >= sv.max_len or (exact and reach > 0):
             return whole, reach
         limits = [n for n in _SLICE_BYTES if n <= reach]
@@ -254,8 +277,9 @@ class MaskStore:
             return self._shared.string_slice(self._n_words, limits[-1]), limits[-1]
         return None, 0
 
-    def _walk(self, s: int, string_slice: StringSlice | None, reach: int, budget: int
-              ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray] | None:
+    def _walk(
+        self, s: int, string_slice: StringSlice | None, reach: int, budget: int
+    ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray] | None:
         """Classify state ``s`` by a trie walk: (accepted token-id bitset, number accepted,
         sorted positions of the accepted tokens that the walk met, sorted positions of the
         uncertain tokens), or None past ``budget`` trie nodes (0: no limit). With the
@@ -267,8 +291,9 @@ class MaskStore:
         follow = self._rule_follow[self._state_rule[s]]
         if string_slice is not None:
             outside = string_slice.outside
-            walked = classify(a, s, follow, string_slice.outside_trie, outside.shape[0],
-                              sv.max_len, budget)
+            walked = classify(
+                a, s, follow, string_slice.outside_trie, outside.shape[0], sv.max_len, budget
+            )
             if walked is None:
                 return None
             accepted, uncertain = walked

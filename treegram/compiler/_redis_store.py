@@ -16,7 +16,8 @@ def _redis_module():
         import redis
     except ImportError as exc:
         raise MissingDependencyError(
-            "RedisStore needs the redis-py package: pip install redis") from exc
+            "RedisStore needs the redis-py package: pip install redis"
+        ) from exc
     return redis
 
 
@@ -52,26 +53,36 @@ class RedisStore:
         An argument has the wrong type or value.
     """
 
-    def __init__(self, url_or_client="redis://127.0.0.1:6379/0", *,
-                 prefix: str = "treegram:compiled:", ttl_s: int | None = None,
-                 max_entry_bytes: int = 512 << 20) -> None:
+    def __init__(
+        self,
+        url_or_client="redis://127.0.0.1:6379/0",
+        *,
+        prefix: str = "treegram:compiled:",
+        ttl_s: int | None = None,
+        max_entry_bytes: int = 512 << 20,
+    ) -> None:
         redis = _redis_module()
         if isinstance(url_or_client, str):
             self.client = redis.Redis.from_url(url_or_client)
         elif all(hasattr(url_or_client, m) for m in ("get", "set", "delete")):
             self.client = url_or_client
         else:
-            raise ArgumentError("url_or_client must be a redis:// URL or a redis.Redis client, "
-                                f"got {type(url_or_client).__name__}")
+            raise ArgumentError(
+                "url_or_client must be a redis:// URL or a redis.Redis client, "
+                f"got {type(url_or_client).__name__}"
+            )
         if not isinstance(prefix, str):
             raise ArgumentError(f"prefix must be a str, got {type(prefix).__name__}")
-        if ttl_s is not None and (not isinstance(ttl_s, int) or isinstance(ttl_s, bool)
-                                  or ttl_s < 1):
+        if ttl_s is not None and (
+            not isinstance(ttl_s, int) or isinstance(ttl_s, bool) or ttl_s < 1
+        ):
             raise ArgumentError(f"ttl_s must be None or a positive int, got {ttl_s!r}")
-        if (not isinstance(max_entry_bytes, int) or isinstance(max_entry_bytes, bool)
-                or max_entry_bytes < 1):
-            raise ArgumentError(
-                f"max_entry_bytes must be a positive int, got {max_entry_bytes!r}")
+        if (
+            not isinstance(max_entry_bytes, int)
+            or isinstance(max_entry_bytes, bool)
+            or max_entry_bytes < 1
+        ):
+            raise ArgumentError(f"max_entry_bytes must be a positive int, got {max_entry_bytes!r}")
         self.prefix = prefix
         self.ttl_s = ttl_s
         self.max_entry_bytes = max_entry_bytes
@@ -80,8 +91,10 @@ class RedisStore:
         return self.prefix + check_key(key)
 
     def _too_big(self, name: str, size: int) -> CacheStoreError:
-        return CacheStoreError(f"Redis entry {name!r} has {size} bytes, more than "
-                               f"max_entry_bytes={self.max_entry_bytes}")
+        return CacheStoreError(
+            f"Redis entry {name!r} has {size} bytes, more than "
+            f"max_entry_bytes={self.max_entry_bytes}"
+        )
 
     def get(self, key: str) -> bytes | None:
         name = self._name(key)

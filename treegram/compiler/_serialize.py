@@ -69,8 +69,12 @@ _U32_MAX = 0xFFFFFFFF
 _KEY_BYTES = re.compile(rb"[0-9a-f]{16,128}\Z")
 
 _U8, _I32, _I64, _U16 = 1, 2, 3, 4
-_DTYPES = {_U8: np.dtype("<u1"), _I32: np.dtype("<i4"), _I64: np.dtype("<i8"),
-           _U16: np.dtype("<u2")}
+_DTYPES = {
+    _U8: np.dtype("<u1"),
+    _I32: np.dtype("<i4"),
+    _I64: np.dtype("<i8"),
+    _U16: np.dtype("<u2"),
+}
 
 # Fixed section order of format version 3: (name, dtype code). The id is the position.
 # (Version 3 adds the cache key and the checks that bound the automaton by its payload;
@@ -110,6 +114,8 @@ def _section_codes(n_states: int) -> dict[str, int]:
     if n_states <= 0x10000:
         codes["trans_target"] = _U16
     return codes
+
+
 _SECTION_ID = {name: i for i, (name, _) in enumerate(_SECTIONS)}
 _DATA_START = -(-(_HEADER.size + _N_SECTIONS * _ENTRY.size) // _ALIGN) * _ALIGN
 
@@ -166,8 +172,7 @@ def serialize_compiled(compiled: CompiledGrammar, *, cache_key: str | None = Non
         count does not fit the format.
     """
     if not isinstance(compiled, CompiledGrammar):
-        raise ArgumentError(
-            f"compiled must be a CompiledGrammar, got {type(compiled).__name__}")
+        raise ArgumentError(f"compiled must be a CompiledGrammar, got {type(compiled).__name__}")
     key = b"" if cache_key is None else check_key(cache_key, "cache_key").encode("ascii")
     a = compiled.automaton
     info = compiled.tokenizer_info
@@ -208,8 +213,16 @@ def serialize_compiled(compiled: CompiledGrammar, *, cache_key: str | None = Non
         "tokenizer_fingerprint": np.frombuffer(info.fingerprint.encode("ascii"), np.uint8),
         "cache_key": np.frombuffer(key, np.uint8),
     }
-    counts = (a.n_rules, a.n_states, a.n_classes, a.root_rule, a.ref_rule.shape[0],
-              meta.shape[0], info.vocab_size, len(info.sorted_vocab))
+    counts = (
+        a.n_rules,
+        a.n_states,
+        a.n_classes,
+        a.root_rule,
+        a.ref_rule.shape[0],
+        meta.shape[0],
+        info.vocab_size,
+        len(info.sorted_vocab),
+    )
     if max(counts) > _U32_MAX or name_ptr[-1] > np.iinfo(np.int32).max:
         raise ArgumentError(f"compiled grammar too large for format {FORMAT_VERSION}")
     return _pack(counts, parts)
@@ -286,8 +299,10 @@ def _sections(raw: np.ndarray, counts: dict, codes: dict) -> dict:
     end = raw.shape[0] - _CHECKSUM_SIZE
     out = {}
     pos = _DATA_START
-    _check(not raw[_HEADER.size + _N_SECTIONS * _ENTRY.size : _DATA_START].any(),
-           "non-zero padding after the section directory")
+    _check(
+        not raw[_HEADER.size + _N_SECTIONS * _ENTRY.size : _DATA_START].any(),
+        "non-zero padding after the section directory",
+    )
     for sid, (name, _) in enumerate(_SECTIONS):
         code = codes[name]
         got_id, got_code, off, count = _ENTRY.unpack_from(table, sid * _ENTRY.size)
@@ -298,12 +313,13 @@ def _sections(raw: np.ndarray, counts: dict, codes: dict) -> dict:
         nbytes = count * dtype.itemsize
         _check(off + nbytes <= end, f"section {name} ({count} items) runs past the data")
         want = counts.get(name)
-        _check(want is None or count == want,
-               f"section {name} has {count} items, expected {want}")
+        _check(want is None or count == want, f"section {name} has {count} items, expected {want}")
         out[name] = _native(raw[off : off + nbytes].view(dtype))
         pos = _align(off + nbytes)
-        _check(pos <= end and not raw[off + nbytes : pos].any(),
-               f"non-zero padding after section {name}")
+        _check(
+            pos <= end and not raw[off + nbytes : pos].any(),
+            f"non-zero padding after section {name}",
+        )
     _check(pos == end, f"{end - pos} unexpected bytes after the last section")
     return out
 
@@ -333,8 +349,10 @@ def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
     """Check every invariant of the automaton arrays; returns (rule names, n real rules)."""
     n_rules, n_states, n_cls = h["n_rules"], h["n_states"], h["n_byte_classes"]
     ptr = s["rule_name_ptr"]
-    _check(ptr[0] == 0 and _increasing(ptr, strict=True)
-           and ptr[-1] == s["rule_name_data"].shape[0], "rule name offsets")
+    _check(
+        ptr[0] == 0 and _increasing(ptr, strict=True) and ptr[-1] == s["rule_name_data"].shape[0],
+        "rule name offsets",
+    )
     blob = s["rule_name_data"].tobytes()
     ptr_l = ptr.tolist()
     try:
@@ -344,41 +362,67 @@ def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
     _check(len(set(names)) == n_rules, "duplicate rule names")
     is_la = [n.endswith(LOOKAHEAD_SUFFIX) for n in names]
     n_real = is_la.index(True) if True in is_la else n_rules
-    _check(n_real >= 1 and not any(is_la[:n_real]) and all(is_la[n_real:]),
-           "lookahead pseudo-rules must follow the grammar rules")
+    _check(
+        n_real >= 1 and not any(is_la[:n_real]) and all(is_la[n_real:]),
+        "lookahead pseudo-rules must follow the grammar rules",
+    )
     _check(h["root_rule"] < n_real, f"root rule {h['root_rule']} is not a grammar rule")
 
     rule_start = s["rule_start"]
-    _check(rule_start[0] == 0 and _increasing(rule_start, strict=True)
-           and int(rule_start[-1]) < n_states, "rule start states")
+    _check(
+        rule_start[0] == 0
+        and _increasing(rule_start, strict=True)
+        and int(rule_start[-1]) < n_states,
+        "rule start states",
+    )
     sizes = np.diff(np.append(rule_start.astype(np.int64), n_states))
     state_rule = s["state_rule"]
-    _check(np.array_equal(state_rule, np.repeat(np.arange(n_rules, dtype=np.int32), sizes)),
-           "state_rule does not match the rules' state blocks")
-    _check(_is_flag(s["rule_nullable"]) and _is_flag(s["state_final"])
-           and _is_flag(s["rule_follow"]), "a flag array holds a value other than 0/1")
+    _check(
+        np.array_equal(state_rule, np.repeat(np.arange(n_rules, dtype=np.int32), sizes)),
+        "state_rule does not match the rules' state blocks",
+    )
+    _check(
+        _is_flag(s["rule_nullable"]) and _is_flag(s["state_final"]) and _is_flag(s["rule_follow"]),
+        "a flag array holds a value other than 0/1",
+    )
 
     la = s["rule_lookahead"]
     la_real = la[:n_real]
     has_la = la_real >= 0
-    _check(_in_range(la_real, -1, n_rules) and (la[n_real:] == -1).all(),
-           "rule_lookahead entries out of range")
+    _check(
+        _in_range(la_real, -1, n_rules) and (la[n_real:] == -1).all(),
+        "rule_lookahead entries out of range",
+    )
     targets = np.sort(la_real[has_la])
-    _check(np.array_equal(targets, np.arange(n_real, n_rules)),
-           "rule_lookahead must map onto the lookahead pseudo-rules one to one")
+    _check(
+        np.array_equal(targets, np.arange(n_real, n_rules)),
+        "rule_lookahead must map onto the lookahead pseudo-rules one to one",
+    )
     for r in np.flatnonzero(has_la).tolist():
-        _check(names[int(la[r])] == names[r] + LOOKAHEAD_SUFFIX,
-               f"lookahead rule of {names[r]!r} is misnamed")
+        _check(
+            names[int(la[r])] == names[r] + LOOKAHEAD_SUFFIX,
+            f"lookahead rule of {names[r]!r} is misnamed",
+        )
 
     bc = s["byte_class"]
-    _check(1 <= n_cls <= 256 and bc[0] == 0 and int(bc[-1]) == n_cls - 1
-           and _in_range(np.diff(bc), 0, 2), "byte classes")
+    _check(
+        1 <= n_cls <= 256
+        and bc[0] == 0
+        and int(bc[-1]) == n_cls - 1
+        and _in_range(np.diff(bc), 0, 2),
+        "byte classes",
+    )
 
     t_ptr, t_cls = s["trans_ptr"], s["trans_class"]
     t_to = s["trans_target"].astype(np.int32)
     n_t = t_to.shape[0]
-    _check(t_cls.shape[0] == n_t and t_ptr[0] == 0 and _increasing(t_ptr, strict=False)
-           and t_ptr[-1] == n_t, "byte transition offsets")
+    _check(
+        t_cls.shape[0] == n_t
+        and t_ptr[0] == 0
+        and _increasing(t_ptr, strict=False)
+        and t_ptr[-1] == n_t,
+        "byte transition offsets",
+    )
     _check(_in_range(t_cls, 0, n_cls), "byte transition class out of range")
     _check(_in_range(t_to, 0, n_states), "transition target out of range")
     src = np.repeat(np.arange(n_states, dtype=np.int64), np.diff(t_ptr))
@@ -390,13 +434,17 @@ def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
 
     ref_ptr, ref_rule, ref_target = s["ref_ptr"], s["ref_rule"], s["ref_target"]
     n_ref = ref_rule.shape[0]
-    _check(ref_ptr[0] == 0 and _increasing(ref_ptr, strict=False) and ref_ptr[-1] == n_ref,
-           "rule-call edge offsets")
+    _check(
+        ref_ptr[0] == 0 and _increasing(ref_ptr, strict=False) and ref_ptr[-1] == n_ref,
+        "rule-call edge offsets",
+    )
     _check(_in_range(ref_rule, 0, n_real), "a rule call targets an unknown rule")
     _check(_in_range(ref_target, 0, n_states), "rule-call return state out of range")
     ref_src = np.repeat(np.arange(n_states, dtype=np.int64), np.diff(ref_ptr))
-    _check(np.array_equal(state_rule[ref_target], state_rule[ref_src]),
-           "a rule-call edge leaves its rule")
+    _check(
+        np.array_equal(state_rule[ref_target], state_rule[ref_src]),
+        "a rule-call edge leaves its rule",
+    )
 
     # The header counts justify no memory by themselves: the dense transition table below
     # costs n_states * n_byte_classes words, so both counts must be paid for by edges in
@@ -408,8 +456,11 @@ def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
     reached[rule_start] = True
     reached[t_to[src < t_to]] = True
     reached[ref_target[ref_src < ref_target]] = True
-    _check(bool(reached.all()), f"{int(n_states - reached.sum())} of {n_states} states are "
-           "reached by no edge from an earlier state of their rule")
+    _check(
+        bool(reached.all()),
+        f"{int(n_states - reached.sum())} of {n_states} states are "
+        "reached by no edge from an earlier state of their rule",
+    )
     # (2) Byte classes are the coarsest partition the transitions need: some state's
     # transitions differ between classes c - 1 and c, for every c (adjacent transitions of
     # one state with the same target are always merged into one range).
@@ -425,8 +476,10 @@ def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
         _check(bool(split[1:n_cls].all()), "a byte class boundary that no transition needs")
     # (3) The kernels address the packed automaton with int32 offsets.
     words = n_states * (n_cls + 3) + 2 * n_rules + 2 * n_ref + 1024
-    _check(words <= np.iinfo(np.int32).max,
-           f"automaton of {n_states} states x {n_cls} byte classes exceeds the int32 layout")
+    _check(
+        words <= np.iinfo(np.int32).max,
+        f"automaton of {n_states} states x {n_cls} byte classes exceeds the int32 layout",
+    )
     trans = np.full(n_states * n_cls, -1, dtype=np.int32)
     trans[src * n_cls + t_cls] = t_to
     s["trans"] = trans
@@ -463,17 +516,25 @@ def _validate_store(s: dict, h: dict) -> None:
     meta = s["class_meta"].reshape(n, 5)
     kind, acc_off, acc_len, unc_off, unc_len = (meta[:, k] for k in range(5))
     _check(_in_range(kind, KIND_LIST, KIND_BITSET + 1), "class kind is not list/bitset")
-    _check(_in_range(acc_len, 0, n_words + 1) and _in_range(unc_len, 0, h["n_sorted"] + 1),
-           "class set length out of range")
+    _check(
+        _in_range(acc_len, 0, n_words + 1) and _in_range(unc_len, 0, h["n_sorted"] + 1),
+        "class set length out of range",
+    )
     bitset = kind == KIND_BITSET
-    _check((acc_len[bitset] == n_words).all() and (acc_len[~bitset] < n_words).all(),
-           "class stored in the wrong form for its size")
-    for pool, off, length, what in ((s["acc_pool"], acc_off, acc_len, "accepted"),
-                                    (s["unc_pool"], unc_off, unc_len, "uncertain")):
+    _check(
+        (acc_len[bitset] == n_words).all() and (acc_len[~bitset] < n_words).all(),
+        "class stored in the wrong form for its size",
+    )
+    for pool, off, length, what in (
+        (s["acc_pool"], acc_off, acc_len, "accepted"),
+        (s["unc_pool"], unc_off, unc_len, "uncertain"),
+    ):
         start = np.zeros(n, dtype=np.int64)
         np.cumsum(length[:-1], out=start[1:])
-        _check(np.array_equal(off, start) and int(length.sum()) == pool.shape[0],
-               f"{what} pool offsets are not back to back")
+        _check(
+            np.array_equal(off, start) and int(length.sum()) == pool.shape[0],
+            f"{what} pool offsets are not back to back",
+        )
     # accepted lists: token ids, strictly increasing within each class
     acc = s["acc_pool"]
     seg = np.repeat(np.arange(n), acc_len)
@@ -487,11 +548,12 @@ def _validate_store(s: dict, h: dict) -> None:
         _check(not (last >> np.uint32(rem)).any(), "bitset sets a bit past vocab_size")
     unc = s["unc_pool"]
     _check(_in_range(unc, 0, h["n_sorted"]), "uncertain token index out of range")
-    _check(_sorted_segments(unc, np.repeat(np.arange(n), unc_len)),
-           "uncertain token indices not sorted")
+    _check(
+        _sorted_segments(unc, np.repeat(np.arange(n), unc_len)),
+        "uncertain token indices not sorted",
+    )
     digests = s["class_digest"].reshape(n, 16)
-    _check(np.unique(digests.view("V16").reshape(-1)).shape[0] == n,
-           "duplicate class digests")
+    _check(np.unique(digests.view("V16").reshape(-1)).shape[0] == n, "duplicate class digests")
 
 
 def _sorted_segments(values: np.ndarray, seg: np.ndarray) -> bool:
@@ -502,8 +564,14 @@ def _sorted_segments(values: np.ndarray, seg: np.ndarray) -> bool:
     return bool((np.diff(values.astype(np.int64))[same] > 0).all())
 
 
-def install_mask_store(compiled: CompiledGrammar, state_class: np.ndarray, meta: np.ndarray,
-                       digests: np.ndarray, acc: np.ndarray, unc: np.ndarray) -> None:
+def install_mask_store(
+    compiled: CompiledGrammar,
+    state_class: np.ndarray,
+    meta: np.ndarray,
+    digests: np.ndarray,
+    acc: np.ndarray,
+    unc: np.ndarray,
+) -> None:
     """Fill the (still empty, unpublished) mask store of ``compiled`` with loaded classes.
 
     Must run before any matcher or batch registry sees ``compiled``. The arrays must be
@@ -538,8 +606,9 @@ def _check_args(tokenizer_info, cache_key) -> None:
     from ..tokenizer import TokenizerInfo
 
     if not isinstance(tokenizer_info, TokenizerInfo):
-        raise TokenizerError("tokenizer_info must be a treegram.TokenizerInfo, got "
-                             f"{type(tokenizer_info).__name__}")
+        raise TokenizerError(
+            f"tokenizer_info must be a treegram.TokenizerInfo, got {type(tokenizer_info).__name__}"
+        )
     if cache_key is not None:
         check_key(cache_key, "cache_key")
 
@@ -553,44 +622,84 @@ def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> CompiledGra
     if version != FORMAT_VERSION:
         raise DeserializeVersionError(
             f"compiled grammar has format version {version}; this treegram reads only "
-            f"version {FORMAT_VERSION} (recompile the grammar)")
+            f"version {FORMAT_VERSION} (recompile the grammar)"
+        )
     _check(size >= _DATA_START + _CHECKSUM_SIZE, f"truncated: {size} bytes")
     fields = _HEADER.unpack_from(raw[: _HEADER.size].tobytes())
     total = fields[2]
     _check(total == size, f"size is {size} bytes, the header says {total} (truncated?)")
-    _check(_checksum(raw[:-_CHECKSUM_SIZE]) == raw[-_CHECKSUM_SIZE:].tobytes(),
-           "checksum mismatch")
-    (_, _, _, n_sections, flags, n_rules, n_states, n_cls, root, n_ref, n_mc, vocab_size,
-     n_sorted, reserved) = fields
-    _check(n_sections == _N_SECTIONS and flags == 0 and reserved == 0,
-           "unexpected section count, flags or reserved header fields")
-    _check(n_rules >= 1 and n_states >= n_rules and root < n_rules and vocab_size >= 1,
-           "header counts")
-    h = dict(n_rules=n_rules, n_states=n_states, n_byte_classes=n_cls, root_rule=root,
-             n_mask_classes=n_mc, vocab_size=vocab_size, n_sorted=n_sorted)
+    _check(_checksum(raw[:-_CHECKSUM_SIZE]) == raw[-_CHECKSUM_SIZE:].tobytes(), "checksum mismatch")
+    (
+        _,
+        _,
+        _,
+        n_sections,
+        flags,
+        n_rules,
+        n_states,
+        n_cls,
+        root,
+        n_ref,
+        n_mc,
+        vocab_size,
+        n_sorted,
+        reserved,
+    ) = fields
+    _check(
+        n_sections == _N_SECTIONS and flags == 0 and reserved == 0,
+        "unexpected section count, flags or reserved header fields",
+    )
+    _check(
+        n_rules >= 1 and n_states >= n_rules and root < n_rules and vocab_size >= 1, "header counts"
+    )
+    h = dict(
+        n_rules=n_rules,
+        n_states=n_states,
+        n_byte_classes=n_cls,
+        root_rule=root,
+        n_mask_classes=n_mc,
+        vocab_size=vocab_size,
+        n_sorted=n_sorted,
+    )
     counts = {
-        "rule_name_ptr": n_rules + 1, "rule_start": n_rules, "rule_nullable": n_rules,
-        "rule_lookahead": n_rules, "rule_follow": n_rules * 256, "state_rule": n_states,
-        "state_final": n_states, "byte_class": 256, "trans_ptr": n_states + 1,
-        "ref_ptr": n_states + 1, "ref_rule": n_ref, "ref_target": n_ref,
-        "state_class": n_states, "class_meta": n_mc * 5, "class_digest": n_mc * 16,
+        "rule_name_ptr": n_rules + 1,
+        "rule_start": n_rules,
+        "rule_nullable": n_rules,
+        "rule_lookahead": n_rules,
+        "rule_follow": n_rules * 256,
+        "state_rule": n_states,
+        "state_final": n_states,
+        "byte_class": 256,
+        "trans_ptr": n_states + 1,
+        "ref_ptr": n_states + 1,
+        "ref_rule": n_ref,
+        "ref_target": n_ref,
+        "state_class": n_states,
+        "class_meta": n_mc * 5,
+        "class_digest": n_mc * 16,
     }
     s = _sections(raw, counts, _section_codes(n_states))
 
     fp = s["tokenizer_fingerprint"].tobytes()
-    if (fp != tokenizer_info.fingerprint.encode("ascii") or vocab_size != tokenizer_info.vocab_size
-            or n_sorted != len(tokenizer_info.sorted_vocab)):
+    if (
+        fp != tokenizer_info.fingerprint.encode("ascii")
+        or vocab_size != tokenizer_info.vocab_size
+        or n_sorted != len(tokenizer_info.sorted_vocab)
+    ):
         raise TokenizerMismatchError(
             "compiled grammar was built for another tokenizer (fingerprint "
             f"{fp[:16].decode('ascii', 'replace')}..., vocab_size {vocab_size}); this "
             f"tokenizer has {tokenizer_info.fingerprint[:16]}..., vocab_size "
-            f"{tokenizer_info.vocab_size}")
+            f"{tokenizer_info.vocab_size}"
+        )
     stored_key = s["cache_key"].tobytes()
     _check(not stored_key or _KEY_BYTES.match(stored_key), "cache key is not lowercase hex")
     if cache_key is not None and stored_key != cache_key.encode("ascii"):
         shown = stored_key.decode("ascii")[:16] + "..." if stored_key else "no key"
-        _fail(f"the blob was written under {shown}, not under the cache key {cache_key[:16]}... "
-              "it is read with (an entry of another grammar)")
+        _fail(
+            f"the blob was written under {shown}, not under the cache key {cache_key[:16]}... "
+            "it is read with (an entry of another grammar)"
+        )
 
     names, n_real = _validate_automaton(s, h)
     grammar = _validate_grammar(s, names, n_real, s["rule_lookahead"], root)
@@ -613,13 +722,18 @@ def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> CompiledGra
         rule_follow=s["rule_follow"].reshape(n_rules, 256),
     )
     compiled = CompiledGrammar(grammar, tokenizer_info, automaton)
-    install_mask_store(compiled, s["state_class"], s["class_meta"].reshape(n_mc, 5),
-                       s["class_digest"].reshape(n_mc, 16), s["acc_pool"], s["unc_pool"])
+    install_mask_store(
+        compiled,
+        s["state_class"],
+        s["class_meta"].reshape(n_mc, 5),
+        s["class_digest"].reshape(n_mc, 16),
+        s["acc_pool"],
+        s["unc_pool"],
+    )
     return compiled
 
 
-def deserialize_compiled(data, tokenizer_info, *, cache_key: str | None = None
-                         ) -> CompiledGrammar:
+def deserialize_compiled(data, tokenizer_info, *, cache_key: str | None = None) -> CompiledGrammar:
     """Load a compiled grammar from :func:`serialize_compiled` output.
 
     Everything is validated before anything is built; the input is copied once (into one
@@ -659,7 +773,8 @@ def deserialize_compiled(data, tokenizer_info, *, cache_key: str | None = None
         view = memoryview(data)
     except TypeError:
         raise ArgumentError(
-            f"data must be bytes, bytearray or memoryview, got {type(data).__name__}") from None
+            f"data must be bytes, bytearray or memoryview, got {type(data).__name__}"
+        ) from None
     if not view.c_contiguous:
         raise ArgumentError("data must be a contiguous buffer")
     raw = np.frombuffer(view.cast("B"), dtype=np.uint8).copy()
@@ -704,7 +819,8 @@ def load_compiled(path, tokenizer_info, *, mmap: bool = True) -> CompiledGrammar
         path = os.fspath(path)
     except TypeError:
         raise ArgumentError(
-            f"path must be a str or os.PathLike, got {type(path).__name__}") from None
+            f"path must be a str or os.PathLike, got {type(path).__name__}"
+        ) from None
     f, size = open_regular_file(path, "path", ArgumentError)  # a FIFO would block forever
     with f:
         raw = np.empty(size, dtype=np.uint8)

@@ -61,7 +61,8 @@ def store_key(kind: str, parts: tuple, tokenizer_fingerprint: str, format_versio
     """
     payload = json.dumps(
         ["treegram-compiled", format_version, tokenizer_fingerprint, kind, list(parts)],
-        ensure_ascii=True, separators=(",", ":"),
+        ensure_ascii=True,
+        separators=(",", ":"),
     )
     return hashlib.sha256(payload.encode("ascii")).hexdigest()
 
@@ -76,8 +77,14 @@ def check_key(key: object, what: str = "store key") -> str:
     return key
 
 
-def open_regular_file(path: str, what: str, error: type[Exception], *,
-                      follow_symlinks: bool = True, max_bytes: int | None = None):
+def open_regular_file(
+    path: str,
+    what: str,
+    error: type[Exception],
+    *,
+    follow_symlinks: bool = True,
+    max_bytes: int | None = None,
+):
     """Open ``path`` for reading only if it is a regular file of at most ``max_bytes``.
 
     The file is opened non-blocking, so a FIFO or a device never blocks the open; it is
@@ -100,8 +107,9 @@ def open_regular_file(path: str, what: str, error: type[Exception], *,
         if not stat.S_ISREG(st.st_mode):
             raise error(f"{what} {path!r} is not a regular file")
         if max_bytes is not None and st.st_size > max_bytes:
-            raise error(f"{what} {path!r} has {st.st_size} bytes, more than the limit of "
-                        f"{max_bytes}")
+            raise error(
+                f"{what} {path!r} has {st.st_size} bytes, more than the limit of {max_bytes}"
+            )
         return os.fdopen(fd, "rb"), st.st_size
     except BaseException:
         os.close(fd)
@@ -156,30 +164,43 @@ class DirectoryStore:
     suffix = ".tgrm"
     _tmp_prefix = ".tmp-"
 
-    def __init__(self, path, *, fsync: bool = False, max_entry_bytes: int = 1 << 30,
-                 stale_tmp_s: float = 900.0) -> None:
+    def __init__(
+        self,
+        path,
+        *,
+        fsync: bool = False,
+        max_entry_bytes: int = 1 << 30,
+        stale_tmp_s: float = 900.0,
+    ) -> None:
         try:
             path = os.fspath(path)
         except TypeError:
             raise ArgumentError(
-                f"path must be a str or os.PathLike, got {type(path).__name__}") from None
+                f"path must be a str or os.PathLike, got {type(path).__name__}"
+            ) from None
         if isinstance(path, bytes):
             raise ArgumentError("path must be a str or os.PathLike of str, got bytes")
         if not path:
             raise ArgumentError("path must not be empty")
         _check_positive(max_entry_bytes, "max_entry_bytes")
-        if (not isinstance(stale_tmp_s, (int, float)) or isinstance(stale_tmp_s, bool)
-                or not 0 < stale_tmp_s < float("inf")):
-            raise ArgumentError(f"stale_tmp_s must be a positive finite number of seconds, "
-                                f"got {stale_tmp_s!r}")
+        if (
+            not isinstance(stale_tmp_s, (int, float))
+            or isinstance(stale_tmp_s, bool)
+            or not 0 < stale_tmp_s < float("inf")
+        ):
+            raise ArgumentError(
+                f"stale_tmp_s must be a positive finite number of seconds, got {stale_tmp_s!r}"
+            )
         if os.path.lexists(path) and not os.path.isdir(path):
             kind = "a dangling symbolic link" if os.path.islink(path) else "not a directory"
             raise CacheStoreError(f"cache directory path {path!r} is {kind}")
         try:
             os.makedirs(path, exist_ok=True)
         except OSError as exc:
-            raise CacheStoreError(f"cache directory path {path!r} cannot be created "
-                                  f"({type(exc).__name__}: {exc.strerror})") from exc
+            raise CacheStoreError(
+                f"cache directory path {path!r} cannot be created "
+                f"({type(exc).__name__}: {exc.strerror})"
+            ) from exc
         self.path = path
         self.fsync = bool(fsync)
         self.max_entry_bytes = max_entry_bytes
@@ -192,8 +213,13 @@ class DirectoryStore:
 
     def get(self, key: str) -> bytes | None:
         try:
-            f, size = open_regular_file(self._file(key), "cache entry", CacheStoreError,
-                                        follow_symlinks=False, max_bytes=self.max_entry_bytes)
+            f, size = open_regular_file(
+                self._file(key),
+                "cache entry",
+                CacheStoreError,
+                follow_symlinks=False,
+                max_bytes=self.max_entry_bytes,
+            )
         except FileNotFoundError:
             return None
         with f:
@@ -206,11 +232,12 @@ class DirectoryStore:
         try:
             size = memoryview(blob).nbytes
         except TypeError:
-            raise ArgumentError(
-                f"blob must be bytes-like, got {type(blob).__name__}") from None
+            raise ArgumentError(f"blob must be bytes-like, got {type(blob).__name__}") from None
         if size > self.max_entry_bytes:
-            raise CacheStoreError(f"blob of {size} bytes for {target!r} is larger than "
-                                  f"max_entry_bytes={self.max_entry_bytes}")
+            raise CacheStoreError(
+                f"blob of {size} bytes for {target!r} is larger than "
+                f"max_entry_bytes={self.max_entry_bytes}"
+            )
         if time.monotonic() - self._last_sweep > self.stale_tmp_s / 4:
             self._last_sweep = time.monotonic()
             self.sweep_stale_tmp_files()
@@ -256,7 +283,8 @@ class DirectoryStore:
                 continue
             try:
                 if entry.is_file(follow_symlinks=False) and (
-                        entry.stat(follow_symlinks=False).st_mtime < cutoff):
+                    entry.stat(follow_symlinks=False).st_mtime < cutoff
+                ):
                     os.unlink(entry.path)
                     removed += 1
             except OSError:

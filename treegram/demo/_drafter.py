@@ -33,8 +33,9 @@ class NGramDrafter:
         Most distinct continuations merged into one tree.
     """
 
-    def __init__(self, max_nodes: int = 16, max_ngram: int = 3, max_depth: int = 8,
-                 max_candidates: int = 8) -> None:
+    def __init__(
+        self, max_nodes: int = 16, max_ngram: int = 3, max_depth: int = 8, max_candidates: int = 8
+    ) -> None:
         if max_nodes < 1 or max_ngram < 1 or max_depth < 1 or max_candidates < 1:
             raise ValueError("max_nodes, max_ngram, max_depth and max_candidates must be >= 1")
         self.max_nodes = max_nodes

@@ -116,13 +116,23 @@ _BOOK = {
 
 #: The built-in example requests (``treegram demo`` without ``--schema``).
 EXAMPLES: tuple[DemoRequest, ...] = (
-    DemoRequest('A person, as JSON: {"name": "Ada", "age": 36, "is_student": false}. Another: ',
-                _PERSON, "person"),
-    DemoRequest('An order: {"items": [{"sku": "tea", "qty": 2, "size": "M"}, {"sku": "milk", '
-                '"qty": 1, "size": "L"}], "priority": "high", "paid": true}. Next order: ',
-                _ORDER, "order"),
-    DemoRequest('A book: {"title": "Dune", "author": {"name": "Frank Herbert", "born": 1920}, '
-                '"tags": ["sf", "classic"], "in_print": true}. Another book: ', _BOOK, "book"),
+    DemoRequest(
+        'A person, as JSON: {"name": "Ada", "age": 36, "is_student": false}. Another: ',
+        _PERSON,
+        "person",
+    ),
+    DemoRequest(
+        'An order: {"items": [{"sku": "tea", "qty": 2, "size": "M"}, {"sku": "milk", '
+        '"qty": 1, "size": "L"}], "priority": "high", "paid": true}. Next order: ',
+        _ORDER,
+        "order",
+    ),
+    DemoRequest(
+        'A book: {"title": "Dune", "author": {"name": "Frank Herbert", "born": 1920}, '
+        '"tags": ["sf", "classic"], "in_print": true}. Another book: ',
+        _BOOK,
+        "book",
+    ),
 )
 
 
@@ -191,8 +201,9 @@ class DemoReport:
         return float(np.mean(lengths)) if lengths else 0.0
 
 
-def _first_child_with(next_token: np.ndarray, next_sibling: np.ndarray, draft: np.ndarray,
-                      node: int, token: int) -> int:
+def _first_child_with(
+    next_token: np.ndarray, next_sibling: np.ndarray, draft: np.ndarray, node: int, token: int
+) -> int:
     child = int(next_token[node])
     while child >= 0:
         if int(draft[child]) == token:
@@ -231,8 +242,9 @@ class DemoEngine:
         that thread hand-offs cost more than they save; ``None`` leaves torch's setting.
     """
 
-    def __init__(self, *, seed: int = 0, max_threads: int | str = 1,
-                 torch_threads: int | None = 1) -> None:
+    def __init__(
+        self, *, seed: int = 0, max_threads: int | str = 1, torch_threads: int | None = 1
+    ) -> None:
         from treegram import BatchGrammarMatcher, GrammarCompiler
 
         self.tokenizer = ByteTokenizer()
@@ -259,21 +271,30 @@ class DemoEngine:
         if request.schema is None:
             return self.compiler.compile_builtin_json_grammar()
         return self.compiler.compile_grammar(
-            Grammar.from_json_schema(request.schema, any_whitespace=False))
+            Grammar.from_json_schema(request.schema, any_whitespace=False)
+        )
 
     def _prompt_ids(self, request: DemoRequest) -> list[int]:
         ids = self.tokenizer.encode(request.prompt)
         return ids if ids else self.tokenizer.encode("\n")
 
-    def _result(self, request: DemoRequest, ids: list[int], matcher,
-                lengths: list[int]) -> RequestResult:
-        return RequestResult(request, ids, self.tokenizer.decode(ids),
-                             matcher.is_terminated(), lengths)
+    def _result(
+        self, request: DemoRequest, ids: list[int], matcher, lengths: list[int]
+    ) -> RequestResult:
+        return RequestResult(
+            request, ids, self.tokenizer.decode(ids), matcher.is_terminated(), lengths
+        )
 
     # ------------------------------------------------------------------ speculative
 
-    def speculative(self, requests: Sequence[DemoRequest], *, max_tokens: int = 256,
-                    tree_nodes: int = 16, drafter: NGramDrafter | None = None) -> DemoReport:
+    def speculative(
+        self,
+        requests: Sequence[DemoRequest],
+        *,
+        max_tokens: int = 256,
+        tree_nodes: int = 16,
+        drafter: NGramDrafter | None = None,
+    ) -> DemoReport:
         """Decode a batch with draft trees, grammar masks and greedy tree verification.
 
         Parameters
@@ -293,8 +314,13 @@ class DemoEngine:
         with _torch_threads(self.torch_threads):
             return self._speculative(requests, max_tokens, tree_nodes, drafter)
 
-    def _speculative(self, requests: Sequence[DemoRequest], max_tokens: int, tree_nodes: int,
-                     drafter: NGramDrafter | None) -> DemoReport:
+    def _speculative(
+        self,
+        requests: Sequence[DemoRequest],
+        max_tokens: int,
+        tree_nodes: int,
+        drafter: NGramDrafter | None,
+    ) -> DemoReport:
         import torch
 
         from treegram import GrammarMatcher, allocate_token_bitmask
@@ -305,22 +331,27 @@ class DemoEngine:
             raise ValueError("max_tokens and tree_nodes must be >= 1")
         drafter = drafter or NGramDrafter(max_nodes=tree_nodes)
         if drafter.max_nodes > tree_nodes:
-            raise ValueError(f"the drafter proposes up to {drafter.max_nodes} nodes, more than "
-                             f"tree_nodes={tree_nodes}")
+            raise ValueError(
+                f"the drafter proposes up to {drafter.max_nodes} nodes, more than "
+                f"tree_nodes={tree_nodes}"
+            )
         n, vocab = tree_nodes, self.info.vocab_size
         stops = set(self.info.stop_token_ids)
         timings = Timings()
         matchers = [GrammarMatcher(self.compile(r)) for r in requests]
         prompts = [self._prompt_ids(r) for r in requests]
-        cache = KVCache(self.model.config, len(requests),
-                        max(map(len, prompts), default=1) + max_tokens + 1)
+        cache = KVCache(
+            self.model.config, len(requests), max(map(len, prompts), default=1) + max_tokens + 1
+        )
         t0 = time.perf_counter()
         with torch.inference_mode():
             for row, ids in enumerate(prompts):  # prefill all but the last prompt token
                 if len(ids) > 1:
                     _, k, v = self.model.forward(
-                        torch.as_tensor(ids[:-1])[None], torch.arange(len(ids) - 1)[None],
-                        torch.ones(len(ids) - 1, len(ids) - 1, dtype=torch.bool).tril()[None])
+                        torch.as_tensor(ids[:-1])[None],
+                        torch.arange(len(ids) - 1)[None],
+                        torch.ones(len(ids) - 1, len(ids) - 1, dtype=torch.bool).tril()[None],
+                    )
                     cache.append(row, k[:, 0], v[:, 0])
         timings.model += time.perf_counter() - t0
         history = [list(p) for p in prompts]
@@ -342,14 +373,18 @@ class DemoEngine:
             next_token, next_sibling = links_from_parents(parents)
             t1 = time.perf_counter()
             rows = bitmask[: nb * n]
-            self.batch.batch_traverse_draft_tree([matchers[r] for r in active], next_token,
-                                                 next_sibling, draft, rows)
+            self.batch.batch_traverse_draft_tree(
+                [matchers[r] for r in active], next_token, next_sibling, draft, rows
+            )
             t2 = time.perf_counter()
             with torch.inference_mode():
                 positions = cache.lengths[active][:, None] + depths_from_parents(parents)
                 logits, k_new, v_new = self.model.forward(
-                    torch.as_tensor(draft), torch.as_tensor(positions),
-                    torch.as_tensor(tree_mask_from_parents(parents)), past=cache.past(active))
+                    torch.as_tensor(draft),
+                    torch.as_tensor(positions),
+                    torch.as_tensor(tree_mask_from_parents(parents)),
+                    past=cache.past(active),
+                )
                 logits = logits.reshape(nb * n, vocab).float()
             t3 = time.perf_counter()
             apply_token_bitmask_inplace(logits, rows)
@@ -394,14 +429,16 @@ class DemoEngine:
             timings.apply += t4 - t3
             timings.verify += t5 - t4
             timings.advance += t6 - t5
-        results = [self._result(r, generated[i], matchers[i], lengths[i])
-                   for i, r in enumerate(requests)]
+        results = [
+            self._result(r, generated[i], matchers[i], lengths[i]) for i, r in enumerate(requests)
+        ]
         return DemoReport(results, steps, timings)
 
     # ------------------------------------------------------------------ reference
 
-    def greedy(self, requests: Sequence[DemoRequest], *,
-               max_tokens: int = 256) -> list[RequestResult]:
+    def greedy(
+        self, requests: Sequence[DemoRequest], *, max_tokens: int = 256
+    ) -> list[RequestResult]:
         """Plain constrained greedy decoding: one token per step, full causal pass, no cache.
 
         Parameters

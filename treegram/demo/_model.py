@@ -39,8 +39,19 @@ __all__ = [
 
 #: Multi-byte tokens added after the 256 byte tokens (common JSON pieces).
 MERGED_TOKENS: tuple[bytes, ...] = (
-    b'": "', b'", "', b'{"', b'"}', b'": ', b', "', b'["', b'"]', b'}, {"', b'}]',
-    b"true", b"false", b"null",
+    b'": "',
+    b'", "',
+    b'{"',
+    b'"}',
+    b'": ',
+    b', "',
+    b'["',
+    b'"]',
+    b'}, {"',
+    b"}]",
+    b"true",
+    b"false",
+    b"null",
 )
 
 
@@ -106,8 +117,9 @@ class ByteTokenizer:
         """
         from treegram import TokenizerInfo, VocabType
 
-        return TokenizerInfo(self.tokens, VocabType.RAW, vocab_size=self.vocab_size,
-                             stop_token_ids=[self.eos_id])
+        return TokenizerInfo(
+            self.tokens, VocabType.RAW, vocab_size=self.vocab_size, stop_token_ids=[self.eos_id]
+        )
 
 
 def structural_logit_bias(tokenizer: ByteTokenizer) -> tuple[tuple[int, float], ...]:
@@ -169,8 +181,12 @@ class TinyLMConfig:
     @classmethod
     def for_tokenizer(cls, tokenizer: ByteTokenizer, *, seed: int = 0, **kwargs) -> TinyLMConfig:
         """A config for ``tokenizer``'s vocabulary with :func:`structural_logit_bias`."""
-        return cls(vocab_size=tokenizer.vocab_size, seed=seed,
-                   logit_bias=structural_logit_bias(tokenizer), **kwargs)
+        return cls(
+            vocab_size=tokenizer.vocab_size,
+            seed=seed,
+            logit_bias=structural_logit_bias(tokenizer),
+            **kwargs,
+        )
 
 
 class KVCache:

@@ -248,8 +248,10 @@ class Dfa:
         """Decimal integers (``-?[0-9]+``, leading zeros allowed) divisible by ``k``:
         one state per remainder of the digits read so far."""
         digits = range(10)
-        trans = [_pack([(0x2D, 0x2D, 1)] + [(0x30 + d, 0x30 + d, 2 + d % k) for d in digits]),
-                 _pack([(0x30 + d, 0x30 + d, 2 + d % k) for d in digits])]
+        trans = [
+            _pack([(0x2D, 0x2D, 1)] + [(0x30 + d, 0x30 + d, 2 + d % k) for d in digits]),
+            _pack([(0x30 + d, 0x30 + d, 2 + d % k) for d in digits]),
+        ]
         for r in range(k):
             trans.append(_pack([(0x30 + d, 0x30 + d, 2 + (10 * r + d) % k) for d in digits]))
         return Dfa(trans, [False, False] + [r == 0 for r in range(k)])
@@ -291,8 +293,9 @@ class Dfa:
             return Dfa.nothing()
         top = lo if hi is None else hi
         if top + 1 > MAX_STATES:
-            raise DfaLimitError(f"a length bound of {top} needs more than {MAX_STATES} "
-                                "automaton states")
+            raise DfaLimitError(
+                f"a length bound of {top} needs more than {MAX_STATES} automaton states"
+            )
         trans: list[_Trans] = [((0, MAX_CODEPOINT, i + 1),) for i in range(top)]
         trans.append(((0, MAX_CODEPOINT, top),) if hi is None else ())
         return Dfa(trans, [i >= lo for i in range(top + 1)])
@@ -359,8 +362,7 @@ class Dfa:
 
     def difference(self, other: Dfa) -> Dfa:
         """Strings accepted by ``self`` and not by ``other``."""
-        return _product(self, other, lambda a, b: a and not b, need_both=False,
-                        left_only=True)
+        return _product(self, other, lambda a, b: a and not b, need_both=False, left_only=True)
 
     def complement(self) -> Dfa:
         """Every string this automaton rejects (over all code points)."""
@@ -417,8 +419,7 @@ class Dfa:
                     new[t] = len(order)
                     order.append(t)
             i += 1
-        trans = [_pack([(lo, hi, new[t]) for lo, hi, t in self.trans[s] if live[t]])
-                 for s in order]
+        trans = [_pack([(lo, hi, new[t]) for lo, hi, t in self.trans[s] if live[t]]) for s in order]
         return Dfa(trans, [self.accept[s] for s in order])
 
     def minimize(self) -> Dfa:
@@ -547,8 +548,7 @@ def _product(a: Dfa, b: Dfa, final, need_both: bool, left_only: bool = False) ->
                 continue
             out.append((lo, hi, _state_id(ids, order, (ta, tb))))
         trans.append(_pack(out))
-    accept = [final(p is not None and a.accept[p], q is not None and b.accept[q])
-              for p, q in order]
+    accept = [final(p is not None and a.accept[p], q is not None and b.accept[q]) for p, q in order]
     return Dfa(trans, accept).minimize()
 
 
@@ -557,17 +557,57 @@ def _product(a: Dfa, b: Dfa, final, need_both: bool, left_only: bool = False) ->
 
 _ANY_STAR = Repeat(CharClass(_ALL), 0, None)
 # Keywords that never constrain a string.
-_OTHER_TYPES = frozenset({
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "items",
-    "prefixItems", "additionalItems", "contains", "minItems", "maxItems", "uniqueItems",
-    "minContains", "maxContains", "unevaluatedItems", "properties", "patternProperties",
-    "additionalProperties", "required", "minProperties", "maxProperties", "propertyNames",
-    "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
-    "title", "description", "default", "examples", "$schema", "$id", "$comment", "$anchor",
-    "readOnly", "writeOnly", "deprecated", "$defs", "definitions", "contentMediaType",
-    "contentEncoding", "contentSchema", "discriminator", "example", "$vocabulary",
-    "$dynamicAnchor", "nullable",
-})
+_OTHER_TYPES = frozenset(
+    {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        "unevaluatedItems",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "required",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "unevaluatedProperties",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$schema",
+        "$id",
+        "$comment",
+        "$anchor",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+        "$defs",
+        "definitions",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
+        "discriminator",
+        "example",
+        "$vocabulary",
+        "$dynamicAnchor",
+        "nullable",
+    }
+)
 _MAX_REF_DEPTH = 32
 # Applied after the other keywords (lengths: to the smallest automaton; then/else: by if).
 _LATER = frozenset({"minLength", "maxLength", "then", "else"})
@@ -597,8 +637,9 @@ def pattern_dfa(pattern: str) -> Dfa:
         for alternative in split_alternatives(pattern):
             left, core, right = _strip_anchors(alternative)
             if _has_inner_anchor(core):
-                raise StringConstraintError("pattern",
-                                            f"anchor inside a group in pattern {pattern!r}")
+                raise StringConstraintError(
+                    "pattern", f"anchor inside a group in pattern {pattern!r}"
+                )
             body = regex_to_expr(core) if core else Seq(())
             groups.setdefault((left, right), []).append(body)
         parts = []
@@ -669,18 +710,26 @@ def string_dfa(schema, conv=None, ptr: str = "", _depth: int = 0) -> Dfa | None:
     if "minLength" in schema or "maxLength" in schema:
         lo, hi = schema.get("minLength", 0), schema.get("maxLength")
         span = out.length_range()
-        if hi is not None and span is not None and span[1] is None \
-                and hi >= MAX_GRAMMAR_STATES + len(out):
+        if (
+            hi is not None
+            and span is not None
+            and span[1] is None
+            and hi >= MAX_GRAMMAR_STATES + len(out)
+        ):
             # An infinite language has a string of every length up to len(out) apart, and an
             # automaton accepting a string of length n without cycles has n + 1 states.
-            raise StringConstraintError("maxLength", f"maxLength {hi} with a pattern or format "
-                                        f"needs more than {MAX_GRAMMAR_STATES} automaton states")
+            raise StringConstraintError(
+                "maxLength",
+                f"maxLength {hi} with a pattern or format "
+                f"needs more than {MAX_GRAMMAR_STATES} automaton states",
+            )
         try:
             out = out.with_length(lo, hi)
         except DfaLimitError as exc:
-            raise StringConstraintError("maxLength" if hi is not None else "minLength",
-                                        f"length bounds with pattern or format: {exc}") \
-                from None
+            raise StringConstraintError(
+                "maxLength" if hi is not None else "minLength",
+                f"length bounds with pattern or format: {exc}",
+            ) from None
     return out
 
 
@@ -784,8 +833,10 @@ def dfa_expr(conv, d: Dfa, base: str, encode) -> Expr | None:
         return None
     n = len(d)
     if n > MAX_GRAMMAR_STATES:
-        raise DfaLimitError(f"the string automaton has {n} states, more than "
-                            f"{MAX_GRAMMAR_STATES} a grammar is built from")
+        raise DfaLimitError(
+            f"the string automaton has {n} states, more than "
+            f"{MAX_GRAMMAR_STATES} a grammar is built from"
+        )
     # Group each state's transitions by target: target -> ranges.
     groups: list[dict[int, list[tuple[int, int]]]] = []
     indeg = [0] * n

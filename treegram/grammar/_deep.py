@@ -28,9 +28,16 @@ from typing import TypeVar
 
 from treegram.errors import GrammarError
 
-__all__ = ["MAX_NESTING_DEPTH", "MAX_EXPR_DEPTH", "SHALLOW_DEPTH", "run_deep", "run_sized",
-           "expr_depth",
-           "ir_depth", "expr_depth_error"]
+__all__ = [
+    "MAX_NESTING_DEPTH",
+    "MAX_EXPR_DEPTH",
+    "SHALLOW_DEPTH",
+    "run_deep",
+    "run_sized",
+    "expr_depth",
+    "ir_depth",
+    "expr_depth_error",
+]
 
 MAX_NESTING_DEPTH = 1000
 MAX_EXPR_DEPTH = 20000
@@ -107,7 +114,8 @@ def run_deep(fn: Callable[..., T], *args, **kwargs) -> T:
             raise GrammarError(
                 f"grammar too deeply nested for {getattr(fn, '__name__', 'compilation')} "
                 f"(limits: MAX_NESTING_DEPTH={MAX_NESTING_DEPTH}, "
-                f"MAX_EXPR_DEPTH={MAX_EXPR_DEPTH})") from None
+                f"MAX_EXPR_DEPTH={MAX_EXPR_DEPTH})"
+            ) from None
         raise exc
     return box["value"]
 
@@ -132,8 +140,7 @@ def _start(target) -> threading.Thread | None:
             for size in (_STACK_BYTES, _STACK_BYTES // 4):
                 try:
                     threading.stack_size(size)
-                    worker = threading.Thread(target=target, name="treegram-deep",
-                                              daemon=True)
+                    worker = threading.Thread(target=target, name="treegram-deep", daemon=True)
                     worker.start()
                     return worker
                 except (RuntimeError, ValueError):  # address space or platform limits
@@ -145,8 +152,9 @@ def _start(target) -> threading.Thread | None:
 
 def expr_depth_error(where: str) -> GrammarError:
     """The error for an expression nested deeper than :data:`MAX_EXPR_DEPTH`."""
-    return GrammarError(f"{where}: grammar expressions nested deeper than "
-                        f"MAX_EXPR_DEPTH={MAX_EXPR_DEPTH} levels")
+    return GrammarError(
+        f"{where}: grammar expressions nested deeper than MAX_EXPR_DEPTH={MAX_EXPR_DEPTH} levels"
+    )
 
 
 # IR at most this deep is walked on the caller's own stack.

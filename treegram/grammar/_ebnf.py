@@ -236,8 +236,11 @@ def _tokenize(src: _Source) -> list[_Token]:
         elif "0" <= c <= "9":
             m = _INT.match(text, pos)
             if m.end() - pos > _MAX_COUNT_DIGITS:  # before int(): Python caps digit strings
-                src.error(f"repetition count {text[pos:pos + 12]}... has more than "
-                          f"{_MAX_COUNT_DIGITS} digits", pos)
+                src.error(
+                    f"repetition count {text[pos : pos + 12]}... has more than "
+                    f"{_MAX_COUNT_DIGITS} digits",
+                    pos,
+                )
             tok = ("int", int(m.group()), pos, m.end(), newline)
         elif text.startswith("::=", pos):
             _check_assign(src, tokens, pos)

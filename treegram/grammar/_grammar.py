@@ -133,11 +133,18 @@ class Grammar:
         """
         from ._json_schema import json_schema_to_ir
 
-        return Grammar(json_schema_to_ir(
-            schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
-            strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
-            unsupported=unsupported, remote_schemas=remote_schemas,
-        ))
+        return Grammar(
+            json_schema_to_ir(
+                schema,
+                any_whitespace=any_whitespace,
+                indent=indent,
+                separators=separators,
+                strict_mode=strict_mode,
+                max_whitespace_cnt=max_whitespace_cnt,
+                unsupported=unsupported,
+                remote_schemas=remote_schemas,
+            )
+        )
 
     @staticmethod
     def from_ir(ir: GrammarIR) -> Grammar:
@@ -190,8 +197,9 @@ class Grammar:
         if not isinstance(other, Grammar):
             return NotImplemented
         # dataclass == recurses per level
-        return run_sized(max(self._depth, other._depth) > SHALLOW_DEPTH, operator.eq,
-                         self._ir, other._ir)
+        return run_sized(
+            max(self._depth, other._depth) > SHALLOW_DEPTH, operator.eq, self._ir, other._ir
+        )
 
     def __hash__(self) -> int:
         return run_sized(self._depth > SHALLOW_DEPTH, hash, self._ir)

@@ -60,11 +60,29 @@ from treegram.grammar._json_schema_validate import UndecidedError, Validator
 __all__ = ["UnsupportedSchemaError", "json_schema_to_ir"]
 
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
-_ANNOTATIONS = frozenset({
-    "title", "description", "default", "examples", "$schema", "$id", "$comment", "$anchor",
-    "readOnly", "writeOnly", "deprecated", "$defs", "definitions", "contentMediaType",
-    "contentEncoding", "discriminator", "example", "$vocabulary", "$dynamicAnchor",
-})
+_ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$schema",
+        "$id",
+        "$comment",
+        "$anchor",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+        "$defs",
+        "definitions",
+        "contentMediaType",
+        "contentEncoding",
+        "discriminator",
+        "example",
+        "$vocabulary",
+        "$dynamicAnchor",
+    }
+)
 _UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
 _DEPTH_CAP = 24
 
@@ -121,8 +139,14 @@ class Layout:
 class Converter:
     """Walks one schema and collects rules; see :func:`json_schema_to_ir`."""
 
-    def __init__(self, root: dict | bool, layout: Layout, strict: bool, unsupported: str,
-                 refs: RefIndex | None = None):
+    def __init__(
+        self,
+        root: dict | bool,
+        layout: Layout,
+        strict: bool,
+        unsupported: str,
+        refs: RefIndex | None = None,
+    ):
         self.refs = refs if refs is not None else RefIndex(root)
         self.root = self.refs.root  # every $ref in it is a canonical absolute URI
         self.layout = layout
@@ -156,8 +180,9 @@ class Converter:
         if isinstance(v, float) and v.is_integer():
             v = int(v)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise GrammarError(f"{key} at {ptr or '#'}/{key} must be a non-negative integer, "
-                               f"got {v!r}")
+            raise GrammarError(
+                f"{key} at {ptr or '#'}/{key} must be a non-negative integer, got {v!r}"
+            )
         return v
 
     # -- rules --------------------------------------------------------------------------
@@ -176,8 +201,7 @@ class Converter:
     def _any_body(self, _schema, depth: int) -> Expr:
         lay = self.layout
         inner = self.any_value(depth + 1)
-        obj = self.objects.homogeneous("{}", seq(any_string(), lay.colon(), inner), 0, None,
-                                       depth)
+        obj = self.objects.homogeneous("{}", seq(any_string(), lay.colon(), inner), 0, None, depth)
         arr = self.objects.homogeneous("[]", inner, 0, None, depth)
         return alt(lit("null"), lit("true"), lit("false"), NUMBER, any_string(), obj, arr)
 
@@ -196,8 +220,12 @@ class Converter:
         """The schema a (canonical, absolute) ``$ref`` points to."""
         node = self.refs.schema(ref) if isinstance(ref, str) else None
         if node is None:
-            self.unsupported("$ref", f"{ptr}/$ref", f"{ref!r} does not resolve (a document "
-                             "outside the schema must be given in remote_schemas)")
+            self.unsupported(
+                "$ref",
+                f"{ptr}/$ref",
+                f"{ref!r} does not resolve (a document "
+                "outside the schema must be given in remote_schemas)",
+            )
             return True
         return node
 
@@ -224,9 +252,11 @@ class Converter:
             if self.nesting_limit < MAX_NESTING_DEPTH:
                 raise _NeedsDeepStack
             where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
-            raise GrammarError(f"schema at {where or '#'} is nested deeper than "
-                               f"MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} levels (nested "
-                               "schemas and $ref chains)")
+            raise GrammarError(
+                f"schema at {where or '#'} is nested deeper than "
+                f"MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} levels (nested "
+                "schemas and $ref chains)"
+            )
         self.nesting += 1
         try:
             return self._value(schema, ptr, depth)
@@ -242,9 +272,12 @@ class Converter:
             raise UnsupportedSchemaError(f"schema at {ptr or '#'} is not an object or boolean")
         if "$ref" in schema and _only_ref(schema):
             ref = schema["$ref"]
-            return self.ref_rule(ref, ref, depth,
-                                 lambda r, d: self.value(self.resolve(r, ptr),
-                                                         self.refs.display(r), d))
+            return self.ref_rule(
+                ref,
+                ref,
+                depth,
+                lambda r, d: self.value(self.resolve(r, ptr), self.refs.display(r), d),
+            )
         schema = merge_all_of(self, schema, ptr)
         if schema is False:
             return None
@@ -281,9 +314,13 @@ class Converter:
         if "const" in schema and "enum" in schema:
             values = [v for v in values if any(_same(v, e) for e in schema["enum"])]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        return [v for v in values if _valid(rest, v, self, ptr)
-                and not (isinstance(v, str) and excluded_string(self, rest, v))
-                and not (rest.get(FRACTIONAL) and _json_type(v) != "number")]
+        return [
+            v
+            for v in values
+            if _valid(rest, v, self, ptr)
+            and not (isinstance(v, str) and excluded_string(self, rest, v))
+            and not (rest.get(FRACTIONAL) and _json_type(v) != "number")
+        ]
 
     def literal(self, value, depth: int) -> Expr:
         """Every encoding of the JSON value ``value`` in this layout."""
@@ -293,8 +330,10 @@ class Converter:
         if isinstance(value, dict):
             if not value:
                 return lay.empty("{}")
-            items = [seq(string_of(canonical_text(k)), lay.colon(), self.literal(v, depth + 1))
-                     for k, v in value.items()]
+            items = [
+                seq(string_of(canonical_text(k)), lay.colon(), self.literal(v, depth + 1))
+                for k, v in value.items()
+            ]
             return self._container("{}", items, depth)
         if isinstance(value, list):
             if not value:
@@ -360,8 +399,9 @@ class Converter:
                 elif not strict_val and (hi is None or v <= hi):
                     hi, hi_s = v, True
         for key, v in (("minimum", lo), ("maximum", hi)):
-            if v is not None and (not isinstance(v, (int, float)) or v != v or v in (
-                    float("inf"), float("-inf"))):
+            if v is not None and (
+                not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf"))
+            ):
                 raise UnsupportedSchemaError(f"{key} at {ptr or '#'} must be a finite number")
         return lo, lo_s, hi, hi_s
 
@@ -422,8 +462,9 @@ class Converter:
             for t, ds in by_target.items():
                 parts.append(seq(CharClass(_digit_ranges(ds)), RuleRef(names[t])))
             self.rules[names[r]] = alt(*parts)
-        nonzero = [seq(CharClass(((0x30 + d, 0x30 + d),)), RuleRef(names[d % k]))
-                   for d in range(1, 10)]
+        nonzero = [
+            seq(CharClass(((0x30 + d, 0x30 + d),)), RuleRef(names[d % k])) for d in range(1, 10)
+        ]
         mag = alt(*nonzero)
         return alt(lit("0"), mag, seq(lit("-"), mag))
 
@@ -551,10 +592,12 @@ def downgraded_keywords(unsupported) -> bool | frozenset[str]:
     if unsupported == "warn":
         return True
     if isinstance(unsupported, (list, tuple, set, frozenset)) and all(
-            isinstance(k, str) and k for k in unsupported):
+        isinstance(k, str) and k for k in unsupported
+    ):
         return frozenset(unsupported)
-    raise GrammarError("unsupported must be 'error', 'warn' or a collection of keyword "
-                       f"names, got {unsupported!r}")
+    raise GrammarError(
+        f"unsupported must be 'error', 'warn' or a collection of keyword names, got {unsupported!r}"
+    )
 
 
 def _load(schema) -> dict | bool:
@@ -569,8 +612,10 @@ def _load(schema) -> dict | bool:
         return schema
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
         return schema.model_json_schema()
-    raise GrammarError(f"schema must be a JSON string, a dict or a pydantic model class, "
-                       f"got {type(schema).__name__}")
+    raise GrammarError(
+        f"schema must be a JSON string, a dict or a pydantic model class, "
+        f"got {type(schema).__name__}"
+    )
 
 
 # A schema within these bounds compiles on the caller's stack; beyond them on run_deep's.
@@ -600,9 +645,11 @@ def _scan(root, what: str) -> bool:
             deep = True
         if depth > 3 * MAX_NESTING_DEPTH:
             where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
-            raise GrammarError(f"{what} nested deeper than {3 * MAX_NESTING_DEPTH} JSON "
-                               f"levels at {where} (MAX_NESTING_DEPTH="
-                               f"{MAX_NESTING_DEPTH} schema levels)")
+            raise GrammarError(
+                f"{what} nested deeper than {3 * MAX_NESTING_DEPTH} JSON "
+                f"levels at {where} (MAX_NESTING_DEPTH="
+                f"{MAX_NESTING_DEPTH} schema levels)"
+            )
         if isinstance(node, dict):
             refs += "$ref" in node
             stack.extend((v, depth + 1, f"{ptr}/{k}") for k, v in node.items())
@@ -616,18 +663,28 @@ def _scan(root, what: str) -> bool:
                 except ValueError:
                     raise GrammarError(
                         f"{what}: the integer at {ptr or '#'} has more digits than Python "
-                        f"converts ({node.bit_length()} bits)") from None
-        elif isinstance(node, float) and node != 0 and not (
-                10.0 ** -_SHALLOW_MAGNITUDE < abs(node) < 10.0 ** _SHALLOW_MAGNITUDE):
+                        f"converts ({node.bit_length()} bits)"
+                    ) from None
+        elif (
+            isinstance(node, float)
+            and node != 0
+            and not (10.0**-_SHALLOW_MAGNITUDE < abs(node) < 10.0**_SHALLOW_MAGNITUDE)
+        ):
             deep = True
     return deep or refs > _SHALLOW_REFS
 
 
-def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None = None,
-                      separators: tuple[str, str] | None = None, strict_mode: bool = True,
-                      max_whitespace_cnt: int | None = None,
-                      unsupported: str = "error",
-                      remote_schemas: Mapping[str, dict | bool] | None = None) -> GrammarIR:
+def json_schema_to_ir(
+    schema,
+    *,
+    any_whitespace: bool = True,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    strict_mode: bool = True,
+    max_whitespace_cnt: int | None = None,
+    unsupported: str = "error",
+    remote_schemas: Mapping[str, dict | bool] | None = None,
+) -> GrammarIR:
     """Compile a JSON Schema to grammar IR.
 
     Parameters
@@ -671,10 +728,12 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None
         The schema is malformed or admits no value.
     """
     downgraded_keywords(unsupported)  # validates the option
-    if max_whitespace_cnt is not None and (not isinstance(max_whitespace_cnt, int)
-                                           or max_whitespace_cnt <= 0):
-        raise GrammarError(f"max_whitespace_cnt must be a positive integer, "
-                           f"got {max_whitespace_cnt!r}")
+    if max_whitespace_cnt is not None and (
+        not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt <= 0
+    ):
+        raise GrammarError(
+            f"max_whitespace_cnt must be a positive integer, got {max_whitespace_cnt!r}"
+        )
     if indent is not None and (not isinstance(indent, int) or indent < 0):
         raise GrammarError(f"indent must be a non-negative integer, got {indent!r}")
     remotes = check_remotes(remote_schemas)
@@ -684,8 +743,16 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent: int | None
     for uri, doc in (remotes or {}).items():
         deep = _scan(doc, f"remote_schemas[{uri!r}]") or deep
         check_schema_shapes(doc, f"remote_schemas[{uri!r}]")
-    args = (root, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,
-            unsupported, remotes)
+    args = (
+        root,
+        any_whitespace,
+        indent,
+        separators,
+        strict_mode,
+        max_whitespace_cnt,
+        unsupported,
+        remotes,
+    )
     # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
     # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
     if not deep:
@@ -700,8 +767,17 @@ class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
     """Raised on the caller's stack past ``_SHALLOW_NESTING``: compile again deeper."""
 
 
-def _convert(root, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,
-             unsupported, remotes, nesting_limit: int = MAX_NESTING_DEPTH) -> GrammarIR:
+def _convert(
+    root,
+    any_whitespace,
+    indent,
+    separators,
+    strict_mode,
+    max_whitespace_cnt,
+    unsupported,
+    remotes,
+    nesting_limit: int = MAX_NESTING_DEPTH,
+) -> GrammarIR:
     layout = Layout(any_whitespace, indent, separators, max_whitespace_cnt)
     conv = Converter(root, layout, strict_mode, unsupported, RefIndex(root, remotes))
     conv.nesting_limit = nesting_limit

@@ -32,8 +32,20 @@ MAX_STATES = 2048
 MAX_POSITIONS = 64
 MAX_CONTAINS_ALL = 3  # contains schemas tracked together (2**k satisfied sets)
 MAX_UNIQUE_EDGES = 8192  # (used set, next value) pairs; about 1.5 s of compile time
-_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment",
-                          "$schema", "$id", "readOnly", "writeOnly", "deprecated"})
+_ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$comment",
+        "$schema",
+        "$id",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+    }
+)
 
 
 class _Positions:
@@ -59,13 +71,15 @@ class _Positions:
             s = self.schema(i)
             if extra is not None:
                 s = extra if s is True else {"allOf": [s, extra]}
-            self.memo[key] = self.conv.value(s, self.where(i), self.depth + 1) \
-                if s is not False else None
+            self.memo[key] = (
+                self.conv.value(s, self.where(i), self.depth + 1) if s is not False else None
+            )
         return self.memo[key]
 
 
-def contains_all_expr(conv, needs: list, ptr: str, depth: int, prefix: list, items,
-                      lo: int, hi: int | None) -> Expr | None:
+def contains_all_expr(
+    conv, needs: list, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
+) -> Expr | None:
     """Arrays of ``lo``..``hi`` items in which every schema of ``needs`` is matched by some
     item (``contains`` of several ``allOf`` parts): one rule per (set of schemas matched
     so far, item count), counts past what the bounds distinguish merged."""
@@ -74,9 +88,13 @@ def contains_all_expr(conv, needs: list, ptr: str, depth: int, prefix: list, ite
     full = (1 << k) - 1
     top = hi if hi is not None else max(lo, 1)  # counts above top behave alike
     if prefix or k > MAX_CONTAINS_ALL or (full + 1) * (top + 1) > MAX_STATES:
-        conv.unsupported("contains", cptr, "several contains schemas only without "
-                         f"prefixItems, at most {MAX_CONTAINS_ALL} of them and at most "
-                         f"{MAX_STATES} (matched set, item count) states")
+        conv.unsupported(
+            "contains",
+            cptr,
+            "several contains schemas only without "
+            f"prefixItems, at most {MAX_CONTAINS_ALL} of them and at most "
+            f"{MAX_STATES} (matched set, item count) states",
+        )
         return UNCONSTRAINED
     if hi is not None and hi < max(lo, 1):
         return None
@@ -86,8 +104,7 @@ def contains_all_expr(conv, needs: list, ptr: str, depth: int, prefix: list, ite
     classes: dict[int, Expr] = {}  # set of needs (bits) -> items that match all of them
     for bits in range(1, full + 1):
         parts = [needs[i] for i in range(k) if bits >> i & 1]
-        expr = conv.value({"allOf": ([] if items is True else [items]) + parts}, cptr,
-                          depth + 1)
+        expr = conv.value({"allOf": ([] if items is True else [items]) + parts}, cptr, depth + 1)
         if expr is not None:
             classes[bits] = expr
     rules: dict[tuple[int, int], RuleRef] = {}
@@ -102,8 +119,11 @@ def contains_all_expr(conv, needs: list, ptr: str, depth: int, prefix: list, ite
             if hi is None or t < hi:
                 if any_item is not None:
                     options.append(seq(comma, any_item, state(done, t + 1)))
-                options += [seq(comma, expr, state(done | bits, t + 1))
-                            for bits, expr in classes.items() if done | bits != done]
+                options += [
+                    seq(comma, expr, state(done | bits, t + 1))
+                    for bits, expr in classes.items()
+                    if done | bits != done
+                ]
             body = alt(*options)
             conv.rules[name] = body if body is not None else _NEVER
         return rules[(done, t)]
@@ -118,8 +138,9 @@ def contains_all_expr(conv, needs: list, ptr: str, depth: int, prefix: list, ite
 _NEVER = CharClass(((0, 0x10FFFF),), negated=True)
 
 
-def contains_expr(conv, schema: dict, ptr: str, depth: int, prefix: list, items, lo: int,
-                  hi: int | None) -> Expr | None:
+def contains_expr(
+    conv, schema: dict, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
+) -> Expr | None:
     """Arrays of ``lo``..``hi`` items whose count of ``contains`` matches is within
     ``minContains`` (default 1) .. ``maxContains``."""
     cmin = conv.count(schema, "minContains", ptr, 1)
@@ -134,8 +155,9 @@ def contains_expr(conv, schema: dict, ptr: str, depth: int, prefix: list, items,
     tmax = hi if hi is not None else max(lo, pos.n, 1)  # counts past tmax behave alike
     mmax = cmax if cmax is not None else cmin
     if (tmax + 1) * (mmax + 1) > MAX_STATES:
-        conv.unsupported("contains", cptr,
-                         f"more than {MAX_STATES} (item count, match count) states")
+        conv.unsupported(
+            "contains", cptr, f"more than {MAX_STATES} (item count, match count) states"
+        )
         return UNCONSTRAINED
     if cmax is not None:
         not_contains = negate(conv, contains, cptr)
@@ -172,8 +194,7 @@ def contains_expr(conv, schema: dict, ptr: str, depth: int, prefix: list, items,
             step_m = seq(comma, match(t), get(t + 1, m + 1))
             if hi is None and t == tmax:
                 # Non-matches loop here; a match moves on to m + 1.
-                loop = Repeat(seq(comma, other(t)), 0, None) if other(t) is not None \
-                    else EMPTY
+                loop = Repeat(seq(comma, other(t)), 0, None) if other(t) is not None else EMPTY
                 body[(t, m)] = seq(loop, alt(done, step_m))
             else:
                 body[(t, m)] = alt(done, step_m, seq(comma, other(t), get(t + 1, m)))
@@ -182,8 +203,9 @@ def contains_expr(conv, schema: dict, ptr: str, depth: int, prefix: list, items,
     return alt(empty, seq(lit("["), lay.open(depth), first) if first is not None else None)
 
 
-def _free_tails(pos: _Positions, lo: int, hi: int | None, comma, close,
-                tmax: int) -> dict[int, Expr | None]:
+def _free_tails(
+    pos: _Positions, lo: int, hi: int | None, comma, close, tmax: int
+) -> dict[int, Expr | None]:
     """What may follow after ``t`` items once the match count no longer matters."""
     out: dict[int, Expr | None] = {}
     for t in range(tmax, 0, -1):
@@ -209,8 +231,9 @@ class _RefusedError(Exception):
     pass
 
 
-def unique_expr(conv, ptr: str, depth: int, prefix: list, items, lo: int,
-                hi: int | None) -> Expr | None:
+def unique_expr(
+    conv, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
+) -> Expr | None:
     """Arrays of ``lo``..``hi`` pairwise distinct items (JSON Schema equality), or
     :data:`UNCONSTRAINED` when the refusal was downgraded to a warning."""
     try:
@@ -220,17 +243,19 @@ def unique_expr(conv, ptr: str, depth: int, prefix: list, items, lo: int,
         return UNCONSTRAINED
 
 
-def _unique(conv, ptr: str, depth: int, prefix: list, items, lo: int,
-            hi: int | None) -> Expr | None:
+def _unique(
+    conv, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
+) -> Expr | None:
     pos = _Positions(conv, ptr, depth, prefix, items)
     tail = _finite_values(conv, items, f"{ptr}/items")
-    longest = pos.n if items is False else (
-        pos.n + len(tail) if tail is not None else None)
+    longest = pos.n if items is False else (pos.n + len(tail) if tail is not None else None)
     if hi is not None:
         longest = hi if longest is None else min(longest, hi)
     if longest is None:
-        raise _RefusedError("the items are not a small finite set (const, enum, boolean, null) "
-                       "and the length is unbounded")
+        raise _RefusedError(
+            "the items are not a small finite set (const, enum, boolean, null) "
+            "and the length is unbounded"
+        )
     if longest > MAX_POSITIONS:
         raise _RefusedError(f"more than {MAX_POSITIONS} positions")
     domains = []  # per position: list of value groups, or None for a free position
@@ -239,8 +264,10 @@ def _unique(conv, ptr: str, depth: int, prefix: list, items, lo: int,
         domains.append(None if vals is None else _groups(vals))
     for i, dom in enumerate(domains):
         if dom is None and not _apart(conv, pos, i, longest):
-            raise _RefusedError(f"item {i} is neither a small finite set (const, enum, boolean, "
-                           "null) nor provably different from every other item")
+            raise _RefusedError(
+                f"item {i} is neither a small finite set (const, enum, boolean, "
+                "null) nor provably different from every other item"
+            )
     lay = conv.layout
     comma, close = lay.comma(depth), lay.close(depth, "]")
     literal = {}
@@ -260,8 +287,9 @@ def _unique(conv, ptr: str, depth: int, prefix: list, items, lo: int,
         fresh = [k for k in domains[t] if k not in used]
         edges[0] += len(fresh)
         if edges[0] > MAX_UNIQUE_EDGES:
-            raise _RefusedError(f"more than {MAX_UNIQUE_EDGES} (values used, next value) "
-                                "pairs to track")
+            raise _RefusedError(
+                f"more than {MAX_UNIQUE_EDGES} (values used, next value) pairs to track"
+            )
         return alt(*(seq(literal[k], after(t + 1, used | {k})) for k in fresh))
 
     def after(t: int, used: frozenset) -> Expr | None:
@@ -270,8 +298,9 @@ def _unique(conv, ptr: str, depth: int, prefix: list, items, lo: int,
             if len(memo) >= MAX_STATES:
                 raise _RefusedError(f"more than {MAX_STATES} sets of used values to track")
             nxt = options(t, used)
-            memo[key] = alt(close if t >= lo else None,
-                            seq(comma, nxt) if nxt is not None else None)
+            memo[key] = alt(
+                close if t >= lo else None, seq(comma, nxt) if nxt is not None else None
+            )
         return memo[key]
 
     first = options(0, frozenset())
@@ -281,8 +310,7 @@ def _unique(conv, ptr: str, depth: int, prefix: list, items, lo: int,
 
 def _apart(conv, pos: _Positions, i: int, longest: int) -> bool:
     """Whether no value at position ``i`` can equal a value at another position."""
-    return all(conv.disjoint([pos.schema(i), pos.schema(j)])
-               for j in range(longest) if j != i)
+    return all(conv.disjoint([pos.schema(i), pos.schema(j)]) for j in range(longest) if j != i)
 
 
 def _finite_values(conv, schema, ptr: str) -> list | None:

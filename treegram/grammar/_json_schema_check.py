@@ -14,13 +14,30 @@ from treegram.errors import GrammarError
 __all__ = ["check_schema_shapes"]
 
 # keyword -> how its value holds subschemas
-_SCHEMA = ("not", "if", "then", "else", "contains", "additionalProperties", "propertyNames",
-           "additionalItems", "unevaluatedProperties", "unevaluatedItems")
-_SCHEMA_MAP = ("properties", "patternProperties", "$defs", "definitions",
-               "dependentSchemas")
+_SCHEMA = (
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "additionalProperties",
+    "propertyNames",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+)
+_SCHEMA_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
-_COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties",
-           "maxProperties", "minContains", "maxContains")
+_COUNTS = (
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "minContains",
+    "maxContains",
+)
 _NUMBERS = ("minimum", "maximum", "multipleOf")
 _STRINGS = ("pattern", "format", "$ref")
 
@@ -49,12 +66,15 @@ def check_schema_shapes(root, what: str = "schema") -> None:
         if isinstance(node, bool):
             continue
         if not isinstance(node, dict):
-            raise GrammarError(f"{what}: the schema at {ptr or '#'} must be an object or a "
-                               f"boolean, got {_kind(node)}")
+            raise GrammarError(
+                f"{what}: the schema at {ptr or '#'} must be an object or a "
+                f"boolean, got {_kind(node)}"
+            )
 
         def bad(key: str, expected: str, node=node, ptr=ptr) -> GrammarError:
-            return GrammarError(f"{what}: {key} at {ptr or '#'}/{key} must be {expected}, "
-                                f"got {_kind(node[key])}")
+            return GrammarError(
+                f"{what}: {key} at {ptr or '#'}/{key} must be {expected}, got {_kind(node[key])}"
+            )
 
         for key in _SCHEMA:
             if key in node:
@@ -97,8 +117,9 @@ def check_schema_shapes(root, what: str = "schema") -> None:
                 raise bad(key, "a string")
         for key in _COUNTS:
             v = node.get(key)
-            if key in node and not (_is_number(v) and v >= 0
-                                    and (isinstance(v, int) or v.is_integer())):
+            if key in node and not (
+                _is_number(v) and v >= 0 and (isinstance(v, int) or v.is_integer())
+            ):
                 raise bad(key, "a non-negative integer")
         for key in _NUMBERS:
             if key in node and not _is_number(node[key]):

@@ -49,8 +49,11 @@ def disjoint(conv, branches: list, parent: dict | None = None) -> bool:
         if parent.get("required"):
             b = {**b, "required": [*parent["required"], *b.get("required", [])]}
         shapes.append(b)
-    return all(_pair_disjoint(conv, shapes[i], shapes[j])
-               for i in range(len(shapes)) for j in range(i + 1, len(shapes)))
+    return all(
+        _pair_disjoint(conv, shapes[i], shapes[j])
+        for i in range(len(shapes))
+        for j in range(i + 1, len(shapes))
+    )
 
 
 def _deref(conv, schema):

@@ -60,8 +60,11 @@ def _two(lo: int, hi: int) -> Expr:
 def _date() -> Expr:
     days31 = alt(*(lit(f"{m:02d}") for m in (1, 3, 5, 7, 8, 10, 12)))
     days30 = alt(*(lit(f"{m:02d}") for m in (4, 6, 9, 11)))
-    month_day = alt(seq(days31, lit("-"), _two(1, 31)), seq(days30, lit("-"), _two(1, 30)),
-                    seq(lit("02-"), _two(1, 29)))
+    month_day = alt(
+        seq(days31, lit("-"), _two(1, 31)),
+        seq(days30, lit("-"), _two(1, 30)),
+        seq(lit("02-"), _two(1, 29)),
+    )
     return seq(_n(DIGIT, 4), lit("-"), month_day)
 
 
@@ -125,8 +128,17 @@ def _ipv6() -> Expr:
 
 
 def _uuid() -> Expr:
-    return seq(_n(HEXDIG, 8), lit("-"), _n(HEXDIG, 4), lit("-"), _n(HEXDIG, 4), lit("-"),
-               _n(HEXDIG, 4), lit("-"), _n(HEXDIG, 12))
+    return seq(
+        _n(HEXDIG, 8),
+        lit("-"),
+        _n(HEXDIG, 4),
+        lit("-"),
+        _n(HEXDIG, 4),
+        lit("-"),
+        _n(HEXDIG, 4),
+        lit("-"),
+        _n(HEXDIG, 12),
+    )
 
 
 # RFC 6531 UTF8-non-ascii: any Unicode scalar value above ASCII (surrogates excluded).
@@ -138,20 +150,21 @@ def _email(intl: bool = False) -> Expr:
     domain labels)."""
     extra = _NON_ASCII if intl else []
     specials = "!#$%&'*+-/=?^_`{|}~"
-    atext = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9")] + [_r(c, c) for c in specials]
-                + extra)
+    atext = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9")] + [_r(c, c) for c in specials] + extra)
     dot_atom = seq(_plus(atext), _star(seq(lit("."), _plus(atext))))
     qtext = cls([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)] + extra)
     quoted = seq(lit('"'), _star(alt(qtext, seq(lit("\\"), cls([(0x20, 0x7E)])))), lit('"'))
     host = _hostname(extra) if intl else _hostname()
-    domain = alt(host, seq(lit("["), _ipv4(), lit("]")),
-                 seq(lit("[IPv6:"), _ipv6(), lit("]")))
+    domain = alt(host, seq(lit("["), _ipv4(), lit("]")), seq(lit("[IPv6:"), _ipv6(), lit("]")))
     return seq(alt(dot_atom, quoted), lit("@"), domain)
 
 
 # RFC 3987 ucschar and iprivate.
-_UCSCHAR = [(0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF)] + [
-    (p << 16, (p << 16) + 0xFFFD) for p in range(1, 14)] + [(0xE1000, 0xEFFFD)]
+_UCSCHAR = (
+    [(0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF)]
+    + [(p << 16, (p << 16) + 0xFFFD) for p in range(1, 14)]
+    + [(0xE1000, 0xEFFFD)]
+)
 _IPRIVATE = [(0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD)]
 
 
@@ -160,8 +173,7 @@ class _Uri:
     ``iprivate`` in the query but not the fragment)."""
 
     def __init__(self, iri: bool = False) -> None:
-        ascii_unreserved = [_r("a", "z"), _r("A", "Z"), _r("0", "9")] + [
-            _r(c, c) for c in "-._~"]
+        ascii_unreserved = [_r("a", "z"), _r("A", "Z"), _r("0", "9")] + [_r(c, c) for c in "-._~"]
         self.ascii_unreserved = cls(ascii_unreserved)  # IP literals stay ASCII in IRIs
         self.unreserved = cls(ascii_unreserved + (_UCSCHAR if iri else []))
         self.sub_delims = _c("!$&'()*+,;=")
@@ -170,13 +182,16 @@ class _Uri:
         self.segment = _star(self.pchar)
         self.segment_nz = _plus(self.pchar)
         self.fragment = _star(alt(self.pchar, _c("/?")))
-        self.query = _star(alt(self.pchar, _c("/?"), cls(_IPRIVATE))) if iri \
-            else self.fragment
+        self.query = _star(alt(self.pchar, _c("/?"), cls(_IPRIVATE))) if iri else self.fragment
 
     def authority(self) -> Expr:
         userinfo = _star(alt(self.unreserved, self.pct, self.sub_delims, lit(":")))
-        ipvfuture = seq(_c("vV"), _plus(HEXDIG), lit("."),
-                        _plus(alt(self.ascii_unreserved, self.sub_delims, lit(":"))))
+        ipvfuture = seq(
+            _c("vV"),
+            _plus(HEXDIG),
+            lit("."),
+            _plus(alt(self.ascii_unreserved, self.sub_delims, lit(":"))),
+        )
         ip_literal = seq(lit("["), alt(_ipv6(), ipvfuture), lit("]"))
         reg_name = _star(alt(self.unreserved, self.pct, self.sub_delims))
         host = alt(ip_literal, reg_name)
@@ -210,16 +225,31 @@ def _relative_json_pointer() -> Expr:
 
 
 def _uri_template() -> Expr:
-    literal = alt(cls([(0x21, 0x21), (0x23, 0x24), (0x26, 0x26), (0x28, 0x3B), (0x3D, 0x3D),
-                       (0x3F, 0x5B), (0x5D, 0x5D), (0x5F, 0x5F), (0x61, 0x7A), (0x7E, 0x7E),
-                       (0xA0, 0x10FFFF)]),
-                  seq(lit("%"), HEXDIG, HEXDIG))
+    literal = alt(
+        cls(
+            [
+                (0x21, 0x21),
+                (0x23, 0x24),
+                (0x26, 0x26),
+                (0x28, 0x3B),
+                (0x3D, 0x3D),
+                (0x3F, 0x5B),
+                (0x5D, 0x5D),
+                (0x5F, 0x5F),
+                (0x61, 0x7A),
+                (0x7E, 0x7E),
+                (0xA0, 0x10FFFF),
+            ]
+        ),
+        seq(lit("%"), HEXDIG, HEXDIG),
+    )
     varchar = alt(ALNUM, lit("_"), seq(lit("%"), HEXDIG, HEXDIG))
     varname = seq(varchar, _star(seq(_opt(lit(".")), varchar)))
     modifier = alt(seq(lit(":"), cls([_r("1", "9")]), _n(DIGIT, 0, 3)), lit("*"))
     varspec = seq(varname, _opt(modifier))
-    expression = seq(lit("{"), _opt(_c("+#./;?&=,!@|")), varspec,
-                     _star(seq(lit(","), varspec)), lit("}"))
+    expression = seq(
+        lit("{"), _opt(_c("+#./;?&=,!@|")), varspec, _star(seq(lit(","), varspec)), lit("}")
+    )
     return _star(alt(literal, expression))
 
 
@@ -246,9 +276,9 @@ FORMATS = {
 # Formats that are known but not compiled, with the reason.
 REFUSED = {
     "regex": "the valid ECMA-262 patterns are not a regular language (groups nest), so no "
-             "grammar of this kind accepts exactly them",
+    "grammar of this kind accepts exactly them",
     "idn-hostname": "IDNA 2008 label validity depends on Unicode property tables, "
-                    "contextual rules and each label's punycode length; not compiled exactly",
+    "contextual rules and each label's punycode length; not compiled exactly",
 }
 
 

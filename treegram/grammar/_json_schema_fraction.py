@@ -108,9 +108,13 @@ def _star(item: Expr, state: int) -> dict[int, Expr]:
     def reach(s: int, t: int) -> Expr | None:
         if s == t:
             return loop(s)
-        parts = [seq(loop(s), moves[s][m], reach(m, t))
-                 for m in moves[s] if s < m <= t]
+        parts = [seq(loop(s), moves[s][m], reach(m, t)) for m in moves[s] if s < m <= t]
         return alt(*parts)
 
-    return {t: e for t in (_BEFORE, _ZEROS, _NONZERO) if t >= state
-            for e in [reach(state, t)] if e is not None}
+    return {
+        t: e
+        for t in (_BEFORE, _ZEROS, _NONZERO)
+        if t >= state
+        for e in [reach(state, t)]
+        if e is not None
+    }

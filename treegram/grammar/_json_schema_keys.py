@@ -59,8 +59,9 @@ class KeySpace:
                 try:
                     self._dfas.append(pattern_dfa(pat))
                 except StringConstraintError as exc:
-                    self.conv.unsupported("patternProperties",
-                                          f"{self.ptr}/patternProperties/{_esc(pat)}", str(exc))
+                    self.conv.unsupported(
+                        "patternProperties", f"{self.ptr}/patternProperties/{_esc(pat)}", str(exc)
+                    )
                     self._dfas.append(None)
         return self._dfas
 
@@ -68,9 +69,11 @@ class KeySpace:
         """``(pattern, schema)`` of every pattern that ``name`` matches."""
         if not self.patterns:
             return []
-        return [(pat, sub) for (pat, sub), dfa in zip(self.patterns.items(),
-                                                      self.pattern_dfas(), strict=True)
-                if dfa is not None and dfa.accepts(name)]
+        return [
+            (pat, sub)
+            for (pat, sub), dfa in zip(self.patterns.items(), self.pattern_dfas(), strict=True)
+            if dfa is not None and dfa.accepts(name)
+        ]
 
     def declared_schema(self, name: str, sub):
         """The schema of declared property ``name``: ``sub`` and its matching patterns."""
@@ -120,9 +123,11 @@ class KeySpace:
                     if not rest.is_empty():
                         nxt.append((rest, hits))
                 if len(nxt) > MAX_ATOMS:
-                    conv.unsupported("patternProperties", f"{self.ptr}/patternProperties",
-                                     f"more than {MAX_ATOMS} combinations of overlapping "
-                                     "patterns")
+                    conv.unsupported(
+                        "patternProperties",
+                        f"{self.ptr}/patternProperties",
+                        f"more than {MAX_ATOMS} combinations of overlapping patterns",
+                    )
                     break
                 parts = nxt
         except DfaLimitError as exc:

@@ -31,8 +31,16 @@ __all__ = [
 EMPTY = Seq(())
 # Code points JSON allows unescaped inside a string.
 _RAW_OK = ((0x20, 0x21), (0x23, 0x5B), (0x5D, MAX_CODEPOINT))
-_SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r",
-                  0x09: "t"}
+_SHORT_ESCAPES = {
+    0x22: '"',
+    0x5C: "\\",
+    0x2F: "/",
+    0x08: "b",
+    0x0C: "f",
+    0x0A: "n",
+    0x0D: "r",
+    0x09: "t",
+}
 _HEX = CharClass(((0x30, 0x39), (0x41, 0x46), (0x61, 0x66)))
 _DIGIT = CharClass(((0x30, 0x39),))
 _DIGIT19 = CharClass(((0x31, 0x39),))
@@ -99,23 +107,27 @@ def _fixed_range_at(lo, hi, width, base, digit, pos) -> Expr | None:
     a, b = lo // unit, hi // unit
     lo_rest, hi_rest = lo % unit, hi % unit
     if a == b:
-        return seq(digit(pos, a, a), _fixed_range_at(lo_rest, hi_rest, width - 1, base, digit,
-                                                     pos + 1))
+        return seq(
+            digit(pos, a, a), _fixed_range_at(lo_rest, hi_rest, width - 1, base, digit, pos + 1)
+        )
     full = unit - 1
     parts = []
     start, stop = a, b
     if lo_rest != 0:
-        parts.append(seq(digit(pos, a, a),
-                         _fixed_range_at(lo_rest, full, width - 1, base, digit, pos + 1)))
+        parts.append(
+            seq(digit(pos, a, a), _fixed_range_at(lo_rest, full, width - 1, base, digit, pos + 1))
+        )
         start = a + 1
     if hi_rest != full:
         stop = b - 1
     if start <= stop:
-        parts.append(seq(digit(pos, start, stop),
-                         _fixed_range_at(0, full, width - 1, base, digit, pos + 1)))
+        parts.append(
+            seq(digit(pos, start, stop), _fixed_range_at(0, full, width - 1, base, digit, pos + 1))
+        )
     if hi_rest != full:
-        parts.append(seq(digit(pos, b, b),
-                         _fixed_range_at(0, hi_rest, width - 1, base, digit, pos + 1)))
+        parts.append(
+            seq(digit(pos, b, b), _fixed_range_at(0, hi_rest, width - 1, base, digit, pos + 1))
+        )
     return alt(*parts)
 
 
@@ -175,8 +187,9 @@ def encoded_class(ranges, negated: bool = False) -> Expr | None:
     """
     ranges = complement(ranges) if negated else normalize(ranges)
     raw = intersect(ranges, _RAW_OK)
-    shorts = sorted(ch for cp, ch in _SHORT_ESCAPES.items()
-                    if any(lo <= cp <= hi for lo, hi in ranges))
+    shorts = sorted(
+        ch for cp, ch in _SHORT_ESCAPES.items() if any(lo <= cp <= hi for lo, hi in ranges)
+    )
     short = None
     if shorts:
         short = seq(lit("\\"), cls([(ord(c), ord(c)) for c in shorts]))
@@ -190,8 +203,10 @@ def string_char() -> Expr:
     """One decoded character of any JSON string, in any of its encodings."""
     if not _ANY_CHAR_CACHE:
         # \\uXXXX outside the surrogates, or a surrogate pair: one character each.
-        escape = alt(seq(lit("\\"), cls([(ord(c), ord(c)) for c in '"\\/bfnrt'])),
-                     _unicode_escapes(((0, MAX_CODEPOINT),)))
+        escape = alt(
+            seq(lit("\\"), cls([(ord(c), ord(c)) for c in '"\\/bfnrt'])),
+            _unicode_escapes(((0, MAX_CODEPOINT),)),
+        )
         _ANY_CHAR_CACHE.append(alt(CharClass(_RAW_OK), escape))
     return _ANY_CHAR_CACHE[0]
 
@@ -202,8 +217,7 @@ def json_string_unit() -> Expr:
     included, as in xgrammar's grammars). Use :func:`string_char` where decoded characters
     are counted."""
     if not _JSON_UNIT_CACHE:
-        escape = alt(seq(lit("\\"), cls([(ord(c), ord(c)) for c in '"\\/bfnrt'])),
-                     _hex4(0, 0xFFFF))
+        escape = alt(seq(lit("\\"), cls([(ord(c), ord(c)) for c in '"\\/bfnrt'])), _hex4(0, 0xFFFF))
         _JSON_UNIT_CACHE.append(alt(CharClass(_RAW_OK), escape))
     return _JSON_UNIT_CACHE[0]
 
@@ -272,19 +286,30 @@ def string_of(body: Expr | None) -> Expr | None:
 # Numbers.
 
 _FRACTION = seq(lit("."), Repeat(_DIGIT, 1, None))
-_EXPONENT = seq(cls([(ord("e"), ord("e")), (ord("E"), ord("E"))]),
-                Repeat(cls([(ord("+"), ord("+")), (ord("-"), ord("-"))]), 0, 1),
-                Repeat(_DIGIT, 1, None))
+_EXPONENT = seq(
+    cls([(ord("e"), ord("e")), (ord("E"), ord("E"))]),
+    Repeat(cls([(ord("+"), ord("+")), (ord("-"), ord("-"))]), 0, 1),
+    Repeat(_DIGIT, 1, None),
+)
 INTEGER = alt(lit("0"), seq(Repeat(lit("-"), 0, 1), _DIGIT19, Repeat(_DIGIT, 0, None)))
-NUMBER = seq(Repeat(lit("-"), 0, 1), alt(lit("0"), seq(_DIGIT19, Repeat(_DIGIT, 0, None))),
-             Repeat(_FRACTION, 0, 1), Repeat(_EXPONENT, 0, 1))
+NUMBER = seq(
+    Repeat(lit("-"), 0, 1),
+    alt(lit("0"), seq(_DIGIT19, Repeat(_DIGIT, 0, None))),
+    Repeat(_FRACTION, 0, 1),
+    Repeat(_EXPONENT, 0, 1),
+)
 
 ZERO_FRACTION = Repeat(seq(lit("."), Repeat(lit("0"), 1, None)), 0, 1)
 """An optional fraction of zeros (``1.0`` is the integer 1)."""
 
-FRACTIONAL_NUMBER = seq(Repeat(lit("-"), 0, 1),
-                        alt(lit("0"), seq(_DIGIT19, Repeat(_DIGIT, 0, None))), lit("."),
-                        Repeat(_DIGIT, 0, None), _DIGIT19, Repeat(_DIGIT, 0, None))
+FRACTIONAL_NUMBER = seq(
+    Repeat(lit("-"), 0, 1),
+    alt(lit("0"), seq(_DIGIT19, Repeat(_DIGIT, 0, None))),
+    lit("."),
+    Repeat(_DIGIT, 0, None),
+    _DIGIT19,
+    Repeat(_DIGIT, 0, None),
+)
 """Numbers with a non-zero fraction digit and no exponent: non-integers, written plainly."""
 
 
@@ -406,8 +431,10 @@ def _next_bounds(d: int, low: str | None, high: str | None):
 def _frac_opt(low, lo_strict, high, hi_strict) -> Expr | None:
     """The optional ``.digits`` part of a numeral under fraction bounds."""
     digits = _frac_digits(low, lo_strict, high, hi_strict)
-    return alt(EMPTY if _zero_ok(low, lo_strict, high, hi_strict) else None,
-               seq(lit("."), digits) if digits is not None else None)
+    return alt(
+        EMPTY if _zero_ok(low, lo_strict, high, hi_strict) else None,
+        seq(lit("."), digits) if digits is not None else None,
+    )
 
 
 _ANY_FRAC = Repeat(_FRACTION, 0, 1)
@@ -417,16 +444,20 @@ def _magnitude(lo, lo_strict: bool, hi, hi_strict: bool) -> Expr | None:
     """Unsigned numerals without exponent whose value lies in the range (``None`` open)."""
     wl, low = (0, None) if lo is None else _split_decimal(lo)
     if hi is None:
-        return alt(seq(_uint_range(wl, wl), _frac_opt(low, lo_strict, None, False)),
-                   seq(_uint_range(wl + 1, None), _ANY_FRAC))
+        return alt(
+            seq(_uint_range(wl, wl), _frac_opt(low, lo_strict, None, False)),
+            seq(_uint_range(wl + 1, None), _ANY_FRAC),
+        )
     wh, high = _split_decimal(hi)
     if wl > wh:
         return None
     if wl == wh:
         return seq(_uint_range(wl, wl), _frac_opt(low, lo_strict, high, hi_strict))
-    return alt(seq(_uint_range(wl, wl), _frac_opt(low, lo_strict, None, False)),
-               seq(_uint_range(wl + 1, wh - 1), _ANY_FRAC) if wh - wl > 1 else None,
-               seq(_uint_range(wh, wh), _frac_opt(None, False, high, hi_strict)))
+    return alt(
+        seq(_uint_range(wl, wl), _frac_opt(low, lo_strict, None, False)),
+        seq(_uint_range(wl + 1, wh - 1), _ANY_FRAC) if wh - wl > 1 else None,
+        seq(_uint_range(wh, wh), _frac_opt(None, False, high, hi_strict)),
+    )
 
 
 def decimal_range(lo, lo_strict: bool, hi, hi_strict: bool) -> Expr | None:

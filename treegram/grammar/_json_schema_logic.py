@@ -32,8 +32,15 @@ from treegram.grammar._charset_dfa import PATTERNS_KEY
 CONTAINS_ALL = "x-treegram-contains-all"
 """Internal keyword: a list of schemas each of which some item must match."""
 
-__all__ = ["OPEN", "NOT_STRING", "FRACTIONAL", "expand_logic", "explicit_defaults", "needs_logic",
-           "negate"]
+__all__ = [
+    "OPEN",
+    "NOT_STRING",
+    "FRACTIONAL",
+    "expand_logic",
+    "explicit_defaults",
+    "needs_logic",
+    "negate",
+]
 
 OPEN = "x-treegram-open"
 """Marker: strict_mode's defaults do not apply to this (derived) schema."""
@@ -43,15 +50,33 @@ string value must match none of."""
 FRACTIONAL = "x-treegram-fractional"
 """Internal keyword: a number with a non-zero fraction digit (not an integer)."""
 
-_LOGIC = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas",
-          "dependencies")
+_LOGIC = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies")
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
-_IGNORED = frozenset({
-    "title", "description", "default", "examples", "$schema", "$id", "$comment", "$anchor",
-    "readOnly", "writeOnly", "deprecated", "$defs", "definitions", "contentMediaType",
-    "contentEncoding", "contentSchema", "discriminator", "example", "$vocabulary",
-    "$dynamicAnchor", OPEN,
-})
+_IGNORED = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$schema",
+        "$id",
+        "$comment",
+        "$anchor",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+        "$defs",
+        "definitions",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
+        "discriminator",
+        "example",
+        "$vocabulary",
+        "$dynamicAnchor",
+        OPEN,
+    }
+)
 _MAX_DEPTH = 16
 _MAX_BRANCHES = 8
 
@@ -84,8 +109,9 @@ def expand_logic(conv, schema: dict, ptr: str) -> dict:
     for name, dep in schema.get("dependencies", {}).items():
         (deps if isinstance(dep, list) else dep_schemas)[name] = dep
     for name, needed in deps.items():
-        parts.append(_any_of([_absent(name),
-                              {"required": list(dict.fromkeys([name, *needed])), OPEN: True}]))
+        parts.append(
+            _any_of([_absent(name), {"required": list(dict.fromkeys([name, *needed])), OPEN: True}])
+        )
     for name, sub in dep_schemas.items():
         parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, sub)]))
     if "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest):
@@ -97,8 +123,11 @@ def expand_logic(conv, schema: dict, ptr: str) -> dict:
         if rest.get(key, True) not in (True, {}) and any(_evaluates(n) for n in negations):
             # A failed subschema evaluates nothing, but once merged, a negation's members
             # would look evaluated to the parent's unevaluated* keyword.
-            conv.unsupported(key, f"{ptr}/{key}", "next to not, if/else or overlapping "
-                             "oneOf that constrain members")
+            conv.unsupported(
+                key,
+                f"{ptr}/{key}",
+                "next to not, if/else or overlapping oneOf that constrain members",
+            )
     if conv.strict:
         rest = explicit_defaults(rest)
     # rest stays the base: its unevaluated* keywords see what the parts evaluate
@@ -160,28 +189,72 @@ def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
             out.append(_typed("object", {"required": [name], "properties": {name: neg}}))
     out.extend(_negate_arrays(conv, keys, ptr, _depth))
     if "anyOf" in keys:
-        out.append(_all_of(*(negate(conv, b, f"{ptr}/anyOf/{i}", _depth + 1)
-                             for i, b in enumerate(keys["anyOf"]))))
+        out.append(
+            _all_of(
+                *(
+                    negate(conv, b, f"{ptr}/anyOf/{i}", _depth + 1)
+                    for i, b in enumerate(keys["anyOf"])
+                )
+            )
+        )
     if "oneOf" in keys:  # disjoint here: expand_logic rewrote overlapping ones
-        out.append(_all_of(*(negate(conv, b, f"{ptr}/oneOf/{i}", _depth + 1)
-                             for i, b in enumerate(keys["oneOf"]))))
-    handled = {"type", "nullable", "const", "enum", NOT_STRING, "pattern", "format",
-               PATTERNS_KEY, "minimum", "maximum",
-               "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems",
-               "maxItems", "minProperties", "maxProperties", "required", "properties",
-               "items", "prefixItems", "additionalItems", "contains", "anyOf", "oneOf",
-               "uniqueItems", "minContains", "maxContains", FRACTIONAL, CONTAINS_ALL}
+        out.append(
+            _all_of(
+                *(
+                    negate(conv, b, f"{ptr}/oneOf/{i}", _depth + 1)
+                    for i, b in enumerate(keys["oneOf"])
+                )
+            )
+        )
+    handled = {
+        "type",
+        "nullable",
+        "const",
+        "enum",
+        NOT_STRING,
+        "pattern",
+        "format",
+        PATTERNS_KEY,
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minProperties",
+        "maxProperties",
+        "required",
+        "properties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "anyOf",
+        "oneOf",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        FRACTIONAL,
+        CONTAINS_ALL,
+    }
     for key, value in keys.items():
         if key in handled:
             continue
-        if key in ("additionalProperties", "unevaluatedProperties", "unevaluatedItems",
-                   "propertyNames") and (value is True or value == {}):
+        if key in (
+            "additionalProperties",
+            "unevaluatedProperties",
+            "unevaluatedItems",
+            "propertyNames",
+        ) and (value is True or value == {}):
             continue
         if key == "patternProperties" and all(v is True or v == {} for v in value.values()):
             continue
         if key in _KNOWN:
-            conv.unsupported("not", f"{ptr}/{key}", f"the complement of {key!r} is not "
-                             "expressible exactly")
+            conv.unsupported(
+                "not", f"{ptr}/{key}", f"the complement of {key!r} is not expressible exactly"
+            )
         # Unknown keywords are annotations: they constrain nothing, so nothing to negate.
     out = [o for o in out if o is not False]
     if any(o is True for o in out):
@@ -191,11 +264,19 @@ def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
     return out[0] if len(out) == 1 else {"anyOf": out}
 
 
-_KNOWN = frozenset({
-    "multipleOf", "uniqueItems", "additionalProperties",
-    "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
-    "$dynamicRef", "$recursiveRef",
-})
+_KNOWN = frozenset(
+    {
+        "multipleOf",
+        "uniqueItems",
+        "additionalProperties",
+        "patternProperties",
+        "propertyNames",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "$dynamicRef",
+        "$recursiveRef",
+    }
+)
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -207,8 +288,10 @@ def _evaluates(schema) -> bool:
         return False
     if any(v is not False for v in schema.get("properties", {}).values()):
         return True
-    if any(k in schema for k in ("prefixItems", "items", "contains", "patternProperties",
-                                 "additionalProperties")):
+    if any(
+        k in schema
+        for k in ("prefixItems", "items", "contains", "patternProperties", "additionalProperties")
+    ):
         return True
     return any(_evaluates(b) for key in ("anyOf", "allOf") for b in schema.get(key, []))
 
@@ -244,8 +327,9 @@ def _exclusive(conv, branches: list, negs: list, ptr: str) -> dict | bool:
     """``oneOf`` as ``anyOf`` of each branch without the others (``negs``: their negations)."""
     if len(branches) > _MAX_BRANCHES:
         conv.unsupported("oneOf", ptr, f"more than {_MAX_BRANCHES} overlapping branches")
-    return _any_of([_all_of(b, *(n for j, n in enumerate(negs) if j != i))
-                    for i, b in enumerate(branches)])
+    return _any_of(
+        [_all_of(b, *(n for j, n in enumerate(negs) if j != i)) for i, b in enumerate(branches)]
+    )
 
 
 def explicit_defaults(schema: dict) -> dict:
@@ -318,8 +402,7 @@ def _negate_values(conv, values: list, ptr: str) -> dict | bool:
     else:
         branches.append({"type": "number", OPEN: True})
     if "string" in by_type:
-        branches.append({"type": "string", NOT_STRING: [{"enum": by_type["string"]}],
-                         OPEN: True})
+        branches.append({"type": "string", NOT_STRING: [{"enum": by_type["string"]}], OPEN: True})
     if "array" in by_type:
         branches.append(_all_of(*(_other_arrays(conv, v, ptr) for v in by_type["array"])))
     if "object" in by_type:
@@ -338,8 +421,9 @@ def _other_arrays(conv, value: list, ptr: str) -> dict | bool:
     for i, item in enumerate(value):
         other = _negate_values(conv, [item], ptr)
         if other is not False:
-            out.append(_typed("array", {"minItems": n, "maxItems": n,
-                                        "prefixItems": [True] * i + [other]}))
+            out.append(
+                _typed("array", {"minItems": n, "maxItems": n, "prefixItems": [True] * i + [other]})
+            )
     return _any_of(out)
 
 
@@ -360,22 +444,22 @@ def _numbers_except(points: list) -> list[dict]:
 
 
 def _negate_numeric(conv, keys: dict, ptr: str) -> list[dict]:
-    if not any(k in keys for k in ("minimum", "maximum", "exclusiveMinimum",
-                                    "exclusiveMaximum")):
+    if not any(k in keys for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
         return []
     lo, lo_s, hi, hi_s = conv.bounds(keys, ptr)
     out = []
     if lo is not None:
-        out.append({"type": "number", ("maximum" if lo_s else "exclusiveMaximum"): lo,
-                    OPEN: True})
+        out.append({"type": "number", ("maximum" if lo_s else "exclusiveMaximum"): lo, OPEN: True})
     if hi is not None:
-        out.append({"type": "number", ("minimum" if hi_s else "exclusiveMinimum"): hi,
-                    OPEN: True})
+        out.append({"type": "number", ("minimum" if hi_s else "exclusiveMinimum"): hi, OPEN: True})
     return out
 
 
-_COUNTS = (("minLength", "maxLength", "string"), ("minItems", "maxItems", "array"),
-           ("minProperties", "maxProperties", "object"))
+_COUNTS = (
+    ("minLength", "maxLength", "string"),
+    ("minItems", "maxItems", "array"),
+    ("minProperties", "maxProperties", "object"),
+)
 
 
 def _negate_counts(keys: dict, strings: bool) -> list:
@@ -408,24 +492,22 @@ def _negate_arrays(conv, keys: dict, ptr: str, depth: int) -> list:
                 if items is False:
                     out.append(_typed("array", {"minItems": len(prefix) + 1}))
                 else:
-                    conv.unsupported("not", f"{ptr}/{further_key}",
-                                     "the complement of items after prefixItems")
+                    conv.unsupported(
+                        "not", f"{ptr}/{further_key}", "the complement of items after prefixItems"
+                    )
             else:
                 out.append(_typed("array", {"contains": neg}))
     if "contains" in keys:
         sub = keys["contains"]
         lo, hi = keys.get("minContains", 1), keys.get("maxContains")
         if lo >= 1:  # no matching item at all
-            out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains",
-                                                        depth + 1)}))
+            out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains", depth + 1)}))
         if lo >= 2:
             out.append(_typed("array", {"contains": sub, "maxContains": lo - 1}))
         if hi is not None:
             out.append(_typed("array", {"contains": sub, "minContains": hi + 1}))
     for i, sub in enumerate(keys.get(CONTAINS_ALL, ())):  # no item matches one of them
-        out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains/{i}",
-                                                    depth + 1)}))
+        out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains/{i}", depth + 1)}))
     if keys.get("uniqueItems"):
         conv.unsupported("not", f"{ptr}/uniqueItems", "arrays with a repeated item")
     return out
-

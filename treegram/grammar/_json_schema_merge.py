@@ -25,8 +25,13 @@ __all__ = ["merge_all_of"]
 
 _MAXED = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
 _MINNED = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
-_SUBSCHEMA = ("additionalProperties", "items", "propertyNames", "unevaluatedProperties",
-              "additionalItems")
+_SUBSCHEMA = (
+    "additionalProperties",
+    "items",
+    "propertyNames",
+    "unevaluatedProperties",
+    "additionalItems",
+)
 _CONTAINS = ("contains", "minContains", "maxContains", CONTAINS_ALL)
 _MAX_DEPTH = 32
 _MAX_ACTIVE_MERGES = 200
@@ -145,8 +150,7 @@ def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
             # here; a oneOf left at this point has disjoint branches (overlapping ones were
             # rewritten by expand_logic), so the outer list stays disjoint too.
             out[key] = [{"allOf": [x, {key: vb}]} for x in va]
-        elif key in ("title", "description", "default", "examples", "$comment", "$id",
-                     "$schema"):
+        elif key in ("title", "description", "default", "examples", "$comment", "$id", "$schema"):
             continue
         else:
             conv.unsupported(key, ptr, "different values of this keyword inside allOf")
@@ -207,12 +211,17 @@ def _merge_members(conv, a: dict, b: dict, out: dict, ptr: str) -> set[str]:
     xa, xb = _further(a, "additionalProperties"), _further(b, "additionalProperties")
     if xa is not None or xb is not None:
         pa, pb = a.get("properties", {}), b.get("properties", {})
-        if (xa is not None and "patternProperties" in b and set(pb) - set(pa)) or (
-                xb is not None and "patternProperties" in a) or (
-                xa is not None and "patternProperties" in a and set(pb) - set(pa)) or (
-                xb is not None and "patternProperties" in b and set(pa) - set(pb)):
-            conv.unsupported("allOf", ptr, "additionalProperties of one part next to "
-                             "patternProperties of another")
+        if (
+            (xa is not None and "patternProperties" in b and set(pb) - set(pa))
+            or (xb is not None and "patternProperties" in a)
+            or (xa is not None and "patternProperties" in a and set(pb) - set(pa))
+            or (xb is not None and "patternProperties" in b and set(pa) - set(pb))
+        ):
+            conv.unsupported(
+                "allOf",
+                ptr,
+                "additionalProperties of one part next to patternProperties of another",
+            )
         props = {}
         for name in dict.fromkeys([*pa, *pb]):
             both = _both(pa.get(name, xa), pb.get(name, xb))
@@ -226,8 +235,10 @@ def _merge_members(conv, a: dict, b: dict, out: dict, ptr: str) -> set[str]:
     if ta is not None or tb is not None:
         ia, ib = _further(a, "items"), _further(b, "items")
         ta, tb = ta or [], tb or []
-        prefix = [_both(ta[i] if i < len(ta) else ia, tb[i] if i < len(tb) else ib)
-                  for i in range(max(len(ta), len(tb)))]
+        prefix = [
+            _both(ta[i] if i < len(ta) else ia, tb[i] if i < len(tb) else ib)
+            for i in range(max(len(ta), len(tb)))
+        ]
         for key in ("items", "prefixItems", "additionalItems"):
             out.pop(key, None)
         out["prefixItems"] = [True if p is None else p for p in prefix]
@@ -266,6 +277,7 @@ def _merge_contains(conv, out: dict, b: dict, ptr: str) -> dict:
     """``contains`` with its counts: a count without ``contains`` is ignored; two
     requirements on one schema merge their counts; plain requirements (at least one
     match) on different schemas collect into :data:`CONTAINS_ALL`."""
+
     def needs(s: dict) -> list:
         out = [(c, 1, None) for c in s.get(CONTAINS_ALL, [])]
         if "contains" in s:
@@ -285,8 +297,9 @@ def _merge_contains(conv, out: dict, b: dict, ptr: str) -> dict:
         out.pop(key, None)
     if len(merged) > 1:
         if any(m[1:] != (1, None) for m in merged):
-            conv.unsupported("contains", ptr, "two different contains schemas inside allOf, "
-                             "one of them counted")
+            conv.unsupported(
+                "contains", ptr, "two different contains schemas inside allOf, one of them counted"
+            )
         out[CONTAINS_ALL] = [m[0] for m in merged]
     elif merged:
         out["contains"], out["minContains"] = merged[0][0], merged[0][1]

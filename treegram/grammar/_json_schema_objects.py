@@ -44,8 +44,15 @@ class ObjectBuilder:
     def __init__(self, conv) -> None:
         self.conv = conv
 
-    def homogeneous(self, brackets: str, item: Expr | None, lo: int, hi: int | None,
-                    depth: int, count_before: int = 0) -> Expr | None:
+    def homogeneous(
+        self,
+        brackets: str,
+        item: Expr | None,
+        lo: int,
+        hi: int | None,
+        depth: int,
+        count_before: int = 0,
+    ) -> Expr | None:
         """``lo``..``hi`` copies of ``item`` between ``brackets`` with separators."""
         lay = self.conv.layout
         if hi is not None and hi < lo:
@@ -54,8 +61,7 @@ class ObjectBuilder:
         empty = lay.empty(brackets) if lo == 0 else None
         if item is None:
             return empty
-        rest = Repeat(seq(lay.comma(depth), item), max(lo - 1, 0),
-                      None if hi is None else hi - 1)
+        rest = Repeat(seq(lay.comma(depth), item), max(lo - 1, 0), None if hi is None else hi - 1)
         if hi == 0:
             return empty
         return alt(empty, seq(lit(brackets[0]), lay.open(depth), item, rest, close))
@@ -75,8 +81,9 @@ class ObjectBuilder:
                 if name in required:
                     return None
                 continue
-            val = conv.value(keys.declared_schema(name, sub), f"{ptr}/properties/{_esc(name)}",
-                             depth + 1)
+            val = conv.value(
+                keys.declared_schema(name, sub), f"{ptr}/properties/{_esc(name)}", depth + 1
+            )
             if val is None:
                 if name in required:
                     return None
@@ -84,8 +91,11 @@ class ObjectBuilder:
             key = string_of(canonical_text(name))
             slots.append((seq(key, lay.colon(), val), name in required))
         # A required key without a schema is an additional property that must appear.
-        named = [(name, self._named_extra(keys, name, depth))
-                 for name in dict.fromkeys(schema.get("required", [])) if name not in props]
+        named = [
+            (name, self._named_extra(keys, name, depth))
+            for name in dict.fromkeys(schema.get("required", []))
+            if name not in props
+        ]
         lo = conv.count(schema, "minProperties", ptr, 0)
         hi = conv.count(schema, "maxProperties", ptr)
         if named and lo == 0 and hi is None and len(named) <= _ANY_ORDER_MAX:
@@ -124,13 +134,17 @@ class ObjectBuilder:
         if not keys.patterns and (add is False or (names_schema is None and not declared)):
             if add is False:
                 return None
-            return seq(any_string(), colon, conv.value(add, f"{ptr}/additionalProperties",
-                                                       depth + 1))
+            return seq(
+                any_string(), colon, conv.value(add, f"{ptr}/additionalProperties", depth + 1)
+            )
         atoms = keys.atoms(declared)
         if atoms is None:  # propertyNames outside the DFA subset: only without patterns
             if keys.patterns:
-                conv.unsupported("propertyNames", f"{ptr}/propertyNames",
-                                 "together with patternProperties, only string keywords")
+                conv.unsupported(
+                    "propertyNames",
+                    f"{ptr}/propertyNames",
+                    "together with patternProperties, only string keywords",
+                )
                 return None
             key = conv.value(_as_string(names_schema), f"{ptr}/propertyNames", 0)
             return seq(key, colon, conv.value(add, f"{ptr}/additionalProperties", depth + 1))
@@ -142,8 +156,11 @@ class ObjectBuilder:
             try:
                 parts.append(seq(dfa_string_expr(conv, lang, "key"), colon, val))
             except DfaLimitError as exc:
-                conv.unsupported("patternProperties" if keys.patterns else "propertyNames",
-                                 ptr, f"key language: {exc}")
+                conv.unsupported(
+                    "patternProperties" if keys.patterns else "propertyNames",
+                    ptr,
+                    f"key language: {exc}",
+                )
         return alt(*parts)
 
 
@@ -209,8 +226,16 @@ def _never() -> Expr:
 class _Counted:
     """Declared slots in order, then repeated extras, with an exact count range."""
 
-    def __init__(self, lay, slots, extra, lo: int, hi: int | None, depth: int,
-                 any_order: _AnyOrder | None = None) -> None:
+    def __init__(
+        self,
+        lay,
+        slots,
+        extra,
+        lo: int,
+        hi: int | None,
+        depth: int,
+        any_order: _AnyOrder | None = None,
+    ) -> None:
         self.lay, self.slots, self.extra = lay, slots, extra
         self.any_order = any_order
         self.lo, self.hi, self.depth = lo, hi, depth
@@ -219,8 +244,9 @@ class _Counted:
         # Counts above the cap behave alike.
         self.cap = hi if hi is not None else lo
         after = len(any_order.named) if any_order is not None else 0
-        self.remaining_required = [sum(1 for _, r in slots[i:] if r) + after
-                                   for i in range(len(slots) + 1)]
+        self.remaining_required = [
+            sum(1 for _, r in slots[i:] if r) + after for i in range(len(slots) + 1)
+        ]
 
     def build(self) -> Expr | None:
         body = self.tail(0, 0)
@@ -315,8 +341,11 @@ class _Counted:
             # The empty object is built separately; here at least one member is written.
             if self.extra is None or (room is not None and room < 1):
                 return None
-            rest = Repeat(seq(lay.comma(self.depth), self.extra), max(need - 1, 0),
-                          None if room is None else room - 1)
+            rest = Repeat(
+                seq(lay.comma(self.depth), self.extra),
+                max(need - 1, 0),
+                None if room is None else room - 1,
+            )
             return seq(self.extra, rest, close)
         if self.extra is None:
             return close if need == 0 else None
@@ -347,8 +376,9 @@ def array_expr(conv, schema: dict, ptr: str, depth: int) -> Expr | None:
     unique = schema.get("uniqueItems") is True and (hi is None or hi > 1)
     if CONTAINS_ALL in schema:
         if items is schema.get("unevaluatedItems") and items is not True:
-            conv.unsupported("unevaluatedItems", f"{ptr}/unevaluatedItems",
-                             "together with contains")
+            conv.unsupported(
+                "unevaluatedItems", f"{ptr}/unevaluatedItems", "together with contains"
+            )
         if unique:
             conv.unsupported("uniqueItems", f"{ptr}/uniqueItems", "together with contains")
         out = contains_all_expr(conv, schema[CONTAINS_ALL], ptr, depth, prefix, items, lo, hi)
@@ -357,8 +387,9 @@ def array_expr(conv, schema: dict, ptr: str, depth: int) -> Expr | None:
     elif "contains" in schema:
         if items is schema.get("unevaluatedItems") and items is not True:
             # Items that match contains count as evaluated; not modelled.
-            conv.unsupported("unevaluatedItems", f"{ptr}/unevaluatedItems",
-                             "together with contains")
+            conv.unsupported(
+                "unevaluatedItems", f"{ptr}/unevaluatedItems", "together with contains"
+            )
         if unique:
             conv.unsupported("uniqueItems", f"{ptr}/uniqueItems", "together with contains")
         out = contains_expr(conv, schema, ptr, depth, prefix, items, lo, hi)
@@ -385,8 +416,7 @@ def _tuple(lay, pvals, item, lo, hi, depth) -> Expr | None:
         done = close if j >= lo else None
         if j < n:
             nxt = pvals[j]
-            return alt(done, seq(lay.comma(depth), nxt, after(j + 1)) if nxt is not None
-                       else None)
+            return alt(done, seq(lay.comma(depth), nxt, after(j + 1)) if nxt is not None else None)
         if item is None:
             return done
         room = None if hi is None else hi - j

@@ -31,12 +31,29 @@ from treegram.errors import GrammarError
 __all__ = ["ROOT_URI", "RefIndex"]
 
 ROOT_URI = "urn:treegram:root"
-_SINGLE = ("additionalProperties", "additionalItems", "contains", "propertyNames", "not",
-           "if", "then", "else", "unevaluatedItems", "unevaluatedProperties",
-           "contentSchema", "items")
+_SINGLE = (
+    "additionalProperties",
+    "additionalItems",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+    "items",
+)
 _LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
-_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
-        "dependencies")
+_MAP = (
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "dependencies",
+)
 
 Path = tuple  # of str (object keys) and int (array indices)
 
@@ -48,8 +65,9 @@ def _legacy(schema_uri) -> bool:
 
 def _id_keyword(schema_uri) -> str:
     legacy_id = ("draft-03/", "draft-04/")
-    return "id" if isinstance(schema_uri, str) and any(d in schema_uri for d in legacy_id) \
-        else "$id"
+    return (
+        "id" if isinstance(schema_uri, str) and any(d in schema_uri for d in legacy_id) else "$id"
+    )
 
 
 def _join(base: str, ref: str) -> str:
@@ -128,8 +146,11 @@ class RefIndex:
         return urldefrag(_join(base, ident))[0]
 
     def _index(self, i: int, node, path: Path, base: str, dialect) -> None:
-        if isinstance(node, dict) and isinstance(node.get("$schema"), str) and (
-                not path or _id_keyword(node["$schema"]) in node):
+        if (
+            isinstance(node, dict)
+            and isinstance(node.get("$schema"), str)
+            and (not path or _id_keyword(node["$schema"]) in node)
+        ):
             dialect = node["$schema"]  # an embedded resource in another draft
         new_base = self._own_base(node, base, dialect)
         self.scopes[(i, path)] = (new_base, dialect)
@@ -170,8 +191,12 @@ class RefIndex:
             step = raw.replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and step in node:
                 node = node[step]
-            elif isinstance(node, list) and step.isdigit() and (
-                    step == "0" or not step.startswith("0")) and int(step) < len(node):
+            elif (
+                isinstance(node, list)
+                and step.isdigit()
+                and (step == "0" or not step.startswith("0"))
+                and int(step) < len(node)
+            ):
                 step = int(step)
                 node = node[step]
             else:
@@ -212,12 +237,15 @@ class RefIndex:
     def display(self, uri: str) -> str:
         """``#/pointer`` for a place in the root document, the URI elsewhere."""
         prefix = self.doc_uris[0] + "#"
-        return "#" + unquote(uri[len(prefix):]) if uri.startswith(prefix) else uri
+        return "#" + unquote(uri[len(prefix) :]) if uri.startswith(prefix) else uri
 
     # -- copy ---------------------------------------------------------------------------
     def _copy(self, i: int, node, path: Path, base: str, dialect):
-        if isinstance(node, dict) and isinstance(node.get("$schema"), str) and (
-                not path or _id_keyword(node["$schema"]) in node):
+        if (
+            isinstance(node, dict)
+            and isinstance(node.get("$schema"), str)
+            and (not path or _id_keyword(node["$schema"]) in node)
+        ):
             dialect = node["$schema"]
         if not isinstance(node, dict):
             self.nodes[(i, path)] = node
@@ -250,8 +278,12 @@ class RefIndex:
             return
         name = unquote(urldefrag(uri)[1])
         target = self._at(*loc)
-        dynamic = (name and not name.startswith("/") and isinstance(target, dict)
-                   and target.get("$dynamicAnchor") == name)
+        dynamic = (
+            name
+            and not name.startswith("/")
+            and isinstance(target, dict)
+            and target.get("$dynamicAnchor") == name
+        )
         if dynamic and len(self.dynamic.get(name, ())) != 1:
             return  # the outermost dynamic scope decides: not compiled
         del out["$dynamicRef"]
@@ -266,14 +298,16 @@ def check_remotes(remotes) -> dict | None:
     if remotes is None:
         return None
     if not isinstance(remotes, Mapping):
-        raise GrammarError(f"remote_schemas must be a mapping of URI to schema, "
-                           f"got {type(remotes).__name__}")
+        raise GrammarError(
+            f"remote_schemas must be a mapping of URI to schema, got {type(remotes).__name__}"
+        )
     for uri, doc in remotes.items():
         if not isinstance(uri, str):
             raise GrammarError(f"remote_schemas keys must be URI strings, got {uri!r}")
         if not isinstance(doc, (dict, bool)):
-            raise GrammarError(f"remote_schemas[{uri!r}] must be a dict or a bool, "
-                               f"got {type(doc).__name__}")
+            raise GrammarError(
+                f"remote_schemas[{uri!r}] must be a dict or a bool, got {type(doc).__name__}"
+            )
         if urldefrag(uri)[1]:
             raise GrammarError(f"remote_schemas key {uri!r} must not have a fragment")
     return dict(remotes)

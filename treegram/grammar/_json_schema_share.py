@@ -81,8 +81,7 @@ def _visit(root: Expr, refs: dict[int, int], order: list, seen: set[int]) -> Non
                 stack.append((c, False))
 
 
-def _rebuild(node: Expr, hoisted: dict[int, str], memo: dict[int, Expr], top: bool = False
-             ) -> Expr:
+def _rebuild(node: Expr, hoisted: dict[int, str], memo: dict[int, Expr], top: bool = False) -> Expr:
     if not top and id(node) in hoisted:
         return RuleRef(hoisted[id(node)])
     if not top and id(node) in memo:

@@ -19,8 +19,15 @@ from treegram.grammar._json_schema_lex import (
     string_of,
 )
 
-__all__ = ["any_string", "length_string", "pattern_body", "format_body", "excluded_string",
-           "split_alternatives", "constrained_string"]
+__all__ = [
+    "any_string",
+    "length_string",
+    "pattern_body",
+    "format_body",
+    "excluded_string",
+    "split_alternatives",
+    "constrained_string",
+]
 
 
 def any_string() -> Expr:
@@ -71,7 +78,7 @@ def _outside_classes(pattern: str):
 def _split_top(pattern: str) -> list[str]:
     cuts = [i for i, ch, depth in _outside_classes(pattern) if ch == "|" and depth == 0]
     bounds = [-1, *cuts, len(pattern)]
-    return [pattern[a + 1:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [pattern[a + 1 : b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def _group_inside(part: str) -> str | None:
@@ -110,7 +117,7 @@ def _has_inner_anchor(core: str) -> bool:
             in_class = ch != "]"
         elif ch == "[":
             in_class = True
-            if core[i + 1:i + 2] == "^":
+            if core[i + 1 : i + 2] == "^":
                 i += 1
         elif ch in "^$":
             return True
@@ -167,8 +174,7 @@ def constrained_string(conv, schema: dict, ptr: str) -> Expr | None:
     except StringConstraintError as exc:
         keyword, why = exc.keyword, str(exc)
     except DfaLimitError as exc:
-        keyword = next(k for k in ("maxLength", "minLength", "pattern", "format")
-                       if k in schema)
+        keyword = next(k for k in ("maxLength", "minLength", "pattern", "format") if k in schema)
         keyword, why = keyword, f"together with the other string keywords: {exc}"
     conv.unsupported(keyword, f"{ptr}/{keyword}", why)
     return length_string(schema.get("minLength", 0), schema.get("maxLength"))

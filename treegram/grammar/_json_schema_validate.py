@@ -172,8 +172,7 @@ class Validator:
             return False
         mult = schema.get("multipleOf")
         # exact: 0.3 is a multiple of 0.1 (binary floating point says otherwise)
-        return not (_is_number(mult) and mult > 0
-                    and (_frac(v) / _frac(mult)).denominator != 1)
+        return not (_is_number(mult) and mult > 0 and (_frac(v) / _frac(mult)).denominator != 1)
 
     def _string(self, schema: dict, s: str) -> bool:
         lo, hi = schema.get("minLength"), schema.get("maxLength")

@@ -30,11 +30,16 @@ _M = 11  # arrays per matcher row
 def _grammar(gtab, g):
     r = gtab[g]
     return (
-        view_i32(r[0], r[_G], 0), view_i32(r[1], r[_G + 1], 0),
-        view_i64_2d(r[2], r[_G + 2], 5), view_i32(r[3], r[_G + 3], 0),
-        view_i32(r[4], r[_G + 4], 0), view_i32(r[5], r[_G + 5], 0),
-        view_i64(r[6], r[_G + 6], 0), view_u8(r[7], r[_G + 7], 0),
-        view_i64(r[8], r[_G + 8], 0), view_u8(r[9], r[_G + 9], 0),
+        view_i32(r[0], r[_G], 0),
+        view_i32(r[1], r[_G + 1], 0),
+        view_i64_2d(r[2], r[_G + 2], 5),
+        view_i32(r[3], r[_G + 3], 0),
+        view_i32(r[4], r[_G + 4], 0),
+        view_i32(r[5], r[_G + 5], 0),
+        view_i64(r[6], r[_G + 6], 0),
+        view_u8(r[7], r[_G + 7], 0),
+        view_i64(r[8], r[_G + 8], 0),
+        view_u8(r[9], r[_G + 9], 0),
     )
 
 
@@ -42,11 +47,16 @@ def _grammar(gtab, g):
 def _matcher(mtab, m):
     r = mtab[m]
     return (
-        view_i32(r[0], r[_M], 0), view_i32(r[1], r[_M + 1], 0),
-        view_i32(r[2], r[_M + 2], 0), view_i64(r[3], r[_M + 3], 0),
-        view_i32(r[4], r[_M + 4], 0), view_i32(r[5], r[_M + 5], 0),
-        view_i32_2d(r[6], 2, r[_M + 6]), view_i32_2d(r[7], 2, r[_M + 7]),
-        view_i64(r[8], r[_M + 8], 0), view_i32(r[9], r[_M + 9], 0),
+        view_i32(r[0], r[_M], 0),
+        view_i32(r[1], r[_M + 1], 0),
+        view_i32(r[2], r[_M + 2], 0),
+        view_i64(r[3], r[_M + 3], 0),
+        view_i32(r[4], r[_M + 4], 0),
+        view_i32(r[5], r[_M + 5], 0),
+        view_i32_2d(r[6], 2, r[_M + 6]),
+        view_i32_2d(r[7], 2, r[_M + 7]),
+        view_i64(r[8], r[_M + 8], 0),
+        view_i32(r[9], r[_M + 9], 0),
         view_i32(r[10], r[_M + 10], 0),
     )
 
@@ -58,9 +68,29 @@ def batch_fill(gtab, mtab, gslots, mslots, rows, out, status, start, stop):
         g = _grammar(gtab, gslots[i])
         m = _matcher(mtab, mslots[i])
         ab = g[0]
-        status[i] = fill_op(unpack(ab), ab[3], g[1], g[2], g[3], g[4], g[5], g[6], g[7],
-                            m[0], m[1], m[2], m[3], m[5], m[6], m[7], m[8], m[9], m[10], out,
-                            rows[i])
+        status[i] = fill_op(
+            unpack(ab),
+            ab[3],
+            g[1],
+            g[2],
+            g[3],
+            g[4],
+            g[5],
+            g[6],
+            g[7],
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            m[5],
+            m[6],
+            m[7],
+            m[8],
+            m[9],
+            m[10],
+            out,
+            rows[i],
+        )
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -70,8 +100,9 @@ def batch_accept(gtab, mtab, gslots, mslots, tokens, status, start, stop):
         g = _grammar(gtab, gslots[i])
         m = _matcher(mtab, mslots[i])
         ab = g[0]
-        status[i] = accept_token_op(unpack(ab), ab[3], g[8], g[9], m[0], m[1], m[2], m[3], m[4],
-                                    m[5], tokens[i])
+        status[i] = accept_token_op(
+            unpack(ab), ab[3], g[8], g[9], m[0], m[1], m[2], m[3], m[4], m[5], tokens[i]
+        )
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -92,9 +123,26 @@ def batch_rollback(mtab, mslots, counts):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def batch_traverse(gtab, mtab, gslots, mslots, next_token, next_sibling, draft, out,
-                   requests, roots, n_nodes, vocab_size, deadline_ns, status, stack, clock,
-                   start, stop):
+def batch_traverse(
+    gtab,
+    mtab,
+    gslots,
+    mslots,
+    next_token,
+    next_sibling,
+    draft,
+    out,
+    requests,
+    roots,
+    n_nodes,
+    vocab_size,
+    deadline_ns,
+    status,
+    stack,
+    clock,
+    start,
+    stop,
+):
     """Traverse the draft tree of each request in ``requests[start:stop]``.
 
     ``next_token``/``next_sibling`` are [T, N] (T = 1: one tree shared by all requests);
@@ -110,8 +158,36 @@ def batch_traverse(gtab, mtab, gslots, mslots, next_token, next_sibling, draft, 
         m = _matcher(mtab, mslots[i])
         ab = g[0]
         status[k] = traverse_op(
-            unpack(ab), ab[3], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9],
-            m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10],
-            next_token[t], next_sibling[t], draft[i], out, i * n_nodes, roots[k],
-            vocab_size, deadline_ns, clock, stack,
+            unpack(ab),
+            ab[3],
+            g[1],
+            g[2],
+            g[3],
+            g[4],
+            g[5],
+            g[6],
+            g[7],
+            g[8],
+            g[9],
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            m[4],
+            m[5],
+            m[6],
+            m[7],
+            m[8],
+            m[9],
+            m[10],
+            next_token[t],
+            next_sibling[t],
+            draft[i],
+            out,
+            i * n_nodes,
+            roots[k],
+            vocab_size,
+            deadline_ns,
+            clock,
+            stack,
         )

@@ -38,9 +38,30 @@ def _rule_ends(state_final, items_s, items_o, set_starts, pos):
 
 @njit(nogil=True, cache=True)
 def classify_state(
-    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-    ref_ptr, ref_rule, ref_target, state, follow, node_byte, node_depth, node_end,
-    node_first, node_tok_lo, node_tok_hi, items_s, items_o, set_starts, acc, unc, budget,
+    rule_start,
+    rule_nullable,
+    state_rule,
+    state_final,
+    byte_class,
+    n_classes,
+    trans,
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    state,
+    follow,
+    node_byte,
+    node_depth,
+    node_end,
+    node_first,
+    node_tok_lo,
+    node_tok_hi,
+    items_s,
+    items_o,
+    set_starts,
+    acc,
+    unc,
+    budget,
 ):
     """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
 
@@ -72,8 +93,19 @@ def classify_state(
     items_s[0] = state
     items_o[0] = 0
     n = closure(
-        rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
-        items_s, items_o, set_starts, 1, 0, 1,
+        rule_start,
+        rule_nullable,
+        state_rule,
+        state_final,
+        ref_ptr,
+        ref_rule,
+        ref_target,
+        items_s,
+        items_o,
+        set_starts,
+        1,
+        0,
+        1,
     )
     if n < 0:
         return n, 0, 0
@@ -98,8 +130,21 @@ def classify_state(
         b = node_byte[k]
         u = unsure[d - 1] or (ends[d - 1] and follow[b] != 0)
         st = scan_byte(
-            rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes,
-            trans, ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, d, b,
+            rule_start,
+            rule_nullable,
+            state_rule,
+            state_final,
+            byte_class,
+            n_classes,
+            trans,
+            ref_ptr,
+            ref_rule,
+            ref_target,
+            items_s,
+            items_o,
+            set_starts,
+            d,
+            b,
         )
         if st == OVERFLOW:
             return OVERFLOW, 0, 0
@@ -120,9 +165,15 @@ def classify_state(
     return 0, n_acc, n_unc
 
 
-def classify(automaton_arrays: tuple, state: int, follow: np.ndarray, trie: tuple,
-             n_tokens: int, max_len: int, budget: int = 0
-             ) -> tuple[np.ndarray, np.ndarray] | None:
+def classify(
+    automaton_arrays: tuple,
+    state: int,
+    follow: np.ndarray,
+    trie: tuple,
+    n_tokens: int,
+    max_len: int,
+    budget: int = 0,
+) -> tuple[np.ndarray, np.ndarray] | None:
     """Classify the ``n_tokens`` tokens of ``trie`` for ``state``; grows the scratch chart as
     needed. Returns None when the walk would scan more than ``budget`` trie nodes (0: no
     limit).
@@ -142,7 +193,15 @@ def classify(automaton_arrays: tuple, state: int, follow: np.ndarray, trie: tupl
         items_s = np.zeros(cap, dtype=np.int32)
         items_o = np.zeros(cap, dtype=np.int32)
         st, n_acc, n_unc = classify_state(
-            *automaton_arrays, state, follow, *trie, items_s, items_o, set_starts, acc, unc,
+            *automaton_arrays,
+            state,
+            follow,
+            *trie,
+            items_s,
+            items_o,
+            set_starts,
+            acc,
+            unc,
             budget,
         )
         if st == OVER_BUDGET:

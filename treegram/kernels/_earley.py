@@ -36,8 +36,19 @@ def add_item(items_s, items_o, set_lo, n, s, o):
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def closure(
-    rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
-    items_s, items_o, set_starts, pos, lo, n,
+    rule_start,
+    rule_nullable,
+    state_rule,
+    state_final,
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    items_s,
+    items_o,
+    set_starts,
+    pos,
+    lo,
+    n,
 ):
     """Predict and complete the items of set ``pos`` (``items[lo:n]``) to a fixpoint.
 
@@ -71,8 +82,21 @@ def closure(
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def scan_byte(
-    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-    ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, pos, b,
+    rule_start,
+    rule_nullable,
+    state_rule,
+    state_final,
+    byte_class,
+    n_classes,
+    trans,
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    items_s,
+    items_o,
+    set_starts,
+    pos,
+    b,
 ):
     """Build set ``pos + 1`` from set ``pos`` by reading byte ``b``.
 
@@ -93,8 +117,19 @@ def scan_byte(
     if n == hi:
         return REJECT
     n = closure(
-        rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
-        items_s, items_o, set_starts, pos + 1, hi, n,
+        rule_start,
+        rule_nullable,
+        state_rule,
+        state_final,
+        ref_ptr,
+        ref_rule,
+        ref_target,
+        items_s,
+        items_o,
+        set_starts,
+        pos + 1,
+        hi,
+        n,
     )
     if n < 0:
         return n
@@ -104,8 +139,23 @@ def scan_byte(
 
 @njit(nogil=True, cache=True, _nrt=False)
 def scan_bytes(
-    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-    ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, top, data, lo, hi,
+    rule_start,
+    rule_nullable,
+    state_rule,
+    state_final,
+    byte_class,
+    n_classes,
+    trans,
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    items_s,
+    items_o,
+    set_starts,
+    top,
+    data,
+    lo,
+    hi,
 ):
     """Read ``data[lo:hi]`` starting from set ``top``.
 
@@ -117,8 +167,21 @@ def scan_bytes(
     pos = top
     for i in range(lo, hi):
         st = scan_byte(
-            rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes,
-            trans, ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, pos, data[i],
+            rule_start,
+            rule_nullable,
+            state_rule,
+            state_final,
+            byte_class,
+            n_classes,
+            trans,
+            ref_ptr,
+            ref_rule,
+            ref_target,
+            items_s,
+            items_o,
+            set_starts,
+            pos,
+            data[i],
         )
         if st < 0:
             return st
@@ -128,16 +191,36 @@ def scan_bytes(
 
 @njit(nogil=True, cache=True, _nrt=False)
 def init_chart(
-    rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
-    items_s, items_o, set_starts, root_rule,
+    rule_start,
+    rule_nullable,
+    state_rule,
+    state_final,
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    items_s,
+    items_o,
+    set_starts,
+    root_rule,
 ):
     """Write set 0: the root rule's start item and its closure. Returns 0 or OVERFLOW."""
     set_starts[0] = 0
     items_s[0] = rule_start[root_rule]
     items_o[0] = 0
     n = closure(
-        rule_start, rule_nullable, state_rule, state_final, ref_ptr, ref_rule, ref_target,
-        items_s, items_o, set_starts, 0, 0, 1,
+        rule_start,
+        rule_nullable,
+        state_rule,
+        state_final,
+        ref_ptr,
+        ref_rule,
+        ref_target,
+        items_s,
+        items_o,
+        set_starts,
+        0,
+        0,
+        1,
     )
     if n < 0:
         return n
@@ -159,8 +242,16 @@ def can_end(state_rule, state_final, items_s, items_o, set_starts, pos, root_rul
 def unpack(ab):
     """Views of a packed automaton (``Automaton.packed``), in the order of ``arrays()``."""
     return (
-        ab[ab[4]:ab[5]], ab[ab[5]:ab[6]], ab[ab[6]:ab[7]], ab[ab[7]:ab[8]], ab[ab[8]:ab[9]],
-        ab[2], ab[ab[9]:ab[10]], ab[ab[10]:ab[11]], ab[ab[11]:ab[12]], ab[ab[12]:ab[13]],
+        ab[ab[4] : ab[5]],
+        ab[ab[5] : ab[6]],
+        ab[ab[6] : ab[7]],
+        ab[ab[7] : ab[8]],
+        ab[ab[8] : ab[9]],
+        ab[2],
+        ab[ab[9] : ab[10]],
+        ab[ab[10] : ab[11]],
+        ab[ab[11] : ab[12]],
+        ab[ab[12] : ab[13]],
     )
 
 
@@ -168,22 +259,38 @@ def unpack(ab):
 def accept_bytes(ab, items_s, items_o, set_starts, top, data, lo, hi):
     """``scan_bytes`` on a packed automaton: the matcher's accept entry point."""
     a = unpack(ab)
-    return scan_bytes(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
-                      items_s, items_o, set_starts, top, data, lo, hi)
+    return scan_bytes(
+        a[0],
+        a[1],
+        a[2],
+        a[3],
+        a[4],
+        a[5],
+        a[6],
+        a[7],
+        a[8],
+        a[9],
+        items_s,
+        items_o,
+        set_starts,
+        top,
+        data,
+        lo,
+        hi,
+    )
 
 
 @njit(nogil=True, cache=True, _nrt=False)
 def start_chart(ab, items_s, items_o, set_starts):
     """``init_chart`` on a packed automaton for its root rule."""
     a = unpack(ab)
-    return init_chart(a[0], a[1], a[2], a[3], a[7], a[8], a[9], items_s, items_o,
-                      set_starts, ab[3])
+    return init_chart(a[0], a[1], a[2], a[3], a[7], a[8], a[9], items_s, items_o, set_starts, ab[3])
 
 
 @njit(nogil=True, cache=True, _nrt=False)
 def chart_can_end(ab, items_s, items_o, set_starts, top):
     """``can_end`` on a packed automaton for its root rule."""
-    return can_end(ab[ab[6]:ab[7]], ab[ab[7]:ab[8]], items_s, items_o, set_starts, top, ab[3])
+    return can_end(ab[ab[6] : ab[7]], ab[ab[7] : ab[8]], items_s, items_o, set_starts, top, ab[3])
 
 
 def new_chart(item_capacity: int = 256, set_capacity: int = 64):

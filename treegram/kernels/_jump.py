@@ -13,8 +13,18 @@ def jump_forward(ab, items_s, items_o, set_starts, top, out):
     """Write into ``out`` the longest byte string forced from set ``top``: stop where the
     grammar may end or where more than one byte may follow. Uses the chart above ``top``
     as scratch. ``ab`` is the packed automaton. Returns its length, or OVERFLOW."""
-    (rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-     ref_ptr, ref_rule, ref_target) = unpack(ab)
+    (
+        rule_start,
+        rule_nullable,
+        state_rule,
+        state_final,
+        byte_class,
+        n_classes,
+        trans,
+        ref_ptr,
+        ref_rule,
+        ref_target,
+    ) = unpack(ab)
     root_rule = ab[3]
     n_out = 0
     pos = top
@@ -41,8 +51,21 @@ def jump_forward(ab, items_s, items_o, set_starts, top, out):
         if count != 1:
             break
         st = scan_byte(
-            rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-            ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts, pos, only,
+            rule_start,
+            rule_nullable,
+            state_rule,
+            state_final,
+            byte_class,
+            n_classes,
+            trans,
+            ref_ptr,
+            ref_rule,
+            ref_target,
+            items_s,
+            items_o,
+            set_starts,
+            pos,
+            only,
         )
         if st < 0:
             return st

@@ -90,8 +90,26 @@ def _set_bit(out, r, t):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def fill_row(
-    A, root, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
-    items_s, items_o, set_starts, top, stop_ids, out, r, bufs, memo_key, memo_meta, memo_row,
+    A,
+    root,
+    state_class,
+    cls_meta,
+    acc_pool,
+    unc_pool,
+    sv_ids,
+    sv_offsets,
+    sv_data,
+    items_s,
+    items_o,
+    set_starts,
+    top,
+    stop_ids,
+    out,
+    r,
+    bufs,
+    memo_key,
+    memo_meta,
+    memo_row,
     cand,
 ):
     """Write the next-token mask of chart set ``top`` into row ``r`` of ``out``.
@@ -132,8 +150,9 @@ def fill_row(
         for w in range(memo_row.shape[0]):
             out[r, w] = memo_row[w]
         return 0
-    n_cls, n_missing = collect_classes(state_class, A[2], root, items_s, items_o,
-                                       set_starts, top, bufs)
+    n_cls, n_missing = collect_classes(
+        state_class, A[2], root, items_s, items_o, set_starts, top, bufs
+    )
     if n_cls < 0:
         return BUFS_FULL
     if n_missing > 0:
@@ -165,8 +184,9 @@ def fill_row(
                     cand[k] = idx
                     k += 1
         k = _sort_unique(cand, k)  # sorted order = lexicographic order of the tokens
-        st = check_candidates(A, sv_ids, sv_offsets, sv_data, items_s, items_o, set_starts,
-                              top, cand, k, out, r)
+        st = check_candidates(
+            A, sv_ids, sv_offsets, sv_data, items_s, items_o, set_starts, top, cand, k, out, r
+        )
         if st < 0:
             return st
     # Stop tokens are stops only: allowed exactly when the root rule can end here, even if
@@ -269,13 +289,24 @@ def memo_store(items_s, items_o, set_starts, top, memo_key, memo_meta, memo_row,
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def check_candidates(A, sv_ids, sv_offsets, sv_data, items_s, items_o, set_starts, top,
-                     cand, n, out, r):
+def check_candidates(
+    A, sv_ids, sv_offsets, sv_data, items_s, items_o, set_starts, top, cand, n, out, r
+):
     """Scan each candidate ``cand[:n]`` (sorted-vocabulary indices, ascending) on the real
     chart and set its bit in row ``r`` when all of its bytes are read. Returns 0 or
     OVERFLOW."""
-    (rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-     ref_ptr, ref_rule, ref_target) = A
+    (
+        rule_start,
+        rule_nullable,
+        state_rule,
+        state_final,
+        byte_class,
+        n_classes,
+        trans,
+        ref_ptr,
+        ref_rule,
+        ref_target,
+    ) = A
     if n == 0:
         return 0
     max_len = 0
@@ -304,9 +335,21 @@ def check_candidates(A, sv_ids, sv_offsets, sv_data, items_s, items_o, set_start
         fail_at = -1
         while depth < length:
             st = scan_byte(
-                rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes,
-                trans, ref_ptr, ref_rule, ref_target, items_s, items_o, set_starts,
-                top + depth, sv_data[lo + depth],
+                rule_start,
+                rule_nullable,
+                state_rule,
+                state_final,
+                byte_class,
+                n_classes,
+                trans,
+                ref_ptr,
+                ref_rule,
+                ref_target,
+                items_s,
+                items_o,
+                set_starts,
+                top + depth,
+                sv_data[lo + depth],
             )
             if st == REJECT:
                 fail_at = depth

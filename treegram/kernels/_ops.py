@@ -37,8 +37,9 @@ M_NO_STOP = 3
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def accept_token_op(A, root, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist,
-                    stop_ids, token):
+def accept_token_op(
+    A, root, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist, stop_ids, token
+):
     """Accept ``token`` (an id already checked to be in range).
 
     Returns 1 if accepted, 0 if rejected (state unchanged), or a negative status.
@@ -50,8 +51,7 @@ def accept_token_op(A, root, tok_offsets, tok_data, items_s, items_o, set_starts
     top = meta[M_TOP]
     for q in range(stop_ids.shape[0]):
         if stop_ids[q] == token:
-            if meta[M_NO_STOP] or not can_end(A[2], A[3], items_s, items_o, set_starts, top,
-                                              root):
+            if meta[M_NO_STOP] or not can_end(A[2], A[3], items_s, items_o, set_starts, top, root):
                 return 0
             hist[meta[M_STEPS]] = top
             meta[M_STEPS] += 1
@@ -61,8 +61,25 @@ def accept_token_op(A, root, tok_offsets, tok_data, items_s, items_o, set_starts
     hi = tok_offsets[token + 1]
     if lo == hi:
         return 0
-    new_top = scan_bytes(A[0], A[1], A[2], A[3], A[4], A[5], A[6], A[7], A[8], A[9],
-                         items_s, items_o, set_starts, top, tok_data, lo, hi)
+    new_top = scan_bytes(
+        A[0],
+        A[1],
+        A[2],
+        A[3],
+        A[4],
+        A[5],
+        A[6],
+        A[7],
+        A[8],
+        A[9],
+        items_s,
+        items_o,
+        set_starts,
+        top,
+        tok_data,
+        lo,
+        hi,
+    )
     if new_top == REJECT:
         return 0
     if new_top < 0:
@@ -89,31 +106,122 @@ def rollback_op(meta, hist, memo_meta, n):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def fill_op(A, root, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
-            items_s, items_o, set_starts, meta, stop_ids, bufs, memo_key, memo_meta,
-            memo_row, cand, out, r):
+def fill_op(
+    A,
+    root,
+    state_class,
+    cls_meta,
+    acc_pool,
+    unc_pool,
+    sv_ids,
+    sv_offsets,
+    sv_data,
+    items_s,
+    items_o,
+    set_starts,
+    meta,
+    stop_ids,
+    bufs,
+    memo_key,
+    memo_meta,
+    memo_row,
+    cand,
+    out,
+    r,
+):
     """Fill row ``r`` of ``out`` with the mask of the matcher's position (``fill_row``)."""
-    return fill_row(A, root, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets,
-                    sv_data, items_s, items_o, set_starts, meta[M_TOP], stop_ids, out, r,
-                    bufs, memo_key, memo_meta, memo_row, cand)
+    return fill_row(
+        A,
+        root,
+        state_class,
+        cls_meta,
+        acc_pool,
+        unc_pool,
+        sv_ids,
+        sv_offsets,
+        sv_data,
+        items_s,
+        items_o,
+        set_starts,
+        meta[M_TOP],
+        stop_ids,
+        out,
+        r,
+        bufs,
+        memo_key,
+        memo_meta,
+        memo_row,
+        cand,
+    )
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def accept_token_entry(ab, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist,
-                       stop_ids, token):
+def accept_token_entry(
+    ab, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist, stop_ids, token
+):
     """``accept_token_op`` on a packed automaton (scalar entry point)."""
-    return accept_token_op(unpack(ab), ab[3], tok_offsets, tok_data, items_s, items_o,
-                           set_starts, meta, hist, stop_ids, token)
+    return accept_token_op(
+        unpack(ab),
+        ab[3],
+        tok_offsets,
+        tok_data,
+        items_s,
+        items_o,
+        set_starts,
+        meta,
+        hist,
+        stop_ids,
+        token,
+    )
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def fill_entry(ab, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
-               items_s, items_o, set_starts, meta, stop_ids, bufs, memo_key, memo_meta,
-               memo_row, cand, out, r):
+def fill_entry(
+    ab,
+    state_class,
+    cls_meta,
+    acc_pool,
+    unc_pool,
+    sv_ids,
+    sv_offsets,
+    sv_data,
+    items_s,
+    items_o,
+    set_starts,
+    meta,
+    stop_ids,
+    bufs,
+    memo_key,
+    memo_meta,
+    memo_row,
+    cand,
+    out,
+    r,
+):
     """``fill_op`` on a packed automaton (scalar entry point)."""
-    return fill_op(unpack(ab), ab[3], state_class, cls_meta, acc_pool, unc_pool, sv_ids,
-                   sv_offsets, sv_data, items_s, items_o, set_starts, meta, stop_ids, bufs,
-                   memo_key, memo_meta, memo_row, cand, out, r)
+    return fill_op(
+        unpack(ab),
+        ab[3],
+        state_class,
+        cls_meta,
+        acc_pool,
+        unc_pool,
+        sv_ids,
+        sv_offsets,
+        sv_data,
+        items_s,
+        items_o,
+        set_starts,
+        meta,
+        stop_ids,
+        bufs,
+        memo_key,
+        memo_meta,
+        memo_row,
+        cand,
+        out,
+        r,
+    )
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -123,10 +231,37 @@ def _allowed(out, r, token):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def traverse_op(
-    A, root_rule, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
-    tok_offsets, tok_data,
-    items_s, items_o, set_starts, meta, hist, stop_ids, bufs, memo_key, memo_meta, memo_row,
-    cand, next_token, next_sibling, draft, out, row_base, root, vocab_size, deadline_ns, clock,
+    A,
+    root_rule,
+    state_class,
+    cls_meta,
+    acc_pool,
+    unc_pool,
+    sv_ids,
+    sv_offsets,
+    sv_data,
+    tok_offsets,
+    tok_data,
+    items_s,
+    items_o,
+    set_starts,
+    meta,
+    hist,
+    stop_ids,
+    bufs,
+    memo_key,
+    memo_meta,
+    memo_row,
+    cand,
+    next_token,
+    next_sibling,
+    draft,
+    out,
+    row_base,
+    root,
+    vocab_size,
+    deadline_ns,
+    clock,
     stack,
 ):
     """Fill the masks of every reachable node of one draft tree.
@@ -153,9 +288,29 @@ def traverse_op(
     status = 0
     if stopped0:
         return 0  # a stopped matcher allows nothing: every row stays zero
-    status = fill_op(A, root_rule, state_class, cls_meta, acc_pool, unc_pool, sv_ids,
-                     sv_offsets, sv_data, items_s, items_o, set_starts, meta, stop_ids, bufs,
-                     memo_key, memo_meta, memo_row, cand, out, row_base + root)
+    status = fill_op(
+        A,
+        root_rule,
+        state_class,
+        cls_meta,
+        acc_pool,
+        unc_pool,
+        sv_ids,
+        sv_offsets,
+        sv_data,
+        items_s,
+        items_o,
+        set_starts,
+        meta,
+        stop_ids,
+        bufs,
+        memo_key,
+        memo_meta,
+        memo_row,
+        cand,
+        out,
+        row_base + root,
+    )
     if status < 0:
         return status
     sp = 0
@@ -178,17 +333,47 @@ def traverse_op(
         token = draft[v]
         p = stack[sp]
         if 0 <= token < vocab_size and _allowed(out, row_base + p, token):
-            acc = accept_token_op(A, root_rule, tok_offsets, tok_data, items_s, items_o,
-                                  set_starts, meta, hist, stop_ids, token)
+            acc = accept_token_op(
+                A,
+                root_rule,
+                tok_offsets,
+                tok_data,
+                items_s,
+                items_o,
+                set_starts,
+                meta,
+                hist,
+                stop_ids,
+                token,
+            )
             if acc < 0:
                 status = acc
                 break
             if acc == 1:
                 if not meta[M_STOPPED]:
-                    status = fill_op(A, root_rule, state_class, cls_meta, acc_pool, unc_pool,
-                                     sv_ids, sv_offsets, sv_data, items_s, items_o,
-                                     set_starts, meta, stop_ids, bufs, memo_key, memo_meta,
-                                     memo_row, cand, out, row_base + v)
+                    status = fill_op(
+                        A,
+                        root_rule,
+                        state_class,
+                        cls_meta,
+                        acc_pool,
+                        unc_pool,
+                        sv_ids,
+                        sv_offsets,
+                        sv_data,
+                        items_s,
+                        items_o,
+                        set_starts,
+                        meta,
+                        stop_ids,
+                        bufs,
+                        memo_key,
+                        memo_meta,
+                        memo_row,
+                        cand,
+                        out,
+                        row_base + v,
+                    )
                     if status < 0:
                         rollback_op(meta, hist, memo_meta, 1)
                         break
@@ -206,16 +391,70 @@ def traverse_op(
 
 @njit(nogil=True, cache=True, _nrt=False)
 def traverse_entry(
-    ab, state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets, sv_data,
-    tok_offsets, tok_data,
-    items_s, items_o, set_starts, meta, hist, stop_ids, bufs, memo_key, memo_meta, memo_row,
-    cand, next_token, next_sibling, draft, out, row_base, root, vocab_size, deadline_ns, clock,
+    ab,
+    state_class,
+    cls_meta,
+    acc_pool,
+    unc_pool,
+    sv_ids,
+    sv_offsets,
+    sv_data,
+    tok_offsets,
+    tok_data,
+    items_s,
+    items_o,
+    set_starts,
+    meta,
+    hist,
+    stop_ids,
+    bufs,
+    memo_key,
+    memo_meta,
+    memo_row,
+    cand,
+    next_token,
+    next_sibling,
+    draft,
+    out,
+    row_base,
+    root,
+    vocab_size,
+    deadline_ns,
+    clock,
     stack,
 ):
     """``traverse_op`` on a packed automaton (scalar entry point)."""
     return traverse_op(
-        unpack(ab), ab[3], state_class, cls_meta, acc_pool, unc_pool, sv_ids, sv_offsets,
-        sv_data, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist, stop_ids,
-        bufs, memo_key, memo_meta, memo_row, cand, next_token, next_sibling, draft, out,
-        row_base, root, vocab_size, deadline_ns, clock, stack,
+        unpack(ab),
+        ab[3],
+        state_class,
+        cls_meta,
+        acc_pool,
+        unc_pool,
+        sv_ids,
+        sv_offsets,
+        sv_data,
+        tok_offsets,
+        tok_data,
+        items_s,
+        items_o,
+        set_starts,
+        meta,
+        hist,
+        stop_ids,
+        bufs,
+        memo_key,
+        memo_meta,
+        memo_row,
+        cand,
+        next_token,
+        next_sibling,
+        draft,
+        out,
+        row_base,
+        root,
+        vocab_size,
+        deadline_ns,
+        clock,
+        stack,
     )

@@ -35,8 +35,23 @@ def _mix(h, v):
 
 @njit(nogil=True, cache=True)
 def state_signature(
-    rule_start, rule_nullable, state_rule, state_final, byte_class, n_classes, trans,
-    ref_ptr, ref_rule, ref_target, state, follow, max_depth, cap, key0, key1, canon,
+    rule_start,
+    rule_nullable,
+    state_rule,
+    state_final,
+    byte_class,
+    n_classes,
+    trans,
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    state,
+    follow,
+    max_depth,
+    cap,
+    key0,
+    key1,
+    canon,
     rule_canon,
 ):
     """Canonical hash of the part of the automaton a classification of ``state`` can see.
@@ -156,8 +171,10 @@ def state_signature(
                 if rule_canon[rr] < 0:
                     rule_canon[rr] = n_rules_seen
                     n_rules_seen += 1
-                v = ((rule_canon[rr] * 2 + (1 if rule_nullable[rr] else 0)) * 1000003
-                     + canon[rule_start[rr]]) * 1000003 + canon[ref_target[e]]
+                v = (
+                    (rule_canon[rr] * 2 + (1 if rule_nullable[rr] else 0)) * 1000003
+                    + canon[rule_start[rr]]
+                ) * 1000003 + canon[ref_target[e]]
                 h0 = _mix(h0, v)
                 h1 = _mix(h1, v + 1)
     # reset the scratch for the next call

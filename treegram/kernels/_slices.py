@@ -134,8 +134,23 @@ def joint_byte_classes(dfa, byte_class):
 
 
 @njit(nogil=True, cache=True)
-def slice_reach(dfa, reps, rule_start, rule_nullable, state_final, byte_class, n_classes,
-                trans, ref_ptr, ref_rule, ref_target, state, max_leads, min_inexact, cap):
+def slice_reach(
+    dfa,
+    reps,
+    rule_start,
+    rule_nullable,
+    state_final,
+    byte_class,
+    n_classes,
+    trans,
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    state,
+    max_leads,
+    min_inexact,
+    cap,
+):
     """How many characters of slice text the walk seeded at ``state`` surely accepts.
 
     A subset construction over the product of the slice DFA and the grammar: a node is a
@@ -248,8 +263,7 @@ def slice_reach(dfa, reps, rule_start, rule_nullable, state_final, byte_class, n
                         ok = False
                         break
                 if ok and state_final[x] and fx >= 0:  # a callee finished: return
-                    n_cl = _add_key(cl, n_cl,
-                                    frame_target[fx] * _FRAME_SPAN + frame_parent[fx] + 1)
+                    n_cl = _add_key(cl, n_cl, frame_target[fx] * _FRAME_SPAN + frame_parent[fx] + 1)
                     if n_cl < 0:
                         ok = False
             if not ok:
@@ -268,8 +282,9 @@ def slice_reach(dfa, reps, rule_start, rule_nullable, state_final, byte_class, n
                     x = cl[j] // _FRAME_SPAN
                     t = trans[x * n_classes + cls]
                     if t >= 0:
-                        n_succ = _add_key(succ, n_succ,
-                                          np.int64(t) * _FRAME_SPAN + cl[j] % _FRAME_SPAN)
+                        n_succ = _add_key(
+                            succ, n_succ, np.int64(t) * _FRAME_SPAN + cl[j] % _FRAME_SPAN
+                        )
                         if n_succ < 0:
                             ok = False
                             break

@@ -29,14 +29,20 @@ def _view_maker(nbtype, ndim: int):
             ary = context.make_array(arrty)(context, builder)
             data = builder.inttoptr(addr_v, context.get_value_type(types.CPointer(nbtype)))
             itemsize = context.get_constant(
-                types.intp, context.get_abi_sizeof(context.get_data_type(nbtype)))
+                types.intp, context.get_abi_sizeof(context.get_data_type(nbtype))
+            )
             if ndim == 1:
                 shape, strides = [n0_v], [itemsize]
             else:
                 shape, strides = [n0_v, n1_v], [builder.mul(n1_v, itemsize), itemsize]
-            populate_array(ary, data=data, shape=cgutils.pack_array(builder, shape),
-                           strides=cgutils.pack_array(builder, strides), itemsize=itemsize,
-                           meminfo=None)
+            populate_array(
+                ary,
+                data=data,
+                shape=cgutils.pack_array(builder, shape),
+                strides=cgutils.pack_array(builder, strides),
+                itemsize=itemsize,
+                meminfo=None,
+            )
             return ary._getvalue()
 
         return sig, codegen

@@ -47,8 +47,9 @@ def _hold(matchers) -> tuple:
     keeps every slot the call hands to a kernel owned by the matcher it was read from,
     even if another thread edits or drops the caller's list meanwhile."""
     if not isinstance(matchers, (list, tuple)):
-        raise ArgumentError(f"matchers must be a list of GrammarMatcher, got "
-                            f"{type(matchers).__name__}")
+        raise ArgumentError(
+            f"matchers must be a list of GrammarMatcher, got {type(matchers).__name__}"
+        )
     return tuple(matchers)  # one atomic copy under the GIL
 
 
@@ -75,7 +76,8 @@ def _claiming(position: int):
                     if not busy.acquire(False):
                         raise MatcherStateError(
                             f"matchers[{i}] is in use by another thread (a matcher serves "
-                            "one thread at a time)")
+                            "one thread at a time)"
+                        )
                     claimed.append(busy)
                 return method(*args, **kwargs)
             finally:
@@ -109,8 +111,7 @@ def _slots(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int]:
     """Grammar and matcher slot ids of every matcher (a tuple from :func:`_hold`), and
     their common vocabulary size."""
     try:
-        keys = np.fromiter((m._batch_key for m in matchers), dtype=np.int64,
-                           count=len(matchers))
+        keys = np.fromiter((m._batch_key for m in matchers), dtype=np.int64, count=len(matchers))
     except AttributeError:
         bad = next(i for i, m in enumerate(matchers) if not isinstance(m, GrammarMatcher))
         raise ArgumentError(
@@ -230,8 +231,9 @@ class BatchGrammarMatcher:
             REGISTRY_LOCK.release_read()
 
     @staticmethod
-    def _retry(matchers, requests, status, rerun, extra_bytes: int | None = 0,
-               deadline: int = 0) -> None:
+    def _retry(
+        matchers, requests, status, rerun, extra_bytes: int | None = 0, deadline: int = 0
+    ) -> None:
         """Resolve the requests whose kernel asked for room or classification, then rerun
         them one at a time until they finish. Past ``deadline`` (a traversal's budget,
         which classification between kernel runs spends too) the rest time out."""
@@ -272,12 +274,17 @@ class BatchGrammarMatcher:
         status = np.zeros(b, dtype=np.int64)
 
         def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-            _batch.batch_fill(GRAMMARS.table, MATCHERS.table, gslots, mslots, rows, out,
-                              status, start, stop)
+            _batch.batch_fill(
+                GRAMMARS.table, MATCHERS.table, gslots, mslots, rows, out, status, start, stop
+            )
 
         self._run(kernel, b, out.shape[1])
-        self._retry(matchers, np.arange(b), status, lambda k: self._run_one(
-            _batch.batch_fill, (gslots, mslots, rows, out, status), k))
+        self._retry(
+            matchers,
+            np.arange(b),
+            status,
+            lambda k: self._run_one(_batch.batch_fill, (gslots, mslots, rows, out, status), k),
+        )
 
     @_claiming(1)
     def batch_accept_token(self, matchers, tokens) -> list[bool]:
@@ -301,13 +308,19 @@ class BatchGrammarMatcher:
         status = np.zeros(len(mslots), dtype=np.int64)
 
         def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-            _batch.batch_accept(GRAMMARS.table, MATCHERS.table, gslots, mslots, toks, status,
-                                start, stop)
+            _batch.batch_accept(
+                GRAMMARS.table, MATCHERS.table, gslots, mslots, toks, status, start, stop
+            )
 
         if len(mslots):
             self._run(kernel, len(mslots), 1)
-            self._retry(matchers, np.arange(len(mslots)), status, lambda k: self._run_one(
-                _batch.batch_accept, (gslots, mslots, toks, status), k), extra_bytes=None)
+            self._retry(
+                matchers,
+                np.arange(len(mslots)),
+                status,
+                lambda k: self._run_one(_batch.batch_accept, (gslots, mslots, toks, status), k),
+                extra_bytes=None,
+            )
         return (status == 1).tolist()
 
     @staticmethod
@@ -324,16 +337,13 @@ class BatchGrammarMatcher:
         """
         matchers = _hold(matchers)
         _, mslots, _ = _slots(matchers)  # every entry must be a matcher
-        if isinstance(strings, (str, bytes, bytearray)) or not isinstance(strings,
-                                                                          (list, tuple)):
+        if isinstance(strings, (str, bytes, bytearray)) or not isinstance(strings, (list, tuple)):
             raise ArgumentError(
                 f"strings must be a list of str or bytes, got {type(strings).__name__}"
             )
         strings = tuple(strings)
         if len(strings) != len(matchers):
-            raise ArgumentError(
-                f"strings has {len(strings)} entries for {len(matchers)} matchers"
-            )
+            raise ArgumentError(f"strings has {len(strings)} entries for {len(matchers)} matchers")
         _check_distinct(mslots)
         data = []
         for k, text in enumerate(strings):
@@ -445,8 +455,10 @@ class BatchGrammarMatcher:
             raise DraftTreeError(f"draft_tokens must have shape ({b}, N), got {draft.shape}")
         n = draft.shape[1]
         links = []
-        for name, values in (("retrieve_next_token", retrieve_next_token),
-                             ("retrieve_next_sibling", retrieve_next_sibling)):
+        for name, values in (
+            ("retrieve_next_token", retrieve_next_token),
+            ("retrieve_next_sibling", retrieve_next_sibling),
+        ):
             arr = as_index_array(values, name)
             if arr.ndim == 1:
                 arr = arr[None]
@@ -457,8 +469,10 @@ class BatchGrammarMatcher:
             links.append(arr)
         next_token, next_sibling = links
         if next_token.shape != next_sibling.shape:
-            raise DraftTreeError("retrieve_next_token and retrieve_next_sibling differ in shape: "
-                                 f"{next_token.shape} vs {next_sibling.shape}")
+            raise DraftTreeError(
+                "retrieve_next_token and retrieve_next_sibling differ in shape: "
+                f"{next_token.shape} vs {next_sibling.shape}"
+            )
         if indices is None:
             requests = np.arange(b, dtype=np.int64)
         else:
@@ -473,28 +487,43 @@ class BatchGrammarMatcher:
             roots = np.zeros(k, dtype=np.int64)
         else:
             roots = _index_vector(root_positions, "root_positions", k)
-        check_draft_trees(next_token if next_token.shape[0] == 1 else next_token[requests],
-                          next_sibling if next_sibling.shape[0] == 1 else next_sibling[requests],
-                          roots)
+        check_draft_trees(
+            next_token if next_token.shape[0] == 1 else next_token[requests],
+            next_sibling if next_sibling.shape[0] == 1 else next_sibling[requests],
+            roots,
+        )
         check_draft_tokens(draft[requests], roots, vocab)
         out = as_bitmask_array(token_bitmask, vocab_size=vocab, name="token_bitmask")
         if out.shape[0] < b * n:
-            raise BitmaskError(
-                f"token_bitmask needs B * N = {b * n} rows, got {out.shape[0]}"
-            )
+            raise BitmaskError(f"token_bitmask needs B * N = {b * n} rows, got {out.shape[0]}")
         if k == 0:
             return []
         status = np.zeros(k, dtype=np.int64)
         args = (next_token, next_sibling, draft, out, requests, roots, n, vocab, deadline, status)
 
         def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-            _batch.batch_traverse(GRAMMARS.table, MATCHERS.table, gslots, mslots, *args,
-                                  *_traverse_scratch(n), start, stop)
+            _batch.batch_traverse(
+                GRAMMARS.table,
+                MATCHERS.table,
+                gslots,
+                mslots,
+                *args,
+                *_traverse_scratch(n),
+                start,
+                stop,
+            )
 
         self._run(kernel, k, n * out.shape[1])
-        self._retry(matchers, requests, status, lambda j: self._run_one(
-            _batch.batch_traverse, (gslots, mslots, *args, *_traverse_scratch(n)), j),
-            extra_bytes=None, deadline=deadline)
+        self._retry(
+            matchers,
+            requests,
+            status,
+            lambda j: self._run_one(
+                _batch.batch_traverse, (gslots, mslots, *args, *_traverse_scratch(n)), j
+            ),
+            extra_bytes=None,
+            deadline=deadline,
+        )
         return (status == 0).tolist()
 
     @staticmethod

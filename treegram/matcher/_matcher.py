@@ -56,13 +56,15 @@ def _exclusive(method):
         if not busy.acquire(False):
             raise MatcherStateError(
                 f"GrammarMatcher.{method.__name__}: the matcher is in use by another thread "
-                "(a matcher serves one thread at a time; fork it for another thread)")
+                "(a matcher serves one thread at a time; fork it for another thread)"
+            )
         try:
             return method(self, *args, **kwargs)
         finally:
             busy.release()
 
     return exclusive
+
 
 _JUMP_FORWARD_LIMIT = 4096
 
@@ -84,7 +86,7 @@ def _encode_utf8(text: str, name: str) -> bytes:
     except UnicodeEncodeError as err:
         raise ArgumentError(
             f"{name} cannot be encoded as UTF-8: {err.reason} at position {err.start} "
-            f"({text[err.start:err.end]!r})"
+            f"({text[err.start : err.end]!r})"
         ) from None
 
 
@@ -162,8 +164,7 @@ class GrammarMatcher:
             for t in stops:
                 if not _is_token_id(t) or not 0 <= t < self._vocab_size:
                     raise InvalidTokenIdError(
-                        f"override_stop_tokens: {t!r} is not a token id in "
-                        f"[0, {self._vocab_size})"
+                        f"override_stop_tokens: {t!r} is not a token id in [0, {self._vocab_size})"
                     )
         if not isinstance(terminate_without_stop_token, (bool, np.bool_)):
             raise TypeError(
@@ -206,8 +207,7 @@ class GrammarMatcher:
     @_exclusive
     def reset(self) -> None:
         """Return to the initial state (nothing accepted)."""
-        while start_chart(self._ab, self._items_s, self._items_o,
-                          self._set_starts) == OVERFLOW:
+        while start_chart(self._ab, self._items_s, self._items_o, self._set_starts) == OVERFLOW:
             self._grow_items()
         self._meta[M_TOP] = 0
         self._meta[M_STEPS] = 0
@@ -219,8 +219,20 @@ class GrammarMatcher:
         """An independent copy sharing the compiled grammar (own state, own slot)."""
         twin = object.__new__(type(self))
         twin.__dict__.update(self.__dict__)
-        for name in ("_items_s", "_items_o", "_set_starts", "_meta", "_hist", "_memo_key",
-                     "_memo_meta", "_memo_row", "_bufs", "_cand", "_clock", "_stack"):
+        for name in (
+            "_items_s",
+            "_items_o",
+            "_set_starts",
+            "_meta",
+            "_hist",
+            "_memo_key",
+            "_memo_meta",
+            "_memo_row",
+            "_bufs",
+            "_cand",
+            "_clock",
+            "_stack",
+        ):
             setattr(twin, name, getattr(self, name).copy())
         twin._mask_cache = None
         twin._busy = threading.RLock()
@@ -238,9 +250,19 @@ class GrammarMatcher:
     # ------------------------------------------------------- arrays and slots
     def _state_arrays(self) -> tuple:
         """The matcher's arrays in the order the kernels and the registry use."""
-        return (self._items_s, self._items_o, self._set_starts, self._meta, self._hist,
-                self._stop_ids, self._bufs, self._memo_key, self._memo_meta, self._memo_row,
-                self._cand)
+        return (
+            self._items_s,
+            self._items_o,
+            self._set_starts,
+            self._meta,
+            self._hist,
+            self._stop_ids,
+            self._bufs,
+            self._memo_key,
+            self._memo_meta,
+            self._memo_row,
+            self._cand,
+        )
 
     def _register(self) -> int:
         """Take registry slots for this matcher and its grammar (first batch use) and return
@@ -312,8 +334,11 @@ class GrammarMatcher:
             raise MatcherStateError(f"unexpected kernel status {status}")
 
     def _can_end(self) -> bool:
-        return bool(chart_can_end(self._ab, self._items_s, self._items_o, self._set_starts,
-                                  self._meta[M_TOP]))
+        return bool(
+            chart_can_end(
+                self._ab, self._items_s, self._items_o, self._set_starts, self._meta[M_TOP]
+            )
+        )
 
     # ------------------------------------------------------------ accepting
     @_exclusive
@@ -336,9 +361,18 @@ class GrammarMatcher:
                 f"token_id must be an int in [0, {self._vocab_size}), got {token_id!r}"
             )
         while True:
-            st = accept_token_entry(self._ab, self._tok_offsets, self._tok_data, self._items_s,
-                                 self._items_o, self._set_starts, self._meta, self._hist,
-                                 self._stop_ids, token_id)
+            st = accept_token_entry(
+                self._ab,
+                self._tok_offsets,
+                self._tok_data,
+                self._items_s,
+                self._items_o,
+                self._set_starts,
+                self._meta,
+                self._hist,
+                self._stop_ids,
+                token_id,
+            )
             if st >= 0:
                 return st == 1
             self._resolve(st, int(self._tok_offsets[token_id + 1] - self._tok_offsets[token_id]))
@@ -370,8 +404,16 @@ class GrammarMatcher:
                 self._grow_hist()
                 continue
             top = int(self._meta[M_TOP])
-            new_top = accept_bytes(self._ab, self._items_s, self._items_o, self._set_starts,
-                                   top, data, 0, data.shape[0])
+            new_top = accept_bytes(
+                self._ab,
+                self._items_s,
+                self._items_o,
+                self._set_starts,
+                top,
+                data,
+                0,
+                data.shape[0],
+            )
             if new_top >= 0:
                 self._hist[self._meta[M_STEPS]] = top
                 self._meta[M_STEPS] += 1
@@ -476,27 +518,47 @@ class GrammarMatcher:
         if cached is not None and cached[0] is bitmask:
             if isinstance(bitmask, np.ndarray):
                 # Shape, strides and writability can change in place; the data pointer not.
-                if (bitmask.shape == cached[2] and bitmask.strides == cached[3]
-                        and bitmask.flags.writeable):
+                if (
+                    bitmask.shape == cached[2]
+                    and bitmask.strides == cached[3]
+                    and bitmask.flags.writeable
+                ):
                     return cached[1]
-            elif (bitmask.data_ptr() == cached[3] and bitmask.shape == cached[2]
-                  and bitmask.stride() == cached[4]):
+            elif (
+                bitmask.data_ptr() == cached[3]
+                and bitmask.shape == cached[2]
+                and bitmask.stride() == cached[4]
+            ):
                 return cached[1]
         arr = as_bitmask_array(bitmask, vocab_size=self._vocab_size, name=name)
         if isinstance(bitmask, np.ndarray):
             self._mask_cache = (bitmask, arr, bitmask.shape, bitmask.strides, None)
         elif hasattr(bitmask, "data_ptr") and hasattr(bitmask, "stride"):
-            self._mask_cache = (bitmask, arr, bitmask.shape, bitmask.data_ptr(),
-                                bitmask.stride())
+            self._mask_cache = (bitmask, arr, bitmask.shape, bitmask.data_ptr(), bitmask.stride())
         return arr
 
     def _fill_row(self, out: np.ndarray, r: int) -> None:
         sv = self._sv
         while True:
-            st = fill_entry(self._ab, *self._store.snapshot(), sv.token_ids, sv.offsets, sv.data,
-                            self._items_s, self._items_o, self._set_starts, self._meta,
-                            self._stop_ids, self._bufs, self._memo_key, self._memo_meta,
-                            self._memo_row, self._cand, out, r)
+            st = fill_entry(
+                self._ab,
+                *self._store.snapshot(),
+                sv.token_ids,
+                sv.offsets,
+                sv.data,
+                self._items_s,
+                self._items_o,
+                self._set_starts,
+                self._meta,
+                self._stop_ids,
+                self._bufs,
+                self._memo_key,
+                self._memo_meta,
+                self._memo_row,
+                self._cand,
+                out,
+                r,
+            )
             if st >= 0:
                 return
             self._resolve(st)
@@ -578,10 +640,24 @@ class GrammarMatcher:
         sv = self._sv
         while True:
             st = traverse_entry(
-                self._ab, *self._store.snapshot(), sv.token_ids, sv.offsets, sv.data,
-                self._tok_offsets, self._tok_data, *self._state_arrays(), next_token,
-                next_sibling, draft, out, 0, int(root_position), self._vocab_size, deadline,
-                self._clock, stack,
+                self._ab,
+                *self._store.snapshot(),
+                sv.token_ids,
+                sv.offsets,
+                sv.data,
+                self._tok_offsets,
+                self._tok_data,
+                *self._state_arrays(),
+                next_token,
+                next_sibling,
+                draft,
+                out,
+                0,
+                int(root_position),
+                self._vocab_size,
+                deadline,
+                self._clock,
+                stack,
             )
             if st == 0:
                 return True

@@ -39,17 +39,18 @@ def as_index_array(values, name: str) -> np.ndarray:
         raise DraftTreeError(f"{name} must be an integer array, got dtype {values.dtype}")
     if values.dtype == np.uint64 and values.size and values.max() > _INT64_MAX:
         # Converting would wrap 2**64 - 1 to -1 (a valid "no link" sentinel).
-        raise DraftTreeError(
-            f"{name} holds {int(values.max())}, which does not fit in int64"
-        )
+        raise DraftTreeError(f"{name} holds {int(values.max())}, which does not fit in int64")
     if values.dtype != np.int64 or not values.flags.c_contiguous:
         values = np.ascontiguousarray(values, dtype=np.int64)
     return values
 
 
-def check_draft_trees(next_token: np.ndarray, next_sibling: np.ndarray, roots: np.ndarray,
-                      names: tuple[str, str] = ("retrieve_next_token",
-                                                "retrieve_next_sibling")) -> None:
+def check_draft_trees(
+    next_token: np.ndarray,
+    next_sibling: np.ndarray,
+    roots: np.ndarray,
+    names: tuple[str, str] = ("retrieve_next_token", "retrieve_next_sibling"),
+) -> None:
     """Raise DraftTreeError unless the [T, N] link arrays form valid trees from ``roots``.
 
     ``roots[k]`` is the root of tree ``k`` (tree 0 for every k when T == 1).
@@ -80,8 +81,14 @@ def check_draft_trees(next_token: np.ndarray, next_sibling: np.ndarray, roots: n
     )
 
 
-def check_draft_tokens(draft: np.ndarray, roots: np.ndarray, vocab_size: int,
-                       name: str = "draft_tokens", *, one_d: bool = False) -> None:
+def check_draft_tokens(
+    draft: np.ndarray,
+    roots: np.ndarray,
+    vocab_size: int,
+    name: str = "draft_tokens",
+    *,
+    one_d: bool = False,
+) -> None:
     """Raise InvalidTokenIdError unless every token of ``draft`` [K, N] is in
     ``[0, vocab_size)``, the root node ``roots[k]`` of row ``k`` excepted (it holds the last
     verified token, which the matcher already accepted and the traversal never reads)."""
@@ -113,7 +120,8 @@ def deadline_ns(time_threshold, name: str = "time_threshold") -> int:
         ``time_threshold`` is not a real number, or is NaN.
     """
     if isinstance(time_threshold, (bool, np.bool_)) or not isinstance(
-            time_threshold, (int, float, np.integer, np.floating)):
+        time_threshold, (int, float, np.integer, np.floating)
+    ):
         raise ArgumentError(f"{name} must be a number of seconds, got {time_threshold!r}")
     try:
         seconds = float(time_threshold)

@@ -213,14 +213,21 @@ class SGLangGrammar:
         parse state. Use :meth:`fork` for a copy of the current state.
         """
         return SGLangGrammar.from_compiled(
-            self.ctx, self.vocab_size, override_stop_tokens=self.override_stop_tokens,
+            self.ctx,
+            self.vocab_size,
+            override_stop_tokens=self.override_stop_tokens,
             key_string=self.key_string,
         )
 
     def fork(self) -> SGLangGrammar:
         """An independent copy of this object, parse state and accepted tokens included."""
-        twin = SGLangGrammar(self.matcher.fork(), self.vocab_size, self.ctx,
-                             self.override_stop_tokens, self.key_string)
+        twin = SGLangGrammar(
+            self.matcher.fork(),
+            self.vocab_size,
+            self.ctx,
+            self.override_stop_tokens,
+            self.key_string,
+        )
         twin.accepted_tokens = list(self.accepted_tokens)
         twin._finished = self._finished
         return twin
@@ -324,8 +331,11 @@ def _compile(compiler: GrammarCompiler, kind: str, spec: Any) -> CompiledGrammar
         return compiler.compile_grammar(spec)
     if kind == "choice":
         choices = json.loads(spec) if isinstance(spec, str) else spec
-        if (not isinstance(choices, (list, tuple)) or not choices
-                or not all(isinstance(c, str) for c in choices)):
+        if (
+            not isinstance(choices, (list, tuple))
+            or not choices
+            or not all(isinstance(c, str) for c in choices)
+        ):
             raise ArgumentError(f"a choice request needs a non-empty list of str, got {spec!r}")
         alts = " | ".join(json.dumps(c, ensure_ascii=False) for c in choices)
         return compiler.compile_grammar(f"root ::= {alts}")
@@ -360,8 +370,13 @@ class SGLangGrammarBackend:
         Stop tokens for every matcher instead of the tokenizer's.
     """
 
-    def __init__(self, compiler: GrammarCompiler, vocab_size: int | None = None, *,
-                 override_stop_tokens: int | list[int] | None = None) -> None:
+    def __init__(
+        self,
+        compiler: GrammarCompiler,
+        vocab_size: int | None = None,
+        *,
+        override_stop_tokens: int | list[int] | None = None,
+    ) -> None:
         self.grammar_compiler = compiler
         self.vocab_size = _backend_vocab_size(compiler, vocab_size)
         self.override_stop_tokens = override_stop_tokens
@@ -372,17 +387,23 @@ class SGLangGrammarBackend:
         except (GrammarError, ArgumentError) as exc:
             logger.warning("skip invalid %s grammar %r: %s", kind, key_string[:200], exc)
             return None
-        return SGLangGrammar.from_compiled(ctx, self.vocab_size,
-                                           override_stop_tokens=self.override_stop_tokens,
-                                           key_string=key_string)
+        return SGLangGrammar.from_compiled(
+            ctx,
+            self.vocab_size,
+            override_stop_tokens=self.override_stop_tokens,
+            key_string=key_string,
+        )
 
     def dispatch_json(self, key_string: str) -> SGLangGrammar | None:
         """A JSON Schema; ``"$$ANY$$"`` means any JSON (the built-in JSON grammar)."""
         if key_string == "$$ANY$$":
             ctx = self.grammar_compiler.compile_builtin_json_grammar()
-            return SGLangGrammar.from_compiled(ctx, self.vocab_size,
-                                               override_stop_tokens=self.override_stop_tokens,
-                                               key_string=key_string)
+            return SGLangGrammar.from_compiled(
+                ctx,
+                self.vocab_size,
+                override_stop_tokens=self.override_stop_tokens,
+                key_string=key_string,
+            )
         return self._dispatch("json", key_string)
 
     def dispatch_regex(self, key_string: str) -> SGLangGrammar | None:
@@ -429,8 +450,9 @@ class VLLMGrammar:
     it is not safe to use from two threads at once.
     """
 
-    def __init__(self, matcher: GrammarMatcher, vocab_size: int,
-                 ctx: CompiledGrammar | None = None) -> None:
+    def __init__(
+        self, matcher: GrammarMatcher, vocab_size: int, ctx: CompiledGrammar | None = None
+    ) -> None:
         if not isinstance(matcher, GrammarMatcher):
             raise ArgumentError(
                 f"matcher must be a treegram.GrammarMatcher, got {type(matcher).__name__}"
@@ -530,8 +552,13 @@ class VLLMBackend:
         Stop tokens for every matcher instead of the tokenizer's.
     """
 
-    def __init__(self, compiler: GrammarCompiler, vocab_size: int | None = None, *,
-                 override_stop_tokens: int | list[int] | None = None) -> None:
+    def __init__(
+        self,
+        compiler: GrammarCompiler,
+        vocab_size: int | None = None,
+        *,
+        override_stop_tokens: int | list[int] | None = None,
+    ) -> None:
         self.compiler = compiler
         self.vocab_size = _backend_vocab_size(compiler, vocab_size)
         self.override_stop_tokens = override_stop_tokens

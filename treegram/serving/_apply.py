@@ -204,8 +204,10 @@ def _resolve_indices(torch: Any, indices: Any, logits_rows: int, bitmask_rows: i
             )
         return None
     if isinstance(indices, torch.Tensor):
-        if indices.dtype.is_floating_point or indices.dtype.is_complex or (
-            indices.dtype == torch.bool
+        if (
+            indices.dtype.is_floating_point
+            or indices.dtype.is_complex
+            or (indices.dtype == torch.bool)
         ):
             raise BitmaskIndexError(f"indices must be integers, got a tensor of {indices.dtype}")
         array = indices.detach().to("cpu").numpy()
@@ -348,8 +350,10 @@ def apply_token_bitmask_inplace(
     chosen = _choose_backend(backend, logits2d.device)
     width = _resolve_vocab_size(vocab_size, logits2d.shape[1], bitmask2d.shape[1])
     rows = _resolve_indices(torch, indices, logits2d.shape[0], bitmask2d.shape[0])
-    if width == 0 or (rows is None and logits2d.shape[0] == 0) or (
-        rows is not None and rows.numel() == 0
+    if (
+        width == 0
+        or (rows is None and logits2d.shape[0] == 0)
+        or (rows is not None and rows.numel() == 0)
     ):
         return
     if chosen == "triton":
@@ -457,14 +461,13 @@ def bool_tensor_to_bitmask(mask: Any) -> Any:
     if mask.dtype != torch.bool:
         raise BitmaskError(f"mask must have dtype torch.bool, got {mask.dtype}")
     if mask.dim() not in (1, 2):
-        raise BitmaskError(
-            f"mask must be 1-D or 2-D, got {mask.dim()}-D shape {tuple(mask.shape)}"
-        )
+        raise BitmaskError(f"mask must be 1-D or 2-D, got {mask.dim()}-D shape {tuple(mask.shape)}")
     rows = mask.reshape(-1, mask.shape[-1])
     vocab_size = rows.shape[1]
     n_words = -(-vocab_size // _WORD_BITS)
-    padded = torch.zeros((rows.shape[0], n_words * _WORD_BITS), dtype=torch.int32,
-                         device=mask.device)
+    padded = torch.zeros(
+        (rows.shape[0], n_words * _WORD_BITS), dtype=torch.int32, device=mask.device
+    )
     padded[:, :vocab_size] = rows
     # Weights 2**k with bit 31 weighing -2**31: every sum lies in the int32 range, exactly.
     weighted = padded.view(rows.shape[0], n_words, _WORD_BITS) * _bit_words(torch, mask.device)

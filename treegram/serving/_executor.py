@@ -152,8 +152,15 @@ class StepBatch:
     # ------------------------------------------------------------ constructors
     @classmethod
     def tree(
-        cls, matchers: Sequence[GrammarMatcher], draft_tokens, next_token, next_sibling, *,
-        root_positions=None, row_offset: int = 0, read_accepted=None,
+        cls,
+        matchers: Sequence[GrammarMatcher],
+        draft_tokens,
+        next_token,
+        next_sibling,
+        *,
+        root_positions=None,
+        row_offset: int = 0,
+        read_accepted=None,
     ) -> StepBatch:
         """A step of draft trees: row ``row_offset + i * N + j`` is node ``j`` of request i.
 
@@ -183,12 +190,14 @@ class StepBatch:
             if arr.ndim == 1:
                 arr = arr[None]
             if arr.ndim != 2 or arr.shape[1] != n or arr.shape[0] not in (1, b):
-                raise DraftTreeError(f"{name} must have shape ({n},) or ({b}, {n}), got "
-                                     f"{np.shape(values)}")
+                raise DraftTreeError(
+                    f"{name} must have shape ({n},) or ({b}, {n}), got {np.shape(values)}"
+                )
             links.append(arr)
         if links[0].shape != links[1].shape:
-            raise DraftTreeError("next_token and next_sibling differ in shape: "
-                                 f"{links[0].shape} vs {links[1].shape}")
+            raise DraftTreeError(
+                f"next_token and next_sibling differ in shape: {links[0].shape} vs {links[1].shape}"
+            )
         if root_positions is None:
             roots = np.zeros(b, dtype=np.int64)
         else:
@@ -197,12 +206,24 @@ class StepBatch:
                 raise DraftTreeError(f"root_positions must have shape ({b},), got {roots.shape}")
         if b:
             check_draft_trees(links[0], links[1], roots)
-        return cls("tree", ms, draft, links[0], links[1], roots,
-                   _nonnegative_int(row_offset, "row_offset"), _callable(read_accepted))
+        return cls(
+            "tree",
+            ms,
+            draft,
+            links[0],
+            links[1],
+            roots,
+            _nonnegative_int(row_offset, "row_offset"),
+            _callable(read_accepted),
+        )
 
     @classmethod
     def chain(
-        cls, matchers: Sequence[GrammarMatcher], draft_tokens, *, row_offset: int = 0,
+        cls,
+        matchers: Sequence[GrammarMatcher],
+        draft_tokens,
+        *,
+        row_offset: int = 0,
         read_accepted=None,
     ) -> StepBatch:
         """A step of linear drafts of k tokens each: k + 1 rows per request.
@@ -218,32 +239,46 @@ class StepBatch:
         ms = _matcher_tuple(matchers)
         draft = as_index_array(draft_tokens, "draft_tokens")
         if draft.ndim != 2 or draft.shape[0] != len(ms):
-            raise DraftTreeError(
-                f"draft_tokens must have shape ({len(ms)}, k), got {draft.shape}"
-            )
+            raise DraftTreeError(f"draft_tokens must have shape ({len(ms)}, k), got {draft.shape}")
         k = draft.shape[1]
         tree_tokens = np.zeros((len(ms), k + 1), dtype=np.int64)
         tree_tokens[:, 1:] = draft
         next_token = np.arange(1, k + 2, dtype=np.int64)[None]
         next_token[0, -1] = -1
         next_sibling = np.full((1, k + 1), -1, dtype=np.int64)
-        return cls("chain", ms, tree_tokens, next_token, next_sibling,
-                   np.zeros(len(ms), dtype=np.int64),
-                   _nonnegative_int(row_offset, "row_offset"), _callable(read_accepted))
+        return cls(
+            "chain",
+            ms,
+            tree_tokens,
+            next_token,
+            next_sibling,
+            np.zeros(len(ms), dtype=np.int64),
+            _nonnegative_int(row_offset, "row_offset"),
+            _callable(read_accepted),
+        )
 
     @classmethod
     def plain(
-        cls, matchers: Sequence[GrammarMatcher], *, row_offset: int = 0, read_accepted=None,
+        cls,
+        matchers: Sequence[GrammarMatcher],
+        *,
+        row_offset: int = 0,
+        read_accepted=None,
     ) -> StepBatch:
         """A plain decoding step: one row (the next-token mask) per request."""
-        return cls("next", _matcher_tuple(matchers), row_offset=_nonnegative_int(
-            row_offset, "row_offset"), read_accepted=_callable(read_accepted))
+        return cls(
+            "next",
+            _matcher_tuple(matchers),
+            row_offset=_nonnegative_int(row_offset, "row_offset"),
+            read_accepted=_callable(read_accepted),
+        )
 
 
 def _matcher_tuple(matchers) -> tuple:
     if not isinstance(matchers, (list, tuple)):
-        raise ArgumentError(f"matchers must be a list of GrammarMatcher, got "
-                            f"{type(matchers).__name__}")
+        raise ArgumentError(
+            f"matchers must be a list of GrammarMatcher, got {type(matchers).__name__}"
+        )
     for i, m in enumerate(matchers):
         if not isinstance(m, GrammarMatcher):
             raise ArgumentError(f"matchers[{i}] must be a GrammarMatcher, got {type(m).__name__}")
@@ -407,13 +442,13 @@ class StepExecutor:
             self._batch = batch_matcher
             self._owns_batch = False
         else:
-            raise ArgumentError("batch_matcher must be a BatchGrammarMatcher, got "
-                                f"{type(batch_matcher).__name__}")
+            raise ArgumentError(
+                f"batch_matcher must be a BatchGrammarMatcher, got {type(batch_matcher).__name__}"
+            )
         if accepted_timeout is None:
             accepted_timeout = 0.0 if self.launcher.synchronous else 30.0
         if not isinstance(accepted_timeout, (int, float)) or accepted_timeout < 0:
-            raise ArgumentError(f"accepted_timeout must be a number >= 0, got "
-                                f"{accepted_timeout!r}")
+            raise ArgumentError(f"accepted_timeout must be a number >= 0, got {accepted_timeout!r}")
         self.accepted_timeout = float(accepted_timeout)
         self.words = (self.vocab_size + 31) // 32
         self.host_bitmask = self.launcher.allocate_host(self.max_rows, self.words)
@@ -422,8 +457,9 @@ class StepExecutor:
         if self.launcher.device.type == "cpu" and isinstance(self.launcher, EagerLauncher):
             self.device_bitmask = torch.full_like(self.host_bitmask, -1)
         else:
-            self.device_bitmask = torch.full((self.max_rows, self.words), -1, dtype=torch.int32,
-                                             device=self.launcher.device)
+            self.device_bitmask = torch.full(
+                (self.max_rows, self.words), -1, dtype=torch.int32, device=self.launcher.device
+            )
         self._lock = threading.Lock()  # guards _queue, _current, _pending, _next_id
         self._launch_lock = threading.Lock()
         self._reset_state()
@@ -434,8 +470,12 @@ class StepExecutor:
             self._current: StepCompletion | None = None
             self._pending: list[StepCompletion] = []  # built, not yet advanced, in order
             self._next_id = getattr(self, "_next_id", 0)
-            self.stats = {"builds": 0, "empty_fetches": 0, "advanced_by_build": 0,
-                          "advanced_by_fallback": 0}
+            self.stats = {
+                "builds": 0,
+                "empty_fetches": 0,
+                "advanced_by_build": 0,
+                "advanced_by_fallback": 0,
+            }
 
     # ------------------------------------------------------------ host side
     def enqueue(self, step: StepBatch) -> StepCompletion:
@@ -456,8 +496,9 @@ class StepExecutor:
         for i, m in enumerate(step.matchers):
             vocab = m.compiled_grammar.tokenizer_info.vocab_size
             if vocab != self.vocab_size:
-                raise ArgumentError(f"matchers[{i}] has vocab_size {vocab}, the executor "
-                                    f"{self.vocab_size}")
+                raise ArgumentError(
+                    f"matchers[{i}] has vocab_size {vocab}, the executor {self.vocab_size}"
+                )
         with self._lock:
             done = StepCompletion(self._next_id, step)
             self._next_id += 1
@@ -524,7 +565,8 @@ class StepExecutor:
                 raise ArgumentError(f"unknown step {step_id}")
             target = next((d for d in self._pending if d.step_id == step_id), None)
             queued = any(d.step_id == step_id for d in self._queue) or (
-                self._current is not None and self._current.step_id == step_id)
+                self._current is not None and self._current.step_id == step_id
+            )
         if queued or (target is not None and not target.built):
             raise MatcherStateError(f"step {step_id} is not built yet; launch it first")
         if target is None:
@@ -537,8 +579,7 @@ class StepExecutor:
     def launch(self) -> None:
         """Run (eager) or enqueue (CUDA; capturable) fetch, build and the device copy."""
         with self._launch_lock:
-            self.launcher.launch(self._fetch, self._build, self.host_bitmask,
-                                 self.device_bitmask)
+            self.launcher.launch(self._fetch, self._build, self.host_bitmask, self.device_bitmask)
 
     def reset(self) -> None:
         """Forget queued, current and pending steps without advancing them, and zero the
@@ -596,7 +637,7 @@ class StepExecutor:
         except BaseException as exc:  # noqa: BLE001 - host functions must not raise
             done.build_error = exc
             b = done.batch
-            self._host[b.row_offset:b.row_offset + b.num_rows] = -1
+            self._host[b.row_offset : b.row_offset + b.num_rows] = -1
         finally:
             done.built_event.set()
 
@@ -606,8 +647,14 @@ class StepExecutor:
         performed = []
         while True:
             with self._lock:
-                done = next((d for d in self._pending if d.step_id <= last_id and not d.advanced
-                             and d.built_event.is_set()), None)
+                done = next(
+                    (
+                        d
+                        for d in self._pending
+                        if d.step_id <= last_id and not d.advanced and d.built_event.is_set()
+                    ),
+                    None,
+                )
             if done is None:
                 return performed
             if self._advance_once(done, timeout=timeout, by=by):
@@ -653,8 +700,9 @@ class StepExecutor:
         tokens = done.accepted_tokens
         lengths = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=len(tokens))
         live = done.advance_mask.copy()
-        live &= np.fromiter((not m.is_terminated() for m in matchers), dtype=bool,
-                            count=len(matchers))
+        live &= np.fromiter(
+            (not m.is_terminated() for m in matchers), dtype=bool, count=len(matchers)
+        )
         for p in range(int(lengths.max(initial=0))):
             rows = np.flatnonzero(live & (lengths > p))
             if len(rows) == 0:
@@ -683,22 +731,28 @@ class StepExecutor:
                 tokens.append(row[: neg[0]] if len(neg) else row)
         else:
             if len(accepted_tokens) != b:
-                raise ArgumentError(f"accepted_tokens has {len(accepted_tokens)} entries for "
-                                    f"{b} requests of step {done.step_id}")
-            tokens = [as_index_array(t, f"accepted_tokens[{i}]").reshape(-1)
-                      for i, t in enumerate(accepted_tokens)]
+                raise ArgumentError(
+                    f"accepted_tokens has {len(accepted_tokens)} entries for "
+                    f"{b} requests of step {done.step_id}"
+                )
+            tokens = [
+                as_index_array(t, f"accepted_tokens[{i}]").reshape(-1)
+                for i, t in enumerate(accepted_tokens)
+            ]
         for i, row in enumerate(tokens):
             if len(row) and (row.min() < 0 or row.max() >= self.vocab_size):
-                raise InvalidTokenIdError(f"accepted_tokens[{i}] has a token outside "
-                                          f"[0, {self.vocab_size}): {row.tolist()}")
+                raise InvalidTokenIdError(
+                    f"accepted_tokens[{i}] has a token outside "
+                    f"[0, {self.vocab_size}): {row.tolist()}"
+                )
         if advance_mask is None:
             mask = np.ones(b, dtype=bool)
         else:
-            mask = np.asarray(advance_mask.cpu() if hasattr(advance_mask, "cpu")
-                              else advance_mask)
+            mask = np.asarray(advance_mask.cpu() if hasattr(advance_mask, "cpu") else advance_mask)
             if mask.dtype != bool or mask.shape != (b,):
-                raise ArgumentError(f"advance_mask must be bool of shape ({b},), got "
-                                    f"{mask.dtype} {mask.shape}")
+                raise ArgumentError(
+                    f"advance_mask must be bool of shape ({b},), got {mask.dtype} {mask.shape}"
+                )
             mask = mask.copy()
         return tuple(tokens), mask
 
@@ -708,17 +762,21 @@ class StepExecutor:
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
             raise ArgumentError(f"{name} must be a step id or StepCompletion, got {step!r}")
         with self._lock:
-            for d in (*self._pending, *self._queue,
-                      *((self._current,) if self._current is not None else ())):
+            for d in (
+                *self._pending,
+                *self._queue,
+                *((self._current,) if self._current is not None else ()),
+            ):
                 if d.step_id == step:
                     return d
-        raise ArgumentError(f"{name} {step} is not a queued or pending step (already "
-                            "advanced, or dropped by reset)")
+        raise ArgumentError(
+            f"{name} {step} is not a queued or pending step (already advanced, or dropped by reset)"
+        )
 
     # ------------------------------------------------------------ fill
     def _fill(self, done: StepCompletion) -> None:
         b = done.batch
-        rows = self._host[b.row_offset:b.row_offset + b.num_rows]
+        rows = self._host[b.row_offset : b.row_offset + b.num_rows]
         rows.fill(-1)
         if b.batch_size == 0:
             return
@@ -727,13 +785,20 @@ class StepExecutor:
         if b.kind == "next":
             if len(live):
                 self._batch.batch_fill_next_token_bitmask(
-                    [b.matchers[i] for i in live], rows, indices=live)
+                    [b.matchers[i] for i in live], rows, indices=live
+                )
             return
         flags = [False] * b.batch_size
         if len(live):
             ok = self._batch.batch_traverse_draft_tree(
-                list(b.matchers), b.next_token, b.next_sibling, b.draft_tokens, rows,
-                indices=live, root_positions=b.root_positions[live])
+                list(b.matchers),
+                b.next_token,
+                b.next_sibling,
+                b.draft_tokens,
+                rows,
+                indices=live,
+                root_positions=b.root_positions[live],
+            )
             for i, flag in zip(live, ok, strict=True):
                 flags[i] = flag
         done.tree_complete = flags

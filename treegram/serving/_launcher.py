@@ -140,8 +140,7 @@ class _CudaPythonBinding(_Binding):
 
     def launch(self, stream: int, fn_ptr: int, user_data: int) -> None:
         rt = self._rt
-        result = rt.cudaLaunchHostFunc(rt.cudaStream_t(stream), rt.cudaHostFn_t(fn_ptr),
-                                       user_data)
+        result = rt.cudaLaunchHostFunc(rt.cudaStream_t(stream), rt.cudaHostFn_t(fn_ptr), user_data)
         err = result[0] if isinstance(result, tuple) else result
         if int(err) != 0:
             raise RuntimeError(f"cudaLaunchHostFunc failed ({self.name}): {err!r}")
@@ -155,8 +154,7 @@ class _CtypesBinding(_Binding):
         self.name = name
 
     def launch(self, stream: int, fn_ptr: int, user_data: int) -> None:
-        err = self._fn(ctypes.c_void_p(stream), ctypes.c_void_p(fn_ptr),
-                       ctypes.c_void_p(user_data))
+        err = self._fn(ctypes.c_void_p(stream), ctypes.c_void_p(fn_ptr), ctypes.c_void_p(user_data))
         if err != 0:
             raise RuntimeError(f"{self.name} failed with CUDA error {err}")
 
@@ -245,8 +243,11 @@ class CudaHostLauncher:
         torch = _torch()
         if not torch.cuda.is_available():
             raise ArgumentError("CudaHostLauncher needs CUDA; use EagerLauncher without a GPU")
-        self.device = torch.device("cuda", torch.cuda.current_device()) if device is None \
+        self.device = (
+            torch.device("cuda", torch.cuda.current_device())
+            if device is None
             else torch.device(device)
+        )
         if self.device.type != "cuda":
             raise ArgumentError(f"device must be a CUDA device, got {self.device}")
         if self.device.index is None:

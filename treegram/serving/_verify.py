@@ -86,8 +86,9 @@ class TreeVerifyResult:
 
 
 @njit(nogil=True, cache=True)
-def _walk_paths(next_token, next_sibling, draft, target, roots, stops, nodes, tokens, lengths,
-                ended):
+def _walk_paths(
+    next_token, next_sibling, draft, target, roots, stops, nodes, tokens, lengths, ended
+):
     """Walk every tree from its root along the children whose draft token is the target.
 
     ``next_token``/``next_sibling`` int64 [T, N] (T == 1: shared by every request),
@@ -135,21 +136,21 @@ def _check_logits(torch: Any, logits: Any) -> Any:
     if logits.ndim != 2:
         raise ArgumentError(f"logits must have shape (B * N, V), got {tuple(logits.shape)}")
     if str(logits.dtype).removeprefix("torch.") not in _FLOAT_DTYPES:
-        raise ArgumentError(
-            f"logits must be float32, float16 or bfloat16, got {logits.dtype}"
-        )
+        raise ArgumentError(f"logits must be float32, float16 or bfloat16, got {logits.dtype}")
     return logits
 
 
-def _tree_arrays(draft_tokens: Any, next_token: Any, next_sibling: Any,
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _tree_arrays(
+    draft_tokens: Any,
+    next_token: Any,
+    next_sibling: Any,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Validated ``draft [B, N]`` and links ``[T, N]`` (T in {1, B}) as int64 arrays."""
     draft = as_index_array(draft_tokens, "draft_tokens")
     if draft.ndim == 1:
         draft = draft[None]
     if draft.ndim != 2 or draft.shape[1] == 0:
-        raise DraftTreeError(f"draft_tokens must have shape (B, N) with N >= 1, got "
-                             f"{draft.shape}")
+        raise DraftTreeError(f"draft_tokens must have shape (B, N) with N >= 1, got {draft.shape}")
     b, n = draft.shape
     links = []
     for name, values in (("next_token", next_token), ("next_sibling", next_sibling)):
@@ -184,8 +185,9 @@ def _check_matchers(matchers: Any, b: int) -> list | None:
         )
     matchers = list(matchers)
     if len(matchers) != b:
-        raise ArgumentError(f"matchers must have one matcher per request ({b}), got "
-                            f"{len(matchers)}")
+        raise ArgumentError(
+            f"matchers must have one matcher per request ({b}), got {len(matchers)}"
+        )
     for i, m in enumerate(matchers):
         for attr in ("accept_token", "rollback", "is_terminated", "stop_token_ids"):
             if not hasattr(m, attr):
@@ -229,8 +231,12 @@ def _temperatures(torch: Any, temperature: Any, b: int, n: int, device: Any) -> 
         if not bool((temps > 0).all()) or not bool(torch.isfinite(temps).all()):
             raise ArgumentError(f"temperature must be finite and > 0, got {temperature}")
         return temps.repeat_interleave(n).unsqueeze(1)
-    if (isinstance(temperature, bool) or not isinstance(temperature, numbers.Real)
-            or not math.isfinite(temperature) or temperature <= 0):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or not math.isfinite(temperature)
+        or temperature <= 0
+    ):
         raise ArgumentError(
             f"temperature must be a finite number > 0 (use mode='greedy' for temperature 0), "
             f"got {temperature!r}"
@@ -409,8 +415,9 @@ def verify_tree(
     tokens = np.full((b, n), -1, dtype=np.int64)
     lengths = np.zeros(b, dtype=np.int64)
     ended = np.zeros(b, dtype=np.bool_)
-    _walk_paths(links_next, links_sibling, draft, target_host, roots, stops, nodes, tokens,
-                lengths, ended)
+    _walk_paths(
+        links_next, links_sibling, draft, target_host, roots, stops, nodes, tokens, lengths, ended
+    )
     if matchers is not None:
         for i, m in enumerate(matchers):
             if m.is_terminated():
@@ -435,8 +442,9 @@ def verify_tree(
     )
 
 
-def _advance(matchers: list, accepted_tokens: list[list[int]], lengths: np.ndarray,
-             ended: np.ndarray) -> None:
+def _advance(
+    matchers: list, accepted_tokens: list[list[int]], lengths: np.ndarray, ended: np.ndarray
+) -> None:
     """Accept every request's tokens into its matcher, once each; cut a path where its
     matcher terminates. On a rejected token, roll every matcher back and raise."""
     done: list[tuple[Any, int]] = []

@@ -390,8 +390,7 @@ class TokenizerInfo:
                 if self._sorted_vocab is None:
                     # Stop tokens keep their text: a matcher may override the stop set, and
                     # the matcher itself clears and sets the bits of its own stop tokens.
-                    self._sorted_vocab = build_sorted_vocab(self._decoded,
-                                                            self._special_token_ids)
+                    self._sorted_vocab = build_sorted_vocab(self._decoded, self._special_token_ids)
         return self._sorted_vocab
 
     @property
@@ -403,8 +402,7 @@ class TokenizerInfo:
         if self._token_table is None:
             with self._lock:
                 if self._token_table is None:
-                    self._token_table = build_token_table(self._decoded,
-                                                          self._special_token_ids)
+                    self._token_table = build_token_table(self._decoded, self._special_token_ids)
         return self._token_table
 
     def dump_metadata(self) -> str:
