@@ -194,6 +194,14 @@ def _reference_follow(rule_start, finals, byte_edges, ref_edges, rule_of_state, 
     return follow[:, :256].astype(np.uint8)
 
 
+def _edge_lists(ptr, *columns) -> list[list[tuple]]:
+    """CSR edges (offsets and one list per field) as a list of edge tuples per state."""
+    return [
+        list(zip(*(c[ptr[s] : ptr[s + 1]] for c in columns), strict=True))
+        for s in range(len(ptr) - 1)
+    ]
+
+
 def _random_grammar(rng: random.Random) -> str:
     n = rng.randrange(1, 7)
     rules = []
@@ -240,8 +248,14 @@ def test_fixpoints_match_reference_on_random_grammars():
             a = build_automaton(grammar.ir)
         finally:
             _build._nullable_rules, _build._follow_sets = orig_n, orig_f
-        rule_start, finals, ref_edges, _ = captured["nullable"]
+        rule_start, finals, ref_ptr, ref_rule, ref_target, _ = captured["nullable"]
+        ref_edges = _edge_lists(ref_ptr, ref_rule, ref_target)
         assert np.array_equal(a.rule_nullable, _reference_nullable(rule_start, finals, ref_edges))
-        assert np.array_equal(a.rule_follow, _reference_follow(*captured["follow"]))
+        start, fin, (byte_ptr, lo, hi), _, rule_of_state, root, n_real = captured["follow"]
+        byte_edges = _edge_lists(byte_ptr, lo, hi, [0] * len(lo))
+        reference = _reference_follow(
+            start, fin, byte_edges, ref_edges, rule_of_state, root, n_real
+        )
+        assert np.array_equal(a.rule_follow, reference)
         checked += 1
     assert checked > 100

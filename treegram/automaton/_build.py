@@ -13,7 +13,9 @@ and :func:`_inline_tail_calls`), which keeps the language and makes the chart li
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -28,6 +30,7 @@ from ..grammar._deep import (
 from ..grammar._graphs import cycles_of_two_or_more
 from ..grammar._ir import Bytes, CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
 from ._repeats import split_long_repeats
+from ._subset import determinize, fill_transitions
 from ._utf8 import complement_ranges, normalize_ranges, utf8_sequences
 
 __all__ = ["Automaton", "build_automaton", "LOOKAHEAD_SUFFIX"]
@@ -168,7 +171,6 @@ class _NfaBuilder:
         self.nfa = _Nfa()
         self.rule_ids = rule_ids
         self.rule_name = rule_name
-        self._class_cache: dict[CharClass, list[tuple[tuple[int, int], ...]]] = {}
 
     def build(self, expr: Expr, start: int, end: int) -> None:
         nfa = self.nfa
@@ -237,14 +239,16 @@ class _NfaBuilder:
         nfa.eps[cur].append(end)
 
     def _sequences(self, cls: CharClass) -> list[tuple[tuple[int, int], ...]]:
-        seqs = self._class_cache.get(cls)
-        if seqs is None:
-            ranges = normalize_ranges(list(cls.ranges))
-            if cls.negated:
-                ranges = complement_ranges(ranges)
-            seqs = [s for lo, hi in ranges for s in utf8_sequences(lo, hi)]
-            self._class_cache[cls] = seqs
-        return seqs
+        return _class_sequences(cls)
+
+
+@functools.lru_cache(maxsize=4096)  # the same classes recur in every rule and grammar
+def _class_sequences(cls: CharClass) -> list[tuple[tuple[int, int], ...]]:
+    """The UTF-8 byte-range sequences that spell the code points of ``cls``."""
+    ranges = normalize_ranges(list(cls.ranges))
+    if cls.negated:
+        ranges = complement_ranges(ranges)
+    return [s for lo, hi in ranges for s in utf8_sequences(lo, hi)]
 
 
 def _only_ends(nfa: _Nfa, q: int, accept: int) -> bool:
@@ -332,98 +336,44 @@ def _loop_tail_self_calls(nfa: _Nfa, rid: int, start: int, accept: int) -> None:
             nfa.eps[p].append(start)
 
 
-def _determinize(nfa: _Nfa, start: int, accept: int):
-    """Subset construction. Returns (finals, byte_edges, ref_edges) per DFA state.
-
-    A subset keeps only its *important* NFA states (those with a byte or call edge, and
-    the accepting one): states reached by epsilon moves only decide nothing, so subsets
-    that differ in them alone are one DFA state (smaller sets, fewer states)."""
-    closure_cache: dict[int, frozenset[int]] = {}
-    byte_edges, ref_edges = nfa.byte_edges, nfa.ref_edges
-
-    def closure(s: int) -> frozenset[int]:
-        got = closure_cache.get(s)
-        if got is not None:
-            return got
-        seen = {s}
-        stack = [s]
-        while stack:
-            for t in nfa.eps[stack.pop()]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        got = frozenset(t for t in seen if byte_edges[t] or ref_edges[t] or t == accept)
-        closure_cache[s] = got
-        return got
-
-    def closure_of(states) -> frozenset[int]:
-        out: set[int] = set()
-        for s in states:
-            out |= closure(s)
-        return frozenset(out)
-
-    first = closure(start)
-    ids = {first: 0}
-    order = [first]
-    finals: list[bool] = []
-    byte_out: list[list[tuple[int, int, int]]] = []
-    ref_out: list[list[tuple[int, int]]] = []
-    i = 0
-    while i < len(order):
-        subset = order[i]
-        i += 1
-        finals.append(accept in subset)
-        edges = [e for s in subset for e in nfa.byte_edges[s]]
-        out_edges: list[tuple[int, int, int]] = []
-        if len(edges) == 1:  # the common case (literals): nothing to split
-            lo, hi, to = edges[0]
-            intervals = [(lo, hi + 1, [to])]
-        else:
-            cuts = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
-            index = {c: k for k, c in enumerate(cuts)}
-            buckets: list[list[int]] = [[] for _ in cuts]
-            for lo, hi, to in edges:  # each edge into the intervals it covers
-                for k in range(index[lo], index[hi + 1]):
-                    buckets[k].append(to)
-            intervals = [
-                (a, b, buckets[k]) for k, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))
-            ]
-        for a, b, targets in intervals:
-            if not targets:
-                continue
-            tset = closure(targets[0]) if len(targets) == 1 else closure_of(targets)
-            tid = ids.get(tset)
-            if tid is None:
-                tid = ids[tset] = len(order)
-                order.append(tset)
-            if out_edges and out_edges[-1][1] == a - 1 and out_edges[-1][2] == tid:
-                out_edges[-1] = (out_edges[-1][0], b - 1, tid)
-            else:
-                out_edges.append((a, b - 1, tid))
-        byte_out.append(out_edges)
-        by_rule: dict[int, list[int]] = {}
-        for s in subset:
-            for rid, to in nfa.ref_edges[s]:
-                by_rule.setdefault(rid, []).append(to)
-        refs: list[tuple[int, int]] = []
-        for rid in sorted(by_rule):
-            tset = closure_of(by_rule[rid])
-            tid = ids.get(tset)
-            if tid is None:
-                tid = ids[tset] = len(order)
-                order.append(tset)
-            refs.append((rid, tid))
-        ref_out.append(refs)
-    return finals, byte_out, ref_out
+def _csr(lists: list[list], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-state edge lists as CSR: offsets [n + 1] and an int32 [n_edges, width] table."""
+    ptr = np.zeros(len(lists) + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(map(len, lists), dtype=np.int32, count=len(lists)), out=ptr[1:])
+    flat = list(chain.from_iterable(lists))
+    table = np.array(flat, dtype=np.int32).reshape(len(flat), width)
+    return ptr, table
 
 
-def _nullable_rules(rule_start, finals, ref_edges, rule_of_state) -> np.ndarray:
+def _determinize(nfa: _Nfa, start: int, accept: int) -> tuple[np.ndarray, ...]:
+    """Subset construction of one rule's NFA (see :func:`._subset.determinize`)."""
+    eps_ptr, eps_to = _csr(nfa.eps, 1)
+    byte_ptr, byte = _csr(nfa.byte_edges, 3)
+    ref_ptr, ref = _csr(nfa.ref_edges, 2)
+    return determinize(
+        len(nfa.eps),
+        eps_ptr,
+        eps_to[:, 0].copy(),
+        byte_ptr,
+        byte[:, 0].copy(),
+        byte[:, 1].copy(),
+        byte[:, 2].copy(),
+        ref_ptr,
+        ref[:, 0].copy(),
+        ref[:, 1].copy(),
+        start,
+        accept,
+    )
+
+
+def _nullable_rules(rule_start, finals, ref_ptr, ref_rule, ref_target, rule_of_state) -> np.ndarray:
     """A rule is nullable if its start reaches a final state through calls to nullable
     rules only.
 
     Worklist form, linear in states and call edges: a call to a rule not (yet) known to be
     nullable parks its target state until the callee turns out nullable, so a chain
-    ``r_i ::= r_{i+1} | ...`` of thousands of rules costs no more than its size.
+    ``r_i ::= r_{i+1} | ...`` of thousands of rules costs no more than its size. The
+    arguments are Python lists (call edges as CSR).
     """
     n_rules = len(rule_start)
     nullable = np.zeros(n_rules, dtype=np.uint8)
@@ -442,7 +392,8 @@ def _nullable_rules(rule_start, finals, ref_edges, rule_of_state) -> np.ndarray:
             if finals[u] and not nullable[r]:
                 nullable[r] = 1
                 queue.append(r)
-            for rid, to in ref_edges[u]:
+            for e in range(ref_ptr[u], ref_ptr[u + 1]):
+                rid, to = ref_rule[e], ref_target[e]
                 if nullable[rid]:
                     stack.append(to)
                 else:
@@ -488,11 +439,7 @@ def _build(ir: GrammarIR) -> Automaton:
     rule_ids = {name: i for i, (name, _) in enumerate(bodies[: len(ir.rules)])}
 
     tail_cycles = _tail_cycles(bodies[: len(ir.rules)], rule_ids)
-    finals: list[bool] = []
-    byte_edges: list[list[tuple[int, int, int]]] = []
-    ref_edges: list[list[tuple[int, int]]] = []
-    rule_of_state: list[int] = []
-    rule_start: list[int] = []
+    parts = []  # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
     for rid, (name, body) in enumerate(bodies):
         builder = _NfaBuilder(rule_ids, name)
         start = builder.nfa.new_state()
@@ -501,39 +448,41 @@ def _build(ir: GrammarIR) -> Automaton:
         if rid in tail_cycles:
             _inline_tail_calls(builder.nfa, rid, accept, tail_cycles[rid], bodies, rule_ids)
         _loop_tail_self_calls(builder.nfa, rid, start, accept)
-        f, b, r = _determinize(builder.nfa, start, accept)
-        base = len(finals)
-        rule_start.append(base)
-        finals.extend(f)
-        byte_edges.extend([(lo, hi, base + to) for lo, hi, to in edges] for edges in b)
-        ref_edges.extend([(callee, base + to) for callee, to in edges] for edges in r)
-        rule_of_state.extend([rid] * len(f))
+        parts.append(_determinize(builder.nfa, start, accept))
+
+    # One global state space: each rule's states follow the previous rule's.
+    sizes = np.array([p[0].shape[0] for p in parts], dtype=np.int64)
+    base = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=base[1:])
+    rule_start = base[:-1]
+    state_final = np.concatenate([p[0] for p in parts])
+    state_rule = np.repeat(np.arange(len(parts), dtype=np.int32), sizes)
+    byte_ptr = _concat_ptr([p[1] for p in parts])
+    lo = np.concatenate([p[2] for p in parts])
+    hi = np.concatenate([p[3] for p in parts])
+    to = np.concatenate([p[4] + np.int32(base[r]) for r, p in enumerate(parts)])
+    ref_ptr = _concat_ptr([p[5] for p in parts])
+    ref_rule = np.concatenate([p[6] for p in parts])
+    ref_target = np.concatenate([p[7] + np.int32(base[r]) for r, p in enumerate(parts)])
 
     # Byte equivalence classes: bytes no edge distinguishes share one column.
-    cuts = sorted(
-        {0, 256}
-        | {lo for es in byte_edges for lo, _, _ in es}
-        | {hi + 1 for es in byte_edges for _, hi, _ in es}
-    )
-    byte_class = np.zeros(256, dtype=np.int32)
-    for c, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
-        byte_class[a:b] = c
-    n_classes = len(cuts) - 1
-    n_states = len(finals)
+    cuts = np.unique(np.concatenate([np.array([0, 256], dtype=np.int32), lo, hi + 1]))
+    byte_class = (np.searchsorted(cuts, np.arange(256), side="right") - 1).astype(np.int32)
+    n_classes = int(cuts.shape[0] - 1)
+    n_states = int(state_final.shape[0])
     trans = np.full(n_states * n_classes, -1, dtype=np.int32)
-    # Every edge covers whole classes (its ends are cuts): classes lo..hi are contiguous.
-    for s, edges in enumerate(byte_edges):
-        row = s * n_classes
-        for lo, hi, to in edges:
-            trans[row + byte_class[lo] : row + byte_class[hi] + 1] = to
+    fill_transitions(trans, n_classes, byte_class, byte_ptr, lo, hi, to)
 
-    ref_ptr = np.zeros(n_states + 1, dtype=np.int32)
-    ref_ptr[1:] = np.cumsum([len(e) for e in ref_edges])
-    ref_rule = np.array([rid for es in ref_edges for rid, _ in es], dtype=np.int32)
-    ref_target = np.array([to for es in ref_edges for _, to in es], dtype=np.int32)
-
+    lists = (rule_start.tolist(), state_final.tolist(), state_rule.tolist())
+    ref_lists = (ref_ptr.tolist(), ref_rule.tolist(), ref_target.tolist())
     rule_follow = _follow_sets(
-        rule_start, finals, byte_edges, ref_edges, rule_of_state, rule_ids[ir.root], len(ir.rules)
+        lists[0],
+        lists[1],
+        (byte_ptr.tolist(), lo.tolist(), hi.tolist()),
+        ref_lists,
+        lists[2],
+        rule_ids[ir.root],
+        len(ir.rules),
     )
     rule_lookahead = np.full(len(bodies), -1, dtype=np.int32)
     for rid, lid in lookahead_of.items():
@@ -541,11 +490,11 @@ def _build(ir: GrammarIR) -> Automaton:
     return Automaton(
         rule_names=tuple(name for name, _ in bodies),
         root_rule=rule_ids[ir.root],
-        rule_start=np.array(rule_start, dtype=np.int32),
-        rule_nullable=_nullable_rules(rule_start, finals, ref_edges, rule_of_state),
+        rule_start=rule_start.astype(np.int32),
+        rule_nullable=_nullable_rules(lists[0], lists[1], *ref_lists, lists[2]),
         rule_lookahead=rule_lookahead,
-        state_rule=np.array(rule_of_state, dtype=np.int32),
-        state_final=np.array(finals, dtype=np.uint8),
+        state_rule=state_rule,
+        state_final=state_final,
         byte_class=byte_class,
         n_classes=n_classes,
         trans=trans,
@@ -556,32 +505,53 @@ def _build(ir: GrammarIR) -> Automaton:
     )
 
 
-def _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state, root, n_real):
+def _concat_ptr(ptrs: list[np.ndarray]) -> np.ndarray:
+    """Concatenate per-rule CSR offsets into one global offset array."""
+    out = np.zeros(sum(p.shape[0] - 1 for p in ptrs) + 1, dtype=np.int32)
+    at, total = 0, 0
+    for p in ptrs:
+        n = p.shape[0] - 1
+        out[at + 1 : at + n + 1] = p[1:] + total
+        at += n
+        total += int(p[-1])
+    return out
+
+
+def _follow_sets(rule_start, finals, byte_csr, ref_csr, rule_of_state, root, n_real):
     """LL(1) follow sets: for each rule, the bytes that can be read right after it ends.
 
     ``first[s]`` holds the bytes a path from state ``s`` can read first, plus bit 256
     when ``s`` can reach the end of its rule without reading anything. Both are computed
     to a fixpoint with worklists over 257-bit Python integers (only the states or rules
     whose inputs changed are recomputed, so long chains of nullable rules stay linear);
-    a rule that may end the whole input gets bit 256 in its follow set.
+    a rule that may end the whole input gets bit 256 in its follow set. The arguments are
+    Python lists; byte edges ``(ptr, lo, hi)`` and call edges ``(ptr, rule, target)`` as
+    CSR.
     """
+    byte_ptr, byte_lo, byte_hi = byte_csr
+    ref_ptr, ref_rule, ref_target = ref_csr
     n_states = len(finals)
     n_rules = len(rule_start)
     end = 1 << 256
     byte_bits = end - 1
     first = [0] * n_states
-    for s, edges in enumerate(byte_edges):
+    for s in range(n_states):
         bits = end if finals[s] else 0
-        for lo, hi, _ in edges:
-            bits |= (1 << (hi + 1)) - (1 << lo)
+        for e in range(byte_ptr[s], byte_ptr[s + 1]):
+            bits |= (1 << (byte_hi[e] + 1)) - (1 << byte_lo[e])
         first[s] = bits
+    calls: list = [()] * n_states  # (rule, target) pairs per state
+    for s in range(n_states):
+        a, b = ref_ptr[s], ref_ptr[s + 1]
+        if b > a:
+            calls[s] = list(zip(ref_rule[a:b], ref_target[a:b], strict=True))
     # first[s] depends on the start state of every callee and on every call's target.
     dependents: list[list[int]] = [[] for _ in range(n_states)]
-    for s, edges in enumerate(ref_edges):
+    for s, edges in enumerate(calls):
         for rid, to in edges:
             dependents[rule_start[rid]].append(s)
             dependents[to].append(s)
-    pending = [s for s in range(n_states) if ref_edges[s]]
+    pending = [s for s in range(n_states) if calls[s]]
     queued = [False] * n_states
     for s in pending:
         queued[s] = True
@@ -589,7 +559,7 @@ def _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state, root,
         s = pending.pop()
         queued[s] = False
         row = first[s]
-        for rid, to in ref_edges[s]:
+        for rid, to in calls[s]:
             callee = first[rule_start[rid]]
             row |= callee & byte_bits
             if callee & end:
@@ -604,7 +574,7 @@ def _follow_sets(rule_start, finals, byte_edges, ref_edges, rule_of_state, root,
     follow[root] = end
     # The callee's follow set includes its caller's wherever the call can end the caller.
     inherits: list[set[int]] = [set() for _ in range(n_rules)]
-    for s, edges in enumerate(ref_edges):
+    for s, edges in enumerate(calls):
         caller = rule_of_state[s]
         for rid, to in edges:
             follow[rid] |= first[to] & byte_bits

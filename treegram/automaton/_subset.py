@@ -1,0 +1,283 @@
+"""Subset construction of one rule's NFA, as a numba kernel over flat CSR arrays.
+
+The NFA comes as three CSR edge lists per state (epsilon moves, byte ranges, rule calls).
+A DFA state is the sorted set of *important* NFA states (those with a byte or call edge,
+and the accepting one) reachable by epsilon moves; states that only pass epsilon moves on
+decide nothing, so subsets that differ in them alone are one DFA state. DFA states are
+numbered in discovery order (byte intervals in ascending order, then calls by rule id), so
+the result does not depend on how the subsets are stored.
+
+Subsets live back to back in one growing int32 pool and are found again through an
+open-addressing hash table keyed by their contents.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["determinize", "fill_transitions"]
+
+_EMPTY = -1
+
+
+@njit(nogil=True, cache=True)
+def _grow(a, need):
+    """``a``, or a copy at least twice as long when it is shorter than ``need``."""
+    if need <= a.shape[0]:
+        return a
+    out = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to):
+    """Write the sorted important states reachable by epsilon moves from
+    ``targets[:n_targets]`` into ``members``; return how many there are. ``gen`` is a fresh
+    stamp value (states stamped with it are visited)."""
+    k = 0
+    top = 0
+    for t in range(n_targets):
+        q = targets[t]
+        if stamp[q] != gen:
+            stamp[q] = gen
+            stack[top] = q
+            top += 1
+    while top > 0:
+        top -= 1
+        u = stack[top]
+        if important[u]:
+            members[k] = u
+            k += 1
+        for x in range(eps_ptr[u], eps_ptr[u + 1]):
+            v = eps_to[x]
+            if stamp[v] != gen:
+                stamp[v] = gen
+                stack[top] = v
+                top += 1
+    members[:k].sort()
+    return k
+
+
+@njit(nogil=True, cache=True)
+def _intern(members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask):
+    """The id of subset ``members[:k]``, added to the store if new. Returns the id and
+    the store (its arrays are replaced when they grow)."""
+    h = np.uint64(1469598103934665603)
+    for z in range(k):
+        h = (h ^ np.uint64(members[z])) * np.uint64(1099511628211)
+    slot = np.int64(h & np.uint64(table_mask))
+    while table[slot] != _EMPTY:
+        cand = table[slot]
+        if sub_hash[cand] == h and sub_ptr[cand + 1] - sub_ptr[cand] == k:
+            base = sub_ptr[cand]
+            same = True
+            for z in range(k):
+                if pool[base + z] != members[z]:
+                    same = False
+                    break
+            if same:
+                return cand, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+        slot = (slot + 1) & table_mask
+    tid = n_sub
+    pool = _grow(pool, pool_len + k)
+    pool[pool_len : pool_len + k] = members[:k]
+    pool_len += k
+    sub_ptr = _grow(sub_ptr, n_sub + 2)
+    sub_hash = _grow(sub_hash, n_sub + 1)
+    sub_ptr[n_sub + 1] = pool_len
+    sub_hash[n_sub] = h
+    table[slot] = n_sub
+    n_sub += 1
+    if 2 * n_sub > table_mask:  # keep the table at most half full
+        table_mask = 2 * table_mask + 1
+        table = np.full(table_mask + 1, _EMPTY, dtype=np.int64)
+        for c in range(n_sub):
+            sl = np.int64(sub_hash[c] & np.uint64(table_mask))
+            while table[sl] != _EMPTY:
+                sl = (sl + 1) & table_mask
+            table[sl] = c
+    return tid, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+
+
+@njit(nogil=True, cache=True)
+def determinize(
+    n_nfa, eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule, ref_to,
+    start, accept,
+):  # fmt: skip
+    """Subset construction of one rule's NFA.
+
+    Parameters
+    ----------
+    n_nfa : int
+        Number of NFA states.
+    eps_ptr, byte_ptr, ref_ptr : int32 [n_nfa + 1]
+        CSR offsets of each state's epsilon, byte-range and call edges.
+    eps_to : int32 [n_eps]
+        Epsilon targets.
+    byte_lo, byte_hi, byte_to : int32 [n_byte]
+        Inclusive byte range and target of each byte edge.
+    ref_rule, ref_to : int32 [n_ref]
+        Called rule and return target of each call edge.
+    start, accept : int
+        The rule's start and accepting NFA states.
+
+    Returns
+    -------
+    final : uint8 [n_dfa]
+    out_byte_ptr : int32 [n_dfa + 1]
+    out_lo, out_hi, out_to : int32 [n_out_byte]
+        Byte edges per DFA state: disjoint ranges in ascending order, adjacent ranges with
+        the same target merged.
+    out_ref_ptr : int32 [n_dfa + 1]
+    out_rule, out_ref_to : int32 [n_out_ref]
+        Call edges per DFA state, one per called rule, in ascending rule order.
+    """
+    important = np.zeros(n_nfa, dtype=np.uint8)
+    for s in range(n_nfa):
+        if byte_ptr[s + 1] > byte_ptr[s] or ref_ptr[s + 1] > ref_ptr[s] or s == accept:
+            important[s] = 1
+    stamp = np.zeros(n_nfa, dtype=np.int64)
+    gen = 0
+    stack = np.empty(n_nfa, dtype=np.int32)
+    members = np.empty(n_nfa, dtype=np.int32)
+    # the subsets found so far, back to back, and a hash table over them
+    pool = np.empty(64, dtype=np.int32)
+    pool_len = 0
+    sub_ptr = np.zeros(16, dtype=np.int64)
+    sub_hash = np.empty(16, dtype=np.uint64)
+    n_sub = 0
+    table_mask = 63
+    table = np.full(table_mask + 1, _EMPTY, dtype=np.int64)
+    # the DFA
+    final = np.empty(16, dtype=np.uint8)
+    out_byte_ptr = np.zeros(16, dtype=np.int32)
+    out_lo = np.empty(16, dtype=np.int32)
+    out_hi = np.empty(16, dtype=np.int32)
+    out_to = np.empty(16, dtype=np.int32)
+    n_out = 0
+    out_ref_ptr = np.zeros(16, dtype=np.int32)
+    out_rule = np.empty(16, dtype=np.int32)
+    out_ref_to = np.empty(16, dtype=np.int32)
+    n_out_ref = 0
+    # one DFA state's gathered edges and one subset's NFA targets
+    e_lo = np.empty(16, dtype=np.int32)
+    e_hi = np.empty(16, dtype=np.int32)
+    e_to = np.empty(16, dtype=np.int32)
+    targets = np.empty(16, dtype=np.int32)
+
+    targets[0] = start
+    gen += 1
+    k = _closure(targets, 1, gen, stamp, stack, members, important, eps_ptr, eps_to)
+    _, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask = _intern(
+        members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+    )
+    i = 0
+    while i < n_sub:
+        final = _grow(final, i + 1)
+        out_byte_ptr = _grow(out_byte_ptr, i + 2)
+        out_ref_ptr = _grow(out_ref_ptr, i + 2)
+        final[i] = 0
+        m = 0
+        for p in range(sub_ptr[i], sub_ptr[i + 1]):
+            s = pool[p]
+            if s == accept:
+                final[i] = 1
+            for e in range(byte_ptr[s], byte_ptr[s + 1]):
+                e_lo = _grow(e_lo, m + 1)
+                e_hi = _grow(e_hi, m + 1)
+                e_to = _grow(e_to, m + 1)
+                e_lo[m] = byte_lo[e]
+                e_hi[m] = byte_hi[e]
+                e_to[m] = byte_to[e]
+                m += 1
+        # byte edges: one target subset per elementary interval between the edges' ends
+        cuts = np.empty(2 * m, dtype=np.int32)
+        for e in range(m):
+            cuts[2 * e] = e_lo[e]
+            cuts[2 * e + 1] = e_hi[e] + 1
+        cuts = np.unique(cuts)
+        for c in range(cuts.shape[0] - 1):
+            a = cuts[c]
+            b = cuts[c + 1]  # the interval [a, b)
+            n_targets = 0
+            for e in range(m):
+                if e_lo[e] <= a and b - 1 <= e_hi[e]:
+                    targets = _grow(targets, n_targets + 1)
+                    targets[n_targets] = e_to[e]
+                    n_targets += 1
+            if n_targets == 0:
+                continue
+            gen += 1
+            k = _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to)
+            tid, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask = _intern(
+                members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+            )
+            if n_out > out_byte_ptr[i] and out_hi[n_out - 1] == a - 1 and out_to[n_out - 1] == tid:
+                out_hi[n_out - 1] = b - 1  # extends the previous range of this state
+            else:
+                out_lo = _grow(out_lo, n_out + 1)
+                out_hi = _grow(out_hi, n_out + 1)
+                out_to = _grow(out_to, n_out + 1)
+                out_lo[n_out] = a
+                out_hi[n_out] = b - 1
+                out_to[n_out] = tid
+                n_out += 1
+        out_byte_ptr[i + 1] = n_out
+        # calls: one target subset per called rule, in ascending rule order
+        m = 0
+        for p in range(sub_ptr[i], sub_ptr[i + 1]):
+            s = pool[p]
+            for e in range(ref_ptr[s], ref_ptr[s + 1]):
+                e_lo = _grow(e_lo, m + 1)
+                e_to = _grow(e_to, m + 1)
+                e_lo[m] = ref_rule[e]
+                e_to[m] = ref_to[e]
+                m += 1
+        order = np.argsort(e_lo[:m])
+        g = 0
+        while g < m:
+            rid = e_lo[order[g]]
+            n_targets = 0
+            while g < m and e_lo[order[g]] == rid:
+                targets = _grow(targets, n_targets + 1)
+                targets[n_targets] = e_to[order[g]]
+                n_targets += 1
+                g += 1
+            gen += 1
+            k = _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to)
+            tid, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask = _intern(
+                members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+            )
+            out_rule = _grow(out_rule, n_out_ref + 1)
+            out_ref_to = _grow(out_ref_to, n_out_ref + 1)
+            out_rule[n_out_ref] = rid
+            out_ref_to[n_out_ref] = tid
+            n_out_ref += 1
+        out_ref_ptr[i + 1] = n_out_ref
+        i += 1
+    return (
+        final[:n_sub].copy(),
+        out_byte_ptr[: n_sub + 1].copy(),
+        out_lo[:n_out].copy(),
+        out_hi[:n_out].copy(),
+        out_to[:n_out].copy(),
+        out_ref_ptr[: n_sub + 1].copy(),
+        out_rule[:n_out_ref].copy(),
+        out_ref_to[:n_out_ref].copy(),
+    )
+
+
+@njit(nogil=True, cache=True)
+def fill_transitions(trans, n_classes, byte_class, byte_ptr, lo, hi, to):
+    """Write each state's byte edges into its row of the dense transition table.
+
+    Every edge's ends are class boundaries, so an edge covers the contiguous classes
+    ``byte_class[lo] .. byte_class[hi]``.
+    """
+    for s in range(byte_ptr.shape[0] - 1):
+        row = s * n_classes
+        for e in range(byte_ptr[s], byte_ptr[s + 1]):
+            for c in range(byte_class[lo[e]], byte_class[hi[e]] + 1):
+                trans[row + c] = to[e]
