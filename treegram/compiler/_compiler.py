@@ -177,7 +177,8 @@ class GrammarCompiler:
         CompiledGrammar
         """
         if isinstance(grammar, Grammar):
-            parts = (str(grammar), grammar.root_rule_name)
+            # printed only when a cache needs the key: printing is a tenth of a compile
+            parts = lambda: (str(grammar), grammar.root_rule_name)  # noqa: E731
             return self._cached("grammar", parts, lambda: grammar, classify)
         if not isinstance(grammar, str):
             raise GrammarError(
@@ -393,9 +394,10 @@ class GrammarCompiler:
                 exc,
             )
 
-    def _build(self, kind: str, parts: tuple, make_grammar, eager: bool) -> CompiledGrammar:
+    def _build(self, kind: str, parts, make_grammar, eager: bool) -> CompiledGrammar:
         skey = None
         if self.cache_store is not None:
+            parts = parts() if callable(parts) else parts
             skey = store_key(kind, parts, self.tokenizer_info.fingerprint, FORMAT_VERSION)
             compiled = self._store_load(skey)
             if compiled is not None:
@@ -410,12 +412,16 @@ class GrammarCompiler:
             self._store_call("put", skey, serialize_compiled(compiled, cache_key=skey))
         return compiled
 
-    def _cached(self, kind: str, parts: tuple, make_grammar, classify: str) -> CompiledGrammar:
+    def _cached(self, kind: str, parts, make_grammar, classify: str) -> CompiledGrammar:
+        """Compile through the memory cache and the cache store. ``parts`` (the key's
+        parts after ``kind``) may be a function that computes them, called only when a
+        cache needs the key."""
         if classify not in _CLASSIFY_MODES:
             raise ArgumentError(f"classify must be 'lazy' or 'eager', got {classify!r}")
         eager = classify == "eager"
         if not self.cache_enabled:
             return self._build(kind, parts, make_grammar, eager)
+        parts = parts() if callable(parts) else parts
         key = (kind, *parts)
         while True:
             with self._lock:

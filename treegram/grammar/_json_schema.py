@@ -153,6 +153,7 @@ class Converter:
         self.strict = strict
         self.warn = downgraded_keywords(unsupported)
         self.rules: dict[str, Expr | None] = {}
+        self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
         self.ref_names: dict[tuple[str, int], str] = {}
         self.objects = ObjectBuilder(self)
         self.nesting = 0  # value() calls in progress: nested schemas and $ref chains
@@ -188,9 +189,12 @@ class Converter:
     # -- rules --------------------------------------------------------------------------
     def new_rule(self, base: str) -> str:
         """Reserve a fresh rule name."""
-        name, k = base, 1
+        k = self._next_suffix.get(base, 0)
+        name = base if k == 0 else f"{base}_{k}"
         while name in self.rules:
-            name, k = f"{base}_{k}", k + 1
+            k += 1
+            name = f"{base}_{k}"
+        self._next_suffix[base] = k + 1
         self.rules[name] = None
         return name
 

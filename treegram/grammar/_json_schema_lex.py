@@ -8,6 +8,8 @@ an escape sequence, and every escape spells exactly one decoded character.
 
 from __future__ import annotations
 
+import functools
+
 from treegram.grammar._ir import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
 from treegram.grammar._ranges import complement, intersect, normalize
 
@@ -132,6 +134,11 @@ def _fixed_range_at(lo, hi, width, base, digit, pos) -> Expr | None:
 
 
 def _hex_digit(_pos: int, a: int, b: int) -> Expr:
+    return _hex_digit_class(a, b)
+
+
+@functools.cache  # 136 digit ranges; every \\u escape asks for them
+def _hex_digit_class(a: int, b: int) -> CharClass:
     ranges = []
     for v in range(a, b + 1):
         if v < 10:

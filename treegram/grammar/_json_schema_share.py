@@ -45,17 +45,21 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
         _visit(body, refs, order, seen)
     size: dict[int, int] = {}
     hoisted: dict[int, str] = {}
+    dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
     names = set(rules)
     for node in order:
-        s = 1 + sum(1 if id(c) in hoisted else size[id(c)] for c in _children(node))
+        children = _children(node)
+        s = 1 + sum(1 if id(c) in hoisted else size[id(c)] for c in children)
         size[id(node)] = s
+        if any(id(c) in hoisted or id(c) in dirty for c in children):
+            dirty.add(id(node))
         if refs.get(id(node), 0) > 1 and s >= HOIST_SIZE:
             name = f"shared_{len(hoisted)}"
             while name in names:
                 name += "_"
             names.add(name)
             hoisted[id(node)] = name
-    memo: dict[int, Expr] = {}
+    memo: dict[int, Expr] = {id(n): n for n in order if id(n) not in dirty}
     out = [Rule(name, _rebuild(body, hoisted, memo, top=True)) for name, body in rules.items()]
     by_id = {id(n): n for n in order}
     for nid, name in hoisted.items():
@@ -82,10 +86,13 @@ def _visit(root: Expr, refs: dict[int, int], order: list, seen: set[int]) -> Non
 
 
 def _rebuild(node: Expr, hoisted: dict[int, str], memo: dict[int, Expr], top: bool = False) -> Expr:
+    """``node`` with its hoisted descendants replaced by references; ``memo`` holds the
+    nodes done so far, and from the start every node with nothing hoisted below it."""
     if not top and id(node) in hoisted:
         return RuleRef(hoisted[id(node)])
-    if not top and id(node) in memo:
-        return memo[id(node)]
+    got = memo.get(id(node))
+    if got is not None and (not top or id(node) not in hoisted):
+        return got
     if isinstance(node, Seq):
         new: Expr = Seq(tuple(_rebuild(c, hoisted, memo) for c in node.items))
     elif isinstance(node, Choice):
