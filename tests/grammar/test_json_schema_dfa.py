@@ -67,8 +67,17 @@ def spell(text: str, escape: list[bool]) -> str:
     return '"' + "".join(out) + '"'
 
 
+def _escapes_printable_ascii(text: str, escape: list[bool]) -> bool:
+    return bool(escape) and any(escape[i % len(escape)] and " " <= ch <= "~" for i, ch in enumerate(text))
+
+
 def check_string(schema, text: str, escape: list[bool]) -> None:
-    assert accepts(schema, spell(text, escape)) == valid(schema, text), (schema, text, escape)
+    expected = valid(schema, text)
+    if ("enum" in schema or "const" in schema) and _escapes_printable_ascii(text, escape):
+        # docs/json_schema.md, "Spelling": const/enum strings write printable ASCII as
+        # itself ("a", not "\u0061"), as json.dumps and xgrammar do
+        expected = False
+    assert accepts(schema, spell(text, escape)) == expected, (schema, text, escape)
 
 
 strings = st.text(alphabet=CHARS, max_size=6)
