@@ -17,18 +17,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import GrammarError, UndefinedRuleError
-from ..grammar._deep import (
+from treegram.ir import (
     MAX_EXPR_DEPTH,
     SHALLOW_DEPTH,
+    Bytes,
+    CharClass,
+    Choice,
+    Expr,
+    GrammarIR,
+    Repeat,
+    RuleRef,
+    Seq,
+    complement_ranges,
+    cycles_of_two_or_more,
     expr_depth_error,
     ir_depth,
+    normalize_ranges,
     run_sized,
 )
-from ..grammar._graphs import cycles_of_two_or_more
-from ..grammar._ir import Bytes, CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
+
+from ..errors import GrammarError, UndefinedRuleError
 from ._repeats import split_long_repeats
-from ._utf8 import complement_ranges, normalize_ranges, utf8_sequences
+from ._utf8 import utf8_sequences
 
 __all__ = ["Automaton", "build_automaton", "LOOKAHEAD_SUFFIX"]
 
@@ -239,7 +249,7 @@ class _NfaBuilder:
     def _sequences(self, cls: CharClass) -> list[tuple[tuple[int, int], ...]]:
         seqs = self._class_cache.get(cls)
         if seqs is None:
-            ranges = normalize_ranges(list(cls.ranges))
+            ranges = normalize_ranges(cls.ranges)
             if cls.negated:
                 ranges = complement_ranges(ranges)
             seqs = [s for lo, hi in ranges for s in utf8_sequences(lo, hi)]

@@ -19,9 +19,8 @@ from ..errors import (
     TokenizerError,
     TokenizerMismatchError,
 )
+from ..frontends import check_remotes, downgraded_keywords
 from ..grammar import Grammar
-from ..grammar._json_schema import downgraded_keywords
-from ..grammar._json_schema_refs import check_remotes
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
 from ..tokenizer import TokenizerInfo
 from ._compiled import CompiledGrammar
