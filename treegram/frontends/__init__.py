@@ -10,6 +10,7 @@ from treegram.frontends._builtin_json import BUILTIN_JSON_EBNF, builtin_json_gra
 from treegram.frontends._ebnf import parse_ebnf
 from treegram.frontends._regex import regex_to_expr, regex_to_ir
 from treegram.frontends.json_schema import (
+    JsonSchemaOptions,
     check_remotes,
     downgraded_keywords,
     json_schema_to_ir,
@@ -22,6 +23,7 @@ __all__ = [
     "builtin_json_grammar_ir",
     "BUILTIN_JSON_EBNF",
     "json_schema_to_ir",
+    "JsonSchemaOptions",
     "downgraded_keywords",
     "check_remotes",
 ]

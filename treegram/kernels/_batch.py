@@ -1,7 +1,7 @@
 """Batch kernels: one call runs an operation for a range of requests.
 
 Each request ``i`` names a grammar slot ``gslots[i]`` and a matcher slot ``mslots[i]``:
-rows of the registry tables (``treegram.matcher._registry``) of (address, length) pairs,
+rows of the registry tables (``treegram.kernels._registry``) of (address, length) pairs,
 
 * grammar row: packed automaton, state_class, cls_meta [n, 5], acc_pool, unc_pool,
   sv_ids, sv_offsets, sv_data, tok_offsets, tok_data;

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from treegram._checks import nonnegative_int
 from treegram.errors import BitmaskError, BitmaskIndexError
 
 __all__ = [
@@ -50,18 +51,8 @@ _DLPACK_CPU = 1  # DLDeviceType.kDLCPU
 
 
 def _nonnegative_int(value: Any, name: str) -> int:
-    """Return ``value`` as a Python int, or raise BitmaskError if it is not an int >= 0."""
-    if isinstance(value, (bool, np.bool_)):
-        raise BitmaskError(f"{name} must be a non-negative integer, got {value!r}")
-    try:
-        result = operator.index(value)
-    except TypeError:
-        raise BitmaskError(
-            f"{name} must be a non-negative integer, got {type(value).__name__} {value!r}"
-        ) from None
-    if result < 0:
-        raise BitmaskError(f"{name} must be a non-negative integer, got {result}")
-    return result
+    """``value`` as a Python int, or raise BitmaskError if it is not an int >= 0."""
+    return nonnegative_int(value, name, BitmaskError)
 
 
 def _num_words(vocab_size: int) -> int:
@@ -159,9 +150,10 @@ def reset_token_bitmask(bitmask: Any) -> None:
     tensor_type = _loaded_torch_tensor_type()
     if tensor_type is not None and isinstance(bitmask, tensor_type):
         torch = sys.modules["torch"]
-        if bitmask.dtype != torch.int32:
-            raise BitmaskError(f"bitmask must have dtype torch.int32, got {bitmask.dtype}")
-        bitmask.fill_(-1)
+        tensor: Any = bitmask  # a torch.Tensor (torch is not imported for type checking)
+        if tensor.dtype != torch.int32:
+            raise BitmaskError(f"bitmask must have dtype torch.int32, got {tensor.dtype}")
+        tensor.fill_(-1)
         return
     if not isinstance(bitmask, np.ndarray):
         raise BitmaskError(
@@ -183,12 +175,13 @@ def _to_numpy(bitmask: Any, name: str) -> np.ndarray:
     tensor_type = _loaded_torch_tensor_type()
     if tensor_type is not None and isinstance(bitmask, tensor_type):
         torch = sys.modules["torch"]
-        if bitmask.device.type != "cpu":
-            raise BitmaskError(f"{name} must be on the CPU, got a tensor on {bitmask.device}")
-        if bitmask.dtype != torch.int32:
-            raise BitmaskError(f"{name} must have dtype torch.int32, got {bitmask.dtype}")
+        tensor: Any = bitmask  # a torch.Tensor (torch is not imported for type checking)
+        if tensor.device.type != "cpu":
+            raise BitmaskError(f"{name} must be on the CPU, got a tensor on {tensor.device}")
+        if tensor.dtype != torch.int32:
+            raise BitmaskError(f"{name} must have dtype torch.int32, got {tensor.dtype}")
         # Tensor.numpy() shares storage and keeps the storage offset and strides.
-        return bitmask.detach().numpy()
+        return tensor.detach().numpy()
     if hasattr(bitmask, "__dlpack__") and hasattr(bitmask, "__dlpack_device__"):
         device_type, device_id = bitmask.__dlpack_device__()
         if int(device_type) != _DLPACK_CPU:

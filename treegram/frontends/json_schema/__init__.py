@@ -15,10 +15,12 @@ Modules, from the entry point down (each imports only modules below it):
   code point DFAs, back to IR;
 - ``_lex``, ``_fraction``, ``_share``, ``_refs``, ``_check``: lexemes and number ranges, rule
   sharing, ``$ref`` resolution, schema shape checks;
-- ``_keywords``: the keyword vocabulary every module shares.
+- ``_keywords``, ``_options``: the keyword vocabulary every module shares; the options,
+  listed once.
 """
 
 from treegram.frontends.json_schema._convert import downgraded_keywords, json_schema_to_ir
+from treegram.frontends.json_schema._options import JsonSchemaOptions
 from treegram.frontends.json_schema._refs import check_remotes
 
-__all__ = ["json_schema_to_ir", "downgraded_keywords", "check_remotes"]
+__all__ = ["json_schema_to_ir", "JsonSchemaOptions", "downgraded_keywords", "check_remotes"]

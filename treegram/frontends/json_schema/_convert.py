@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from treegram.errors import GrammarError, UnsupportedSchemaError
 from treegram.frontends.json_schema._check import check_schema_shapes
@@ -52,6 +52,7 @@ from treegram.frontends.json_schema._lex import (
 )
 from treegram.frontends.json_schema._merge import merge_all_of
 from treegram.frontends.json_schema._objects import ObjectBuilder, array_expr
+from treegram.frontends.json_schema._options import JsonSchemaOptions
 from treegram.frontends.json_schema._refs import RefIndex, check_remotes
 from treegram.frontends.json_schema._strings import (
     any_string,
@@ -663,7 +664,7 @@ def json_schema_to_ir(
     separators: tuple[str, str] | None = None,
     strict_mode: bool = True,
     max_whitespace_cnt: int | None = None,
-    unsupported: str = "error",
+    unsupported: str | Collection[str] = "error",
     remote_schemas: Mapping[str, dict | bool] | None = None,
 ) -> GrammarIR:
     """Compile a JSON Schema to grammar IR.
@@ -724,16 +725,16 @@ def json_schema_to_ir(
     for uri, doc in (remotes or {}).items():
         deep = _scan(doc, f"remote_schemas[{uri!r}]") or deep
         check_schema_shapes(doc, f"remote_schemas[{uri!r}]")
-    args = (
-        root,
-        any_whitespace,
-        indent,
-        separators,
-        strict_mode,
-        max_whitespace_cnt,
-        unsupported,
-        remotes,
+    options = JsonSchemaOptions(
+        any_whitespace=any_whitespace,
+        indent=indent,
+        separators=separators,
+        strict_mode=strict_mode,
+        max_whitespace_cnt=max_whitespace_cnt,
+        unsupported=unsupported,
+        remote_schemas=remotes,
     )
+    args = (root, options)
     # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
     # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
     if not deep:
@@ -748,19 +749,10 @@ class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
     """Raised on the caller's stack past ``_SHALLOW_NESTING``: compile again deeper."""
 
 
-def _convert(
-    root,
-    any_whitespace,
-    indent,
-    separators,
-    strict_mode,
-    max_whitespace_cnt,
-    unsupported,
-    remotes,
-    nesting_limit: int = MAX_NESTING_DEPTH,
-) -> GrammarIR:
-    layout = Layout(any_whitespace, indent, separators, max_whitespace_cnt)
-    conv = Converter(root, layout, strict_mode, unsupported, RefIndex(root, remotes))
+def _convert(root, options: JsonSchemaOptions, nesting_limit: int = MAX_NESTING_DEPTH) -> GrammarIR:
+    o = options
+    layout = Layout(o.any_whitespace, o.indent, o.separators, o.max_whitespace_cnt)
+    conv = Converter(root, layout, o.strict_mode, o.unsupported, RefIndex(root, o.remote_schemas))
     conv.nesting_limit = nesting_limit
     conv.rules["root"] = None
     body = conv.value(conv.root, "", 0)
