@@ -15,7 +15,7 @@ import numpy as np
 
 from treegram.errors import ArgumentError, MissingDependencyError, TreegramError
 
-__all__ = ["is_int", "nonnegative_int", "import_torch"]
+__all__ = ["is_int", "as_index", "nonnegative_int", "import_torch"]
 
 
 def is_int(value: Any, *, numpy: bool = True) -> bool:
@@ -29,24 +29,33 @@ def is_int(value: Any, *, numpy: bool = True) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def as_index(
+    value: Any, name: str, error: type[TreegramError], expected: str = "an integer"
+) -> int:
+    """``value`` as a Python int via ``__index__`` (numpy integers count, bools do not).
+
+    Raises
+    ------
+    TreegramError
+        Of type ``error``: "``name`` must be ``expected``, got ...".
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise error(f"{name} must be {expected}, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise error(f"{name} must be {expected}, got {type(value).__name__} {value!r}") from None
+
+
 def nonnegative_int(value: Any, name: str, error: type[TreegramError] = ArgumentError) -> int:
     """``value`` as a Python int, or raise ``error`` when it is not an integer ``>= 0``.
-
-    Anything with ``__index__`` counts (numpy integers included); bools do not.
 
     Raises
     ------
     TreegramError
         Of type ``error``, naming ``name``.
     """
-    if isinstance(value, (bool, np.bool_)):
-        raise error(f"{name} must be a non-negative integer, got {value!r}")
-    try:
-        result = operator.index(value)
-    except TypeError:
-        raise error(
-            f"{name} must be a non-negative integer, got {type(value).__name__} {value!r}"
-        ) from None
+    result = as_index(value, name, error, "a non-negative integer")
     if result < 0:
         raise error(f"{name} must be a non-negative integer, got {result}")
     return result

@@ -102,8 +102,9 @@ class CompiledGrammar:
             self._tokens.data,
         )
 
-    def _registry_slot(self) -> int:
-        """This grammar's slot in the batch registry (taken on first batch use)."""
+    def registry_slot(self) -> int:
+        """This grammar's slot in the batch registry (taken on first batch use; for the
+        matcher)."""
         slot = self._slot
         if slot < 0:
             with self._slot_lock:
@@ -133,6 +134,16 @@ class CompiledGrammar:
                     self._slot = slot  # last: readers without the lock see a complete slot
                 slot = self._slot
         return slot
+
+    @property
+    def mask_store(self) -> MaskStore:
+        """The token classification, filled lazily (internal; for the matcher)."""
+        return self._store
+
+    @property
+    def token_table(self):
+        """The vocabulary's token bytes (``offsets``, ``data``; internal, for the matcher)."""
+        return self._tokens
 
     @property
     def automaton(self) -> Automaton:

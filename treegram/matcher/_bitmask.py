@@ -20,13 +20,12 @@ to compare masks.
 from __future__ import annotations
 
 import importlib.util
-import operator
 import sys
 from typing import Any
 
 import numpy as np
 
-from treegram._checks import nonnegative_int
+from treegram._checks import as_index, nonnegative_int
 from treegram.errors import BitmaskError, BitmaskIndexError
 
 __all__ = [
@@ -307,14 +306,7 @@ def check_row_index(index: Any, rows: int, name: str = "index") -> int:
         If ``index`` is not an integer or is out of range. It is both a
         :class:`~treegram.errors.BitmaskError` (``ValueError``) and an ``IndexError``.
     """
-    if isinstance(index, (bool, np.bool_)):
-        raise BitmaskIndexError(f"{name} must be an integer row index, got {index!r}")
-    try:
-        value = operator.index(index)
-    except TypeError:
-        raise BitmaskIndexError(
-            f"{name} must be an integer row index, got {type(index).__name__} {index!r}"
-        ) from None
+    value = as_index(index, name, BitmaskIndexError, "an integer row index")
     if not 0 <= value < rows:
         raise BitmaskIndexError(
             f"{name} must be in [0, {rows}) for a bitmask with {rows} rows, got {value}"

@@ -186,10 +186,10 @@ class GrammarMatcher:
         self._stop_ids = np.array(sorted(set(int(t) for t in stops)), dtype=np.int32)
         a = compiled_grammar.automaton
         self._ab = a.packed
-        self._tok_offsets = compiled_grammar._tokens.offsets
-        self._tok_data = compiled_grammar._tokens.data
+        self._tok_offsets = compiled_grammar.token_table.offsets
+        self._tok_data = compiled_grammar.token_table.data
         self._sv = info.sorted_vocab
-        self._store = compiled_grammar._store
+        self._store = compiled_grammar.mask_store
         self._bufs = np.zeros((2, 64), dtype=np.int32)  # distinct classes / missing states
         self._items_s = np.zeros(256, dtype=np.int32)
         self._items_o = np.zeros(256, dtype=np.int32)
@@ -276,7 +276,7 @@ class GrammarMatcher:
         """Take registry slots for this matcher and its grammar (first batch use) and return
         the batch key ``(grammar slot << 32) | matcher slot``."""
         if self._batch_key < 0:
-            gslot = self._compiled._registry_slot()
+            gslot = self._compiled.registry_slot()
             owner = object()  # only this matcher and its finalizer hold it
             slot = MATCHERS.add(self._state_arrays(), owner)
             weakref.finalize(self, MATCHERS.release, slot, owner)
