@@ -32,6 +32,8 @@ import threading
 
 import numpy as np
 
+from ._layout import GRAMMAR_LENGTH_AXES, MATCHER_LENGTH_AXES
+
 __all__ = ["REGISTRY_LOCK", "Registry", "GRAMMARS", "MATCHERS"]
 
 
@@ -167,9 +169,6 @@ class Registry:
             return sum(o is not None for o in self._owner)
 
 
-# Grammar rows: packed automaton, state_class, cls_meta [n, 5], acc_pool, unc_pool, sv_ids,
-# sv_offsets, sv_data, tok_offsets, tok_data.
-GRAMMARS = Registry((0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
-# Matcher rows: items_s, items_o, set_starts, meta, hist, stop_ids, bufs [2, cap],
-# memo_key [2, cap], memo_meta, memo_row, cand.
-MATCHERS = Registry((0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0))
+# Rows in the orders of ``_layout.GRAMMAR_ROW`` and ``_layout.MATCHER_ROW``.
+GRAMMARS = Registry(GRAMMAR_LENGTH_AXES)
+MATCHERS = Registry(MATCHER_LENGTH_AXES)
