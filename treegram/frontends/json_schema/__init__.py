@@ -15,8 +15,9 @@ Modules, from the entry point down (each imports only modules below it):
   code point DFAs, back to IR;
 - ``_lex``, ``_fraction``, ``_share``, ``_refs``, ``_check``: lexemes and number ranges, rule
   sharing, ``$ref`` resolution, schema shape checks;
-- ``_keywords``, ``_options``: the keyword vocabulary every module shares; the options,
-  listed once.
+- ``_keywords``, ``_options``, ``_context``: the keyword vocabulary every module shares;
+  the options, listed once; :class:`ConversionContext`, the type of ``conv`` below the
+  converter.
 """
 
 from treegram.frontends.json_schema._convert import downgraded_keywords, json_schema_to_ir

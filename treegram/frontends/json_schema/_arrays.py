@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._lex import EMPTY, alt, lit, seq
 from treegram.frontends.json_schema._logic import negate
 from treegram.frontends.json_schema._merge import merge_all_of
@@ -51,7 +52,7 @@ _ANNOTATIONS = frozenset(
 class _Positions:
     """Per-position schemas of an array: ``prefix[i]``, then ``items``."""
 
-    def __init__(self, conv, ptr: str, depth: int, prefix: list, items) -> None:
+    def __init__(self, conv: ConversionContext, ptr: str, depth: int, prefix: list, items) -> None:
         self.conv, self.ptr, self.depth = conv, ptr, depth
         self.prefix, self.items = prefix, items
         self.n = len(prefix)
@@ -78,7 +79,14 @@ class _Positions:
 
 
 def contains_all_expr(
-    conv, needs: list, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
+    conv: ConversionContext,
+    needs: list,
+    ptr: str,
+    depth: int,
+    prefix: list,
+    items,
+    lo: int,
+    hi: int | None,
 ) -> Expr | None:
     """Arrays of ``lo``..``hi`` items in which every schema of ``needs`` is matched by some
     item (``contains`` of several ``allOf`` parts): one rule per (set of schemas matched
@@ -139,7 +147,14 @@ _NEVER = CharClass(((0, 0x10FFFF),), negated=True)
 
 
 def contains_expr(
-    conv, schema: dict, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
+    conv: ConversionContext,
+    schema: dict,
+    ptr: str,
+    depth: int,
+    prefix: list,
+    items,
+    lo: int,
+    hi: int | None,
 ) -> Expr | None:
     """Arrays of ``lo``..``hi`` items whose count of ``contains`` matches is within
     ``minContains`` (default 1) .. ``maxContains``."""
@@ -232,7 +247,7 @@ class _RefusedError(Exception):
 
 
 def unique_expr(
-    conv, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
+    conv: ConversionContext, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
 ) -> Expr | None:
     """Arrays of ``lo``..``hi`` pairwise distinct items (JSON Schema equality), or
     :data:`UNCONSTRAINED` when the refusal was downgraded to a warning."""
@@ -244,7 +259,7 @@ def unique_expr(
 
 
 def _unique(
-    conv, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
+    conv: ConversionContext, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
 ) -> Expr | None:
     pos = _Positions(conv, ptr, depth, prefix, items)
     tail = _finite_values(conv, items, f"{ptr}/items")
@@ -308,12 +323,12 @@ def _unique(
     return alt(empty, seq(lit("["), lay.open(depth), first) if first is not None else None)
 
 
-def _apart(conv, pos: _Positions, i: int, longest: int) -> bool:
+def _apart(conv: ConversionContext, pos: _Positions, i: int, longest: int) -> bool:
     """Whether no value at position ``i`` can equal a value at another position."""
     return all(conv.disjoint([pos.schema(i), pos.schema(j)]) for j in range(longest) if j != i)
 
 
-def _finite_values(conv, schema, ptr: str) -> list | None:
+def _finite_values(conv: ConversionContext, schema, ptr: str) -> list | None:
     """The values ``schema`` accepts when it is a small finite set, else ``None``."""
 
     if schema is False:

@@ -4,6 +4,7 @@ content an automaton accepts, with shared and cyclic states as rules of the conv
 
 from __future__ import annotations
 
+from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._lex import EMPTY, alt, encoded_class, seq, string_of
 from treegram.ir import (
     MAX_CODEPOINT,
@@ -25,7 +26,7 @@ _INLINE_DEPTH = 16
 _WRITABLE = Dfa([((0, 0xD7FF, 0), (0xE000, MAX_CODEPOINT, 0))], [True])
 
 
-def dfa_string_expr(conv, dfa: Dfa, base: str = "str") -> Expr | None:
+def dfa_string_expr(conv: ConversionContext, dfa: Dfa, base: str = "str") -> Expr | None:
     """A JSON string literal (quotes included) whose decoded content ``dfa`` accepts.
 
     Each character is matched in every encoding JSON allows (raw, short escape,
@@ -47,7 +48,7 @@ def dfa_string_expr(conv, dfa: Dfa, base: str = "str") -> Expr | None:
     return string_of(dfa_expr(conv, dfa.intersect(_WRITABLE), base, encoded_class))
 
 
-def dfa_expr(conv, d: Dfa, base: str, encode) -> Expr | None:
+def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
     """Grammar IR for the strings ``d`` accepts, each code point range written as
     ``encode(ranges)`` (an expression, or ``None`` when the range cannot be written).
 

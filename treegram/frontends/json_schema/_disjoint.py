@@ -19,6 +19,7 @@ Anything not proven disjoint is treated as overlapping (never the other way roun
 from __future__ import annotations
 
 from treegram.errors import UnsupportedSchemaError
+from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._keywords import json_type, only_ref, same_value
 from treegram.frontends.json_schema._merge import merge_all_of
 from treegram.frontends.json_schema._string_dfa import StringConstraintError, string_dfa
@@ -30,7 +31,7 @@ _TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "
 _MAX_DEREF = 8
 
 
-def disjoint(conv, branches: list, parent: dict | None = None) -> bool:
+def disjoint(conv: ConversionContext, branches: list, parent: dict | None = None) -> bool:
     """Whether the ``oneOf`` branches provably accept pairwise disjoint sets of values."""
     parent = parent or {}
     shapes = []
@@ -57,7 +58,7 @@ def disjoint(conv, branches: list, parent: dict | None = None) -> bool:
     )
 
 
-def _deref(conv, schema):
+def _deref(conv: ConversionContext, schema):
     for _ in range(_MAX_DEREF):  # a chain of plain references
         if isinstance(schema, dict) and "$ref" in schema and only_ref(schema):
             schema = conv.resolve(schema["$ref"], "")
@@ -82,7 +83,7 @@ def _types(schema: dict) -> set[str]:
     return types
 
 
-def _pair_disjoint(conv, a, b) -> bool:
+def _pair_disjoint(conv: ConversionContext, a, b) -> bool:
     a, b = _deref(conv, a), _deref(conv, b)
     if a is False or b is False:
         return True
@@ -104,7 +105,7 @@ def _pair_disjoint(conv, a, b) -> bool:
     return False
 
 
-def _may_accept(conv, schema: dict, value) -> bool:
+def _may_accept(conv: ConversionContext, schema: dict, value) -> bool:
     """Whether ``schema`` might accept ``value`` (``True`` when it cannot be decided)."""
     if json_type(value) not in _types(schema):
         return False
@@ -114,7 +115,7 @@ def _may_accept(conv, schema: dict, value) -> bool:
         return True
 
 
-def _strings_disjoint(conv, a: dict, b: dict) -> bool:
+def _strings_disjoint(conv: ConversionContext, a: dict, b: dict) -> bool:
     try:
         da, db = string_dfa(a, conv), string_dfa(b, conv)
         return da is not None and db is not None and da.intersect(db).is_empty()
@@ -122,7 +123,7 @@ def _strings_disjoint(conv, a: dict, b: dict) -> bool:
         return False
 
 
-def _objects_disjoint(conv, a: dict, b: dict) -> bool:
+def _objects_disjoint(conv: ConversionContext, a: dict, b: dict) -> bool:
     pa, pb = a.get("properties", {}), b.get("properties", {})
     for key in set(a.get("required", [])) & set(b.get("required", [])):
         if key in pa and key in pb and _pair_disjoint(conv, pa[key], pb[key]):
@@ -130,7 +131,7 @@ def _objects_disjoint(conv, a: dict, b: dict) -> bool:
     return _forbids(conv, a, b) or _forbids(conv, b, a)
 
 
-def _forbids(conv, a: dict, b: dict) -> bool:
+def _forbids(conv: ConversionContext, a: dict, b: dict) -> bool:
     """Whether ``b`` forbids a property that ``a`` requires."""
     props = b.get("properties", {})
     closed = b.get("additionalProperties") is False and not b.get("patternProperties")

@@ -11,6 +11,7 @@ property whose name matches patterns must satisfy their schemas too.
 
 from __future__ import annotations
 
+from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._string_dfa import (
     StringConstraintError,
     pattern_dfa,
@@ -43,7 +44,7 @@ class KeySpace:
         The schema of keys neither declared nor matching a pattern.
     """
 
-    def __init__(self, conv, schema: dict, ptr: str, additional) -> None:
+    def __init__(self, conv: ConversionContext, schema: dict, ptr: str, additional) -> None:
         self.conv, self.ptr, self.additional = conv, ptr, additional
         self.patterns: dict = schema.get("patternProperties", {})
         self.names_schema = schema.get("propertyNames")

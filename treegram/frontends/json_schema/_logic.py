@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 from treegram.errors import UnsupportedSchemaError
+from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._keywords import (
     ANNOTATIONS,
     CONTAINS_ALL,
@@ -51,14 +52,14 @@ _MAX_DEPTH = 16
 _MAX_BRANCHES = 8
 
 
-def needs_logic(conv, schema: dict) -> bool:
+def needs_logic(conv: ConversionContext, schema: dict) -> bool:
     """Whether ``schema`` holds a keyword that :func:`expand_logic` rewrites."""
     if any(k in schema for k in _LOGIC):
         return True
     return "oneOf" in schema and not conv.disjoint(schema["oneOf"], schema)
 
 
-def expand_logic(conv, schema: dict, ptr: str) -> dict:
+def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
     """``schema`` with its boolean keywords rewritten as an ``allOf`` of plain parts.
 
     The caller merges the result again (``allOf`` flattening distributes the ``anyOf``s).
@@ -104,7 +105,7 @@ def expand_logic(conv, schema: dict, ptr: str) -> dict:
     return {**rest, "allOf": [*rest.get("allOf", []), *parts]}
 
 
-def negate(conv, schema, ptr: str, _depth: int = 0) -> dict | bool:
+def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict | bool:
     """A schema accepting exactly the JSON values that ``schema`` rejects.
 
     Raises
@@ -291,7 +292,7 @@ def _typed(t: str | list[str], schema: dict) -> dict:
     return {"type": t, **schema, OPEN: True}
 
 
-def _exclusive(conv, branches: list, negs: list, ptr: str) -> dict | bool:
+def _exclusive(conv: ConversionContext, branches: list, negs: list, ptr: str) -> dict | bool:
     """``oneOf`` as ``anyOf`` of each branch without the others (``negs``: their negations)."""
     if len(branches) > _MAX_BRANCHES:
         conv.unsupported("oneOf", ptr, f"more than {_MAX_BRANCHES} overlapping branches")
@@ -316,7 +317,7 @@ def explicit_defaults(schema: dict) -> dict:
     return out
 
 
-def _types_of(conv, keys: dict, ptr: str) -> set[str]:
+def _types_of(conv: ConversionContext, keys: dict, ptr: str) -> set[str]:
     t = keys.get("type", list(_TYPES))
     types = {t} if isinstance(t, str) else set(t)
     for x in types:
@@ -329,7 +330,7 @@ def _types_of(conv, keys: dict, ptr: str) -> set[str]:
     return types
 
 
-def _negate_type(conv, keys: dict, ptr: str) -> dict | bool:
+def _negate_type(conv: ConversionContext, keys: dict, ptr: str) -> dict | bool:
     types = _types_of(conv, keys, ptr)
     rest = [t for t in _TYPES if t not in types and t not in ("integer", "number")]
     branches: list = [{"type": rest, OPEN: True}] if rest else []
@@ -353,7 +354,7 @@ def _value_kind(v) -> str:
     return "array" if isinstance(v, list) else "object"
 
 
-def _negate_values(conv, values: list, ptr: str) -> dict | bool:
+def _negate_values(conv: ConversionContext, values: list, ptr: str) -> dict | bool:
     """Every JSON value except ``values``."""
     by_type: dict[str, list] = {}
     for v in values:
@@ -379,7 +380,7 @@ def _negate_values(conv, values: list, ptr: str) -> dict | bool:
     return _any_of(branches)
 
 
-def _other_arrays(conv, value: list, ptr: str) -> dict | bool:
+def _other_arrays(conv: ConversionContext, value: list, ptr: str) -> dict | bool:
     """Arrays other than ``value``: another length, or the same length and some item
     other than ``value``'s item there."""
     n = len(value)
@@ -411,7 +412,7 @@ def _numbers_except(points: list) -> list[dict]:
     return out
 
 
-def _negate_numeric(conv, keys: dict, ptr: str) -> list[dict]:
+def _negate_numeric(conv: ConversionContext, keys: dict, ptr: str) -> list[dict]:
     if not any(k in keys for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
         return []
     lo, lo_s, hi, hi_s = conv.bounds(keys, ptr)
@@ -442,7 +443,7 @@ def _negate_counts(keys: dict, strings: bool) -> list:
     return out
 
 
-def _negate_arrays(conv, keys: dict, ptr: str, depth: int) -> list:
+def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) -> list:
     out: list = []
     items, prefix = keys.get("items"), keys.get("prefixItems")
     further_key = "items"

@@ -9,6 +9,7 @@ distribute) raise :class:`UnsupportedSchemaError` through the converter.
 
 from __future__ import annotations
 
+from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._keywords import (
     CONTAINS_ALL,
     NOT_STRING,
@@ -38,7 +39,7 @@ _MAX_DEPTH = 32
 _MAX_ACTIVE_MERGES = 200
 
 
-def merge_all_of(conv, schema: dict, ptr: str, _depth: int = 0) -> dict | bool:
+def merge_all_of(conv: ConversionContext, schema: dict, ptr: str, _depth: int = 0) -> dict | bool:
     """Flatten ``allOf`` and ``$ref``-with-siblings of ``schema`` into one schema.
 
     Returns
@@ -58,7 +59,7 @@ def merge_all_of(conv, schema: dict, ptr: str, _depth: int = 0) -> dict | bool:
         conv.merging -= 1
 
 
-def _merge_all_of(conv, schema: dict, ptr: str, _depth: int) -> dict | bool:
+def _merge_all_of(conv: ConversionContext, schema: dict, ptr: str, _depth: int) -> dict | bool:
     if needs_logic(conv, schema):
         schema = expand_logic(conv, schema, ptr)
     if "allOf" not in schema and "$ref" not in schema:
@@ -89,7 +90,7 @@ def _merge_all_of(conv, schema: dict, ptr: str, _depth: int) -> dict | bool:
     return out
 
 
-def _merge(conv, a: dict, b: dict, ptr: str) -> dict | bool:
+def _merge(conv: ConversionContext, a: dict, b: dict, ptr: str) -> dict | bool:
     if conv.strict and bool(a.get(OPEN)) != bool(b.get(OPEN)):
         # strict_mode's implicit defaults belong to the user's schema: write them out
         # before a derived (open) schema is merged into it.
@@ -197,7 +198,7 @@ def _both(x, y):
     return x if same_value(x, y) else {"allOf": [x, y]}
 
 
-def _merge_members(conv, a: dict, b: dict, out: dict, ptr: str) -> set[str]:
+def _merge_members(conv: ConversionContext, a: dict, b: dict, out: dict, ptr: str) -> set[str]:
     """Merge declared and further members where one part limits the other's further ones.
 
     ``additionalProperties`` of one part applies to the properties declared only by the
@@ -270,7 +271,7 @@ def _lcm(a, b):
     return float(out) if Fraction(str(float(out))) == out else None
 
 
-def _merge_contains(conv, out: dict, b: dict, ptr: str) -> dict:
+def _merge_contains(conv: ConversionContext, out: dict, b: dict, ptr: str) -> dict:
     """``contains`` with its counts: a count without ``contains`` is ignored; two
     requirements on one schema merge their counts; plain requirements (at least one
     match) on different schemas collect into :data:`CONTAINS_ALL`."""

@@ -17,6 +17,7 @@ from treegram.frontends.json_schema._arrays import (
     contains_expr,
     unique_expr,
 )
+from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import dfa_string_expr
 from treegram.frontends.json_schema._keys import KeySpace
 from treegram.frontends.json_schema._keywords import CONTAINS_ALL, OPEN
@@ -40,7 +41,7 @@ _ANY_ORDER_MAX = 4
 class ObjectBuilder:
     """Builds object and homogeneous container expressions for one converter."""
 
-    def __init__(self, conv) -> None:
+    def __init__(self, conv: ConversionContext) -> None:
         self.conv = conv
 
     def homogeneous(
@@ -175,7 +176,7 @@ def _as_string(names_schema):
     return {"allOf": [{"type": "string"}, names_schema]}
 
 
-def _name_ok(conv, names_schema, name: str) -> bool:
+def _name_ok(conv: ConversionContext, names_schema, name: str) -> bool:
     try:
         return conv.is_valid(names_schema, name)  # its $refs resolve in this compilation
     except UndecidedError:  # keep the property when undecidable
@@ -190,7 +191,9 @@ class _AnyOrder:
     ``minProperties``/``maxProperties``.
     """
 
-    def __init__(self, conv, lay, named: list[Expr], extra: Expr | None, depth: int) -> None:
+    def __init__(
+        self, conv: ConversionContext, lay, named: list[Expr], extra: Expr | None, depth: int
+    ) -> None:
         self.conv, self.lay, self.named, self.extra, self.depth = conv, lay, named, extra, depth
         self.rules: dict[tuple[bool, frozenset], RuleRef] = {}
 
@@ -354,7 +357,7 @@ class _Counted:
 # -- arrays -------------------------------------------------------------------------------
 
 
-def array_expr(conv, schema: dict, ptr: str, depth: int) -> Expr | None:
+def array_expr(conv: ConversionContext, schema: dict, ptr: str, depth: int) -> Expr | None:
     """The arrays that satisfy the array keywords of ``schema``."""
     items = schema.get("items")
     prefix = schema.get("prefixItems")

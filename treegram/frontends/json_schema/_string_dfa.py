@@ -17,6 +17,7 @@ as :class:`StringConstraintError` carrying the keyword to name.
 from __future__ import annotations
 
 from treegram.frontends._regex import regex_to_expr
+from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import MAX_GRAMMAR_STATES
 from treegram.frontends.json_schema._formats import format_expr
 from treegram.frontends.json_schema._keywords import ANNOTATIONS, PATTERNS_KEY
@@ -127,7 +128,9 @@ def _format_dfa(name: str) -> Dfa:
         raise StringConstraintError("format", f"format {name!r}: {exc}") from None
 
 
-def string_dfa(schema, conv=None, ptr: str = "", _depth: int = 0) -> Dfa | None:
+def string_dfa(
+    schema, conv: ConversionContext | None = None, ptr: str = "", _depth: int = 0
+) -> Dfa | None:
     """The decoded strings that satisfy ``schema``, or ``None`` when the schema has a
     keyword outside the string subset this module handles (see the module docstring).
 
@@ -192,7 +195,9 @@ def string_dfa(schema, conv=None, ptr: str = "", _depth: int = 0) -> Dfa | None:
     return out
 
 
-def _keyword_dfa(schema: dict, key: str, val, conv, ptr: str, depth: int) -> Dfa | None:
+def _keyword_dfa(
+    schema: dict, key: str, val, conv: ConversionContext | None, ptr: str, depth: int
+) -> Dfa | None:
     if key == "type":
         types = [val] if isinstance(val, str) else list(val)
         return Dfa.any() if "string" in types else Dfa.nothing()

@@ -8,6 +8,7 @@ characters, so an escape sequence counts as one.
 from __future__ import annotations
 
 from treegram.frontends._regex import regex_to_expr
+from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import dfa_string_expr
 from treegram.frontends.json_schema._formats import format_expr
 from treegram.frontends.json_schema._keywords import NOT_STRING, PATTERNS_KEY
@@ -78,7 +79,7 @@ def format_body(name: str) -> Expr | None:
     return None if expr is None else encode_expr(expr)
 
 
-def constrained_string(conv, schema: dict, ptr: str) -> Expr | None:
+def constrained_string(conv: ConversionContext, schema: dict, ptr: str) -> Expr | None:
     """JSON strings under an intersection of patterns, a format and length bounds, through
     a code point DFA (:mod:`._string_dfa`)."""
     keys = ("minLength", "maxLength", "pattern", "format", PATTERNS_KEY)
@@ -96,7 +97,7 @@ def constrained_string(conv, schema: dict, ptr: str) -> Expr | None:
     return length_string(schema.get("minLength", 0), schema.get("maxLength"))
 
 
-def excluded_string(conv, schema: dict, value: str) -> bool:
+def excluded_string(conv: ConversionContext, schema: dict, value: str) -> bool:
     """Whether ``value`` matches one of the schemas in the internal not-string keyword."""
     for sub in schema.get(NOT_STRING, ()):
         try:

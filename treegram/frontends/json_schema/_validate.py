@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._keywords import PATTERNS_KEY
 from treegram.frontends.json_schema._string_dfa import StringConstraintError, pattern_dfa
 
@@ -80,7 +81,7 @@ class Validator:
         Resolves ``$ref`` (canonical, absolute in the converter's schema).
     """
 
-    def __init__(self, conv) -> None:
+    def __init__(self, conv: ConversionContext) -> None:
         self.conv = conv
         self._patterns: dict[str, object] = {}
 
