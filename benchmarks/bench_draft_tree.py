@@ -260,7 +260,7 @@ def setup_json(requests: int, seed: int, xgr, treegram, grammar_kind: str = "sch
     from real tokens."""
     import tokenizers
 
-    from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
 
     info = treegram.TokenizerInfo.deepseek_v4()
     vocab_size = info.vocab_size

@@ -117,7 +117,7 @@ class _LlguidanceWorker:
         import llguidance.numpy as llnp
 
         import treegram
-        from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
+        from treegram.tokenizer import deepseek_v4_tokenizer_json
 
         info = treegram.TokenizerInfo.deepseek_v4()
         self.ll = llguidance
@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> dict:
     import tokenizers
 
     import treegram
-    from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
 
     info = treegram.TokenizerInfo.deepseek_v4()
     stop_id = int(info.stop_token_ids[0])

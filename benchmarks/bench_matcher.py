@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> dict:
     import xgrammar as xgr
 
     import treegram
-    from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
 
     info = treegram.TokenizerInfo.deepseek_v4()
     vocab_size = info.vocab_size

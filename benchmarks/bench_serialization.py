@@ -99,7 +99,7 @@ def treegram_frontend():
     if hasattr(GrammarCompiler, "compile_json_schema"):
         return "compile_json_schema", None
     try:
-        from treegram.grammar._json_schema import json_schema_to_ir
+        from treegram.frontends.json_schema._convert import json_schema_to_ir
     except ImportError:
         return None, None
     from treegram.grammar import Grammar

@@ -273,7 +273,7 @@ def load_inputs(args, treegram) -> dict:
     """Vocabulary, grammar, tokenized documents and the oracle (shared by every config)."""
     import tokenizers
 
-    from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
 
     info = treegram.TokenizerInfo.deepseek_v4()
     compiler = treegram.GrammarCompiler(info)

@@ -167,7 +167,7 @@ def check_apply_bench(batch_sizes: list[int], runs: int) -> dict:
 def _doc_tokens(info) -> list[list[int]]:
     import tokenizers
 
-    from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
 
     tok = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
     return [tok.encode(d, add_special_tokens=False).ids for d in DOCS]

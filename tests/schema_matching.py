@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 
 import treegram
-from treegram.grammar._json_schema import json_schema_to_ir
+from treegram.frontends.json_schema._convert import json_schema_to_ir
 
 
 @cache

@@ -10,23 +10,28 @@ from treegram.errors import (
     ArgumentError,
     BitmaskError,
     BitmaskIndexError,
+    CacheStoreError,
     DeserializeFormatError,
     DeserializeVersionError,
+    DraftTreeError,
     EmptyVocabularyError,
     GrammarError,
     GrammarSyntaxError,
     InvalidTokenIdError,
     MatcherStateError,
+    MissingDependencyError,
     RegexSyntaxError,
     TokenizerError,
     TokenizerMismatchError,
     TreegramError,
     UndefinedRuleError,
     UnsupportedSchemaError,
+    WorkerError,
 )
 from treegram.grammar import Grammar
-from treegram.matcher import BatchGrammarMatcher, GrammarMatcher
-from treegram.matcher._bitmask import (
+from treegram.matcher import (
+    BatchGrammarMatcher,
+    GrammarMatcher,
     allocate_token_bitmask,
     allowed_token_ids,
     as_bitmask_array,
@@ -61,6 +66,10 @@ __all__ = [
     "TokenizerMismatchError",
     "RegexSyntaxError",
     "UnsupportedSchemaError",
+    "DraftTreeError",
+    "WorkerError",
+    "MissingDependencyError",
+    "CacheStoreError",
     # bitmask
     "bitmask_dtype",
     "get_bitmask_shape",

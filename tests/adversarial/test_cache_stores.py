@@ -17,7 +17,14 @@ import numpy as np
 import pytest
 
 import treegram as tg
-from treegram.compiler import DirectoryStore, GrammarCompiler
+from treegram.compiler import (
+    DirectoryStore,
+    GrammarCompiler,
+    deserialize_compiled,
+    load_compiled,
+    save_compiled,
+    serialize_compiled,
+)
 from treegram.compiler._serialize import (
     _DTYPES,
     _ENTRY,
@@ -26,10 +33,6 @@ from treegram.compiler._serialize import (
     FORMAT_VERSION,
     _pack,
     _section_codes,
-    deserialize_compiled,
-    load_compiled,
-    save_compiled,
-    serialize_compiled,
 )
 from treegram.compiler._store import CACHE_DIR_ENV, store_key
 from treegram.errors import (
@@ -57,7 +60,7 @@ GRAMMAR_A = 'root ::= "{" ("\\"a\\"" ":" [0-9]+) "}"\n'
 def warm_up():
     """Compile, serialize, load and match a small grammar once, so that loading numba's
     kernels (or compiling them, on a cold cache) is not counted as growth below."""
-    from treegram.compiler._serialize import deserialize_compiled, serialize_compiled
+    from treegram.compiler import deserialize_compiled, serialize_compiled
 
     info = small_info()
     compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_grammar(GRAMMAR_A)
@@ -138,7 +141,7 @@ def section_span(data: bytes, name: str) -> tuple[int, int]:
 LOAD_THEN_OVERWRITE = r"""
 import hashlib, json, sys
 import numpy as np
-from treegram.compiler._serialize import load_compiled, save_compiled
+from treegram.compiler import load_compiled, save_compiled
 
 path, bad_path, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 info = small_info()
@@ -203,7 +206,7 @@ def test_load_rejects_a_fifo_and_bad_arguments(info, tmp_path):
         r"""
 import json, sys
 from treegram.errors import ArgumentError
-from treegram.compiler._serialize import load_compiled
+from treegram.compiler import load_compiled
 try:
     load_compiled(sys.argv[1], small_info())
 except ArgumentError as exc:
@@ -446,7 +449,7 @@ def chain_blob(info, n_states: int, n_cls: int, n_edges: int) -> bytes:
 
 HUGE_LOAD = r"""
 import json, sys
-from treegram.compiler._serialize import deserialize_compiled
+from treegram.compiler import deserialize_compiled
 from treegram.errors import DeserializeFormatError
 
 data = open(sys.argv[1], "rb").read()

@@ -24,8 +24,8 @@ PRELUDE = textwrap.dedent('''
     import json, sys
     import treegram
     from treegram.automaton import build_automaton
-    from treegram.grammar._deep import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
-    from treegram.grammar._ir import Bytes, GrammarIR, Rule, Seq
+    from treegram.ir._deep import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
+    from treegram.ir._nodes import Bytes, GrammarIR, Rule, Seq
 
     def nest_obj(d):
         s = {"type": "integer"}
@@ -281,7 +281,7 @@ def test_without_a_large_stack_thread_deep_input_is_still_a_grammar_error():
     """Where no large-stack thread can start, deep work runs on the caller's stack under
     the default limit and overflowing it is a GrammarError, never a RecursionError."""
     code = textwrap.dedent("""
-        import treegram.grammar._deep as deep
+        import treegram.ir._deep as deep
         deep._start = lambda target: None
         try:
             treegram.Grammar.from_json_schema(nest_obj(400))

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import treegram as tg
 from treegram import BatchGrammarMatcher, GrammarMatcher
-from treegram.matcher._registry import GRAMMARS, MATCHERS
+from treegram.kernels._registry import GRAMMARS, MATCHERS
 
 V = len(VOCAB)
 
@@ -154,7 +154,7 @@ def test_finding03_first_batch_use_blocked_while_scalar_classifies():
     of the same grammar classifies (re-allocating the classification arrays): the batch
     call must see the new arrays and finish (it used to spin forever)."""
     run_scenario("""
-    from treegram.matcher._registry import REGISTRY_LOCK
+    from treegram.kernels._registry import REGISTRY_LOCK
     g = fresh("object")
     store = g._store
     before = store.snapshot()

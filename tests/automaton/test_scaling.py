@@ -16,7 +16,7 @@ from schema_matching import accepts, compile_schema
 import treegram
 from treegram.automaton import build_automaton
 from treegram.automaton._build import _follow_sets, _nullable_rules
-from treegram.grammar._json_schema import json_schema_to_ir
+from treegram.frontends.json_schema._convert import json_schema_to_ir
 
 
 def _optional_props(n: int, value: dict | None = None, **extra) -> dict:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import treegram as tg
+from treegram.compiler import deserialize_compiled, load_compiled, save_compiled, serialize_compiled
 from treegram.compiler._serialize import (
     _DATA_START,
     _ENTRY,
@@ -27,10 +28,6 @@ from treegram.compiler._serialize import (
     DeserializeFormatError,
     DeserializeVersionError,
     TokenizerMismatchError,
-    deserialize_compiled,
-    load_compiled,
-    save_compiled,
-    serialize_compiled,
 )
 from treegram.errors import ArgumentError, TokenizerError, TreegramError
 

@@ -27,8 +27,15 @@ import uuid
 import pytest
 
 import treegram as tg
-from treegram.compiler import CacheStore, DirectoryStore, GrammarCompiler, RedisStore
-from treegram.compiler._serialize import FORMAT_VERSION, deserialize_compiled, serialize_compiled
+from treegram.compiler import (
+    CacheStore,
+    DirectoryStore,
+    GrammarCompiler,
+    RedisStore,
+    deserialize_compiled,
+    serialize_compiled,
+)
+from treegram.compiler._serialize import FORMAT_VERSION
 from treegram.compiler._store import CACHE_DIR_ENV, store_key
 from treegram.errors import ArgumentError, MissingDependencyError
 

@@ -805,7 +805,7 @@ def deepseek():
     xgr = pytest.importorskip("xgrammar")
     torch = pytest.importorskip("torch")
     tokenizers = pytest.importorskip("tokenizers")
-    from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
 
     info = tg.TokenizerInfo.deepseek_v4()
     xinfo = xgr.TokenizerInfo(

@@ -19,19 +19,29 @@ from itertools import chain
 
 import numpy as np
 
-from ..errors import GrammarError, UndefinedRuleError
-from ..grammar._deep import (
+from treegram.ir import (
     MAX_EXPR_DEPTH,
     SHALLOW_DEPTH,
+    Bytes,
+    CharClass,
+    Choice,
+    Expr,
+    GrammarIR,
+    Repeat,
+    RuleRef,
+    Seq,
+    complement_ranges,
+    cycles_of_two_or_more,
     expr_depth_error,
     ir_depth,
+    normalize_ranges,
     run_sized,
 )
-from ..grammar._graphs import cycles_of_two_or_more
-from ..grammar._ir import Bytes, CharClass, Choice, Expr, GrammarIR, Repeat, RuleRef, Seq
+
+from ..errors import GrammarError, UndefinedRuleError
 from ._repeats import split_long_repeats
 from ._subset import determinize, fill_transitions
-from ._utf8 import complement_ranges, normalize_ranges, utf8_sequences
+from ._utf8 import utf8_sequences
 
 __all__ = ["Automaton", "build_automaton", "LOOKAHEAD_SUFFIX"]
 
@@ -245,7 +255,7 @@ class _NfaBuilder:
 @functools.lru_cache(maxsize=4096)  # the same classes recur in every rule and grammar
 def _class_sequences(cls: CharClass) -> list[tuple[tuple[int, int], ...]]:
     """The UTF-8 byte-range sequences that spell the code points of ``cls``."""
-    ranges = normalize_ranges(list(cls.ranges))
+    ranges = normalize_ranges(cls.ranges)
     if cls.negated:
         ranges = complement_ranges(ranges)
     return [s for lo, hi in ranges for s in utf8_sequences(lo, hi)]

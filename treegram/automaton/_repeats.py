@@ -18,7 +18,7 @@ The language is unchanged; only rules are added (named after the rule they came 
 
 from __future__ import annotations
 
-from treegram.grammar._ir import Choice, Expr, GrammarIR, Repeat, Rule, RuleRef, Seq
+from treegram.ir import Choice, Expr, GrammarIR, Repeat, Rule, RuleRef, Seq
 
 __all__ = ["BLOCK", "split_long_repeats"]
 

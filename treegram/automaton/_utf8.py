@@ -8,40 +8,13 @@ regex engines). Surrogates (U+D800..U+DFFF) have no valid UTF-8 encoding and are
 
 from __future__ import annotations
 
-from ..grammar._ir import MAX_CODEPOINT
+from treegram.ir import MAX_CODEPOINT
 
-__all__ = ["utf8_sequences", "complement_ranges", "normalize_ranges"]
+__all__ = ["utf8_sequences"]
 
 # Largest code point encoded with 1, 2, 3 and 4 bytes.
 _LENGTH_LIMITS = (0x7F, 0x7FF, 0xFFFF, MAX_CODEPOINT)
 _SURROGATES = (0xD800, 0xDFFF)
-
-
-def normalize_ranges(
-    ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...],
-) -> list[tuple[int, int]]:
-    """Sort and merge overlapping or adjacent inclusive ranges."""
-    merged: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if merged and lo <= merged[-1][1] + 1:
-            if hi > merged[-1][1]:
-                merged[-1] = (merged[-1][0], hi)
-        else:
-            merged.append((lo, hi))
-    return merged
-
-
-def complement_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Code points in ``[0, MAX_CODEPOINT]`` not covered by the (normalized) ``ranges``."""
-    out: list[tuple[int, int]] = []
-    nxt = 0
-    for lo, hi in normalize_ranges(ranges):
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = max(nxt, hi + 1)
-    if nxt <= MAX_CODEPOINT:
-        out.append((nxt, MAX_CODEPOINT))
-    return out
 
 
 def _without_surrogates(lo: int, hi: int) -> list[tuple[int, int]]:

@@ -23,7 +23,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..kernels._slices import json_string_slice_dfa, positions_to_bitset, slice_members
+from ..kernels import json_string_slice_dfa, positions_to_bitset, slice_members
 
 __all__ = ["ClassCache", "StringSlice", "class_cache_for"]
 

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 
-from ..automaton._build import Automaton
+from ..automaton import Automaton
+from ..errors import ArgumentError
+from ..kernels import GRAMMARS
 from ._mask_store import MaskStore
+from ._serialize import decode_bytes, decode_file, encode_compiled, write_atomic
 
-__all__ = ["CompiledGrammar"]
+__all__ = [
+    "CompiledGrammar",
+    "serialize_compiled",
+    "deserialize_compiled",
+    "save_compiled",
+    "load_compiled",
+]
 
 
 class CompiledGrammar:
@@ -50,7 +60,9 @@ class CompiledGrammar:
     def _reset_slot(self) -> None:
         self._slot = -1
         self._slot_lock = threading.Lock()
-        self._on_publish = None  # keeps the store's (weakly held) listener alive
+        self._on_publish: Callable[[tuple], None] | None = (
+            None  # keeps the store's (weakly held) listener alive
+        )
 
     def __copy__(self) -> CompiledGrammar:
         twin = object.__new__(type(self))
@@ -60,6 +72,22 @@ class CompiledGrammar:
 
     def __deepcopy__(self, memo: dict) -> CompiledGrammar:
         return self.__copy__()
+
+    @classmethod
+    def from_parts(cls, grammar, tokenizer_info, automaton: Automaton, classes) -> CompiledGrammar:
+        """A compiled grammar from validated parts: the deserializer's constructor.
+
+        ``classes`` is :meth:`MaskStore.export_classes` output (or the loader's validated
+        equivalent), installed before anything else can see the new grammar.
+        """
+        compiled = cls(grammar, tokenizer_info, automaton)
+        compiled._store.install_classes(*classes)
+        return compiled
+
+    def export_classes(self) -> tuple:
+        """The classification so far, as the serializer writes it
+        (:meth:`MaskStore.export_classes`)."""
+        return self._store.export_classes()
 
     def _registry_entry(self, snapshot: tuple | None = None) -> tuple:
         sv = self.tokenizer_info.sorted_vocab
@@ -74,12 +102,11 @@ class CompiledGrammar:
             self._tokens.data,
         )
 
-    def _registry_slot(self) -> int:
-        """This grammar's slot in the batch registry (taken on first batch use)."""
+    def registry_slot(self) -> int:
+        """This grammar's slot in the batch registry (taken on first batch use; for the
+        matcher)."""
         slot = self._slot
         if slot < 0:
-            from ..matcher._registry import GRAMMARS
-
             with self._slot_lock:
                 if self._slot < 0:
                     owner = object()  # only this grammar and its finalizer hold it
@@ -109,6 +136,16 @@ class CompiledGrammar:
         return slot
 
     @property
+    def mask_store(self) -> MaskStore:
+        """The token classification, filled lazily (internal; for the matcher)."""
+        return self._store
+
+    @property
+    def token_table(self):
+        """The vocabulary's token bytes (``offsets``, ``data``; internal, for the matcher)."""
+        return self._tokens
+
+    @property
     def automaton(self) -> Automaton:
         """The flat automaton (internal representation)."""
         return self._automaton
@@ -135,8 +172,6 @@ class CompiledGrammar:
     def serialize(self) -> bytes:
         """The compact, versioned, checksummed binary form (see docs/serialization.md):
         the automaton, the grammar text and every token class classified so far."""
-        from ._serialize import serialize_compiled
-
         return serialize_compiled(self)
 
     @staticmethod
@@ -154,14 +189,10 @@ class CompiledGrammar:
         TokenizerMismatchError
             Data compiled for another vocabulary than ``tokenizer_info``.
         """
-        from ._serialize import deserialize_compiled
-
         return deserialize_compiled(data, tokenizer_info)
 
     def save(self, path) -> None:
         """Write :meth:`serialize` output to ``path`` atomically (temporary file + rename)."""
-        from ._serialize import save_compiled
-
         save_compiled(self, path)
 
     @staticmethod
@@ -179,8 +210,6 @@ class CompiledGrammar:
         ArgumentError
             ``path`` is not a regular file.
         """
-        from ._serialize import load_compiled
-
         return load_compiled(path, tokenizer_info, mmap=mmap)
 
     def classify_all_states(self) -> None:
@@ -193,3 +222,123 @@ class CompiledGrammar:
             f"CompiledGrammar(rules={a.n_rules}, states={a.n_states}, "
             f"vocab_size={self.tokenizer_info.vocab_size})"
         )
+
+
+def serialize_compiled(compiled: CompiledGrammar, *, cache_key: str | None = None) -> bytes:
+    """Serialize a compiled grammar to the binary format (see ``docs/serialization.md``).
+
+    The classification done so far is included (classify more first with
+    :meth:`CompiledGrammar.classify_all_states` to ship a fully classified grammar). The
+    output is deterministic: equal grammars with equal classifications give equal bytes.
+
+    Parameters
+    ----------
+    compiled : CompiledGrammar
+    cache_key : str or None, keyword-only
+        The cache-store key (16 to 128 lowercase hex digits) the blob is written under;
+        it is stored in the blob, and a load that names another key rejects it (see
+        :func:`deserialize_compiled`). None (the default) binds the blob to no key.
+
+    Returns
+    -------
+    bytes
+
+    Raises
+    ------
+    ArgumentError
+        ``compiled`` is not a CompiledGrammar, ``cache_key`` is not a valid key, or a
+        count does not fit the format.
+    """
+    if not isinstance(compiled, CompiledGrammar):
+        raise ArgumentError(f"compiled must be a CompiledGrammar, got {type(compiled).__name__}")
+    return encode_compiled(
+        compiled.grammar,
+        compiled.tokenizer_info,
+        compiled.automaton,
+        compiled.export_classes(),
+        cache_key,
+    )
+
+
+def save_compiled(compiled: CompiledGrammar, path) -> None:
+    """Write :func:`serialize_compiled` output to ``path`` atomically.
+
+    The bytes go to a temporary file in the same directory, are flushed to disk, and the
+    file is renamed over ``path``: readers see the old file or the complete new one, never
+    a torn write.
+    """
+    write_atomic(path, serialize_compiled(compiled))
+
+
+def deserialize_compiled(data, tokenizer_info, *, cache_key: str | None = None) -> CompiledGrammar:
+    """Load a compiled grammar from :func:`serialize_compiled` output.
+
+    Everything is validated before anything is built; the input is copied once (into one
+    aligned buffer that the loaded arrays view), so the caller may reuse ``data``.
+
+    Parameters
+    ----------
+    data : bytes, bytearray or memoryview
+        The serialized grammar.
+    tokenizer_info : TokenizerInfo
+        The tokenizer to bind to; must be the one the grammar was compiled for.
+    cache_key : str or None, keyword-only
+        The cache-store key the blob was read from: the blob must have been serialized
+        with exactly this ``cache_key``, so an entry of one grammar stored under another
+        grammar's key is refused. None (the default) accepts any blob, keyed or not.
+
+    Returns
+    -------
+    CompiledGrammar
+
+    Raises
+    ------
+    DeserializeFormatError
+        Corrupt, truncated or inconsistent data, or data bound to another ``cache_key``
+        (the message says what failed).
+    DeserializeVersionError
+        Data written by another format version.
+    TokenizerMismatchError
+        Data compiled for another tokenizer.
+    ArgumentError
+        ``data`` is not bytes-like, or ``cache_key`` is not a valid key.
+    TokenizerError
+        ``tokenizer_info`` is not a TokenizerInfo.
+    """
+    grammar, automaton, classes = decode_bytes(data, tokenizer_info, cache_key)
+    return CompiledGrammar.from_parts(grammar, tokenizer_info, automaton, classes)
+
+
+def load_compiled(path, tokenizer_info, *, mmap: bool = True) -> CompiledGrammar:
+    """Load a compiled grammar from a file written by :func:`save_compiled`.
+
+    The file is read once into private memory that the loaded arrays view: the grammar
+    is isolated from anything that later happens to the file (overwritten in place,
+    truncated, deleted). A copy-on-write mapping would not be: on Linux a
+    ``MAP_PRIVATE`` page that this process has not written still shows later writes by
+    others to the file, so a file rewritten in place would change the live grammar.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A regular file.
+    tokenizer_info : TokenizerInfo
+    mmap : bool, default True, keyword-only
+        Accepted for compatibility and ignored: up to format version 2 the file was
+        memory-mapped, which did not isolate the grammar from later writes.
+
+    Returns
+    -------
+    CompiledGrammar
+
+    Raises
+    ------
+    DeserializeFormatError, DeserializeVersionError, TokenizerMismatchError
+        As :func:`deserialize_compiled`.
+    ArgumentError
+        ``path`` is not a regular file, or ``mmap`` is not a bool.
+    OSError
+        The file cannot be read.
+    """
+    grammar, automaton, classes = decode_file(path, tokenizer_info, mmap)
+    return CompiledGrammar.from_parts(grammar, tokenizer_info, automaton, classes)

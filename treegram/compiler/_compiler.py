@@ -10,7 +10,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Collection, Mapping
 
-from ..automaton._build import build_automaton
+from .._checks import is_int
+from ..automaton import build_automaton
 from ..errors import (
     ArgumentError,
     DeserializeFormatError,
@@ -19,13 +20,12 @@ from ..errors import (
     TokenizerError,
     TokenizerMismatchError,
 )
+from ..frontends import JsonSchemaOptions, check_remotes, downgraded_keywords
 from ..grammar import Grammar
-from ..grammar._json_schema import downgraded_keywords
-from ..grammar._json_schema_refs import check_remotes
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
 from ..tokenizer import TokenizerInfo
-from ._compiled import CompiledGrammar
-from ._serialize import FORMAT_VERSION, deserialize_compiled, serialize_compiled
+from ._compiled import CompiledGrammar, deserialize_compiled, serialize_compiled
+from ._serialize import FORMAT_VERSION
 from ._store import CACHE_DIR_ENV, DirectoryStore, store_key
 
 __all__ = ["GrammarCompiler"]
@@ -99,11 +99,7 @@ class GrammarCompiler:
                 "tokenizer_info must be a treegram.TokenizerInfo, got "
                 f"{type(tokenizer_info).__name__}"
             )
-        if (
-            not isinstance(max_threads, int)
-            or isinstance(max_threads, bool)
-            or not 1 <= max_threads <= MAX_THREADS_LIMIT
-        ):
+        if not is_int(max_threads, numpy=False) or not 1 <= max_threads <= MAX_THREADS_LIMIT:
             raise GrammarError(
                 f"max_threads must be an int in [1, {MAX_THREADS_LIMIT}], got {max_threads!r}"
             )
@@ -231,28 +227,19 @@ class GrammarCompiler:
             )
         remotes = check_remotes(remote_schemas)
         downgraded_keywords(unsupported)  # a clear error before it becomes a cache key
-        options = (
-            any_whitespace,
-            indent,
-            tuple(separators) if separators else None,
-            strict_mode,
-            max_whitespace_cnt,
-            unsupported if isinstance(unsupported, str) else tuple(sorted(unsupported)),
-            None if remotes is None else json.dumps(remotes, sort_keys=True),
+        options = JsonSchemaOptions(
+            any_whitespace=any_whitespace,
+            indent=indent,
+            separators=separators,
+            strict_mode=strict_mode,
+            max_whitespace_cnt=max_whitespace_cnt,
+            unsupported=unsupported,
+            remote_schemas=remotes,
         )
         return self._cached(
             "json_schema",
-            (text, *options),
-            lambda: Grammar.from_json_schema(
-                text,
-                any_whitespace=any_whitespace,
-                indent=indent,
-                separators=separators,
-                strict_mode=strict_mode,
-                max_whitespace_cnt=max_whitespace_cnt,
-                unsupported=unsupported,
-                remote_schemas=remotes,
-            ),
+            (text, *options.cache_key()),
+            lambda: Grammar.from_json_schema(text, **options.as_kwargs()),
             classify,
         )
 

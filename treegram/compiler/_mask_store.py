@@ -16,9 +16,13 @@ import weakref
 
 import numpy as np
 
-from ..kernels._classify import classify
-from ..kernels._signature import state_signature
-from ..kernels._slices import joint_byte_classes, positions_to_bitset, slice_reach
+from ..kernels import (
+    classify,
+    joint_byte_classes,
+    positions_to_bitset,
+    slice_reach,
+    state_signature,
+)
 from ._class_cache import SIGNATURE_CAP, StringSlice, class_cache_for
 
 __all__ = ["MaskStore"]
@@ -120,6 +124,64 @@ class MaskStore:
         with self._lock:
             self._listeners.append(weakref.ref(listener))
             listener(self._snap)
+
+    def export_classes(self) -> tuple:
+        """A consistent copy of the classification so far, taken under the lock.
+
+        Returns
+        -------
+        tuple
+            ``(state_class, meta, digests, acc, unc)``: int32 [n_states], int64
+            [n_classes, 5], uint8 [n_classes, 16] (each class's de-duplication key), and
+            the int32 accepted and uncertain pools. The serializer writes them as they are.
+        """
+        with self._lock:
+            n = self._n_classes
+            state_class = self._state_class.copy()
+            meta = self._cls_meta[:n].copy()
+            acc = self._acc.data[: self._acc.size].copy()
+            unc = self._unc.data[: self._unc.size].copy()
+            index = dict(self._index)
+        digests = np.zeros((n, 16), dtype=np.uint8)
+        for key, cid in index.items():
+            digests[cid] = np.frombuffer(key, dtype=np.uint8)
+        return state_class, meta, digests, acc, unc
+
+    def install_classes(
+        self,
+        state_class: np.ndarray,
+        meta: np.ndarray,
+        digests: np.ndarray,
+        acc: np.ndarray,
+        unc: np.ndarray,
+    ) -> None:
+        """Fill this (still empty, unpublished) store with loaded classes.
+
+        Must run before any matcher or batch registry sees the store. The arrays must be
+        validated and writable (the store classifies new states into them in place; the
+        pools and the metadata grow by re-allocation, so views of one buffer are fine).
+
+        Parameters
+        ----------
+        state_class : int32 [n_states]
+        meta : int64 [n_classes, 5]
+        digests : uint8 [n_classes, 16]
+            BLAKE2b-128 of each class's verdict array: the de-duplication index, so a state
+            classified later reuses an existing class exactly as in the original.
+        acc, unc : int32 [pool size]
+        """
+        n = meta.shape[0]
+        cls_meta = np.zeros((max(16, 2 * n), 5), dtype=np.int64)
+        cls_meta[:n] = meta
+        raw = digests.tobytes()
+        with self._lock:
+            self._state_class = state_class
+            self._cls_meta = cls_meta
+            self._acc.data, self._acc.size = acc, acc.shape[0]
+            self._unc.data, self._unc.size = unc, unc.shape[0]
+            self._n_classes = n
+            self._index = {raw[16 * i : 16 * i + 16]: i for i in range(n)}
+            self._publish()
 
     @property
     def n_classes(self) -> int:

@@ -5,6 +5,7 @@ Needs the optional ``redis`` package (redis-py); importing this module does not.
 
 from __future__ import annotations
 
+from .._checks import is_int
 from ..errors import ArgumentError, CacheStoreError, MissingDependencyError
 from ._store import check_key
 
@@ -73,15 +74,9 @@ class RedisStore:
             )
         if not isinstance(prefix, str):
             raise ArgumentError(f"prefix must be a str, got {type(prefix).__name__}")
-        if ttl_s is not None and (
-            not isinstance(ttl_s, int) or isinstance(ttl_s, bool) or ttl_s < 1
-        ):
+        if ttl_s is not None and (not is_int(ttl_s, numpy=False) or ttl_s < 1):
             raise ArgumentError(f"ttl_s must be None or a positive int, got {ttl_s!r}")
-        if (
-            not isinstance(max_entry_bytes, int)
-            or isinstance(max_entry_bytes, bool)
-            or max_entry_bytes < 1
-        ):
+        if not is_int(max_entry_bytes, numpy=False) or max_entry_bytes < 1:
             raise ArgumentError(f"max_entry_bytes must be a positive int, got {max_entry_bytes!r}")
         self.prefix = prefix
         self.ttl_s = ttl_s

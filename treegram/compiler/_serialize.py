@@ -1,4 +1,9 @@
-"""Binary serialization of a :class:`CompiledGrammar`: compact, versioned, checksummed.
+"""The binary format of a compiled grammar: compact, versioned, checksummed.
+
+This module turns a compiled grammar's parts (grammar, automaton, token classes) into
+bytes and back; it knows nothing of :class:`CompiledGrammar`, whose module assembles the
+parts (``serialize_compiled``, ``deserialize_compiled``, ``save_compiled`` and
+``load_compiled`` live in :mod:`._compiled`).
 
 The format (documented byte by byte in ``docs/serialization.md``) is a fixed 64-byte
 header, a directory of one 24-byte entry per section, the sections themselves (flat
@@ -14,8 +19,8 @@ tokenizer and cache key are compared *before* any object is built, so a bad inpu
 raises :class:`DeserializeFormatError`, :class:`DeserializeVersionError` or
 :class:`TokenizerMismatchError` and nothing else is returned or left half-built.
 
-Every function here is thread-safe: serialization snapshots the mask store under its
-lock, and loading touches no shared state.
+Every function here is thread-safe: serialization works on a snapshot of the mask store
+(:meth:`MaskStore.export_classes`), and loading touches no shared state.
 """
 
 from __future__ import annotations
@@ -29,8 +34,7 @@ import tempfile
 
 import numpy as np
 
-from ..automaton._build import LOOKAHEAD_SUFFIX, Automaton
-from ..automaton._repeats import split_long_repeats
+from ..automaton import LOOKAHEAD_SUFFIX, Automaton, split_long_repeats
 from ..errors import (
     ArgumentError,
     DeserializeFormatError,
@@ -39,7 +43,8 @@ from ..errors import (
     TokenizerMismatchError,
     TreegramError,
 )
-from ._compiled import CompiledGrammar
+from ..grammar import Grammar
+from ..tokenizer import TokenizerInfo
 from ._mask_store import KIND_BITSET, KIND_LIST
 from ._store import check_key, open_regular_file
 
@@ -49,10 +54,10 @@ __all__ = [
     "DeserializeFormatError",
     "DeserializeVersionError",
     "TokenizerMismatchError",
-    "serialize_compiled",
-    "deserialize_compiled",
-    "save_compiled",
-    "load_compiled",
+    "encode_compiled",
+    "decode_bytes",
+    "decode_file",
+    "write_atomic",
 ]
 
 
@@ -131,56 +136,26 @@ def _checksum(buf) -> bytes:
 # ---------------------------------------------------------------------------- writing
 
 
-def _store_snapshot(store) -> tuple:
-    """A consistent copy of the classified part of a MaskStore (taken under its lock)."""
-    with store._lock:
-        n = store._n_classes
-        state_class = store._state_class.copy()
-        meta = store._cls_meta[:n].copy()
-        acc = store._acc.data[: store._acc.size].copy()
-        unc = store._unc.data[: store._unc.size].copy()
-        index = dict(store._index)
-    digests = np.zeros((n, 16), dtype=np.uint8)
-    for key, cid in index.items():
-        digests[cid] = np.frombuffer(key, dtype=np.uint8)
-    return state_class, meta, digests, acc, unc
+def encode_compiled(
+    grammar, tokenizer_info, automaton: Automaton, classes: tuple, cache_key: str | None
+) -> bytes:
+    """The binary form of a compiled grammar's parts (see ``docs/serialization.md``).
 
-
-def serialize_compiled(compiled: CompiledGrammar, *, cache_key: str | None = None) -> bytes:
-    """Serialize a compiled grammar to the binary format (see ``docs/serialization.md``).
-
-    The classification done so far is included (classify more first with
-    :meth:`CompiledGrammar.classify_all_states` to ship a fully classified grammar). The
-    output is deterministic: equal grammars with equal classifications give equal bytes.
-
-    Parameters
-    ----------
-    compiled : CompiledGrammar
-    cache_key : str or None, keyword-only
-        The cache-store key (16 to 128 lowercase hex digits) the blob is written under;
-        it is stored in the blob, and a load that names another key rejects it (see
-        :func:`deserialize_compiled`). None (the default) binds the blob to no key.
-
-    Returns
-    -------
-    bytes
+    ``classes`` is :meth:`MaskStore.export_classes` output. The output is deterministic:
+    equal parts give equal bytes.
 
     Raises
     ------
     ArgumentError
-        ``compiled`` is not a CompiledGrammar, ``cache_key`` is not a valid key, or a
-        count does not fit the format.
+        ``cache_key`` is not a valid key, or a count does not fit the format.
     """
-    if not isinstance(compiled, CompiledGrammar):
-        raise ArgumentError(f"compiled must be a CompiledGrammar, got {type(compiled).__name__}")
     key = b"" if cache_key is None else check_key(cache_key, "cache_key").encode("ascii")
-    a = compiled.automaton
-    info = compiled.tokenizer_info
-    state_class, meta, digests, acc, unc = _store_snapshot(compiled._store)
+    a = automaton
+    info = tokenizer_info
+    state_class, meta, digests, acc, unc = classes
     names = [n.encode("utf-8") for n in a.rule_names]
     name_ptr = np.zeros(len(names) + 1, dtype=np.int64)
     name_ptr[1:] = np.cumsum([len(n) for n in names])
-    grammar = compiled.grammar
     dense = a.trans.reshape(a.n_states, a.n_classes)
     has = dense >= 0
     trans_ptr = np.zeros(a.n_states + 1, dtype=np.int32)
@@ -254,14 +229,13 @@ def _pack(counts: tuple, parts: dict) -> bytes:
     return bytes(buf)
 
 
-def save_compiled(compiled: CompiledGrammar, path) -> None:
-    """Write :func:`serialize_compiled` output to ``path`` atomically.
+def write_atomic(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically.
 
     The bytes go to a temporary file in the same directory, are flushed to disk, and the
     file is renamed over ``path``: readers see the old file or the complete new one, never
     a torn write.
     """
-    data = serialize_compiled(compiled)
     path = os.fspath(path)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tgrm-")
     try:
@@ -488,8 +462,6 @@ def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
 
 def _validate_grammar(s: dict, names: tuple, n_real: int, rule_lookahead, root_rule: int):
     """Parse the EBNF source and check it names the automaton's rules; returns the Grammar."""
-    from ..grammar import Grammar
-
     root = _decode(s["grammar_root"], "root rule name")
     text = _decode(s["grammar_ebnf"], "grammar source")
     try:
@@ -564,47 +536,7 @@ def _sorted_segments(values: np.ndarray, seg: np.ndarray) -> bool:
     return bool((np.diff(values.astype(np.int64))[same] > 0).all())
 
 
-def install_mask_store(
-    compiled: CompiledGrammar,
-    state_class: np.ndarray,
-    meta: np.ndarray,
-    digests: np.ndarray,
-    acc: np.ndarray,
-    unc: np.ndarray,
-) -> None:
-    """Fill the (still empty, unpublished) mask store of ``compiled`` with loaded classes.
-
-    Must run before any matcher or batch registry sees ``compiled``. The arrays must be
-    validated and writable (the store classifies new states into them in place; the pools
-    and the metadata grow by re-allocation, so views of a file mapping are fine).
-
-    Parameters
-    ----------
-    state_class : int32 [n_states]
-    meta : int64 [n_classes, 5]
-    digests : uint8 [n_classes, 16]
-        BLAKE2b-128 of each class's verdict array: the de-duplication index, so a state
-        classified later reuses an existing class exactly as in the original.
-    acc, unc : int32 [pool size]
-    """
-    store = compiled._store
-    n = meta.shape[0]
-    cls_meta = np.zeros((max(16, 2 * n), 5), dtype=np.int64)
-    cls_meta[:n] = meta
-    raw = digests.tobytes()
-    with store._lock:
-        store._state_class = state_class
-        store._cls_meta = cls_meta
-        store._acc.data, store._acc.size = acc, acc.shape[0]
-        store._unc.data, store._unc.size = unc, unc.shape[0]
-        store._n_classes = n
-        store._index = {raw[16 * i : 16 * i + 16]: i for i in range(n)}
-        store._publish()
-
-
 def _check_args(tokenizer_info, cache_key) -> None:
-    from ..tokenizer import TokenizerInfo
-
     if not isinstance(tokenizer_info, TokenizerInfo):
         raise TokenizerError(
             f"tokenizer_info must be a treegram.TokenizerInfo, got {type(tokenizer_info).__name__}"
@@ -613,8 +545,9 @@ def _check_args(tokenizer_info, cache_key) -> None:
         check_key(cache_key, "cache_key")
 
 
-def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> CompiledGrammar:
-    """Validate ``raw`` (uint8, writable, owned by the result) and build the grammar."""
+def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> tuple:
+    """Validate ``raw`` (uint8, writable, owned by the result); return
+    ``(grammar, automaton, classes)`` for :meth:`CompiledGrammar.from_parts`."""
     size = raw.shape[0]
     _check(size >= 8, f"{size} bytes is too short for the header")
     _check(raw[:4].tobytes() == MAGIC, "bad magic bytes (not a treegram compiled grammar)")
@@ -721,53 +654,19 @@ def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> CompiledGra
         ref_target=s["ref_target"],
         rule_follow=s["rule_follow"].reshape(n_rules, 256),
     )
-    compiled = CompiledGrammar(grammar, tokenizer_info, automaton)
-    install_mask_store(
-        compiled,
+    classes = (
         s["state_class"],
         s["class_meta"].reshape(n_mc, 5),
         s["class_digest"].reshape(n_mc, 16),
         s["acc_pool"],
         s["unc_pool"],
     )
-    return compiled
+    return grammar, automaton, classes
 
 
-def deserialize_compiled(data, tokenizer_info, *, cache_key: str | None = None) -> CompiledGrammar:
-    """Load a compiled grammar from :func:`serialize_compiled` output.
-
-    Everything is validated before anything is built; the input is copied once (into one
-    aligned buffer that the loaded arrays view), so the caller may reuse ``data``.
-
-    Parameters
-    ----------
-    data : bytes, bytearray or memoryview
-        The serialized grammar.
-    tokenizer_info : TokenizerInfo
-        The tokenizer to bind to; must be the one the grammar was compiled for.
-    cache_key : str or None, keyword-only
-        The cache-store key the blob was read from: the blob must have been serialized
-        with exactly this ``cache_key``, so an entry of one grammar stored under another
-        grammar's key is refused. None (the default) accepts any blob, keyed or not.
-
-    Returns
-    -------
-    CompiledGrammar
-
-    Raises
-    ------
-    DeserializeFormatError
-        Corrupt, truncated or inconsistent data, or data bound to another ``cache_key``
-        (the message says what failed).
-    DeserializeVersionError
-        Data written by another format version.
-    TokenizerMismatchError
-        Data compiled for another tokenizer.
-    ArgumentError
-        ``data`` is not bytes-like, or ``cache_key`` is not a valid key.
-    TokenizerError
-        ``tokenizer_info`` is not a TokenizerInfo.
-    """
+def decode_bytes(data, tokenizer_info, cache_key: str | None) -> tuple:
+    """Validate serialized bytes; ``(grammar, automaton, classes)`` (see
+    :func:`~treegram.compiler._compiled.deserialize_compiled` for the errors)."""
     _check_args(tokenizer_info, cache_key)
     try:
         view = memoryview(data)
@@ -781,37 +680,9 @@ def deserialize_compiled(data, tokenizer_info, *, cache_key: str | None = None) 
     return _load(raw, tokenizer_info, cache_key)
 
 
-def load_compiled(path, tokenizer_info, *, mmap: bool = True) -> CompiledGrammar:
-    """Load a compiled grammar from a file written by :func:`save_compiled`.
-
-    The file is read once into private memory that the loaded arrays view: the grammar
-    is isolated from anything that later happens to the file (overwritten in place,
-    truncated, deleted). A copy-on-write mapping would not be: on Linux a
-    ``MAP_PRIVATE`` page that this process has not written still shows later writes by
-    others to the file, so a file rewritten in place would change the live grammar.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A regular file.
-    tokenizer_info : TokenizerInfo
-    mmap : bool, default True, keyword-only
-        Accepted for compatibility and ignored: up to format version 2 the file was
-        memory-mapped, which did not isolate the grammar from later writes.
-
-    Returns
-    -------
-    CompiledGrammar
-
-    Raises
-    ------
-    DeserializeFormatError, DeserializeVersionError, TokenizerMismatchError
-        As :func:`deserialize_compiled`.
-    ArgumentError
-        ``path`` is not a regular file, or ``mmap`` is not a bool.
-    OSError
-        The file cannot be read.
-    """
+def decode_file(path, tokenizer_info, mmap: bool) -> tuple:
+    """Read and validate a file; ``(grammar, automaton, classes)`` (see
+    :func:`~treegram.compiler._compiled.load_compiled` for the errors)."""
     if not isinstance(mmap, bool):
         raise ArgumentError(f"mmap must be a bool, got {type(mmap).__name__}")
     _check_args(tokenizer_info, None)

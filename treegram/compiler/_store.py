@@ -22,8 +22,9 @@ import re
 import stat
 import tempfile
 import time
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from .._checks import is_int
 from ..errors import ArgumentError, CacheStoreError
 
 __all__ = ["CacheStore", "DirectoryStore", "store_key", "CACHE_DIR_ENV"]
@@ -116,8 +117,8 @@ def open_regular_file(
         raise
 
 
-def _check_positive(value: object, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+def _check_positive(value: Any, what: str) -> int:
+    if not is_int(value, numpy=False) or value < 1:
         raise ArgumentError(f"{what} must be a positive int, got {value!r}")
     return value
 

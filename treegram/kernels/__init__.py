@@ -1,1 +1,83 @@
-"""numba nopython, nogil kernels over flat arrays: the hot loops of treegram."""
+"""numba nopython, nogil kernels over flat arrays: the hot loops of treegram.
+
+Every kernel takes arrays and scalars only and reports through the status codes of
+:mod:`._layout` (which also names the array orders kernels exchange, once); Python
+callers (compiler, matcher, spec, tokenizer) validate, allocate and orchestrate. The slot
+tables of :mod:`._registry` let one batch kernel reach the arrays of many matchers and
+grammars. The batch and tree kernels are also exported as namespaces (``batch``, ``tree``)
+because their callers look them up per call (a test may swap one in).
+"""
+
+from treegram.kernels import _batch as batch
+from treegram.kernels import _tree as tree
+from treegram.kernels._classify import classify
+from treegram.kernels._earley import accept_bytes, chart_can_end, start_chart
+from treegram.kernels._jump import jump_forward, row_allows_all
+from treegram.kernels._layout import (
+    BUFS_FULL,
+    CAND_FULL,
+    HIST_FULL,
+    M_NO_STOP,
+    M_STEPS,
+    M_STOPPED,
+    M_TOP,
+    NEED_CLASSIFY,
+    OVER_BUDGET,
+    OVERFLOW,
+    REJECT,
+    TIMEOUT,
+)
+from treegram.kernels._ops import (
+    accept_token_entry,
+    fill_entry,
+    rollback_op,
+    traverse_entry,
+)
+from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
+from treegram.kernels._signature import state_signature
+from treegram.kernels._slices import (
+    joint_byte_classes,
+    json_string_slice_dfa,
+    positions_to_bitset,
+    slice_members,
+    slice_reach,
+)
+from treegram.kernels._trie import build_trie
+
+__all__ = [
+    "batch",
+    "tree",
+    "classify",
+    "OVERFLOW",
+    "REJECT",
+    "accept_bytes",
+    "chart_can_end",
+    "start_chart",
+    "jump_forward",
+    "row_allows_all",
+    "BUFS_FULL",
+    "CAND_FULL",
+    "NEED_CLASSIFY",
+    "OVER_BUDGET",
+    "HIST_FULL",
+    "M_NO_STOP",
+    "M_STEPS",
+    "M_STOPPED",
+    "M_TOP",
+    "TIMEOUT",
+    "accept_token_entry",
+    "fill_entry",
+    "rollback_op",
+    "traverse_entry",
+    "GRAMMARS",
+    "MATCHERS",
+    "REGISTRY_LOCK",
+    "Registry",
+    "state_signature",
+    "joint_byte_classes",
+    "json_string_slice_dfa",
+    "positions_to_bitset",
+    "slice_members",
+    "slice_reach",
+    "build_trie",
+]

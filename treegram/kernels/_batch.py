@@ -1,17 +1,17 @@
 """Batch kernels: one call runs an operation for a range of requests.
 
 Each request ``i`` names a grammar slot ``gslots[i]`` and a matcher slot ``mslots[i]``:
-rows of the registry tables (``treegram.matcher._registry``) of (address, length) pairs,
+rows of the registry tables (``treegram.kernels._registry``) of (address, length) pairs,
 
-* grammar row: packed automaton, state_class, cls_meta [n, 5], acc_pool, unc_pool,
-  sv_ids, sv_offsets, sv_data, tok_offsets, tok_data;
-* matcher row: items_s, items_o, set_starts, meta, hist, stop_ids, bufs [2, cap],
-  memo_key [2, cap], memo_meta, memo_row, cand,
+* grammar row (``_layout.GRAMMAR_ROW``): packed automaton, state_class, cls_meta [n, 5],
+  acc_pool, unc_pool, sv_ids, sv_offsets, sv_data, tok_offsets, tok_data;
+* matcher row (``_layout.MATCHER_ROW``): items_s, items_o, set_starts, meta, hist, stop_ids,
+  bufs [2, cap], memo_key [2, cap], memo_meta, memo_row, cand,
 
 which :func:`_grammar` / :func:`_matcher` turn back into arrays without reference counts
 (``kernels/_views.py``). A worker thread runs one contiguous range ``[start, stop)`` and
 writes only the rows and status entries of its requests; statuses are those of
-``kernels._ops``. Nothing here allocates: scratch comes from the caller.
+``kernels._layout``. Nothing here allocates: scratch comes from the caller.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from __future__ import annotations
 from numba import njit
 
 from ._earley import unpack
-from ._ops import M_STEPS, M_STOPPED, accept_token_op, fill_op, rollback_op, traverse_op
+from ._layout import M_STEPS, M_STOPPED
+from ._layout import N_GRAMMAR_ARRAYS as _G
+from ._layout import N_MATCHER_ARRAYS as _M
+from ._ops import accept_token_op, fill_op, rollback_op, traverse_op
 from ._views import view_i32, view_i32_2d, view_i64, view_i64_2d, view_u8
-
-_G = 10  # arrays per grammar row
-_M = 11  # arrays per matcher row
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)

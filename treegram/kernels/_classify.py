@@ -23,9 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._earley import OVERFLOW, REJECT, closure, scan_byte
-
-OVER_BUDGET = -3  # classify_state scanned its budget of trie nodes
+from ._earley import closure, scan_byte
+from ._layout import OVER_BUDGET, OVERFLOW, REJECT
 
 
 @njit(nogil=True, cache=True)

@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-OVERFLOW = -2
-REJECT = -1
+from ._layout import OVERFLOW, REJECT
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._earley import OVERFLOW, can_end, scan_byte, unpack
+from ._earley import can_end, scan_byte, unpack
+from ._layout import OVERFLOW
 
 
 @njit(nogil=True, cache=True)

@@ -17,12 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._earley import OVERFLOW, REJECT, can_end, scan_byte
-
-# fill_row returns NEED_CLASSIFY - k when k states of the top set are not classified yet.
-NEED_CLASSIFY = -10
-BUFS_FULL = -6  # the scratch ``bufs`` is smaller than the top set: grow it and retry
-CAND_FULL = -7  # the candidate scratch is smaller than the uncertain sets: grow it
+from ._earley import can_end, scan_byte
+from ._layout import BUFS_FULL, CAND_FULL, NEED_CLASSIFY, OVERFLOW, REJECT
 
 # The mask kernels run without numba's reference counting (``_nrt=False``): every array
 # reference they create would otherwise cost atomic increments and decrements, which on

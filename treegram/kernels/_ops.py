@@ -25,15 +25,9 @@ from __future__ import annotations
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._earley import REJECT, can_end, scan_bytes, unpack
+from ._earley import can_end, scan_bytes, unpack
+from ._layout import HIST_FULL, M_NO_STOP, M_STEPS, M_STOPPED, M_TOP, REJECT, TIMEOUT
 from ._mask import fill_row
-
-HIST_FULL = -4
-TIMEOUT = -5
-M_TOP = 0
-M_STEPS = 1
-M_STOPPED = 2
-M_NO_STOP = 3
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)

@@ -1,7 +1,7 @@
 """Arrays from raw addresses, for kernels that reach many matchers in one call.
 
 A batch kernel finds each request's arrays in an int64 table of (address, length) pairs
-(``treegram.matcher._registry``). These intrinsics turn a pair back into a C-contiguous
+(``treegram.kernels._registry``). These intrinsics turn a pair back into a C-contiguous
 array *without* a reference-counted owner, so looking up a request costs a few loads and
 no atomic operations. The registry keeps the arrays alive and unchanged while a kernel
 holds its read lock.

@@ -15,12 +15,11 @@ from ..errors import (
     InvalidTokenIdError,
     MatcherStateError,
 )
-from ..kernels import _batch
-from ..kernels._ops import TIMEOUT
+from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK, TIMEOUT
+from ..kernels import batch as _batch
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
 from ._bitmask import as_bitmask_array
 from ._matcher import GrammarMatcher, _encode_utf8, _is_token_id
-from ._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK
 from ._tree_input import (
     as_index_array,
     check_draft_tokens,

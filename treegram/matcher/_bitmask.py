@@ -20,12 +20,12 @@ to compare masks.
 from __future__ import annotations
 
 import importlib.util
-import operator
 import sys
 from typing import Any
 
 import numpy as np
 
+from treegram._checks import as_index, nonnegative_int
 from treegram.errors import BitmaskError, BitmaskIndexError
 
 __all__ = [
@@ -50,18 +50,8 @@ _DLPACK_CPU = 1  # DLDeviceType.kDLCPU
 
 
 def _nonnegative_int(value: Any, name: str) -> int:
-    """Return ``value`` as a Python int, or raise BitmaskError if it is not an int >= 0."""
-    if isinstance(value, (bool, np.bool_)):
-        raise BitmaskError(f"{name} must be a non-negative integer, got {value!r}")
-    try:
-        result = operator.index(value)
-    except TypeError:
-        raise BitmaskError(
-            f"{name} must be a non-negative integer, got {type(value).__name__} {value!r}"
-        ) from None
-    if result < 0:
-        raise BitmaskError(f"{name} must be a non-negative integer, got {result}")
-    return result
+    """``value`` as a Python int, or raise BitmaskError if it is not an int >= 0."""
+    return nonnegative_int(value, name, BitmaskError)
 
 
 def _num_words(vocab_size: int) -> int:
@@ -159,9 +149,10 @@ def reset_token_bitmask(bitmask: Any) -> None:
     tensor_type = _loaded_torch_tensor_type()
     if tensor_type is not None and isinstance(bitmask, tensor_type):
         torch = sys.modules["torch"]
-        if bitmask.dtype != torch.int32:
-            raise BitmaskError(f"bitmask must have dtype torch.int32, got {bitmask.dtype}")
-        bitmask.fill_(-1)
+        tensor: Any = bitmask  # a torch.Tensor (torch is not imported for type checking)
+        if tensor.dtype != torch.int32:
+            raise BitmaskError(f"bitmask must have dtype torch.int32, got {tensor.dtype}")
+        tensor.fill_(-1)
         return
     if not isinstance(bitmask, np.ndarray):
         raise BitmaskError(
@@ -183,12 +174,13 @@ def _to_numpy(bitmask: Any, name: str) -> np.ndarray:
     tensor_type = _loaded_torch_tensor_type()
     if tensor_type is not None and isinstance(bitmask, tensor_type):
         torch = sys.modules["torch"]
-        if bitmask.device.type != "cpu":
-            raise BitmaskError(f"{name} must be on the CPU, got a tensor on {bitmask.device}")
-        if bitmask.dtype != torch.int32:
-            raise BitmaskError(f"{name} must have dtype torch.int32, got {bitmask.dtype}")
+        tensor: Any = bitmask  # a torch.Tensor (torch is not imported for type checking)
+        if tensor.device.type != "cpu":
+            raise BitmaskError(f"{name} must be on the CPU, got a tensor on {tensor.device}")
+        if tensor.dtype != torch.int32:
+            raise BitmaskError(f"{name} must have dtype torch.int32, got {tensor.dtype}")
         # Tensor.numpy() shares storage and keeps the storage offset and strides.
-        return bitmask.detach().numpy()
+        return tensor.detach().numpy()
     if hasattr(bitmask, "__dlpack__") and hasattr(bitmask, "__dlpack_device__"):
         device_type, device_id = bitmask.__dlpack_device__()
         if int(device_type) != _DLPACK_CPU:
@@ -314,14 +306,7 @@ def check_row_index(index: Any, rows: int, name: str = "index") -> int:
         If ``index`` is not an integer or is out of range. It is both a
         :class:`~treegram.errors.BitmaskError` (``ValueError``) and an ``IndexError``.
     """
-    if isinstance(index, (bool, np.bool_)):
-        raise BitmaskIndexError(f"{name} must be an integer row index, got {index!r}")
-    try:
-        value = operator.index(index)
-    except TypeError:
-        raise BitmaskIndexError(
-            f"{name} must be an integer row index, got {type(index).__name__} {index!r}"
-        ) from None
+    value = as_index(index, name, BitmaskIndexError, "an integer row index")
     if not 0 <= value < rows:
         raise BitmaskIndexError(
             f"{name} must be in [0, {rows}) for a bitmask with {rows} rows, got {value}"

@@ -8,7 +8,8 @@ import weakref
 
 import numpy as np
 
-from ..compiler._compiled import CompiledGrammar
+from .._checks import is_int
+from ..compiler import CompiledGrammar
 from ..errors import (
     ArgumentError,
     BitmaskError,
@@ -16,23 +17,30 @@ from ..errors import (
     InvalidTokenIdError,
     MatcherStateError,
 )
-from ..kernels._earley import OVERFLOW, REJECT, accept_bytes, chart_can_end, start_chart
-from ..kernels._jump import jump_forward, row_allows_all
-from ..kernels._mask import BUFS_FULL, CAND_FULL, NEED_CLASSIFY
-from ..kernels._ops import (
+from ..kernels import (
+    BUFS_FULL,
+    CAND_FULL,
     HIST_FULL,
     M_NO_STOP,
     M_STEPS,
     M_STOPPED,
     M_TOP,
+    MATCHERS,
+    NEED_CLASSIFY,
+    OVERFLOW,
+    REJECT,
     TIMEOUT,
+    accept_bytes,
     accept_token_entry,
+    chart_can_end,
     fill_entry,
+    jump_forward,
     rollback_op,
+    row_allows_all,
+    start_chart,
     traverse_entry,
 )
 from ._bitmask import as_bitmask_array, check_row_index
-from ._registry import MATCHERS
 from ._tree_input import (
     as_index_array,
     check_draft_tokens,
@@ -92,7 +100,7 @@ def _encode_utf8(text: str, name: str) -> bytes:
 
 def _is_token_id(value) -> bool:
     """An int (or numpy integer) that is not a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    return is_int(value)
 
 
 class GrammarMatcher:
@@ -178,10 +186,10 @@ class GrammarMatcher:
         self._stop_ids = np.array(sorted(set(int(t) for t in stops)), dtype=np.int32)
         a = compiled_grammar.automaton
         self._ab = a.packed
-        self._tok_offsets = compiled_grammar._tokens.offsets
-        self._tok_data = compiled_grammar._tokens.data
+        self._tok_offsets = compiled_grammar.token_table.offsets
+        self._tok_data = compiled_grammar.token_table.data
         self._sv = info.sorted_vocab
-        self._store = compiled_grammar._store
+        self._store = compiled_grammar.mask_store
         self._bufs = np.zeros((2, 64), dtype=np.int32)  # distinct classes / missing states
         self._items_s = np.zeros(256, dtype=np.int32)
         self._items_o = np.zeros(256, dtype=np.int32)
@@ -199,7 +207,7 @@ class GrammarMatcher:
         self._clock = np.zeros(2, dtype=np.int64)
         self._stack = np.zeros(64, dtype=np.int32)  # traversal scratch
         self._slot = -1  # registry slot, taken on first batch use
-        self._slot_owner = None  # the token that proves ownership of the slot
+        self._slot_owner: object | None = None  # the token that proves ownership of the slot
         self._batch_key = -1  # (grammar slot << 32) | matcher slot once registered
         self.reset()
 
@@ -268,7 +276,7 @@ class GrammarMatcher:
         """Take registry slots for this matcher and its grammar (first batch use) and return
         the batch key ``(grammar slot << 32) | matcher slot``."""
         if self._batch_key < 0:
-            gslot = self._compiled._registry_slot()
+            gslot = self._compiled.registry_slot()
             owner = object()  # only this matcher and its finalizer hold it
             slot = MATCHERS.add(self._state_arrays(), owner)
             weakref.finalize(self, MATCHERS.release, slot, owner)
@@ -324,7 +332,7 @@ class GrammarMatcher:
         elif status == OVERFLOW and extra_bytes is None:
             self._grow_sets(self._set_starts.shape[0] * 2)
             self._grow_items()
-        elif status == OVERFLOW:
+        elif status == OVERFLOW and extra_bytes is not None:
             need = int(self._meta[M_TOP]) + 3 + max(extra_bytes, int(self._sv.max_len))
             if need >= self._set_starts.shape[0]:
                 self._grow_sets(need)

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from ..errors import ArgumentError, DraftTreeError, InvalidTokenIdError
-from ..kernels import _tree
+from ..kernels import tree as _tree
 
 __all__ = ["as_index_array", "check_draft_tokens", "check_draft_trees", "deadline_ns"]
 

@@ -14,7 +14,7 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from treegram.errors import WorkerError
 
@@ -105,7 +105,8 @@ class _Job:
                 if i >= n:
                     return
                 self.next = i + 1
-                fn = self.fn
+                # Set until the last chunk is claimed, and chunk i is not yet claimed.
+                fn = cast(Callable[[int, int], Any], self.fn)
             start, stop = self.bounds[i]
             failure = None
             try:

@@ -29,8 +29,12 @@ import numpy as np
 
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import ArgumentError, GrammarError, TreegramError
-from treegram.matcher import GrammarMatcher
-from treegram.matcher._bitmask import allocate_token_bitmask, as_bitmask_array, check_row_index
+from treegram.matcher import (
+    GrammarMatcher,
+    allocate_token_bitmask,
+    as_bitmask_array,
+    check_row_index,
+)
 from treegram.serving._apply import apply_token_bitmask_inplace
 
 __all__ = [

@@ -29,14 +29,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import operator
-import sys
 import warnings
 from typing import Any
 
 import numpy as np
 
+from treegram._checks import import_torch, nonnegative_int
 from treegram.errors import ArgumentError, BitmaskError, BitmaskIndexError, MissingDependencyError
-from treegram.matcher._bitmask import _nonnegative_int
 
 __all__ = [
     "apply_token_bitmask_inplace",
@@ -60,16 +59,7 @@ _NEG_INF_BITS: dict[Any, int] = {}
 
 def _torch() -> Any:
     """Import and return torch, or raise MissingDependencyError."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        return torch
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "treegram.serving needs torch; install it with pip install 'treegram[torch]'"
-        ) from exc
-    return torch
+    return import_torch("treegram.serving")
 
 
 def _bit_words(torch: Any, device: Any) -> Any:
@@ -420,7 +410,7 @@ def bitmask_to_bool_tensor(bitmask: Any, vocab_size: int) -> Any:
         integer, or the bitmask has fewer than ``ceil(vocab_size / 32)`` words per row.
     """
     torch = _torch()
-    vocab_size = _nonnegative_int(vocab_size, "vocab_size")
+    vocab_size = nonnegative_int(vocab_size, "vocab_size", BitmaskError)
     if not isinstance(bitmask, torch.Tensor):
         raise BitmaskError(f"bitmask must be a torch.Tensor, got {type(bitmask).__name__}")
     words = _check_bitmask(torch, bitmask)

@@ -75,10 +75,20 @@ from typing import Any
 
 import numpy as np
 
-from treegram.errors import ArgumentError, DraftTreeError, InvalidTokenIdError, MatcherStateError
-from treegram.matcher import BatchGrammarMatcher, GrammarMatcher
-from treegram.matcher._bitmask import _nonnegative_int
-from treegram.matcher._tree_input import as_index_array, check_draft_trees
+from treegram._checks import is_int, nonnegative_int
+from treegram.errors import (
+    ArgumentError,
+    BitmaskError,
+    DraftTreeError,
+    InvalidTokenIdError,
+    MatcherStateError,
+)
+from treegram.matcher import (
+    BatchGrammarMatcher,
+    GrammarMatcher,
+    as_index_array,
+    check_draft_trees,
+)
 from treegram.serving._launcher import EagerLauncher, _torch, default_launcher
 
 __all__ = [
@@ -213,7 +223,7 @@ class StepBatch:
             links[0],
             links[1],
             roots,
-            _nonnegative_int(row_offset, "row_offset"),
+            nonnegative_int(row_offset, "row_offset", BitmaskError),
             _callable(read_accepted),
         )
 
@@ -253,7 +263,7 @@ class StepBatch:
             next_token,
             next_sibling,
             np.zeros(len(ms), dtype=np.int64),
-            _nonnegative_int(row_offset, "row_offset"),
+            nonnegative_int(row_offset, "row_offset", BitmaskError),
             _callable(read_accepted),
         )
 
@@ -269,7 +279,7 @@ class StepBatch:
         return cls(
             "next",
             _matcher_tuple(matchers),
-            row_offset=_nonnegative_int(row_offset, "row_offset"),
+            row_offset=nonnegative_int(row_offset, "row_offset", BitmaskError),
             read_accepted=_callable(read_accepted),
         )
 
@@ -430,10 +440,10 @@ class StepExecutor:
         accepted_timeout: float | None = None,
     ) -> None:
         torch = _torch()
-        self.vocab_size = _nonnegative_int(vocab_size, "vocab_size")
+        self.vocab_size = nonnegative_int(vocab_size, "vocab_size", BitmaskError)
         if self.vocab_size == 0:
             raise ArgumentError("vocab_size must be >= 1, got 0")
-        self.max_rows = _nonnegative_int(max_rows, "max_rows")
+        self.max_rows = nonnegative_int(max_rows, "max_rows", BitmaskError)
         self.launcher = default_launcher() if launcher is None else launcher
         if batch_matcher is None:
             self._batch = BatchGrammarMatcher(max_threads)
@@ -558,7 +568,7 @@ class StepExecutor:
             The advance of ``step`` failed (its ``advance_error``).
         """
         step_id = step.step_id if isinstance(step, StepCompletion) else step
-        if isinstance(step_id, bool) or not isinstance(step_id, (int, np.integer)):
+        if not is_int(step_id):
             raise ArgumentError(f"step must be a step id or StepCompletion, got {step!r}")
         with self._lock:
             if step_id >= self._next_id or step_id < 0:
@@ -759,7 +769,7 @@ class StepExecutor:
     def _find(self, step, name: str) -> StepCompletion:
         if isinstance(step, StepCompletion):
             return step
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+        if not is_int(step):
             raise ArgumentError(f"{name} must be a step id or StepCompletion, got {step!r}")
         with self._lock:
             for d in (

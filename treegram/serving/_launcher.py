@@ -31,11 +31,11 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import importlib
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from treegram._checks import import_torch
 from treegram.errors import ArgumentError, MissingDependencyError
 
 __all__ = ["HostLauncher", "EagerLauncher", "CudaHostLauncher", "default_launcher"]
@@ -45,16 +45,7 @@ HostFunction = Callable[[], None]
 
 def _torch() -> Any:
     """Import and return torch, or raise MissingDependencyError."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        return torch
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "the step executor needs torch; install it with pip install 'treegram[torch]'"
-        ) from exc
-    return torch
+    return import_torch("the step executor")
 
 
 class HostLauncher(Protocol):

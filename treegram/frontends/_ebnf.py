@@ -1,0 +1,523 @@
+"""EBNF frontend: grammar text -> :class:`GrammarIR`.
+
+The dialect is the one xgrammar accepts (minus its macros and rule attributes)::
+
+    root ::= "{" ws pair ("," ws pair)* "}"   # comment
+    pair ::= name ":" [0-9]+ | "" (= ws)     # lookahead assertion at the end of a body
+
+A rule definition is ``name ::= body`` where ``name`` is the first token on its line; a
+body runs until the next definition, so bodies may span lines. Names are ASCII letters,
+digits, ``_``, ``-`` and ``.`` and do not start with a digit (so ``.`` is a rule name,
+not a wildcard; ``[^]`` is any code point). Escapes in literals and classes denote code
+points: ``\\n \\r \\t \\\\ \\" \\' \\? \\/ \\a \\b \\f \\v \\e \\0``, ``\\x`` followed by one
+or more hex digits (greedy, as in C and xgrammar), ``\\uXXXX`` and ``\\UXXXXXXXX``;
+classes also accept ``\\[ \\] \\- \\^``.
+
+The parser is a linear scanner followed by recursive descent over the token list.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import NoReturn
+
+from treegram.errors import GrammarError, GrammarSyntaxError, UndefinedRuleError
+from treegram.ir import (
+    MACRO_NAMES,
+    MAX_CODEPOINT,
+    MAX_EXPR_DEPTH,
+    NAME_PATTERN,
+    Bytes,
+    CharClass,
+    Choice,
+    Expr,
+    GrammarIR,
+    Repeat,
+    Rule,
+    RuleRef,
+    Seq,
+    run_sized,
+)
+
+__all__ = ["parse_ebnf", "MACRO_NAMES", "NAME_PATTERN"]
+
+
+# Maximal nesting of parentheses: what the printer may write for any valid IR (the parser
+# recurses per level; deep text is parsed on run_deep's large stack).
+_MAX_DEPTH = MAX_EXPR_DEPTH
+# Above this many '(' the text is parsed on the deep thread.
+_SHALLOW_PARENS = 100
+# Repetition counts: at most 18 digits (far beyond any automaton that can be built).
+_MAX_COUNT_DIGITS = 18
+
+# Both alternatives consume at least one character and start differently: no backtracking.
+_SKIP = re.compile(r"(?:[ \t\r\n]+|#[^\n]*)*")
+_NAME = re.compile(NAME_PATTERN)
+_INT = re.compile(r"[0-9]+")
+_STR_CHUNK = re.compile(r'[^"\\\r\n]*')
+_HEX = re.compile(r"[0-9A-Fa-f]+")
+
+_SIMPLE_ESCAPES = {
+    "n": 0x0A, "r": 0x0D, "t": 0x09, "\\": 0x5C, '"': 0x22, "'": 0x27, "?": 0x3F,
+    "/": 0x2F, "a": 0x07, "b": 0x08, "f": 0x0C, "v": 0x0B, "e": 0x1B, "0": 0x00,
+}  # fmt: skip
+_CLASS_ONLY_ESCAPES = {"[": 0x5B, "]": 0x5D, "-": 0x2D, "^": 0x5E}
+
+_PUNCT = frozenset("|*+?{},)")
+_QUANTIFIERS = frozenset("*+?{")
+_ELEMENT_START = frozenset({"str", "class", "(", "name"})
+
+# Token: (kind, value, pos, end, first_on_line).
+_Token = tuple
+
+
+class _Source:
+    """Grammar text plus lazily computed line starts for error positions."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._starts: list[int] | None = None
+
+    def line_col(self, pos: int) -> tuple[int, int]:
+        if self._starts is None:
+            self._starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        line = bisect.bisect_right(self._starts, pos)
+        return line, pos - self._starts[line - 1] + 1
+
+    def error(self, message: str, pos: int) -> NoReturn:
+        line, col = self.line_col(pos)
+        raise GrammarSyntaxError(message, line, col)
+
+
+def _describe(tok: _Token) -> str:
+    kind, value = tok[0], tok[1]
+    if kind == "eof":
+        return "end of grammar"
+    if kind == "name":
+        return f"rule name {value!r}"
+    if kind == "int":
+        return f"integer {value}"
+    if kind == "str":
+        return "string literal"
+    if kind == "class":
+        return "character class"
+    return f"{kind!r}"
+
+
+# ----------------------------------------------------------------------------- scanner
+
+
+def _read_escape(src: _Source, pos: int, in_class: bool) -> tuple[int, int]:
+    """Decode the escape whose backslash is at ``pos``; return (code point, next pos)."""
+    text = src.text
+    c = text[pos + 1] if pos + 1 < len(text) else ""
+    if c in _SIMPLE_ESCAPES:
+        return _SIMPLE_ESCAPES[c], pos + 2
+    if in_class and c in _CLASS_ONLY_ESCAPES:
+        return _CLASS_ONLY_ESCAPES[c], pos + 2
+    if c in ("x", "u", "U"):
+        m = _HEX.match(text, pos + 2)
+        digits = m.group() if m else ""
+        if c == "x":
+            if not digits:
+                src.error("invalid escape: expected hex digits after \\x", pos)
+        else:
+            need = 4 if c == "u" else 8
+            if len(digits) < need:
+                src.error(f"invalid escape: expected {need} hex digits after \\{c}", pos)
+            digits = digits[:need]
+        cp = int(digits, 16)
+        if cp > MAX_CODEPOINT:
+            src.error(f"invalid escape: code point 0x{digits} is above U+10FFFF", pos)
+        return cp, pos + 2 + len(digits)
+    if in_class and c in ("d", "D", "w", "W", "s", "S"):
+        src.error(f"class escape \\{c} is not supported in EBNF; write the ranges out", pos)
+    what = repr(c) if c else "end of grammar"
+    src.error(f"invalid escape sequence: unexpected {what} after backslash", pos)
+
+
+def _scan_string(src: _Source, start: int) -> tuple[str, int]:
+    """Scan a string literal whose opening quote is at ``start``; return (text, end)."""
+    text, n = src.text, len(src.text)
+    parts: list[str] = []
+    pos = start + 1
+    while True:
+        m = _STR_CHUNK.match(text, pos)
+        parts.append(m.group())
+        pos = m.end()
+        c = text[pos] if pos < n else ""
+        if c == '"':
+            return "".join(parts), pos + 1
+        if c == "\\":
+            cp, pos = _read_escape(src, pos, in_class=False)
+            parts.append(chr(cp))
+            continue
+        src.error("unterminated string literal: expected '\"' before end of line", pos)
+
+
+def _scan_class(src: _Source, start: int) -> tuple[CharClass, int]:
+    """Scan a character class whose ``[`` is at ``start``; return (class, end)."""
+    text, n = src.text, len(src.text)
+    pos = start + 1
+    negated = pos < n and text[pos] == "^"
+    if negated:
+        pos += 1
+    ranges: list[tuple[int, int]] = []
+
+    def read_char(p: int) -> tuple[int, int]:
+        c = text[p] if p < n else ""
+        if c == "\\":
+            return _read_escape(src, p, in_class=True)
+        if c in ("", "\n", "\r"):
+            if c:
+                src.error("character class must not contain a raw newline (use \\n)", p)
+            src.error("unterminated character class: expected ']'", p)
+        return ord(c), p + 1
+
+    while True:
+        if pos < n and text[pos] == "]":
+            return CharClass(_merge_ranges(ranges), negated), pos + 1
+        item_pos = pos
+        lo, pos = read_char(pos)
+        if pos + 1 < n and text[pos] == "-" and text[pos + 1] != "]":
+            hi, pos = read_char(pos + 1)
+            if hi < lo:
+                src.error(
+                    f"invalid character class range: upper bound U+{hi:04X} is below "
+                    f"lower bound U+{lo:04X}",
+                    item_pos,
+                )
+            ranges.append((lo, hi))
+        else:
+            ranges.append((lo, lo))
+
+
+def _merge_ranges(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sort inclusive ranges and merge overlapping or adjacent ones."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            if hi > merged[-1][1]:
+                merged[-1][1] = hi
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)
+
+
+def _tokenize(src: _Source) -> list[_Token]:
+    text, n = src.text, len(src.text)
+    tokens: list[_Token] = []
+    pos = 0
+    newline = True
+    while True:
+        m = _SKIP.match(text, pos)
+        if m.end() > pos:
+            newline = newline or "\n" in text[pos : m.end()]
+            pos = m.end()
+        if pos >= n:
+            tokens.append(("eof", None, n, n, newline))
+            return tokens
+        c = text[pos]
+        if c == '"':
+            value, end = _scan_string(src, pos)
+            tok: _Token = ("str", value, pos, end, newline)
+        elif c == "[":
+            cls, end = _scan_class(src, pos)
+            tok = ("class", cls, pos, end, newline)
+        elif c == "(":
+            if text.startswith("(=", pos):
+                tok = ("(=", None, pos, pos + 2, newline)
+            else:
+                tok = ("(", None, pos, pos + 1, newline)
+        elif c in _PUNCT:
+            tok = (c, None, pos, pos + 1, newline)
+        elif "0" <= c <= "9":
+            m = _INT.match(text, pos)
+            if m.end() - pos > _MAX_COUNT_DIGITS:  # before int(): Python caps digit strings
+                src.error(
+                    f"repetition count {text[pos : pos + 12]}... has more than "
+                    f"{_MAX_COUNT_DIGITS} digits",
+                    pos,
+                )
+            tok = ("int", int(m.group()), pos, m.end(), newline)
+        elif text.startswith("::=", pos):
+            _check_assign(src, tokens, pos)
+            tok = ("::=", None, pos, pos + 3, newline)
+        else:
+            m = _NAME.match(text, pos)
+            if m is None:
+                hint = " (string literals use double quotes)" if c == "'" else ""
+                src.error(f"unexpected character {c!r}{hint}", pos)
+            tok = ("name", m.group(), pos, m.end(), newline)
+            # Macro arguments use syntax (``key=value``) the scanner would trip on.
+            if m.group() in MACRO_NAMES and text.startswith("(", _SKIP.match(text, m.end()).end()):
+                _macro_error(src, m.group(), pos)
+        tokens.append(tok)
+        pos = tok[3]
+        newline = False
+
+
+def _macro_error(src: _Source, name: str, pos: int) -> NoReturn:
+    src.error(f"macro {name}(...) is not supported by the treegram EBNF dialect", pos)
+
+
+def _check_assign(src: _Source, tokens: list[_Token], pos: int) -> None:
+    """A ``::=`` must follow a rule name that starts its line."""
+    prev = tokens[-1] if tokens else None
+    if prev is not None and prev[0] == "name":
+        if prev[4]:
+            return
+        src.error(f"rule definition {prev[1]!r} must start at the beginning of a line", prev[2])
+    if (
+        prev is not None
+        and prev[0] == "class"
+        and len(tokens) >= 2
+        and tokens[-2][0] == "name"
+        and tokens[-2][3] == prev[2]
+        and tokens[-2][4]
+    ):
+        src.error(
+            "rule attributes such as [lazy] or [max_chars=...] are not supported by the "
+            "treegram EBNF dialect",
+            prev[2],
+        )
+    src.error("expected a rule name before '::='", pos)
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+class _Parser:
+    def __init__(self, src: _Source, tokens: list[_Token]) -> None:
+        self.src = src
+        self.toks = tokens
+        self.i = 0
+        self.depth = 0
+        # (name, pos, followed_by_paren) of every rule reference, in text order.
+        self.refs: list[tuple[str, int, bool]] = []
+
+    # helpers -------------------------------------------------------------------------
+    def peek(self, k: int = 0) -> _Token:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def at_rule_start(self) -> bool:
+        return self.peek()[0] == "name" and self.peek(1)[0] == "::="
+
+    def fail(self, expected: str, tok: _Token | None = None) -> NoReturn:
+        tok = tok or self.peek()
+        self.src.error(f"expected {expected}, got {_describe(tok)}", tok[2])
+
+    # grammar ---------------------------------------------------------------------------
+    def parse_rules(self) -> list[tuple[Rule, int]]:
+        rules: list[tuple[Rule, int]] = []
+        while self.peek()[0] != "eof":
+            if not self.at_rule_start():
+                self.fail("a rule definition 'name ::= ...'")
+            name_tok = self.peek()
+            self.i += 2
+            body = self.parse_choice()
+            lookahead = None
+            if self.peek()[0] == "(=":
+                lookahead = self.parse_lookahead()
+                if self.peek()[0] != "eof" and not self.at_rule_start():
+                    self.fail("a new rule definition after the lookahead assertion")
+            elif self.peek()[0] != "eof" and not self.at_rule_start():
+                self.fail("an element, '|', a lookahead '(= ...)' or a new rule definition")
+            rules.append((Rule(name_tok[1], body, lookahead), name_tok[2]))
+        return rules
+
+    def parse_lookahead(self) -> Expr:
+        open_tok = self.peek()
+        self.i += 1
+        expr = self.parse_choice()
+        self.expect_close(open_tok)
+        return expr
+
+    def expect_close(self, open_tok: _Token) -> None:
+        tok = self.peek()
+        if tok[0] == ")":
+            self.i += 1
+            return
+        if tok[0] == "(=":
+            self.src.error(
+                "a lookahead assertion '(= ...)' is only allowed at the end of a rule body",
+                tok[2],
+            )
+        line, col = self.src.line_col(open_tok[2])
+        self.fail(f"')' to close the '(' at line {line}, column {col}")
+
+    # expressions ---------------------------------------------------------------------
+    def parse_choice(self) -> Expr:
+        items = [self.parse_seq()]
+        while self.peek()[0] == "|":
+            self.i += 1
+            items.append(self.parse_seq())
+        return items[0] if len(items) == 1 else Choice(tuple(items))
+
+    def parse_seq(self) -> Expr:
+        items: list[Expr] = []
+        while self.peek()[0] in _ELEMENT_START and not self.at_rule_start():
+            items.append(self.parse_element())
+        if not items:
+            tok = self.peek()
+            if tok[0] == "(=":
+                self.src.error(
+                    "a lookahead assertion '(= ...)' is only allowed at the end of a rule "
+                    "body, after a non-empty alternative",
+                    tok[2],
+                )
+            self.fail("an element (string, character class, rule name or group)")
+        return items[0] if len(items) == 1 else Seq(tuple(items))
+
+    def parse_element(self) -> Expr:
+        expr = self.parse_primary()
+        kind = self.peek()[0]
+        if kind not in _QUANTIFIERS:
+            return expr
+        if kind == "{":
+            expr = self.parse_braces(expr)
+        else:
+            self.i += 1
+            lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[kind]
+            expr = Repeat(expr, lo, hi)
+        tok = self.peek()
+        if tok[0] in _QUANTIFIERS:
+            self.src.error(
+                f"unexpected {tok[0]!r}: an element takes at most one quantifier "
+                "(wrap it in parentheses to repeat again)",
+                tok[2],
+            )
+        return expr
+
+    def parse_braces(self, expr: Expr) -> Expr:
+        self.i += 1  # '{'
+        tok = self.peek()
+        if tok[0] != "int":
+            self.fail("an integer (the minimum count) in '{m,n}'")
+        lo, hi = tok[1], tok[1]
+        self.i += 1
+        if self.peek()[0] == ",":
+            self.i += 1
+            tok = self.peek()
+            if tok[0] == "int":
+                hi = tok[1]
+                self.i += 1
+                if hi < lo:
+                    self.src.error(
+                        f"invalid repetition range: minimum {lo} is larger than maximum {hi}",
+                        tok[2],
+                    )
+            else:
+                hi = None
+        if self.peek()[0] != "}":
+            self.fail("',' or '}' in repetition range")
+        self.i += 1
+        return Repeat(expr, lo, hi)
+
+    def parse_primary(self) -> Expr:
+        tok = self.peek()
+        kind = tok[0]
+        self.i += 1
+        if kind == "str":
+            return Bytes(tok[1].encode("utf-8", "surrogatepass"))
+        if kind == "class":
+            return tok[1]
+        if kind == "name":
+            name = tok[1]
+            nxt = self.peek()
+            if name in MACRO_NAMES:
+                _macro_error(self.src, name, tok[2])
+            self.refs.append((name, tok[2], nxt[0] == "(" and nxt[2] == tok[3]))
+            return RuleRef(name)
+        # '(' group
+        if self.depth >= _MAX_DEPTH:
+            self.src.error(f"parentheses nested deeper than {_MAX_DEPTH} levels", tok[2])
+        if self.peek()[0] == ")":
+            self.i += 1
+            return Bytes(b"")
+        self.depth += 1
+        expr = self.parse_choice()
+        self.depth -= 1
+        self.expect_close(tok)
+        return expr
+
+
+def parse_ebnf(text: str, root_rule_name: str = "root") -> GrammarIR:
+    """Parse EBNF grammar text into a :class:`GrammarIR`.
+
+    Parameters
+    ----------
+    text : str
+        Grammar in treegram's EBNF dialect (xgrammar's, without macros).
+    root_rule_name : str, default "root"
+        Name of the rule the grammar starts from.
+
+    Returns
+    -------
+    GrammarIR
+        Rules in definition order; string literals become UTF-8 :class:`Bytes`, character
+        classes become :class:`CharClass` with sorted, merged code-point ranges.
+
+    Raises
+    ------
+    GrammarSyntaxError
+        Malformed text, duplicate rule definitions, invalid ranges, or unsupported
+        xgrammar macros / rule attributes; ``line`` and ``column`` locate the problem.
+    UndefinedRuleError
+        A referenced rule is not defined.
+    GrammarError
+        The grammar is empty or has no rule called ``root_rule_name``.
+    """
+    if not isinstance(text, str):
+        raise GrammarError(f"text must be a str, got {type(text).__name__}")
+    return run_sized(text.count("(") > _SHALLOW_PARENS, _parse_ebnf, text, root_rule_name)
+
+
+def _parse_ebnf(text: str, root_rule_name: str) -> GrammarIR:
+    src = _Source(text)
+    parser = _Parser(src, _tokenize(src))
+    rules = parser.parse_rules()
+    if not rules:
+        raise GrammarError("grammar is empty: it defines no rules")
+
+    defined: dict[str, int] = {}
+    for rule, pos in rules:
+        if rule.name in defined:
+            line, col = src.line_col(defined[rule.name])
+            src.error(
+                f"rule {rule.name!r} is defined more than once (first at line {line}, "
+                f"column {col})",
+                pos,
+            )
+        defined[rule.name] = pos
+
+    for name, pos, call in parser.refs:
+        if name in defined:
+            continue
+        line, col = src.line_col(pos)
+        if call:
+            raise GrammarSyntaxError(
+                f"{name}(...) looks like a macro call; macros are not supported by the "
+                f"treegram EBNF dialect (and no rule {name!r} is defined)",
+                line,
+                col,
+            )
+        hint = " ('.' is a rule name in EBNF; use [^] for any character)" if name == "." else ""
+        err = UndefinedRuleError(
+            f"rule {name!r} is not defined (referenced at line {line}, column {col}){hint}"
+        )
+        err.rule_name, err.line, err.column = name, line, col  # type: ignore[attr-defined]
+        raise err
+
+    if root_rule_name not in defined:
+        raise GrammarError(
+            f"root rule {root_rule_name!r} is not defined "
+            f"(root_rule_name={root_rule_name!r}; defined rules: {_preview(defined)})"
+        )
+    return GrammarIR(tuple(rule for rule, _ in rules), root_rule_name)
+
+
+def _preview(names: dict[str, int], limit: int = 8) -> str:
+    shown = ", ".join(list(names)[:limit])
+    return shown + (", ..." if len(names) > limit else "")

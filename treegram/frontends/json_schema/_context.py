@@ -1,0 +1,59 @@
+"""The conversion context: what the JSON Schema modules use of the converter.
+
+Every module below :mod:`._convert` receives the converter as ``conv``; this protocol is
+its type there, so those modules depend on an interface instead of importing the
+converter (which imports them). :class:`._convert.Converter` implements it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from treegram.ir import Expr
+
+__all__ = ["ConversionContext"]
+
+
+class ConversionContext(Protocol):
+    """The converter as the keyword modules see it (see :class:`._convert.Converter`)."""
+
+    root: Any  # the root schema, every $ref in it absolute
+    layout: Any  # _convert.Layout: separators, whitespace, brackets
+    strict: bool
+    rules: dict[str, Expr | None]
+    objects: Any  # _objects.ObjectBuilder
+    nesting_limit: int
+    merging: int
+
+    def unsupported(self, keyword: str, ptr: str, why: str) -> None:
+        """Refuse ``keyword`` at ``ptr`` (or warn and drop it when downgraded)."""
+
+    def count(self, schema: dict, key: str, ptr: str, default: int | None = None) -> Any:
+        """The count keyword ``key`` of ``schema`` as an int (``default`` when absent)."""
+
+    def new_rule(self, base: str) -> str:
+        """Reserve a fresh rule name starting with ``base``."""
+
+    def resolve(self, ref: str, ptr: str) -> dict | bool:
+        """The schema a ``$ref`` names."""
+
+    def value(self, schema: Any, ptr: str, depth: int) -> Expr | None:
+        """Grammar IR for the JSON values ``schema`` accepts (None: no value)."""
+
+    def literal(self, value: Any, depth: int) -> Expr:
+        """Grammar IR for one JSON value, in the output layout."""
+
+    def kept_values(self, schema: dict, ptr: str) -> list:
+        """The ``enum``/``const`` values that satisfy the keywords beside them."""
+
+    def is_valid(self, schema: Any, value: Any) -> bool:
+        """Whether ``value`` satisfies ``schema`` (treegram's own validator)."""
+
+    def disjoint(self, branches: list, parent: dict | None = None) -> bool:
+        """Whether the ``oneOf`` branches provably accept disjoint sets of values."""
+
+    def bounds(self, schema: dict, ptr: str) -> Any:
+        """The numeric bounds of ``schema``."""
+
+    def merge_all_of(self, schema: Any, ptr: str) -> dict | bool:
+        """``schema`` with its ``allOf`` merged into one schema."""

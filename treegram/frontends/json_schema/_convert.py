@@ -1,0 +1,768 @@
+"""JSON Schema frontend: a schema -> :class:`GrammarIR` (xgrammar 0.2.8 option semantics).
+
+Options
+-------
+- ``any_whitespace=True``: ``[ \\n\\r\\t]*`` between tokens (at most ``max_whitespace_cnt``
+  characters when given), none before or after the root value; ``indent`` and
+  ``separators`` are ignored.
+- ``any_whitespace=False``: exactly the layout of ``json.dumps`` with ``indent`` and
+  ``separators`` (default ``(", ", ": ")`` without indent, ``(",", ": ")`` with it);
+  empty containers are ``{}`` / ``[]``.
+- ``strict_mode=True``: absent ``additionalProperties`` / ``unevaluatedProperties`` mean
+  ``false``, and with ``prefixItems`` absent ``items`` means no further items.
+
+Layout for fast masks: strings and numbers are inlined in the expression of their
+container, which continues with the ``,`` / ``}`` / ``]`` that follows; ``$ref`` targets,
+any-value schemas and large shared sub-expressions become rules.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Collection, Mapping
+
+from treegram.errors import GrammarError, UnsupportedSchemaError
+from treegram.frontends.json_schema._check import check_schema_shapes
+from treegram.frontends.json_schema._dfa_expr import dfa_expr
+from treegram.frontends.json_schema._formats import REFUSED as REFUSED_FORMATS
+from treegram.frontends.json_schema._fraction import fractional_range
+from treegram.frontends.json_schema._keywords import (
+    ANNOTATIONS,
+    FRACTIONAL,
+    NOT_STRING,
+    PATTERNS_KEY,
+    json_type,
+    only_ref,
+    same_value,
+)
+from treegram.frontends.json_schema._lex import (
+    EMPTY,
+    FRACTIONAL_NUMBER,
+    INTEGER,
+    NUMBER,
+    ZERO_FRACTION,
+    alt,
+    canonical_text,
+    decimal_range,
+    int_range,
+    lit,
+    seq,
+    string_of,
+)
+from treegram.frontends.json_schema._merge import merge_all_of
+from treegram.frontends.json_schema._objects import ObjectBuilder, array_expr
+from treegram.frontends.json_schema._options import JsonSchemaOptions
+from treegram.frontends.json_schema._refs import RefIndex, check_remotes
+from treegram.frontends.json_schema._strings import (
+    any_string,
+    constrained_string,
+    excluded_string,
+    format_body,
+    length_string,
+    pattern_body,
+)
+from treegram.frontends.json_schema._validate import UndecidedError, Validator
+from treegram.ir import (
+    MAX_NESTING_DEPTH,
+    CharClass,
+    Choice,
+    Dfa,
+    DfaLimitError,
+    Expr,
+    GrammarIR,
+    Repeat,
+    RuleRef,
+    Seq,
+    run_deep,
+)
+
+__all__ = ["UnsupportedSchemaError", "json_schema_to_ir"]
+
+_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+_UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
+_DEPTH_CAP = 24
+
+
+class Layout:
+    """Where whitespace and separators go, by container depth."""
+
+    def __init__(self, any_whitespace, indent, separators, max_whitespace_cnt) -> None:
+        self.any_ws = bool(any_whitespace)
+        self.indent = None if self.any_ws else indent
+        if separators is None:
+            separators = (",", ": ") if self.indent is not None else (", ", ": ")
+        self.item_sep, self.key_sep = separators
+        self.ws = Repeat(CharClass(((9, 10), (13, 13), (32, 32))), 0, max_whitespace_cnt)
+
+    def depth(self, depth: int) -> int:
+        """The depth that matters for layout (0 unless indenting)."""
+        return min(depth, _DEPTH_CAP) if self.indent is not None else 0
+
+    def _newline(self, depth: int) -> str:
+        return "\n" + " " * (self.indent * depth)
+
+    def open(self, depth: int) -> Expr:
+        """Between the opening bracket and the first item."""
+        if self.any_ws:
+            return self.ws
+        return lit(self._newline(depth + 1)) if self.indent is not None else EMPTY
+
+    def comma(self, depth: int) -> Expr:
+        """Between two items."""
+        if self.any_ws:
+            return seq(self.ws, lit(","), self.ws)
+        tail = self._newline(depth + 1) if self.indent is not None else ""
+        return lit(self.item_sep + tail)
+
+    def colon(self) -> Expr:
+        """Between a key and its value."""
+        return seq(self.ws, lit(":"), self.ws) if self.any_ws else lit(self.key_sep)
+
+    def close(self, depth: int, bracket: str) -> Expr:
+        """After the last item, closing bracket included."""
+        if self.any_ws:
+            return seq(self.ws, lit(bracket))
+        head = self._newline(depth) if self.indent is not None else ""
+        return lit(head + bracket)
+
+    def empty(self, brackets: str) -> Expr:
+        """An empty container."""
+        if self.any_ws:
+            return seq(lit(brackets[0]), self.ws, lit(brackets[1]))
+        return lit(brackets)
+
+
+class Converter:
+    """Walks one schema and collects rules; see :func:`json_schema_to_ir`."""
+
+    def __init__(
+        self,
+        root: dict | bool,
+        layout: Layout,
+        strict: bool,
+        unsupported: str,
+        refs: RefIndex | None = None,
+    ):
+        self.refs = refs if refs is not None else RefIndex(root)
+        self.root = self.refs.root  # every $ref in it is a canonical absolute URI
+        self.layout = layout
+        self.strict = strict
+        self.warn = downgraded_keywords(unsupported)
+        self.rules: dict[str, Expr | None] = {}
+        self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
+        self.ref_names: dict[tuple[str, int], str] = {}
+        self.objects = ObjectBuilder(self)
+        self.nesting = 0  # value() calls in progress: nested schemas and $ref chains
+        self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
+        self.merging = 0  # merge_all_of calls in progress
+        self._validator: Validator | None = None
+
+    # -- errors -------------------------------------------------------------------------
+    def unsupported(self, keyword: str, ptr: str, why: str) -> None:
+        """Raise :class:`UnsupportedSchemaError`, or warn when downgraded."""
+        msg = f"unsupported JSON Schema keyword {keyword!r} at {ptr or '#'}: {why}"
+        if self.warn is not True and keyword not in self.warn:
+            raise UnsupportedSchemaError(msg)
+        warnings.warn(msg + " (constraint dropped)", stacklevel=4)
+
+    def count(self, schema: dict, key: str, ptr: str, default: int | None = None):
+        """The count keyword ``key`` (``minLength``, ``maxItems``...) as an ``int``.
+
+        JSON Schema allows a number with a zero fractional part (``2.0``) here; anything
+        else (negative, fractional, not a number) makes the schema malformed.
+        """
+        v = schema.get(key, default)
+        if v is None:
+            return None
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise GrammarError(
+                f"{key} at {ptr or '#'}/{key} must be a non-negative integer, got {v!r}"
+            )
+        return v
+
+    def merge_all_of(self, schema, ptr: str) -> dict | bool:
+        """``schema`` with its ``allOf`` (and ``$ref`` with siblings) merged into one.
+
+        The negation of :mod:`._logic` merges, and merging expands the boolean keywords
+        of :mod:`._logic`; the converter ties the two together so neither module imports
+        the other.
+        """
+        return merge_all_of(self, schema, ptr)
+
+    # -- rules --------------------------------------------------------------------------
+    def new_rule(self, base: str) -> str:
+        """Reserve a fresh rule name."""
+        k = self._next_suffix.get(base, 0)
+        name = base if k == 0 else f"{base}_{k}"
+        while name in self.rules:
+            k += 1
+            name = f"{base}_{k}"
+        self._next_suffix[base] = k + 1
+        self.rules[name] = None
+        return name
+
+    def any_value(self, depth: int) -> Expr:
+        """Any JSON value (a rule per layout depth)."""
+        return self.ref_rule("#any", {}, depth, self._any_body)
+
+    def _any_body(self, _schema, depth: int) -> Expr:
+        lay = self.layout
+        inner = self.any_value(depth + 1)
+        obj = self.objects.homogeneous("{}", seq(any_string(), lay.colon(), inner), 0, None, depth)
+        arr = self.objects.homogeneous("[]", inner, 0, None, depth)
+        return alt(lit("null"), lit("true"), lit("false"), NUMBER, any_string(), obj, arr)
+
+    def ref_rule(self, key: str, schema, depth: int, body_fn) -> Expr:
+        """A rule for ``schema`` at ``depth``, created once; recursion is allowed."""
+        d = self.layout.depth(depth)
+        name = self.ref_names.get((key, d))
+        if name is None:
+            name = self.new_rule(_rule_base(key) + (f"_d{d}" if d else ""))
+            self.ref_names[(key, d)] = name
+            body = body_fn(schema, d)
+            self.rules[name] = body if body is not None else _NOTHING
+        return RuleRef(name)
+
+    def resolve(self, ref: str, ptr: str) -> dict | bool:
+        """The schema a (canonical, absolute) ``$ref`` points to."""
+        node = self.refs.schema(ref) if isinstance(ref, str) else None
+        if node is None:
+            self.unsupported(
+                "$ref",
+                f"{ptr}/$ref",
+                f"{ref!r} does not resolve (a document "
+                "outside the schema must be given in remote_schemas)",
+            )
+            return True
+        return node
+
+    def is_valid(self, schema, value) -> bool:
+        """Whether ``value`` satisfies a subschema of this compilation (treegram's own
+        validator: the answer never depends on an optional package).
+
+        Raises
+        ------
+        UndecidedError
+            A keyword whose answer depends on annotations (``unevaluated*``).
+        """
+        if self._validator is None:
+            self._validator = Validator(self)
+        return self._validator.is_valid(schema, value)
+
+    # -- values -------------------------------------------------------------------------
+    def value(self, schema, ptr: str, depth: int) -> Expr | None:
+        """The encoded values that satisfy ``schema`` (``None`` when none do).
+
+        Raises :class:`GrammarError` past ``MAX_NESTING_DEPTH`` nested schemas (each
+        object, array, combinator branch or ``$ref`` followed counts one level)."""
+        if self.nesting >= self.nesting_limit:
+            if self.nesting_limit < MAX_NESTING_DEPTH:
+                raise _NeedsDeepStack
+            where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
+            raise GrammarError(
+                f"schema at {where or '#'} is nested deeper than "
+                f"MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} levels (nested "
+                "schemas and $ref chains)"
+            )
+        self.nesting += 1
+        try:
+            return self._value(schema, ptr, depth)
+        finally:
+            self.nesting -= 1
+
+    def _value(self, schema, ptr: str, depth: int) -> Expr | None:
+        if schema is True or schema == {}:
+            return self.any_value(depth)
+        if schema is False:
+            return None
+        if not isinstance(schema, dict):
+            raise UnsupportedSchemaError(f"schema at {ptr or '#'} is not an object or boolean")
+        if "$ref" in schema and only_ref(schema):
+            ref = schema["$ref"]
+            return self.ref_rule(
+                ref,
+                ref,
+                depth,
+                lambda r, d: self.value(self.resolve(r, ptr), self.refs.display(r), d),
+            )
+        schema = merge_all_of(self, schema, ptr)
+        if schema is False:
+            return None
+        if schema is True or schema == {}:
+            return self.any_value(depth)
+        if "$ref" in schema:
+            return self.value(schema, ptr, depth)
+        for key in _UNSUPPORTED:
+            if key in schema:
+                self.unsupported(key, f"{ptr}/{key}", "not supported")
+        if "anyOf" in schema or "oneOf" in schema:
+            return self._branches(schema, ptr, depth)
+        if "enum" in schema or "const" in schema:
+            return self._literals(schema, ptr, depth)
+        return self._typed(schema, ptr, depth)
+
+    def _branches(self, schema: dict, ptr: str, depth: int) -> Expr | None:
+        key = "anyOf" if "anyOf" in schema else "oneOf"
+        rest = {k: v for k, v in schema.items() if k != key}
+        branches = schema[key]
+        parts = []
+        for i, branch in enumerate(branches):
+            # rest is the base: its unevaluated* keywords see the branch's members
+            merged = {**rest, "allOf": [branch]} if rest else branch
+            parts.append(self.value(merged, f"{ptr}/{key}/{i}", depth))
+        return alt(*parts)
+
+    def _literals(self, schema: dict, ptr: str, depth: int) -> Expr | None:
+        return alt(*(self.literal(v, depth) for v in self.kept_values(schema, ptr)))
+
+    def kept_values(self, schema: dict, ptr: str) -> list:
+        """The ``const``/``enum`` values of ``schema`` that satisfy its other keywords."""
+        values = [schema["const"]] if "const" in schema else list(schema["enum"])
+        if "const" in schema and "enum" in schema:
+            values = [v for v in values if any(same_value(v, e) for e in schema["enum"])]
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        return [
+            v
+            for v in values
+            if _valid(rest, v, self, ptr)
+            and not (isinstance(v, str) and excluded_string(self, rest, v))
+            and not (rest.get(FRACTIONAL) and json_type(v) != "number")
+        ]
+
+    def literal(self, value, depth: int) -> Expr:
+        """Every encoding of the JSON value ``value`` in this layout."""
+        lay = self.layout
+        if isinstance(value, str):
+            return string_of(canonical_text(value))
+        if isinstance(value, dict):
+            if not value:
+                return lay.empty("{}")
+            items = [
+                seq(string_of(canonical_text(k)), lay.colon(), self.literal(v, depth + 1))
+                for k, v in value.items()
+            ]
+            return self._container("{}", items, depth)
+        if isinstance(value, list):
+            if not value:
+                return lay.empty("[]")
+            return self._container("[]", [self.literal(v, depth + 1) for v in value], depth)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            # every plain spelling of the same value: 1 and 1.0 are equal in JSON Schema
+            return decimal_range(value, False, value, False)
+        return lit(json.dumps(value))
+
+    def _container(self, brackets: str, items: list[Expr], depth: int) -> Expr:
+        lay = self.layout
+        out = [lit(brackets[0]), lay.open(depth), items[0]]
+        for it in items[1:]:
+            out += [lay.comma(depth), it]
+        out.append(lay.close(depth, brackets[1]))
+        return seq(*out)
+
+    def _typed(self, schema: dict, ptr: str, depth: int) -> Expr | None:
+        types = _types(self, schema, ptr)
+        if schema.get(FRACTIONAL):
+            types = [t for t in types if t != "integer"]
+        parts = []
+        for t in types:
+            if t == "null":
+                parts.append(lit("null"))
+            elif t == "boolean":
+                parts.append(alt(lit("true"), lit("false")))
+            elif t == "integer":
+                parts.append(self._integer(schema, ptr))
+            elif t == "number":
+                parts.append(self._number(schema, ptr))
+            elif t == "string":
+                parts.append(self._string(schema, ptr))
+            elif t == "array":
+                parts.append(array_expr(self, schema, ptr, depth))
+            else:
+                parts.append(self.objects.object_expr(schema, ptr, depth))
+        return alt(*parts)
+
+    # -- scalars ------------------------------------------------------------------------
+    def disjoint(self, branches: list, parent: dict | None = None) -> bool:
+        """Whether ``oneOf`` branches provably accept disjoint sets of values (inside
+        ``parent``'s ``type`` and ``required``)."""
+        from treegram.frontends.json_schema._disjoint import disjoint
+
+        return disjoint(self, branches, parent)
+
+    def bounds(self, schema: dict, ptr: str):
+        """``(lo, lo_strict, hi, hi_strict)`` of the numeric keywords of ``schema``."""
+        lo, lo_s, hi, hi_s = schema.get("minimum"), False, schema.get("maximum"), False
+        for key, strict_val in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
+            v = schema.get(key)
+            if isinstance(v, bool):  # draft 4 form
+                if v:
+                    if strict_val:
+                        lo_s = True
+                    else:
+                        hi_s = True
+            elif v is not None:
+                if strict_val and (lo is None or v >= lo):
+                    lo, lo_s = v, True
+                elif not strict_val and (hi is None or v <= hi):
+                    hi, hi_s = v, True
+        for key, v in (("minimum", lo), ("maximum", hi)):
+            if v is not None and (
+                not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf"))
+            ):
+                raise UnsupportedSchemaError(f"{key} at {ptr or '#'} must be a finite number")
+        return lo, lo_s, hi, hi_s
+
+    def _integer(self, schema: dict, ptr: str) -> Expr | None:
+        import math
+
+        lo, lo_s, hi, hi_s = self.bounds(schema, ptr)
+        ilo = None if lo is None else (math.floor(lo) + 1 if lo_s else math.ceil(lo))
+        ihi = None if hi is None else (math.ceil(hi) - 1 if hi_s else math.floor(hi))
+        mult = schema.get("multipleOf")
+        if mult is not None:
+            digits = self._multiple(mult, ilo, ihi, ptr)
+        elif ilo is None and ihi is None:
+            digits = INTEGER
+        else:
+            digits = int_range(ilo, ihi)
+        # "a float with zero fractional part is an integer": 1.0 and 1.00 are integers too
+        return seq(digits, ZERO_FRACTION) if digits is not None else None
+
+    def _multiple(self, mult, lo, hi, ptr: str) -> Expr | None:
+        from fractions import Fraction
+
+        if isinstance(mult, (int, float)) and not isinstance(mult, bool) and mult > 0:
+            # An integer is a multiple of p/q (lowest terms) exactly when it is one of p.
+            mult = Fraction(str(mult)).numerator
+        if not isinstance(mult, int) or mult <= 0:
+            self.unsupported("multipleOf", f"{ptr}/multipleOf", "only positive integers")
+            return int_range(lo, hi)
+        if lo is not None and hi is not None:
+            first = -(-lo // mult) * mult
+            count = (hi - first) // mult + 1 if hi >= first else 0
+            if count <= 4096:
+                return alt(*(lit(str(v)) for v in range(first, hi + 1, mult)))
+        if lo is None and hi is None and mult <= 1024:
+            return self._mod_rules(mult)
+        if mult <= 1024:
+            # the range's digits intersected with the remainders of the digits read
+            try:
+                d = Dfa.from_expr(int_range(lo, hi)).intersect(Dfa.multiples(mult))
+                return dfa_expr(self, d.minimize(), "multiple", CharClass)
+            except DfaLimitError as exc:
+                why = f"multiples of {mult} in the range: {exc}"
+        else:
+            why = "above 1024 only within a closed range of at most 4096 multiples"
+        self.unsupported("multipleOf", f"{ptr}/multipleOf", why)
+        return int_range(lo, hi)
+
+    def _mod_rules(self, k: int) -> Expr:
+        """Integers divisible by ``k``: one rule per remainder of the digits read so far."""
+        names = [self.new_rule(f"mult{k}_r{r}") for r in range(k)]
+        for r in range(k):
+            by_target: dict[int, list[int]] = {}
+            for d in range(10):
+                by_target.setdefault((10 * r + d) % k, []).append(d)
+            parts = [EMPTY] if r == 0 else []
+            for t, ds in by_target.items():
+                parts.append(seq(CharClass(_digit_ranges(ds)), RuleRef(names[t])))
+            self.rules[names[r]] = alt(*parts)
+        nonzero = [
+            seq(CharClass(((0x30 + d, 0x30 + d),)), RuleRef(names[d % k])) for d in range(1, 10)
+        ]
+        mag = alt(*nonzero)
+        return alt(lit("0"), mag, seq(lit("-"), mag))
+
+    def _number(self, schema: dict, ptr: str) -> Expr | None:
+        lo, lo_s, hi, hi_s = self.bounds(schema, ptr)
+        if schema.get(FRACTIONAL):
+            if "multipleOf" in schema:
+                self.unsupported("not", ptr, "non-integer numbers with multipleOf")
+            if lo is None and hi is None:
+                return FRACTIONAL_NUMBER
+            return fractional_range(lo, lo_s, hi, hi_s)
+        if "multipleOf" in schema:
+            m = schema["multipleOf"]
+            if isinstance(m, (int, float)) and float(m).is_integer():
+                return self._integer({**schema, "multipleOf": int(m)}, ptr)
+            self.unsupported("multipleOf", f"{ptr}/multipleOf", "non-integer multipleOf")
+        if lo is None and hi is None:
+            return NUMBER
+        return decimal_range(lo, lo_s, hi, hi_s)
+
+    def _string(self, schema: dict, ptr: str) -> Expr | None:
+        if NOT_STRING in schema:
+            return constrained_string(self, schema, ptr)
+        lo = self.count(schema, "minLength", ptr, 0)
+        hi = self.count(schema, "maxLength", ptr)
+        has_len = lo > 0 or hi is not None
+        fmt, pattern = schema.get("format"), schema.get("pattern")
+        regular = (pattern is not None) + (fmt is not None) + len(schema.get(PATTERNS_KEY, ()))
+        if regular > 1 or (regular and has_len):
+            return constrained_string(self, schema, ptr)  # an intersection: a code point DFA
+        body = None
+        if fmt is not None:
+            body = format_body(fmt)
+            if body is None:  # never drop a constraint silently
+                why = REFUSED_FORMATS.get(fmt, "unknown format")
+                self.unsupported("format", f"{ptr}/format", f"{why} ({fmt!r})")
+        if pattern is not None:
+            try:
+                body = pattern_body(pattern)
+            except (ImportError, ValueError) as exc:
+                self.unsupported("pattern", f"{ptr}/pattern", str(exc))
+                body = None
+        if body is None:
+            return length_string(lo, hi)
+        return string_of(body)
+
+
+_NOTHING = Choice((Seq((CharClass(((0, 0x10FFFF),), negated=True),)),))
+
+
+def _rule_base(key: str) -> str:
+    key = key.rsplit("#", 1)[-1] if key != "#any" else key  # the pointer names the rule
+    text = "".join(c if c.isalnum() else "_" for c in key.lstrip("#/")) or "root_ref"
+    return "ref_" + text.strip("_")[:40] if key != "#any" else "any_value"
+
+
+def _digit_ranges(ds: list[int]) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for d in sorted(ds):
+        if out and out[-1][1] == 0x30 + d - 1:
+            out[-1][1] = 0x30 + d
+        else:
+            out.append([0x30 + d, 0x30 + d])
+    return tuple((a, b) for a, b in out)
+
+
+def _types(conv: Converter, schema: dict, ptr: str) -> list[str]:
+    t = schema.get("type")
+    types = list(_TYPES) if t is None else ([t] if isinstance(t, str) else list(t))
+    for x in types:
+        if x not in _TYPES:
+            raise UnsupportedSchemaError(f"unknown type {x!r} at {ptr or '#'}/type")
+    if schema.get("nullable") and "null" not in types:
+        types.append("null")
+    if "number" in types and "integer" in types:
+        types.remove("integer")
+    return types
+
+
+def _valid(rest: dict, value, conv: Converter, ptr: str) -> bool:
+    """Whether ``value`` satisfies the keywords next to ``enum``/``const``."""
+    checks = {k: v for k, v in rest.items() if k not in ANNOTATIONS}
+    if not checks:
+        return True
+    try:
+        # an unresolvable $ref raises UnsupportedSchemaError: never dropped silently
+        return conv.is_valid(checks, value)
+    except UndecidedError:  # e.g. unevaluatedProperties: keep the value
+        return True
+
+
+def downgraded_keywords(unsupported) -> bool | frozenset[str]:
+    """The ``unsupported`` option as ``True`` (every keyword warns) or the set of keywords
+    that warn instead of raising (empty for ``"error"``).
+
+    Raises
+    ------
+    GrammarError
+        Neither ``"error"``, ``"warn"`` nor a collection of keyword names.
+    """
+    if unsupported == "error":
+        return frozenset()
+    if unsupported == "warn":
+        return True
+    if isinstance(unsupported, (list, tuple, set, frozenset)) and all(
+        isinstance(k, str) and k for k in unsupported
+    ):
+        return frozenset(unsupported)
+    raise GrammarError(
+        f"unsupported must be 'error', 'warn' or a collection of keyword names, got {unsupported!r}"
+    )
+
+
+def _load(schema) -> dict | bool:
+    if isinstance(schema, str):
+        try:
+            return json.loads(schema)
+        except RecursionError:  # json's C parser nests per level
+            return run_deep(_load, schema)
+        except ValueError as exc:  # JSONDecodeError, or Python's int-digit limit
+            raise GrammarError(f"schema is not valid JSON: {exc}") from None
+    if isinstance(schema, (dict, bool)):
+        return schema
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
+    raise GrammarError(
+        f"schema must be a JSON string, a dict or a pydantic model class, "
+        f"got {type(schema).__name__}"
+    )
+
+
+# A schema within these bounds compiles on the caller's stack; beyond them on run_deep's.
+_SHALLOW_JSON_DEPTH = 24
+_SHALLOW_REFS = 16
+_SHALLOW_MAGNITUDE = 40  # decimal digits / exponent of numbers (digit-wise range rules)
+_SHALLOW_NESTING = 60  # value() levels on the caller's stack (a few frames each)
+
+
+def _scan(root, what: str) -> bool:
+    """Check the parsed schema for values no compilation can handle, without recursion,
+    and tell whether compiling it may recurse deeply.
+
+    Raises
+    ------
+    GrammarError
+        An integer too long for Python's int-to-text conversion, or a schema nested
+        deeper than ``MAX_NESTING_DEPTH`` (JSON levels, counted loosely: two per object
+        level of ``properties``).
+    """
+    deep = False
+    refs = 0
+    stack = [(root, 0, "")]
+    while stack:
+        node, depth, ptr = stack.pop()
+        if depth > _SHALLOW_JSON_DEPTH:
+            deep = True
+        if depth > 3 * MAX_NESTING_DEPTH:
+            where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
+            raise GrammarError(
+                f"{what} nested deeper than {3 * MAX_NESTING_DEPTH} JSON "
+                f"levels at {where} (MAX_NESTING_DEPTH="
+                f"{MAX_NESTING_DEPTH} schema levels)"
+            )
+        if isinstance(node, dict):
+            refs += "$ref" in node
+            stack.extend((v, depth + 1, f"{ptr}/{k}") for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1, f"{ptr}/{i}") for i, v in enumerate(node))
+        elif isinstance(node, int) and not isinstance(node, bool):
+            if node.bit_length() > 3 * _SHALLOW_MAGNITUDE:
+                deep = True
+                try:
+                    str(node)
+                except ValueError:
+                    raise GrammarError(
+                        f"{what}: the integer at {ptr or '#'} has more digits than Python "
+                        f"converts ({node.bit_length()} bits)"
+                    ) from None
+        elif (
+            isinstance(node, float)
+            and node != 0
+            and not (10.0**-_SHALLOW_MAGNITUDE < abs(node) < 10.0**_SHALLOW_MAGNITUDE)
+        ):
+            deep = True
+    return deep or refs > _SHALLOW_REFS
+
+
+def json_schema_to_ir(
+    schema,
+    *,
+    any_whitespace: bool = True,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    strict_mode: bool = True,
+    max_whitespace_cnt: int | None = None,
+    unsupported: str | Collection[str] = "error",
+    remote_schemas: Mapping[str, dict | bool] | None = None,
+) -> GrammarIR:
+    """Compile a JSON Schema to grammar IR.
+
+    Parameters
+    ----------
+    schema : str, dict, bool or pydantic model class
+        The schema (JSON text, a parsed schema, or a class with ``model_json_schema``).
+    any_whitespace : bool, default True
+        Allow ``[ \\n\\r\\t]*`` between tokens; ``indent`` and ``separators`` are ignored.
+    indent : int or None
+        With ``any_whitespace=False``: ``json.dumps``-style indentation.
+    separators : (str, str) or None
+        With ``any_whitespace=False``: item and key separators; default ``(", ", ": ")``,
+        or ``(",", ": ")`` with ``indent``.
+    strict_mode : bool, default True
+        Absent ``additionalProperties`` / ``unevaluatedProperties`` mean ``false`` and
+        absent ``items`` after ``prefixItems`` means no further items.
+    max_whitespace_cnt : int or None
+        With ``any_whitespace``: at most this many whitespace characters in a row.
+    unsupported : "error", "warn" or collection of str, default "error"
+        ``"warn"`` turns :class:`UnsupportedSchemaError` for an inexact keyword into a
+        warning and drops that constraint; a collection of keyword names (for example
+        ``{"uniqueItems", "format"}``) does so for those keywords only.
+    remote_schemas : mapping of str to dict or bool, optional
+        Documents outside the schema that ``$ref`` may name, keyed by their retrieval URI
+        (their ``$id``, when present, also names them). A reference to anything not in the
+        schema or these documents raises :class:`UnsupportedSchemaError`; so does one to a
+        JSON Schema meta-schema unless it is given here. The root's ``$schema`` picks the
+        draft: drafts 4 to 7 ignore a ``$ref``'s sibling keywords, 2019-09 / 2020-12 (the
+        default) apply them.
+
+    Returns
+    -------
+    GrammarIR
+        Root rule ``root``.
+
+    Raises
+    ------
+    UnsupportedSchemaError
+        A keyword cannot be compiled exactly (message names it and its JSON pointer).
+    GrammarError
+        The schema is malformed or admits no value.
+    """
+    downgraded_keywords(unsupported)  # validates the option
+    if max_whitespace_cnt is not None and (
+        not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt <= 0
+    ):
+        raise GrammarError(
+            f"max_whitespace_cnt must be a positive integer, got {max_whitespace_cnt!r}"
+        )
+    if indent is not None and (not isinstance(indent, int) or indent < 0):
+        raise GrammarError(f"indent must be a non-negative integer, got {indent!r}")
+    remotes = check_remotes(remote_schemas)
+    root = _load(schema)
+    deep = _scan(root, "schema")
+    check_schema_shapes(root)
+    for uri, doc in (remotes or {}).items():
+        deep = _scan(doc, f"remote_schemas[{uri!r}]") or deep
+        check_schema_shapes(doc, f"remote_schemas[{uri!r}]")
+    options = JsonSchemaOptions(
+        any_whitespace=any_whitespace,
+        indent=indent,
+        separators=separators,
+        strict_mode=strict_mode,
+        max_whitespace_cnt=max_whitespace_cnt,
+        unsupported=unsupported,
+        remote_schemas=remotes,
+    )
+    args = (root, options)
+    # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
+    # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
+    if not deep:
+        try:
+            return _convert(*args, nesting_limit=_SHALLOW_NESTING)
+        except (_NeedsDeepStack, RecursionError):
+            pass  # e.g. a $ref cycle through allOf: again, where the full limit applies
+    return run_deep(_convert, *args)
+
+
+class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
+    """Raised on the caller's stack past ``_SHALLOW_NESTING``: compile again deeper."""
+
+
+def _convert(root, options: JsonSchemaOptions, nesting_limit: int = MAX_NESTING_DEPTH) -> GrammarIR:
+    o = options
+    layout = Layout(o.any_whitespace, o.indent, o.separators, o.max_whitespace_cnt)
+    conv = Converter(root, layout, o.strict_mode, o.unsupported, RefIndex(root, o.remote_schemas))
+    conv.nesting_limit = nesting_limit
+    conv.rules["root"] = None
+    body = conv.value(conv.root, "", 0)
+    if body is None:
+        raise GrammarError("the schema admits no JSON value")
+    conv.rules["root"] = body
+    from treegram.frontends.json_schema._share import share_rules
+
+    return share_rules(conv.rules, "root")

@@ -1,0 +1,128 @@
+"""Code point DFAs written back as grammar IR: the JSON string literals whose decoded
+content an automaton accepts, with shared and cyclic states as rules of the converter.
+"""
+
+from __future__ import annotations
+
+from treegram.frontends.json_schema._context import ConversionContext
+from treegram.frontends.json_schema._lex import EMPTY, alt, encoded_class, seq, string_of
+from treegram.ir import (
+    MAX_CODEPOINT,
+    Dfa,
+    DfaLimitError,
+    Expr,
+    Repeat,
+    RuleRef,
+    cycles_of_two_or_more,
+)
+
+__all__ = ["MAX_GRAMMAR_STATES", "dfa_string_expr", "dfa_expr"]
+
+# States of a (minimal) automaton turned into grammar rules: beyond this the grammar
+# compiles too slowly (10,000 states: about 4 s with a 128k vocabulary).
+MAX_GRAMMAR_STATES = 10_000
+
+_INLINE_DEPTH = 16
+_WRITABLE = Dfa([((0, 0xD7FF, 0), (0xE000, MAX_CODEPOINT, 0))], [True])
+
+
+def dfa_string_expr(conv: ConversionContext, dfa: Dfa, base: str = "str") -> Expr | None:
+    """A JSON string literal (quotes included) whose decoded content ``dfa`` accepts.
+
+    Each character is matched in every encoding JSON allows (raw, short escape,
+    ``\\uXXXX``, surrogate pair). States that are shared, on a cycle of more than one
+    state, or deep in a chain become rules ``{base}_dfa...`` of ``conv``; a state's loop
+    on itself becomes a repetition.
+
+    Returns
+    -------
+    Expr or None
+        ``None`` when the language is empty.
+
+    Raises
+    ------
+    DfaLimitError
+        The minimal automaton has more than :data:`MAX_GRAMMAR_STATES` states.
+    """
+    # Lone surrogates have no JSON spelling that decodes to one character.
+    return string_of(dfa_expr(conv, dfa.intersect(_WRITABLE), base, encoded_class))
+
+
+def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
+    """Grammar IR for the strings ``d`` accepts, each code point range written as
+    ``encode(ranges)`` (an expression, or ``None`` when the range cannot be written).
+
+    States that are shared, on a cycle of more than one state, or deep in a chain become
+    rules ``{base}_dfa...`` of ``conv``; a state's loop on itself becomes a repetition.
+
+    Raises
+    ------
+    DfaLimitError
+        The automaton has more than :data:`MAX_GRAMMAR_STATES` states.
+    """
+    if d.is_empty():
+        return None
+    n = len(d)
+    if n > MAX_GRAMMAR_STATES:
+        raise DfaLimitError(
+            f"the string automaton has {n} states, more than "
+            f"{MAX_GRAMMAR_STATES} a grammar is built from"
+        )
+    # Group each state's transitions by target: target -> ranges.
+    groups: list[dict[int, list[tuple[int, int]]]] = []
+    indeg = [0] * n
+    for row in d.trans:
+        g: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in row:
+            g.setdefault(t, []).append((lo, hi))
+        groups.append(g)
+    for s, g in enumerate(groups):
+        for t in g:
+            if t != s:
+                indeg[t] += 1
+    cyclic = _on_cycles(groups)
+    enc_cache: dict[tuple, Expr | None] = {}
+
+    def enc(ranges) -> Expr | None:
+        key = tuple(ranges)
+        if key not in enc_cache:
+            enc_cache[key] = encode(key)
+        return enc_cache[key]
+
+    names: dict[int, str] = {}
+
+    def ref(s: int):
+        if s not in names:
+            names[s] = conv.new_rule(f"{base}_dfa")
+            pending.append(s)
+        return RuleRef(names[s])
+
+    def body(s: int, depth: int) -> Expr | None:
+        g = groups[s]
+        step = enc(g[s]) if s in g else None
+        loop = Repeat(step, 0, None) if step is not None else None
+        exits = [EMPTY] if d.accept[s] else []
+        for t, ranges in g.items():
+            if t == s or enc(ranges) is None:  # e.g. a surrogate code point in a string
+                continue
+            shared = indeg[t] > 1 or cyclic[t] or depth >= _INLINE_DEPTH
+            nxt = ref(t) if shared else body(t, depth + 1)
+            exits.append(seq(enc(ranges), nxt))
+        rest = alt(*exits)
+        return rest if loop is None else seq(loop, rest)
+
+    pending: list[int] = []
+    top = ref(0) if cyclic[0] else body(0, 0)
+    while pending:
+        s = pending.pop()
+        conv.rules[names[s]] = body(s, 0)
+    return top
+
+
+def _on_cycles(groups: list[dict[int, list]]) -> list[bool]:
+    """Per state, whether it lies on a cycle through another state."""
+    out = [False] * len(groups)
+    for comp in cycles_of_two_or_more([[t for t in g if t != v] for v, g in enumerate(groups)]):
+        for w in comp:
+            out[w] = True
+    return out

@@ -1,0 +1,141 @@
+"""When ``oneOf`` is just ``anyOf``: proving that no value satisfies two branches.
+
+A ``oneOf`` whose branches are pairwise disjoint compiles as a plain choice; otherwise
+:mod:`treegram.frontends.json_schema._logic` takes each branch with the negation of the
+others, which is larger and not always expressible. Two branches are disjoint when:
+
+- their ``const``/``enum`` values differ, or the other branch rejects every one of them
+  (checked with treegram's own validator, :mod:`._validate`);
+- their types do not meet (the parent's ``type`` applies to a branch without one);
+- both are strings whose languages (code point automata) do not intersect;
+- both are objects that require a common property with disjoint schemas (``const``,
+  ``enum``, types, string patterns), or one requires a property the other forbids
+  (``false``, or not declared next to ``additionalProperties: false``). The parent's
+  ``required`` counts for both.
+
+Anything not proven disjoint is treated as overlapping (never the other way round).
+"""
+
+from __future__ import annotations
+
+from treegram.errors import UnsupportedSchemaError
+from treegram.frontends.json_schema._context import ConversionContext
+from treegram.frontends.json_schema._keywords import json_type, only_ref, same_value
+from treegram.frontends.json_schema._merge import merge_all_of
+from treegram.frontends.json_schema._string_dfa import StringConstraintError, string_dfa
+from treegram.ir import DfaLimitError
+
+__all__ = ["disjoint"]
+
+_TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
+_MAX_DEREF = 8
+
+
+def disjoint(conv: ConversionContext, branches: list, parent: dict | None = None) -> bool:
+    """Whether the ``oneOf`` branches provably accept pairwise disjoint sets of values."""
+    parent = parent or {}
+    shapes = []
+    for b in branches:
+        b = _deref(conv, b)
+        if isinstance(b, dict) and ("allOf" in b or "$ref" in b):
+            try:
+                b = merge_all_of(conv, b, "")  # flattened: its parts' members count
+            except UnsupportedSchemaError:
+                return False
+        if b is False:
+            continue
+        if not isinstance(b, dict):
+            return False
+        if "type" in parent and "type" not in b:
+            b = {**b, "type": parent["type"]}
+        if parent.get("required"):
+            b = {**b, "required": [*parent["required"], *b.get("required", [])]}
+        shapes.append(b)
+    return all(
+        _pair_disjoint(conv, shapes[i], shapes[j])
+        for i in range(len(shapes))
+        for j in range(i + 1, len(shapes))
+    )
+
+
+def _deref(conv: ConversionContext, schema):
+    for _ in range(_MAX_DEREF):  # a chain of plain references
+        if isinstance(schema, dict) and "$ref" in schema and only_ref(schema):
+            schema = conv.resolve(schema["$ref"], "")
+        else:
+            break
+    return schema
+
+
+def _values(schema: dict) -> list | None:
+    if "const" in schema:
+        return [schema["const"]]
+    if "enum" in schema:
+        return list(schema["enum"])
+    return None
+
+
+def _types(schema: dict) -> set[str]:
+    t = schema.get("type")
+    types = set(_TYPES) if t is None else ({t} if isinstance(t, str) else set(t))
+    if "number" in types:
+        types.add("integer")
+    return types
+
+
+def _pair_disjoint(conv: ConversionContext, a, b) -> bool:
+    a, b = _deref(conv, a), _deref(conv, b)
+    if a is False or b is False:
+        return True
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    va, vb = _values(a), _values(b)
+    if va is not None and vb is not None:
+        return not any(same_value(x, y) for x in va for y in vb)
+    if va is not None or vb is not None:
+        vals, other = (va, b) if va is not None else (vb, a)
+        return not any(_may_accept(conv, other, v) for v in vals)
+    common = _types(a) & _types(b)
+    if not common:
+        return True
+    if common == {"string"}:
+        return _strings_disjoint(conv, a, b)
+    if common == {"object"}:
+        return _objects_disjoint(conv, a, b)
+    return False
+
+
+def _may_accept(conv: ConversionContext, schema: dict, value) -> bool:
+    """Whether ``schema`` might accept ``value`` (``True`` when it cannot be decided)."""
+    if json_type(value) not in _types(schema):
+        return False
+    try:
+        return bool(conv.is_valid(schema, value))
+    except Exception:  # noqa: BLE001 - undecidable here: assume it may
+        return True
+
+
+def _strings_disjoint(conv: ConversionContext, a: dict, b: dict) -> bool:
+    try:
+        da, db = string_dfa(a, conv), string_dfa(b, conv)
+        return da is not None and db is not None and da.intersect(db).is_empty()
+    except (StringConstraintError, DfaLimitError):
+        return False
+
+
+def _objects_disjoint(conv: ConversionContext, a: dict, b: dict) -> bool:
+    pa, pb = a.get("properties", {}), b.get("properties", {})
+    for key in set(a.get("required", [])) & set(b.get("required", [])):
+        if key in pa and key in pb and _pair_disjoint(conv, pa[key], pb[key]):
+            return True
+    return _forbids(conv, a, b) or _forbids(conv, b, a)
+
+
+def _forbids(conv: ConversionContext, a: dict, b: dict) -> bool:
+    """Whether ``b`` forbids a property that ``a`` requires."""
+    props = b.get("properties", {})
+    closed = b.get("additionalProperties") is False and not b.get("patternProperties")
+    for key in a.get("required", []):
+        if _deref(conv, props.get(key)) is False or (closed and key not in props):
+            return True
+    return False

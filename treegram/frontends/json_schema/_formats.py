@@ -1,0 +1,289 @@
+"""String ``format`` languages of the JSON Schema frontend, as decoded-character IR.
+
+Each builder returns an expression over *decoded* characters; the caller encodes it for
+JSON text with :func:`~treegram.frontends.json_schema._lex.encode_expr`. The languages
+follow the RFCs the JSON Schema specification names (RFC 3339 dates and times with
+per-month day limits, RFC 3986 URIs, RFC 3987 IRIs, RFC 5321 simplified mailboxes and
+their RFC 6531 internationalized form, RFC 1123 host names, RFC 4291 IPv6 text forms,
+RFC 4122 UUIDs).
+
+``regex`` (the set of valid ECMA-262 patterns is not a regular language: groups nest) and
+``idn-hostname`` (IDNA 2008 validity depends on Unicode property tables, contextual rules
+and the punycode length of each label) are in :data:`REFUSED` with the reason.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from treegram.frontends.json_schema._lex import alt, cls, int_range, lit, seq
+from treegram.ir import Expr, Repeat
+
+__all__ = ["FORMATS", "REFUSED", "format_expr"]
+
+
+def _c(chars: str) -> Expr:
+    return cls([(ord(ch), ord(ch)) for ch in chars])
+
+
+def _r(lo: str, hi: str) -> tuple[int, int]:
+    return (ord(lo), ord(hi))
+
+
+DIGIT = cls([_r("0", "9")])
+ALPHA = cls([_r("a", "z"), _r("A", "Z")])
+HEXDIG = cls([_r("0", "9"), _r("a", "f"), _r("A", "F")])
+ALNUM = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9")])
+
+
+def _star(e: Expr) -> Expr:
+    return Repeat(e, 0, None)
+
+
+def _plus(e: Expr) -> Expr:
+    return Repeat(e, 1, None)
+
+
+def _opt(e: Expr) -> Expr:
+    return Repeat(e, 0, 1)
+
+
+def _n(e: Expr, lo: int, hi: int | None = None) -> Expr:
+    return Repeat(e, lo, lo if hi is None else hi)
+
+
+def _two(lo: int, hi: int) -> Expr:
+    """Two-digit zero-padded numbers in ``[lo, hi]``."""
+    return alt(*(lit(f"{v:02d}") for v in range(lo, hi + 1)))
+
+
+def _date() -> Expr:
+    days31 = alt(*(lit(f"{m:02d}") for m in (1, 3, 5, 7, 8, 10, 12)))
+    days30 = alt(*(lit(f"{m:02d}") for m in (4, 6, 9, 11)))
+    month_day = alt(
+        seq(days31, lit("-"), _two(1, 31)),
+        seq(days30, lit("-"), _two(1, 30)),
+        seq(lit("02-"), _two(1, 29)),
+    )
+    return seq(_n(DIGIT, 4), lit("-"), month_day)
+
+
+def _time() -> Expr:
+    frac = _opt(seq(lit("."), _plus(DIGIT)))
+    offset = alt(_c("Zz"), seq(_c("+-"), _two(0, 23), lit(":"), _two(0, 59)))
+    return seq(_two(0, 23), lit(":"), _two(0, 59), lit(":"), _two(0, 60), frac, offset)
+
+
+def _duration() -> Expr:
+    num = _plus(DIGIT)
+    second = seq(num, lit("S"))
+    minute = seq(num, lit("M"), _opt(second))
+    hour = seq(num, lit("H"), _opt(minute))
+    dur_time = seq(lit("T"), alt(hour, minute, second))
+    day = seq(num, lit("D"))
+    month = seq(num, lit("M"), _opt(day))
+    year = seq(num, lit("Y"), _opt(month))
+    dur_date = seq(alt(day, month, year), _opt(dur_time))
+    week = seq(num, lit("W"))
+    return seq(lit("P"), alt(dur_date, dur_time, week))
+
+
+def _label(extra=()) -> Expr:
+    """A host name label of 1 to 63 characters; ``extra`` ranges count as letters."""
+    edge = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9"), *extra])
+    inner = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9"), _r("-", "-"), *extra])
+    return seq(edge, _opt(seq(_n(inner, 0, 61), edge)))
+
+
+def _hostname(extra=()) -> Expr:
+    label = _label(extra)
+    return seq(label, _star(seq(lit("."), label)))
+
+
+def _ipv4() -> Expr:
+    octet = int_range(0, 255)
+    return seq(octet, lit("."), octet, lit("."), octet, lit("."), octet)
+
+
+def _ipv6() -> Expr:
+    h16 = _n(HEXDIG, 1, 4)
+    h16c = seq(h16, lit(":"))
+    ls32 = alt(seq(h16, lit(":"), h16), _ipv4())
+
+    def upto(n: int) -> Expr:
+        # [ *n( h16 ":" ) h16 ]
+        return _opt(seq(_n(h16c, 0, n), h16))
+
+    return alt(
+        seq(_n(h16c, 6), ls32),
+        seq(lit("::"), _n(h16c, 5), ls32),
+        seq(_opt(h16), lit("::"), _n(h16c, 4), ls32),
+        seq(upto(1), lit("::"), _n(h16c, 3), ls32),
+        seq(upto(2), lit("::"), _n(h16c, 2), ls32),
+        seq(upto(3), lit("::"), h16c, ls32),
+        seq(upto(4), lit("::"), ls32),
+        seq(upto(5), lit("::"), h16),
+        seq(upto(6), lit("::")),
+    )
+
+
+def _uuid() -> Expr:
+    return seq(
+        _n(HEXDIG, 8),
+        lit("-"),
+        _n(HEXDIG, 4),
+        lit("-"),
+        _n(HEXDIG, 4),
+        lit("-"),
+        _n(HEXDIG, 4),
+        lit("-"),
+        _n(HEXDIG, 12),
+    )
+
+
+# RFC 6531 UTF8-non-ascii: any Unicode scalar value above ASCII (surrogates excluded).
+_NON_ASCII = [(0x80, 0xD7FF), (0xE000, 0x10FFFF)]
+
+
+def _email(intl: bool = False) -> Expr:
+    """RFC 5321 mailbox; with ``intl`` the RFC 6531 one (non-ASCII in atext, qtext and
+    domain labels)."""
+    extra = _NON_ASCII if intl else []
+    specials = "!#$%&'*+-/=?^_`{|}~"
+    atext = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9")] + [_r(c, c) for c in specials] + extra)
+    dot_atom = seq(_plus(atext), _star(seq(lit("."), _plus(atext))))
+    qtext = cls([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)] + extra)
+    quoted = seq(lit('"'), _star(alt(qtext, seq(lit("\\"), cls([(0x20, 0x7E)])))), lit('"'))
+    host = _hostname(extra) if intl else _hostname()
+    domain = alt(host, seq(lit("["), _ipv4(), lit("]")), seq(lit("[IPv6:"), _ipv6(), lit("]")))
+    return seq(alt(dot_atom, quoted), lit("@"), domain)
+
+
+# RFC 3987 ucschar and iprivate.
+_UCSCHAR = (
+    [(0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF)]
+    + [(p << 16, (p << 16) + 0xFFFD) for p in range(1, 14)]
+    + [(0xE1000, 0xEFFFD)]
+)
+_IPRIVATE = [(0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD)]
+
+
+class _Uri:
+    """RFC 3986 productions; with ``iri`` the RFC 3987 ones (``ucschar`` in unreserved,
+    ``iprivate`` in the query but not the fragment)."""
+
+    def __init__(self, iri: bool = False) -> None:
+        ascii_unreserved = [_r("a", "z"), _r("A", "Z"), _r("0", "9")] + [_r(c, c) for c in "-._~"]
+        self.ascii_unreserved = cls(ascii_unreserved)  # IP literals stay ASCII in IRIs
+        self.unreserved = cls(ascii_unreserved + (_UCSCHAR if iri else []))
+        self.sub_delims = _c("!$&'()*+,;=")
+        self.pct = seq(lit("%"), HEXDIG, HEXDIG)
+        self.pchar = alt(self.unreserved, self.pct, self.sub_delims, _c(":@"))
+        self.segment = _star(self.pchar)
+        self.segment_nz = _plus(self.pchar)
+        self.fragment = _star(alt(self.pchar, _c("/?")))
+        self.query = _star(alt(self.pchar, _c("/?"), cls(_IPRIVATE))) if iri else self.fragment
+
+    def authority(self) -> Expr:
+        userinfo = _star(alt(self.unreserved, self.pct, self.sub_delims, lit(":")))
+        ipvfuture = seq(
+            _c("vV"),
+            _plus(HEXDIG),
+            lit("."),
+            _plus(alt(self.ascii_unreserved, self.sub_delims, lit(":"))),
+        )
+        ip_literal = seq(lit("["), alt(_ipv6(), ipvfuture), lit("]"))
+        reg_name = _star(alt(self.unreserved, self.pct, self.sub_delims))
+        host = alt(ip_literal, reg_name)
+        return seq(_opt(seq(userinfo, lit("@"))), host, _opt(seq(lit(":"), _star(DIGIT))))
+
+    def tail(self) -> Expr:
+        return seq(_opt(seq(lit("?"), self.query)), _opt(seq(lit("#"), self.fragment)))
+
+    def hier(self, first_segment: Expr) -> Expr:
+        abempty = _star(seq(lit("/"), self.segment))
+        absolute = seq(lit("/"), _opt(seq(self.segment_nz, abempty)))
+        rootless = seq(first_segment, abempty)
+        return alt(seq(lit("//"), self.authority(), abempty), absolute, rootless, seq())
+
+    def uri(self) -> Expr:
+        scheme = seq(ALPHA, _star(alt(ALNUM, _c("+-."))))
+        return seq(scheme, lit(":"), self.hier(self.segment_nz), self.tail())
+
+    def relative_ref(self) -> Expr:
+        nz_nc = _plus(alt(self.unreserved, self.pct, self.sub_delims, lit("@")))
+        return seq(self.hier(nz_nc), self.tail())
+
+
+def _json_pointer() -> Expr:
+    char = alt(cls([(0, 0x2E), (0x30, 0x7D), (0x7F, 0x10FFFF)]), lit("~0"), lit("~1"))
+    return _star(seq(lit("/"), _star(char)))
+
+
+def _relative_json_pointer() -> Expr:
+    return seq(int_range(0, None), alt(lit("#"), _json_pointer()))
+
+
+def _uri_template() -> Expr:
+    literal = alt(
+        cls(
+            [
+                (0x21, 0x21),
+                (0x23, 0x24),
+                (0x26, 0x26),
+                (0x28, 0x3B),
+                (0x3D, 0x3D),
+                (0x3F, 0x5B),
+                (0x5D, 0x5D),
+                (0x5F, 0x5F),
+                (0x61, 0x7A),
+                (0x7E, 0x7E),
+                (0xA0, 0x10FFFF),
+            ]
+        ),
+        seq(lit("%"), HEXDIG, HEXDIG),
+    )
+    varchar = alt(ALNUM, lit("_"), seq(lit("%"), HEXDIG, HEXDIG))
+    varname = seq(varchar, _star(seq(_opt(lit(".")), varchar)))
+    modifier = alt(seq(lit(":"), cls([_r("1", "9")]), _n(DIGIT, 0, 3)), lit("*"))
+    varspec = seq(varname, _opt(modifier))
+    expression = seq(
+        lit("{"), _opt(_c("+#./;?&=,!@|")), varspec, _star(seq(lit(","), varspec)), lit("}")
+    )
+    return _star(alt(literal, expression))
+
+
+FORMATS = {
+    "json-pointer": _json_pointer,
+    "relative-json-pointer": _relative_json_pointer,
+    "uri-template": _uri_template,
+    "date": _date,
+    "time": _time,
+    "date-time": lambda: seq(_date(), _c("Tt"), _time()),
+    "duration": _duration,
+    "email": _email,
+    "hostname": _hostname,
+    "ipv4": _ipv4,
+    "ipv6": _ipv6,
+    "uuid": _uuid,
+    "uri": lambda: _Uri().uri(),
+    "uri-reference": lambda: alt(_Uri().uri(), _Uri().relative_ref()),
+    "iri": lambda: _Uri(iri=True).uri(),
+    "iri-reference": lambda: alt(_Uri(iri=True).uri(), _Uri(iri=True).relative_ref()),
+    "idn-email": lambda: _email(intl=True),
+}
+
+# Formats that are known but not compiled, with the reason.
+REFUSED = {
+    "regex": "the valid ECMA-262 patterns are not a regular language (groups nest), so no "
+    "grammar of this kind accepts exactly them",
+    "idn-hostname": "IDNA 2008 label validity depends on Unicode property tables, "
+    "contextual rules and each label's punycode length; not compiled exactly",
+}
+
+
+@cache
+def format_expr(name: str) -> Expr | None:
+    """The decoded-character language of the string format ``name`` (``None`` if unknown)."""
+    builder = FORMATS.get(name)
+    return None if builder is None else builder()

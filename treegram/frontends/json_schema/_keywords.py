@@ -1,0 +1,84 @@
+"""The keyword vocabulary every JSON Schema module shares: annotation keywords, the internal
+keywords the converter writes into derived schemas, and JSON value helpers.
+
+This is the bottom of the frontend: it imports nothing from the other modules, so any of
+them may import it.
+"""
+
+from __future__ import annotations
+
+import json
+
+__all__ = [
+    "ANNOTATIONS",
+    "PATTERNS_KEY",
+    "CONTAINS_ALL",
+    "OPEN",
+    "NOT_STRING",
+    "FRACTIONAL",
+    "same_value",
+    "json_type",
+    "only_ref",
+]
+
+ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$schema",
+        "$id",
+        "$comment",
+        "$anchor",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+        "$defs",
+        "definitions",
+        "contentMediaType",
+        "contentEncoding",
+        "discriminator",
+        "example",
+        "$vocabulary",
+        "$dynamicAnchor",
+    }
+)
+"""Keywords that never constrain a value (annotations, identifiers, definitions)."""
+
+PATTERNS_KEY = "$treegram:patterns"
+"""Internal keyword: further patterns the string must also match (``allOf`` merging)."""
+CONTAINS_ALL = "x-treegram-contains-all"
+"""Internal keyword: a list of schemas each of which some item must match."""
+OPEN = "x-treegram-open"
+"""Marker: strict_mode's defaults do not apply to this (derived) schema."""
+NOT_STRING = "x-treegram-not-string"
+"""Internal keyword: a list of string-only schemas (pattern, format, lengths, enum) that a
+string value must match none of."""
+FRACTIONAL = "x-treegram-fractional"
+"""Internal keyword: a number with a non-zero fraction digit (not an integer)."""
+
+
+def same_value(a, b) -> bool:
+    """Whether two JSON values are equal as JSON (key order does not matter)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def json_type(v) -> str:
+    """The JSON Schema type name of a JSON value (an integral float is an ``integer``)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer()):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def only_ref(schema: dict) -> bool:
+    """Whether ``schema`` is a ``$ref`` with nothing but annotations beside it."""
+    return all(k == "$ref" or k in ANNOTATIONS for k in schema)

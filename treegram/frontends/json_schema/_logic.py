@@ -1,0 +1,482 @@
+"""Boolean keywords of the JSON Schema frontend: ``not``, ``if``/``then``/``else``,
+overlapping ``oneOf`` and the dependency keywords, rewritten into ``anyOf``/``allOf``.
+
+Every rewrite is an equivalence, so the converter compiles the result with the machinery
+it already has (merging by intersection, ``anyOf`` as a choice):
+
+- ``not S`` becomes :func:`negate` of ``S``: a schema is a conjunction of keywords, each of
+  which constrains one JSON type, so its complement is the ``anyOf`` of the keywords'
+  complements, each restricted to the keyword's type (``not {minimum: 5}`` is
+  ``{type: number, exclusiveMaximum: 5}``);
+- ``if I then T else E`` is ``anyOf [allOf [I, T], allOf [not I, E]]``;
+- ``oneOf [A, B, C]`` whose branches may overlap is ``anyOf`` over ``allOf [A, not B, not C]``
+  and its rotations;
+- ``dependentRequired {a: [b]}`` is ``anyOf [a absent, required [a, b]]``;
+  ``dependentSchemas {a: S}`` is ``anyOf [a absent, allOf [required [a], S]]``; draft 7's
+  ``dependencies`` holds either form.
+
+A keyword whose complement is not expressible exactly (``pattern``, ``uniqueItems``,
+``additionalProperties`` schemas, ...) raises :class:`UnsupportedSchemaError` through the
+converter. Schemas produced here carry :data:`OPEN`: ``strict_mode``'s defaults (no further
+properties or items) apply to the schemas users write, not to these derived ones, so a
+parent's strict defaults are made explicit before anything is merged into it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from treegram.errors import UnsupportedSchemaError
+from treegram.frontends.json_schema._context import ConversionContext
+from treegram.frontends.json_schema._keywords import (
+    ANNOTATIONS,
+    CONTAINS_ALL,
+    FRACTIONAL,
+    NOT_STRING,
+    OPEN,
+    PATTERNS_KEY,
+)
+
+__all__ = [
+    "expand_logic",
+    "explicit_defaults",
+    "needs_logic",
+    "negate",
+]
+
+_LOGIC = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies")
+_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+# A negation leaves these alone (they never constrain a value).
+_IGNORED = ANNOTATIONS | {"contentSchema", OPEN}
+_MAX_DEPTH = 16
+_MAX_BRANCHES = 8
+
+
+def needs_logic(conv: ConversionContext, schema: dict) -> bool:
+    """Whether ``schema`` holds a keyword that :func:`expand_logic` rewrites."""
+    if any(k in schema for k in _LOGIC):
+        return True
+    return "oneOf" in schema and not conv.disjoint(schema["oneOf"], schema)
+
+
+def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
+    """``schema`` with its boolean keywords rewritten as an ``allOf`` of plain parts.
+
+    The caller merges the result again (``allOf`` flattening distributes the ``anyOf``s).
+    """
+    rest = {k: v for k, v in schema.items() if k not in _LOGIC}
+    parts: list = []
+    negations: list = []
+    if "not" in schema:
+        negations.append(negate(conv, schema["not"], f"{ptr}/not"))
+        parts.append(negations[-1])
+    if "if" in schema and ("then" in schema or "else" in schema):
+        cond = schema["if"]
+        then, other = schema.get("then", True), schema.get("else", True)
+        negations.append(negate(conv, cond, f"{ptr}/if"))
+        parts.append(_any_of([_all_of(cond, then), _all_of(negations[-1], other)]))
+    deps = dict(schema.get("dependentRequired", {}))
+    dep_schemas = dict(schema.get("dependentSchemas", {}))
+    for name, dep in schema.get("dependencies", {}).items():
+        (deps if isinstance(dep, list) else dep_schemas)[name] = dep
+    for name, needed in deps.items():
+        parts.append(
+            _any_of([_absent(name), {"required": list(dict.fromkeys([name, *needed])), OPEN: True}])
+        )
+    for name, sub in dep_schemas.items():
+        parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, sub)]))
+    if "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest):
+        branches = rest.pop("oneOf")
+        negs = [negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches)]
+        negations.extend(negs)
+        parts.append(_exclusive(conv, branches, negs, f"{ptr}/oneOf"))
+    for key in ("unevaluatedProperties", "unevaluatedItems"):
+        if rest.get(key, True) not in (True, {}) and any(_evaluates(n) for n in negations):
+            # A failed subschema evaluates nothing, but once merged, a negation's members
+            # would look evaluated to the parent's unevaluated* keyword.
+            conv.unsupported(
+                key,
+                f"{ptr}/{key}",
+                "next to not, if/else or overlapping oneOf that constrain members",
+            )
+    if conv.strict:
+        rest = explicit_defaults(rest)
+    # rest stays the base: its unevaluated* keywords see what the parts evaluate
+    return {**rest, "allOf": [*rest.get("allOf", []), *parts]}
+
+
+def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict | bool:
+    """A schema accepting exactly the JSON values that ``schema`` rejects.
+
+    Raises
+    ------
+    UnsupportedSchemaError
+        Through the converter, when a keyword's complement is not expressible exactly.
+    """
+    if schema is True:
+        return False
+    if schema is False:
+        return True
+    if not isinstance(schema, dict):
+        raise UnsupportedSchemaError(f"schema at {ptr or '#'} is not an object or boolean")
+    if _depth > _MAX_DEPTH:
+        conv.unsupported("not", ptr, "negation nested too deeply (recursive reference?)")
+        return True
+    schema = conv.merge_all_of(schema, ptr)
+    if isinstance(schema, bool):
+        return not schema
+    if needs_logic(conv, schema):
+        schema = conv.merge_all_of(expand_logic(conv, schema, ptr), ptr)
+        if isinstance(schema, bool):
+            return not schema
+    out: list = []
+    keys = {k: v for k, v in schema.items() if k not in _IGNORED}
+    if "type" in keys or "nullable" in keys:
+        out.append(_negate_type(conv, keys, ptr))
+    if keys.get(FRACTIONAL):
+        out.append({"type": "integer", OPEN: True})
+    if "const" in keys:
+        out.append(_negate_values(conv, [keys["const"]], f"{ptr}/const"))
+    if "enum" in keys:
+        out.append(_negate_values(conv, list(keys["enum"]), f"{ptr}/enum"))
+    if NOT_STRING in keys:
+        out.append(_any_of([{"type": "string", **sub, OPEN: True} for sub in keys[NOT_STRING]]))
+    regular = [k for k in ("pattern", "format", PATTERNS_KEY) if k in keys]
+    if regular:
+        # strings outside an intersection of regular languages: a complement automaton
+        spec = {k: keys[k] for k in (*regular, "minLength", "maxLength") if k in keys}
+        out.append({"type": "string", NOT_STRING: [spec], OPEN: True})
+    out.extend(_negate_numeric(conv, keys, ptr))
+    out.extend(_negate_counts(keys, strings=not regular))
+    for name in keys.get("required", []):
+        out.append(_typed("object", _absent(name)))
+    for name, sub in keys.get("properties", {}).items():
+        neg = negate(conv, sub, f"{ptr}/properties/{name}", _depth + 1)
+        if neg is True:  # declaring it would fix its position among the members
+            out.append(_typed("object", {"required": [name]}))
+        elif neg is not False:
+            out.append(_typed("object", {"required": [name], "properties": {name: neg}}))
+    out.extend(_negate_arrays(conv, keys, ptr, _depth))
+    if "anyOf" in keys:
+        out.append(
+            _all_of(
+                *(
+                    negate(conv, b, f"{ptr}/anyOf/{i}", _depth + 1)
+                    for i, b in enumerate(keys["anyOf"])
+                )
+            )
+        )
+    if "oneOf" in keys:  # disjoint here: expand_logic rewrote overlapping ones
+        out.append(
+            _all_of(
+                *(
+                    negate(conv, b, f"{ptr}/oneOf/{i}", _depth + 1)
+                    for i, b in enumerate(keys["oneOf"])
+                )
+            )
+        )
+    handled = {
+        "type",
+        "nullable",
+        "const",
+        "enum",
+        NOT_STRING,
+        "pattern",
+        "format",
+        PATTERNS_KEY,
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minProperties",
+        "maxProperties",
+        "required",
+        "properties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "anyOf",
+        "oneOf",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        FRACTIONAL,
+        CONTAINS_ALL,
+    }
+    for key, value in keys.items():
+        if key in handled:
+            continue
+        if key in (
+            "additionalProperties",
+            "unevaluatedProperties",
+            "unevaluatedItems",
+            "propertyNames",
+        ) and (value is True or value == {}):
+            continue
+        if key == "patternProperties" and all(v is True or v == {} for v in value.values()):
+            continue
+        if key in _KNOWN:
+            conv.unsupported(
+                "not", f"{ptr}/{key}", f"the complement of {key!r} is not expressible exactly"
+            )
+        # Unknown keywords are annotations: they constrain nothing, so nothing to negate.
+    out = [o for o in out if o is not False]
+    if any(o is True for o in out):
+        return True
+    if not out:
+        return False
+    return out[0] if len(out) == 1 else {"anyOf": out}
+
+
+_KNOWN = frozenset(
+    {
+        "multipleOf",
+        "uniqueItems",
+        "additionalProperties",
+        "patternProperties",
+        "propertyNames",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "$dynamicRef",
+        "$recursiveRef",
+    }
+)
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _evaluates(schema) -> bool:
+    """Whether a derived schema declares members (present properties or items)."""
+    if not isinstance(schema, dict):
+        return False
+    if any(v is not False for v in schema.get("properties", {}).values()):
+        return True
+    if any(
+        k in schema
+        for k in ("prefixItems", "items", "contains", "patternProperties", "additionalProperties")
+    ):
+        return True
+    return any(_evaluates(b) for key in ("anyOf", "allOf") for b in schema.get(key, []))
+
+
+def _any_of(branches: list) -> dict | bool:
+    branches = [b for b in branches if b is not False]
+    if not branches:
+        return False
+    if any(b is True for b in branches):
+        return True
+    return branches[0] if len(branches) == 1 else {"anyOf": branches, OPEN: True}
+
+
+def _all_of(*parts) -> dict | bool:
+    if any(p is False for p in parts):
+        return False
+    parts = [p for p in parts if p is not True]
+    if not parts:
+        return True
+    return parts[0] if len(parts) == 1 else {"allOf": list(parts), OPEN: True}
+
+
+def _absent(name: str) -> dict:
+    """Objects without property ``name`` (other values are unconstrained)."""
+    return {"properties": {name: False}, OPEN: True}
+
+
+def _typed(t: str | list[str], schema: dict) -> dict:
+    return {"type": t, **schema, OPEN: True}
+
+
+def _exclusive(conv: ConversionContext, branches: list, negs: list, ptr: str) -> dict | bool:
+    """``oneOf`` as ``anyOf`` of each branch without the others (``negs``: their negations)."""
+    if len(branches) > _MAX_BRANCHES:
+        conv.unsupported("oneOf", ptr, f"more than {_MAX_BRANCHES} overlapping branches")
+    return _any_of(
+        [_all_of(b, *(n for j, n in enumerate(negs) if j != i)) for i, b in enumerate(branches)]
+    )
+
+
+def explicit_defaults(schema: dict) -> dict:
+    """``strict_mode``'s implicit ``false`` for further properties / items, written out."""
+    out = dict(schema)
+    if not out.get(OPEN):
+        shaped = "properties" in out or "patternProperties" in out
+        if shaped and "additionalProperties" not in out and "unevaluatedProperties" not in out:
+            out["additionalProperties"] = False
+        tuple_items = isinstance(out.get("items"), list)
+        if "prefixItems" in out and not any(k in out for k in ("items", "unevaluatedItems")):
+            out["items"] = False
+        elif tuple_items and "additionalItems" not in out and "unevaluatedItems" not in out:
+            out["additionalItems"] = False
+    out[OPEN] = True
+    return out
+
+
+def _types_of(conv: ConversionContext, keys: dict, ptr: str) -> set[str]:
+    t = keys.get("type", list(_TYPES))
+    types = {t} if isinstance(t, str) else set(t)
+    for x in types:
+        if x not in _TYPES:
+            raise UnsupportedSchemaError(f"unknown type {x!r} at {ptr or '#'}/type")
+    if keys.get("nullable"):
+        types.add("null")
+    if "number" in types:
+        types.add("integer")
+    return types
+
+
+def _negate_type(conv: ConversionContext, keys: dict, ptr: str) -> dict | bool:
+    types = _types_of(conv, keys, ptr)
+    rest = [t for t in _TYPES if t not in types and t not in ("integer", "number")]
+    branches: list = [{"type": rest, OPEN: True}] if rest else []
+    if "integer" in types and "number" not in types:
+        branches.append({"type": "number", FRACTIONAL: True, OPEN: True})
+    elif "integer" not in types:
+        branches.append({"type": "number", OPEN: True})
+    return _any_of(branches)
+
+
+def _value_kind(v) -> str:
+    """The JSON type of ``v``, all numbers as one kind (they are excluded by value)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def _negate_values(conv: ConversionContext, values: list, ptr: str) -> dict | bool:
+    """Every JSON value except ``values``."""
+    by_type: dict[str, list] = {}
+    for v in values:
+        by_type.setdefault(_value_kind(v), []).append(v)
+    branches: list = []
+    free = [t for t in ("null", "boolean", "string", "array", "object") if t not in by_type]
+    if free:
+        branches.append({"type": free, OPEN: True})
+    for b in (True, False):
+        if "boolean" in by_type and not any(v is b for v in by_type["boolean"]):
+            branches.append({"const": b, OPEN: True})
+    if "number" in by_type:
+        branches.extend(_numbers_except(by_type["number"]))
+    else:
+        branches.append({"type": "number", OPEN: True})
+    if "string" in by_type:
+        branches.append({"type": "string", NOT_STRING: [{"enum": by_type["string"]}], OPEN: True})
+    if "array" in by_type:
+        branches.append(_all_of(*(_other_arrays(conv, v, ptr) for v in by_type["array"])))
+    if "object" in by_type:
+        conv.unsupported("not", ptr, "excluding object values from a schema")
+        branches.append({"type": "object", OPEN: True})
+    return _any_of(branches)
+
+
+def _other_arrays(conv: ConversionContext, value: list, ptr: str) -> dict | bool:
+    """Arrays other than ``value``: another length, or the same length and some item
+    other than ``value``'s item there."""
+    n = len(value)
+    out: list = [_typed("array", {"minItems": n + 1})]
+    if n:
+        out.append(_typed("array", {"maxItems": n - 1}))
+    for i, item in enumerate(value):
+        other = _negate_values(conv, [item], ptr)
+        if other is not False:
+            out.append(
+                _typed("array", {"minItems": n, "maxItems": n, "prefixItems": [True] * i + [other]})
+            )
+    return _any_of(out)
+
+
+def _numbers_except(points: list) -> list[dict]:
+    """Numbers other than ``points``, as open intervals between them."""
+    pts = sorted({p for p in points if math.isfinite(p)})
+    out: list[dict] = []
+    lo = None
+    for p in pts + [None]:
+        piece: dict = {"type": "number", OPEN: True}
+        if lo is not None:
+            piece["exclusiveMinimum"] = lo
+        if p is not None:
+            piece["exclusiveMaximum"] = p
+        out.append(piece)
+        lo = p
+    return out
+
+
+def _negate_numeric(conv: ConversionContext, keys: dict, ptr: str) -> list[dict]:
+    if not any(k in keys for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
+        return []
+    lo, lo_s, hi, hi_s = conv.bounds(keys, ptr)
+    out = []
+    if lo is not None:
+        out.append({"type": "number", ("maximum" if lo_s else "exclusiveMaximum"): lo, OPEN: True})
+    if hi is not None:
+        out.append({"type": "number", ("minimum" if hi_s else "exclusiveMinimum"): hi, OPEN: True})
+    return out
+
+
+_COUNTS = (
+    ("minLength", "maxLength", "string"),
+    ("minItems", "maxItems", "array"),
+    ("minProperties", "maxProperties", "object"),
+)
+
+
+def _negate_counts(keys: dict, strings: bool) -> list:
+    out: list = []
+    for low, high, t in _COUNTS:
+        if t == "string" and not strings:
+            continue
+        if low in keys and keys[low] > 0:
+            out.append({"type": t, high: math.ceil(keys[low]) - 1, OPEN: True})
+        if high in keys:
+            out.append({"type": t, low: math.floor(keys[high]) + 1, OPEN: True})
+    return out
+
+
+def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) -> list:
+    out: list = []
+    items, prefix = keys.get("items"), keys.get("prefixItems")
+    further_key = "items"
+    if isinstance(items, list):  # draft 7 tuple form
+        prefix, items, further_key = items, keys.get("additionalItems"), "additionalItems"
+    prefix = prefix or []
+    for i, sub in enumerate(prefix):
+        neg = negate(conv, sub, f"{ptr}/prefixItems/{i}", depth + 1)
+        if neg is not False:
+            out.append(_typed("array", {"minItems": i + 1, "prefixItems": [True] * i + [neg]}))
+    if items is not None and items is not True and items != {}:
+        neg = negate(conv, items, f"{ptr}/{further_key}", depth + 1)
+        if neg is not False:
+            if prefix:
+                if items is False:
+                    out.append(_typed("array", {"minItems": len(prefix) + 1}))
+                else:
+                    conv.unsupported(
+                        "not", f"{ptr}/{further_key}", "the complement of items after prefixItems"
+                    )
+            else:
+                out.append(_typed("array", {"contains": neg}))
+    if "contains" in keys:
+        sub = keys["contains"]
+        lo, hi = keys.get("minContains", 1), keys.get("maxContains")
+        if lo >= 1:  # no matching item at all
+            out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains", depth + 1)}))
+        if lo >= 2:
+            out.append(_typed("array", {"contains": sub, "maxContains": lo - 1}))
+        if hi is not None:
+            out.append(_typed("array", {"contains": sub, "minContains": hi + 1}))
+    for i, sub in enumerate(keys.get(CONTAINS_ALL, ())):  # no item matches one of them
+        out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains/{i}", depth + 1)}))
+    if keys.get("uniqueItems"):
+        conv.unsupported("not", f"{ptr}/uniqueItems", "arrays with a repeated item")
+    return out

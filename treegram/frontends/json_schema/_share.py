@@ -1,0 +1,106 @@
+"""Turn the converter's expression DAG into rules.
+
+The converter shares sub-expressions by object identity (for example the tail of an
+object after its i-th property). The automaton builder expands a rule body as a tree, so
+a node reached along many paths would be copied once per path. This pass hoists every
+node that is referenced more than once *and* is large after hoisting its own children
+into a rule of its own; small shared nodes (a separator, a short key) stay inline.
+"""
+
+from __future__ import annotations
+
+from treegram.ir import Choice, Expr, GrammarIR, Repeat, Rule, RuleRef, Seq
+
+__all__ = ["share_rules"]
+
+HOIST_SIZE = 48
+
+
+def _children(e: Expr) -> tuple:
+    if isinstance(e, (Seq, Choice)):
+        return e.items
+    if isinstance(e, Repeat):
+        return (e.item,)
+    return ()
+
+
+def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
+    """Build the grammar, hoisting large shared nodes into ``shared_N`` rules.
+
+    Parameters
+    ----------
+    rules : dict of str to Expr
+        Rule bodies in definition order.
+    root : str
+        Name of the root rule.
+
+    Returns
+    -------
+    GrammarIR
+    """
+    refs: dict[int, int] = {}
+    order: list[Expr] = []  # post-order, each node once
+    seen: set[int] = set()
+    for body in rules.values():
+        _visit(body, refs, order, seen)
+    size: dict[int, int] = {}
+    hoisted: dict[int, str] = {}
+    dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
+    names = set(rules)
+    for node in order:
+        children = _children(node)
+        s = 1 + sum(1 if id(c) in hoisted else size[id(c)] for c in children)
+        size[id(node)] = s
+        if any(id(c) in hoisted or id(c) in dirty for c in children):
+            dirty.add(id(node))
+        if refs.get(id(node), 0) > 1 and s >= HOIST_SIZE:
+            name = f"shared_{len(hoisted)}"
+            while name in names:
+                name += "_"
+            names.add(name)
+            hoisted[id(node)] = name
+    memo: dict[int, Expr] = {id(n): n for n in order if id(n) not in dirty}
+    out = [Rule(name, _rebuild(body, hoisted, memo, top=True)) for name, body in rules.items()]
+    by_id = {id(n): n for n in order}
+    for nid, name in hoisted.items():
+        out.append(Rule(name, _rebuild(by_id[nid], hoisted, memo, top=True)))
+    return GrammarIR(tuple(out), root)
+
+
+def _visit(root: Expr, refs: dict[int, int], order: list, seen: set[int]) -> None:
+    stack = [(root, False)]
+    refs[id(root)] = refs.get(id(root), 0) + 1
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for c in _children(node):
+            refs[id(c)] = refs.get(id(c), 0) + 1
+            if id(c) not in seen:
+                stack.append((c, False))
+
+
+def _rebuild(node: Expr, hoisted: dict[int, str], memo: dict[int, Expr], top: bool = False) -> Expr:
+    """``node`` with its hoisted descendants replaced by references; ``memo`` holds the
+    nodes done so far, and from the start every node with nothing hoisted below it."""
+    if not top and id(node) in hoisted:
+        return RuleRef(hoisted[id(node)])
+    got = memo.get(id(node))
+    if got is not None and (not top or id(node) not in hoisted):
+        return got
+    if isinstance(node, Seq):
+        new: Expr = Seq(tuple(_rebuild(c, hoisted, memo) for c in node.items))
+    elif isinstance(node, Choice):
+        new = Choice(tuple(_rebuild(c, hoisted, memo) for c in node.items))
+    elif isinstance(node, Repeat):
+        new = Repeat(_rebuild(node.item, hoisted, memo), node.min, node.max)
+    else:
+        new = node
+    if not top:
+        memo[id(node)] = new
+    return new

@@ -1,0 +1,109 @@
+"""String-valued schemas of the JSON Schema frontend: lengths, patterns, formats, keys.
+
+All results describe the whole JSON string literal, quotes included, in every encoding a
+JSON writer may choose (raw characters or escapes); length bounds count decoded
+characters, so an escape sequence counts as one.
+"""
+
+from __future__ import annotations
+
+from treegram.frontends._regex import regex_to_expr
+from treegram.frontends.json_schema._context import ConversionContext
+from treegram.frontends.json_schema._dfa_expr import dfa_string_expr
+from treegram.frontends.json_schema._formats import format_expr
+from treegram.frontends.json_schema._keywords import NOT_STRING, PATTERNS_KEY
+from treegram.frontends.json_schema._lex import (
+    EMPTY,
+    alt,
+    encode_expr,
+    json_string_unit,
+    seq,
+    string_char,
+    string_of,
+)
+from treegram.frontends.json_schema._pattern import (
+    has_inner_anchor,
+    split_alternatives,
+    strip_anchors,
+)
+from treegram.frontends.json_schema._string_dfa import StringConstraintError, string_dfa
+from treegram.ir import DfaLimitError, Expr, Repeat
+
+__all__ = [
+    "any_string",
+    "length_string",
+    "pattern_body",
+    "format_body",
+    "excluded_string",
+    "constrained_string",
+]
+
+
+def any_string() -> Expr:
+    """Any JSON string literal."""
+    return string_of(Repeat(json_string_unit(), 0, None))
+
+
+def length_string(min_length: int, max_length: int | None) -> Expr | None:
+    """JSON strings of ``min_length`` to ``max_length`` decoded characters."""
+    if max_length is not None and max_length < min_length:
+        return None
+    if min_length == 0 and max_length is None:
+        return any_string()
+    return string_of(Repeat(string_char(), min_length, max_length))
+
+
+def pattern_body(pattern: str) -> Expr | None:
+    """Encoded string content that *contains* a match of ``pattern`` (ECMA-262 search).
+
+    Raises
+    ------
+    ValueError
+        ``pattern`` uses an anchor inside a group (message says so); regex syntax errors
+        from the regex frontend propagate.
+    """
+    anything = Repeat(string_char(), 0, None)
+    parts = []
+    for alternative in split_alternatives(pattern):
+        left, core, right = strip_anchors(alternative)
+        if has_inner_anchor(core):
+            raise ValueError(f"anchor inside a group in pattern {pattern!r}")
+        body = encode_expr(regex_to_expr(core)) if core else EMPTY
+        parts.append(seq(EMPTY if left else anything, body, EMPTY if right else anything))
+    return alt(*parts)
+
+
+def format_body(name: str) -> Expr | None:
+    """Encoded string content of the format ``name``; ``None`` for unknown formats."""
+    expr = format_expr(name)
+    return None if expr is None else encode_expr(expr)
+
+
+def constrained_string(conv: ConversionContext, schema: dict, ptr: str) -> Expr | None:
+    """JSON strings under an intersection of patterns, a format and length bounds, through
+    a code point DFA (:mod:`._string_dfa`)."""
+    keys = ("minLength", "maxLength", "pattern", "format", PATTERNS_KEY)
+    spec = {k: schema[k] for k in keys if k in schema}
+    if NOT_STRING in schema:  # strings outside these (from not): complement automata
+        spec["allOf"] = [{"not": sub} for sub in schema[NOT_STRING]]
+    try:
+        return dfa_string_expr(conv, string_dfa(spec, conv))
+    except StringConstraintError as exc:
+        keyword, why = exc.keyword, str(exc)
+    except DfaLimitError as exc:
+        keyword = next(k for k in ("maxLength", "minLength", "pattern", "format") if k in schema)
+        keyword, why = keyword, f"together with the other string keywords: {exc}"
+    conv.unsupported(keyword, f"{ptr}/{keyword}", why)
+    return length_string(schema.get("minLength", 0), schema.get("maxLength"))
+
+
+def excluded_string(conv: ConversionContext, schema: dict, value: str) -> bool:
+    """Whether ``value`` matches one of the schemas in the internal not-string keyword."""
+    for sub in schema.get(NOT_STRING, ()):
+        try:
+            dfa = string_dfa(sub, conv)
+        except StringConstraintError:
+            return True  # cannot tell: leave the value out (never admit a wrong one)
+        if dfa is None or dfa.accepts(value):
+            return True
+    return False

@@ -1,0 +1,265 @@
+"""The public :class:`Grammar` object, and the public names of the grammar stack.
+
+:class:`Grammar` sits above the frontends (:mod:`treegram.frontends`) and the grammar IR
+(:mod:`treegram.ir`); this module also re-exports their public names
+(``parse_ebnf``, ``grammar_to_ebnf``, the IR nodes, the nesting limits) so that
+``treegram.grammar`` stays the one place users import them from.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Collection, Mapping
+
+from treegram.errors import GrammarError, UndefinedRuleError
+from treegram.frontends import (
+    builtin_json_grammar_ir,
+    json_schema_to_ir,
+    parse_ebnf,
+    regex_to_ir,
+)
+from treegram.ir import (
+    MAX_CODEPOINT,
+    MAX_EXPR_DEPTH,
+    MAX_NESTING_DEPTH,
+    SHALLOW_DEPTH,
+    Bytes,
+    CharClass,
+    Choice,
+    Expr,
+    GrammarIR,
+    Repeat,
+    Rule,
+    RuleRef,
+    Seq,
+    expr_depth_error,
+    grammar_to_ebnf,
+    ir_depth,
+    run_sized,
+)
+
+__all__ = [
+    "Grammar",
+    "parse_ebnf",
+    "grammar_to_ebnf",
+    "Bytes",
+    "CharClass",
+    "Seq",
+    "Choice",
+    "Repeat",
+    "RuleRef",
+    "Expr",
+    "Rule",
+    "GrammarIR",
+    "MAX_CODEPOINT",
+    "MAX_NESTING_DEPTH",
+    "MAX_EXPR_DEPTH",
+]
+
+
+class Grammar:
+    """An immutable grammar: a validated :class:`GrammarIR` and its root rule.
+
+    Build one with a static constructor (:meth:`from_ebnf`, :meth:`builtin_json_grammar`,
+    :meth:`from_ir`). Grammars compare equal when their IRs are equal, are hashable, and
+    are safe to share across threads (nothing in them ever changes).
+    """
+
+    __slots__ = ("_ir", "_depth")
+
+    def __init__(self, ir: GrammarIR) -> None:
+        self._depth = _validate_ir(ir)
+        self._ir = ir
+
+    @staticmethod
+    def from_ebnf(text: str, *, root_rule_name: str = "root") -> Grammar:
+        """Parse a grammar written in EBNF.
+
+        Parameters
+        ----------
+        text : str
+            Grammar text in treegram's EBNF dialect (xgrammar's, without macros).
+        root_rule_name : str, default "root"
+            Name of the rule the grammar starts from.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        GrammarSyntaxError
+            Malformed text (``line``/``column`` locate it), duplicate rules, or
+            unsupported xgrammar macros.
+        UndefinedRuleError
+            A referenced rule is not defined.
+        GrammarError
+            The grammar is empty or lacks the root rule.
+        """
+        return Grammar(parse_ebnf(text, root_rule_name))
+
+    @staticmethod
+    def builtin_json_grammar() -> Grammar:
+        """The built-in JSON grammar: an object or an array, as in xgrammar.
+
+        Returns
+        -------
+        Grammar
+        """
+        return Grammar(builtin_json_grammar_ir())
+
+    @staticmethod
+    def from_regex(pattern: str) -> Grammar:
+        """A grammar whose language is the strings ``pattern`` matches in full.
+
+        Parameters
+        ----------
+        pattern : str
+            ECMA-262-style regular expression (the dialect of JSON Schema ``pattern``).
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        RegexSyntaxError
+            Malformed pattern or an unsupported construct (backreferences, lookaround,
+            word boundaries, inline flags); ``position`` locates it.
+        """
+        return Grammar(regex_to_ir(pattern))
+
+    @staticmethod
+    def from_json_schema(
+        schema,
+        *,
+        any_whitespace: bool = True,
+        indent: int | None = None,
+        separators: tuple[str, str] | None = None,
+        strict_mode: bool = True,
+        max_whitespace_cnt: int | None = None,
+        unsupported: str | Collection[str] = "error",
+        remote_schemas: Mapping[str, dict | bool] | None = None,
+    ) -> Grammar:
+        """A grammar for the JSON documents that ``schema`` validates (xgrammar's options).
+
+        Parameters
+        ----------
+        schema : str, dict or pydantic model class
+            The JSON Schema.
+        any_whitespace, indent, separators, strict_mode, max_whitespace_cnt
+            Output layout and defaults, as in xgrammar 0.2.8 (see ``json_schema_to_ir``).
+        unsupported : "error", "warn" or collection of str, default "error"
+            ``"warn"`` downgrades an inexact keyword to a warning and drops it; a collection
+            of keyword names (``{"uniqueItems", "format"}``) downgrades only those.
+        remote_schemas : mapping of str to dict or bool, optional
+            Documents that ``$ref`` may name outside the schema, keyed by retrieval URI
+            (see ``json_schema_to_ir``); a reference found nowhere is refused.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        UnsupportedSchemaError
+            A keyword cannot be compiled exactly (named, with its JSON pointer).
+        """
+        return Grammar(
+            json_schema_to_ir(
+                schema,
+                any_whitespace=any_whitespace,
+                indent=indent,
+                separators=separators,
+                strict_mode=strict_mode,
+                max_whitespace_cnt=max_whitespace_cnt,
+                unsupported=unsupported,
+                remote_schemas=remote_schemas,
+            )
+        )
+
+    @staticmethod
+    def from_ir(ir: GrammarIR) -> Grammar:
+        """Wrap an IR produced by a frontend.
+
+        Parameters
+        ----------
+        ir : GrammarIR
+            The grammar; its root rule and every referenced rule must exist.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        GrammarError
+            ``ir`` is not a GrammarIR or lacks its root rule.
+        UndefinedRuleError
+            A rule reference names a rule that is not defined.
+        """
+        return Grammar(ir)
+
+    @property
+    def ir(self) -> GrammarIR:
+        """The grammar IR (immutable)."""
+        return self._ir
+
+    @property
+    def root_rule_name(self) -> str:
+        """Name of the root rule."""
+        return self._ir.root
+
+    def to_ebnf(self) -> str:
+        """The grammar as EBNF text, root rule first; it parses back to an equal grammar.
+
+        Returns
+        -------
+        str
+        """
+        return grammar_to_ebnf(self._ir)
+
+    def __str__(self) -> str:
+        return self.to_ebnf()
+
+    def __repr__(self) -> str:
+        return f"Grammar(root_rule_name={self._ir.root!r}, num_rules={len(self._ir.rules)})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Grammar):
+            return NotImplemented
+        # dataclass == recurses per level
+        return run_sized(
+            max(self._depth, other._depth) > SHALLOW_DEPTH, operator.eq, self._ir, other._ir
+        )
+
+    def __hash__(self) -> int:
+        return run_sized(self._depth > SHALLOW_DEPTH, hash, self._ir)
+
+
+def _validate_ir(ir: GrammarIR) -> int:
+    """Check that ``ir`` has its root rule, no dangling rule references and no expression
+    nested deeper than ``MAX_EXPR_DEPTH``; return its depth."""
+    if not isinstance(ir, GrammarIR):
+        raise GrammarError(f"ir must be a GrammarIR, got {type(ir).__name__}")
+    if not ir.has_rule(ir.root):
+        raise GrammarError(f"root rule {ir.root!r} is not defined in the grammar IR")
+    for rule in ir.rules:
+        stack: list[Expr] = [rule.body]
+        if rule.lookahead is not None:
+            stack.append(rule.lookahead)
+        while stack:
+            e = stack.pop()
+            if isinstance(e, RuleRef):
+                if not ir.has_rule(e.name):
+                    raise UndefinedRuleError(
+                        f"rule {e.name!r} is not defined (referenced by rule {rule.name!r})"
+                    )
+            elif isinstance(e, (Seq, Choice)):
+                stack.extend(e.items)
+            elif isinstance(e, Repeat):
+                stack.append(e.item)
+    depth = ir_depth(ir)
+    if depth > MAX_EXPR_DEPTH:
+        raise expr_depth_error("grammar IR")
+    return depth

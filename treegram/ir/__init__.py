@@ -1,0 +1,71 @@
+"""The grammar IR: the shared bottom layer of every frontend and of the automaton builder.
+
+- the IR nodes (:class:`Bytes`, :class:`CharClass`, :class:`Seq`, :class:`Choice`,
+  :class:`Repeat`, :class:`RuleRef`, :class:`Rule`, :class:`GrammarIR`);
+- code point ranges (:func:`normalize_ranges`, :func:`complement_ranges`,
+  :func:`intersect_ranges`);
+- code point DFAs (:class:`Dfa`), for string constraints the IR cannot say in one
+  expression;
+- the EBNF printer (:func:`grammar_to_ebnf`), the inverse of the EBNF frontend;
+- the nesting limits every frontend checks (``MAX_NESTING_DEPTH``, ``MAX_EXPR_DEPTH``) and
+  the deep-stack runner (:func:`run_deep`).
+"""
+
+from treegram.ir._charset import MAX_STATES, Dfa, DfaLimitError
+from treegram.ir._deep import (
+    MAX_EXPR_DEPTH,
+    MAX_NESTING_DEPTH,
+    SHALLOW_DEPTH,
+    expr_depth,
+    expr_depth_error,
+    ir_depth,
+    run_deep,
+    run_sized,
+)
+from treegram.ir._graphs import cycles_of_two_or_more
+from treegram.ir._nodes import (
+    MAX_CODEPOINT,
+    Bytes,
+    CharClass,
+    Choice,
+    Expr,
+    GrammarIR,
+    Repeat,
+    Rule,
+    RuleRef,
+    Seq,
+)
+from treegram.ir._printer import MACRO_NAMES, NAME_PATTERN, grammar_to_ebnf
+from treegram.ir._ranges import Ranges, complement_ranges, intersect_ranges, normalize_ranges
+
+__all__ = [
+    "Bytes",
+    "CharClass",
+    "Seq",
+    "Choice",
+    "Repeat",
+    "RuleRef",
+    "Expr",
+    "Rule",
+    "GrammarIR",
+    "MAX_CODEPOINT",
+    "Ranges",
+    "normalize_ranges",
+    "complement_ranges",
+    "intersect_ranges",
+    "Dfa",
+    "DfaLimitError",
+    "MAX_STATES",
+    "grammar_to_ebnf",
+    "MACRO_NAMES",
+    "NAME_PATTERN",
+    "MAX_NESTING_DEPTH",
+    "MAX_EXPR_DEPTH",
+    "SHALLOW_DEPTH",
+    "run_deep",
+    "run_sized",
+    "expr_depth",
+    "ir_depth",
+    "expr_depth_error",
+    "cycles_of_two_or_more",
+]

@@ -1,0 +1,515 @@
+"""Deterministic automata over Unicode code points, for exact string constraints.
+
+A :class:`Dfa` reads *decoded* characters (code points, not bytes and not JSON escapes).
+Each state has outgoing transitions labelled by disjoint inclusive code point intervals;
+a missing transition goes to an implicit dead state. The JSON Schema frontend uses them
+where one grammar expression cannot say it: a pattern *and* a length bound, a pattern
+*and* a format, several patterns, the key language of additional properties (everything
+but the declared names and the ``patternProperties`` patterns) and ``propertyNames``.
+
+Building and operating
+----------------------
+- :meth:`Dfa.from_expr` -- from a decoded-character IR expression (what
+  the regex frontend and the JSON Schema formats return): Thompson NFA,
+  then subset construction on the interval partition refined per state;
+- :meth:`Dfa.literal`, :meth:`Dfa.any`, :meth:`Dfa.nothing`, :meth:`Dfa.length`;
+- :meth:`Dfa.intersect`, :meth:`Dfa.union`, :meth:`Dfa.difference`,
+  :meth:`Dfa.complement` (with respect to all code points), :meth:`Dfa.with_length`;
+- :meth:`Dfa.is_empty`, :meth:`Dfa.accepts`, :meth:`Dfa.length_range`,
+  :meth:`Dfa.minimize` (Hopcroft's algorithm on the trimmed, partial automaton).
+
+Every construction stops with :class:`DfaLimitError` above :data:`MAX_STATES` states.
+
+The JSON Schema frontend interprets string keywords over these automata
+(:mod:`treegram.frontends.json_schema._string_dfa`) and writes them back as grammar IR
+(:mod:`treegram.frontends.json_schema._dfa_expr`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+
+from treegram.ir._nodes import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
+from treegram.ir._ranges import complement_ranges, normalize_ranges
+
+__all__ = ["MAX_STATES", "Dfa", "DfaLimitError"]
+
+MAX_STATES = 50_000
+# NFA states allowed while building (copies of counted repeats add up quickly).
+_MAX_NFA = 200_000
+
+_ALL = ((0, MAX_CODEPOINT),)
+_Trans = tuple[tuple[int, int, int], ...]
+
+
+class DfaLimitError(ValueError):
+    """An automaton would need more than :data:`MAX_STATES` states."""
+
+
+def _pack(items) -> _Trans:
+    """Sorted ``(lo, hi, target)`` with adjacent intervals of one target merged."""
+    out: list[list[int]] = []
+    for lo, hi, t in sorted(items):
+        if out and out[-1][2] == t and out[-1][1] + 1 == lo:
+            out[-1][1] = hi
+        else:
+            out.append([lo, hi, t])
+    return tuple((a, b, c) for a, b, c in out)
+
+
+# ---------------------------------------------------------------------------------------
+# NFA (Thompson) from decoded-character IR.
+
+
+class _Nfa:
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.chars: list[list[tuple[tuple[tuple[int, int], ...], int]]] = []
+
+    def state(self) -> int:
+        if len(self.eps) >= _MAX_NFA:
+            raise DfaLimitError(f"more than {_MAX_NFA} automaton states while building")
+        self.eps.append([])
+        self.chars.append([])
+        return len(self.eps) - 1
+
+    def build(self, expr: Expr, s: int) -> int:
+        """Add ``expr`` starting at state ``s``; return its end state."""
+        if isinstance(expr, Bytes):
+            for ch in expr.data.decode("utf-8"):
+                e = self.state()
+                self.chars[s].append((((ord(ch), ord(ch)),), e))
+                s = e
+            return s
+        if isinstance(expr, CharClass):
+            ranges = (
+                complement_ranges(expr.ranges) if expr.negated else normalize_ranges(expr.ranges)
+            )
+            e = self.state()
+            if ranges:
+                self.chars[s].append((ranges, e))
+            return e
+        if isinstance(expr, Seq):
+            for item in expr.items:
+                s = self.build(item, s)
+            return s
+        if isinstance(expr, Choice):
+            e = self.state()
+            for item in expr.items:
+                a = self.state()
+                self.eps[s].append(a)
+                self.eps[self.build(item, a)].append(e)
+            return e
+        if isinstance(expr, Repeat):
+            for _ in range(expr.min):
+                s = self.build(expr.item, s)
+            if expr.max is None:
+                a = self.state()
+                self.eps[s].append(a)
+                self.eps[self.build(expr.item, a)].append(a)
+                return a
+            e = self.state()
+            for _ in range(expr.max - expr.min):
+                self.eps[s].append(e)
+                s = self.build(expr.item, s)
+            self.eps[s].append(e)
+            return e
+        raise TypeError(f"a string automaton cannot contain {type(expr).__name__} nodes")
+
+    def closure(self, states) -> frozenset[int]:
+        seen = set(states)
+        stack = list(states)
+        while stack:
+            for t in self.eps[stack.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        return frozenset(seen)
+
+
+def _state_id(ids: dict, order: list, key) -> int:
+    """The state number of ``key`` in a construction, numbering new keys in order."""
+    j = ids.get(key)
+    if j is None:
+        if len(order) >= MAX_STATES:
+            raise DfaLimitError(f"more than {MAX_STATES} automaton states")
+        j = ids[key] = len(order)
+        order.append(key)
+    return j
+
+
+def _determinize(nfa: _Nfa, start: int, final: int) -> Dfa:
+    first = nfa.closure([start])
+    ids = {first: 0}
+    order = [first]
+    trans: list[_Trans] = []
+    i = 0
+    while i < len(order):
+        cur = order[i]
+        i += 1
+        moves = [m for s in cur for m in nfa.chars[s]]
+        points = sorted({p for ranges, _ in moves for lo, hi in ranges for p in (lo, hi + 1)})
+        buckets: list[set[int]] = [set() for _ in points]
+        for ranges, t in moves:
+            for lo, hi in ranges:
+                for k in range(bisect_left(points, lo), bisect_left(points, hi + 1)):
+                    buckets[k].add(t)
+        out = []
+        for k, bucket in enumerate(buckets):
+            if not bucket:
+                continue
+            j = _state_id(ids, order, nfa.closure(bucket))
+            out.append((points[k], points[k + 1] - 1, j))
+        trans.append(_pack(out))
+    return Dfa(trans, [final in s for s in order])
+
+
+# ---------------------------------------------------------------------------------------
+# DFA.
+
+
+class Dfa:
+    """A deterministic automaton over code points; state 0 is the start state.
+
+    Parameters
+    ----------
+    trans : list of tuple of (int, int, int)
+        Per state, sorted disjoint ``(lo, hi, target)`` transitions (inclusive bounds).
+    accept : list of bool
+        Per state, whether it accepts.
+    """
+
+    __slots__ = ("trans", "accept")
+
+    def __init__(self, trans: list[_Trans], accept: list[bool]) -> None:
+        self.trans = trans
+        self.accept = accept
+
+    def __len__(self) -> int:
+        return len(self.trans)
+
+    def __repr__(self) -> str:
+        return f"Dfa({len(self)} states)"
+
+    # -- constructors -------------------------------------------------------------------
+    @staticmethod
+    def from_expr(expr: Expr) -> Dfa:
+        """The strings (as a whole) that a decoded-character expression matches."""
+        nfa = _Nfa()
+        start = nfa.state()
+        final = nfa.build(expr, start)
+        return _determinize(nfa, start, final).minimize()
+
+    @staticmethod
+    def nothing() -> Dfa:
+        """The empty language."""
+        return Dfa([()], [False])
+
+    @staticmethod
+    def multiples(k: int) -> Dfa:
+        """Decimal integers (``-?[0-9]+``, leading zeros allowed) divisible by ``k``:
+        one state per remainder of the digits read so far."""
+        digits = range(10)
+        trans = [
+            _pack([(0x2D, 0x2D, 1)] + [(0x30 + d, 0x30 + d, 2 + d % k) for d in digits]),
+            _pack([(0x30 + d, 0x30 + d, 2 + d % k) for d in digits]),
+        ]
+        for r in range(k):
+            trans.append(_pack([(0x30 + d, 0x30 + d, 2 + (10 * r + d) % k) for d in digits]))
+        return Dfa(trans, [False, False] + [r == 0 for r in range(k)])
+
+    @staticmethod
+    def any() -> Dfa:
+        """Every string."""
+        return Dfa([((0, MAX_CODEPOINT, 0),)], [True])
+
+    @staticmethod
+    def literal(text: str) -> Dfa:
+        """The single string ``text``."""
+        n = len(text)
+        trans = [((ord(ch), ord(ch), i + 1),) for i, ch in enumerate(text)] + [()]
+        return Dfa(trans, [i == n for i in range(n + 1)])
+
+    @staticmethod
+    def literals(texts) -> Dfa:
+        """The finite set of strings ``texts`` (a trie, minimized)."""
+        trans: list[dict[int, int]] = [{}]
+        accept = [False]
+        for text in texts:
+            s = 0
+            for ch in text:
+                nxt = trans[s].get(ord(ch))
+                if nxt is None:
+                    nxt = trans[s][ord(ch)] = len(trans)
+                    trans.append({})
+                    accept.append(False)
+                s = nxt
+            accept[s] = True
+        rows = [_pack((cp, cp, t) for cp, t in row.items()) for row in trans]
+        return Dfa(rows, accept).minimize()
+
+    @staticmethod
+    def length(lo: int, hi: int | None) -> Dfa:
+        """Strings of ``lo`` to ``hi`` characters (``None``: no upper bound)."""
+        if hi is not None and hi < lo:
+            return Dfa.nothing()
+        top = lo if hi is None else hi
+        if top + 1 > MAX_STATES:
+            raise DfaLimitError(
+                f"a length bound of {top} needs more than {MAX_STATES} automaton states"
+            )
+        trans: list[_Trans] = [((0, MAX_CODEPOINT, i + 1),) for i in range(top)]
+        trans.append(((0, MAX_CODEPOINT, top),) if hi is None else ())
+        return Dfa(trans, [i >= lo for i in range(top + 1)])
+
+    # -- queries ------------------------------------------------------------------------
+    def step(self, state: int, cp: int) -> int | None:
+        """The state after reading ``cp`` (``None``: dead)."""
+        trans = self.trans[state]
+        k = bisect_left(trans, (cp + 1,)) - 1
+        if k >= 0 and trans[k][0] <= cp <= trans[k][1]:
+            return trans[k][2]
+        return None
+
+    def accepts(self, text: str) -> bool:
+        """Whether the automaton accepts ``text``."""
+        s: int | None = 0
+        for ch in text:
+            s = self.step(s, ord(ch))
+            if s is None:
+                return False
+        return self.accept[s]
+
+    def is_empty(self) -> bool:
+        """Whether no string is accepted."""
+        seen, stack = {0}, [0]
+        while stack:
+            s = stack.pop()
+            if self.accept[s]:
+                return False
+            for _, _, t in self.trans[s]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        return True
+
+    def length_range(self) -> tuple[int, int | None] | None:
+        """Shortest and longest accepted length (``None`` longest: unbounded); ``None``
+        when the language is empty."""
+        d = self.trim()
+        if d.is_empty():
+            return None
+        n = len(d)
+        dist = [-1] * n
+        dist[0] = 0
+        queue = deque([0])
+        while queue:
+            s = queue.popleft()
+            for _, _, t in d.trans[s]:
+                if dist[t] < 0:
+                    dist[t] = dist[s] + 1
+                    queue.append(t)
+        shortest = min(dist[s] for s in range(n) if d.accept[s])
+        longest = _longest(d)
+        return shortest, longest
+
+    # -- operations ---------------------------------------------------------------------
+    def intersect(self, other: Dfa) -> Dfa:
+        """Strings accepted by both."""
+        return _product(self, other, lambda a, b: a and b, need_both=True)
+
+    def union(self, other: Dfa) -> Dfa:
+        """Strings accepted by either."""
+        return _product(self, other, lambda a, b: a or b, need_both=False)
+
+    def difference(self, other: Dfa) -> Dfa:
+        """Strings accepted by ``self`` and not by ``other``."""
+        return _product(self, other, lambda a, b: a and not b, need_both=False, left_only=True)
+
+    def complement(self) -> Dfa:
+        """Every string this automaton rejects (over all code points)."""
+        n = len(self)
+        trans = []
+        for row in self.trans:
+            gaps = complement_ranges([(lo, hi) for lo, hi, _ in row])
+            trans.append(_pack(list(row) + [(lo, hi, n) for lo, hi in gaps]))
+        trans.append(((0, MAX_CODEPOINT, n),))
+        return Dfa(trans, [not a for a in self.accept] + [True]).minimize()
+
+    def with_length(self, lo: int, hi: int | None) -> Dfa:
+        """The accepted strings of ``lo`` to ``hi`` characters."""
+        span = self.length_range()
+        if span is None:
+            return self
+        shortest, longest = span
+        if shortest >= lo and (hi is None or (longest is not None and longest <= hi)):
+            return self
+        return self.intersect(Dfa.length(lo, hi))
+
+    def trim(self) -> Dfa:
+        """The same language with only states reachable from the start that can reach an
+        accepting state, numbered breadth-first."""
+        n = len(self)
+        preds: list[list[int]] = [[] for _ in range(n)]
+        fwd = [False] * n
+        fwd[0] = True
+        stack = [0]
+        while stack:
+            s = stack.pop()
+            for _, _, t in self.trans[s]:
+                preds[t].append(s)
+                if not fwd[t]:
+                    fwd[t] = True
+                    stack.append(t)
+        live = [False] * n
+        stack = [s for s in range(n) if fwd[s] and self.accept[s]]
+        for s in stack:
+            live[s] = True
+        while stack:
+            for p in preds[stack.pop()]:
+                if not live[p]:
+                    live[p] = True
+                    stack.append(p)
+        if not live[0]:
+            return Dfa.nothing()
+        new = {0: 0}
+        order = [0]
+        i = 0
+        while i < len(order):
+            for _, _, t in self.trans[order[i]]:
+                if live[t] and t not in new:
+                    new[t] = len(order)
+                    order.append(t)
+            i += 1
+        trans = [_pack([(lo, hi, new[t]) for lo, hi, t in self.trans[s] if live[t]]) for s in order]
+        return Dfa(trans, [self.accept[s] for s in order])
+
+    def minimize(self) -> Dfa:
+        """The minimal automaton of the same language (trimmed, partial)."""
+        d = self.trim()
+        n = len(d)
+        if n == 1:
+            return d
+        # Symbol classes: the coarsest partition of the code points that all labels respect.
+        points = sorted({p for row in d.trans for lo, hi, _ in row for p in (lo, hi + 1)})
+        into: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (class, source)
+        for s, row in enumerate(d.trans):
+            for lo, hi, t in row:
+                for c in range(bisect_left(points, lo), bisect_left(points, hi + 1)):
+                    into[t].append((c, s))
+        block_of = [0 if a else 1 for a in d.accept]
+        blocks = [{s for s in range(n) if d.accept[s]}, {s for s in range(n) if not d.accept[s]}]
+        if not blocks[1]:
+            blocks.pop()
+        # Partial transitions: every initial block is a splitter (Valmari and Lehtinen).
+        work = list(range(len(blocks)))
+        pending = set(work)
+        while work:
+            b = work.pop()
+            pending.discard(b)
+            by_class: dict[int, set[int]] = {}
+            for q in blocks[b]:
+                for c, p in into[q]:
+                    by_class.setdefault(c, set()).add(p)
+            for sources in by_class.values():
+                touched: dict[int, set[int]] = {}
+                for p in sources:
+                    touched.setdefault(block_of[p], set()).add(p)
+                for y, part in touched.items():
+                    whole = blocks[y]
+                    if len(part) == len(whole):
+                        continue
+                    whole -= part
+                    z = len(blocks)
+                    blocks.append(part)
+                    for p in part:
+                        block_of[p] = z
+                    if y in pending:
+                        work.append(z)
+                        pending.add(z)
+                    else:
+                        w = z if len(part) <= len(whole) else y
+                        work.append(w)
+                        pending.add(w)
+        # Renumber blocks with the start block first, then breadth-first.
+        new = {block_of[0]: 0}
+        reps = [0]
+        i = 0
+        trans: list[_Trans] = []
+        while i < len(reps):
+            row = []
+            for lo, hi, t in d.trans[reps[i]]:
+                bt = block_of[t]
+                if bt not in new:
+                    new[bt] = len(reps)
+                    reps.append(t)
+                row.append((lo, hi, new[bt]))
+            trans.append(_pack(row))
+            i += 1
+        return Dfa(trans, [d.accept[s] for s in reps])
+
+
+def _longest(d: Dfa) -> int | None:
+    """Longest path from the start in a trimmed automaton (``None`` on a cycle)."""
+    n = len(d)
+    indeg = [0] * n
+    for row in d.trans:
+        for _, _, t in row:
+            indeg[t] += 1
+    order, stack = [], [s for s in range(n) if indeg[s] == 0]
+    while stack:
+        s = stack.pop()
+        order.append(s)
+        for _, _, t in d.trans[s]:
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                stack.append(t)
+    if len(order) < n:
+        return None
+    far = [-1] * n
+    far[0] = 0
+    for s in order:
+        if far[s] < 0:
+            continue
+        for _, _, t in d.trans[s]:
+            far[t] = max(far[t], far[s] + 1)
+    return max(far[s] for s in range(n) if d.accept[s])
+
+
+def _segments(a: _Trans, b: _Trans):
+    """Walk two transition rows together: ``(lo, hi, target_a, target_b)`` over the union
+    of their intervals (``None`` where a row has no transition)."""
+    points = sorted({p for row in (a, b) for lo, hi, _ in row for p in (lo, hi + 1)})
+    i = j = 0
+    for k in range(len(points) - 1):
+        lo, hi = points[k], points[k + 1] - 1
+        while i < len(a) and a[i][1] < lo:
+            i += 1
+        while j < len(b) and b[j][1] < lo:
+            j += 1
+        ta = a[i][2] if i < len(a) and a[i][0] <= lo else None
+        tb = b[j][2] if j < len(b) and b[j][0] <= lo else None
+        if ta is not None or tb is not None:
+            yield lo, hi, ta, tb
+
+
+def _product(a: Dfa, b: Dfa, final, need_both: bool, left_only: bool = False) -> Dfa:
+    """Product automaton; a missing side is the dead state (``None``)."""
+    ids = {(0, 0): 0}
+    order = [(0, 0)]
+    trans: list[_Trans] = []
+    i = 0
+    while i < len(order):
+        p, q = order[i]
+        i += 1
+        row_a = a.trans[p] if p is not None else ()
+        row_b = b.trans[q] if q is not None else ()
+        out = []
+        for lo, hi, ta, tb in _segments(row_a, row_b):
+            if (need_both and (ta is None or tb is None)) or (left_only and ta is None):
+                continue
+            out.append((lo, hi, _state_id(ids, order, (ta, tb))))
+        trans.append(_pack(out))
+    accept = [final(p is not None and a.accept[p], q is not None and b.accept[q]) for p, q in order]
+    return Dfa(trans, accept).minimize()

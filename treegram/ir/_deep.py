@@ -1,0 +1,205 @@
+"""Nesting limits of the grammar frontends, and a thread deep enough to honour them.
+
+The frontends (JSON Schema, EBNF, regex), the printer and the automaton builder walk
+nested input recursively. Instead of failing with ``RecursionError`` at Python's default
+limit (about 1,000 frames, which a schema nested a few hundred levels deep already
+exceeds), these stages run in a helper thread with a large stack and a raised recursion
+limit, and every input is checked against documented limits *before* its recursion
+could get near that raised limit:
+
+- :data:`MAX_NESTING_DEPTH` (1,000): nested JSON schemas (each object, array, combinator
+  branch or ``$ref`` followed counts one level; the schema document itself may nest at
+  most three times as many JSON levels);
+- :data:`MAX_EXPR_DEPTH` (20,000): nesting of grammar IR expressions, whichever frontend
+  built them (a 300-digit numeric bound nests a few hundred deep), and of EBNF
+  parentheses, so that every printed grammar parses back.
+
+(Regex groups keep their own limit of 100, checked by the regex parser.)
+
+Going past a limit raises :class:`treegram.errors.GrammarError` naming the limit.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from treegram.errors import GrammarError
+
+__all__ = [
+    "MAX_NESTING_DEPTH",
+    "MAX_EXPR_DEPTH",
+    "SHALLOW_DEPTH",
+    "run_deep",
+    "run_sized",
+    "expr_depth",
+    "ir_depth",
+    "expr_depth_error",
+]
+
+MAX_NESTING_DEPTH = 1000
+MAX_EXPR_DEPTH = 20000
+
+# Python frames the deep thread may use: generous for MAX_EXPR_DEPTH levels of the
+# printer / builder recursions (a few frames each) and MAX_NESTING_DEPTH levels of the
+# JSON Schema converter (a few dozen frames each).
+_RECURSION_LIMIT = 150_000
+# Virtual size of the helper thread's stack; pages are only committed when touched.
+_STACK_BYTES = 1 << 30
+
+T = TypeVar("T")
+
+_local = threading.local()
+_lock = threading.Lock()
+_active = 0
+_saved_limit = 0
+
+
+def _enter() -> None:
+    global _active, _saved_limit
+    with _lock:
+        if _active == 0:
+            _saved_limit = sys.getrecursionlimit()
+            if _saved_limit < _RECURSION_LIMIT:
+                sys.setrecursionlimit(_RECURSION_LIMIT)
+        _active += 1
+
+
+def _leave() -> None:
+    global _active
+    with _lock:
+        _active -= 1
+        # Restore only what we changed (someone may have raised it further meanwhile).
+        if _active == 0 and sys.getrecursionlimit() == _RECURSION_LIMIT > _saved_limit:
+            sys.setrecursionlimit(_saved_limit)
+
+
+def run_deep(fn: Callable[..., T], *args, **kwargs) -> T:
+    """Call ``fn(*args, **kwargs)`` on a helper thread with a 1 GiB stack and a raised
+    recursion limit, and return its result or raise its exception.
+
+    Called from such a thread already, ``fn`` runs inline. While any call is in flight
+    the interpreter-wide recursion limit is raised to 150,000 (Python has no per-thread
+    limit); it is restored when the last one returns. A ``RecursionError`` that still
+    escapes (the limits above are meant to prevent it) becomes a :class:`GrammarError`.
+    """
+    if getattr(_local, "deep", False):
+        return fn(*args, **kwargs)
+    box: dict = {}
+
+    def target() -> None:
+        _local.deep = True
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            box["error"] = exc
+
+    _enter()
+    try:
+        worker = _start(target)
+        if worker is not None:
+            worker.join()
+    finally:
+        _leave()
+    if worker is None:  # no large-stack thread here: the caller's stack, default limit
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except RecursionError as exc:
+            box["error"] = exc
+    if "error" in box:
+        exc = box.pop("error")
+        if isinstance(exc, RecursionError):
+            raise GrammarError(
+                f"grammar too deeply nested for {getattr(fn, '__name__', 'compilation')} "
+                f"(limits: MAX_NESTING_DEPTH={MAX_NESTING_DEPTH}, "
+                f"MAX_EXPR_DEPTH={MAX_EXPR_DEPTH})"
+            ) from None
+        raise exc
+    return box["value"]
+
+
+def run_sized(deep: bool, fn: Callable[..., T], *args) -> T:
+    """``fn(*args)`` on the caller's stack when ``deep`` is false (the input is known to
+    be shallow), else through :func:`run_deep`; a caller already deep in its own stack
+    that overflows it gets the deep thread too. ``fn`` must have no side effects."""
+    if not deep:
+        try:
+            return fn(*args)
+        except RecursionError:
+            pass
+    return run_deep(fn, *args)
+
+
+def _start(target) -> threading.Thread | None:
+    """Start ``target`` on a thread with the largest stack the platform grants."""
+    with _lock:
+        old = threading.stack_size()
+        try:
+            for size in (_STACK_BYTES, _STACK_BYTES // 4):
+                try:
+                    threading.stack_size(size)
+                    worker = threading.Thread(target=target, name="treegram-deep", daemon=True)
+                    worker.start()
+                    return worker
+                except (RuntimeError, ValueError):  # address space or platform limits
+                    continue
+            return None
+        finally:
+            threading.stack_size(old)
+
+
+def expr_depth_error(where: str) -> GrammarError:
+    """The error for an expression nested deeper than :data:`MAX_EXPR_DEPTH`."""
+    return GrammarError(
+        f"{where}: grammar expressions nested deeper than MAX_EXPR_DEPTH={MAX_EXPR_DEPTH} levels"
+    )
+
+
+# IR at most this deep is walked on the caller's own stack.
+SHALLOW_DEPTH = 150
+
+
+def expr_depth(expr, memo: dict[int, int] | None = None) -> int:
+    """Nesting depth of an IR expression (a leaf is 1), without recursion.
+
+    Shared sub-expressions are measured once (``memo`` is keyed by ``id``)."""
+    from treegram.ir._nodes import Choice, Repeat, Seq
+
+    memo = {} if memo is None else memo
+    stack = [(expr, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if key in memo:
+            continue
+        if isinstance(node, (Seq, Choice)):
+            children = node.items
+        elif isinstance(node, Repeat):
+            children = (node.item,)
+        else:
+            memo[key] = 1
+            continue
+        if done:
+            memo[key] = 1 + max((memo[id(c)] for c in children), default=0)
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in memo)
+    return memo[id(expr)]
+
+
+def ir_depth(ir) -> int:
+    """The deepest rule body or lookahead of a :class:`GrammarIR` (see :func:`expr_depth`);
+    computed once per IR (the IR is immutable; validation, printer and builder ask)."""
+    cached = ir.__dict__.get("_depth")
+    if cached is not None:
+        return cached
+    memo: dict[int, int] = {}
+    depth = 0
+    for rule in ir.rules:
+        depth = max(depth, expr_depth(rule.body, memo))
+        if rule.lookahead is not None:
+            depth = max(depth, expr_depth(rule.lookahead, memo))
+    object.__setattr__(ir, "_depth", depth)
+    return depth

@@ -1,0 +1,165 @@
+"""Printer: :class:`GrammarIR` -> EBNF text in treegram's dialect.
+
+The output parses back (:func:`parse_ebnf`) to an equal IR for any IR the parser
+produces, and to a language-equivalent IR otherwise (one-item ``Seq``/``Choice`` and
+``Seq(())`` are printed without their wrapper).
+"""
+
+from __future__ import annotations
+
+import re
+
+from treegram.errors import GrammarError
+from treegram.ir._deep import SHALLOW_DEPTH, ir_depth, run_sized
+from treegram.ir._nodes import (
+    MAX_CODEPOINT,
+    Bytes,
+    CharClass,
+    Choice,
+    Expr,
+    GrammarIR,
+    Repeat,
+    RuleRef,
+    Seq,
+)
+
+__all__ = ["grammar_to_ebnf", "MACRO_NAMES", "NAME_PATTERN"]
+
+#: xgrammar macro names; treegram does not support them.
+MACRO_NAMES = frozenset({"TagDispatch", "TokenTagDispatch", "Regex", "Substring"})
+#: A rule name (also used by the printer to validate names).
+NAME_PATTERN = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
+
+_NAME = re.compile(NAME_PATTERN)
+_HEXDIGITS = frozenset("0123456789abcdefABCDEF")
+_NAMED = {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x5C: "\\\\"}
+_STRING_SPECIAL = {0x22: '\\"'}
+_CLASS_SPECIAL = {0x5D: "\\]", 0x2D: "\\-", 0x5E: "\\^"}
+
+# Precedence of the context an expression is printed in.
+_CHOICE, _SEQ, _ATOM = 0, 1, 2
+
+
+def _escape(cp: int, special: dict[int, str]) -> str:
+    if cp in _NAMED:
+        return _NAMED[cp]
+    if cp in special:
+        return special[cp]
+    if cp < 0x20 or cp == 0x7F:
+        return f"\\x{cp:02x}"
+    if cp < 0x7F:
+        return chr(cp)
+    ch = chr(cp)
+    if ch.isprintable() and not 0xD800 <= cp <= 0xDFFF:
+        return ch
+    return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+
+
+def _join(pieces: list[str]) -> str:
+    # ``\x`` takes every following hex digit, so use ``\u00XX`` before a hex digit.
+    for i in range(len(pieces) - 1):
+        if pieces[i].startswith("\\x") and pieces[i + 1][:1] in _HEXDIGITS:
+            pieces[i] = "\\u00" + pieces[i][2:]
+    return "".join(pieces)
+
+
+def _literal(data: bytes) -> str:
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise GrammarError(
+            f"Bytes literal {data!r} is not valid UTF-8 and cannot be written as EBNF"
+        ) from exc
+    return '"' + _join([_escape(ord(c), _STRING_SPECIAL) for c in text]) + '"'
+
+
+def _char_class(cc: CharClass) -> str:
+    pieces: list[str] = []
+    for lo, hi in cc.ranges:
+        if not 0 <= lo <= hi <= MAX_CODEPOINT:
+            raise GrammarError(f"CharClass range ({lo}, {hi}) is not a valid code-point range")
+        pieces.append(_escape(lo, _CLASS_SPECIAL))
+        if hi == lo + 1:
+            pieces.append(_escape(hi, _CLASS_SPECIAL))
+        elif hi != lo:
+            pieces.append("-")
+            pieces.append(_escape(hi, _CLASS_SPECIAL))
+    return "[" + ("^" if cc.negated else "") + _join(pieces) + "]"
+
+
+def _quantifier(lo: int, hi: int | None) -> str:
+    if lo < 0 or (hi is not None and hi < lo):
+        raise GrammarError(f"Repeat bounds min={lo}, max={hi} are invalid")
+    if hi is None:
+        return {0: "*", 1: "+"}.get(lo, f"{{{lo},}}")
+    if (lo, hi) == (0, 1):
+        return "?"
+    return f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
+
+
+def _name(name: str) -> str:
+    if not _NAME.fullmatch(name) or name in MACRO_NAMES:
+        raise GrammarError(f"rule name {name!r} cannot be written as EBNF")
+    return name
+
+
+def _expr(e: Expr, ctx: int) -> str:
+    """Print ``e`` so that it parses back as one unit in a context of precedence ``ctx``."""
+    if isinstance(e, Bytes):
+        return _literal(e.data)
+    if isinstance(e, CharClass):
+        return _char_class(e)
+    if isinstance(e, RuleRef):
+        return _name(e.name)
+    if isinstance(e, Repeat):
+        out = _expr(e.item, _ATOM + 1) + _quantifier(e.min, e.max)
+        return f"({out})" if ctx > _ATOM else out
+    if isinstance(e, Seq):
+        if not e.items:
+            return '""'
+        if len(e.items) == 1:
+            return _expr(e.items[0], ctx)
+        out = " ".join(_expr(item, _SEQ + 1) for item in e.items)
+        return f"({out})" if ctx > _SEQ else out
+    if isinstance(e, Choice):
+        if not e.items:
+            raise GrammarError("Choice with no alternatives cannot be written as EBNF")
+        if len(e.items) == 1:
+            return _expr(e.items[0], ctx)
+        out = " | ".join(_expr(item, _CHOICE + 1) for item in e.items)
+        return f"({out})" if ctx > _CHOICE else out
+    raise GrammarError(f"unknown grammar expression {e!r}")
+
+
+def grammar_to_ebnf(ir: GrammarIR) -> str:
+    """Write a grammar as EBNF text, one rule per line, root rule first.
+
+    Parameters
+    ----------
+    ir : GrammarIR
+        The grammar to print.
+
+    Returns
+    -------
+    str
+        EBNF text in treegram's dialect, ending with a newline. Non-printable characters
+        are escaped (``\\n``, ``\\xNN``, ``\\uNNNN``, ``\\UNNNNNNNN``).
+
+    Raises
+    ------
+    GrammarError
+        A rule name is not a valid EBNF name, or the IR holds something EBNF cannot
+        express (non-UTF-8 bytes, invalid ranges or repeat bounds).
+    """
+    return run_sized(ir_depth(ir) > SHALLOW_DEPTH, _grammar_to_ebnf, ir)
+
+
+def _grammar_to_ebnf(ir: GrammarIR) -> str:
+    rules = sorted(ir.rules, key=lambda r: r.name != ir.root)
+    lines = []
+    for rule in rules:
+        line = f"{_name(rule.name)} ::= {_expr(rule.body, _CHOICE)}"
+        if rule.lookahead is not None:
+            line += f" (= {_expr(rule.lookahead, _CHOICE)})"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
