@@ -345,25 +345,25 @@ def extend_op(
                                 break
                         else:
                             status = fill_op(
-                                    A,
-                                    root_rule,
-                                    state_class,
-                                    cls_meta,
-                                    acc_pool,
-                                    unc_pool,
-                                    sv_ids,
-                                    sv_offsets,
-                                    sv_data,
-                                    items_s,
-                                    items_o,
-                                    set_starts,
-                                    meta,
-                                    stop_ids,
-                                    bufs,
-                                    memo_key,
-                                    memo_meta,
-                                    memo_row,
-                                    cand,
+                                A,
+                                root_rule,
+                                state_class,
+                                cls_meta,
+                                acc_pool,
+                                unc_pool,
+                                sv_ids,
+                                sv_offsets,
+                                sv_data,
+                                items_s,
+                                items_o,
+                                set_starts,
+                                meta,
+                                stop_ids,
+                                bufs,
+                                memo_key,
+                                memo_meta,
+                                memo_row,
+                                cand,
                                 scratch_row,
                                 0,
                             )
@@ -373,8 +373,13 @@ def extend_op(
                             if tok < 0:
                                 break
                         n = 1  # one token to append, below
+                    # Cut off by the scratch (not by a branch): leave the last max_len bytes
+                    # to the next round, so no token is shortened by the cut.
+                    cut = n >= fb.shape[0]
                     p = 0
                     while p < n and taken < cap:
+                        if cut and p > n - max_len:
+                            break
                         ln = 0
                         if tok < 0:
                             t, ln = longest_token(
@@ -438,7 +443,7 @@ def extend_op(
                                 break
                     if status < 0:
                         break
-                    if p < n:
+                    if p < n and not (cut and p > n - max_len):
                         done = True  # stopped inside the forced bytes
                 if status < 0:
                     break

@@ -7,12 +7,17 @@ from ._bitmask import (
     get_bitmask_shape,
     reset_token_bitmask,
 )
+from ._forced import ExtendedTrees, batch_forced_chains, extend_draft_trees, forced_chain
 from ._matcher import GrammarMatcher
 
 __all__ = [
     "BatchGrammarMatcher",
+    "ExtendedTrees",
     "GrammarMatcher",
     "allocate_token_bitmask",
+    "batch_forced_chains",
+    "extend_draft_trees",
+    "forced_chain",
     "bitmask_dtype",
     "get_bitmask_shape",
     "reset_token_bitmask",
