@@ -54,6 +54,8 @@ __all__ = ["ExtendedTrees", "batch_forced_chains", "extend_draft_trees", "forced
 # Forced bytes examined at once (more are examined in further rounds).
 _FORCED_BYTES = 4096
 
+_NO_ROWS = np.zeros((1, 1), dtype=np.int32)
+
 _TRIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -235,7 +237,7 @@ def extend_draft_trees(
                 f"got {out.shape[0]}"
             )
     else:
-        out = np.zeros((1, max(words, 1)), dtype=np.int32)
+        out = _NO_ROWS  # not touched without masks
     draft_out = np.empty((b, m), dtype=np.int64)
     nt_out = np.empty((b, m), dtype=np.int64)
     ns_out = np.empty((b, m), dtype=np.int64)
@@ -265,12 +267,13 @@ def extend_draft_trees(
         out,
         with_masks,
     )
-    fb_len = max(_FORCED_BYTES, 2 * max_len + 1)
+    # Forced bytes looked at per round: enough for the budget, and at least two tokens' worth
+    # (a round leaves its last max_len bytes to the next one when the scratch cuts it).
+    fb_len = max(2 * max_len + 1, min(_FORCED_BYTES, int(budgets.max()) * max_len + 1))
 
     def scratch() -> tuple:
-        return (
-            np.zeros((1, max(words, 1)), dtype=np.int32),  # single-choice mask row
-        )
+        # the single-choice mask row (rarely needed; fill_row writes every word of it)
+        return (np.empty((1, max(words, 1)), dtype=np.int32),)
 
     def tail() -> tuple:
         return (
