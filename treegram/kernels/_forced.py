@@ -27,7 +27,16 @@ from numba import njit
 
 from ._batch import _grammar, _matcher
 from ._earley import OVERFLOW, can_end, scan_byte, unpack
-from ._ops import M_NO_STOP, M_STEPS, M_STOPPED, M_TOP, accept_token_op, fill_op, rollback_op
+from ._ops import (
+    HIST_FULL,
+    M_NO_STOP,
+    M_STEPS,
+    M_STOPPED,
+    M_TOP,
+    accept_token_op,
+    fill_op,
+    rollback_op,
+)
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -159,6 +168,14 @@ def _append(draft_out, nt_out, ns_out, par_out, j, parent, token):
     while ns_out[c] >= 0:
         c = ns_out[c]
     ns_out[c] = j
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _is_stop(stop_ids, token):
+    for q in range(stop_ids.shape[0]):  # noqa: SIM110 - numba: no generators without NRT
+        if stop_ids[q] == token:
+            return True
+    return False
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -313,6 +330,7 @@ def extend_op(
                 done = False
                 while taken < cap and not done and not meta[M_STOPPED]:
                     limit = min(fb.shape[0], (cap - taken) * max_len)
+                    base = meta[M_TOP]
                     n = forced_bytes(
                         A, root_rule, items_s, items_o, set_starts, meta[M_TOP], fb, limit, seen
                     )
@@ -391,19 +409,32 @@ def extend_op(
                         if t < 0:
                             done = True
                             break
-                        acc = accept_token_op(
-                            A,
-                            root_rule,
-                            tok_offsets,
-                            tok_data,
-                            items_s,
-                            items_o,
-                            set_starts,
-                            meta,
-                            hist,
-                            stop_ids,
-                            t,
-                        )
+                        if tok < 0 and not with_masks and not _is_stop(stop_ids, t):
+                            # The sets above the round's first top are the chart after each
+                            # forced byte (forced_bytes built them and nothing has written
+                            # above since, as no mask is filled): commit the token's last
+                            # set instead of scanning its bytes again.
+                            if meta[M_STEPS] >= hist.shape[0]:
+                                status = HIST_FULL
+                                break
+                            hist[meta[M_STEPS]] = meta[M_TOP]
+                            meta[M_STEPS] += 1
+                            meta[M_TOP] = base + p + ln
+                            acc = 1
+                        else:
+                            acc = accept_token_op(
+                                A,
+                                root_rule,
+                                tok_offsets,
+                                tok_data,
+                                items_s,
+                                items_o,
+                                set_starts,
+                                meta,
+                                hist,
+                                stop_ids,
+                                t,
+                            )
                         if acc < 0:
                             status = acc
                             break
