@@ -82,8 +82,13 @@ def load_documents(file: Path, tokenizer, decoded, max_docs: int) -> tuple[Any, 
 class Run:
     """Decodes one schema's documents as a batch under one configuration."""
 
-    def __init__(self, tg, compiled, docs, prompt, stop_id, batch, forced_budget, drafter):
+    def __init__(
+        self, tg, compiled, docs, prompt, stop_id, batch, forced_budget, drafter, per_leaf=None
+    ):
         self.tg = tg
+        self.per_leaf = per_leaf
+        self.forced_proposed = 0
+        self.forced_accepted = 0
         self.compiled = compiled
         self.targets = [list(d) + [stop_id] for d in docs]
         self.prompt = prompt
@@ -122,9 +127,19 @@ class Run:
             draft, parents = self._trees([histories[r] for r in active])
             nt, ns = links_from_parents(parents)
             if self.budget:
-                ext = extend_draft_trees(ms, nt, ns, draft, budget=self.budget, batch=self.batch)
+                ext = extend_draft_trees(
+                    ms,
+                    nt,
+                    ns,
+                    draft,
+                    budget=self.budget,
+                    max_per_leaf=self.per_leaf,
+                    batch=self.batch,
+                )
+                self.forced_proposed += int(ext.num_forced.sum())
                 if time_steps:
                     self.timings.append(self._time(ms, nt, ns, draft, ext, vocab, repeats))
+                n_input = ext.num_input_nodes
                 draft, nt, ns = ext.draft_tokens, ext.next_token, ext.next_sibling
             still = []
             for i, r in enumerate(active):
@@ -141,6 +156,8 @@ class Run:
                     if child < 0:
                         break  # tok was the bonus token
                     node = child
+                    if self.budget and node >= n_input:
+                        self.forced_accepted += 1
                 for tok in out:
                     if not matchers[r].accept_token(tok):
                         raise RuntimeError(f"the grammar rejected document token {tok}")
@@ -164,7 +181,10 @@ class Run:
         calls = {
             "traverse": lambda: self.batch.batch_traverse_draft_tree(ms, nt, ns, draft, rows_in),
             "extend": lambda: extend_draft_trees(
-                ms, nt, ns, draft, budget=self.budget, batch=self.batch
+                ms, nt, ns, draft, budget=self.budget, max_per_leaf=self.per_leaf, batch=self.batch
+            ),
+            "extend_budget0": lambda: extend_draft_trees(
+                ms, nt, ns, draft, budget=0, batch=self.batch
             ),
             "traverse_extended": lambda: self.batch.batch_traverse_draft_tree(
                 ms, ext.next_token, ext.next_sibling, ext.draft_tokens, rows_ext
@@ -176,6 +196,7 @@ class Run:
                 draft,
                 budget=self.budget,
                 token_bitmask=rows_ext,
+                max_per_leaf=self.per_leaf,
                 batch=self.batch,
             ),
         }
@@ -241,6 +262,11 @@ def cost_summary(timings: list[dict]) -> dict:
         "median_forced_nodes_per_step": float(np.median(t["forced_nodes"])),
         # the tree-only extension call against a warm traversal of the drafted trees
         "extend_over_traverse": float(np.median(t["extend"] / t["traverse"])),
+        # the forced-node work alone: that call minus the same call with budget 0 (its
+        # validation, allocation and tree walk, which the traversal pays too)
+        "forced_work_over_traverse": float(
+            np.median((t["extend"] - t["extend_budget0"]) / t["traverse"])
+        ),
         # the one call with masks against a traversal of the extended trees (its extra cost)
         "extend_with_masks_over_traverse_extended": float(
             np.median(t["extend_with_masks"] / t["traverse_extended"])
@@ -276,6 +302,12 @@ def format_table(result: dict) -> str:
         f"(target >= 10%); per-doc median "
         f"+{q['median_per_doc_tokens_per_step_gain_over_ngram']:.1%}"
     )
+    for name, f in result["forced_nodes"].items():
+        if f["proposed"]:
+            lines.append(
+                f"{name}: {f['accepted']} of {f['proposed']} forced nodes accepted "
+                f"({f['accepted_fraction']:.1%})"
+            )
     c = result["cost"]
     if c:
         us = c["median_us"]
@@ -283,6 +315,10 @@ def format_table(result: dict) -> str:
             f"cost per ngram+forced step (median of {c['steps_timed']}): traverse "
             f"{us['traverse']:.1f} us, extend (trees only) {us['extend']:.1f} us = "
             f"{c['extend_over_traverse']:.1%} of the traversal (target <= 10%)"
+        )
+        lines.append(
+            f"  of which forced-node work (minus the same call with budget 0, "
+            f"{us['extend_budget0']:.1f} us): {c['forced_work_over_traverse']:.1%} of the traversal"
         )
         lines.append(
             f"  extend with masks {us['extend_with_masks']:.1f} us vs traverse of the "
@@ -337,6 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--forced-budget", type=int, default=16, help="forced nodes per request")
     ap.add_argument("--ngram-nodes", type=int, default=16, help="n-gram tree nodes (root incl.)")
     ap.add_argument(
+        "--max-per-leaf", type=int, default=None, help="forced nodes per leaf (default: budget)"
+    )
+    ap.add_argument(
         "--prompt",
         choices=("schema", "none"),
         default="schema",
@@ -377,6 +416,7 @@ def main(argv: list[str] | None = None) -> dict:
     per_doc: dict[str, list[int]] = {c: [] for c in CONFIGS}
     tokens: list[int] = []
     timings: list[dict] = []
+    forced_counts = {c: [0, 0] for c in CONFIGS if "forced" in c}  # proposed, accepted
     skipped = {"compile": 0, "not_accepted": 0, "no_documents": 0}
     schemas = 0
     t_start = time.perf_counter()
@@ -410,10 +450,15 @@ def main(argv: list[str] | None = None) -> dict:
         for name in CONFIGS:
             drafter = NGramDrafter(max_nodes=args.ngram_nodes) if "ngram" in name else None
             budget = args.forced_budget if "forced" in name else 0
-            run = Run(tg, compiled, ok_docs, prompt, stop_id, batch, budget, drafter)
+            run = Run(
+                tg, compiled, ok_docs, prompt, stop_id, batch, budget, drafter, args.max_per_leaf
+            )
             timed = name == "ngram+forced" and k % args.time_every == 0
             per_doc[name].extend(run.decode(timed, args.repeats))
             timings.extend(run.timings)
+            if budget:
+                forced_counts[name][0] += run.forced_proposed
+                forced_counts[name][1] += run.forced_accepted
         tokens.extend(len(d) + 1 for d in ok_docs)
         if not args.quiet:
             print(
@@ -438,6 +483,7 @@ def main(argv: list[str] | None = None) -> dict:
             "skipped": skipped,
             "forced_budget": args.forced_budget,
             "ngram_nodes": args.ngram_nodes,
+            "max_per_leaf": args.max_per_leaf,
             "prompt": args.prompt,
             "repeats": args.repeats,
             "seconds": time.perf_counter() - t_start,
@@ -445,6 +491,14 @@ def main(argv: list[str] | None = None) -> dict:
         "summary": summary,
         "ratios": ratios(summary, per_doc, tokens),
         "cost": cost_summary(timings),
+        "forced_nodes": {
+            name: {
+                "proposed": p,
+                "accepted": a,
+                "accepted_fraction": a / p if p else None,
+            }
+            for name, (p, a) in forced_counts.items()
+        },
         "per_document": {**per_doc, "tokens": tokens},
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ def test_runs_on_two_schemas(bench, tmp_path):
         ]
     )  # fmt: skip
     written = json.loads(out.read_text(encoding="utf-8"))
-    assert set(written) == {"meta", "summary", "ratios", "cost", "per_document"}
+    assert set(written) == {"meta", "summary", "ratios", "cost", "forced_nodes", "per_document"}
     meta = written["meta"]
     assert {"date", "command", "versions", "machine"} <= set(meta)
     assert meta["documents"] >= 1 and meta["forced_budget"] == 8
