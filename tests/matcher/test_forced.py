@@ -9,6 +9,11 @@ token that is the mask's only choice; effective leaves extended in depth-first o
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -593,3 +598,50 @@ def test_deepseek_chains_follow_the_jump_forward_string():
         text += piece.encode()
     assert text == b'{"name": "Ada", "kind": "beta", "count": 12}'
     assert forced_chain(m, 4) == info.stop_token_ids[:1]
+
+
+def test_forced_string_longer_than_a_round():
+    """A 714-byte constant with a budget that reaches past one round of forced bytes (512):
+    the rounds join without cutting a token short."""
+    text = "".join(("name", "al", "x", '": "', "alpha", "q")[i % 6] for i in range(252))
+    info = tg.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
+    compiled = tg.GrammarCompiler(info).compile_grammar(
+        'root ::= "' + text.replace("\\", "\\\\").replace('"', '\\"') + '" [a-z]'
+    )
+    m = GrammarMatcher(compiled)
+    assert len(text.encode()) > 600
+    for budget in (7, 150, 400):
+        chain = forced_chain(m, budget)
+        assert chain == ref_chain(m, budget)
+        assert len(chain) == min(budget, len(ref_chain(m, 1000)))
+    full = forced_chain(m, 1000)
+    assert "".join(VOCAB[t] for t in full) == text
+    rows = np.zeros((1 + 400, W), dtype=np.int32)
+    ext = extend_draft_trees([m], [-1], [-1], [[0]], budget=400, token_bitmask=rows)
+    assert ext.draft_tokens[0, 1 : 1 + int(ext.num_forced[0])].tolist() == full
+    assert np.array_equal(rows, reference_rows(m, ext.parents[0], ext.draft_tokens[0]))
+
+
+def test_jump_forward_string_longer_than_the_chart_terminates():
+    """Regression: a forced string longer than a fresh matcher's set capacity made
+    ``find_jump_forward_string`` grow the items forever (out of memory); run in a subprocess
+    with a memory cap and a timeout so a regression fails instead of killing pytest."""
+    code = textwrap.dedent(
+        """
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+        import treegram as tg
+        vocab = [chr(c) for c in range(32, 127)] + ["<eos>"]
+        info = tg.TokenizerInfo(vocab, stop_token_ids=[len(vocab) - 1])
+        text = "abcdefghij" * 70
+        m = tg.GrammarMatcher(tg.GrammarCompiler(info).compile_grammar(
+            'root ::= "' + text + '" [0-9]'))
+        assert m.find_jump_forward_string() == text
+        print("ok")
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env
+    )
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]

@@ -329,7 +329,10 @@ def extend_op(
                 taken = 0
                 done = False
                 while taken < cap and not done and not meta[M_STOPPED]:
-                    limit = min(fb.shape[0], (cap - taken) * max_len)
+                    # cap - taken tokens need at most this many bytes; a round looks at no
+                    # more than the scratch holds
+                    need = (cap - taken) * max_len
+                    limit = min(fb.shape[0], need)
                     base = meta[M_TOP]
                     n = forced_bytes(
                         A, root_rule, items_s, items_o, set_starts, meta[M_TOP], fb, limit, seen
@@ -393,7 +396,7 @@ def extend_op(
                         n = 1  # one token to append, below
                     # Cut off by the scratch (not by a branch): leave the last max_len bytes
                     # to the next round, so no token is shortened by the cut.
-                    cut = n >= fb.shape[0]
+                    cut = n >= limit and limit < need
                     p = 0
                     while p < n and taken < cap:
                         if cut and p > n - max_len:

@@ -51,8 +51,9 @@ from ._tree_input import as_index_array, check_draft_tokens, check_draft_trees
 
 __all__ = ["ExtendedTrees", "batch_forced_chains", "extend_draft_trees", "forced_chain"]
 
-# Forced bytes examined at once (more are examined in further rounds).
-_FORCED_BYTES = 4096
+# Forced bytes examined per round at most (a longer forced string takes further rounds, so
+# a long constant costs only the bytes the budget can use).
+_FORCED_BYTES = 512
 
 _NO_ROWS = np.zeros((1, 1), dtype=np.int32)
 
