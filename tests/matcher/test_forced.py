@@ -490,6 +490,10 @@ def test_bad_input_changes_nothing(compiled):
         extend_draft_trees([ms[0], ms[0]], nt, ns, tokens)
     with pytest.raises(ArgumentError, match=r"matchers\[1\]"):
         extend_draft_trees([ms[0], "x"], nt, ns, tokens)
+    other = tg.TokenizerInfo(VOCAB[:-1] + ["<end>"], vocab_size=V, stop_token_ids=[EOS])
+    stranger = GrammarMatcher(tg.GrammarCompiler(other).compile_grammar(GRAMMARS["fixed"]))
+    with pytest.raises(ArgumentError, match="another tokenizer"):
+        extend_draft_trees([ms[0], stranger], nt, ns, tokens, token_bitmask=rows)
     assert (rows == 3).all()
     assert [snapshot(m) for m in ms] == before
 

@@ -134,6 +134,20 @@ def _per_leaf(max_per_leaf, budgets: np.ndarray) -> int:
     return int(max_per_leaf)
 
 
+def _check_one_vocabulary(matchers: tuple) -> None:
+    """Forced tokens are looked up in one vocabulary's trie: every matcher must use the same
+    token bytes (a batch only checks that vocabulary sizes agree)."""
+    info0 = matchers[0]._compiled.tokenizer_info
+    for i, m in enumerate(matchers):
+        info = m._compiled.tokenizer_info
+        if info is not info0 and info.fingerprint != info0.fingerprint:
+            raise ArgumentError(
+                f"matchers[{i}] uses another tokenizer than matchers[0] (fingerprints "
+                f"{info.fingerprint[:12]} and {info0.fingerprint[:12]}): forced tokens need "
+                "one vocabulary"
+            )
+
+
 @_claiming(0)
 def extend_draft_trees(
     matchers: Sequence[GrammarMatcher],
@@ -185,8 +199,17 @@ def extend_draft_trees(
     ------
     ArgumentError, DraftTreeError, InvalidTokenIdError, BitmaskError
         Malformed input (as for ``batch_traverse_draft_tree``), a negative budget, a bad
-        ``max_per_leaf``, or a ``batch`` that is not a BatchGrammarMatcher. Everything is
-        checked before any work starts; nothing is changed then.
+        ``max_per_leaf``, matchers of different tokenizers, or a ``batch`` that is not a
+        BatchGrammarMatcher. Everything is checked before any work starts; nothing is
+        changed then.
+    MatcherStateError
+        A matcher is in use by another thread.
+
+    Notes
+    -----
+    The kernel releases the GIL. Each matcher is claimed for the call (as by the batch
+    calls), so concurrent calls on *different* matchers are safe; the matchers end exactly
+    where they started, also when the call raises.
     """
     matchers = _hold(matchers)
     if batch is not None and not isinstance(batch, BatchGrammarMatcher):
@@ -228,6 +251,8 @@ def extend_draft_trees(
     if b:
         check_draft_trees(next_token, next_sibling, roots)
         check_draft_tokens(draft, roots, vocab)
+    if b:
+        _check_one_vocabulary(matchers)
     m = n + int(budgets.max(initial=0))
     words = (vocab + 31) // 32
     if token_bitmask is not None:
