@@ -297,11 +297,11 @@ def extend_draft_trees(
     # (a round leaves its last max_len bytes to the next one when the scratch cuts it).
     fb_len = max(2 * max_len + 1, min(_FORCED_BYTES, int(budgets.max()) * max_len + 1))
 
-    def scratch() -> tuple:
+    def mask_scratch() -> tuple:
         # the single-choice mask row (rarely needed; fill_row writes every word of it)
         return (np.empty((1, max(words, 1)), dtype=np.int32),)
 
-    def tail() -> tuple:
+    def walk_scratch() -> tuple:  # stack, had_child, forced bytes, byte classes seen
         return (
             np.empty(m + 1, dtype=np.int32),
             np.empty(m + 1, dtype=np.int32),
@@ -316,12 +316,12 @@ def extend_draft_trees(
             gslots,
             mslots,
             *args,
-            *scratch(),
+            *mask_scratch(),
             budgets,
             per_leaf,
             vocab,
             result,
-            *tail(),
+            *walk_scratch(),
             start,
             stop,
         )
