@@ -137,6 +137,8 @@ def _per_leaf(max_per_leaf, budgets: np.ndarray) -> int:
 def _check_one_vocabulary(matchers: tuple) -> None:
     """Forced tokens are looked up in one vocabulary's trie: every matcher must use the same
     token bytes (a batch only checks that vocabulary sizes agree)."""
+    if len({id(m._compiled.tokenizer_info) for m in matchers}) == 1:
+        return  # the common case: one TokenizerInfo object
     info0 = matchers[0]._compiled.tokenizer_info
     for i, m in enumerate(matchers):
         info = m._compiled.tokenizer_info
