@@ -823,7 +823,7 @@ class StepExecutor:
             return
         flags = [False] * b.batch_size
         if b.forced_budget:
-            self._fill_forced(done, rows, live)
+            self._fill_forced(done, rows)
             return
         if len(live):
             ok = self._batch.batch_traverse_draft_tree(
@@ -839,7 +839,7 @@ class StepExecutor:
                 flags[i] = flag
         done.tree_complete = flags
 
-    def _fill_forced(self, done: StepCompletion, rows: np.ndarray, live: np.ndarray) -> None:
+    def _fill_forced(self, done: StepCompletion, rows: np.ndarray) -> None:
         """Extend every tree with forced nodes and fill all rows in one call; requests
         skipped (terminated) keep all-allowed rows."""
         from treegram.matcher import extend_draft_trees
