@@ -179,6 +179,9 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.max_tokens < 1 or args.tree_nodes < 1 or (args.batch is not None and args.batch < 1):
         print("treegram demo: --max-tokens, --tree-nodes and --batch must be >= 1", file=sys.stderr)
         return 2
+    if args.forced_drafts < 0:
+        print("treegram demo: --forced-drafts must be >= 0", file=sys.stderr)
+        return 2
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -201,15 +204,18 @@ def run_demo(args: argparse.Namespace) -> int:
         f"decoding       batch {len(requests)}, draft trees of {args.tree_nodes} nodes "
         f"(n-gram drafter), max {args.max_tokens} tokens   (set-up {t_setup * 1e3:.0f} ms)"
     )
+    if args.forced_drafts:
+        print(f"forced drafts  up to {args.forced_drafts} grammar-forced nodes per tree")
     with engine:
         try:
-            cold = engine.speculative(
-                requests, max_tokens=args.max_tokens, tree_nodes=args.tree_nodes
+            options = dict(
+                max_tokens=args.max_tokens,
+                tree_nodes=args.tree_nodes,
+                forced_budget=args.forced_drafts,
             )
+            cold = engine.speculative(requests, **options)
             for _ in range(2):  # steady state: every state the trees reach is classified
-                warm = engine.speculative(
-                    requests, max_tokens=args.max_tokens, tree_nodes=args.tree_nodes
-                )
+                warm = engine.speculative(requests, **options)
         except (ValueError, RuntimeError) as exc:
             print(f"treegram demo: {exc}", file=sys.stderr)
             return 1
@@ -270,6 +276,13 @@ def _add_demo_parser(sub) -> None:
     demo.add_argument("--seed", type=int, default=0, help="model weight seed (0)")
     demo.add_argument(
         "--check", action="store_true", help="also decode plainly (one token per step) and compare"
+    )
+    demo.add_argument(
+        "--forced-drafts",
+        type=int,
+        default=0,
+        metavar="K",
+        help="append up to K grammar-forced draft nodes to each tree (0: off)",
     )
 
 

@@ -294,6 +294,7 @@ class DemoEngine:
         max_tokens: int = 256,
         tree_nodes: int = 16,
         drafter: NGramDrafter | None = None,
+        forced_budget: int = 0,
     ) -> DemoReport:
         """Decode a batch with draft trees, grammar masks and greedy tree verification.
 
@@ -306,13 +307,17 @@ class DemoEngine:
             Nodes per draft tree (root included): ``N`` of the ``[B, N]`` tree arrays.
         drafter : NGramDrafter, optional
             Default: ``NGramDrafter(max_nodes=tree_nodes)``.
+        forced_budget : int, default 0
+            Grammar-forced nodes appended to each tree
+            (:func:`treegram.matcher.extend_draft_trees`, which also fills every node's mask
+            in place of the traversal); 0 turns it off.
 
         Returns
         -------
         DemoReport
         """
         with _torch_threads(self.torch_threads):
-            return self._speculative(requests, max_tokens, tree_nodes, drafter)
+            return self._speculative(requests, max_tokens, tree_nodes, drafter, forced_budget)
 
     def _speculative(
         self,
@@ -320,15 +325,19 @@ class DemoEngine:
         max_tokens: int,
         tree_nodes: int,
         drafter: NGramDrafter | None,
+        forced_budget: int = 0,
     ) -> DemoReport:
         import torch
 
         from treegram import GrammarMatcher, allocate_token_bitmask
+        from treegram.matcher import extend_draft_trees
         from treegram.serving import apply_token_bitmask_inplace
         from treegram.spec import depths_from_parents, links_from_parents, tree_mask_from_parents
 
         if max_tokens < 1 or tree_nodes < 1:
             raise ValueError("max_tokens and tree_nodes must be >= 1")
+        if forced_budget < 0:
+            raise ValueError("forced_budget must be >= 0")
         drafter = drafter or NGramDrafter(max_nodes=tree_nodes)
         if drafter.max_nodes > tree_nodes:
             raise ValueError(
@@ -357,7 +366,7 @@ class DemoEngine:
         history = [list(p) for p in prompts]
         generated: list[list[int]] = [[] for _ in requests]
         lengths: list[list[int]] = [[] for _ in requests]
-        bitmask = allocate_token_bitmask(len(requests) * n, vocab)
+        bitmask = allocate_token_bitmask(len(requests) * (n + forced_budget), vocab)
         active = list(range(len(requests)))
         steps = 0
         while active:
@@ -372,10 +381,26 @@ class DemoEngine:
                 parents[i, : len(pars)] = pars
             next_token, next_sibling = links_from_parents(parents)
             t1 = time.perf_counter()
-            rows = bitmask[: nb * n]
-            self.batch.batch_traverse_draft_tree(
-                [matchers[r] for r in active], next_token, next_sibling, draft, rows
-            )
+            if forced_budget:
+                # one call: forced nodes below every effective leaf, and every node's mask
+                rows = bitmask[: nb * (n + forced_budget)]
+                ext = extend_draft_trees(
+                    [matchers[r] for r in active],
+                    next_token,
+                    next_sibling,
+                    draft,
+                    budget=forced_budget,
+                    token_bitmask=rows,
+                    batch=self.batch,
+                )
+                draft, parents = ext.draft_tokens, ext.parents
+                next_token, next_sibling = ext.next_token, ext.next_sibling
+            else:
+                rows = bitmask[: nb * n]
+                self.batch.batch_traverse_draft_tree(
+                    [matchers[r] for r in active], next_token, next_sibling, draft, rows
+                )
+            width = draft.shape[1]
             t2 = time.perf_counter()
             with torch.inference_mode():
                 positions = cache.lengths[active][:, None] + depths_from_parents(parents)
@@ -385,11 +410,11 @@ class DemoEngine:
                     torch.as_tensor(tree_mask_from_parents(parents)),
                     past=cache.past(active),
                 )
-                logits = logits.reshape(nb * n, vocab).float()
+                logits = logits.reshape(nb * width, vocab).float()
             t3 = time.perf_counter()
             apply_token_bitmask_inplace(logits, rows)
             t4 = time.perf_counter()
-            choice = logits.argmax(dim=-1).view(nb, n).numpy()
+            choice = logits.argmax(dim=-1).view(nb, width).numpy()
             accepted: list[tuple[int, list[int], list[int]]] = []
             for i, row in enumerate(active):
                 budget = max_tokens - len(generated[row])

@@ -16,15 +16,20 @@ from ._bitmask import (
     get_bitmask_shape,
     reset_token_bitmask,
 )
+from ._forced import ExtendedTrees, batch_forced_chains, extend_draft_trees, forced_chain
 from ._matcher import GrammarMatcher
 from ._tree_input import as_index_array, check_draft_trees
 
 __all__ = [
     "BatchGrammarMatcher",
+    "ExtendedTrees",
     "GrammarMatcher",
     "allocate_token_bitmask",
     "allowed_token_ids",
     "as_bitmask_array",
+    "batch_forced_chains",
+    "extend_draft_trees",
+    "forced_chain",
     "bitmask_dtype",
     "bitmask_to_bool",
     "bool_to_bitmask",

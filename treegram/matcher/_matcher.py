@@ -740,7 +740,9 @@ class GrammarMatcher:
             n = jump_forward(self._ab, self._items_s, self._items_o, self._set_starts, top, out)
             if n >= 0:
                 return _utf8_prefix(out[:n].tobytes())
-            if top + 3 >= self._set_starts.shape[0] - 1:
-                self._grow_sets(self._set_starts.shape[0] * 2)
+            # The scan may need a set for every byte up to the limit: grow the sets when they
+            # cannot hold that many (growing items alone would never end), else the items.
+            if top + 3 + _JUMP_FORWARD_LIMIT >= self._set_starts.shape[0]:
+                self._grow_sets(top + 3 + _JUMP_FORWARD_LIMIT)
             else:
                 self._grow_items()

@@ -34,6 +34,7 @@ from treegram.matcher import (
     allocate_token_bitmask,
     as_bitmask_array,
     check_row_index,
+    forced_chain,
 )
 from treegram.serving._apply import apply_token_bitmask_inplace
 
@@ -216,12 +217,14 @@ class SGLangGrammar:
         request's own object, so, like SGLang's xgrammar object, this does not copy the
         parse state. Use :meth:`fork` for a copy of the current state.
         """
-        return SGLangGrammar.from_compiled(
+        twin = SGLangGrammar.from_compiled(
             self.ctx,
             self.vocab_size,
             override_stop_tokens=self.override_stop_tokens,
             key_string=self.key_string,
         )
+        twin.forced_drafts = self.forced_drafts
+        return twin
 
     def fork(self) -> SGLangGrammar:
         """An independent copy of this object, parse state and accepted tokens included."""
@@ -234,6 +237,7 @@ class SGLangGrammar:
         )
         twin.accepted_tokens = list(self.accepted_tokens)
         twin._finished = self._finished
+        twin.forced_drafts = self.forced_drafts
         return twin
 
     # ---------------------------------------------------------------- masks
@@ -312,6 +316,28 @@ class SGLangGrammar:
                 )
             self.accepted_tokens.append(token)
 
+    # ---------------------------------------------------- forced draft nodes
+    forced_drafts: int = 0
+    """Default ``max_tokens`` of :meth:`forced_draft_tokens` (0: off); set by
+    ``SGLangGrammarBackend(forced_drafts=...)``."""
+
+    def forced_draft_tokens(self, max_tokens: int | None = None) -> list[int]:
+        """Grammar-forced draft tokens from the current state (at most ``max_tokens``,
+        default :attr:`forced_drafts`): put them below the draft tree's leaves, or use them
+        as the whole draft when there is no draft model (see
+        :func:`treegram.matcher.forced_chain`; batches: ``extend_draft_trees``). Empty after
+        termination. The state is unchanged."""
+        n = self.forced_drafts if max_tokens is None else max_tokens
+        if self.matcher.is_terminated():
+            return []
+        return forced_chain(self.matcher, n)
+
+
+def _forced_option(value: Any) -> int:
+    if not _is_int(value) or value < 0:
+        raise ArgumentError(f"forced_drafts must be an int >= 0, got {value!r}")
+    return int(value)
+
 
 def _compile(compiler: GrammarCompiler, kind: str, spec: Any) -> CompiledGrammar:
     """Compile ``spec`` of request ``kind`` (json, json_object, regex, grammar/ebnf,
@@ -372,6 +398,9 @@ class SGLangGrammarBackend:
         The model's vocabulary size (default: the tokenizer's).
     override_stop_tokens : int or list of int, optional
         Stop tokens for every matcher instead of the tokenizer's.
+    forced_drafts : int, default 0
+        Grammar-forced draft tokens each grammar object proposes
+        (:meth:`SGLangGrammar.forced_draft_tokens`); 0 turns them off.
     """
 
     def __init__(
@@ -380,10 +409,12 @@ class SGLangGrammarBackend:
         vocab_size: int | None = None,
         *,
         override_stop_tokens: int | list[int] | None = None,
+        forced_drafts: int = 0,
     ) -> None:
         self.grammar_compiler = compiler
         self.vocab_size = _backend_vocab_size(compiler, vocab_size)
         self.override_stop_tokens = override_stop_tokens
+        self.forced_drafts = _forced_option(forced_drafts)
 
     def _dispatch(self, kind: str, key_string: str) -> SGLangGrammar | None:
         try:
@@ -391,23 +422,23 @@ class SGLangGrammarBackend:
         except (GrammarError, ArgumentError) as exc:
             logger.warning("skip invalid %s grammar %r: %s", kind, key_string[:200], exc)
             return None
-        return SGLangGrammar.from_compiled(
+        return self._grammar(ctx, key_string)
+
+    def _grammar(self, ctx: CompiledGrammar, key_string: str) -> SGLangGrammar:
+        grammar = SGLangGrammar.from_compiled(
             ctx,
             self.vocab_size,
             override_stop_tokens=self.override_stop_tokens,
             key_string=key_string,
         )
+        grammar.forced_drafts = self.forced_drafts
+        return grammar
 
     def dispatch_json(self, key_string: str) -> SGLangGrammar | None:
         """A JSON Schema; ``"$$ANY$$"`` means any JSON (the built-in JSON grammar)."""
         if key_string == "$$ANY$$":
             ctx = self.grammar_compiler.compile_builtin_json_grammar()
-            return SGLangGrammar.from_compiled(
-                ctx,
-                self.vocab_size,
-                override_stop_tokens=self.override_stop_tokens,
-                key_string=key_string,
-            )
+            return self._grammar(ctx, key_string)
         return self._dispatch("json", key_string)
 
     def dispatch_regex(self, key_string: str) -> SGLangGrammar | None:
@@ -531,6 +562,28 @@ class VLLMGrammar:
         self.num_processed_tokens = 0
         self.matcher.reset()
 
+    forced_drafts: int = 0
+    """Default ``max_tokens`` of :meth:`extend_draft` (0: off); set by
+    ``VLLMBackend(forced_drafts=...)``."""
+
+    def extend_draft(self, tokens: Sequence[int] = (), max_tokens: int | None = None) -> list[int]:
+        """A chain draft (e.g. vLLM's n-gram proposal) cut to its grammar-valid prefix
+        (:meth:`validate_tokens`) and followed by up to ``max_tokens`` (default
+        :attr:`forced_drafts`) grammar-forced tokens from the end of that prefix
+        (:func:`treegram.matcher.forced_chain`). With no tokens it is the forced chain
+        alone, for requests the proposer has nothing for. The state is unchanged."""
+        n = self.forced_drafts if max_tokens is None else max_tokens
+        if self.matcher.is_terminated():
+            return []
+        valid = self.validate_tokens(tokens)
+        for t in valid:
+            self.matcher.accept_token(t)
+        try:
+            return valid + forced_chain(self.matcher, n)
+        finally:
+            if valid:
+                self.matcher.rollback(len(valid))
+
 
 def _request_kind(request_type: Any) -> str:
     """``StructuredOutputOptions.JSON`` (or ``"json"``, any case) -> ``"json"``."""
@@ -554,6 +607,8 @@ class VLLMBackend:
         The model's vocabulary size, the width of the bitmask (default: the tokenizer's).
     override_stop_tokens : int or list of int, optional
         Stop tokens for every matcher instead of the tokenizer's.
+    forced_drafts : int, default 0
+        Grammar-forced tokens :meth:`VLLMGrammar.extend_draft` appends; 0 turns them off.
     """
 
     def __init__(
@@ -562,10 +617,12 @@ class VLLMBackend:
         vocab_size: int | None = None,
         *,
         override_stop_tokens: int | list[int] | None = None,
+        forced_drafts: int = 0,
     ) -> None:
         self.compiler = compiler
         self.vocab_size = _backend_vocab_size(compiler, vocab_size)
         self.override_stop_tokens = override_stop_tokens
+        self.forced_drafts = _forced_option(forced_drafts)
 
     def compile_grammar(self, request_type: Any, grammar_spec: str) -> VLLMGrammar:
         """Compile one request's grammar and return its grammar object.
@@ -590,7 +647,9 @@ class VLLMBackend:
         """
         ctx = _compile(self.compiler, _request_kind(request_type), grammar_spec)
         matcher = GrammarMatcher(ctx, **_stop_kwargs(self.override_stop_tokens))
-        return VLLMGrammar(matcher, self.vocab_size, ctx)
+        grammar = VLLMGrammar(matcher, self.vocab_size, ctx)
+        grammar.forced_drafts = self.forced_drafts
+        return grammar
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> Any:
         """A zeroed int32 bitmask ``(max_num_seqs, ceil(vocab_size / 32))`` on the CPU."""

@@ -129,6 +129,10 @@ class StepBatch:
         Called by a later build if this step's accepted tokens were not set in time; returns
         ``(accepted_tokens, advance_mask)`` as for :meth:`StepExecutor.set_accepted` (e.g.
         read from a pinned buffer the device filled in stream order).
+    forced_budget : int
+        Grammar-forced nodes the build appends to each request's tree (0: off); see
+        :func:`treegram.matcher.extend_draft_trees`. The extended trees are in
+        :attr:`StepCompletion.extended` once the step is built.
 
     Notes
     -----
@@ -143,6 +147,7 @@ class StepBatch:
     root_positions: np.ndarray | None = None
     row_offset: int = 0
     read_accepted: Callable[[], tuple] | None = None
+    forced_budget: int = 0
 
     @property
     def batch_size(self) -> int:
@@ -151,8 +156,11 @@ class StepBatch:
 
     @property
     def rows_per_request(self) -> int:
-        """Mask rows per request: N for trees, k + 1 for chains of k drafts, 1 for next."""
-        return 1 if self.draft_tokens is None else int(self.draft_tokens.shape[1])
+        """Mask rows per request: N for trees, k + 1 for chains of k drafts, 1 for next; plus
+        ``forced_budget``."""
+        if self.draft_tokens is None:
+            return 1
+        return int(self.draft_tokens.shape[1]) + self.forced_budget
 
     @property
     def num_rows(self) -> int:
@@ -171,8 +179,15 @@ class StepBatch:
         root_positions=None,
         row_offset: int = 0,
         read_accepted=None,
+        forced_budget: int = 0,
     ) -> StepBatch:
         """A step of draft trees: row ``row_offset + i * N + j`` is node ``j`` of request i.
+
+        With ``forced_budget = k > 0`` the build extends each tree with up to k
+        grammar-forced nodes (after the deferred advance, from the matchers' real
+        positions): rows become ``row_offset + i * (N + k) + j`` for node ``j`` of the
+        extended tree (:attr:`StepCompletion.extended`). A tree of only its root
+        (``N = 1``) gives pure forced drafting, with no drafter.
 
         Parameters
         ----------
@@ -182,6 +197,7 @@ class StepBatch:
         root_positions : int [B], optional (default 0)
         row_offset : int, default 0
         read_accepted : callable, optional
+        forced_budget : int, default 0
 
         Raises
         ------
@@ -225,6 +241,7 @@ class StepBatch:
             roots,
             nonnegative_int(row_offset, "row_offset", BitmaskError),
             _callable(read_accepted),
+            _forced_budget(forced_budget),
         )
 
     @classmethod
@@ -235,8 +252,10 @@ class StepBatch:
         *,
         row_offset: int = 0,
         read_accepted=None,
+        forced_budget: int = 0,
     ) -> StepBatch:
-        """A step of linear drafts of k tokens each: k + 1 rows per request.
+        """A step of linear drafts of k tokens each: k + 1 rows per request (plus
+        ``forced_budget`` forced nodes after the chain, as for :meth:`tree`).
 
         Row ``row_offset + i * (k + 1)`` is request i's current mask, row ``... + j`` the
         mask after its first ``j`` drafted tokens (zero after the first rejected one).
@@ -265,6 +284,7 @@ class StepBatch:
             np.zeros(len(ms), dtype=np.int64),
             nonnegative_int(row_offset, "row_offset", BitmaskError),
             _callable(read_accepted),
+            _forced_budget(forced_budget),
         )
 
     @classmethod
@@ -293,6 +313,14 @@ def _matcher_tuple(matchers) -> tuple:
         if not isinstance(m, GrammarMatcher):
             raise ArgumentError(f"matchers[{i}] must be a GrammarMatcher, got {type(m).__name__}")
     return tuple(matchers)
+
+
+def _forced_budget(value) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ArgumentError(f"forced_budget must be an int >= 0, got {value!r}")
+    if value < 0:
+        raise ArgumentError(f"forced_budget must be an int >= 0, got {value}")
+    return int(value)
 
 
 def _callable(fn):
@@ -333,6 +361,10 @@ class StepCompletion:
         accepted); -1 if none.
     skipped : bool ndarray [B]
         Requests whose matcher had terminated before this step's build (all-allowed rows).
+    extended : treegram.matcher.ExtendedTrees or None
+        With ``forced_budget``: the trees the build extended (tokens, links, parents of
+        ``N + forced_budget`` nodes per request), the ones the rows describe; the engine
+        scores and verifies these.
 
     Notes
     -----
@@ -358,6 +390,7 @@ class StepCompletion:
     terminated_at: np.ndarray = field(default=None, repr=False)
     rejected_at: np.ndarray = field(default=None, repr=False)
     skipped: np.ndarray = field(default=None, repr=False)
+    extended: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         b = self.batch.batch_size
@@ -799,6 +832,9 @@ class StepExecutor:
                 )
             return
         flags = [False] * b.batch_size
+        if b.forced_budget:
+            self._fill_forced(done, rows)
+            return
         if len(live):
             ok = self._batch.batch_traverse_draft_tree(
                 list(b.matchers),
@@ -812,6 +848,27 @@ class StepExecutor:
             for i, flag in zip(live, ok, strict=True):
                 flags[i] = flag
         done.tree_complete = flags
+
+    def _fill_forced(self, done: StepCompletion, rows: np.ndarray) -> None:
+        """Extend every tree with forced nodes and fill all rows in one call; requests
+        skipped (terminated) keep all-allowed rows."""
+        from treegram.matcher import extend_draft_trees
+
+        b = done.batch
+        done.extended = extend_draft_trees(
+            list(b.matchers),
+            b.next_token,
+            b.next_sibling,
+            b.draft_tokens,
+            budget=b.forced_budget,
+            token_bitmask=rows,
+            root_positions=b.root_positions,
+            batch=self._batch,
+        )
+        per = b.rows_per_request
+        for i in np.flatnonzero(done.skipped):
+            rows[i * per : (i + 1) * per] = -1
+        done.tree_complete = [bool(not s) for s in done.skipped]
 
 
 class EagerStepExecutor(StepExecutor):

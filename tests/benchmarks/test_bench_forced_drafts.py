@@ -1,0 +1,50 @@
+"""Smoke test: benchmarks/bench_forced_drafts.py runs end to end on two schemas (no timing
+asserted)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tokenizers")
+pytest.importorskip("torch")  # the n-gram drafter lives in treegram.demo
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_forced_drafts.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_forced_drafts", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_runs_on_two_schemas(bench, tmp_path):
+    if not bench.DEFAULT_DATA.is_dir():
+        pytest.skip(f"no MaskBench data at {bench.DEFAULT_DATA}")
+    out = tmp_path / "fd.json"
+    bench.main(
+        [
+            "--every", "300", "--limit", "2", "--docs-per-schema", "1", "--repeats", "1",
+            "--forced-budget", "8", "--quiet", "--output", str(out),
+        ]
+    )  # fmt: skip
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert set(written) == {"meta", "summary", "ratios", "cost", "forced_nodes", "per_document"}
+    meta = written["meta"]
+    assert {"date", "command", "versions", "machine"} <= set(meta)
+    assert meta["documents"] >= 1 and meta["forced_budget"] == 8
+    per_doc = written["per_document"]
+    for name in bench.CONFIGS:
+        assert len(per_doc[name]) == meta["documents"]
+        # no configuration takes more steps than tokens, and drafts never add steps
+        assert all(1 <= s <= t for s, t in zip(per_doc[name], per_doc["tokens"], strict=True))
+    assert per_doc["none"] == per_doc["tokens"]  # no drafter: one token per step
+    assert all(f <= n for f, n in zip(per_doc["none+forced"], per_doc["none"], strict=True))
+    assert written["cost"]["steps_timed"] >= 1
+    if meta["plot"] is not None:
+        assert Path(meta["plot"]).is_file()
