@@ -34,7 +34,7 @@ from treegram.ir import (
     Seq,
     expr_depth_error,
     grammar_to_ebnf,
-    ir_depth,
+    ir_facts,
     run_sized,
 )
 
@@ -244,6 +244,16 @@ def _validate_ir(ir: GrammarIR) -> int:
         raise GrammarError(f"ir must be a GrammarIR, got {type(ir).__name__}")
     if not ir.has_rule(ir.root):
         raise GrammarError(f"root rule {ir.root!r} is not defined in the grammar IR")
+    facts = ir_facts(ir)  # one walk, each shared node once
+    if any(not ir.has_rule(name) for name in facts.ref_names):
+        _raise_undefined_reference(ir)
+    if facts.depth > MAX_EXPR_DEPTH:
+        raise expr_depth_error("grammar IR")
+    return facts.depth
+
+
+def _raise_undefined_reference(ir: GrammarIR) -> None:
+    """Raise UndefinedRuleError naming the first undefined reference and its rule."""
     for rule in ir.rules:
         stack: list[Expr] = [rule.body]
         if rule.lookahead is not None:
@@ -259,7 +269,4 @@ def _validate_ir(ir: GrammarIR) -> int:
                 stack.extend(e.items)
             elif isinstance(e, Repeat):
                 stack.append(e.item)
-    depth = ir_depth(ir)
-    if depth > MAX_EXPR_DEPTH:
-        raise expr_depth_error("grammar IR")
-    return depth
+    raise AssertionError("unreachable: an undefined reference was found")  # pragma: no cover

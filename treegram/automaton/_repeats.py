@@ -18,7 +18,7 @@ The language is unchanged; only rules are added (named after the rule they came 
 
 from __future__ import annotations
 
-from treegram.ir import Choice, Expr, GrammarIR, Repeat, Rule, RuleRef, Seq
+from treegram.ir import Choice, Expr, GrammarIR, Repeat, Rule, RuleRef, Seq, ir_facts
 
 __all__ = ["BLOCK", "split_long_repeats"]
 
@@ -30,6 +30,8 @@ _EMPTY = Seq(())
 
 def split_long_repeats(ir: GrammarIR) -> GrammarIR:
     """``ir`` with every repetition longer than :data:`BLOCK` built from helper rules."""
+    if ir_facts(ir).longest_repeat <= BLOCK:  # known from validation: nothing to rewrite
+        return ir
     out: list[Rule] = []
     extra: list[Rule] = []
     splitter = _Splitter({r.name for r in ir.rules}, extra)

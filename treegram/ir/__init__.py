@@ -16,9 +16,11 @@ from treegram.ir._deep import (
     MAX_EXPR_DEPTH,
     MAX_NESTING_DEPTH,
     SHALLOW_DEPTH,
+    IrFacts,
     expr_depth,
     expr_depth_error,
     ir_depth,
+    ir_facts,
     run_deep,
     run_sized,
 )
@@ -66,6 +68,8 @@ __all__ = [
     "run_sized",
     "expr_depth",
     "ir_depth",
+    "ir_facts",
+    "IrFacts",
     "expr_depth_error",
     "cycles_of_two_or_more",
 ]

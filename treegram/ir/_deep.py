@@ -24,6 +24,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from treegram.errors import GrammarError
@@ -36,6 +37,8 @@ __all__ = [
     "run_sized",
     "expr_depth",
     "ir_depth",
+    "ir_facts",
+    "IrFacts",
     "expr_depth_error",
 ]
 
@@ -165,9 +168,15 @@ def expr_depth(expr, memo: dict[int, int] | None = None) -> int:
     """Nesting depth of an IR expression (a leaf is 1), without recursion.
 
     Shared sub-expressions are measured once (``memo`` is keyed by ``id``)."""
-    from treegram.ir._nodes import Choice, Repeat, Seq
+    return _walk(expr, {} if memo is None else memo, set(), [0])
 
-    memo = {} if memo is None else memo
+
+def _walk(expr, memo: dict[int, int], refs: set[str], longest: list[int]) -> int:
+    """:func:`expr_depth`, also adding the names of referenced rules to ``refs`` and
+    raising ``longest[0]`` to the largest repetition bound (``max``, or ``min`` when
+    unbounded)."""
+    from treegram.ir._nodes import Choice, Repeat, RuleRef, Seq
+
     stack = [(expr, False)]
     while stack:
         node, done = stack.pop()
@@ -178,7 +187,13 @@ def expr_depth(expr, memo: dict[int, int] | None = None) -> int:
             children = node.items
         elif isinstance(node, Repeat):
             children = (node.item,)
+            if not done:
+                bound = node.min if node.max is None else node.max
+                if bound > longest[0]:
+                    longest[0] = bound
         else:
+            if isinstance(node, RuleRef):
+                refs.add(node.name)
             memo[key] = 1
             continue
         if done:
@@ -189,17 +204,47 @@ def expr_depth(expr, memo: dict[int, int] | None = None) -> int:
     return memo[id(expr)]
 
 
-def ir_depth(ir) -> int:
-    """The deepest rule body or lookahead of a :class:`GrammarIR` (see :func:`expr_depth`);
-    computed once per IR (the IR is immutable; validation, printer and builder ask)."""
-    cached = ir.__dict__.get("_depth")
+@dataclass(frozen=True)
+class IrFacts:
+    """What one walk over a :class:`GrammarIR` finds (see :func:`ir_facts`).
+
+    Attributes
+    ----------
+    depth : int
+        The deepest rule body or lookahead (see :func:`expr_depth`).
+    ref_names : frozenset of str
+        Every rule name that a rule body or lookahead references.
+    longest_repeat : int
+        The largest repetition bound (``max``, or ``min`` when unbounded); 0 without
+        repetitions.
+    """
+
+    depth: int
+    ref_names: frozenset[str]
+    longest_repeat: int
+
+
+def ir_facts(ir) -> IrFacts:
+    """Depth, referenced rules and longest repetition of ``ir``, in one walk that visits
+    each shared node once; computed once per IR (the IR is immutable; validation, printer
+    and builder ask)."""
+    cached = ir.__dict__.get("_facts")
     if cached is not None:
         return cached
     memo: dict[int, int] = {}
+    refs: set[str] = set()
+    longest = [0]
     depth = 0
     for rule in ir.rules:
-        depth = max(depth, expr_depth(rule.body, memo))
+        depth = max(depth, _walk(rule.body, memo, refs, longest))
         if rule.lookahead is not None:
-            depth = max(depth, expr_depth(rule.lookahead, memo))
-    object.__setattr__(ir, "_depth", depth)
-    return depth
+            depth = max(depth, _walk(rule.lookahead, memo, refs, longest))
+    facts = IrFacts(depth, frozenset(refs), longest[0])
+    object.__setattr__(ir, "_facts", facts)
+    return facts
+
+
+def ir_depth(ir) -> int:
+    """The deepest rule body or lookahead of a :class:`GrammarIR` (see :func:`expr_depth`
+    and :func:`ir_facts`)."""
+    return ir_facts(ir).depth
