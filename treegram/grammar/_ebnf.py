@@ -1,6 +1,8 @@
 """EBNF frontend: grammar text -> :class:`GrammarIR`.
 
-The dialect is the one xgrammar accepts (minus its macros and rule attributes)::
+The dialect is the one xgrammar accepts (its ``Regex`` and ``Substring`` macros are
+expanded by :mod:`treegram.grammar._ebnf_macros`; its other macros and its rule
+attributes are refused)::
 
     root ::= "{" ws pair ("," ws pair)* "}"   # comment
     pair ::= name ":" [0-9]+ | "" (= ws)     # lookahead assertion at the end of a body
@@ -24,6 +26,12 @@ from typing import NoReturn
 
 from treegram.errors import GrammarError, GrammarSyntaxError, UndefinedRuleError
 from treegram.grammar._deep import MAX_EXPR_DEPTH, run_sized
+from treegram.grammar._ebnf_macros import (
+    SUPPORTED_MACROS,
+    MacroArgumentError,
+    MacroCall,
+    expand_macro,
+)
 from treegram.grammar._ir import (
     MAX_CODEPOINT,
     Bytes,
@@ -39,7 +47,8 @@ from treegram.grammar._ir import (
 
 __all__ = ["parse_ebnf", "MACRO_NAMES", "NAME_PATTERN"]
 
-#: xgrammar macro names; treegram does not support them.
+#: xgrammar macro names; ``Regex`` and ``Substring`` are expanded (see _ebnf_macros), the
+#: others are refused.
 MACRO_NAMES = frozenset({"TagDispatch", "TokenTagDispatch", "Regex", "Substring"})
 #: A rule name (also used by the printer to validate names).
 NAME_PATTERN = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
@@ -67,7 +76,7 @@ _CLASS_ONLY_ESCAPES = {"[": 0x5B, "]": 0x5D, "-": 0x2D, "^": 0x5E}
 
 _PUNCT = frozenset("|*+?{},)")
 _QUANTIFIERS = frozenset("*+?{")
-_ELEMENT_START = frozenset({"str", "class", "(", "name"})
+_ELEMENT_START = frozenset({"str", "class", "(", "name", "macro"})
 
 # Token: (kind, value, pos, end, first_on_line).
 _Token = tuple
@@ -252,11 +261,61 @@ def _tokenize(src: _Source) -> list[_Token]:
                 src.error(f"unexpected character {c!r}{hint}", pos)
             tok = ("name", m.group(), pos, m.end(), newline)
             # Macro arguments use syntax (``key=value``) the scanner would trip on.
-            if m.group() in MACRO_NAMES and text.startswith("(", _SKIP.match(text, m.end()).end()):
-                _macro_error(src, m.group(), pos)
+            paren = _SKIP.match(text, m.end()).end()
+            if m.group() in MACRO_NAMES and text.startswith("(", paren):
+                if m.group() not in SUPPORTED_MACROS:
+                    _macro_error(src, m.group(), pos)
+                call, end = _scan_macro(src, m.group(), paren)
+                tok = ("macro", call, pos, end, newline)
         tokens.append(tok)
         pos = tok[3]
         newline = False
+
+
+_MACRO_VALUE = re.compile(r"true\b|false\b|[0-9]+")
+
+
+def _scan_macro(src: _Source, name: str, paren: int) -> tuple[MacroCall, int]:
+    """Scan the arguments of macro ``name`` whose ``(`` is at ``paren``: string literals,
+    then ``key=value`` pairs (a string, ``true``/``false`` or an integer)."""
+    text, n = src.text, len(src.text)
+    positional: list[str] = []
+    named: list[tuple[str, object]] = []
+    pos = _SKIP.match(text, paren + 1).end()
+    while pos < n and text[pos] != ")":
+        if text[pos] == '"':
+            if named:
+                src.error(f"{name}(...): a string argument after a named argument", pos)
+            value, pos = _scan_string(src, pos)
+            positional.append(value)
+        else:
+            m = _NAME.match(text, pos)
+            eq = _SKIP.match(text, m.end()).end() if m else pos
+            if m is None or not text.startswith("=", eq):
+                src.error(f"{name}(...) expects string arguments or key=value pairs", pos)
+            vpos = _SKIP.match(text, eq + 1).end()
+            if text.startswith('"', vpos):
+                value, pos = _scan_string(src, vpos)
+            else:
+                v = _MACRO_VALUE.match(text, vpos)
+                if v is None:
+                    src.error(f"{name}(...): expected a string, true, false or an integer", vpos)
+                value = {"true": True, "false": False}.get(v.group(), v.group())
+                value = int(value) if isinstance(value, str) else value
+                pos = v.end()
+            if any(key == m.group() for key, _ in named):
+                src.error(f"{name}(...): argument {m.group()!r} is given twice", m.start())
+            named.append((m.group(), value))
+        pos = _SKIP.match(text, pos).end()
+        if pos < n and text[pos] == ",":
+            pos = _SKIP.match(text, pos + 1).end()
+            if pos < n and text[pos] == ")":  # as xgrammar: no trailing comma
+                src.error(f"{name}(...): expected an argument after ','", pos)
+        elif pos < n and text[pos] != ")":
+            src.error(f"{name}(...): expected ',' or ')' between arguments", pos)
+    if pos >= n:
+        src.error(f"{name}(...): unclosed argument list", paren)
+    return MacroCall(name, tuple(positional), tuple(named)), pos + 1
 
 
 def _macro_error(src: _Source, name: str, pos: int) -> NoReturn:
@@ -297,6 +356,10 @@ class _Parser:
         self.depth = 0
         # (name, pos, followed_by_paren) of every rule reference, in text order.
         self.refs: list[tuple[str, int, bool]] = []
+        # Helper rules that macros expand to, and the names they must not take.
+        self.macro_rules: list[tuple[Rule, int]] = []
+        self.taken = {t[1] for t, nxt in zip(tokens, tokens[1:], strict=False) if nxt[0] == "::="}
+        self.rule_name = ""
 
     # helpers -------------------------------------------------------------------------
     def peek(self, k: int = 0) -> _Token:
@@ -316,6 +379,7 @@ class _Parser:
             if not self.at_rule_start():
                 self.fail("a rule definition 'name ::= ...'")
             name_tok = self.peek()
+            self.rule_name = name_tok[1]
             self.i += 2
             body = self.parse_choice()
             lookahead = None
@@ -326,7 +390,7 @@ class _Parser:
             elif self.peek()[0] != "eof" and not self.at_rule_start():
                 self.fail("an element, '|', a lookahead '(= ...)' or a new rule definition")
             rules.append((Rule(name_tok[1], body, lookahead), name_tok[2]))
-        return rules
+        return rules + self.macro_rules
 
     def parse_lookahead(self) -> Expr:
         open_tok = self.peek()
@@ -424,6 +488,8 @@ class _Parser:
             return Bytes(tok[1].encode("utf-8", "surrogatepass"))
         if kind == "class":
             return tok[1]
+        if kind == "macro":
+            return self.expand(tok)
         if kind == "name":
             name = tok[1]
             nxt = self.peek()
@@ -441,6 +507,22 @@ class _Parser:
         expr = self.parse_choice()
         self.depth -= 1
         self.expect_close(tok)
+        return expr
+
+    def expand(self, tok: _Token) -> Expr:
+        call: MacroCall = tok[1]
+        base = f"{self.rule_name}_{call.name.lower()}"
+        k = 0
+        while any(n == f"{base}{k}" or n.startswith(f"{base}{k}_") for n in self.taken):
+            k += 1
+        prefix = f"{base}{k}"
+        try:
+            expr, rules = expand_macro(call, prefix)
+        except MacroArgumentError as err:
+            self.src.error(str(err), tok[2])
+        self.taken.update(r.name for r in rules)
+        self.taken.add(prefix)
+        self.macro_rules.extend((r, tok[2]) for r in rules)
         return expr
 
 
