@@ -1,8 +1,8 @@
 """EBNF frontend: grammar text -> :class:`GrammarIR`.
 
-The dialect is the one xgrammar accepts (its ``Regex`` and ``Substring`` macros are
-expanded by :mod:`treegram.grammar._ebnf_macros`; its other macros and its rule
-attributes are refused)::
+The dialect is the one xgrammar accepts (its ``Regex``, ``Substring`` and
+``TagDispatch`` macros are expanded by :mod:`treegram.grammar._ebnf_macros`; its
+token-id macros and its rule attributes are refused)::
 
     root ::= "{" ws pair ("," ws pair)* "}"   # comment
     pair ::= name ":" [0-9]+ | "" (= ws)     # lookahead assertion at the end of a body
@@ -30,6 +30,7 @@ from treegram.grammar._ebnf_macros import (
     SUPPORTED_MACROS,
     MacroArgumentError,
     MacroCall,
+    MacroName,
     expand_macro,
 )
 from treegram.grammar._ir import (
@@ -47,8 +48,8 @@ from treegram.grammar._ir import (
 
 __all__ = ["parse_ebnf", "MACRO_NAMES", "NAME_PATTERN"]
 
-#: xgrammar macro names; ``Regex`` and ``Substring`` are expanded (see _ebnf_macros), the
-#: others are refused.
+#: xgrammar macro names; ``Regex``, ``Substring`` and ``TagDispatch`` are expanded (see
+#: _ebnf_macros), ``TokenTagDispatch`` is refused.
 MACRO_NAMES = frozenset({"TagDispatch", "TokenTagDispatch", "Regex", "Substring"})
 #: A rule name (also used by the printer to validate names).
 NAME_PATTERN = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
@@ -276,17 +277,18 @@ _MACRO_VALUE = re.compile(r"true\b|false\b|[0-9]+")
 
 
 def _scan_macro(src: _Source, name: str, paren: int) -> tuple[MacroCall, int]:
-    """Scan the arguments of macro ``name`` whose ``(`` is at ``paren``: string literals,
-    then ``key=value`` pairs (a string, ``true``/``false`` or an integer)."""
+    """Scan the arguments of macro ``name`` whose ``(`` is at ``paren``: positional
+    arguments (string literals or tuples), then ``key=value`` pairs (a string, a tuple,
+    ``true``/``false`` or an integer). A tuple is ``(item, ...)`` of strings and names."""
     text, n = src.text, len(src.text)
-    positional: list[str] = []
+    positional: list[object] = []
     named: list[tuple[str, object]] = []
     pos = _SKIP.match(text, paren + 1).end()
     while pos < n and text[pos] != ")":
-        if text[pos] == '"':
+        if text[pos] in ('"', "("):
             if named:
-                src.error(f"{name}(...): a string argument after a named argument", pos)
-            value, pos = _scan_string(src, pos)
+                src.error(f"{name}(...): a positional argument after a named argument", pos)
+            value, pos = _scan_macro_value(src, name, pos)
             positional.append(value)
         else:
             m = _NAME.match(text, pos)
@@ -294,28 +296,60 @@ def _scan_macro(src: _Source, name: str, paren: int) -> tuple[MacroCall, int]:
             if m is None or not text.startswith("=", eq):
                 src.error(f"{name}(...) expects string arguments or key=value pairs", pos)
             vpos = _SKIP.match(text, eq + 1).end()
-            if text.startswith('"', vpos):
-                value, pos = _scan_string(src, vpos)
-            else:
-                v = _MACRO_VALUE.match(text, vpos)
-                if v is None:
-                    src.error(f"{name}(...): expected a string, true, false or an integer", vpos)
-                value = {"true": True, "false": False}.get(v.group(), v.group())
-                value = int(value) if isinstance(value, str) else value
-                pos = v.end()
+            value, pos = _scan_macro_value(src, name, vpos)
             if any(key == m.group() for key, _ in named):
                 src.error(f"{name}(...): argument {m.group()!r} is given twice", m.start())
             named.append((m.group(), value))
-        pos = _SKIP.match(text, pos).end()
-        if pos < n and text[pos] == ",":
-            pos = _SKIP.match(text, pos + 1).end()
-            if pos < n and text[pos] == ")":  # as xgrammar: no trailing comma
-                src.error(f"{name}(...): expected an argument after ','", pos)
-        elif pos < n and text[pos] != ")":
-            src.error(f"{name}(...): expected ',' or ')' between arguments", pos)
+        pos = _next_macro_item(src, name, pos, paren)
     if pos >= n:
         src.error(f"{name}(...): unclosed argument list", paren)
     return MacroCall(name, tuple(positional), tuple(named)), pos + 1
+
+
+def _next_macro_item(
+    src: _Source, name: str, pos: int, paren: int, trailing_comma: bool = False
+) -> int:
+    """Skip to the next item of an argument list or tuple: past a ',' or up to ')'."""
+    text, n = src.text, len(src.text)
+    pos = _SKIP.match(text, pos).end()
+    if pos < n and text[pos] == ",":
+        pos = _SKIP.match(text, pos + 1).end()
+        # as xgrammar: a tuple may end with a comma, an argument list may not
+        if pos < n and text[pos] == ")" and not trailing_comma:
+            src.error(f"{name}(...): expected an argument after ','", pos)
+    elif pos < n and text[pos] != ")":
+        src.error(f"{name}(...): expected ',' or ')' between arguments", pos)
+    if pos >= n:
+        src.error(f"{name}(...): unclosed argument list", paren)
+    return pos
+
+
+def _scan_macro_value(src: _Source, name: str, pos: int) -> tuple[object, int]:
+    text = src.text
+    if text.startswith('"', pos):
+        return _scan_string(src, pos)
+    if text.startswith("(", pos):
+        items: list[object] = []
+        open_pos = pos
+        pos = _SKIP.match(text, pos + 1).end()
+        while pos < len(text) and text[pos] != ")":
+            if text.startswith('"', pos):
+                item, pos = _scan_string(src, pos)
+                items.append(item)
+            else:
+                m = _NAME.match(text, pos)
+                if m is None:
+                    src.error(f"{name}(...): a tuple holds strings and rule names", pos)
+                items.append(MacroName(m.group(), pos))
+                pos = m.end()
+            pos = _next_macro_item(src, name, pos, open_pos, trailing_comma=True)
+        return tuple(items), pos + 1
+    v = _MACRO_VALUE.match(text, pos)
+    if v is None:
+        src.error(f"{name}(...): expected a string, a tuple, true, false or an integer", pos)
+    if v.group() in ("true", "false"):
+        return v.group() == "true", v.end()
+    return int(v.group()), v.end()
 
 
 def _macro_error(src: _Source, name: str, pos: int) -> NoReturn:
@@ -360,6 +394,7 @@ class _Parser:
         self.macro_rules: list[tuple[Rule, int]] = []
         self.taken = {t[1] for t, nxt in zip(tokens, tokens[1:], strict=False) if nxt[0] == "::="}
         self.rule_name = ""
+        self.in_lookahead = False
 
     # helpers -------------------------------------------------------------------------
     def peek(self, k: int = 0) -> _Token:
@@ -395,7 +430,9 @@ class _Parser:
     def parse_lookahead(self) -> Expr:
         open_tok = self.peek()
         self.i += 1
+        self.in_lookahead = True
         expr = self.parse_choice()
+        self.in_lookahead = False
         self.expect_close(open_tok)
         return expr
 
@@ -493,6 +530,8 @@ class _Parser:
         if kind == "name":
             name = tok[1]
             nxt = self.peek()
+            if name in SUPPORTED_MACROS:
+                self.src.error(f"macro {name} must be called with arguments: {name}(...)", tok[2])
             if name in MACRO_NAMES:
                 _macro_error(self.src, name, tok[2])
             self.refs.append((name, tok[2], nxt[0] == "(" and nxt[2] == tok[3]))
@@ -516,10 +555,13 @@ class _Parser:
         while any(n == f"{base}{k}" or n.startswith(f"{base}{k}_") for n in self.taken):
             k += 1
         prefix = f"{base}{k}"
+        if self.in_lookahead:
+            self.src.error(f"{call.name}(...) is not allowed in a lookahead assertion", tok[2])
         try:
-            expr, rules = expand_macro(call, prefix)
+            expr, rules, refs = expand_macro(call, prefix)
         except MacroArgumentError as err:
             self.src.error(str(err), tok[2])
+        self.refs.extend((ref.name, ref.pos, False) for ref in refs)
         self.taken.update(r.name for r in rules)
         self.taken.add(prefix)
         self.macro_rules.extend((r, tok[2]) for r in rules)
