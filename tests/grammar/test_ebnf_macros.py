@@ -1,4 +1,5 @@
-"""xgrammar's EBNF macros ``Regex(...)``, ``Substring(...)`` and ``TagDispatch(...)``.
+"""xgrammar's EBNF macros ``Regex(...)``, ``Substring(...)`` and ``TagDispatch(...)``, and
+its rule attributes ``[lazy]`` and ``[max_chars=N]``.
 
 Every acceptance case is also checked against xgrammar 0.2.8 (the oracle), and a few
 grammars walk the DeepSeek-V4 vocabulary with masks compared bit for bit. Deliberate
@@ -67,6 +68,12 @@ CASES = [
      ["ab1", "abc2", "xab1"], ["ab", "abc", "abc1", "ab2", "abx"]),
     ('root ::= TagDispatch(("a", r1), excludes=("x",))\nr1 ::= "1"', ["a1"], ["x"]),
     ("root ::= TagDispatch()", ["", "any text\n"], []),
+    # rule attributes: lazy keeps the shortest matches, max_chars bounds the length
+    ('root ::= r "z"\nr[lazy] ::= Substring("ab")', ["z"], ["abz"]),
+    ('root ::= r "b" | r "c"\nr[lazy] ::= "a" | "ab"', ["ab", "ac"], ["abc", "abb"]),
+    ('root ::= r "xy"\nr[lazy] ::= [a-z]+', ["axy"], ["abxy", "axxy"]),
+    ('root ::= s\ns[max_chars=2] ::= Substring("a", "b", "c")', ["", "ab", "bc"], ["abc"]),
+    ('root ::= s s\ns[max_chars=1] ::= [a-z]*', ["", "ab"], ["abc"]),
     ('root ::= "<" TagDispatch(("[", root)) ">"*', ["<a[<b>c>", "<>"], ["<a[b>"]),
 ]  # fmt: skip
 
@@ -100,6 +107,17 @@ def test_substring_helper_rules_avoid_user_names() -> None:
     assert ir.rule("root").body.items[0] == Choice(
         (Bytes(b""), RuleRef("root_substring1_0"), RuleRef("root_substring1_1"))
     )
+
+
+def test_max_chars_bounds_the_whole_rule(compiler) -> None:
+    # Deliberate difference: xgrammar 0.2.8 does not count a literal alternative or the
+    # text of referenced rules against max_chars (it accepts both texts below).
+    compiled = compiler.compile_grammar(
+        'root ::= s "z" | u\ns[max_chars=2] ::= [a-z]* | "好好好"\n'
+        'u[max_chars=3] ::= t t\nt ::= "ab" | "c"'
+    )
+    assert not accepts(compiled, "好好好z") and not accepts(compiled, "abab")
+    assert accepts(compiled, "abz") and accepts(compiled, "abc")
 
 
 def test_tag_dispatch_undefined_rule_is_located() -> None:

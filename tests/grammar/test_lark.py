@@ -3,8 +3,8 @@
 The accepted subset and its meaning follow xgrammar 0.2.8; every acceptance case and
 every refused text is also checked against xgrammar (the oracle), and several grammars
 walk the DeepSeek-V4 vocabulary with masks compared bit for bit. Deliberate differences:
-named special tokens (``<|eot|>``) are refused (treegram grammars are over text) and so
-are the ``lazy`` / ``max_chars`` rule attributes, which xgrammar accepts.
+named special tokens (``<|eot|>``) are refused (treegram grammars are over text), and
+``max_chars`` bounds the whole rule (see test_ebnf_macros.py).
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ CASES = [
     ('start: "a" x\nx: %json {"type": "array", "items": {"type": "boolean"}} | "c"',
      ["ac", "a[true, false]", "a[]"], ["a[1]"]),
     ('start: x\nx[capture="n"]: "a"+', ["aa"], [""]),
+    ('start: x "z"\nx[lazy]: "a" | "ab"', ["az"], ["abz"]),
+    ('start: x "z"\nx[lazy]: "a"+\n%ignore " "', ["az", "a z"], ["aaz"]),
+    ('start: x "z"\nx[max_chars=3]: y+\ny: "a" | "bc"', ["abcz", "aaz"], ["abcaz", "z"]),
 ]  # fmt: skip
 
 
@@ -126,6 +129,9 @@ ERRORS = [
     ('start: "a" "b" -> foo "c"', "expected end of grammar item", 1, 23),
     ('start: x\nx[foo]: "a"', "rule attribute 'foo' is not supported", 2, 3),
     ('start: X\nX[capture]: "a"', "attributes are only supported on rules", 2, 2),
+    ('start: x\nx[max_chars=q]: "a"', "expected an integer after max_chars=", 2, 13),
+    ('start: x\nx[lazy]: "a" x | "b"', "circular reference in terminal 'x'", 2, 1),
+    ('start: x\nx[lazy]: "a" y\ny: "b"', "terminal 'x' cannot reference rule 'y'", 2, 1),
     ("start: %json {bad", "failed to parse JSON value after %json", 1, 8),
     ('start: X\nX: %json {"type": "integer"}', "%json cannot be used in terminals", 2, 4),
     ("start: @sub", "unknown named grammar '@sub'", 1, 8),
@@ -152,12 +158,10 @@ def test_errors_match_xgrammar(source: str) -> None:
     "source, fragment",
     [
         ("start: <|im_end|>", "named special tokens"),
-        ('start: x\nx[lazy]: "a"*', "rule attribute 'lazy' is not supported"),
-        ('start: x\nx[max_chars=3]: "a"*', "rule attribute 'max_chars' is not supported"),
     ],
 )
 def test_deliberately_refused(source: str, fragment: str) -> None:
-    # xgrammar accepts these (special tokens with a tokenizer); treegram refuses them.
+    # xgrammar accepts special tokens given a tokenizer; treegram refuses them.
     with pytest.raises(GrammarSyntaxError, match=fragment):
         Grammar.from_lark(source)
 

@@ -1,8 +1,9 @@
 """EBNF frontend: grammar text -> :class:`GrammarIR`.
 
 The dialect is the one xgrammar accepts (its ``Regex``, ``Substring`` and
-``TagDispatch`` macros are expanded by :mod:`treegram.grammar._ebnf_macros`; its
-token-id macros and its rule attributes are refused)::
+``TagDispatch`` macros are expanded by :mod:`treegram.grammar._ebnf_macros`, its rule
+attributes ``[lazy]`` and ``[max_chars=N]`` applied by :mod:`treegram.grammar._rule_attrs`;
+its token-id macros and other attributes are refused)::
 
     root ::= "{" ws pair ("," ws pair)* "}"   # comment
     pair ::= name ":" [0-9]+ | "" (= ws)     # lookahead assertion at the end of a body
@@ -44,6 +45,11 @@ from treegram.grammar._ir import (
     Rule,
     RuleRef,
     Seq,
+)
+from treegram.grammar._rule_attrs import (
+    RuleAttributeError,
+    apply_rule_attributes,
+    parse_rule_attributes,
 )
 
 __all__ = ["parse_ebnf", "MACRO_NAMES", "NAME_PATTERN"]
@@ -371,11 +377,12 @@ def _check_assign(src: _Source, tokens: list[_Token], pos: int) -> None:
         and tokens[-2][3] == prev[2]
         and tokens[-2][4]
     ):
-        src.error(
-            "rule attributes such as [lazy] or [max_chars=...] are not supported by the "
-            "treegram EBNF dialect",
-            prev[2],
-        )
+        try:
+            attrs = parse_rule_attributes(src.text[prev[2] + 1 : prev[3] - 1])
+        except RuleAttributeError as err:
+            src.error(f"rule attributes: {err}", prev[2])
+        tokens[-1] = ("attrs", attrs, prev[2], prev[3], False)
+        return
     src.error("expected a rule name before '::='", pos)
 
 
@@ -392,7 +399,13 @@ class _Parser:
         self.refs: list[tuple[str, int, bool]] = []
         # Helper rules that macros expand to, and the names they must not take.
         self.macro_rules: list[tuple[Rule, int]] = []
-        self.taken = {t[1] for t, nxt in zip(tokens, tokens[1:], strict=False) if nxt[0] == "::="}
+        self.taken = {
+            t[1]
+            for t, nxt in zip(tokens, tokens[1:], strict=False)
+            if t[0] == "name" and nxt[0] in ("::=", "attrs")
+        }
+        # rule name -> (attributes, position of the name)
+        self.attrs: dict[str, tuple[dict, int]] = {}
         self.rule_name = ""
         self.in_lookahead = False
 
@@ -401,7 +414,10 @@ class _Parser:
         return self.toks[min(self.i + k, len(self.toks) - 1)]
 
     def at_rule_start(self) -> bool:
-        return self.peek()[0] == "name" and self.peek(1)[0] == "::="
+        if self.peek()[0] != "name":
+            return False
+        nxt = self.peek(1)[0]
+        return nxt == "::=" or (nxt == "attrs" and self.peek(2)[0] == "::=")
 
     def fail(self, expected: str, tok: _Token | None = None) -> NoReturn:
         tok = tok or self.peek()
@@ -415,6 +431,9 @@ class _Parser:
                 self.fail("a rule definition 'name ::= ...'")
             name_tok = self.peek()
             self.rule_name = name_tok[1]
+            if self.peek(1)[0] == "attrs":
+                self.attrs[name_tok[1]] = (self.peek(1)[1], name_tok[2])
+                self.i += 1
             self.i += 2
             body = self.parse_choice()
             lookahead = None
@@ -640,7 +659,14 @@ def _parse_ebnf(text: str, root_rule_name: str) -> GrammarIR:
             f"root rule {root_rule_name!r} is not defined "
             f"(root_rule_name={root_rule_name!r}; defined rules: {_preview(defined)})"
         )
-    return GrammarIR(tuple(rule for rule, _ in rules), root_rule_name)
+    plain = [rule for rule, _ in rules]
+    if parser.attrs:
+
+        def located(name: str, message: str) -> NoReturn:
+            src.error(f"rule {name!r}: {message}", parser.attrs[name][1])
+
+        plain = apply_rule_attributes(plain, {k: v for k, (v, _) in parser.attrs.items()}, located)
+    return GrammarIR(tuple(plain), root_rule_name)
 
 
 def _preview(names: dict[str, int], limit: int = 8) -> str:

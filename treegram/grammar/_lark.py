@@ -17,13 +17,16 @@ The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark`
   reference: the rule adds its own); terminals never contain it;
 - ``%import common.NAME [-> ALIAS]`` and ``%import common (A, B)`` for the terminals of
   Lark's ``common`` library;
-- rule attributes ``name[capture]`` / ``name[capture="x"]`` are accepted and have no
-  effect on the language (treegram records no captures).
+- rule attributes ``name[lazy]`` and ``name[max_chars=N]`` (see
+  :mod:`treegram.grammar._rule_attrs`; as in xgrammar, a lazy rule is handled like a
+  terminal: it references terminals only and ``%ignore`` applies after it, not inside);
+  ``name[capture]`` / ``name[capture="x"]`` are accepted and have no effect on the
+  language (treegram records no captures).
 
 Refused with :class:`GrammarSyntaxError` (line and column): priorities ``name.2``,
 templates, ``%declare`` / ``%override`` / other directives, named special tokens
-``<|...|>`` (treegram grammars are over text), the ``lazy`` and ``max_chars`` rule
-attributes, terminals that reference rules or themselves, unknown names and imports,
+``<|...|>`` (treegram grammars are over text), ``lazy`` / ``max_chars`` on a recursive
+rule, terminals that reference rules or themselves, unknown names and imports,
 duplicate definitions, and a grammar without ``start``.
 """
 
@@ -58,6 +61,7 @@ _BLANK = re.compile(r"(?:[ \t\r\f]+|//[^\n]*|#[^\n]*)*")
 # A newline (plus blank and comment lines) that a '|' continues.
 _CONTINUATION = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*)*\|")
 _SPACE = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*)*")
+_LAZY_RULE = re.compile(r"^[ \t]*[?!]?([A-Za-z_][A-Za-z0-9_]*)[ \t]*\[[^\]\n]*\blazy\b", re.M)
 _IMPORT_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # Placeholder for the %ignore rule: cannot clash with a Lark name.
 _IGNORE = "\0ignore"
@@ -128,6 +132,8 @@ class _Parser:
 
     def __init__(self, text: str, embed) -> None:
         self.src = _Source(text)
+        # names of the rules marked [lazy], known before any reference is parsed
+        self.lazy = set(_LAZY_RULE.findall(text))
         self.text = text
         self.pos = 0
         self.embed = embed  # callback: (kind, value, pos) -> Expr for %json and @name
@@ -137,6 +143,8 @@ class _Parser:
         self.imports: dict[str, tuple[str, int]] = {}
         self.current: _Definition | None = None
         self.depth = 0
+        # rule name -> (lazy / max_chars attributes, position of the name)
+        self.attrs: dict[str, tuple[dict[str, object], int]] = {}
 
     # -- low level
     def error(self, message: str, pos: int | None = None) -> NoReturn:
@@ -197,7 +205,10 @@ class _Parser:
         self.pos += 1
         if name in self.defs or name in self.imports:
             self.error(f"duplicate rule or terminal {name!r}", start)
-        d = _Definition(name, name_pos, is_terminal(name), refs=[])
+        # xgrammar treats a lazy rule as a terminal: %ignore neither enters it nor skips
+        # after it, and it references terminals only
+        lexical = is_terminal(name) or name in self.lazy
+        d = _Definition(name, name_pos, lexical, refs=[])
         self.defs[name] = d
         self.current = d
         self.skip()
@@ -208,31 +219,45 @@ class _Parser:
         if is_terminal(name):
             self.error("attributes are only supported on rules", name_pos + 1)
         self.pos += 1
+        attrs: dict[str, object] = {}
         while True:
             self.skip()
             m = _NAME.match(self.text, self.pos)
             if m is None:
                 self.error("expected a rule attribute name")
             attr = m.group()
-            if attr in ("lazy", "max_chars"):
-                self.error(f"rule attribute {attr!r} is not supported by treegram's Lark")
-            if attr != "capture":
+            if attr not in ("capture", "lazy", "max_chars"):
                 self.error(f"rule attribute {attr!r} is not supported")
+            if attr in attrs:
+                self.error(f"rule attribute {attr!r} is given twice")
             self.pos = m.end()
             self.skip()
-            if self.peek() == "=":
+            if attr == "max_chars":
+                if self.peek() != "=":
+                    self.error("expected '=' and a count after max_chars")
                 self.pos += 1
                 self.skip()
-                if self.peek() != '"':
-                    self.error("expected a string after capture=")
-                self.read_string()
-                self.skip()
+                attrs[attr] = self.read_count("an integer after max_chars=")
+            elif attr == "lazy":
+                attrs[attr] = True
+            else:  # capture: no effect on the language (no captures are recorded)
+                attrs[attr] = True
+                if self.peek() == "=":
+                    self.pos += 1
+                    self.skip()
+                    if self.peek() != '"':
+                        self.error("expected a string after capture=")
+                    self.read_string()
+            self.skip()
             if self.peek() == ",":
                 self.pos += 1
                 continue
             if self.peek() != "]":
                 self.error("expected ',' or ']' in rule attributes")
             self.pos += 1
+            attrs.pop("capture", None)
+            if attrs:
+                self.attrs[name] = (attrs, name_pos)
             return
 
     def parse_directive(self) -> None:
@@ -385,10 +410,10 @@ class _Parser:
         # every rule gets the reference and it is dropped later if no %ignore exists.
         return self.current is not None and not self.current.terminal
 
-    def read_count(self) -> int:
+    def read_count(self, what: str = "a repetition count after '~'") -> int:
         m = _INT.match(self.text, self.pos)
         if m is None:
-            self.error("expected a repetition count after '~'")
+            self.error(f"expected {what}")
         if len(m.group()) > 9 or int(m.group()) > _MAX_COUNT:
             self.error("invalid repetition count")
         self.pos = m.end()
@@ -476,7 +501,7 @@ class _Parser:
         name = m.group()
         self.pos = m.end()
         self.current.refs.append((name, start))  # type: ignore[union-attr]
-        return RuleRef(name), is_terminal(name) or name in self.imports
+        return RuleRef(name), is_terminal(name) or name in self.imports or name in self.lazy
 
     def read_string(self) -> str:
         start, text = self.pos, self.text
@@ -671,6 +696,13 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
         identity = {r.name: r.name for r in rules}
         identity.update(mapping)
         rules = [Rule(r.name, _rename(r.body, identity), r.lookahead) for r in rules]
+    if parser.attrs:
+        from treegram.grammar._rule_attrs import apply_rule_attributes
+
+        def located(name: str, message: str) -> NoReturn:
+            parser.error(f"rule {name!r}: {message}", parser.attrs[name][1])
+
+        rules = apply_rule_attributes(rules, {k: v for k, (v, _) in parser.attrs.items()}, located)
     return GrammarIR(tuple(rules), "start")
 
 
