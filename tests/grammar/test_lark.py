@@ -264,3 +264,45 @@ def test_masks_match_xgrammar(infos, name: str) -> None:
     ours = GrammarCompiler(ours_info).compile_lark(source)
     theirs = xgr.GrammarCompiler(theirs_info).compile_lark(source)
     walk_and_compare(ours, theirs, xgr, seed=sum(map(ord, name)), steps=200)
+
+
+def test_batch_and_draft_tree_apis(compiler) -> None:
+    # A Lark grammar and a TagDispatch grammar run through the batch and draft-tree APIs
+    # like any other: rows equal the single-matcher masks step by step.
+    import numpy as np
+
+    from treegram import BatchGrammarMatcher, GrammarMatcher
+
+    lark = compiler.compile_lark('start: "a" "b"+\n%ignore " "')
+    tags = compiler.compile_grammar('root ::= TagDispatch(("<t>", r))\nr ::= "1" | "22"')
+    words = (b"a b", b"x<t>2")
+    width = (compiler.tokenizer_info.vocab_size + 31) // 32
+
+    def single_masks(compiled, text: bytes) -> np.ndarray:
+        m = GrammarMatcher(compiled)
+        rows = np.zeros((len(text) + 1, width), dtype=np.int32)
+        m.fill_next_token_bitmask(rows, 0)
+        for i, byte in enumerate(text):
+            assert m.accept_token(byte)
+            m.fill_next_token_bitmask(rows, i + 1)
+        return rows
+
+    expected = [single_masks(c, w) for c, w in zip((lark, tags), words, strict=True)]
+    assert all(row.any() for rows in expected for row in rows)
+
+    matchers = [GrammarMatcher(lark), GrammarMatcher(tags)]
+    batch = np.zeros((2, width), dtype=np.int32)
+    BatchGrammarMatcher().batch_fill_next_token_bitmask(matchers, batch)
+    assert np.array_equal(batch, np.stack([expected[0][0], expected[1][0]]))
+
+    for compiled, text, rows in zip((lark, tags), words, expected, strict=True):
+        m = GrammarMatcher(compiled)
+        # a chain whose root node is the first token, already accepted (the convention)
+        assert m.accept_token(text[0])
+        n = len(text)
+        draft = np.array(list(text), dtype=np.int64)
+        next_token = np.array([*range(1, n), -1], dtype=np.int64)
+        next_sibling = np.full(n, -1, dtype=np.int64)
+        out = np.zeros((n, width), dtype=np.int32)
+        assert m.traverse_draft_tree(next_token, next_sibling, draft, out)
+        assert np.array_equal(out, rows[1:])
