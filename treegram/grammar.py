@@ -130,6 +130,36 @@ class Grammar:
         return Grammar(regex_to_ir(pattern))
 
     @staticmethod
+    def from_lark(
+        text: str, *, named_grammars: Mapping[str, Grammar | str] | None = None
+    ) -> Grammar:
+        """Parse a grammar written in Lark (xgrammar 0.2.8's subset; it starts at ``start``).
+
+        Parameters
+        ----------
+        text : str
+            Lark grammar text: rules, terminals, literals (flag ``i``), ranges, regexes
+            (flags ``i s u``), ``? * + ~n ~n..m``, ``%ignore``, ``%import common.X``,
+            ``%json {schema}`` and ``@name`` (see ``treegram.frontends._lark``).
+        named_grammars : mapping of str to Grammar or str, optional
+            The grammars ``@name`` refers to (Lark text with its own ``start`` rule, or a
+            Grammar); keys are the names without ``@``.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        GrammarSyntaxError
+            Malformed or unsupported Lark (priorities, templates, special tokens,
+            ``%declare``...); ``line``/``column`` locate it.
+        """
+        from .frontends import lark_to_ir
+
+        return Grammar(lark_to_ir(text, named_grammars))
+
+    @staticmethod
     def from_json_schema(
         schema,
         *,

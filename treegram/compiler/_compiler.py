@@ -256,6 +256,38 @@ class GrammarCompiler:
             raise GrammarError(f"pattern must be a str, got {type(pattern).__name__}")
         return self._cached("regex", (pattern,), lambda: Grammar.from_regex(pattern), classify)
 
+    def compile_lark(
+        self,
+        text: str,
+        *,
+        named_grammars: Mapping[str, Grammar | str] | None = None,
+        classify: str = "lazy",
+    ) -> CompiledGrammar:
+        """Compile a Lark grammar (it starts at ``start``), see ``Grammar.from_lark``.
+
+        ``named_grammars`` (the grammars ``@name`` refers to) is part of the cache key;
+        ``classify`` is as for :meth:`compile_grammar`.
+
+        Returns
+        -------
+        CompiledGrammar
+        """
+        if not isinstance(text, str):
+            raise GrammarError(f"lark text must be a str, got {type(text).__name__}")
+        named = dict(named_grammars or {})
+        for k, v in named.items():
+            if not isinstance(v, (Grammar, str)):
+                raise GrammarError(
+                    f"named_grammars[{k!r}] must be a Grammar or Lark text, got {type(v).__name__}"
+                )
+        key = tuple(
+            (k, v.root_rule_name, str(v)) if isinstance(v, Grammar) else (k, None, v)
+            for k, v in sorted(named.items(), key=lambda kv: str(kv[0]))
+        )
+        return self._cached(
+            "lark", (text, key), lambda: Grammar.from_lark(text, named_grammars=named), classify
+        )
+
     def compile_builtin_json_grammar(self, *, classify: str = "lazy") -> CompiledGrammar:
         """Compile the built-in JSON grammar (any JSON object or array).
 

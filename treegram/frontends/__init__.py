@@ -8,6 +8,7 @@ JSON Schema reads ``pattern`` through the regex frontend.
 
 from treegram.frontends._builtin_json import BUILTIN_JSON_EBNF, builtin_json_grammar_ir
 from treegram.frontends._ebnf import parse_ebnf
+from treegram.frontends._lark import lark_to_ir
 from treegram.frontends._regex import regex_to_expr, regex_to_ir
 from treegram.frontends.json_schema import (
     JsonSchemaOptions,
@@ -18,6 +19,7 @@ from treegram.frontends.json_schema import (
 
 __all__ = [
     "parse_ebnf",
+    "lark_to_ir",
     "regex_to_ir",
     "regex_to_expr",
     "builtin_json_grammar_ir",

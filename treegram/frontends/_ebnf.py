@@ -1,6 +1,9 @@
 """EBNF frontend: grammar text -> :class:`GrammarIR`.
 
-The dialect is the one xgrammar accepts (minus its macros and rule attributes)::
+The dialect is the one xgrammar accepts (its ``Regex``, ``Substring`` and
+``TagDispatch`` macros are expanded by :mod:`treegram.frontends._ebnf_macros`, its rule
+attributes ``[lazy]`` and ``[max_chars=N]`` applied by :mod:`treegram.frontends._rule_attrs`;
+its token-id macros and other attributes are refused)::
 
     root ::= "{" ws pair ("," ws pair)* "}"   # comment
     pair ::= name ":" [0-9]+ | "" (= ws)     # lookahead assertion at the end of a body
@@ -23,6 +26,18 @@ import re
 from typing import NoReturn
 
 from treegram.errors import GrammarError, GrammarSyntaxError, UndefinedRuleError
+from treegram.frontends._ebnf_macros import (
+    SUPPORTED_MACROS,
+    MacroArgumentError,
+    MacroCall,
+    MacroName,
+    expand_macro,
+)
+from treegram.frontends._rule_attrs import (
+    RuleAttributeError,
+    apply_rule_attributes,
+    parse_rule_attributes,
+)
 from treegram.ir import (
     MACRO_NAMES,
     MAX_CODEPOINT,
@@ -66,7 +81,7 @@ _CLASS_ONLY_ESCAPES = {"[": 0x5B, "]": 0x5D, "-": 0x2D, "^": 0x5E}
 
 _PUNCT = frozenset("|*+?{},)")
 _QUANTIFIERS = frozenset("*+?{")
-_ELEMENT_START = frozenset({"str", "class", "(", "name"})
+_ELEMENT_START = frozenset({"str", "class", "(", "name", "macro"})
 
 # Token: (kind, value, pos, end, first_on_line).
 _Token = tuple
@@ -251,11 +266,94 @@ def _tokenize(src: _Source) -> list[_Token]:
                 src.error(f"unexpected character {c!r}{hint}", pos)
             tok = ("name", m.group(), pos, m.end(), newline)
             # Macro arguments use syntax (``key=value``) the scanner would trip on.
-            if m.group() in MACRO_NAMES and text.startswith("(", _SKIP.match(text, m.end()).end()):
-                _macro_error(src, m.group(), pos)
+            paren = _SKIP.match(text, m.end()).end()
+            if m.group() in MACRO_NAMES and text.startswith("(", paren):
+                if m.group() not in SUPPORTED_MACROS:
+                    _macro_error(src, m.group(), pos)
+                call, end = _scan_macro(src, m.group(), paren)
+                tok = ("macro", call, pos, end, newline)
         tokens.append(tok)
         pos = tok[3]
         newline = False
+
+
+_MACRO_VALUE = re.compile(r"true\b|false\b|[0-9]+")
+
+
+def _scan_macro(src: _Source, name: str, paren: int) -> tuple[MacroCall, int]:
+    """Scan the arguments of macro ``name`` whose ``(`` is at ``paren``: positional
+    arguments (string literals or tuples), then ``key=value`` pairs (a string, a tuple,
+    ``true``/``false`` or an integer). A tuple is ``(item, ...)`` of strings and names."""
+    text, n = src.text, len(src.text)
+    positional: list[object] = []
+    named: list[tuple[str, object]] = []
+    pos = _SKIP.match(text, paren + 1).end()
+    while pos < n and text[pos] != ")":
+        if text[pos] in ('"', "("):
+            if named:
+                src.error(f"{name}(...): a positional argument after a named argument", pos)
+            value, pos = _scan_macro_value(src, name, pos)
+            positional.append(value)
+        else:
+            m = _NAME.match(text, pos)
+            eq = _SKIP.match(text, m.end()).end() if m else pos
+            if m is None or not text.startswith("=", eq):
+                src.error(f"{name}(...) expects string arguments or key=value pairs", pos)
+            vpos = _SKIP.match(text, eq + 1).end()
+            value, pos = _scan_macro_value(src, name, vpos)
+            if any(key == m.group() for key, _ in named):
+                src.error(f"{name}(...): argument {m.group()!r} is given twice", m.start())
+            named.append((m.group(), value))
+        pos = _next_macro_item(src, name, pos, paren)
+    if pos >= n:
+        src.error(f"{name}(...): unclosed argument list", paren)
+    return MacroCall(name, tuple(positional), tuple(named)), pos + 1
+
+
+def _next_macro_item(
+    src: _Source, name: str, pos: int, paren: int, trailing_comma: bool = False
+) -> int:
+    """Skip to the next item of an argument list or tuple: past a ',' or up to ')'."""
+    text, n = src.text, len(src.text)
+    pos = _SKIP.match(text, pos).end()
+    if pos < n and text[pos] == ",":
+        pos = _SKIP.match(text, pos + 1).end()
+        # as xgrammar: a tuple may end with a comma, an argument list may not
+        if pos < n and text[pos] == ")" and not trailing_comma:
+            src.error(f"{name}(...): expected an argument after ','", pos)
+    elif pos < n and text[pos] != ")":
+        src.error(f"{name}(...): expected ',' or ')' between arguments", pos)
+    if pos >= n:
+        src.error(f"{name}(...): unclosed argument list", paren)
+    return pos
+
+
+def _scan_macro_value(src: _Source, name: str, pos: int) -> tuple[object, int]:
+    text = src.text
+    if text.startswith('"', pos):
+        return _scan_string(src, pos)
+    if text.startswith("(", pos):
+        items: list[object] = []
+        open_pos = pos
+        pos = _SKIP.match(text, pos + 1).end()
+        while pos < len(text) and text[pos] != ")":
+            if text.startswith('"', pos):
+                item, pos = _scan_string(src, pos)
+                items.append(item)
+            else:
+                m = _NAME.match(text, pos)
+                if m is None:
+                    src.error(f"{name}(...): a tuple holds strings and rule names", pos)
+                items.append(MacroName(m.group(), pos))
+                pos = m.end()
+            pos = _next_macro_item(src, name, pos, open_pos, trailing_comma=True)
+        return tuple(items), pos + 1
+    v = _MACRO_VALUE.match(text, pos)
+    if v is None:
+        src.error(f"{name}(...): expected a string, a tuple, true, false or an integer", pos)
+    if v.group() in ("true", "false"):
+        return v.group() == "true", v.end()
+    return int(v.group()), v.end()
 
 
 def _macro_error(src: _Source, name: str, pos: int) -> NoReturn:
@@ -277,11 +375,12 @@ def _check_assign(src: _Source, tokens: list[_Token], pos: int) -> None:
         and tokens[-2][3] == prev[2]
         and tokens[-2][4]
     ):
-        src.error(
-            "rule attributes such as [lazy] or [max_chars=...] are not supported by the "
-            "treegram EBNF dialect",
-            prev[2],
-        )
+        try:
+            attrs = parse_rule_attributes(src.text[prev[2] + 1 : prev[3] - 1])
+        except RuleAttributeError as err:
+            src.error(f"rule attributes: {err}", prev[2])
+        tokens[-1] = ("attrs", attrs, prev[2], prev[3], False)
+        return
     src.error("expected a rule name before '::='", pos)
 
 
@@ -296,13 +395,27 @@ class _Parser:
         self.depth = 0
         # (name, pos, followed_by_paren) of every rule reference, in text order.
         self.refs: list[tuple[str, int, bool]] = []
+        # Helper rules that macros expand to, and the names they must not take.
+        self.macro_rules: list[tuple[Rule, int]] = []
+        self.taken = {
+            t[1]
+            for t, nxt in zip(tokens, tokens[1:], strict=False)
+            if t[0] == "name" and nxt[0] in ("::=", "attrs")
+        }
+        # rule name -> (attributes, position of the name)
+        self.attrs: dict[str, tuple[dict, int]] = {}
+        self.rule_name = ""
+        self.in_lookahead = False
 
     # helpers -------------------------------------------------------------------------
     def peek(self, k: int = 0) -> _Token:
         return self.toks[min(self.i + k, len(self.toks) - 1)]
 
     def at_rule_start(self) -> bool:
-        return self.peek()[0] == "name" and self.peek(1)[0] == "::="
+        if self.peek()[0] != "name":
+            return False
+        nxt = self.peek(1)[0]
+        return nxt == "::=" or (nxt == "attrs" and self.peek(2)[0] == "::=")
 
     def fail(self, expected: str, tok: _Token | None = None) -> NoReturn:
         tok = tok or self.peek()
@@ -315,6 +428,10 @@ class _Parser:
             if not self.at_rule_start():
                 self.fail("a rule definition 'name ::= ...'")
             name_tok = self.peek()
+            self.rule_name = name_tok[1]
+            if self.peek(1)[0] == "attrs":
+                self.attrs[name_tok[1]] = (self.peek(1)[1], name_tok[2])
+                self.i += 1
             self.i += 2
             body = self.parse_choice()
             lookahead = None
@@ -325,12 +442,14 @@ class _Parser:
             elif self.peek()[0] != "eof" and not self.at_rule_start():
                 self.fail("an element, '|', a lookahead '(= ...)' or a new rule definition")
             rules.append((Rule(name_tok[1], body, lookahead), name_tok[2]))
-        return rules
+        return rules + self.macro_rules
 
     def parse_lookahead(self) -> Expr:
         open_tok = self.peek()
         self.i += 1
+        self.in_lookahead = True
         expr = self.parse_choice()
+        self.in_lookahead = False
         self.expect_close(open_tok)
         return expr
 
@@ -423,9 +542,13 @@ class _Parser:
             return Bytes(tok[1].encode("utf-8", "surrogatepass"))
         if kind == "class":
             return tok[1]
+        if kind == "macro":
+            return self.expand(tok)
         if kind == "name":
             name = tok[1]
             nxt = self.peek()
+            if name in SUPPORTED_MACROS:
+                self.src.error(f"macro {name} must be called with arguments: {name}(...)", tok[2])
             if name in MACRO_NAMES:
                 _macro_error(self.src, name, tok[2])
             self.refs.append((name, tok[2], nxt[0] == "(" and nxt[2] == tok[3]))
@@ -440,6 +563,25 @@ class _Parser:
         expr = self.parse_choice()
         self.depth -= 1
         self.expect_close(tok)
+        return expr
+
+    def expand(self, tok: _Token) -> Expr:
+        call: MacroCall = tok[1]
+        base = f"{self.rule_name}_{call.name.lower()}"
+        k = 0
+        while any(n == f"{base}{k}" or n.startswith(f"{base}{k}_") for n in self.taken):
+            k += 1
+        prefix = f"{base}{k}"
+        if self.in_lookahead:
+            self.src.error(f"{call.name}(...) is not allowed in a lookahead assertion", tok[2])
+        try:
+            expr, rules, refs = expand_macro(call, prefix)
+        except MacroArgumentError as err:
+            self.src.error(str(err), tok[2])
+        self.refs.extend((ref.name, ref.pos, False) for ref in refs)
+        self.taken.update(r.name for r in rules)
+        self.taken.add(prefix)
+        self.macro_rules.extend((r, tok[2]) for r in rules)
         return expr
 
 
@@ -515,7 +657,14 @@ def _parse_ebnf(text: str, root_rule_name: str) -> GrammarIR:
             f"root rule {root_rule_name!r} is not defined "
             f"(root_rule_name={root_rule_name!r}; defined rules: {_preview(defined)})"
         )
-    return GrammarIR(tuple(rule for rule, _ in rules), root_rule_name)
+    plain = [rule for rule, _ in rules]
+    if parser.attrs:
+
+        def located(name: str, message: str) -> NoReturn:
+            src.error(f"rule {name!r}: {message}", parser.attrs[name][1])
+
+        plain = apply_rule_attributes(plain, {k: v for k, (v, _) in parser.attrs.items()}, located)
+    return GrammarIR(tuple(plain), root_rule_name)
 
 
 def _preview(names: dict[str, int], limit: int = 8) -> str:

@@ -106,10 +106,12 @@ class _Anchor:
 class _Parser:
     """Recursive descent over the pattern; produces IR nodes plus :class:`_Anchor`."""
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, dot_all: bool = True, ignore_case: bool = False) -> None:
         self.text = pattern
         self.pos = 0
         self.depth = 0
+        self.dot = _ANY if dot_all else complement_ranges(((0x0A, 0x0A),))
+        self.ignore_case = ignore_case
 
     def error(self, message: str, pos: int | None = None) -> NoReturn:
         raise RegexSyntaxError(message, self.text, self.pos if pos is None else pos)
@@ -196,18 +198,20 @@ class _Parser:
             return self.parse_class()
         if c == ".":
             self.pos += 1
-            return CharClass(_ANY)
+            return _class_node(self.dot)
         if c == "\\":
             value = self.read_escape(in_class=False)
             if isinstance(value, int):
                 return self.literal(value, pos)
-            return _class_node(value)
+            return _class_node(_fold(value) if self.ignore_case else value)
         self.pos += 1
         return self.literal(ord(c), pos)
 
-    def literal(self, cp: int, pos: int) -> Bytes:
+    def literal(self, cp: int, pos: int) -> Bytes | CharClass:
         if 0xD800 <= cp <= 0xDFFF:
             self.error(f"lone surrogate U+{cp:04X} cannot occur in UTF-8 text", pos)
+        if self.ignore_case and chr(cp).isascii() and chr(cp).isalpha():
+            return CharClass(_fold(((cp, cp),)))
         return Bytes(chr(cp).encode("utf-8"))
 
     def parse_group(self) -> Expr:
@@ -354,6 +358,8 @@ class _Parser:
             else:
                 ranges.extend(lo)
         merged = normalize_ranges(ranges)
+        if self.ignore_case:  # fold before negating: (?i)[^k] excludes 'K' too
+            merged = _fold(merged)
         if not merged and not negated:
             self.error("empty character class '[]' can never match", open_pos)
         members = complement_ranges(merged) if negated else merged
@@ -367,6 +373,18 @@ class _Parser:
         c = self.peek()
         self.pos += 1
         return ord(c)
+
+
+def _fold(ranges: Ranges) -> Ranges:
+    """``ranges`` plus the other case of every ASCII letter in them (the ``i`` flag folds
+    ASCII only, as xgrammar 0.2.8 does)."""
+    extra = []
+    for lo, hi in ranges:
+        for a, b, shift in ((0x41, 0x5A, 0x20), (0x61, 0x7A, -0x20)):
+            s, e = max(lo, a), min(hi, b)
+            if s <= e:
+                extra.append((s + shift, e + shift))
+    return normalize_ranges((*ranges, *extra)) if extra else ranges
 
 
 def _class_node(ranges: Ranges) -> CharClass:
@@ -453,7 +471,7 @@ def _lower(expr: Expr | _Anchor) -> Expr:
 # ----------------------------------------------------------------------------- public
 
 
-def regex_to_expr(pattern: str) -> Expr:
+def regex_to_expr(pattern: str, *, dot_all: bool = True, ignore_case: bool = False) -> Expr:
     """Translate a regular expression into one IR expression.
 
     Parameters
@@ -462,6 +480,12 @@ def regex_to_expr(pattern: str) -> Expr:
         The regular expression (the dialect is described in the module docstring). The
         expression matches exactly the strings that ``pattern`` matches as a whole, as
         ``re.fullmatch`` would.
+    dot_all : bool, default True
+        Whether ``.`` matches a line feed (``False`` is the ``s`` flag turned off, as in
+        Lark regex terminals and EBNF ``Regex(..., flags=...)``).
+    ignore_case : bool, default False
+        The ``i`` flag: an ASCII letter also matches its other case (in literals,
+        classes and class escapes; a negated class is folded before it is negated).
 
     Returns
     -------
@@ -480,7 +504,7 @@ def regex_to_expr(pattern: str) -> Expr:
     """
     if not isinstance(pattern, str):
         raise ArgumentError(f"pattern must be a str, got {type(pattern).__name__}")
-    parser = _Parser(pattern)
+    parser = _Parser(pattern, dot_all, ignore_case)
     raw = parser.parse()
     _check_anchors(raw, True, True, pattern)
     return _lower(raw)

@@ -21,7 +21,14 @@ Modules, from the entry point down (each imports only modules below it):
 """
 
 from treegram.frontends.json_schema._convert import downgraded_keywords, json_schema_to_ir
+from treegram.frontends.json_schema._dfa_expr import dfa_expr
 from treegram.frontends.json_schema._options import JsonSchemaOptions
 from treegram.frontends.json_schema._refs import check_remotes
 
-__all__ = ["json_schema_to_ir", "JsonSchemaOptions", "downgraded_keywords", "check_remotes"]
+__all__ = [
+    "json_schema_to_ir",
+    "JsonSchemaOptions",
+    "downgraded_keywords",
+    "check_remotes",
+    "dfa_expr",
+]

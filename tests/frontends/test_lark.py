@@ -1,0 +1,308 @@
+"""Lark grammars: ``Grammar.from_lark`` and ``GrammarCompiler.compile_lark``.
+
+The accepted subset and its meaning follow xgrammar 0.2.8; every acceptance case and
+every refused text is also checked against xgrammar (the oracle), and several grammars
+walk the DeepSeek-V4 vocabulary with masks compared bit for bit. Deliberate differences:
+named special tokens (``<|eot|>``) are refused (treegram grammars are over text), and
+``max_chars`` bounds the whole rule (see test_ebnf_macros.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from schema_matching import accepts, byte_compiler
+from xgrammar_diff import deepseek_infos, walk_and_compare
+
+from treegram import Grammar, GrammarCompiler, GrammarError, GrammarSyntaxError
+
+# (lark, accepted, rejected)
+CASES = [
+    ('start: "a" | "b"', ["a", "b"], ["", "ab", "c"]),
+    ('start: a\na: "x" b?\nb: "y"', ["x", "xy"], ["y", "xyy"]),
+    ("start: A\nA: \"x\"+", ["x", "xxx"], [""]),
+    ('?start: x\n!x: "q" -> alias', ["q"], ["x"]),
+    ('start: "ab" "cd"', ["abcd"], ["ab cd"]),
+    ('start: [ "a" ] "b"', ["ab", "b"], ["a"]),
+    ('start: ("a" | "b")* "c"', ["c", "abac"], ["ab"]),
+    ('start: "a"~3', ["aaa"], ["aa", "aaaa"]),
+    ('start: ("a" "b")~1..2 "c" ~ 0', ["ab", "abab"], ["", "ababab", "abc"]),
+    ('start: "a".."c" "é".."ü"', ["bö"], ["dö", "bé!"]),
+    ('start: "aB"i "c"', ["abc", "ABc", "Abc"], ["abC"]),
+    ('start: "\\u00e9\\n\\"\\/" "\\ud83d\\ude00"', ['é\n"/😀'], ["é"]),
+    ('start: ""\n  | "x"', ["", "x"], ["xx"]),
+    ("start:\n  | \"a\" // comment\n\n  # another\n  | \"b\"", ["", "a", "b"], ["ab"]),
+    # regexes: '.' excludes \n unless s; i folds ASCII letters
+    ("start: /a.b/", ["axb", "a好b"], ["a\nb"]),
+    ("start: /a.b/s", ["a\nb"], ["ab"]),
+    ("start: /a.b/i", ["AxB"], ["A\nB"]),
+    ("start: /[a-c]+\\d/iu", ["aBc1", "C9"], ["d1", "a"]),
+    ("start: /a\\/b|c/", ["a/b", "c"], ["a\\/b"]),
+    # %ignore: after each literal, regex, range and terminal in rules, not inside terminals
+    ('start: "ab" "cd"\n%ignore " "', ["abcd", "ab cd", "ab  cd  "], [" abcd", "a b"]),
+    ('start: x "b" X\nx: "a"\nX: "c" "d"\n%ignore " "', ["a b cd ", "abcd"], ["abc d", " ab"]),
+    (
+        'start: A B\nA: "a"\nB: /[0-9]+/\n%ignore /[ \\t]+/\n%ignore "#"',
+        ["a 12", "a#\t#1 "],
+        ["a1 2"],
+    ),
+    ('%import common.WS\nstart: "a" "b"\n%ignore WS', ["a b", "a\n\tb\r\n"], ["\na b"]),
+    # _ab is a rule (its "z" takes the ignore), Abc a terminal
+    ('start: Abc _ab\nAbc: "y"\n_ab: "z"\n%ignore " "', ["y z", "yz", "yz  "], [" yz"]),
+    # %import common
+    ("%import common.NUMBER\nstart: NUMBER", ["12", "1.5", ".5", "1e5", "1.E-3"], ["-1", "e5"]),
+    ("%import common (INT, WORD)\nstart: INT WORD", ["12ab"], ["12", "ab"]),
+    ("%import common.SIGNED_NUMBER -> N\nstart: N", ["-1", "+2.5e3"], ["--1"]),
+    ("%import common.ESCAPED_STRING\nstart: ESCAPED_STRING", ['"a\\"b"', '""'], ['"a"b"']),
+    ("%import common.C_COMMENT\nstart: C_COMMENT", ["/* x */", "/***/"], ["/* */ */"]),
+    ("%import common.CNAME\nstart: CNAME", ["_a1"], ["1a"]),
+    ("%import common.NEWLINE\nstart: NEWLINE", ["\n", "\r\n\n"], ["\r"]),
+    # %json and named grammars
+    ('start: "v=" %json {"type": "integer", "minimum": 0}', ["v=0", "v=17"], ["v=-1", "v=1.5"]),
+    ('start: "a" x\nx: %json {"type": "array", "items": {"type": "boolean"}} | "c"',
+     ["ac", "a[true, false]", "a[]"], ["a[1]"]),
+    ('start: x\nx[capture="n"]: "a"+', ["aa"], [""]),
+    ('start: x "z"\nx[lazy]: "a" | "ab"', ["az"], ["abz"]),
+    ('start: x "z"\nx[lazy]: "a"+\n%ignore " "', ["az", "a z"], ["aaz"]),
+    ('start: x "z"\nx[max_chars=3]: y+\ny: "a" | "bc"', ["abcz", "aaz"], ["abcaz", "z"]),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def compiler() -> GrammarCompiler:
+    return byte_compiler()
+
+
+@pytest.mark.parametrize("source, passing, failing", CASES, ids=[c[0] for c in CASES])
+def test_acceptance(compiler, source: str, passing: list[str], failing: list[str]) -> None:
+    compiled = compiler.compile_lark(source)
+    assert [s for s in passing if not accepts(compiled, s)] == []
+    assert [s for s in failing if accepts(compiled, s)] == []
+
+
+@pytest.mark.parametrize("source, passing, failing", CASES, ids=[c[0] for c in CASES])
+def test_acceptance_matches_xgrammar(source: str, passing: list[str], failing: list[str]) -> None:
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string
+
+    grammar = xgr.Grammar.from_lark(source)
+    assert [s for s in passing if not _is_grammar_accept_string(grammar, s)] == []
+    assert [s for s in failing if _is_grammar_accept_string(grammar, s)] == []
+
+
+# (lark, message fragment, line, column); xgrammar refuses each of them too.
+ERRORS = [
+    ('root: "q"', "no start rule found", 1, 1),
+    ('start: "a"\nstart: "b"', "duplicate rule or terminal 'start'", 2, 1),
+    ('%import common.INT\nINT: "x"\nstart: INT', "duplicate rule or terminal 'INT'", 2, 1),
+    ("start: undefined", "unknown name 'undefined'", 1, 8),
+    ('start: A\nA: b\nb: "x"', "terminal 'A' cannot reference rule 'b'", 2, 1),
+    ('start: A\nA: B "a"\nB: A | "b"', "circular reference in terminal", 2, 1),
+    ('start: "a"\n%ignore x\nx: "b"', "terminal cannot reference rule 'x'", 2, 9),
+    ('start.2: "q"', "priorities are not supported", 1, 6),
+    ('start: X\nX.2: "q"', "priorities are not supported", 2, 2),
+    ("start: x\nx{a}: a", "templates are not supported", 2, 2),
+    ('start: "a"\n%declare X', "directive %declare is not supported", 2, 1),
+    ('start: "a"\n%override start: "b"', "directive %override is not supported", 2, 1),
+    ("%import foo.BAR\nstart: BAR", "unknown common import 'foo.BAR'", 1, 1),
+    ("%import common.FOO\nstart: FOO", "unknown common import 'common.FOO'", 1, 1),
+    ("start: 'a'", "unexpected character", 1, 8),
+    ('start: "\\x41"', "invalid string literal", 1, 8),
+    ('start: "a\tb"', "invalid string literal", 1, 8),
+    ('start: "\\ud83d"', "invalid string literal", 1, 8),
+    ('start: "ab', "unterminated string literal", 1, 8),
+    ('start: "é"i', "ASCII characters only", 1, 8),
+    ('start: "a"*~3', "expected grammar expression", 1, 12),
+    ('start: "a"**', "expected grammar expression", 1, 12),
+    ('start: "a"~3..2', "repetition end must be greater than or equal", 1, 8),
+    ('start: "a"~99999999999', "invalid repetition count", 1, 12),
+    ('start: "ab".."c"', "endpoints must be one character", 1, 8),
+    ('start: "c".."a"', "start must not exceed end", 1, 8),
+    ('start: "A"i.."C"', "flags are not allowed on character ranges", 1, 8),
+    ("start: /a/x", "regular-expression flag 'x' is not supported", 1, 8),
+    ("start: /(?i)ab/", "failed to compile regular expression", 1, 8),
+    ("start: /(?=a)a/", "lookahead assertion", 1, 8),
+    ('start: ("a"\n "b")', "expected ')' after group", 1, 12),
+    ('start: ["a"\n "b"]', "expected ']' after optional group", 1, 12),
+    ('start: "a"\n   "b"', "expected rule or terminal name", 2, 4),
+    ('start: "a" "b" -> foo "c"', "expected end of grammar item", 1, 23),
+    ('start: x\nx[foo]: "a"', "rule attribute 'foo' is not supported", 2, 3),
+    ('start: X\nX[capture]: "a"', "attributes are only supported on rules", 2, 2),
+    ('start: x\nx[max_chars=q]: "a"', "expected an integer after max_chars=", 2, 13),
+    ('start: x\nx[lazy]: "a" x | "b"', "circular reference in terminal 'x'", 2, 1),
+    ('start: x\nx[lazy]: "a" y\ny: "b"', "terminal 'x' cannot reference rule 'y'", 2, 1),
+    ("start: %json {bad", "failed to parse JSON value after %json", 1, 8),
+    ('start: X\nX: %json {"type": "integer"}', "%json cannot be used in terminals", 2, 4),
+    ("start: @sub", "unknown named grammar '@sub'", 1, 8),
+]
+
+
+@pytest.mark.parametrize("source, fragment, line, column", ERRORS, ids=[e[0] for e in ERRORS])
+def test_errors(source: str, fragment: str, line: int, column: int) -> None:
+    with pytest.raises(GrammarSyntaxError) as info:
+        Grammar.from_lark(source)
+    assert fragment in str(info.value)
+    assert isinstance(info.value, ValueError)
+    assert (info.value.line, info.value.column) == (line, column)
+
+
+@pytest.mark.parametrize("source", [e[0] for e in ERRORS])
+def test_errors_match_xgrammar(source: str) -> None:
+    xgr = pytest.importorskip("xgrammar")
+    with pytest.raises(RuntimeError, match="Lark error"):
+        xgr.Grammar.from_lark(source)
+
+
+@pytest.mark.parametrize(
+    "source, fragment",
+    [
+        ("start: <|im_end|>", "named special tokens"),
+    ],
+)
+def test_deliberately_refused(source: str, fragment: str) -> None:
+    # xgrammar accepts special tokens given a tokenizer; treegram refuses them.
+    with pytest.raises(GrammarSyntaxError, match=fragment):
+        Grammar.from_lark(source)
+
+
+def test_named_grammars(compiler) -> None:
+    named = {"num": Grammar.from_ebnf("root ::= [0-9]+"), "b": 'start: B+\nB: "b"\n%ignore " "'}
+    compiled = compiler.compile_lark('start: "a" @num "," @b\n%ignore " "', named_grammars=named)
+    assert accepts(compiled, "a 12 , b b")
+    assert not accepts(compiled, "a 1 2,b")
+    with pytest.raises(
+        GrammarSyntaxError, match="circular named grammar reference: @s -> @t -> @s"
+    ):
+        Grammar.from_lark("start: @s", named_grammars={"s": "start: @t", "t": "start: @s"})
+    with pytest.raises(GrammarSyntaxError, match="named grammars cannot be used in terminals"):
+        Grammar.from_lark("start: X\nX: @s", named_grammars={"s": 'start: "a"'})
+    with pytest.raises(GrammarError, match=r"named_grammars\['s'\] must be a Grammar"):
+        compiler.compile_lark("start: @s", named_grammars={"s": 3})
+    with pytest.raises(GrammarError, match=r"named_grammars\['s'\] must be a Grammar"):
+        Grammar.from_lark("start: @s", named_grammars={"s": 3})
+
+
+def test_helper_names_do_not_clash(compiler) -> None:
+    # user rules named like the helpers the translation adds
+    source = (
+        'start: lark_ignore json_root "x" %json {"type": "integer"}\n'
+        'lark_ignore: "i"\njson_root: "j"\n%ignore " "'
+    )
+    compiled = compiler.compile_lark(source)
+    assert accepts(compiled, "ij x 12 ")
+    assert accepts(compiled, "ijx1")
+    assert not accepts(compiled, "ijx")
+    assert not accepts(compiled, " ijx1")
+
+
+def test_compile_lark_is_cached_and_checks_types(compiler) -> None:
+    a = compiler.compile_lark('start: "a"+')
+    assert compiler.compile_lark('start: "a"+') is a
+    assert compiler.compile_lark('start: "a"+', named_grammars={"x": 'start: "b"'}) is not a
+    with pytest.raises(GrammarError, match="lark text must be a str"):
+        compiler.compile_lark(b'start: "a"')  # type: ignore[arg-type]
+    with pytest.raises(GrammarError, match="lark text must be a str"):
+        Grammar.from_lark(None)  # type: ignore[arg-type]
+
+
+def test_lark_grammar_prints_and_parses_back() -> None:
+    g = Grammar.from_lark('start: x+ /[0-9]{2}/i\nx: "a"i | %json {"type": "boolean"}\n%ignore " "')
+    assert Grammar.from_ebnf(g.to_ebnf(), root_rule_name="start") == g
+
+
+DIFFERENTIAL = {
+    "calculator": r"""
+?start: sum
+?sum: product | sum "+" product -> add | sum "-" product -> sub
+?product: atom | product "*" atom | product "/" atom
+?atom: NUMBER -> number | "-" atom | NAME | "(" sum ")"
+NAME: /[a-z_][a-z0-9_]*/
+%import common.NUMBER
+%import common.WS_INLINE
+%ignore WS_INLINE
+""",
+    "json_like": r"""
+start: value
+?value: object | array | ESCAPED_STRING | SIGNED_NUMBER | "true" | "false" | "null"
+array: "[" [value ("," value)*] "]"
+object: "{" [pair ("," pair)*] "}"
+pair: ESCAPED_STRING ":" value
+%import common.ESCAPED_STRING
+%import common.SIGNED_NUMBER
+%import common.WS
+%ignore WS
+""",
+    "tool_call": 'start: "<tool>" NAME "</tool>" args\nargs: %json '
+    + json.dumps(
+        {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        }
+    )
+    + "\nNAME: /[A-Za-z_]\\w{0,15}/\n",
+    "regex_flags_and_ranges": r"""
+start: header ("\n" line)~1..3
+header: "ID:"i /[a-f0-9]{4,6}/i
+line: "a".."f" ~ 2 /.{1,5}/ | /x.y/s
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def infos():
+    xgr = pytest.importorskip("xgrammar")
+    return deepseek_infos(xgr)
+
+
+@pytest.mark.parametrize("name", list(DIFFERENTIAL))
+def test_masks_match_xgrammar(infos, name: str) -> None:
+    xgr = pytest.importorskip("xgrammar")
+    ours_info, theirs_info = infos
+    source = DIFFERENTIAL[name]
+    ours = GrammarCompiler(ours_info).compile_lark(source)
+    theirs = xgr.GrammarCompiler(theirs_info).compile_lark(source)
+    walk_and_compare(ours, theirs, xgr, seed=sum(map(ord, name)), steps=200)
+
+
+def test_batch_and_draft_tree_apis(compiler) -> None:
+    # A Lark grammar and a TagDispatch grammar run through the batch and draft-tree APIs
+    # like any other: rows equal the single-matcher masks step by step.
+    import numpy as np
+
+    from treegram import BatchGrammarMatcher, GrammarMatcher
+
+    lark = compiler.compile_lark('start: "a" "b"+\n%ignore " "')
+    tags = compiler.compile_grammar('root ::= TagDispatch(("<t>", r))\nr ::= "1" | "22"')
+    words = (b"a b", b"x<t>2")
+    width = (compiler.tokenizer_info.vocab_size + 31) // 32
+
+    def single_masks(compiled, text: bytes) -> np.ndarray:
+        m = GrammarMatcher(compiled)
+        rows = np.zeros((len(text) + 1, width), dtype=np.int32)
+        m.fill_next_token_bitmask(rows, 0)
+        for i, byte in enumerate(text):
+            assert m.accept_token(byte)
+            m.fill_next_token_bitmask(rows, i + 1)
+        return rows
+
+    expected = [single_masks(c, w) for c, w in zip((lark, tags), words, strict=True)]
+    assert all(row.any() for rows in expected for row in rows)
+
+    matchers = [GrammarMatcher(lark), GrammarMatcher(tags)]
+    batch = np.zeros((2, width), dtype=np.int32)
+    BatchGrammarMatcher().batch_fill_next_token_bitmask(matchers, batch)
+    assert np.array_equal(batch, np.stack([expected[0][0], expected[1][0]]))
+
+    for compiled, text, rows in zip((lark, tags), words, expected, strict=True):
+        m = GrammarMatcher(compiled)
+        # a chain whose root node is the first token, already accepted (the convention)
+        assert m.accept_token(text[0])
+        n = len(text)
+        draft = np.array(list(text), dtype=np.int64)
+        next_token = np.array([*range(1, n), -1], dtype=np.int64)
+        next_sibling = np.full(n, -1, dtype=np.int64)
+        out = np.zeros((n, width), dtype=np.int32)
+        assert m.traverse_draft_tree(next_token, next_sibling, draft, out)
+        assert np.array_equal(out, rows[1:])

