@@ -168,10 +168,11 @@ class _Nfa:
         self.ref_edges: list[list[tuple[int, int]]] = []
 
     def new_state(self) -> int:
-        self.eps.append([])
+        eps = self.eps
+        eps.append([])
         self.byte_edges.append([])
         self.ref_edges.append([])
-        return len(self.eps) - 1
+        return len(eps) - 1
 
 
 class _NfaBuilder:
@@ -181,45 +182,51 @@ class _NfaBuilder:
         self.nfa = _Nfa()
         self.rule_ids = rule_ids
         self.rule_name = rule_name
+        self.called: set[int] = set()  # rule ids this builder wrote call edges to
 
     def build(self, expr: Expr, start: int, end: int) -> None:
         nfa = self.nfa
-        if isinstance(expr, Bytes):
-            cur = start
-            for i, b in enumerate(expr.data):
-                nxt = end if i == len(expr.data) - 1 else nfa.new_state()
-                nfa.byte_edges[cur].append((b, b, nxt))
-                cur = nxt
-            if not expr.data:
-                nfa.eps[start].append(end)
-        elif isinstance(expr, CharClass):
-            for seq in self._sequences(expr):
-                cur = start
-                for i, (lo, hi) in enumerate(seq):
-                    nxt = end if i == len(seq) - 1 else nfa.new_state()
-                    nfa.byte_edges[cur].append((lo, hi, nxt))
-                    cur = nxt
-        elif isinstance(expr, Seq):
-            if not expr.items:
+        kind = type(expr)  # the IR node classes are final: one lookup instead of isinstance
+        if kind is Bytes:
+            data = expr.data  # type: ignore[attr-defined]
+            if not data:
                 nfa.eps[start].append(end)
                 return
-            cur = start
-            for i, item in enumerate(expr.items):
-                nxt = end if i == len(expr.items) - 1 else nfa.new_state()
+            cur, last = start, len(data) - 1
+            for i, b in enumerate(data):
+                nxt = end if i == last else nfa.new_state()
+                nfa.byte_edges[cur].append((b, b, nxt))
+                cur = nxt
+        elif kind is CharClass:
+            for seq in _class_sequences(expr):  # type: ignore[arg-type]
+                cur, last = start, len(seq) - 1
+                for i, (lo, hi) in enumerate(seq):
+                    nxt = end if i == last else nfa.new_state()
+                    nfa.byte_edges[cur].append((lo, hi, nxt))
+                    cur = nxt
+        elif kind is Seq:
+            items = expr.items  # type: ignore[attr-defined]
+            if not items:
+                nfa.eps[start].append(end)
+                return
+            cur, last = start, len(items) - 1
+            for i, item in enumerate(items):
+                nxt = end if i == last else nfa.new_state()
                 self.build(item, cur, nxt)
                 cur = nxt
-        elif isinstance(expr, Choice):
-            for item in expr.items:
+        elif kind is Choice:
+            for item in expr.items:  # type: ignore[attr-defined]
                 self.build(item, start, end)
-        elif isinstance(expr, Repeat):
-            self._build_repeat(expr, start, end)
-        elif isinstance(expr, RuleRef):
-            rid = self.rule_ids.get(expr.name)
+        elif kind is Repeat:
+            self._build_repeat(expr, start, end)  # type: ignore[arg-type]
+        elif kind is RuleRef:
+            rid = self.rule_ids.get(expr.name)  # type: ignore[attr-defined]
             if rid is None:
                 raise UndefinedRuleError(
-                    f"rule {self.rule_name!r} references undefined rule {expr.name!r}"
+                    f"rule {self.rule_name!r} references undefined rule {expr.name!r}"  # type: ignore[attr-defined]
                 )
             nfa.ref_edges[start].append((rid, end))
+            self.called.add(rid)
         else:  # pragma: no cover - the IR is closed
             raise GrammarError(f"unknown grammar expression {expr!r}")
 
@@ -247,9 +254,6 @@ class _NfaBuilder:
             self.build(expr.item, cur, nxt)
             cur = nxt
         nfa.eps[cur].append(end)
-
-    def _sequences(self, cls: CharClass) -> list[tuple[tuple[int, int], ...]]:
-        return _class_sequences(cls)
 
 
 @functools.lru_cache(maxsize=4096)  # the same classes recur in every rule and grammar
@@ -457,7 +461,8 @@ def _build(ir: GrammarIR) -> Automaton:
         builder.build(body, start, accept)
         if rid in tail_cycles:
             _inline_tail_calls(builder.nfa, rid, accept, tail_cycles[rid], bodies, rule_ids)
-        _loop_tail_self_calls(builder.nfa, rid, start, accept)
+        if rid in builder.called or rid in tail_cycles:  # else no call of itself exists
+            _loop_tail_self_calls(builder.nfa, rid, start, accept)
         parts.append(_determinize(builder.nfa, start, accept))
 
     # One global state space: each rule's states follow the previous rule's.
