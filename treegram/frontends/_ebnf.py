@@ -11,7 +11,8 @@ digits, ``_``, ``-`` and ``.`` and do not start with a digit (so ``.`` is a rule
 not a wildcard; ``[^]`` is any code point). Escapes in literals and classes denote code
 points: ``\\n \\r \\t \\\\ \\" \\' \\? \\/ \\a \\b \\f \\v \\e \\0``, ``\\x`` followed by one
 or more hex digits (greedy, as in C and xgrammar), ``\\uXXXX`` and ``\\UXXXXXXXX``;
-classes also accept ``\\[ \\] \\- \\^``.
+classes also accept ``\\[ \\] \\- \\^``. In string literals only, ``\\x{HH}`` is one raw
+byte (a treegram extension: how the printer writes bytes that are not UTF-8).
 
 The parser is a linear scanner followed by recursive descent over the token list.
 """
@@ -108,6 +109,9 @@ def _describe(tok: _Token) -> str:
 # ----------------------------------------------------------------------------- scanner
 
 
+_RAW_BYTE = re.compile(r"\\x\{([0-9A-Fa-f]{2})\}")
+
+
 def _read_escape(src: _Source, pos: int, in_class: bool) -> tuple[int, int]:
     """Decode the escape whose backslash is at ``pos``; return (code point, next pos)."""
     text = src.text
@@ -137,21 +141,31 @@ def _read_escape(src: _Source, pos: int, in_class: bool) -> tuple[int, int]:
     src.error(f"invalid escape sequence: unexpected {what} after backslash", pos)
 
 
-def _scan_string(src: _Source, start: int) -> tuple[str, int]:
-    """Scan a string literal whose opening quote is at ``start``; return (text, end)."""
+def _scan_string(src: _Source, start: int) -> tuple[bytes, int]:
+    """Scan a string literal whose opening quote is at ``start``; return (UTF-8 bytes, end).
+
+    Besides the code point escapes, ``\\x{HH}`` is the raw byte ``HH`` (how the printer
+    writes literal bytes that are not UTF-8, such as the free text of structural tags)."""
     text, n = src.text, len(src.text)
-    parts: list[str] = []
+    parts: list[bytes] = []
     pos = start + 1
     while True:
         m = _STR_CHUNK.match(text, pos)
-        parts.append(m.group())
+        parts.append(m.group().encode("utf-8", "surrogatepass"))
         pos = m.end()
         c = text[pos] if pos < n else ""
         if c == '"':
-            return "".join(parts), pos + 1
+            return b"".join(parts), pos + 1
         if c == "\\":
+            if text.startswith("\\x{", pos):
+                m = _RAW_BYTE.match(text, pos)
+                if m is None:
+                    src.error("invalid escape: expected \\x{HH}, a raw byte of two hex digits", pos)
+                parts.append(bytes((int(m.group(1), 16),)))
+                pos = m.end()
+                continue
             cp, pos = _read_escape(src, pos, in_class=False)
-            parts.append(chr(cp))
+            parts.append(chr(cp).encode("utf-8", "surrogatepass"))
             continue
         src.error("unterminated string literal: expected '\"' before end of line", pos)
 
@@ -420,7 +434,7 @@ class _Parser:
         kind = tok[0]
         self.i += 1
         if kind == "str":
-            return Bytes(tok[1].encode("utf-8", "surrogatepass"))
+            return Bytes(tok[1])
         if kind == "class":
             return tok[1]
         if kind == "name":
