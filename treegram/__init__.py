@@ -46,7 +46,14 @@ from treegram.matcher import (
     reset_token_bitmask,
 )
 from treegram.serving import apply_token_bitmask_inplace
-from treegram.structural_tag import StructuralTag, StructuralTagItem
+from treegram.structural_tag import (
+    StructuralTag,
+    StructuralTagItem,
+    get_builtin_structural_tag,
+    get_model_structural_tag,
+    normalize_tool_choice,
+    register_model_structural_tag,
+)
 from treegram.tokenizer import TokenizerInfo, VocabType
 
 __version__ = "0.1.0"
@@ -91,6 +98,10 @@ __all__ = [
     "structural_tag",
     "StructuralTag",
     "StructuralTagItem",
+    "get_model_structural_tag",
+    "get_builtin_structural_tag",
+    "normalize_tool_choice",
+    "register_model_structural_tag",
     "TokenizerInfo",
     "VocabType",
     "CompiledGrammar",

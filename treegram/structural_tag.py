@@ -7,6 +7,10 @@ calls inside a chat answer). Compile one with ``GrammarCompiler.compile_structur
 ``Grammar.from_structural_tag``; both also take the JSON form (a str or dict) and xgrammar's
 own pydantic models.
 
+``get_model_structural_tag(model, tools, tool_choice, ...)`` builds the structural tag of a
+model family's tool-call format (``llama``, ``qwen_3``, ``deepseek_r1``, ``deepseek_v3_1``,
+``harmony``) from OpenAI Chat Completions tools, as xgrammar 0.2.8 does.
+
 Example
 -------
 >>> from treegram.structural_tag import JSONSchemaFormat, StructuralTag, TagFormat
@@ -20,9 +24,12 @@ Example
 
 from treegram.frontends import (
     AnyTextFormat,
+    BuiltinToolParam,
     ConstStringFormat,
     DispatchFormat,
     Format,
+    FunctionDefinition,
+    FunctionToolParam,
     GrammarFormat,
     JSONSchemaFormat,
     OptionalFormat,
@@ -37,6 +44,11 @@ from treegram.frontends import (
     TagFormat,
     TagsWithSeparatorFormat,
     TriggeredTagsFormat,
+    builtin_structural_tag_models,
+    get_builtin_structural_tag,
+    get_model_structural_tag,
+    normalize_tool_choice,
+    register_model_structural_tag,
 )
 
 __all__ = [
@@ -58,4 +70,12 @@ __all__ = [
     "Format",
     "StructuralTagItem",
     "StructuralTag",
+    "get_model_structural_tag",
+    "get_builtin_structural_tag",
+    "normalize_tool_choice",
+    "register_model_structural_tag",
+    "builtin_structural_tag_models",
+    "FunctionDefinition",
+    "FunctionToolParam",
+    "BuiltinToolParam",
 ]

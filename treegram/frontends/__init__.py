@@ -8,6 +8,16 @@ JSON Schema, regex and EBNF frontends' grammars.
 """
 
 from treegram.frontends._builtin_json import BUILTIN_JSON_EBNF, builtin_json_grammar_ir
+from treegram.frontends._builtin_structural_tag import (
+    BuiltinToolParam,
+    FunctionDefinition,
+    FunctionToolParam,
+    builtin_structural_tag_models,
+    get_builtin_structural_tag,
+    get_model_structural_tag,
+    normalize_tool_choice,
+    register_model_structural_tag,
+)
 from treegram.frontends._ebnf import parse_ebnf
 from treegram.frontends._regex import regex_to_expr, regex_to_ir
 from treegram.frontends._structural_tag import structural_tag_from_args, structural_tag_to_ir
@@ -70,4 +80,12 @@ __all__ = [
     "StarFormat",
     "RepeatFormat",
     "DispatchFormat",
+    "FunctionDefinition",
+    "FunctionToolParam",
+    "BuiltinToolParam",
+    "get_model_structural_tag",
+    "get_builtin_structural_tag",
+    "normalize_tool_choice",
+    "register_model_structural_tag",
+    "builtin_structural_tag_models",
 ]
