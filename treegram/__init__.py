@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from treegram import structural_tag
+from treegram import structural_tag, testing
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import (
     ArgumentError,
@@ -96,6 +96,7 @@ __all__ = [
     # grammars, vocabularies, compilation and matching
     "Grammar",
     "structural_tag",
+    "testing",
     "StructuralTag",
     "StructuralTagItem",
     "get_model_structural_tag",

@@ -373,11 +373,11 @@ class _Builder:
                 if done[t] is None:
                     by_target.setdefault(t, []).append(byte)
                     continue
-                group = outcome[done[t]]  # type: ignore[index]
-                if group is None:
+                call = outcome[done[t]]  # type: ignore[index]
+                if call is None:
                     continue  # completes an excluded string
                 char = Bytes(bytes((byte,)))
-                exits.append(Seq((char, group, start)) if loop else Seq((char, group)))
+                exits.append(Seq((char, call, start)) if loop else Seq((char, call)))
             loop_back: Expr | None = None
             for t, byte_set in by_target.items():
                 if not byte_set:

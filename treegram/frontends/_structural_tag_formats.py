@@ -485,8 +485,12 @@ def parse_format(obj: Any, path: str = "format") -> Format:
         )
     elif kind in ("optional", "plus", "star"):
         content = parse_format(r.raw("content"), f"{path}.content")
-        cls = {"optional": OptionalFormat, "plus": PlusFormat, "star": StarFormat}[kind]
-        out = cls(content=content)
+        if kind == "optional":
+            out = OptionalFormat(content=content)
+        elif kind == "plus":
+            out = PlusFormat(content=content)
+        else:
+            out = StarFormat(content=content)
     elif kind == "repeat":
         out = RepeatFormat(
             min=r.integer("min"),
