@@ -622,3 +622,166 @@ def test_bad_arguments_and_json():
         tg.Grammar.from_structural_tag(_st({"type": "regex", "pattern": "(a"}))
     with pytest.raises(GrammarError):
         tg.Grammar.from_structural_tag(_st({"type": "grammar", "grammar": "root ::= x"}))
+
+
+# ---------------------------------------------------------------- random structural tags
+# Random structural tags over a small alphabet whose patterns overlap (triggers inside
+# excluded strings, triggers that are prefixes of longer patterns, tag ends inside free
+# text, nested dispatch), walked token by token along random allowed paths on a small
+# vocabulary with multi-byte and cut-character tokens; every mask must equal xgrammar's.
+SMALL_VOCAB = [c.encode() for c in "ab<>/x="] + [
+    b"<a", b"a>", b"</", b"ab", b"b<", b"<f", b"=a>", b"\xc3", b"\xa9", "é".encode(),
+    b"</a>", b"</s>",
+]  # fmt: skip
+
+
+def _random_format(r, depth=0):
+    def text(lo=1, hi=3):
+        return "".join(r.choice("ab<>/=") for _ in range(r.randint(lo, hi)))
+
+    def tag(prefix=""):
+        end = text() if r.random() < 0.5 else [text(), text()]
+        return {"begin": prefix + text(0, 2), "content": _random_format(r, depth + 1), "end": end}
+
+    kinds = ["const", "any", "regex"]
+    if depth < 2:
+        kinds += ["tag", "triggered", "sequence", "or", "optional", "star", "dispatch", "sep"]
+    kind = r.choice(kinds)
+    if kind == "const":
+        return {"type": "const_string", "value": text()}
+    if kind == "regex":
+        return {"type": "regex", "pattern": r.choice(["[ab]+", "a|b<", "(ab)*x"])}
+    if kind == "any":
+        return {"type": "any_text", "excludes": [text() for _ in range(r.randint(0, 2))]}
+    if kind == "tag":
+        return {"type": "tag", **tag()}
+    if kind == "triggered":
+        trigger = text(1, 2)
+        return {
+            "type": "triggered_tags",
+            "triggers": [trigger],
+            "tags": [tag(trigger) for _ in range(r.randint(1, 2))],
+            "at_least_one": r.random() < 0.3,
+            "stop_after_first": r.random() < 0.3,
+            "excludes": [text() for _ in range(r.randint(0, 1))],
+        }
+    if kind in ("sequence", "or"):
+        items = [_random_format(r, depth + 1) for _ in range(r.randint(1, 3))]
+        return {"type": kind, "elements": items}
+    if kind == "optional":
+        return {"type": "optional", "content": _random_format(r, depth + 1)}
+    if kind == "star":
+        return {"type": "star", "content": {"type": "const_string", "value": text()}}
+    if kind == "dispatch":
+        return {
+            "type": "dispatch",
+            "rules": [[text(1, 2), _random_format(r, depth + 1)]],
+            "loop": r.random() < 0.5,
+            "excludes": [text() for _ in range(r.randint(0, 1))],
+        }
+    return {
+        "type": "tags_with_separator",
+        "separator": r.choice(["", ",", "<"]),
+        "tags": [tag() for _ in range(r.randint(1, 2))],
+        "at_least_one": r.random() < 0.5,
+        "stop_after_first": r.random() < 0.3,
+    }
+
+
+@pytest.fixture(scope="module")
+def small():
+    xgr = pytest.importorskip("xgrammar")
+    stop = len(SMALL_VOCAB) - 1
+    info = tg.TokenizerInfo(SMALL_VOCAB, stop_token_ids=[stop])
+    xinfo = xgr.TokenizerInfo(
+        SMALL_VOCAB, xgr.VocabType.RAW, vocab_size=len(SMALL_VOCAB), stop_token_ids=[stop]
+    )
+    return xgr, tg.GrammarCompiler(info, max_threads=1), xgr.GrammarCompiler(xinfo), stop
+
+
+@pytest.mark.parametrize("chunk", range(6))
+def test_random_structural_tags_match_xgrammar(small, chunk):
+    import random
+
+    xgr, tc, xc, stop = small
+    n = len(SMALL_VOCAB)
+    in_vocab = (1 << n) - 1  # xgrammar sets the bits past the vocabulary, treegram does not
+    for seed in range(chunk * 15, chunk * 15 + 15):
+        r = random.Random(seed)
+        tag = _st(_random_format(r))
+        ours = tc.compile_structural_tag(tag)
+        theirs = xc.compile_structural_tag(json.dumps(tag))
+        for _ in range(4):
+            m, xm = tg.GrammarMatcher(ours), xgr.GrammarMatcher(theirs)
+            path = []
+            for _ in range(25):
+                a = np.zeros((1, 1), dtype=np.int32)
+                b = xgr.allocate_token_bitmask(1, n)
+                m.fill_next_token_bitmask(a, 0)
+                xm.fill_next_token_bitmask(b, 0)
+                mask = int(a[0, 0]) & in_vocab
+                assert mask == int(b[0, 0]) & in_vocab, (seed, tag, path)
+                allowed = [t for t in range(n) if mask >> t & 1]
+                if not allowed:
+                    break
+                t = r.choice(allowed)
+                path.append(SMALL_VOCAB[t])
+                assert m.accept_token(t) and xm.accept_token(t)
+                if t == stop:
+                    break
+
+
+def _tt(trigger, begin, content, end, excludes):
+    tag = {"begin": begin, "content": {"type": "const_string", "value": content}, "end": end}
+    return {"type": "triggered_tags", "triggers": [trigger], "tags": [tag], "excludes": excludes}
+
+
+# xgrammar's free-text rules, found by probing it (documented in _free_text): (format,
+# text, accepted as a complete output)
+FREE_TEXT_RULES = [
+    # a trigger that starts a longer pattern waits: a continuing byte continues it ...
+    (_tt(">", ">", "X", "E", [">bb"]), ">b", True),
+    (_tt(">", ">", "X", "E", [">bb"]), ">bb", False),
+    # ... any other byte starts the tag, and the text cannot end on the trigger
+    (_tt(">", ">", "X", "E", [">bb"]), ">XE", True),
+    (_tt(">", ">", "X", "E", [">bb"]), ">", False),
+    # a trigger at the end of a longer partial match does not fire
+    (_tt(">", ">", "X", "E", ["a>b"]), "a>X", True),
+    (_tt(">", ">", "X", "E", ["a>b"]), "a>b", False),
+    # an excluded suffix wins over a trigger ending at the same byte
+    (
+        {
+            "type": "dispatch",
+            "rules": [["<=", {"type": "const_string", "value": "Q"}]],
+            "excludes": ["="],
+        },
+        "<=Q",
+        False,
+    ),  # fmt: skip
+    # a dispatch's free text may contain its enclosing tag's end string
+    (
+        {
+            "type": "tag",
+            "begin": "=",
+            "end": "<",
+            "content": {
+                "type": "dispatch",
+                "rules": [["q", {"type": "const_string", "value": "x"}]],
+                "loop": False,
+            },
+        },
+        "=<a<",
+        True,
+    ),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize("fmt,text,accepted", FREE_TEXT_RULES)
+def test_free_text_rules(fmt, text, accepted):
+    info = tg.TokenizerInfo(["a", "</s>"], stop_token_ids=[1])
+    m = tg.GrammarMatcher(tg.GrammarCompiler(info).compile_structural_tag(_st(fmt)))
+    assert (m.accept_string(text) and m.accept_token(1)) is accepted
+    xgr = pytest.importorskip("xgrammar")
+    xinfo = xgr.TokenizerInfo(["a", "</s>"], stop_token_ids=[1])
+    xm = xgr.GrammarMatcher(xgr.GrammarCompiler(xinfo).compile_structural_tag(json.dumps(_st(fmt))))
+    assert (xm.accept_string(text) and xm.accept_token(1)) is accepted

@@ -12,8 +12,10 @@ their own frontends and their rules embedded under fresh names. The language is 
   (Aho-Corasick over the triggers and excluded strings) written as one rule per state, so
   a trigger is recognised wherever it starts, also after a partial match of another; like
   xgrammar's, it reads any bytes, so a token cut inside a character is allowed there;
-- tag ends propagate into every free-text format of the tag's content (through sequences,
-  alternatives and repetitions; a nested tag brings its own ends).
+- tag ends propagate into every ``any_text`` and ``triggered_tags`` of the tag's content
+  (through sequences, alternatives, repetitions and ``dispatch`` rules; a nested tag brings
+  its own ends), but not into the free text of a ``dispatch`` itself, which keeps only its
+  own ``excludes`` (as in xgrammar).
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ def structural_tag_to_ir(structural_tag: Any) -> GrammarIR:
 
 def _unlimited(fmt: Format) -> bool:
     """Whether ``fmt`` can run on indefinitely as free text (so a tag needs an end)."""
-    if isinstance(fmt, (AnyTextFormat, TriggeredTagsFormat, DispatchFormat)):
+    if isinstance(fmt, (AnyTextFormat, TriggeredTagsFormat)):
         return True
     if isinstance(fmt, (SequenceFormat, OrFormat)):
         return any(_unlimited(e) for e in fmt.elements)
@@ -226,10 +228,12 @@ class _Builder:
         if isinstance(fmt, DispatchFormat):
             pairs = []
             for i, (pattern, content) in enumerate(fmt.rules):
-                group = self._rule("dispatch_group", self.expr(content, (), f"{path}.rules[{i}]"))
+                body = self.expr(content, ends, f"{path}.rules[{i}][1]")
+                group = self._rule("dispatch_group", body)
                 pairs.append((pattern, group))
-            excludes = _unique([*fmt.excludes, *ends])
-            return self._free_text(pairs, excludes, loop=fmt.loop, path=path)
+            # as in xgrammar, an enclosing tag's end strings reach the rules' formats but not
+            # the dispatch's own free text, which keeps only its own excludes
+            return self._free_text(pairs, _unique(fmt.excludes), loop=fmt.loop, path=path)
         raise InvalidStructuralTagError(f"{path}: not a structural tag format: {fmt!r}")
 
     def _json(self, fmt: JSONSchemaFormat, path: str) -> Expr:
@@ -308,13 +312,23 @@ class _Builder:
     def _free_text(
         self, pairs: list[tuple[str, RuleRef]], excludes: list[str], *, loop: bool, path: str
     ) -> Expr:
-        """Text in which the first occurrence of a trigger is followed by its group (then,
-        with ``loop``, free text again; otherwise nothing) and no excluded string occurs.
+        """Text in which a trigger is followed by its group (then, with ``loop``, free text
+        again; otherwise nothing) and no excluded string occurs.
 
         An Aho-Corasick automaton over UTF-8 bytes (xgrammar's free text is any bytes, not
-        only whole characters): one rule per state (the partial match of a pattern read so
-        far); a transition that completes a trigger calls its group, one that completes an
-        excluded string does not exist. The text may end in any state.
+        only whole characters), one rule per state (the longest suffix of the text that is
+        a prefix of a pattern), with xgrammar's rules for when a trigger fires, found by
+        probing it:
+
+        - a trigger fires when the automaton *reaches its state*, not when it merely ends
+          a longer partial match (after ``"/<"`` of the excluded ``"/<a"``, the trigger
+          ``"<"`` has not fired); an excluded string is caught as any suffix, and wins
+          over a trigger that ends at the same byte;
+        - a trigger that is also the prefix of a longer pattern waits for the next byte:
+          one that continues the longer pattern continues it, any other byte is the first
+          byte of the trigger's group, and the text may not end there.
+
+        The text may end in any other state.
         """
         outcome: dict[bytes, RuleRef | None] = {}
         for pattern, group in pairs:
@@ -336,7 +350,8 @@ class _Builder:
                     done.append(None)
                 s = children[s][byte]
             done[s] = key
-        # failure links breadth first; a state completes the longest pattern that ends there
+        # failure links breadth first; an excluded string ending a longer partial match
+        # still counts (a trigger does not, see above)
         fail = [0] * len(children)
         order = [0]
         i = 0
@@ -351,34 +366,59 @@ class _Builder:
                 while f and byte not in children[f]:
                     f = fail[f]
                 fail[t] = children[f].get(byte, 0)
-                if done[t] is None:
-                    done[t] = done[fail[t]]
+                inherited = done[fail[t]]
+                if inherited is not None and outcome[inherited] is None:
+                    done[t] = inherited  # an excluded suffix wins, even over a trigger
 
         def step(s: int, byte: int) -> int:
             while s and byte not in children[s]:
                 s = fail[s]
             return children[s].get(byte, 0)
 
+        def call_of(t: int) -> RuleRef | None:
+            key = done[t]
+            return None if key is None else outcome[key]
+
+        # states with a rule: free states, and triggers that wait for the next byte
+        waiting = {t for t in order if call_of(t) is not None and children[t]}
+        names = {t: self._fresh("text") for t in order if done[t] is None or t in waiting}
+        start = RuleRef(names[0])
+
+        def after(call: RuleRef) -> Expr:
+            return Seq((call, start)) if loop else call
+
+        def edges(s: int, byte_list: list[int], exits: list[Expr]) -> dict[int, list[int]]:
+            """Add the edges of ``s`` on ``byte_list`` that dispatch; return the others
+            grouped by target state."""
+            by_target: dict[int, list[int]] = {}
+            for byte in byte_list:
+                t = step(s, byte)
+                call = call_of(t)
+                if done[t] is None or t in waiting:
+                    by_target.setdefault(t, []).append(byte)
+                elif call is not None:  # a trigger with nothing after it: fires now
+                    exits.append(Seq((Bytes(bytes((byte,))), after(call))))
+                # else: the byte completes an excluded string
+            return by_target
+
         alphabet = sorted({byte for key in outcome for byte in key})
         other = sorted(set(range(256)) - set(alphabet))
-        names = {s: self._fresh("text") for s in order if done[s] is None}
-        start = RuleRef(names[0])
         for s in order:
-            if done[s] is not None:
+            if s not in names:
                 continue
-            by_target: dict[int, list[int]] = {0: list(other)}
             exits: list[Expr] = []
-            for byte in alphabet:
-                t = step(s, byte)
-                if done[t] is None:
-                    by_target.setdefault(t, []).append(byte)
-                    continue
-                call = outcome[done[t]]  # type: ignore[index]
-                if call is None:
-                    continue  # completes an excluded string
-                char = Bytes(bytes((byte,)))
-                exits.append(Seq((char, call, start)) if loop else Seq((char, call)))
-            loop_back: Expr | None = None
+            if s in waiting:
+                # a continuing byte continues the longer pattern; anything else starts
+                # the trigger's group (approximation: a group that itself starts with a
+                # continuing byte is allowed both ways, xgrammar only continues)
+                by_target = edges(s, sorted(children[s]), exits)
+                exits.append(after(call_of(s)))  # type: ignore[arg-type]
+                loop_back: Expr | None = None
+            else:
+                by_target = edges(s, alphabet, exits)
+                by_target.setdefault(0, []).extend(other)
+                exits.insert(0, _EMPTY)
+                loop_back = None
             for t, byte_set in by_target.items():
                 if not byte_set:
                     continue
@@ -387,7 +427,7 @@ class _Builder:
                     loop_back = Repeat(cls, 0, None)
                 else:
                     exits.append(Seq((cls, RuleRef(names[t]))))
-            rest = _alt([_EMPTY, *exits])
+            rest = _alt(exits)
             body = rest if loop_back is None else Seq((loop_back, rest))
             self.rules.append(Rule(names[s], body))
         return start
