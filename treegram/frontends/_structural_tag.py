@@ -290,7 +290,12 @@ class _Builder:
             first = _alt([self._tag(t, f"{path}.tags[{i}]") for i, t in enumerate(fmt.tags)])
             if fmt.stop_after_first:
                 return first
-        pairs = [(t, self._rule("trigger_group", _alt(g))) for t, g in groups.items() if g]
+        unused = [t for t, g in groups.items() if not g]
+        if unused:  # xgrammar 0.2.8 fails with an internal error here
+            raise InvalidStructuralTagError(
+                f"{path}.triggers: {unused} start(s) no tag; every trigger needs a tag"
+            )
+        pairs = [(t, self._rule("trigger_group", _alt(g))) for t, g in groups.items()]
         text = self._free_text(
             pairs, _unique([*fmt.excludes, *ends]), loop=not fmt.stop_after_first, path=path
         )
