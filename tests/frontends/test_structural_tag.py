@@ -415,6 +415,9 @@ def test_every_input_form_gives_one_grammar():
         )
         == expected
     )
+    # xgrammar's own legacy items
+    xitem = xst.StructuralTagItem(begin="<function=get_weather>", schema=WEATHER, end="</function>")
+    assert tg.Grammar.from_structural_tag([xitem], ["<function="]) == expected
     # a pydantic model class as a legacy schema
     legacy = StructuralTagItem(begin="<function=get_weather>", schema=Weather, end="</function>")
     g = tg.Grammar.from_structural_tag([legacy], ["<function="])

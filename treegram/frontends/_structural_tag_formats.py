@@ -614,7 +614,8 @@ def legacy_structural_tag(tags: Any, triggers: Any) -> StructuralTag:
             begin, schema, end = item.get("begin"), item.get("schema"), item.get("end")
         else:
             begin, end = getattr(item, "begin", None), getattr(item, "end", None)
-            schema = getattr(item, "schema_", getattr(item, "schema", None))
+            # xgrammar's pydantic item names the field schema_ (pydantic owns .schema)
+            schema = item.schema_ if hasattr(item, "schema_") else getattr(item, "schema", None)
         if not isinstance(begin, str) or not isinstance(end, str):
             raise InvalidStructuralTagError(f"tags[{i}] must have string begin and end")
         if isinstance(schema, str):
