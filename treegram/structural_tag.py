@@ -8,8 +8,9 @@ calls inside a chat answer). Compile one with ``GrammarCompiler.compile_structur
 own pydantic models.
 
 ``get_model_structural_tag(model, tools, tool_choice, ...)`` builds the structural tag of a
-model family's tool-call format (``llama``, ``qwen_3``, ``deepseek_r1``, ``deepseek_v3_1``,
-``harmony``) from OpenAI Chat Completions tools, as xgrammar 0.2.8 does.
+model family's tool-call format (``llama``, ``qwen_3``, ``exaone``, ``kimi``,
+``deepseek_r1``, ``deepseek_v3_1``, ``harmony``) from OpenAI Chat Completions tools, as
+xgrammar 0.2.8 does.
 
 Example
 -------

@@ -48,7 +48,7 @@ CHOICES = [
     },
     {"type": "web_search_preview"},
 ]
-MODELS = ["llama", "qwen_3", "deepseek_r1", "deepseek_v3_1", "harmony"]
+MODELS = ["llama", "qwen_3", "exaone", "kimi", "deepseek_r1", "deepseek_v3_1", "harmony"]
 
 
 def _outcome(fn, *args, **kwargs):
@@ -118,6 +118,21 @@ OUTPUTS = [
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
         '{"city": "Oslo"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
         "Sure!",
+    ),
+    (
+        "exaone",
+        "required",
+        "auto",
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>',
+        '<think>x</think>\n\n<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>',
+    ),
+    (
+        "kimi",
+        "auto",
+        "disabled",
+        "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+        '<|tool_call_argument_begin|>{"city": "Oslo"}<|tool_call_end|><|tool_calls_section_end|>',
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:x",
     ),
     (
         "harmony",

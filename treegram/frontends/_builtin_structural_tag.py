@@ -9,9 +9,11 @@ or exactly the one forced call. The structural tags are the same, field for fiel
 xgrammar's for the same arguments (tests/frontends/test_builtin_structural_tag.py).
 
 Model keys: ``llama`` (Llama 3.x JSON calls), ``qwen_3`` (Qwen3 ``<tool_call>``),
-``deepseek_r1`` and ``deepseek_v3_1`` (DeepSeek's tool-call special tokens) and ``harmony``
-(OpenAI gpt-oss). xgrammar's XML-argument models (Qwen3-Coder, MiniMax, GLM, Kimi,
-DeepSeek-V3.2/V4...) need the XML ``json_schema`` styles, which treegram does not compile.
+``exaone`` (EXAONE 4.0), ``kimi`` (Kimi-K2), ``deepseek_r1`` and ``deepseek_v3_1``
+(DeepSeek's tool-call special tokens) and ``harmony`` (OpenAI gpt-oss). xgrammar's
+XML-argument models (``qwen_3_coder``/``qwen_3_5``, ``mimo``, ``minimax``, ``glm_4_7``,
+``kimi_k3``, ``cohere``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``) need the XML
+``json_schema`` styles, which treegram does not compile.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from treegram.frontends._structural_tag_formats import (
     JSONSchemaFormat,
     OptionalFormat,
     OrFormat,
+    RegexFormat,
     SequenceFormat,
     StructuralTag,
     TagFormat,
@@ -272,15 +275,18 @@ class _Options:
     def excludes(self) -> list[str]:
         return list(self.think_excludes) if self.exclude_special_tokens else []
 
-    def reasoning_prefix(self, suffix: str = "") -> Format | None:
+    def reasoning_prefix(
+        self, suffix: str = "", *, excludes: list[str] | None = None
+    ) -> Format | None:
         """The leading ``<think>...</think>`` block: continued from the prompt when
-        enabled, optional when ``auto``, absent when disabled."""
+        enabled, optional when ``auto``, absent when disabled. ``excludes``: the strings
+        its text may not contain when ``exclude_special_tokens`` (default: the markers)."""
         if self.reasoning == "disabled":
             return None
         begin = "" if self.reasoning == "enabled" else "<think>"
-        block: Format = TagFormat(
-            begin=begin, content=AnyTextFormat(excludes=self.excludes()), end="</think>"
-        )
+        banned = self.think_excludes if excludes is None else excludes
+        text = AnyTextFormat(excludes=list(banned) if self.exclude_special_tokens else [])
+        block: Format = TagFormat(begin=begin, content=text, end="</think>")
         if suffix:
             block = SequenceFormat(elements=[block, ConstStringFormat(value=suffix)])
         return OptionalFormat(content=block) if self.reasoning == "auto" else block
@@ -411,6 +417,90 @@ def _deepseek_v3_1(o: _Options) -> StructuralTag:
     return _with_prefix(o.reasoning_prefix(), body)
 
 
+@register_model_structural_tag("exaone")
+def _exaone(o: _Options) -> StructuralTag:
+    # EXAONE 4.0: <tool_call>{"name": "f", "arguments": {...}}</tool_call>
+    body = _json_calls(
+        o,
+        lambda n: '<tool_call>{"name": "' + n + '", "arguments": ',
+        "}</tool_call>",
+        "<tool_call>",
+    )
+    # the prompt opens the block when reasoning is enabled; markers are banned otherwise
+    banned = [] if o.reasoning == "enabled" else None
+    return _with_prefix(o.reasoning_prefix("\n\n", excludes=banned), body)
+
+
+_KIMI_SECTION_BEGIN = "<|tool_calls_section_begin|>"
+_KIMI_SECTION_END = "<|tool_calls_section_end|>"
+_KIMI_CALL_BEGIN = "<|tool_call_begin|>"
+
+
+@register_model_structural_tag("kimi")
+def _kimi(o: _Options) -> StructuralTag:
+    # Kimi-K2: a section of calls <|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>
+    # {...}<|tool_call_end|>
+    o.need_function()
+
+    def call(fn: FunctionDefinition) -> TagFormat:
+        return TagFormat(
+            begin=f"{_KIMI_CALL_BEGIN}functions.{fn.name}:",
+            content=SequenceFormat(
+                elements=[
+                    RegexFormat(pattern=r"\d+"),
+                    ConstStringFormat(value="<|tool_call_argument_begin|>"),
+                    o.args(fn),
+                ]
+            ),
+            end="<|tool_call_end|>",
+        )
+
+    def section(tags: list[TagFormat]) -> list[Format]:
+        return [
+            ConstStringFormat(value=_KIMI_SECTION_BEGIN),
+            TagsWithSeparatorFormat(
+                tags=tags, separator="", at_least_one=True, stop_after_first=not o.parallel
+            ),
+            ConstStringFormat(value=_KIMI_SECTION_END),
+        ]
+
+    body: Format
+    if o.choice == "forced":
+        fn = o.tools[0].function
+        body = SequenceFormat(
+            elements=[
+                ConstStringFormat(value=_KIMI_SECTION_BEGIN),
+                call(fn),
+                ConstStringFormat(value=_KIMI_SECTION_END),
+            ]
+        )
+    elif o.choice == "required":
+        body = SequenceFormat(elements=section([call(t.function) for t in o.tools]))
+    elif o.tools:
+        block = TagFormat(
+            begin=_KIMI_SECTION_BEGIN,
+            content=TagsWithSeparatorFormat(
+                tags=[call(t.function) for t in o.tools],
+                separator="",
+                at_least_one=True,
+                stop_after_first=not o.parallel,
+            ),
+            end=_KIMI_SECTION_END,
+        )
+        excludes = [*o.think_excludes, _KIMI_CALL_BEGIN] if o.exclude_special_tokens else []
+        body = TriggeredTagsFormat(
+            triggers=[_KIMI_SECTION_BEGIN],
+            tags=[block],
+            excludes=excludes,
+            stop_after_first=not o.parallel,
+        )
+    else:
+        body = AnyTextFormat(excludes=o.excludes())
+    # Kimi-K2 does not prefill <think>: the enabled block may contain the markers
+    banned = None if o.reasoning == "auto" else []
+    return _with_prefix(o.reasoning_prefix(excludes=banned), body)
+
+
 _HARMONY_CALL_END = "<|call|>"
 _HARMONY_MESSAGE_END = ["<|end|>", "<|return|>"]
 _HARMONY_SEP = "<|start|>assistant"
@@ -509,8 +599,9 @@ def get_model_structural_tag(
     Parameters
     ----------
     model : str
-        A model key: ``"llama"``, ``"qwen_3"``, ``"deepseek_r1"``, ``"deepseek_v3_1"``,
-        ``"harmony"`` (see :func:`builtin_structural_tag_models`).
+        A model key: ``"llama"``, ``"qwen_3"``, ``"exaone"``, ``"kimi"``,
+        ``"deepseek_r1"``, ``"deepseek_v3_1"``, ``"harmony"`` (see
+        :func:`builtin_structural_tag_models`).
     tools : list, optional
         OpenAI Chat Completions tools (``{"type": "function", "function": {...}}``) and
         builtin tools (``{"type": ..., "name": ..., "parameters": ...}``), as dicts, the
