@@ -609,6 +609,20 @@ def test_unsupported_structural_tags(value, match):
         tg.Grammar.from_structural_tag(_st(value))
 
 
+def test_deeply_nested_formats():
+    def nested(depth):
+        fmt = {"type": "const_string", "value": "x"}
+        for _ in range(depth):
+            fmt = {"type": "sequence", "elements": [fmt, {"type": "const_string", "value": "y"}]}
+        return _st(fmt)
+
+    compiler = tg.GrammarCompiler(tg.TokenizerInfo(["x", "y", "</s>"], stop_token_ids=[2]))
+    m = tg.GrammarMatcher(compiler.compile_structural_tag(nested(900)))  # past Python's stack
+    assert m.accept_string("x" + "y" * 900) and m.is_completed()
+    with pytest.raises(InvalidStructuralTagError, match="nest deeper than MAX_NESTING_DEPTH"):
+        tg.Grammar.from_structural_tag(nested(1200))
+
+
 def test_bad_arguments_and_json():
     with pytest.raises(InvalidStructuralTagError, match="not valid JSON"):
         tg.Grammar.from_structural_tag("{nope")

@@ -25,6 +25,7 @@ from ..frontends import (
     check_remotes,
     downgraded_keywords,
     structural_tag_from_args,
+    structural_tag_key,
 )
 from ..grammar import Grammar
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
@@ -280,7 +281,7 @@ class GrammarCompiler:
             A format or option treegram does not compile.
         """
         tag = structural_tag_from_args(args, kwargs)
-        text = json.dumps(tag.to_dict(), sort_keys=True)
+        text = structural_tag_key(tag)
         return self._cached(
             "structural_tag", (text,), lambda: Grammar.from_structural_tag(tag), classify
         )

@@ -20,7 +20,11 @@ from treegram.frontends._builtin_structural_tag import (
 )
 from treegram.frontends._ebnf import parse_ebnf
 from treegram.frontends._regex import regex_to_expr, regex_to_ir
-from treegram.frontends._structural_tag import structural_tag_from_args, structural_tag_to_ir
+from treegram.frontends._structural_tag import (
+    structural_tag_from_args,
+    structural_tag_key,
+    structural_tag_to_ir,
+)
 from treegram.frontends._structural_tag_formats import (
     AnyTextFormat,
     ConstStringFormat,
@@ -61,6 +65,7 @@ __all__ = [
     "check_remotes",
     "structural_tag_to_ir",
     "structural_tag_from_args",
+    "structural_tag_key",
     "parse_structural_tag",
     "StructuralTag",
     "StructuralTagItem",

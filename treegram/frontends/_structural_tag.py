@@ -20,6 +20,7 @@ their own frontends and their rules embedded under fresh names. The language is 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
@@ -59,9 +60,10 @@ from treegram.ir import (
     RuleRef,
     Seq,
     normalize_ranges,
+    run_sized,
 )
 
-__all__ = ["structural_tag_to_ir", "structural_tag_from_args"]
+__all__ = ["structural_tag_to_ir", "structural_tag_from_args", "structural_tag_key"]
 
 _EMPTY = Bytes(b"")
 _ANY_CHAR = CharClass(((0, MAX_CODEPOINT),))
@@ -76,7 +78,20 @@ def structural_tag_from_args(args: tuple, kwargs: dict[str, Any]) -> StructuralT
     InvalidStructuralTagError
         Any other combination of arguments, or a malformed structural tag.
     """
-    kw = dict(kwargs)
+    # deeply nested input overflows the caller's stack: retried on the deep-stack thread
+    return run_sized(False, _from_args, args, dict(kwargs))
+
+
+def structural_tag_key(tag: StructuralTag) -> str:
+    """The canonical JSON text of ``tag`` (a cache key: equal tags, equal keys)."""
+    return run_sized(False, _key, tag)
+
+
+def _key(tag: StructuralTag) -> str:
+    return json.dumps(tag.to_dict(), sort_keys=True)
+
+
+def _from_args(args: tuple, kw: dict[str, Any]) -> StructuralTag:
     if len(args) == 1 and not kw:
         return parse_structural_tag(args[0])
     if not args and set(kw) == {"structural_tag"}:
@@ -114,11 +129,12 @@ def structural_tag_to_ir(structural_tag: Any) -> GrammarIR:
     GrammarError
         A content grammar, regex or JSON Schema is invalid (its frontend's error).
     """
-    tag = (
-        structural_tag
-        if isinstance(structural_tag, StructuralTag)
-        else parse_structural_tag(structural_tag)
-    )
+    return run_sized(False, _to_ir, structural_tag)
+
+
+def _to_ir(structural_tag: Any) -> GrammarIR:
+    # parsed again even when given as objects: the dataclasses do not check their fields
+    tag = parse_structural_tag(structural_tag)
     b = _Builder()
     root = b.expr(tag.format, (), "format")
     return GrammarIR((Rule("root", root), *b.rules), "root")

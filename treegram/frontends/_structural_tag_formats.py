@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
+from treegram.ir import MAX_NESTING_DEPTH
 
 __all__ = [
     "ConstStringFormat",
@@ -407,17 +408,23 @@ def _as_plain(value: Any) -> Any:
     return value
 
 
-def parse_format(obj: Any, path: str = "format") -> Format:
+def parse_format(obj: Any, path: str = "format", depth: int = 0) -> Format:
     """Build a format from its JSON form (a dict), a format object, or a pydantic model.
 
     Raises
     ------
     InvalidStructuralTagError
-        A field is missing, has the wrong type, or the format type is unknown.
+        A field is missing, has the wrong type, the format type is unknown, or formats
+        nest deeper than ``MAX_NESTING_DEPTH``.
     UnsupportedStructuralTagError
         The format type or one of its options is one treegram does not compile.
     """
+    if depth > MAX_NESTING_DEPTH:
+        raise InvalidStructuralTagError(  # (the path would be as long as the nesting)
+            f"structural tag formats nest deeper than MAX_NESTING_DEPTH={MAX_NESTING_DEPTH}"
+        )
     r = _Reader(_as_plain(obj), path)
+    sub = depth + 1
     kind = r.obj.get("type")
     if kind in _UNSUPPORTED_TYPES:
         raise UnsupportedStructuralTagError(
@@ -463,28 +470,28 @@ def parse_format(obj: Any, path: str = "format") -> Format:
         out = RegexFormat(pattern=r.text("pattern"))
     elif kind in ("sequence", "or"):
         elements = [
-            parse_format(e, f"{path}.elements[{i}]") for i, e in enumerate(r.items("elements"))
+            parse_format(e, f"{path}.elements[{i}]", sub) for i, e in enumerate(r.items("elements"))
         ]
         out = SequenceFormat(elements=elements) if kind == "sequence" else OrFormat(elements)
     elif kind == "tag":
-        out = _parse_tag(r)
+        out = _parse_tag(r, sub)
     elif kind == "triggered_tags":
         out = TriggeredTagsFormat(
             triggers=r.texts("triggers", required=True),
-            tags=_parse_tags(r),
+            tags=_parse_tags(r, sub),
             at_least_one=r.flag("at_least_one", False),
             stop_after_first=r.flag("stop_after_first", False),
             excludes=r.texts("excludes"),
         )
     elif kind == "tags_with_separator":
         out = TagsWithSeparatorFormat(
-            tags=_parse_tags(r),
+            tags=_parse_tags(r, sub),
             separator=r.text("separator"),
             at_least_one=r.flag("at_least_one", False),
             stop_after_first=r.flag("stop_after_first", False),
         )
     elif kind in ("optional", "plus", "star"):
-        content = parse_format(r.raw("content"), f"{path}.content")
+        content = parse_format(r.raw("content"), f"{path}.content", sub)
         if kind == "optional":
             out = OptionalFormat(content=content)
         elif kind == "plus":
@@ -495,7 +502,7 @@ def parse_format(obj: Any, path: str = "format") -> Format:
         out = RepeatFormat(
             min=r.integer("min"),
             max=r.integer("max"),
-            content=parse_format(r.raw("content"), f"{path}.content"),
+            content=parse_format(r.raw("content"), f"{path}.content", sub),
         )
     else:  # dispatch
         rules = []
@@ -506,13 +513,13 @@ def parse_format(obj: Any, path: str = "format") -> Format:
                 )
             if not isinstance(item[0], str):
                 raise InvalidStructuralTagError(f"{path}.rules[{i}][0] must be a string")
-            rules.append((item[0], parse_format(item[1], f"{path}.rules[{i}][1]")))
+            rules.append((item[0], parse_format(item[1], f"{path}.rules[{i}][1]", sub)))
         out = DispatchFormat(rules=rules, loop=r.flag("loop", True), excludes=r.texts("excludes"))
     r.done()
     return out
 
 
-def _parse_tag(r: _Reader) -> TagFormat:
+def _parse_tag(r: _Reader, depth: int) -> TagFormat:
     begin = r.raw("begin")
     end = r.raw("end")
     for key, value in (("begin", begin), ("end", end)):
@@ -528,17 +535,17 @@ def _parse_tag(r: _Reader) -> TagFormat:
         raise InvalidStructuralTagError(
             f"{r.path}.end must be a string or a non-empty list of strings"
         )
-    content = parse_format(r.raw("content"), f"{r.path}.content")
+    content = parse_format(r.raw("content"), f"{r.path}.content", depth)
     return TagFormat(begin=begin, content=content, end=list(end) if isinstance(end, list) else end)
 
 
-def _parse_tags(r: _Reader) -> list[TagFormat]:
+def _parse_tags(r: _Reader, depth: int) -> list[TagFormat]:
     tags = []
     for i, t in enumerate(r.items("tags")):
         tr = _Reader(_as_plain(t), f"{r.path}.tags[{i}]")
         if tr.obj.get("type", "tag") != "tag":
             raise InvalidStructuralTagError(f"{tr.path}.type must be 'tag'")
-        tags.append(_parse_tag(tr))
+        tags.append(_parse_tag(tr, depth))
         tr.done()
     return tags
 
@@ -567,6 +574,8 @@ def parse_structural_tag(value: Any) -> StructuralTag:
     """
     if isinstance(value, _Format):
         return StructuralTag(format=parse_format(value))
+    if isinstance(value, StructuralTag):
+        value = value.to_dict()
     if isinstance(value, str):
         try:
             value = json.loads(value)
