@@ -16,6 +16,7 @@ import pytest
 import treegram as tg
 from treegram.errors import ArgumentError
 from treegram.structural_tag import (
+    ConstStringFormat,
     FunctionDefinition,
     FunctionToolParam,
     builtin_structural_tag_models,
@@ -210,6 +211,33 @@ def test_tool_objects_and_choice_normalization():
     assert choice == "forced"
     assert tg.get_builtin_structural_tag is tg.get_model_structural_tag
     json.dumps(tg.get_model_structural_tag("harmony", tools=TOOLS).to_dict())  # JSON-able
+
+
+def test_register_a_model_with_xgrammars_calling_convention():
+    seen = {}
+
+    @tg.register_model_structural_tag("my_model")
+    def build(tools, builtin_tools, tool_choice, reasoning, **options):
+        seen.update(choice=tool_choice, reasoning=reasoning, names=[t.function.name for t in tools])
+        seen.update(options)
+        return tg.StructuralTag(format=ConstStringFormat(value="only this"))
+
+    tag = tg.get_model_structural_tag(
+        "my_model", tools=TOOLS, tool_choice="required", reasoning=False
+    )
+    assert tag.to_dict()["format"] == {"type": "const_string", "value": "only this"}
+    assert seen == dict(
+        choice="required",
+        reasoning="disabled",
+        names=["get_weather", "ping", "free"],
+        any_order=False,
+        exclude_special_tokens=True,
+        max_whitespace_cnt=None,
+        parallel_tool_calls=True,
+    )
+    assert "my_model" in builtin_structural_tag_models()
+    with pytest.raises(ArgumentError, match="name must be a non-empty string"):
+        tg.register_model_structural_tag("")
 
 
 @pytest.mark.parametrize(

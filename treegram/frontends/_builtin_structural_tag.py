@@ -293,22 +293,42 @@ class _Options:
 
 
 _Builder = Callable[[_Options], StructuralTag]
-_REGISTRY: dict[str, _Builder] = {}
+# model key -> (builder, whether it is one of ours taking _Options, or a user's function
+# with xgrammar's calling convention)
+_REGISTRY: dict[str, tuple[Callable[..., StructuralTag], bool]] = {}
 
 
-def register_model_structural_tag(name: str) -> Callable[[_Builder], _Builder]:
-    """Register a builder under the model key ``name`` (a decorator).
+def _builtin(name: str) -> Callable[[_Builder], _Builder]:
+    def decorator(fn: _Builder) -> _Builder:
+        _REGISTRY[name] = (fn, True)
+        return fn
 
-    The builder receives the normalized options (``tools``, ``builtins``, ``choice`` in
-    ``{"auto", "required", "forced"}``, ``reasoning``, ``any_order``,
-    ``exclude_special_tokens``, ``max_whitespace_cnt``, ``parallel``) and returns a
-    :class:`StructuralTag`.
+    return decorator
+
+
+def register_model_structural_tag(name: str) -> Callable[[Callable], Callable]:
+    """Register a structural tag builder under the model key ``name`` (a decorator), with
+    xgrammar's calling convention.
+
+    The builder is called as ``fn(tools, builtin_tools, tool_choice, reasoning, *,
+    any_order, exclude_special_tokens, max_whitespace_cnt, parallel_tool_calls)`` with the
+    normalized function tools (:class:`FunctionToolParam`), builtin tools
+    (:class:`BuiltinToolParam`), ``tool_choice`` in ``{"auto", "required", "forced"}`` and
+    ``reasoning`` in ``{"enabled", "disabled", "auto"}``; it returns a
+    :class:`StructuralTag`. A key registered again replaces the earlier builder.
+
+    Raises
+    ------
+    ArgumentError
+        ``name`` is not a non-empty string.
     """
     if not isinstance(name, str) or not name:
-        raise ArgumentError("name must be a non-empty string")
+        raise ArgumentError(f"name must be a non-empty string, got {name!r}")
 
-    def decorator(fn: _Builder) -> _Builder:
-        _REGISTRY[name] = fn
+    def decorator(fn: Callable) -> Callable:
+        if not callable(fn):
+            raise ArgumentError(f"the builder registered as {name!r} must be callable")
+        _REGISTRY[name] = (fn, False)
         return fn
 
     return decorator
@@ -343,14 +363,14 @@ def _json_calls(o: _Options, begin: Callable[[str], str], end: str, trigger: str
     )
 
 
-@register_model_structural_tag("llama")
+@_builtin("llama")
 def _llama(o: _Options) -> StructuralTag:
     # Llama 3.x: {"name": "f", "parameters": {...}}; no reasoning block.
     body = _json_calls(o, lambda n: '{"name": "' + n + '", "parameters": ', "}", '{"name": ')
     return StructuralTag(format=body)
 
 
-@register_model_structural_tag("qwen_3")
+@_builtin("qwen_3")
 def _qwen_3(o: _Options) -> StructuralTag:
     # Qwen3: <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
     body = _json_calls(
@@ -400,7 +420,7 @@ def _deepseek(o: _Options, begin: Callable[[str], str], end: str, separator: str
     )
 
 
-@register_model_structural_tag("deepseek_r1")
+@_builtin("deepseek_r1")
 def _deepseek_r1(o: _Options) -> StructuralTag:
     body = _deepseek(
         o,
@@ -411,13 +431,13 @@ def _deepseek_r1(o: _Options) -> StructuralTag:
     return _with_prefix(o.reasoning_prefix(), body)
 
 
-@register_model_structural_tag("deepseek_v3_1")
+@_builtin("deepseek_v3_1")
 def _deepseek_v3_1(o: _Options) -> StructuralTag:
     body = _deepseek(o, lambda n: f"{_DS_CALL_BEGIN}{n}{_DS_SEP}", _DS_CALL_END, "")
     return _with_prefix(o.reasoning_prefix(), body)
 
 
-@register_model_structural_tag("exaone")
+@_builtin("exaone")
 def _exaone(o: _Options) -> StructuralTag:
     # EXAONE 4.0: <tool_call>{"name": "f", "arguments": {...}}</tool_call>
     body = _json_calls(
@@ -436,7 +456,7 @@ _KIMI_SECTION_END = "<|tool_calls_section_end|>"
 _KIMI_CALL_BEGIN = "<|tool_call_begin|>"
 
 
-@register_model_structural_tag("kimi")
+@_builtin("kimi")
 def _kimi(o: _Options) -> StructuralTag:
     # Kimi-K2: a section of calls <|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>
     # {...}<|tool_call_end|>
@@ -506,7 +526,7 @@ _HARMONY_MESSAGE_END = ["<|end|>", "<|return|>"]
 _HARMONY_SEP = "<|start|>assistant"
 
 
-@register_model_structural_tag("harmony")
+@_builtin("harmony")
 def _harmony(o: _Options) -> StructuralTag:
     # OpenAI Harmony (gpt-oss): messages on channels, separated by a new assistant start;
     # a call names its recipient before or after the channel.
@@ -631,8 +651,8 @@ def get_model_structural_tag(
     ArgumentError
         An unknown model, a bad option, or malformed tools / tool choice.
     """
-    builder = _REGISTRY.get(model) if isinstance(model, str) else None
-    if builder is None:
+    entry = _REGISTRY.get(model) if isinstance(model, str) else None
+    if entry is None:
         raise ArgumentError(f"model must be one of {sorted(_REGISTRY)}, got {model!r}")
     functions, builtins, choice = normalize_tool_choice(tools, tool_choice)
     if isinstance(reasoning, bool):
@@ -652,6 +672,18 @@ def get_model_structural_tag(
         not isinstance(max_whitespace_cnt, int) or isinstance(max_whitespace_cnt, bool)
     ):
         raise ArgumentError("max_whitespace_cnt must be an int or None")
+    builder, ours = entry
+    if not ours:
+        return builder(
+            functions,
+            builtins,
+            choice,
+            reasoning,
+            any_order=any_order,
+            exclude_special_tokens=exclude_special_tokens,
+            max_whitespace_cnt=max_whitespace_cnt,
+            parallel_tool_calls=parallel_tool_calls,
+        )
     return builder(
         _Options(
             tools=functions,
