@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from treegram import structural_tag, testing
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import (
     ArgumentError,
@@ -17,6 +18,7 @@ from treegram.errors import (
     EmptyVocabularyError,
     GrammarError,
     GrammarSyntaxError,
+    InvalidStructuralTagError,
     InvalidTokenIdError,
     MatcherStateError,
     MissingDependencyError,
@@ -26,6 +28,7 @@ from treegram.errors import (
     TreegramError,
     UndefinedRuleError,
     UnsupportedSchemaError,
+    UnsupportedStructuralTagError,
     WorkerError,
 )
 from treegram.grammar import Grammar
@@ -43,6 +46,14 @@ from treegram.matcher import (
     reset_token_bitmask,
 )
 from treegram.serving import apply_token_bitmask_inplace
+from treegram.structural_tag import (
+    StructuralTag,
+    StructuralTagItem,
+    get_builtin_structural_tag,
+    get_model_structural_tag,
+    normalize_tool_choice,
+    register_model_structural_tag,
+)
 from treegram.tokenizer import TokenizerInfo, VocabType
 
 __version__ = "0.1.0"
@@ -66,6 +77,8 @@ __all__ = [
     "TokenizerMismatchError",
     "RegexSyntaxError",
     "UnsupportedSchemaError",
+    "InvalidStructuralTagError",
+    "UnsupportedStructuralTagError",
     "DraftTreeError",
     "WorkerError",
     "MissingDependencyError",
@@ -82,6 +95,14 @@ __all__ = [
     "allowed_token_ids",
     # grammars, vocabularies, compilation and matching
     "Grammar",
+    "structural_tag",
+    "testing",
+    "StructuralTag",
+    "StructuralTagItem",
+    "get_model_structural_tag",
+    "get_builtin_structural_tag",
+    "normalize_tool_choice",
+    "register_model_structural_tag",
     "TokenizerInfo",
     "VocabType",
     "CompiledGrammar",

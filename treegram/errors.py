@@ -15,6 +15,8 @@ __all__ = [
     "RegexSyntaxError",
     "UnsupportedSchemaError",
     "UndefinedRuleError",
+    "InvalidStructuralTagError",
+    "UnsupportedStructuralTagError",
     "TokenizerError",
     "EmptyVocabularyError",
     "InvalidTokenIdError",
@@ -91,6 +93,19 @@ class UnsupportedSchemaError(GrammarError):
 
 class UndefinedRuleError(GrammarError):
     """A rule reference names a rule that is not defined."""
+
+
+class InvalidStructuralTagError(GrammarError, RuntimeError):
+    """A structural tag is malformed (a missing or mistyped field, a tag that matches no
+    trigger, an unlimited content without an end string...); the message names the field
+    by its path, such as ``format.tags[1].begin``. Also a ``RuntimeError``, the type
+    xgrammar raises for it."""
+
+
+class UnsupportedStructuralTagError(InvalidStructuralTagError):
+    """A structural tag uses a format or option that treegram does not compile (token-level
+    formats, XML styles of ``json_schema``, token and character budgets); the message names
+    it by its path."""
 
 
 class TokenizerError(TreegramError, ValueError):

@@ -17,6 +17,8 @@ from treegram.frontends import (
     json_schema_to_ir,
     parse_ebnf,
     regex_to_ir,
+    structural_tag_from_args,
+    structural_tag_to_ir,
 )
 from treegram.ir import (
     MAX_CODEPOINT,
@@ -207,6 +209,40 @@ class Grammar:
                 remote_schemas=remote_schemas,
             )
         )
+
+    @staticmethod
+    def from_structural_tag(*args, **kwargs) -> Grammar:
+        """A grammar for the outputs a structural tag describes (xgrammar's two forms).
+
+        Call it as ``from_structural_tag(structural_tag)`` or, in the legacy form,
+        ``from_structural_tag(tags, triggers)``.
+
+        Parameters
+        ----------
+        structural_tag : StructuralTag, str, dict or pydantic model
+            The structural tag (:mod:`treegram.structural_tag`): an object, its JSON form
+            (``{"type": "structural_tag", "format": {...}}``) as a str or dict, or
+            xgrammar's pydantic ``StructuralTag``.
+        tags : list of StructuralTagItem
+            (Legacy) tags ``begin schema end``; the output is free text in which a trigger
+            starts one of them.
+        triggers : list of str
+            (Legacy) the trigger strings; every tag's ``begin`` starts with exactly one.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        InvalidStructuralTagError
+            A malformed structural tag; the message names the field by its path.
+        UnsupportedStructuralTagError
+            A token-id format, an XML ``json_schema`` style, or a token/character budget.
+        GrammarError
+            A content's JSON Schema, regex or EBNF is invalid (its frontend's error).
+        """
+        return Grammar(structural_tag_to_ir(structural_tag_from_args(args, kwargs)))
 
     @staticmethod
     def from_ir(ir: GrammarIR) -> Grammar:

@@ -196,6 +196,7 @@ ERRORS = [
     ('root ::= TokenTagDispatch("a")', GrammarSyntaxError, 1, 10, "TokenTagDispatch(...) is not"),
     ('root ::= "x"\n  Regex ("a", flags="q")', GrammarSyntaxError, 2, 3, "Regex flag 'q'"),
     ('root ::= Regex("a", "b")', GrammarSyntaxError, 1, 10, "exactly one string argument"),
+    ('root ::= Regex("\\x{ff}")', GrammarSyntaxError, 1, 16, "must be text, not raw bytes"),
     ('root ::= Regex("a", foo="b")', GrammarSyntaxError, 1, 10, "no argument named 'foo'"),
     ('root ::= Substring(flags="i")', GrammarSyntaxError, 1, 10, "only string arguments"),
     ("root ::= TagDispatch", GrammarSyntaxError, 1, 10, "must be called with arguments"),

@@ -98,10 +98,16 @@ def test_root_first_and_lookahead() -> None:
     assert set(back.rules) == set(ir.rules)
 
 
+def test_bytes_that_are_not_utf8_print_as_raw_byte_escapes() -> None:
+    ir = one_rule(Bytes(b"a\xff\xc3\xa9\xe2\x82"))  # a lone byte, a whole char, a cut char
+    text = grammar_to_ebnf(ir)
+    assert text == 'root ::= "a\\x{FF}\u00e9\\x{E2}\\x{82}"\n'
+    assert parse_ebnf(text) == ir
+
+
 @pytest.mark.parametrize(
     "ir, fragment",
     [
-        (one_rule(Bytes(b"\xff")), "not valid UTF-8"),
         (GrammarIR((Rule("bad name", Bytes(b"")),), "bad name"), "'bad name'"),
         (GrammarIR((Rule("9a", Bytes(b"")),), "9a"), "'9a'"),
         (one_rule(RuleRef("Regex")), "'Regex'"),

@@ -229,6 +229,41 @@ def test_sglang_backend_dispatch(compiler, caplog):
     backend.reset()
 
 
+STRUCTURAL_TAG = {
+    "type": "structural_tag",
+    "format": {
+        "type": "triggered_tags",
+        "triggers": ["<f"],
+        "tags": [
+            {"begin": "<f>", "content": {"type": "regex", "pattern": "[0-9]+"}, "end": "</f>"}
+        ],
+    },
+}
+LEGACY_TAG = {
+    "structures": [{"begin": "<f>", "schema": {"type": "boolean"}, "end": "</f>"}],
+    "triggers": ["<f"],
+}
+
+
+def test_structural_tag_requests(compiler):
+    sglang = SGLangGrammarBackend(compiler)
+    vllm = VLLMBackend(compiler)
+    for spec, good, bad in [
+        (STRUCTURAL_TAG, "ok <f>12</f> then", "<f>x</f>"),
+        (LEGACY_TAG, "ok <f>true</f>", "<f>12</f>"),
+    ]:
+        for m in (
+            sglang.dispatch_structural_tag(json.dumps(spec)).matcher,
+            vllm.compile_grammar(StructuredOutputOptions.STRUCTURAL_TAG, json.dumps(spec)).matcher,
+        ):
+            assert m.accept_string(good) and m.is_completed()
+            assert not tg.GrammarMatcher(m.compiled_grammar).accept_string(bad)
+    assert sglang.dispatch_structural_tag("{not json") is None
+    assert sglang.dispatch_structural_tag('{"structures": 3, "triggers": []}') is None
+    with pytest.raises(ArgumentError, match="structures"):
+        vllm.compile_grammar("structural_tag", '{"structures": [1], "triggers": ["<"]}')
+
+
 def test_sglang_fork_copies_state(compiler):
     g = SGLangGrammar.from_compiled(compiler.compile_grammar(DIGITS))
     g.accept_token(tid("ab"))
@@ -346,6 +381,8 @@ def test_vllm_request_types(compiler):
     regex = backend.compile_grammar("REGEX", "a[0-9]")
     assert regex.validate_tokens(ids("a", "1", "2")) == ids("a", "1")
     with pytest.raises(ArgumentError, match="not supported"):
+        backend.compile_grammar("yaml", "a: b")
+    with pytest.raises(GrammarError, match=r"structural_tag\.format is required"):
         backend.compile_grammar(StructuredOutputOptions.STRUCTURAL_TAG, "{}")
     with pytest.raises(ArgumentError):
         backend.compile_grammar(3, "x")

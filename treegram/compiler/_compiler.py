@@ -20,7 +20,13 @@ from ..errors import (
     TokenizerError,
     TokenizerMismatchError,
 )
-from ..frontends import JsonSchemaOptions, check_remotes, downgraded_keywords
+from ..frontends import (
+    JsonSchemaOptions,
+    check_remotes,
+    downgraded_keywords,
+    structural_tag_from_args,
+    structural_tag_key,
+)
 from ..grammar import Grammar
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
 from ..tokenizer import TokenizerInfo
@@ -286,6 +292,30 @@ class GrammarCompiler:
         )
         return self._cached(
             "lark", (text, key), lambda: Grammar.from_lark(text, named_grammars=named), classify
+        )
+
+    def compile_structural_tag(self, *args, classify: str = "lazy", **kwargs) -> CompiledGrammar:
+        """Compile a structural tag, see ``Grammar.from_structural_tag`` (both forms:
+        ``(structural_tag)`` and the legacy ``(tags, triggers)``).
+
+        ``classify`` is as for :meth:`compile_grammar`. The cache key is the structural
+        tag's JSON form, so equal tags given as objects, dicts or JSON text share one entry.
+
+        Returns
+        -------
+        CompiledGrammar
+
+        Raises
+        ------
+        InvalidStructuralTagError
+            A malformed structural tag (the message names the field).
+        UnsupportedStructuralTagError
+            A format or option treegram does not compile.
+        """
+        tag = structural_tag_from_args(args, kwargs)
+        text = structural_tag_key(tag)
+        return self._cached(
+            "structural_tag", (text,), lambda: Grammar.from_structural_tag(tag), classify
         )
 
     def compile_builtin_json_grammar(self, *, classify: str = "lazy") -> CompiledGrammar:

@@ -14,7 +14,8 @@ digits, ``_``, ``-`` and ``.`` and do not start with a digit (so ``.`` is a rule
 not a wildcard; ``[^]`` is any code point). Escapes in literals and classes denote code
 points: ``\\n \\r \\t \\\\ \\" \\' \\? \\/ \\a \\b \\f \\v \\e \\0``, ``\\x`` followed by one
 or more hex digits (greedy, as in C and xgrammar), ``\\uXXXX`` and ``\\UXXXXXXXX``;
-classes also accept ``\\[ \\] \\- \\^``.
+classes also accept ``\\[ \\] \\- \\^``. In string literals only, ``\\x{HH}`` is one raw
+byte (a treegram extension: how the printer writes bytes that are not UTF-8).
 
 The parser is a linear scanner followed by recursive descent over the token list.
 """
@@ -123,6 +124,9 @@ def _describe(tok: _Token) -> str:
 # ----------------------------------------------------------------------------- scanner
 
 
+_RAW_BYTE = re.compile(r"\\x\{([0-9A-Fa-f]{2})\}")
+
+
 def _read_escape(src: _Source, pos: int, in_class: bool) -> tuple[int, int]:
     """Decode the escape whose backslash is at ``pos``; return (code point, next pos)."""
     text = src.text
@@ -152,21 +156,31 @@ def _read_escape(src: _Source, pos: int, in_class: bool) -> tuple[int, int]:
     src.error(f"invalid escape sequence: unexpected {what} after backslash", pos)
 
 
-def _scan_string(src: _Source, start: int) -> tuple[str, int]:
-    """Scan a string literal whose opening quote is at ``start``; return (text, end)."""
+def _scan_string(src: _Source, start: int) -> tuple[bytes, int]:
+    """Scan a string literal whose opening quote is at ``start``; return (UTF-8 bytes, end).
+
+    Besides the code point escapes, ``\\x{HH}`` is the raw byte ``HH`` (how the printer
+    writes literal bytes that are not UTF-8, such as the free text of structural tags)."""
     text, n = src.text, len(src.text)
-    parts: list[str] = []
+    parts: list[bytes] = []
     pos = start + 1
     while True:
         m = _STR_CHUNK.match(text, pos)
-        parts.append(m.group())
+        parts.append(m.group().encode("utf-8", "surrogatepass"))
         pos = m.end()
         c = text[pos] if pos < n else ""
         if c == '"':
-            return "".join(parts), pos + 1
+            return b"".join(parts), pos + 1
         if c == "\\":
+            if text.startswith("\\x{", pos):
+                m = _RAW_BYTE.match(text, pos)
+                if m is None:
+                    src.error("invalid escape: expected \\x{HH}, a raw byte of two hex digits", pos)
+                parts.append(bytes((int(m.group(1), 16),)))
+                pos = m.end()
+                continue
             cp, pos = _read_escape(src, pos, in_class=False)
-            parts.append(chr(cp))
+            parts.append(chr(cp).encode("utf-8", "surrogatepass"))
             continue
         src.error("unterminated string literal: expected '\"' before end of line", pos)
 
@@ -328,17 +342,26 @@ def _next_macro_item(
     return pos
 
 
+def _scan_macro_text(src: _Source, name: str, pos: int) -> tuple[str, int]:
+    """A macro's string argument: text (a raw ``\\x{HH}`` byte must form UTF-8)."""
+    data, end = _scan_string(src, pos)
+    try:
+        return data.decode("utf-8", "surrogatepass"), end
+    except UnicodeDecodeError:
+        src.error(f"{name}(...): a string argument must be text, not raw bytes", pos)
+
+
 def _scan_macro_value(src: _Source, name: str, pos: int) -> tuple[object, int]:
     text = src.text
     if text.startswith('"', pos):
-        return _scan_string(src, pos)
+        return _scan_macro_text(src, name, pos)
     if text.startswith("(", pos):
         items: list[object] = []
         open_pos = pos
         pos = _SKIP.match(text, pos + 1).end()
         while pos < len(text) and text[pos] != ")":
             if text.startswith('"', pos):
-                item, pos = _scan_string(src, pos)
+                item, pos = _scan_macro_text(src, name, pos)
                 items.append(item)
             else:
                 m = _NAME.match(text, pos)
@@ -539,7 +562,7 @@ class _Parser:
         kind = tok[0]
         self.i += 1
         if kind == "str":
-            return Bytes(tok[1].encode("utf-8", "surrogatepass"))
+            return Bytes(tok[1])
         if kind == "class":
             return tok[1]
         if kind == "macro":

@@ -64,13 +64,22 @@ def _join(pieces: list[str]) -> str:
 
 
 def _literal(data: bytes) -> str:
-    try:
-        text = data.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError as exc:
-        raise GrammarError(
-            f"Bytes literal {data!r} is not valid UTF-8 and cannot be written as EBNF"
-        ) from exc
-    return '"' + _join([_escape(ord(c), _STRING_SPECIAL) for c in text]) + '"'
+    # Bytes that are not UTF-8 (free text of structural tags reads raw bytes) are written
+    # as \x{HH}, the EBNF frontend's raw-byte escape.
+    pieces: list[str] = []
+    rest = data
+    while rest:
+        try:
+            text = rest.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as exc:
+            text = rest[: exc.start].decode("utf-8", "surrogatepass")
+            pieces.append(_join([_escape(ord(c), _STRING_SPECIAL) for c in text]))
+            pieces.append(f"\\x{{{rest[exc.start]:02X}}}")
+            rest = rest[exc.start + 1 :]
+            continue
+        pieces.append(_join([_escape(ord(c), _STRING_SPECIAL) for c in text]))
+        break
+    return '"' + "".join(pieces) + '"'
 
 
 def _char_class(cc: CharClass) -> str:

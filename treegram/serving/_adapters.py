@@ -359,6 +359,8 @@ def _compile(compiler: GrammarCompiler, kind: str, spec: Any) -> CompiledGrammar
         return compiler.compile_regex(spec)
     if kind in ("grammar", "ebnf"):
         return compiler.compile_grammar(spec)
+    if kind == "structural_tag":
+        return _compile_structural_tag(compiler, spec)
     if kind == "choice":
         choices = json.loads(spec) if isinstance(spec, str) else spec
         if (
@@ -370,8 +372,29 @@ def _compile(compiler: GrammarCompiler, kind: str, spec: Any) -> CompiledGrammar
         alts = " | ".join(json.dumps(c, ensure_ascii=False) for c in choices)
         return compiler.compile_grammar(f"root ::= {alts}")
     raise ArgumentError(
-        f"request type {kind!r} is not supported (json, json_object, regex, grammar, choice)"
+        f"request type {kind!r} is not supported (json, json_object, regex, grammar, choice, "
+        "structural_tag)"
     )
+
+
+def _compile_structural_tag(compiler: GrammarCompiler, spec: Any) -> CompiledGrammar:
+    """A structural tag request: xgrammar's ``{"type": "structural_tag", "format": ...}``
+    or the engines' legacy ``{"structures": [{"begin", "schema", "end"}...], "triggers":
+    [...]}`` (what SGLang and vLLM send for tool calling), as JSON text or a dict."""
+    if not hasattr(compiler, "compile_structural_tag"):
+        raise ArgumentError("this treegram build has no GrammarCompiler.compile_structural_tag")
+    value = spec
+    if isinstance(spec, str):
+        try:
+            value = json.loads(spec)
+        except json.JSONDecodeError as exc:
+            raise ArgumentError(f"a structural tag request must be JSON: {exc}") from None
+    if isinstance(value, dict) and "structures" in value:
+        structures = value["structures"]
+        if not isinstance(structures, list) or not all(isinstance(x, dict) for x in structures):
+            raise ArgumentError("structural tag 'structures' must be a list of objects")
+        return compiler.compile_structural_tag(structures, value.get("triggers"))
+    return compiler.compile_structural_tag(value)
 
 
 def _backend_vocab_size(compiler, vocab_size: int | None) -> int:
@@ -448,6 +471,12 @@ class SGLangGrammarBackend:
     def dispatch_ebnf(self, key_string: str) -> SGLangGrammar | None:
         """An EBNF grammar (xgrammar's dialect, root rule ``root``)."""
         return self._dispatch("ebnf", key_string)
+
+    def dispatch_structural_tag(self, key_string: str) -> SGLangGrammar | None:
+        """A structural tag (tool calls in free text): xgrammar's ``{"type":
+        "structural_tag", "format": ...}`` or SGLang's ``{"structures": [...], "triggers":
+        [...]}``."""
+        return self._dispatch("structural_tag", key_string)
 
     def reset(self) -> None:
         """Drop the compiler's cached grammars."""
@@ -634,14 +663,16 @@ class VLLMBackend:
             ``JSON_OBJECT`` (any JSON object; the schema ``{"type": "object"}`` where JSON
             Schema is supported, else the built-in JSON grammar, which also allows a
             top-level array), ``REGEX``, ``GRAMMAR`` (EBNF), ``CHOICE`` (a JSON list of
-            strings). Matched by member name, case-insensitively.
+            strings), ``STRUCTURAL_TAG`` (xgrammar's structural tag JSON, or the legacy
+            ``{"structures": [...], "triggers": [...]}``). Matched by member name,
+            case-insensitively.
         grammar_spec : str
             The schema, pattern, grammar or choice list.
 
         Raises
         ------
         ArgumentError
-            Unsupported request type (e.g. ``STRUCTURAL_TAG``) or a malformed choice list.
+            Unsupported request type or a malformed choice list / structural tag request.
         GrammarError
             The grammar does not compile (a ``ValueError``).
         """

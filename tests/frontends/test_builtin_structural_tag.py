@@ -1,0 +1,277 @@
+"""Built-in tool-call structural tags (Llama, Qwen3, DeepSeek, OpenAI Harmony).
+
+The structural tags must equal xgrammar 0.2.8's field for field over a grid of tools, tool
+choices, reasoning modes and options; then each model's tag is compiled and a real model
+output is matched, with masks bit-identical to xgrammar's on the DeepSeek-V4 vocabulary.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import treegram as tg
+from treegram.errors import ArgumentError
+from treegram.structural_tag import (
+    ConstStringFormat,
+    FunctionDefinition,
+    FunctionToolParam,
+    builtin_structural_tag_models,
+    normalize_tool_choice,
+)
+
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}},
+    {"type": "function", "function": {"name": "ping", "strict": False, "parameters": WEATHER}},
+    {"type": "function", "function": {"name": "free"}},
+]
+BUILTINS = [{"type": "web_search_preview", "name": "browser.search", "parameters": WEATHER}]
+CHOICES = [
+    "auto",
+    "required",
+    "none",
+    None,
+    {"type": "function", "function": {"name": "ping"}},
+    {
+        "type": "allowed_tools",
+        "allowed_tools": {
+            "mode": "required",
+            "tools": [{"type": "function", "function": {"name": "get_weather"}}],
+        },
+    },
+    {"type": "web_search_preview"},
+]
+MODELS = ["llama", "qwen_3", "exaone", "kimi", "deepseek_r1", "deepseek_v3_1", "harmony"]
+
+
+def _outcome(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except ValueError:  # xgrammar's and treegram's errors are both ValueErrors
+        return "error"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_same_structural_tags_as_xgrammar(model):
+    xgr = pytest.importorskip("xgrammar")
+    assert model in builtin_structural_tag_models()
+    grid = itertools.product(
+        CHOICES, ["enabled", "disabled", "auto", True], [True, False], [TOOLS, TOOLS + BUILTINS, []]
+    )
+    errors = 0
+    for choice, reasoning, parallel, tools in grid:
+        kwargs = dict(
+            tools=tools,
+            tool_choice=choice,
+            reasoning=reasoning,
+            parallel_tool_calls=parallel,
+            exclude_special_tokens=parallel,
+            max_whitespace_cnt=None if parallel else 4,
+        )
+        theirs = _outcome(xgr.get_model_structural_tag, model, **kwargs)
+        ours = _outcome(tg.get_model_structural_tag, model, **kwargs)
+        if theirs == "error":
+            assert ours == "error", kwargs
+            errors += 1
+            continue
+        assert ours != "error", kwargs
+        assert ours.to_dict() == theirs.model_dump(mode="json"), kwargs
+    assert 0 < errors < 100  # both sides refuse the same impossible choices
+
+
+# (model, tool_choice, reasoning, a model output the structural tag accepts, one it rejects)
+OUTPUTS = [
+    (
+        "llama",
+        "auto",
+        "disabled",
+        'Checking. {"name": "get_weather", "parameters": {"city": "Oslo"}}',
+        '{"name": "get_weather", "parameters": {"town": "Oslo"}}',
+    ),
+    (
+        "qwen_3",
+        "required",
+        "enabled",
+        'Weather needed.</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "Oslo"}}\n</tool_call>',
+        "Weather needed.</think>\n\nIt is sunny.",
+    ),
+    (
+        "deepseek_v3_1",
+        "auto",
+        "auto",
+        "<think>hm</think>Let me look.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather"
+        '<｜tool▁sep｜>{"city": "Oslo"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        "<think>hm</think><think>",
+    ),
+    (
+        "deepseek_r1",
+        {"type": "function", "function": {"name": "get_weather"}},
+        "disabled",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+        '{"city": "Oslo"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        "Sure!",
+    ),
+    (
+        "exaone",
+        "required",
+        "auto",
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>',
+        '<think>x</think>\n\n<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>',
+    ),
+    (
+        "kimi",
+        "auto",
+        "disabled",
+        "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+        '<|tool_call_argument_begin|>{"city": "Oslo"}<|tool_call_end|><|tool_calls_section_end|>',
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:x",
+    ),
+    (
+        "harmony",
+        "auto",
+        "enabled",
+        "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>"
+        'commentary to=functions.get_weather<|constrain|>json<|message|>{"city": "Oslo"}<|call|>',
+        "<|channel|>commentary to=functions.ping<|constrain|>json<|message|>{}<|call|>",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def env():
+    xgr = pytest.importorskip("xgrammar")
+    tokenizers = pytest.importorskip("tokenizers")
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
+
+    info = tg.TokenizerInfo.deepseek_v4()
+    xinfo = xgr.TokenizerInfo(
+        info.decoded_vocab,
+        xgr.VocabType.RAW,
+        vocab_size=info.vocab_size,
+        stop_token_ids=info.stop_token_ids,
+    )
+    tok = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
+    return dict(
+        xgr=xgr,
+        info=info,
+        tok=tok,
+        tc=tg.GrammarCompiler(info, max_threads=1),
+        xc=xgr.GrammarCompiler(xinfo),
+        words=(info.vocab_size + 31) // 32,
+        stop=info.stop_token_ids[0],
+    )
+
+
+@pytest.mark.parametrize("model,choice,reasoning,good,bad", OUTPUTS, ids=[o[0] for o in OUTPUTS])
+def test_model_outputs_match_xgrammar_masks(env, model, choice, reasoning, good, bad):
+    xgr = env["xgr"]
+    tools = TOOLS[:1]
+    ours_tag = tg.get_model_structural_tag(
+        model, tools=tools, tool_choice=choice, reasoning=reasoning
+    )
+    theirs_tag = xgr.get_model_structural_tag(
+        model, tools=tools, tool_choice=choice, reasoning=reasoning
+    )
+    ours = env["tc"].compile_structural_tag(ours_tag)
+    theirs = env["xc"].compile_structural_tag(theirs_tag)
+    m, xm = tg.GrammarMatcher(ours), xgr.GrammarMatcher(theirs)
+    a = np.zeros((1, env["words"]), dtype=np.int32)
+    ids = env["tok"].encode(good, add_special_tokens=False).ids
+    for step, t in enumerate([*ids, env["stop"]]):
+        b = xgr.allocate_token_bitmask(1, env["info"].vocab_size)
+        m.fill_next_token_bitmask(a, 0)
+        xm.fill_next_token_bitmask(b, 0)
+        np.testing.assert_array_equal(a, b.numpy(), err_msg=f"{model} step {step}")
+        assert m.accept_token(t) and xm.accept_token(t), (model, step)
+    assert m.is_terminated()
+    m = tg.GrammarMatcher(ours)
+    assert not (m.accept_string(bad) and m.accept_token(env["stop"]))
+
+
+def test_tool_objects_and_choice_normalization():
+    tool = FunctionToolParam(function=FunctionDefinition(name="get_weather", parameters=WEATHER))
+    assert tg.get_model_structural_tag("qwen_3", tools=[tool]) == tg.get_model_structural_tag(
+        "qwen_3", tools=TOOLS[:1]
+    )
+    functions, builtins, choice = normalize_tool_choice(TOOLS + BUILTINS, "none")
+    assert (functions, builtins, choice) == ([], [], "auto")
+    functions, builtins, choice = normalize_tool_choice(
+        TOOLS + BUILTINS, {"type": "web_search_preview"}
+    )
+    assert functions == [] and [b.name for b in builtins] == ["browser.search"]
+    assert choice == "forced"
+    assert tg.get_builtin_structural_tag is tg.get_model_structural_tag
+    json.dumps(tg.get_model_structural_tag("harmony", tools=TOOLS).to_dict())  # JSON-able
+
+
+def test_register_a_model_with_xgrammars_calling_convention():
+    seen = {}
+
+    @tg.register_model_structural_tag("my_model")
+    def build(tools, builtin_tools, tool_choice, reasoning, **options):
+        seen.update(choice=tool_choice, reasoning=reasoning, names=[t.function.name for t in tools])
+        seen.update(options)
+        return tg.StructuralTag(format=ConstStringFormat(value="only this"))
+
+    tag = tg.get_model_structural_tag(
+        "my_model", tools=TOOLS, tool_choice="required", reasoning=False
+    )
+    assert tag.to_dict()["format"] == {"type": "const_string", "value": "only this"}
+    assert seen == dict(
+        choice="required",
+        reasoning="disabled",
+        names=["get_weather", "ping", "free"],
+        any_order=False,
+        exclude_special_tokens=True,
+        max_whitespace_cnt=None,
+        parallel_tool_calls=True,
+    )
+    assert "my_model" in builtin_structural_tag_models()
+    with pytest.raises(ArgumentError, match="name must be a non-empty string"):
+        tg.register_model_structural_tag("")
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(model="gpt-9"), r"model must be one of \[.*'llama'.*\], got 'gpt-9'"),
+        (dict(model="llama", tools={"a": 1}), "tools must be a list, got dict"),
+        (dict(model="llama", tools=[{"type": "function"}]), r"tools\[0\]\.function must be"),
+        (
+            dict(model="llama", tools=[{"type": "function", "function": {"name": 3}}]),
+            r"tools\[0\]\.function\.name must be a string, got int",
+        ),
+        (dict(model="llama", tools=[], tool_choice="required"), "needs at least one tool"),
+        (
+            dict(model="llama", tools=TOOLS, tool_choice={"type": "function", "function": {}}),
+            r"tool_choice\.function\.name must be a string",
+        ),
+        (
+            dict(
+                model="llama",
+                tools=TOOLS,
+                tool_choice={"type": "function", "function": {"name": "nope"}},
+            ),
+            "names function 'nope', not in tools",
+        ),
+        (dict(model="llama", tools=TOOLS, tool_choice="always"), "tool_choice must be"),
+        (dict(model="qwen_3", tools=TOOLS, reasoning="maybe"), "reasoning must be"),
+        (
+            dict(model="llama", tools=BUILTINS, tool_choice="required"),
+            "needs a function tool: this model's format has no builtin tools",
+        ),
+        (dict(model="llama", tools=TOOLS, parallel_tool_calls=1), "parallel_tool_calls must be"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ArgumentError, match=match):
+        tg.get_model_structural_tag(**kwargs)

@@ -1,0 +1,471 @@
+"""Structural tag frontend: a structural tag (:mod:`._structural_tag_formats`) to grammar IR.
+
+Each format becomes an IR expression; JSON Schema, regex and EBNF contents are compiled by
+their own frontends and their rules embedded under fresh names. The language is xgrammar
+0.2.8's, checked mask for mask against it (tests/frontends/test_structural_tag.py):
+
+- ``any_text`` is any text; inside a tag it may not contain the tag's end strings (nor its
+  own ``excludes``), so the first end string closes the tag;
+- ``triggered_tags`` and ``dispatch`` are free text in which the first occurrence of a
+  trigger starts its tag (the rest of the ``begin`` string, the content, the end); an
+  excluded string never occurs in the free text. The free text is a byte automaton
+  (Aho-Corasick over the triggers and excluded strings) written as one rule per state, so
+  a trigger is recognised wherever it starts, also after a partial match of another; like
+  xgrammar's, it reads any bytes, so a token cut inside a character is allowed there;
+- tag ends propagate into every ``any_text`` and ``triggered_tags`` of the tag's content
+  (through sequences, alternatives, repetitions and ``dispatch`` rules; a nested tag brings
+  its own ends), but not into the free text of a ``dispatch`` itself, which keeps only its
+  own ``excludes`` (as in xgrammar).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
+from treegram.frontends._ebnf import parse_ebnf
+from treegram.frontends._regex import regex_to_ir
+from treegram.frontends._structural_tag_formats import (
+    AnyTextFormat,
+    ConstStringFormat,
+    DispatchFormat,
+    Format,
+    GrammarFormat,
+    JSONSchemaFormat,
+    OptionalFormat,
+    OrFormat,
+    PlusFormat,
+    RegexFormat,
+    RepeatFormat,
+    SequenceFormat,
+    StarFormat,
+    StructuralTag,
+    TagFormat,
+    TagsWithSeparatorFormat,
+    TriggeredTagsFormat,
+    legacy_structural_tag,
+    parse_structural_tag,
+)
+from treegram.frontends.json_schema import json_schema_to_ir
+from treegram.ir import (
+    MAX_CODEPOINT,
+    Bytes,
+    CharClass,
+    Choice,
+    Expr,
+    GrammarIR,
+    Repeat,
+    Rule,
+    RuleRef,
+    Seq,
+    normalize_ranges,
+    run_sized,
+)
+
+__all__ = ["structural_tag_to_ir", "structural_tag_from_args", "structural_tag_key"]
+
+_EMPTY = Bytes(b"")
+_ANY_CHAR = CharClass(((0, MAX_CODEPOINT),))
+
+
+def structural_tag_from_args(args: tuple, kwargs: dict[str, Any]) -> StructuralTag:
+    """The structural tag of xgrammar's two call forms: ``(structural_tag)`` or the legacy
+    ``(tags, triggers)``, positionally or by keyword.
+
+    Raises
+    ------
+    InvalidStructuralTagError
+        Any other combination of arguments, or a malformed structural tag.
+    """
+    # deeply nested input overflows the caller's stack: retried on the deep-stack thread
+    return run_sized(False, _from_args, args, dict(kwargs))
+
+
+def structural_tag_key(tag: StructuralTag) -> str:
+    """The canonical JSON text of ``tag`` (a cache key: equal tags, equal keys)."""
+    return run_sized(False, _key, tag)
+
+
+def _key(tag: StructuralTag) -> str:
+    return json.dumps(tag.to_dict(), sort_keys=True)
+
+
+def _from_args(args: tuple, kw: dict[str, Any]) -> StructuralTag:
+    if len(args) == 1 and not kw:
+        return parse_structural_tag(args[0])
+    if not args and set(kw) == {"structural_tag"}:
+        return parse_structural_tag(kw["structural_tag"])
+    if len(args) == 2 and not kw:
+        return legacy_structural_tag(args[0], args[1])
+    if len(args) == 1 and set(kw) == {"triggers"}:
+        return legacy_structural_tag(args[0], kw["triggers"])
+    if not args and set(kw) == {"tags", "triggers"}:
+        return legacy_structural_tag(kw["tags"], kw["triggers"])
+    raise InvalidStructuralTagError(
+        "expected one structural_tag argument, or the legacy tags and triggers; got "
+        f"{len(args)} positional argument(s) and keyword(s) {sorted(kw)}"
+    )
+
+
+def structural_tag_to_ir(structural_tag: Any) -> GrammarIR:
+    """Translate a structural tag into a grammar whose root rule is ``"root"``.
+
+    Parameters
+    ----------
+    structural_tag : StructuralTag, str, dict or pydantic model
+        The structural tag (see ``parse_structural_tag``).
+
+    Returns
+    -------
+    GrammarIR
+
+    Raises
+    ------
+    InvalidStructuralTagError
+        A malformed structural tag (the message names the field by its path).
+    UnsupportedStructuralTagError
+        A format or option that treegram does not compile.
+    GrammarError
+        A content grammar, regex or JSON Schema is invalid (its frontend's error).
+    """
+    return run_sized(False, _to_ir, structural_tag)
+
+
+def _to_ir(structural_tag: Any) -> GrammarIR:
+    # parsed again even when given as objects: the dataclasses do not check their fields
+    tag = parse_structural_tag(structural_tag)
+    b = _Builder()
+    root = b.expr(tag.format, (), "format")
+    return GrammarIR((Rule("root", root), *b.rules), "root")
+
+
+def _unlimited(fmt: Format) -> bool:
+    """Whether ``fmt`` can run on indefinitely as free text (so a tag needs an end)."""
+    if isinstance(fmt, (AnyTextFormat, TriggeredTagsFormat)):
+        return True
+    if isinstance(fmt, (SequenceFormat, OrFormat)):
+        return any(_unlimited(e) for e in fmt.elements)
+    if isinstance(fmt, (OptionalFormat, PlusFormat, StarFormat, RepeatFormat)):
+        return _unlimited(fmt.content)
+    return False
+
+
+class _Builder:
+    """Collects the rules of one translation; every name it makes is unique."""
+
+    def __init__(self) -> None:
+        self.rules: list[Rule] = []
+        self._n = 0
+
+    def _fresh(self, base: str) -> str:
+        self._n += 1
+        return f"st{self._n}_{base}"
+
+    def _rule(self, base: str, body: Expr) -> RuleRef:
+        name = self._fresh(base)
+        self.rules.append(Rule(name, body))
+        return RuleRef(name)
+
+    def _embed(self, ir: GrammarIR) -> RuleRef:
+        """Add the rules of a frontend's grammar under fresh names; a call of its root."""
+        self._n += 1
+        prefix = f"st{self._n}_"
+
+        def rename(e: Expr) -> Expr:
+            if isinstance(e, RuleRef):
+                return RuleRef(prefix + e.name)
+            if isinstance(e, Seq):
+                return Seq(tuple(rename(x) for x in e.items))
+            if isinstance(e, Choice):
+                return Choice(tuple(rename(x) for x in e.items))
+            if isinstance(e, Repeat):
+                return Repeat(rename(e.item), e.min, e.max)
+            return e
+
+        for r in ir.rules:
+            look = None if r.lookahead is None else rename(r.lookahead)
+            self.rules.append(Rule(prefix + r.name, rename(r.body), look))
+        return RuleRef(prefix + ir.root)
+
+    # ------------------------------------------------------------------ formats
+    def expr(self, fmt: Format, ends: tuple[str, ...], path: str) -> Expr:
+        """The expression of ``fmt``; ``ends`` are the end strings of the enclosing tag,
+        which free text inside it may not contain."""
+        if isinstance(fmt, ConstStringFormat):
+            return Bytes(fmt.value.encode("utf-8"))
+        if isinstance(fmt, JSONSchemaFormat):
+            return self._json(fmt, path)
+        if isinstance(fmt, AnyTextFormat):
+            for key in ("max_tokens", "max_chars"):
+                if getattr(fmt, key) is not None:
+                    raise UnsupportedStructuralTagError(
+                        f"{path}.{key}: token and character budgets are not supported"
+                    )
+            excludes = _unique([*fmt.excludes, *ends])
+            if not excludes:
+                return Repeat(_ANY_CHAR, 0, None)
+            return self._free_text([], excludes, loop=False, path=path)
+        if isinstance(fmt, GrammarFormat):
+            return self._embed(parse_ebnf(fmt.grammar))
+        if isinstance(fmt, RegexFormat):
+            return self._embed(regex_to_ir(fmt.pattern))
+        if isinstance(fmt, (SequenceFormat, OrFormat)):
+            kind = "Sequence" if isinstance(fmt, SequenceFormat) else "Or"
+            if not fmt.elements:
+                raise InvalidStructuralTagError(
+                    f"{path}.elements: a {kind} format needs at least one element"
+                )
+            items = tuple(
+                self.expr(e, ends, f"{path}.elements[{i}]") for i, e in enumerate(fmt.elements)
+            )
+            if len(items) == 1:
+                return items[0]
+            return Seq(items) if kind == "Sequence" else Choice(items)
+        if isinstance(fmt, TagFormat):
+            return self._tag(fmt, path)
+        if isinstance(fmt, TriggeredTagsFormat):
+            return self._triggered(fmt, ends, path)
+        if isinstance(fmt, TagsWithSeparatorFormat):
+            return self._with_separator(fmt, path)
+        if isinstance(fmt, (OptionalFormat, PlusFormat, StarFormat)):
+            lo, hi = {OptionalFormat: (0, 1), PlusFormat: (1, None), StarFormat: (0, None)}[
+                type(fmt)
+            ]
+            return Repeat(self.expr(fmt.content, ends, f"{path}.content"), lo, hi)
+        if isinstance(fmt, RepeatFormat):
+            if fmt.min < 0 or (fmt.max != -1 and fmt.max < fmt.min):
+                raise InvalidStructuralTagError(
+                    f"{path}: repeat needs 0 <= min <= max (or max = -1), "
+                    f"got min={fmt.min}, max={fmt.max}"
+                )
+            hi = None if fmt.max == -1 else fmt.max
+            return Repeat(self.expr(fmt.content, ends, f"{path}.content"), fmt.min, hi)
+        if isinstance(fmt, DispatchFormat):
+            pairs = []
+            for i, (pattern, content) in enumerate(fmt.rules):
+                body = self.expr(content, ends, f"{path}.rules[{i}][1]")
+                group = self._rule("dispatch_group", body)
+                pairs.append((pattern, group))
+            # as in xgrammar, an enclosing tag's end strings reach the rules' formats but not
+            # the dispatch's own free text, which keeps only its own excludes
+            return self._free_text(pairs, _unique(fmt.excludes), loop=fmt.loop, path=path)
+        raise InvalidStructuralTagError(f"{path}: not a structural tag format: {fmt!r}")
+
+    def _json(self, fmt: JSONSchemaFormat, path: str) -> Expr:
+        if fmt.style != "json":
+            raise UnsupportedStructuralTagError(
+                f"{path}.style: only 'json' is supported, got {fmt.style!r}"
+            )
+        if fmt.any_order:
+            raise UnsupportedStructuralTagError(f"{path}.any_order=true is not supported")
+        if fmt.excludes:
+            raise UnsupportedStructuralTagError(f"{path}.excludes is not supported")
+        ir = json_schema_to_ir(fmt.json_schema, max_whitespace_cnt=fmt.max_whitespace_cnt)
+        return self._embed(ir)
+
+    def _tag_parts(self, tag: TagFormat, path: str) -> tuple[Expr, list[str]]:
+        """The content and end of a tag (without its begin string)."""
+        ends = [tag.end] if isinstance(tag.end, str) else list(tag.end)
+        live = tuple(_unique([e for e in ends if e]))
+        if not live and _unlimited(tag.content):
+            raise InvalidStructuralTagError(
+                f"{path}.end: the content is unlimited free text, so at least one end "
+                "string must be non-empty"
+            )
+        return self.expr(tag.content, live, f"{path}.content"), _unique(ends)
+
+    def _tag(self, tag: TagFormat, path: str, skip: int = 0) -> Expr:
+        """``begin[skip:] content end`` as one rule."""
+        content, ends = self._tag_parts(tag, path)
+        end: Expr = (
+            Bytes(ends[0].encode("utf-8"))
+            if len(ends) == 1
+            else Choice(tuple(Bytes(e.encode("utf-8")) for e in ends))
+        )
+        return self._rule("tag", Seq((Bytes(tag.begin[skip:].encode("utf-8")), content, end)))
+
+    def _triggered(self, fmt: TriggeredTagsFormat, ends: tuple[str, ...], path: str) -> Expr:
+        if not fmt.triggers:
+            raise InvalidStructuralTagError(f"{path}.triggers must be non-empty")
+        if any(not t for t in fmt.triggers):
+            raise InvalidStructuralTagError(f"{path}.triggers must not contain ''")
+        if not fmt.tags:
+            raise InvalidStructuralTagError(f"{path}.tags must be non-empty")
+        groups: dict[str, list[Expr]] = {t: [] for t in fmt.triggers}
+        for i, tag in enumerate(fmt.tags):
+            hits = [t for t in groups if tag.begin.startswith(t)]
+            if len(hits) != 1:
+                what = "does not start with any trigger" if not hits else "matches triggers"
+                raise InvalidStructuralTagError(
+                    f"{path}.tags[{i}].begin {tag.begin!r} {what}"
+                    + (f" {hits}" if hits else f" of {fmt.triggers}")
+                )
+            groups[hits[0]].append(self._tag(tag, f"{path}.tags[{i}]", skip=len(hits[0])))
+        if fmt.at_least_one:
+            first = _alt([self._tag(t, f"{path}.tags[{i}]") for i, t in enumerate(fmt.tags)])
+            if fmt.stop_after_first:
+                return first
+        unused = [t for t, g in groups.items() if not g]
+        if unused:  # xgrammar 0.2.8 fails with an internal error here
+            raise InvalidStructuralTagError(
+                f"{path}.triggers: {unused} start(s) no tag; every trigger needs a tag"
+            )
+        pairs = [(t, self._rule("trigger_group", _alt(g))) for t, g in groups.items()]
+        text = self._free_text(
+            pairs, _unique([*fmt.excludes, *ends]), loop=not fmt.stop_after_first, path=path
+        )
+        return Seq((first, text)) if fmt.at_least_one else text
+
+    def _with_separator(self, fmt: TagsWithSeparatorFormat, path: str) -> Expr:
+        if not fmt.tags:
+            raise InvalidStructuralTagError(f"{path}.tags must be non-empty")
+        tags = self._rule(
+            "tags", _alt([self._tag(t, f"{path}.tags[{i}]") for i, t in enumerate(fmt.tags)])
+        )
+        if fmt.stop_after_first:
+            return tags if fmt.at_least_one else Choice((_EMPTY, tags))
+        sep = Bytes(fmt.separator.encode("utf-8"))
+        some = Seq((tags, Repeat(Seq((sep, tags)), 0, None)))
+        return some if fmt.at_least_one else Choice((_EMPTY, some))
+
+    # ------------------------------------------------------------------ free text
+    def _free_text(
+        self, pairs: list[tuple[str, RuleRef]], excludes: list[str], *, loop: bool, path: str
+    ) -> Expr:
+        """Text in which a trigger is followed by its group (then, with ``loop``, free text
+        again; otherwise nothing) and no excluded string occurs.
+
+        An Aho-Corasick automaton over UTF-8 bytes (xgrammar's free text is any bytes, not
+        only whole characters), one rule per state (the longest suffix of the text that is
+        a prefix of a pattern), with xgrammar's rules for when a trigger fires, found by
+        probing it:
+
+        - a trigger fires when the automaton *reaches its state*, not when it merely ends
+          a longer partial match (after ``"/<"`` of the excluded ``"/<a"``, the trigger
+          ``"<"`` has not fired); an excluded string is caught as any suffix, and wins
+          over a trigger that ends at the same byte;
+        - a trigger that is also the prefix of a longer pattern waits for the next byte:
+          one that continues the longer pattern continues it, any other byte is the first
+          byte of the trigger's group, and the text may not end there.
+
+        The text may end in any other state.
+        """
+        outcome: dict[bytes, RuleRef | None] = {}
+        for pattern, group in pairs:
+            if not pattern:
+                raise InvalidStructuralTagError(f"{path}: a trigger must not be empty")
+            outcome.setdefault(pattern.encode("utf-8"), group)
+        for pattern in excludes:
+            if pattern:
+                outcome[pattern.encode("utf-8")] = None  # an excluded string is never written
+        # trie of the patterns over bytes
+        children: list[dict[int, int]] = [{}]
+        done: list[bytes | None] = [None]
+        for key in outcome:
+            s = 0
+            for byte in key:
+                if byte not in children[s]:
+                    children[s][byte] = len(children)
+                    children.append({})
+                    done.append(None)
+                s = children[s][byte]
+            done[s] = key
+        # failure links breadth first; an excluded string ending a longer partial match
+        # still counts (a trigger does not, see above)
+        fail = [0] * len(children)
+        order = [0]
+        i = 0
+        while i < len(order):
+            s = order[i]
+            i += 1
+            for byte, t in children[s].items():
+                order.append(t)
+                if s == 0:
+                    continue
+                f = fail[s]
+                while f and byte not in children[f]:
+                    f = fail[f]
+                fail[t] = children[f].get(byte, 0)
+                inherited = done[fail[t]]
+                if inherited is not None and outcome[inherited] is None:
+                    done[t] = inherited  # an excluded suffix wins, even over a trigger
+
+        def step(s: int, byte: int) -> int:
+            while s and byte not in children[s]:
+                s = fail[s]
+            return children[s].get(byte, 0)
+
+        def call_of(t: int) -> RuleRef | None:
+            key = done[t]
+            return None if key is None else outcome[key]
+
+        # states with a rule: free states, and triggers that wait for the next byte
+        waiting = {t for t in order if call_of(t) is not None and children[t]}
+        names = {t: self._fresh("text") for t in order if done[t] is None or t in waiting}
+        start = RuleRef(names[0])
+
+        def after(call: RuleRef) -> Expr:
+            return Seq((call, start)) if loop else call
+
+        def edges(s: int, byte_list: list[int], exits: list[Expr]) -> dict[int, list[int]]:
+            """Add the edges of ``s`` on ``byte_list`` that dispatch; return the others
+            grouped by target state."""
+            by_target: dict[int, list[int]] = {}
+            for byte in byte_list:
+                t = step(s, byte)
+                call = call_of(t)
+                if done[t] is None or t in waiting:
+                    by_target.setdefault(t, []).append(byte)
+                elif call is not None:  # a trigger with nothing after it: fires now
+                    exits.append(Seq((Bytes(bytes((byte,))), after(call))))
+                # else: the byte completes an excluded string
+            return by_target
+
+        alphabet = sorted({byte for key in outcome for byte in key})
+        other = sorted(set(range(256)) - set(alphabet))
+        for s in order:
+            if s not in names:
+                continue
+            exits: list[Expr] = []
+            if s in waiting:
+                # a continuing byte continues the longer pattern; anything else starts
+                # the trigger's group (approximation: a group that itself starts with a
+                # continuing byte is allowed both ways, xgrammar only continues)
+                by_target = edges(s, sorted(children[s]), exits)
+                exits.append(after(call_of(s)))  # type: ignore[arg-type]
+                loop_back: Expr | None = None
+            else:
+                by_target = edges(s, alphabet, exits)
+                by_target.setdefault(0, []).extend(other)
+                exits.insert(0, _EMPTY)
+                loop_back = None
+            for t, byte_set in by_target.items():
+                if not byte_set:
+                    continue
+                cls = _byte_class(byte_set)
+                if t == s:
+                    loop_back = Repeat(cls, 0, None)
+                else:
+                    exits.append(Seq((cls, RuleRef(names[t]))))
+            rest = _alt(exits)
+            body = rest if loop_back is None else Seq((loop_back, rest))
+            self.rules.append(Rule(names[s], body))
+        return start
+
+
+def _byte_class(byte_set: list[int]) -> Expr:
+    """One byte of ``byte_set``: ASCII bytes as a character class, the others as raw bytes
+    (xgrammar's free text reads bytes, so a token cut inside a character is allowed)."""
+    low = normalize_ranges((b, b) for b in byte_set if b < 0x80)
+    items: list[Expr] = [CharClass(tuple(low))] if low else []
+    items.extend(Bytes(bytes((b,))) for b in byte_set if b >= 0x80)
+    return _alt(items)
+
+
+def _alt(items: list[Expr]) -> Expr:
+    return items[0] if len(items) == 1 else Choice(tuple(items))
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
