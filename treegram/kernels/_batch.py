@@ -191,3 +191,20 @@ def batch_traverse(
             clock,
             stack,
         )
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def split_keys(keys, tags, gslots, mslots):
+    """Split batch keys ``(grammar slot << 32) | matcher slot`` (int64 [B]) into
+    ``gslots``/``mslots`` (int64 [B]) and compare the grammars' tags (vocabulary sizes).
+
+    Returns the first request whose grammar's tag differs from request 0's, or -1.
+    """
+    bad = -1
+    for i in range(keys.shape[0]):
+        g = keys[i] >> 32
+        gslots[i] = g
+        mslots[i] = keys[i] & 0xFFFFFFFF
+        if bad < 0 and tags[g] != tags[gslots[0]]:
+            bad = i
+    return bad

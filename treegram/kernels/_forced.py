@@ -568,10 +568,7 @@ def batch_extend(
     ns_in,
     draft_in,
     roots,
-    draft_out,
-    nt_out,
-    ns_out,
-    par_out,
+    trees_out,
     out,
     with_masks,
     scratch_row,
@@ -579,8 +576,7 @@ def batch_extend(
     per_leaf,
     vocab_size,
     result,
-    stack,
-    had_child,
+    walk,
     fb,
     seen,
     start,
@@ -589,18 +585,26 @@ def batch_extend(
     """:func:`extend_op` for requests ``start .. stop - 1``.
 
     ``nt_in``/``ns_in`` are [T, N] (T = 1: one tree shared by every request), ``draft_in``
-    [B, N], outputs [B, M]; request ``i`` writes rows ``i * M .. i * M + M - 1`` of ``out``
-    (with masks) and ``result[i]`` (forced nodes appended, or a negative status). The
-    scratch arrays belong to this call.
+    [B, N]; ``trees_out`` int64 [4, B, M] receives the extended draft tokens, next-token
+    and next-sibling links and parents. Request ``i`` writes rows ``i * M .. i * M + M - 1``
+    of ``out`` (with masks) and ``result[i]`` (forced nodes appended, or a negative
+    status). ``walk`` int32 [2, M + 1] (stack, had_child), ``fb`` and ``seen`` are this
+    call's scratch.
+
+    Returns
+    -------
+    int
+        How many requests of the range ended with a negative status (0: all done).
     """
     shared = nt_in.shape[0] == 1
-    m_nodes = draft_out.shape[1]
+    m_nodes = trees_out.shape[2]
+    pending = 0
     for i in range(start, stop):
         t = 0 if shared else i
         g = _grammar(gtab, gslots[i])
         m = _matcher(mtab, mslots[i])
         ab = g[0]
-        result[i] = extend_op(
+        r = extend_op(
             unpack(ab),
             ab[3],
             g[1],
@@ -633,10 +637,10 @@ def batch_extend(
             ns_in[t],
             draft_in[i],
             roots[i],
-            draft_out[i],
-            nt_out[i],
-            ns_out[i],
-            par_out[i],
+            trees_out[0, i],
+            trees_out[1, i],
+            trees_out[2, i],
+            trees_out[3, i],
             out,
             i * m_nodes,
             with_masks,
@@ -644,8 +648,12 @@ def batch_extend(
             budgets[i],
             per_leaf,
             vocab_size,
-            stack,
-            had_child,
+            walk[0],
+            walk[1],
             fb,
             seen,
         )
+        result[i] = r
+        if r < 0:
+            pending += 1
+    return pending

@@ -11,9 +11,16 @@ import numpy as np
 from ..errors import ArgumentError, DraftTreeError, InvalidTokenIdError
 from ..kernels import tree as _tree
 
-__all__ = ["as_index_array", "check_draft_tokens", "check_draft_trees", "deadline_ns"]
+__all__ = [
+    "as_index_array",
+    "check_draft_input",
+    "check_draft_tokens",
+    "check_draft_trees",
+    "deadline_ns",
+]
 
 _INT64_MAX = np.iinfo(np.int64).max
+_INT64 = np.dtype(np.int64)
 
 
 def as_index_array(values, name: str) -> np.ndarray:
@@ -25,6 +32,8 @@ def as_index_array(values, name: str) -> np.ndarray:
         Not an integer array (Python ints beyond int64 make an object array), a tensor
         that is not on the CPU, or unsigned values that do not fit in int64.
     """
+    if type(values) is np.ndarray and values.dtype is _INT64 and values.flags.c_contiguous:
+        return values  # the common case, already what the kernels take: no checks to run
     if not isinstance(values, np.ndarray):
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(values, torch.Tensor):
@@ -60,8 +69,36 @@ def check_draft_trees(
     stack = np.empty(n + 1, dtype=np.int64)
     report = np.zeros(3, dtype=np.int64)
     code = _tree.check_trees(next_token, next_sibling, roots, seen, stack, report)
-    if code == _tree.LINKS_OK:
-        return
+    if code != _tree.LINKS_OK:
+        _raise_links(code, report, n, names)
+
+
+def check_draft_input(
+    next_token: np.ndarray,
+    next_sibling: np.ndarray,
+    roots: np.ndarray,
+    draft: np.ndarray,
+    vocab_size: int,
+) -> None:
+    """:func:`check_draft_trees` and then :func:`check_draft_tokens` (``draft`` [T, N], row
+    ``k`` for request ``k``) in one kernel call; the same errors."""
+    n = next_token.shape[1]
+    seen = np.empty(n, dtype=np.bool_)
+    stack = np.empty(n + 1, dtype=np.int64)
+    report = np.zeros(3, dtype=np.int64)
+    code = _tree.check_tree_input(
+        next_token, next_sibling, roots, draft, vocab_size, seen, stack, report
+    )
+    if code == _tree.LINKS_TOKEN:
+        k, j = int(report[0]), int(report[1])
+        raise InvalidTokenIdError(
+            f"draft_tokens[{k}, {j}] = {int(draft[k, j])} is not a token id in [0, {vocab_size})"
+        )
+    if code != _tree.LINKS_OK:
+        _raise_links(code, report, n, ("retrieve_next_token", "retrieve_next_sibling"))
+
+
+def _raise_links(code: int, report: np.ndarray, n: int, names: tuple[str, str]) -> None:
     k, node, src = (int(v) for v in report)
     nt_name, ns_name = names
     if code == _tree.LINKS_RANGE:
@@ -92,12 +129,9 @@ def check_draft_tokens(
     """Raise InvalidTokenIdError unless every token of ``draft`` [K, N] is in
     ``[0, vocab_size)``, the root node ``roots[k]`` of row ``k`` excepted (it holds the last
     verified token, which the matcher already accepted and the traversal never reads)."""
-    if draft.size == 0:
-        return
-    bad = (draft < 0) | (draft >= vocab_size)
-    bad[np.arange(draft.shape[0]), roots] = False
-    if bad.any():
-        k, j = (int(v) for v in np.argwhere(bad)[0])
+    report = np.empty(2, dtype=np.int64)
+    if _tree.check_tokens(draft, roots, vocab_size, report):
+        k, j = int(report[0]), int(report[1])
         where = f"{name}[{j}]" if one_d else f"{name}[{k}, {j}]"
         raise InvalidTokenIdError(
             f"{where} = {int(draft[k, j])} is not a token id in [0, {vocab_size})"
