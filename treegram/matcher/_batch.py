@@ -24,6 +24,7 @@ from ._tree_input import (
     as_index_array,
     check_draft_input,
     deadline_ns,
+    link_arrays,
     past_deadline,
 )
 
@@ -456,25 +457,7 @@ class BatchGrammarMatcher:
         if draft.ndim != 2 or draft.shape[0] != b:
             raise DraftTreeError(f"draft_tokens must have shape ({b}, N), got {draft.shape}")
         n = draft.shape[1]
-        links = []
-        for name, values in (
-            ("retrieve_next_token", retrieve_next_token),
-            ("retrieve_next_sibling", retrieve_next_sibling),
-        ):
-            arr = as_index_array(values, name)
-            if arr.ndim == 1:
-                arr = arr[None]
-            if arr.ndim != 2 or arr.shape[1] != n or arr.shape[0] not in (1, b):
-                raise DraftTreeError(
-                    f"{name} must have shape ({n},) or ({b}, {n}), got {arr.shape}"
-                )
-            links.append(arr)
-        next_token, next_sibling = links
-        if next_token.shape != next_sibling.shape:
-            raise DraftTreeError(
-                "retrieve_next_token and retrieve_next_sibling differ in shape: "
-                f"{next_token.shape} vs {next_sibling.shape}"
-            )
+        next_token, next_sibling = link_arrays(retrieve_next_token, retrieve_next_sibling, b, n)
         if indices is None:
             requests = np.arange(b, dtype=np.int64)
         else:

@@ -48,7 +48,7 @@ from ..kernels import forced as _forced
 from ._batch import BatchGrammarMatcher, _check_distinct, _claiming, _hold, _slots
 from ._bitmask import as_bitmask_array
 from ._matcher import GrammarMatcher, _is_token_id
-from ._tree_input import as_index_array, check_draft_input
+from ._tree_input import as_index_array, check_draft_input, link_arrays
 
 __all__ = ["ExtendedTrees", "batch_forced_chains", "extend_draft_trees", "forced_chain"]
 
@@ -246,13 +246,7 @@ def extend_draft_trees(
     if draft.ndim != 2 or draft.shape[0] != b or draft.shape[1] < 1:
         raise DraftTreeError(f"draft_tokens must have shape ({b}, N >= 1), got {draft.shape}")
     n = draft.shape[1]
-    next_token = _link_array(retrieve_next_token, "retrieve_next_token", b, n)
-    next_sibling = _link_array(retrieve_next_sibling, "retrieve_next_sibling", b, n)
-    if next_token.shape != next_sibling.shape:
-        raise DraftTreeError(
-            "retrieve_next_token and retrieve_next_sibling differ in shape: "
-            f"{next_token.shape} vs {next_sibling.shape}"
-        )
+    next_token, next_sibling = link_arrays(retrieve_next_token, retrieve_next_sibling, b, n)
     _check_distinct(mslots)
     if root_positions is None:
         roots = np.zeros(b, dtype=np.int64)
@@ -344,16 +338,6 @@ def extend_draft_trees(
                 finally:
                     REGISTRY_LOCK.release_read()
     return ExtendedTrees(trees[0], trees[1], trees[2], trees[3], result, n)
-
-
-def _link_array(values, name: str, b: int, n: int) -> np.ndarray:
-    """A link argument as int64 [1, N] (shared tree) or [B, N]."""
-    arr = as_index_array(values, name)
-    if arr.ndim == 1:
-        arr = arr[None]
-    if arr.ndim != 2 or arr.shape[1] != n or arr.shape[0] not in (1, b):
-        raise DraftTreeError(f"{name} must have shape ({n},) or ({b}, {n}), got {arr.shape}")
-    return arr
 
 
 def batch_forced_chains(

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 
 import numpy as np
 
+from .._checks import as_int64_array
 from ..errors import ArgumentError, DraftTreeError, InvalidTokenIdError
 from ..kernels import tree as _tree
 
@@ -17,14 +17,13 @@ __all__ = [
     "check_draft_tokens",
     "check_draft_trees",
     "deadline_ns",
+    "link_arrays",
 ]
-
-_INT64_MAX = np.iinfo(np.int64).max
-_INT64 = np.dtype(np.int64)
 
 
 def as_index_array(values, name: str) -> np.ndarray:
-    """``values`` as a C-contiguous int64 numpy array (no copy when it already is one).
+    """``values`` as a C-contiguous int64 numpy array (no copy when it already is one):
+    :func:`treegram._checks.as_int64_array`, signed and unsigned integer dtypes.
 
     Raises
     ------
@@ -32,26 +31,35 @@ def as_index_array(values, name: str) -> np.ndarray:
         Not an integer array (Python ints beyond int64 make an object array), a tensor
         that is not on the CPU, or unsigned values that do not fit in int64.
     """
-    if type(values) is np.ndarray and values.dtype is _INT64 and values.flags.c_contiguous:
-        return values  # the common case, already what the kernels take: no checks to run
-    if not isinstance(values, np.ndarray):
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(values, torch.Tensor):
-            if values.device.type != "cpu":
-                raise DraftTreeError(f"{name} must be on the CPU, got a tensor on {values.device}")
-            values = values.detach().numpy()
-        else:
-            values = np.asarray(values)
-            if values.size == 0 and values.dtype.kind == "f":
-                values = values.astype(np.int64)  # np.asarray([]) is float64
-    if values.dtype.kind not in "iu":
-        raise DraftTreeError(f"{name} must be an integer array, got dtype {values.dtype}")
-    if values.dtype == np.uint64 and values.size and values.max() > _INT64_MAX:
-        # Converting would wrap 2**64 - 1 to -1 (a valid "no link" sentinel).
-        raise DraftTreeError(f"{name} holds {int(values.max())}, which does not fit in int64")
-    if values.dtype != np.int64 or not values.flags.c_contiguous:
-        values = np.ascontiguousarray(values, dtype=np.int64)
-    return values
+    return as_int64_array(values, name)
+
+
+def link_arrays(next_token, next_sibling, b: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A batch call's ``retrieve_next_token`` / ``retrieve_next_sibling`` as int64 [1, N]
+    (one tree shared by every request) or [B, N], both the same shape.
+
+    Raises
+    ------
+    DraftTreeError
+        Not integer arrays, or shapes other than ``(N,)`` / ``(B, N)``, or differing.
+    """
+    links = []
+    for name, values in (
+        ("retrieve_next_token", next_token),
+        ("retrieve_next_sibling", next_sibling),
+    ):
+        arr = as_int64_array(values, name)
+        if arr.ndim == 1:
+            arr = arr[None]
+        if arr.ndim != 2 or arr.shape[1] != n or arr.shape[0] not in (1, b):
+            raise DraftTreeError(f"{name} must have shape ({n},) or ({b}, {n}), got {arr.shape}")
+        links.append(arr)
+    if links[0].shape != links[1].shape:
+        raise DraftTreeError(
+            "retrieve_next_token and retrieve_next_sibling differ in shape: "
+            f"{links[0].shape} vs {links[1].shape}"
+        )
+    return links[0], links[1]
 
 
 def check_draft_trees(

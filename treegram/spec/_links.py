@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from treegram._checks import as_int64_array, as_numpy
 from treegram.errors import DraftTreeError
 from treegram.kernels import tree as _tree
 
@@ -41,16 +42,6 @@ __all__ = [
 # -- input checks ----------------------------------------------------------------------------
 
 
-def _as_array(x: Any, name: str) -> np.ndarray:
-    try:
-        return np.asarray(x)
-    except Exception as exc:  # e.g. a CUDA tensor, or one that requires grad
-        raise DraftTreeError(
-            f"{name}: expected a numpy array or a CPU tensor, could not convert "
-            f"{type(x).__name__} ({type(exc).__name__}: {exc})"
-        ) from None
-
-
 def _index_str(name: str, idx: tuple[int, ...], squeeze: bool) -> str:
     idx = idx[1:] if squeeze else idx
     return f"{name}[{', '.join(str(int(k)) for k in idx)}]"
@@ -59,18 +50,13 @@ def _index_str(name: str, idx: tuple[int, ...], squeeze: bool) -> str:
 def _as_index_batch(x: Any, name: str) -> tuple[np.ndarray, bool]:
     """A signed-integer ``[N]`` or ``[B, N]`` array as C-contiguous int64 ``[B, N]``, plus
     whether the input was one tree (1-D)."""
-    a = _as_array(x, name)
-    if a.dtype.kind != "i":
-        raise DraftTreeError(
-            f"{name}: expected a signed integer array (int32 or int64), got dtype {a.dtype}"
-        )
+    a = as_int64_array(x, name, signed=True)
     if a.ndim not in (1, 2):
         raise DraftTreeError(
             f"{name}: expected shape [N] or [B, N], got {a.ndim} dimensions {tuple(a.shape)}"
         )
     squeeze = a.ndim == 1
-    a2 = a[None, :] if squeeze else a
-    return np.ascontiguousarray(a2, dtype=np.int64), squeeze
+    return (a[None, :] if squeeze else a), squeeze
 
 
 def _check_parents(x: Any, name: str = "parents") -> tuple[np.ndarray, bool]:
@@ -88,7 +74,7 @@ def _check_parents(x: Any, name: str = "parents") -> tuple[np.ndarray, bool]:
 
 
 def _check_mask(x: Any, name: str = "mask") -> tuple[np.ndarray, bool]:
-    a = _as_array(x, name)
+    a = as_numpy(x, name)
     if a.dtype.kind not in "biu":
         raise DraftTreeError(f"{name}: expected a bool or integer array, got dtype {a.dtype}")
     if a.ndim not in (2, 3) or a.shape[-1] != a.shape[-2]:
@@ -266,7 +252,7 @@ def positions_from_parents(parents: Any, offset: Any = 0) -> np.ndarray:
         ``parents`` is malformed, or ``offset`` is not an integer scalar or a ``[B]`` array.
     """
     p, squeeze = _check_parents(parents)
-    off = _as_array(offset, "offset")
+    off = as_numpy(offset, "offset")
     if off.dtype.kind not in "iu":
         raise DraftTreeError(f"offset: expected integers, got dtype {off.dtype}")
     if off.ndim == 0:
