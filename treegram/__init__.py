@@ -8,6 +8,7 @@ from __future__ import annotations
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import (
     ArgumentError,
+    ArgumentTypeError,
     BitmaskError,
     BitmaskIndexError,
     CacheStoreError,
@@ -52,6 +53,7 @@ __all__ = [
     # errors
     "TreegramError",
     "ArgumentError",
+    "ArgumentTypeError",
     "GrammarError",
     "GrammarSyntaxError",
     "UndefinedRuleError",

@@ -19,12 +19,11 @@ numpy arrays with the same leading shape, and raises :class:`~treegram.errors.Dr
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
 
-from treegram._checks import as_int64_array, as_numpy
+from treegram._checks import as_index, as_int64_array, as_numpy
 from treegram.errors import DraftTreeError
 from treegram.kernels import tree as _tree
 
@@ -307,12 +306,7 @@ def validate_tree(next_token: Any, next_sibling: Any, *, root: int = 0) -> None:
             f"next_sibling: shape {shape_ns} does not match next_token's shape {shape_nt}"
         )
     n = nt.shape[1]
-    if isinstance(root, (bool, np.bool_)):
-        raise DraftTreeError(f"root: expected an int, got {root!r}")
-    try:
-        root = operator.index(root)
-    except TypeError:
-        raise DraftTreeError(f"root: expected an int, got {type(root).__name__}") from None
+    root = as_index(root, "root", DraftTreeError, "an int")
     if n == 0:
         raise DraftTreeError("next_token: the tree is empty (N = 0); it needs a root node")
     if not 0 <= root < n:
