@@ -34,9 +34,15 @@ def as_index_array(values, name: str) -> np.ndarray:
     return as_int64_array(values, name)
 
 
-def link_arrays(next_token, next_sibling, b: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """A batch call's ``retrieve_next_token`` / ``retrieve_next_sibling`` as int64 [1, N]
-    (one tree shared by every request) or [B, N], both the same shape.
+def link_arrays(
+    next_token,
+    next_sibling,
+    b: int,
+    n: int,
+    names: tuple[str, str] = ("retrieve_next_token", "retrieve_next_sibling"),
+) -> tuple[np.ndarray, np.ndarray]:
+    """A batch call's first-child / next-sibling links as int64 [1, N] (one tree shared by
+    every request) or [B, N], both the same shape (no copy when they already are int64).
 
     Raises
     ------
@@ -44,20 +50,17 @@ def link_arrays(next_token, next_sibling, b: int, n: int) -> tuple[np.ndarray, n
         Not integer arrays, or shapes other than ``(N,)`` / ``(B, N)``, or differing.
     """
     links = []
-    for name, values in (
-        ("retrieve_next_token", next_token),
-        ("retrieve_next_sibling", next_sibling),
-    ):
+    for name, values in zip(names, (next_token, next_sibling), strict=True):
         arr = as_int64_array(values, name)
+        shape = arr.shape
         if arr.ndim == 1:
             arr = arr[None]
         if arr.ndim != 2 or arr.shape[1] != n or arr.shape[0] not in (1, b):
-            raise DraftTreeError(f"{name} must have shape ({n},) or ({b}, {n}), got {arr.shape}")
+            raise DraftTreeError(f"{name} must have shape ({n},) or ({b}, {n}), got {shape}")
         links.append(arr)
     if links[0].shape != links[1].shape:
         raise DraftTreeError(
-            "retrieve_next_token and retrieve_next_sibling differ in shape: "
-            f"{links[0].shape} vs {links[1].shape}"
+            f"{names[0]} and {names[1]} differ in shape: {links[0].shape} vs {links[1].shape}"
         )
     return links[0], links[1]
 
