@@ -20,10 +20,15 @@ Configurations, each decoding every document of a schema as one batch:
 
 Reported: decoding steps per document and accepted tokens per step (accepted drafts + the
 bonus token), medians over documents and the ratios the issue asks for; and the cost of the
-extension, per ``ngram+forced`` step, against a warm ``batch_traverse_draft_tree`` of the
-same (drafted) trees: the tree-only call (``token_bitmask=None``), and the one call that
-also fills every node's mask against a traversal of the extended trees. Timings are the
-minimum of ``--repeats`` runs after a warm-up run (lazy classification done).
+extension per ``ngram+forced`` step. The fair comparison (the issue's "<= 10% of a warm
+batched traversal of the same trees") is the one call an engine makes instead of its
+traversal, ``extend_draft_trees(..., token_bitmask=rows)``, which extends the trees and fills
+every node's mask, against a warm ``batch_traverse_draft_tree`` of the same (extended)
+trees: both fill the same rows, so the difference is what the extension adds. Also
+reported, against a traversal of the drafted trees: the tree-only call
+(``token_bitmask=None``, a separate call that pays its own fixed validation cost) and its
+forced-node work (that call minus the same call with budget 0). Timings are the minimum of
+``--repeats`` runs after a warm-up run (lazy classification done).
 
 Prints a table, writes ``benchmarks/results/forced_drafts.json`` and, when matplotlib is
 importable, a plot of steps per document (``benchmarks/results/forced_drafts.png``).
@@ -260,16 +265,22 @@ def cost_summary(timings: list[dict]) -> dict:
         "steps_timed": len(timings),
         "median_us": {k: float(np.median(v) * 1e6) for k, v in t.items() if k != "forced_nodes"},
         "median_forced_nodes_per_step": float(np.median(t["forced_nodes"])),
-        # the tree-only extension call against a warm traversal of the drafted trees
+        # the issue's target, compared fairly: the one call that extends the trees and fills
+        # every node's mask, against a traversal of the same (extended) trees, which fills
+        # the same rows; the extra is what the extension costs
+        "extend_with_masks_over_traverse_extended": float(
+            np.median(t["extend_with_masks"] / t["traverse_extended"])
+        ),
+        "extend_with_masks_extra_over_traverse_extended": float(
+            np.median((t["extend_with_masks"] - t["traverse_extended"]) / t["traverse_extended"])
+        ),
+        # the tree-only extension call (a separate call with its own fixed cost) against a
+        # warm traversal of the drafted trees
         "extend_over_traverse": float(np.median(t["extend"] / t["traverse"])),
         # the forced-node work alone: that call minus the same call with budget 0 (its
         # validation, allocation and tree walk, which the traversal pays too)
         "forced_work_over_traverse": float(
             np.median((t["extend"] - t["extend_budget0"]) / t["traverse"])
-        ),
-        # the one call with masks against a traversal of the extended trees (its extra cost)
-        "extend_with_masks_over_traverse_extended": float(
-            np.median(t["extend_with_masks"] / t["traverse_extended"])
         ),
         "extend_with_masks_extra_over_traverse": float(
             np.median((t["extend_with_masks"] - t["traverse_extended"]) / t["traverse"])
@@ -312,19 +323,16 @@ def format_table(result: dict) -> str:
     if c:
         us = c["median_us"]
         lines.append(
-            f"cost per ngram+forced step (median of {c['steps_timed']}): traverse "
-            f"{us['traverse']:.1f} us, extend (trees only) {us['extend']:.1f} us = "
-            f"{c['extend_over_traverse']:.1%} of the traversal (target <= 10%)"
+            f"cost per ngram+forced step (median of {c['steps_timed']}): extend + fill masks "
+            f"(one call) {us['extend_with_masks']:.1f} us vs traverse of the same extended "
+            f"trees {us['traverse_extended']:.1f} us: extra "
+            f"{c['extend_with_masks_extra_over_traverse_extended']:+.1%} (target <= 10%)"
         )
         lines.append(
-            f"  of which forced-node work (minus the same call with budget 0, "
-            f"{us['extend_budget0']:.1f} us): {c['forced_work_over_traverse']:.1%} of the traversal"
-        )
-        lines.append(
-            f"  extend with masks {us['extend_with_masks']:.1f} us vs traverse of the "
-            f"extended trees {us['traverse_extended']:.1f} us "
-            f"(x{c['extend_with_masks_over_traverse_extended']:.2f}); "
-            f"its extra cost = {c['extend_with_masks_extra_over_traverse']:.1%} of the traversal"
+            f"  tree-only extend call {us['extend']:.1f} us = {c['extend_over_traverse']:.1%} of "
+            f"a traversal of the drafted trees ({us['traverse']:.1f} us); of which forced-node "
+            f"work {c['forced_work_over_traverse']:.1%} (the rest, {us['extend_budget0']:.1f} us, "
+            "is the same call with budget 0: validation and the tree walk)"
         )
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@ from treegram import structural_tag, testing
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import (
     ArgumentError,
+    ArgumentTypeError,
     BitmaskError,
     BitmaskIndexError,
     CacheStoreError,
@@ -63,6 +64,7 @@ __all__ = [
     # errors
     "TreegramError",
     "ArgumentError",
+    "ArgumentTypeError",
     "GrammarError",
     "GrammarSyntaxError",
     "UndefinedRuleError",

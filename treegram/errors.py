@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "TreegramError",
     "ArgumentError",
+    "ArgumentTypeError",
     "GrammarError",
     "GrammarSyntaxError",
     "RegexSyntaxError",
@@ -39,6 +40,11 @@ class TreegramError(Exception):
 
 class ArgumentError(TreegramError, ValueError):
     """An argument has the wrong type or value (the message names it)."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument has the wrong type (a bool or a float where an int is needed): also a
+    ``TypeError``, which is what Python raises for wrong types."""
 
 
 class GrammarError(TreegramError, ValueError):

@@ -280,16 +280,16 @@ def test_import_does_not_need_torch():
 
 PARENTS_FAILING = [
     # (value, message fragment)
-    (np.array([-1.0, 0.0]), "parents: expected a signed integer array"),
-    (np.array([True, False]), "parents: expected a signed integer array"),
-    (np.array([0, 0], dtype=np.uint8), "parents: expected a signed integer array"),
+    (np.array([-1.0, 0.0]), "parents must be a signed integer array"),
+    (np.array([True, False]), "parents must be a signed integer array"),
+    (np.array([0, 0], dtype=np.uint8), "parents must be a signed integer array"),
     (np.zeros((2, 2, 2), dtype=np.int64), r"parents: expected shape \[N\] or \[B, N\]"),
     (np.int64(3), r"parents: expected shape \[N\] or \[B, N\]"),
     (np.array([-1, 1]), r"parents\[1\] = 1: a parent must"),
     (np.array([-1, 0, 5]), r"parents\[2\] = 5"),
     (np.array([-1, -2]), r"parents\[1\] = -2"),
     (np.array([[-1, 0], [0, 0]]), r"parents\[1, 0\] = 0"),
-    ("abc", "parents: expected a signed integer array"),
+    ("abc", "parents must be a signed integer array"),
 ]
 
 
@@ -338,16 +338,16 @@ def _tree_links():
 
 VALIDATE_FAILING = [
     # (next_token, next_sibling, kwargs, message fragment)
-    ([1.0, -1.0], [-1, -1], {}, "next_token: expected a signed integer array"),
-    ([1, -1], [-1.0, -1.0], {}, "next_sibling: expected a signed integer array"),
+    ([1.0, -1.0], [-1, -1], {}, "next_token must be a signed integer array"),
+    ([1, -1], [-1.0, -1.0], {}, "next_sibling must be a signed integer array"),
     (np.zeros((1, 1, 2), np.int64), np.zeros((1, 1, 2), np.int64), {}, "next_token: expected"),
     ([1, -1], [-1, -1, -1], {}, r"next_sibling: shape \(3,\) does not match"),
     ([[1, -1]], [1, -1], {}, r"next_sibling: shape \(2,\) does not match.*\(1, 2\)"),
     (np.zeros(0, np.int64), np.zeros(0, np.int64), {}, "empty"),
     ([1, -1], [-1, -1], {"root": 2}, r"root: 2 is out of range \[0, 2\)"),
     ([1, -1], [-1, -1], {"root": -1}, "root: -1 is out of range"),
-    ([1, -1], [-1, -1], {"root": 0.0}, "root: expected an int"),
-    ([1, -1], [-1, -1], {"root": True}, "root: expected an int"),
+    ([1, -1], [-1, -1], {"root": 0.0}, "root must be an int"),
+    ([1, -1], [-1, -1], {"root": True}, "root must be an int"),
     ([2, -1], [-1, -1], {}, r"next_token\[0\] = 2 is out of range \[-1, 2\)"),
     ([1, -1], [-1, -5], {}, r"next_sibling\[1\] = -5 is out of range"),
     ([[1, -1], [1, 7]], [[-1, -1], [-1, -1]], {}, r"next_token\[1, 1\] = 7"),

@@ -39,6 +39,7 @@ from treegram.ir import (
 )
 
 from ..errors import GrammarError, UndefinedRuleError
+from ..kernels import layout
 from ._repeats import split_long_repeats
 from ._subset import determinize, fill_transitions
 from ._utf8 import utf8_sequences
@@ -46,7 +47,6 @@ from ._utf8 import utf8_sequences
 __all__ = ["Automaton", "build_automaton", "LOOKAHEAD_SUFFIX"]
 
 LOOKAHEAD_SUFFIX = "$lookahead"
-PACK_HEADER = 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,15 +131,18 @@ class Automaton:
                 self.ref_rule,
                 self.ref_target,
             ]
-            buf = np.empty(PACK_HEADER + sum(p.shape[0] for p in parts), dtype=np.int32)
-            buf[:PACK_HEADER] = 0
-            buf[:4] = (self.n_states, self.n_rules, self.n_classes, self.root_rule)
-            offset = PACK_HEADER
+            buf = np.empty(layout.PACK_HEADER + sum(p.shape[0] for p in parts), dtype=np.int32)
+            buf[: layout.PACK_HEADER] = 0
+            buf[layout.PACK_N_STATES] = self.n_states
+            buf[layout.PACK_N_RULES] = self.n_rules
+            buf[layout.PACK_N_CLASSES] = self.n_classes
+            buf[layout.PACK_ROOT_RULE] = self.root_rule
+            offset = layout.PACK_HEADER
             for k, part in enumerate(parts):
-                buf[4 + k] = offset
+                buf[layout.PACK_OFFSETS + k] = offset
                 buf[offset : offset + part.shape[0]] = part  # one copy, cast in place
                 offset += part.shape[0]
-            buf[4 + len(parts)] = offset
+            buf[layout.PACK_OFFSETS + len(parts)] = offset
             object.__setattr__(self, "_packed", buf)
         return buf
 

@@ -19,6 +19,7 @@ import numpy as np
 from ..kernels import (
     classify,
     joint_byte_classes,
+    layout,
     positions_to_bitset,
     slice_reach,
     state_signature,
@@ -314,19 +315,19 @@ class MaskStore:
         sv = self._sorted_vocab
         whole = self._shared.string_slice(self._n_words, sv.max_len)
         if self._slice_reps is None:
-            self._slice_reps = joint_byte_classes(whole.dfa, a[4])
+            self._slice_reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
         reach, exact = slice_reach(
             whole.dfa,
             self._slice_reps,
-            a[0],
-            a[1],
-            a[3],
-            a[4],
-            a[5],
-            a[6],
-            a[7],
-            a[8],
-            a[9],
+            a[layout.A_RULE_START],
+            a[layout.A_RULE_NULLABLE],
+            a[layout.A_STATE_FINAL],
+            a[layout.A_BYTE_CLASS],
+            a[layout.A_N_CLASSES],
+            a[layout.A_TRANS],
+            a[layout.A_REF_PTR],
+            a[layout.A_REF_RULE],
+            a[layout.A_REF_TARGET],
             s,
             sv.max_len,
             _SLICE_BYTES[0],

@@ -19,7 +19,11 @@ from __future__ import annotations
 from numba import njit
 
 from ._earley import unpack
-from ._layout import M_STEPS, M_STOPPED
+from ._layout import (
+    M_STEPS,
+    M_STOPPED,
+    PACK_ROOT_RULE,
+)
 from ._layout import N_GRAMMAR_ARRAYS as _G
 from ._layout import N_MATCHER_ARRAYS as _M
 from ._ops import accept_token_op, fill_op, rollback_op, traverse_op
@@ -70,7 +74,7 @@ def batch_fill(gtab, mtab, gslots, mslots, rows, out, status, start, stop):
         ab = g[0]
         status[i] = fill_op(
             unpack(ab),
-            ab[3],
+            ab[PACK_ROOT_RULE],
             g[1],
             g[2],
             g[3],
@@ -101,7 +105,17 @@ def batch_accept(gtab, mtab, gslots, mslots, tokens, status, start, stop):
         m = _matcher(mtab, mslots[i])
         ab = g[0]
         status[i] = accept_token_op(
-            unpack(ab), ab[3], g[8], g[9], m[0], m[1], m[2], m[3], m[4], m[5], tokens[i]
+            unpack(ab),
+            ab[PACK_ROOT_RULE],
+            g[8],
+            g[9],
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            m[4],
+            m[5],
+            tokens[i],
         )
 
 
@@ -159,7 +173,7 @@ def batch_traverse(
         ab = g[0]
         status[k] = traverse_op(
             unpack(ab),
-            ab[3],
+            ab[PACK_ROOT_RULE],
             g[1],
             g[2],
             g[3],
@@ -191,3 +205,20 @@ def batch_traverse(
             clock,
             stack,
         )
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def split_keys(keys, tags, gslots, mslots):
+    """Split batch keys ``(grammar slot << 32) | matcher slot`` (int64 [B]) into
+    ``gslots``/``mslots`` (int64 [B]) and compare the grammars' tags (vocabulary sizes).
+
+    Returns the first request whose grammar's tag differs from request 0's, or -1.
+    """
+    bad = -1
+    for i in range(keys.shape[0]):
+        g = keys[i] >> 32
+        gslots[i] = g
+        mslots[i] = keys[i] & 0xFFFFFFFF
+        if bad < 0 and tags[g] != tags[gslots[0]]:
+            bad = i
+    return bad

@@ -16,7 +16,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._layout import OVERFLOW, REJECT
+from ._layout import (
+    A_REF_PTR,
+    A_REF_RULE,
+    A_REF_TARGET,
+    A_RULE_NULLABLE,
+    A_RULE_START,
+    A_STATE_FINAL,
+    A_STATE_RULE,
+    OVERFLOW,
+    PACK_N_CLASSES,
+    PACK_OFFSETS,
+    PACK_ROOT_RULE,
+    REJECT,
+)
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -240,17 +253,18 @@ def can_end(state_rule, state_final, items_s, items_o, set_starts, pos, root_rul
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def unpack(ab):
     """Views of a packed automaton (``Automaton.packed``), in the order of ``arrays()``."""
+    o = PACK_OFFSETS  # ab[o + k] .. ab[o + k + 1]: packed array k
     return (
-        ab[ab[4] : ab[5]],
-        ab[ab[5] : ab[6]],
-        ab[ab[6] : ab[7]],
-        ab[ab[7] : ab[8]],
-        ab[ab[8] : ab[9]],
-        ab[2],
-        ab[ab[9] : ab[10]],
-        ab[ab[10] : ab[11]],
-        ab[ab[11] : ab[12]],
-        ab[ab[12] : ab[13]],
+        ab[ab[o] : ab[o + 1]],
+        ab[ab[o + 1] : ab[o + 2]],
+        ab[ab[o + 2] : ab[o + 3]],
+        ab[ab[o + 3] : ab[o + 4]],
+        ab[ab[o + 4] : ab[o + 5]],
+        ab[PACK_N_CLASSES],
+        ab[ab[o + 5] : ab[o + 6]],
+        ab[ab[o + 6] : ab[o + 7]],
+        ab[ab[o + 7] : ab[o + 8]],
+        ab[ab[o + 8] : ab[o + 9]],
     )
 
 
@@ -259,16 +273,7 @@ def accept_bytes(ab, items_s, items_o, set_starts, top, data, lo, hi):
     """``scan_bytes`` on a packed automaton: the matcher's accept entry point."""
     a = unpack(ab)
     return scan_bytes(
-        a[0],
-        a[1],
-        a[2],
-        a[3],
-        a[4],
-        a[5],
-        a[6],
-        a[7],
-        a[8],
-        a[9],
+        *a,
         items_s,
         items_o,
         set_starts,
@@ -283,13 +288,28 @@ def accept_bytes(ab, items_s, items_o, set_starts, top, data, lo, hi):
 def start_chart(ab, items_s, items_o, set_starts):
     """``init_chart`` on a packed automaton for its root rule."""
     a = unpack(ab)
-    return init_chart(a[0], a[1], a[2], a[3], a[7], a[8], a[9], items_s, items_o, set_starts, ab[3])
+    return init_chart(
+        a[A_RULE_START],
+        a[A_RULE_NULLABLE],
+        a[A_STATE_RULE],
+        a[A_STATE_FINAL],
+        a[A_REF_PTR],
+        a[A_REF_RULE],
+        a[A_REF_TARGET],
+        items_s,
+        items_o,
+        set_starts,
+        ab[PACK_ROOT_RULE],
+    )
 
 
 @njit(nogil=True, cache=True, _nrt=False)
 def chart_can_end(ab, items_s, items_o, set_starts, top):
     """``can_end`` on a packed automaton for its root rule."""
-    return can_end(ab[ab[6] : ab[7]], ab[ab[7] : ab[8]], items_s, items_o, set_starts, top, ab[3])
+    a = unpack(ab)
+    return can_end(
+        a[A_STATE_RULE], a[A_STATE_FINAL], items_s, items_o, set_starts, top, ab[PACK_ROOT_RULE]
+    )
 
 
 def new_chart(item_capacity: int = 256, set_capacity: int = 64):

@@ -27,6 +27,19 @@ from numba import njit
 
 from ._batch import _grammar, _matcher
 from ._earley import OVERFLOW, can_end, scan_byte, unpack
+from ._layout import (
+    A_BYTE_CLASS,
+    A_N_CLASSES,
+    A_REF_PTR,
+    A_REF_RULE,
+    A_REF_TARGET,
+    A_RULE_NULLABLE,
+    A_RULE_START,
+    A_STATE_FINAL,
+    A_STATE_RULE,
+    A_TRANS,
+    PACK_ROOT_RULE,
+)
 from ._ops import (
     HIST_FULL,
     M_NO_STOP,
@@ -42,9 +55,9 @@ from ._ops import (
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def _mark_bytes(A, items_s, set_starts, pos, seen):
     """``seen[c]`` = some item of set ``pos`` reads a byte of class ``c``."""
-    byte_class = A[4]
-    n_classes = A[5]
-    trans = A[6]
+    byte_class = A[A_BYTE_CLASS]
+    n_classes = A[A_N_CLASSES]
+    trans = A[A_TRANS]
     for c in range(n_classes):
         seen[c] = False
     for j in range(set_starts[pos], set_starts[pos + 1]):
@@ -65,7 +78,7 @@ def forced_bytes(A, root_rule, items_s, items_o, set_starts, top, fb, limit, see
     while n < limit:
         if pos + 2 >= set_starts.shape[0]:
             return OVERFLOW
-        if can_end(A[2], A[3], items_s, items_o, set_starts, pos, root_rule):
+        if can_end(A[A_STATE_RULE], A[A_STATE_FINAL], items_s, items_o, set_starts, pos, root_rule):
             break
         byte_class = _mark_bytes(A, items_s, set_starts, pos, seen)
         only = -1
@@ -79,16 +92,17 @@ def forced_bytes(A, root_rule, items_s, items_o, set_starts, top, fb, limit, see
         if count != 1:
             break
         st = scan_byte(
-            A[0],
-            A[1],
-            A[2],
-            A[3],
-            A[4],
-            A[5],
-            A[6],
-            A[7],
-            A[8],
-            A[9],
+            # scan_byte is inlined, and numba cannot inline a call with *args
+            A[A_RULE_START],
+            A[A_RULE_NULLABLE],
+            A[A_STATE_RULE],
+            A[A_STATE_FINAL],
+            A[A_BYTE_CLASS],
+            A[A_N_CLASSES],
+            A[A_TRANS],
+            A[A_REF_PTR],
+            A[A_REF_RULE],
+            A[A_REF_TARGET],
             items_s,
             items_o,
             set_starts,
@@ -344,7 +358,15 @@ def extend_op(
                     if n == 0:
                         # No forced byte: is one token the only choice?
                         top = meta[M_TOP]
-                        ends = can_end(A[2], A[3], items_s, items_o, set_starts, top, root_rule)
+                        ends = can_end(
+                            A[A_STATE_RULE],
+                            A[A_STATE_FINAL],
+                            items_s,
+                            items_o,
+                            set_starts,
+                            top,
+                            root_rule,
+                        )
                         n_stop = 0 if (not ends or meta[M_NO_STOP]) else stop_ids.shape[0]
                         byte_class = _mark_bytes(A, items_s, set_starts, top, seen)
                         n_any = 0
@@ -568,10 +590,7 @@ def batch_extend(
     ns_in,
     draft_in,
     roots,
-    draft_out,
-    nt_out,
-    ns_out,
-    par_out,
+    trees_out,
     out,
     with_masks,
     scratch_row,
@@ -579,8 +598,7 @@ def batch_extend(
     per_leaf,
     vocab_size,
     result,
-    stack,
-    had_child,
+    walk,
     fb,
     seen,
     start,
@@ -589,20 +607,28 @@ def batch_extend(
     """:func:`extend_op` for requests ``start .. stop - 1``.
 
     ``nt_in``/``ns_in`` are [T, N] (T = 1: one tree shared by every request), ``draft_in``
-    [B, N], outputs [B, M]; request ``i`` writes rows ``i * M .. i * M + M - 1`` of ``out``
-    (with masks) and ``result[i]`` (forced nodes appended, or a negative status). The
-    scratch arrays belong to this call.
+    [B, N]; ``trees_out`` int64 [4, B, M] receives the extended draft tokens, next-token
+    and next-sibling links and parents. Request ``i`` writes rows ``i * M .. i * M + M - 1``
+    of ``out`` (with masks) and ``result[i]`` (forced nodes appended, or a negative
+    status). ``walk`` int32 [2, M + 1] (stack, had_child), ``fb`` and ``seen`` are this
+    call's scratch.
+
+    Returns
+    -------
+    int
+        How many requests of the range ended with a negative status (0: all done).
     """
     shared = nt_in.shape[0] == 1
-    m_nodes = draft_out.shape[1]
+    m_nodes = trees_out.shape[2]
+    pending = 0
     for i in range(start, stop):
         t = 0 if shared else i
         g = _grammar(gtab, gslots[i])
         m = _matcher(mtab, mslots[i])
         ab = g[0]
-        result[i] = extend_op(
+        r = extend_op(
             unpack(ab),
-            ab[3],
+            ab[PACK_ROOT_RULE],
             g[1],
             g[2],
             g[3],
@@ -633,10 +659,10 @@ def batch_extend(
             ns_in[t],
             draft_in[i],
             roots[i],
-            draft_out[i],
-            nt_out[i],
-            ns_out[i],
-            par_out[i],
+            trees_out[0, i],
+            trees_out[1, i],
+            trees_out[2, i],
+            trees_out[3, i],
             out,
             i * m_nodes,
             with_masks,
@@ -644,8 +670,12 @@ def batch_extend(
             budgets[i],
             per_leaf,
             vocab_size,
-            stack,
-            had_child,
+            walk[0],
+            walk[1],
             fb,
             seen,
         )
+        result[i] = r
+        if r < 0:
+            pending += 1
+    return pending

@@ -6,7 +6,10 @@ import numpy as np
 from numba import njit
 
 from ._earley import can_end, scan_byte, unpack
-from ._layout import OVERFLOW
+from ._layout import (
+    OVERFLOW,
+    PACK_ROOT_RULE,
+)
 
 
 @njit(nogil=True, cache=True)
@@ -26,7 +29,7 @@ def jump_forward(ab, items_s, items_o, set_starts, top, out):
         ref_rule,
         ref_target,
     ) = unpack(ab)
-    root_rule = ab[3]
+    root_rule = ab[PACK_ROOT_RULE]
     n_out = 0
     pos = top
     seen = np.zeros(n_classes, dtype=np.bool_)

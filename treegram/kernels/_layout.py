@@ -25,6 +25,13 @@ Matcher meta fields
 ``meta`` (int64) of a matcher: ``M_TOP`` (top Earley set), ``M_STEPS`` (tokens accepted),
 ``M_STOPPED`` (1 after a stop token), ``M_NO_STOP`` (1 when stop tokens are not accepted).
 
+Automaton arrays
+----------------
+``A_*`` index the unpacked automaton ``A = kernels._earley.unpack(packed)``, the order of
+``Automaton.arrays()``; ``PACK_*`` name the header words of the packed int32 buffer
+(``Automaton.packed``): counts, the root rule, then ``PACK_OFFSETS + k``, where array ``k``
+of the buffer starts.
+
 Registry rows
 -------------
 A batch kernel finds each grammar's and each matcher's arrays through a row of the slot
@@ -47,6 +54,22 @@ __all__ = [
     "M_STEPS",
     "M_STOPPED",
     "M_NO_STOP",
+    "A_RULE_START",
+    "A_RULE_NULLABLE",
+    "A_STATE_RULE",
+    "A_STATE_FINAL",
+    "A_BYTE_CLASS",
+    "A_N_CLASSES",
+    "A_TRANS",
+    "A_REF_PTR",
+    "A_REF_RULE",
+    "A_REF_TARGET",
+    "PACK_N_STATES",
+    "PACK_N_RULES",
+    "PACK_N_CLASSES",
+    "PACK_ROOT_RULE",
+    "PACK_OFFSETS",
+    "PACK_HEADER",
     "GRAMMAR_ROW",
     "GRAMMAR_LENGTH_AXES",
     "MATCHER_ROW",
@@ -68,6 +91,26 @@ M_TOP = 0
 M_STEPS = 1
 M_STOPPED = 2
 M_NO_STOP = 3
+
+# The unpacked automaton (a tuple; index it with these constants, which numba folds).
+A_RULE_START = 0  # int32 [rules]: first state of each rule
+A_RULE_NULLABLE = 1  # int32 [rules]: 1 if the rule derives the empty string
+A_STATE_RULE = 2  # int32 [states]: the rule a state belongs to
+A_STATE_FINAL = 3  # int32 [states]: 1 for a rule's end state
+A_BYTE_CLASS = 4  # int32 [256]: byte -> byte class
+A_N_CLASSES = 5  # int: number of byte classes (a scalar, not an array)
+A_TRANS = 6  # int32 [states * n_classes]: byte-class transitions (-1: none)
+A_REF_PTR = 7  # int32 [states + 1]: CSR offsets of each state's rule references
+A_REF_RULE = 8  # int32 [refs]: the rule a reference calls
+A_REF_TARGET = 9  # int32 [refs]: the state after the called rule
+
+# Header words of the packed automaton buffer.
+PACK_N_STATES = 0
+PACK_N_RULES = 1
+PACK_N_CLASSES = 2
+PACK_ROOT_RULE = 3
+PACK_OFFSETS = 4  # PACK_OFFSETS + k: start of packed array k (k = 0..8), then the end
+PACK_HEADER = 16  # header words in all
 
 # (name, length axis) of each array of a grammar row: the packed automaton
 # (``Automaton.packed``), the token classification (``MaskStore.snapshot()``: state_class,

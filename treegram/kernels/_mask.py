@@ -18,7 +18,15 @@ import numpy as np
 from numba import njit
 
 from ._earley import can_end, scan_byte
-from ._layout import BUFS_FULL, CAND_FULL, NEED_CLASSIFY, OVERFLOW, REJECT
+from ._layout import (
+    A_STATE_FINAL,
+    A_STATE_RULE,
+    BUFS_FULL,
+    CAND_FULL,
+    NEED_CLASSIFY,
+    OVERFLOW,
+    REJECT,
+)
 
 # The mask kernels run without numba's reference counting (``_nrt=False``): every array
 # reference they create would otherwise cost atomic increments and decrements, which on
@@ -147,7 +155,7 @@ def fill_row(
             out[r, w] = memo_row[w]
         return 0
     n_cls, n_missing = collect_classes(
-        state_class, A[2], root, items_s, items_o, set_starts, top, bufs
+        state_class, A[A_STATE_RULE], root, items_s, items_o, set_starts, top, bufs
     )
     if n_cls < 0:
         return BUFS_FULL
@@ -187,7 +195,7 @@ def fill_row(
             return st
     # Stop tokens are stops only: allowed exactly when the root rule can end here, even if
     # their text would also match the grammar.
-    ends = can_end(A[2], A[3], items_s, items_o, set_starts, top, root)
+    ends = can_end(A[A_STATE_RULE], A[A_STATE_FINAL], items_s, items_o, set_starts, top, root)
     for q in range(stop_ids.shape[0]):
         t = stop_ids[q]
         if ends:

@@ -26,7 +26,18 @@ from numba import njit
 
 from ._clock import monotonic_ns
 from ._earley import can_end, scan_bytes, unpack
-from ._layout import HIST_FULL, M_NO_STOP, M_STEPS, M_STOPPED, M_TOP, REJECT, TIMEOUT
+from ._layout import (
+    A_STATE_FINAL,
+    A_STATE_RULE,
+    HIST_FULL,
+    M_NO_STOP,
+    M_STEPS,
+    M_STOPPED,
+    M_TOP,
+    PACK_ROOT_RULE,
+    REJECT,
+    TIMEOUT,
+)
 from ._mask import fill_row
 
 
@@ -45,7 +56,9 @@ def accept_token_op(
     top = meta[M_TOP]
     for q in range(stop_ids.shape[0]):
         if stop_ids[q] == token:
-            if meta[M_NO_STOP] or not can_end(A[2], A[3], items_s, items_o, set_starts, top, root):
+            if meta[M_NO_STOP] or not can_end(
+                A[A_STATE_RULE], A[A_STATE_FINAL], items_s, items_o, set_starts, top, root
+            ):
                 return 0
             hist[meta[M_STEPS]] = top
             meta[M_STEPS] += 1
@@ -56,16 +69,7 @@ def accept_token_op(
     if lo == hi:
         return 0
     new_top = scan_bytes(
-        A[0],
-        A[1],
-        A[2],
-        A[3],
-        A[4],
-        A[5],
-        A[6],
-        A[7],
-        A[8],
-        A[9],
+        *A,
         items_s,
         items_o,
         set_starts,
@@ -156,7 +160,7 @@ def accept_token_entry(
     """``accept_token_op`` on a packed automaton (scalar entry point)."""
     return accept_token_op(
         unpack(ab),
-        ab[3],
+        ab[PACK_ROOT_RULE],
         tok_offsets,
         tok_data,
         items_s,
@@ -195,7 +199,7 @@ def fill_entry(
     """``fill_op`` on a packed automaton (scalar entry point)."""
     return fill_op(
         unpack(ab),
-        ab[3],
+        ab[PACK_ROOT_RULE],
         state_class,
         cls_meta,
         acc_pool,
@@ -420,7 +424,7 @@ def traverse_entry(
     """``traverse_op`` on a packed automaton (scalar entry point)."""
     return traverse_op(
         unpack(ab),
-        ab[3],
+        ab[PACK_ROOT_RULE],
         state_class,
         cls_meta,
         acc_pool,

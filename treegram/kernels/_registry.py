@@ -44,6 +44,7 @@ class RWLock:
         self._cond = threading.Condition(threading.Lock())
         self._readers = 0
         self._writer = False
+        self._writers_waiting = 0  # readers notify only when one waits (notify is not free)
 
     def acquire_read(self) -> None:
         with self._cond:
@@ -54,13 +55,17 @@ class RWLock:
     def release_read(self) -> None:
         with self._cond:
             self._readers -= 1
-            if self._readers == 0:
+            if self._readers == 0 and self._writers_waiting:
                 self._cond.notify_all()
 
     def acquire_write(self) -> None:
         with self._cond:
-            while self._writer or self._readers:
-                self._cond.wait()
+            self._writers_waiting += 1
+            try:
+                while self._writer or self._readers:
+                    self._cond.wait()
+            finally:
+                self._writers_waiting -= 1
             self._writer = True
 
     def release_write(self) -> None:

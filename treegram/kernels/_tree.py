@@ -81,6 +81,7 @@ def mask_from_parents(parents, mask):
 
 LINKS_RANGE = 4  # a link is outside [-1, N)
 LINKS_ROOT_RANGE = 5  # a root is outside [0, N)
+LINKS_TOKEN = 6  # a draft token is outside [0, vocab_size) (report = [request, node, -1])
 
 
 @njit(nogil=True, cache=True)
@@ -146,3 +147,34 @@ def check_trees(next_token, next_sibling, roots, seen, stack, report):
                     stack[top] = s
                     top += 1
     return LINKS_OK
+
+
+@njit(nogil=True, cache=True)
+def check_tree_input(next_token, next_sibling, roots, draft, vocab_size, seen, stack, report):
+    """:func:`check_trees`, then :func:`check_tokens` on ``draft`` [R, N] (row ``k`` is
+    request ``k``): one call for a traversal's whole input. Returns a ``LINKS_*`` code."""
+    code = check_trees(next_token, next_sibling, roots, seen, stack, report)
+    if code != LINKS_OK:
+        return code
+    if check_tokens(draft, roots, vocab_size, report):
+        report[2] = -1
+        return LINKS_TOKEN
+    return LINKS_OK
+
+
+@njit(nogil=True, cache=True)
+def check_tokens(draft, roots, vocab_size, report):
+    """Find the first token of ``draft`` int64 [K, N] outside ``[0, vocab_size)``, node
+    ``roots[k]`` of row ``k`` excepted (it holds the last verified token, never read).
+
+    Returns 1 and writes ``(row, node)`` to ``report`` int64 [>= 2] if there is one, else 0.
+    """
+    for k in range(draft.shape[0]):
+        root = roots[k]
+        for j in range(draft.shape[1]):
+            t = draft[k, j]
+            if (t < 0 or t >= vocab_size) and j != root:
+                report[0] = k
+                report[1] = j
+                return 1
+    return 0

@@ -1,7 +1,7 @@
 """Per-request matching: GrammarMatcher, BatchGrammarMatcher and token bitmask helpers.
 
 Also exported for the serving layer (not part of ``treegram.__all__``): the draft-tree
-input checks ``as_index_array`` and ``check_draft_trees``.
+input checks ``as_index_array``, ``link_arrays`` and ``check_draft_trees``.
 """
 
 from ._batch import BatchGrammarMatcher
@@ -18,7 +18,7 @@ from ._bitmask import (
 )
 from ._forced import ExtendedTrees, batch_forced_chains, extend_draft_trees, forced_chain
 from ._matcher import GrammarMatcher
-from ._tree_input import as_index_array, check_draft_trees
+from ._tree_input import as_index_array, check_draft_trees, link_arrays
 
 __all__ = [
     "BatchGrammarMatcher",
@@ -38,4 +38,5 @@ __all__ = [
     "reset_token_bitmask",
     "as_index_array",
     "check_draft_trees",
+    "link_arrays",
 ]

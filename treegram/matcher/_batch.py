@@ -22,9 +22,9 @@ from ._bitmask import as_bitmask_array
 from ._matcher import GrammarMatcher, _encode_utf8, _is_token_id
 from ._tree_input import (
     as_index_array,
-    check_draft_tokens,
-    check_draft_trees,
+    check_draft_input,
     deadline_ns,
+    link_arrays,
     past_deadline,
 )
 
@@ -110,27 +110,27 @@ def _slots(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int]:
     """Grammar and matcher slot ids of every matcher (a tuple from :func:`_hold`), and
     their common vocabulary size."""
     try:
-        keys = np.fromiter((m._batch_key for m in matchers), dtype=np.int64, count=len(matchers))
+        keys = [m._batch_key for m in matchers]
     except AttributeError:
         bad = next(i for i, m in enumerate(matchers) if not isinstance(m, GrammarMatcher))
         raise ArgumentError(
             f"matchers[{bad}] must be a GrammarMatcher, got {type(matchers[bad]).__name__}"
         ) from None
-    if len(keys) and keys.min() < 0:  # first batch use of some matchers: register them
-        for i in np.flatnonzero(keys < 0):
-            keys[i] = matchers[int(i)]._register()
-    gslots = keys >> 32
-    mslots = keys & 0xFFFFFFFF
-    if not len(keys):
+    if keys and min(keys) < 0:  # first batch use of some matchers: register them
+        keys = [m._register() for m in matchers]
+    b = len(keys)
+    gslots = np.empty(b, dtype=np.int64)
+    mslots = np.empty(b, dtype=np.int64)
+    if not b:
         return gslots, mslots, 0
-    vocab = GRAMMARS.tags[gslots]
-    if (vocab != vocab[0]).any():
-        bad = int(np.flatnonzero(vocab != vocab[0])[0])
+    tags = GRAMMARS.tags
+    bad = _batch.split_keys(np.array(keys, dtype=np.int64), tags, gslots, mslots)
+    if bad >= 0:
         raise ArgumentError(
-            f"matchers[{bad}] has vocab_size {int(vocab[bad])}, matchers[0] has "
-            f"{int(vocab[0])}: one batch needs one vocabulary"
+            f"matchers[{bad}] has vocab_size {int(tags[gslots[bad]])}, matchers[0] has "
+            f"{int(tags[gslots[0]])}: one batch needs one vocabulary"
         )
-    return gslots, mslots, int(vocab[0])
+    return gslots, mslots, int(tags[gslots[0]])
 
 
 def _traverse_scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -218,11 +218,15 @@ class BatchGrammarMatcher:
         self.close()
 
     # ------------------------------------------------------------ execution
+    def _inline(self, n_items: int, words_per_item: int) -> bool:
+        """Whether :meth:`_run` would run this much work in the calling thread."""
+        return n_items * words_per_item < _INLINE_WORDS or self._pool.num_workers == 1
+
     def _run(self, kernel, n_items: int, words_per_item: int) -> None:
         """Run ``kernel(start, stop)`` over ``range(n_items)`` under the registry read lock."""
         REGISTRY_LOCK.acquire_read()
         try:
-            if n_items * words_per_item < _INLINE_WORDS or self._pool.num_workers == 1:
+            if self._inline(n_items, words_per_item):
                 kernel(0, n_items)
             else:
                 self._pool.run_chunks(kernel, n_items)
@@ -453,25 +457,7 @@ class BatchGrammarMatcher:
         if draft.ndim != 2 or draft.shape[0] != b:
             raise DraftTreeError(f"draft_tokens must have shape ({b}, N), got {draft.shape}")
         n = draft.shape[1]
-        links = []
-        for name, values in (
-            ("retrieve_next_token", retrieve_next_token),
-            ("retrieve_next_sibling", retrieve_next_sibling),
-        ):
-            arr = as_index_array(values, name)
-            if arr.ndim == 1:
-                arr = arr[None]
-            if arr.ndim != 2 or arr.shape[1] != n or arr.shape[0] not in (1, b):
-                raise DraftTreeError(
-                    f"{name} must have shape ({n},) or ({b}, {n}), got {arr.shape}"
-                )
-            links.append(arr)
-        next_token, next_sibling = links
-        if next_token.shape != next_sibling.shape:
-            raise DraftTreeError(
-                "retrieve_next_token and retrieve_next_sibling differ in shape: "
-                f"{next_token.shape} vs {next_sibling.shape}"
-            )
+        next_token, next_sibling = link_arrays(retrieve_next_token, retrieve_next_sibling, b, n)
         if indices is None:
             requests = np.arange(b, dtype=np.int64)
         else:
@@ -480,18 +466,24 @@ class BatchGrammarMatcher:
                 raise ArgumentError(f"indices must be in [0, {b}), got {requests}")
             if len(np.unique(requests)) != len(requests):
                 raise ArgumentError(f"indices must be distinct, got {requests}")
-        _check_distinct(mslots[requests], requests)
+        if indices is None:
+            _check_distinct(mslots)
+        else:
+            _check_distinct(mslots[requests], requests)
         k = len(requests)
         if root_positions is None:
             roots = np.zeros(k, dtype=np.int64)
         else:
             roots = _index_vector(root_positions, "root_positions", k)
-        check_draft_trees(
-            next_token if next_token.shape[0] == 1 else next_token[requests],
-            next_sibling if next_sibling.shape[0] == 1 else next_sibling[requests],
+        check_draft_input(
+            next_token if next_token.shape[0] == 1 or indices is None else next_token[requests],
+            next_sibling
+            if next_sibling.shape[0] == 1 or indices is None
+            else next_sibling[requests],
             roots,
+            draft if indices is None else draft[requests],
+            vocab,
         )
-        check_draft_tokens(draft[requests], roots, vocab)
         out = as_bitmask_array(token_bitmask, vocab_size=vocab, name="token_bitmask")
         if out.shape[0] < b * n:
             raise BitmaskError(f"token_bitmask needs B * N = {b * n} rows, got {out.shape[0]}")

@@ -35,6 +35,7 @@ All functions leave every matcher exactly where it found it.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ from ..kernels import forced as _forced
 from ._batch import BatchGrammarMatcher, _check_distinct, _claiming, _hold, _slots
 from ._bitmask import as_bitmask_array
 from ._matcher import GrammarMatcher, _is_token_id
-from ._tree_input import as_index_array, check_draft_tokens, check_draft_trees
+from ._tree_input import as_index_array, check_draft_input, link_arrays
 
 __all__ = ["ExtendedTrees", "batch_forced_chains", "extend_draft_trees", "forced_chain"]
 
@@ -58,6 +59,23 @@ _FORCED_BYTES = 512
 _NO_ROWS = np.zeros((1, 1), dtype=np.int32)
 
 _TRIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+# Each thread's kernel scratch, kept between calls (allocating it cost more than the walk of
+# a small tree); a kernel call uses its thread's scratch only while it runs.
+_SCRATCH = threading.local()
+
+
+def _scratch(nodes: int, fb_len: int, words: int) -> tuple:
+    """This thread's scratch for ``batch_extend``: the walk's stack and had-child flags
+    (int32 [2, >= nodes]), forced bytes (uint8 [fb_len]), byte classes seen (bool [256]),
+    and a single-choice mask row (int32 [1, words]); grown when too small."""
+    s = getattr(_SCRATCH, "arrays", None)
+    if s is None or s[0].shape[1] < nodes or s[1].shape[0] < fb_len or s[3].shape[1] != words:
+        walk = np.empty((2, max(nodes, 64 if s is None else s[0].shape[1])), dtype=np.int32)
+        fb = np.empty(max(fb_len, 0 if s is None else s[1].shape[0]), dtype=np.uint8)
+        s = (walk, fb, np.empty(256, dtype=np.bool_), np.empty((1, words), dtype=np.int32))
+        _SCRATCH.arrays = s
+    return s[0], s[1][:fb_len], s[2], s[3]
 
 
 def _trie_arrays(sorted_vocab) -> tuple:
@@ -113,22 +131,26 @@ class ExtendedTrees:
         return int(self.draft_tokens.shape[1])
 
 
-def _budgets(budget, b: int) -> np.ndarray:
+def _budgets(budget, b: int) -> tuple[np.ndarray, int]:
+    """The budget per request as int64 [B], and the largest."""
     if _is_token_id(budget):
         if budget < 0:
             raise ArgumentError(f"budget must be >= 0, got {budget}")
-        return np.full(b, int(budget), dtype=np.int64)
+        most = int(budget)
+        arr = np.empty(b, dtype=np.int64)
+        arr.fill(most)
+        return arr, most
     arr = as_index_array(budget, "budget")
     if arr.shape != (b,):
         raise ArgumentError(f"budget must be an int or have shape ({b},), got {arr.shape}")
     if b and arr.min() < 0:
         raise ArgumentError(f"budget must be >= 0, got {arr.tolist()}")
-    return arr
+    return arr, int(arr.max(initial=0))
 
 
-def _per_leaf(max_per_leaf, budgets: np.ndarray) -> int:
+def _per_leaf(max_per_leaf, most: int) -> int:
     if max_per_leaf is None:
-        return int(budgets.max(initial=0))
+        return most
     if not _is_token_id(max_per_leaf) or max_per_leaf < 1:
         raise ArgumentError(f"max_per_leaf must be an int >= 1 or None, got {max_per_leaf!r}")
     return int(max_per_leaf)
@@ -137,9 +159,9 @@ def _per_leaf(max_per_leaf, budgets: np.ndarray) -> int:
 def _check_one_vocabulary(matchers: tuple) -> None:
     """Forced tokens are looked up in one vocabulary's trie: every matcher must use the same
     token bytes (a batch only checks that vocabulary sizes agree)."""
-    if len({id(m._compiled.tokenizer_info) for m in matchers}) == 1:
-        return  # the common case: one TokenizerInfo object
     info0 = matchers[0]._compiled.tokenizer_info
+    if all(m._compiled.tokenizer_info is info0 for m in matchers):
+        return  # the common case: one TokenizerInfo object
     for i, m in enumerate(matchers):
         info = m._compiled.tokenizer_info
         if info is not info0 and info.fingerprint != info0.fingerprint:
@@ -224,23 +246,7 @@ def extend_draft_trees(
     if draft.ndim != 2 or draft.shape[0] != b or draft.shape[1] < 1:
         raise DraftTreeError(f"draft_tokens must have shape ({b}, N >= 1), got {draft.shape}")
     n = draft.shape[1]
-    links = []
-    for name, values in (
-        ("retrieve_next_token", retrieve_next_token),
-        ("retrieve_next_sibling", retrieve_next_sibling),
-    ):
-        arr = as_index_array(values, name)
-        if arr.ndim == 1:
-            arr = arr[None]
-        if arr.ndim != 2 or arr.shape[1] != n or arr.shape[0] not in (1, b):
-            raise DraftTreeError(f"{name} must have shape ({n},) or ({b}, {n}), got {arr.shape}")
-        links.append(arr)
-    next_token, next_sibling = links
-    if next_token.shape != next_sibling.shape:
-        raise DraftTreeError(
-            "retrieve_next_token and retrieve_next_sibling differ in shape: "
-            f"{next_token.shape} vs {next_sibling.shape}"
-        )
+    next_token, next_sibling = link_arrays(retrieve_next_token, retrieve_next_sibling, b, n)
     _check_distinct(mslots)
     if root_positions is None:
         roots = np.zeros(b, dtype=np.int64)
@@ -248,16 +254,15 @@ def extend_draft_trees(
         roots = as_index_array(root_positions, "root_positions")
         if roots.shape != (b,):
             raise ArgumentError(f"root_positions must have shape ({b},), got {roots.shape}")
-    budgets = _budgets(budget, b)
-    per_leaf = _per_leaf(max_per_leaf, budgets)
+    budgets, most = _budgets(budget, b)
+    per_leaf = _per_leaf(max_per_leaf, most)
     if b:
-        check_draft_trees(next_token, next_sibling, roots)
-        check_draft_tokens(draft, roots, vocab)
-    if b:
+        check_draft_input(next_token, next_sibling, roots, draft, vocab)
         _check_one_vocabulary(matchers)
-    m = n + int(budgets.max(initial=0))
+    m = n + most
     words = (vocab + 31) // 32
-    if token_bitmask is not None:
+    with_masks = token_bitmask is not None
+    if with_masks:
         out = as_bitmask_array(token_bitmask, vocab_size=vocab, name="token_bitmask")
         if out.shape[0] < b * m:
             raise BitmaskError(
@@ -266,96 +271,73 @@ def extend_draft_trees(
             )
     else:
         out = _NO_ROWS  # not touched without masks
-    draft_out = np.empty((b, m), dtype=np.int64)
-    nt_out = np.empty((b, m), dtype=np.int64)
-    ns_out = np.empty((b, m), dtype=np.int64)
-    par_out = np.empty((b, m), dtype=np.int64)
+    # One buffer for the four outputs (draft tokens, next token, next sibling, parents):
+    # one allocation and one kernel argument instead of four.
+    trees = np.empty((4, b, m), dtype=np.int64)
     result = np.zeros(b, dtype=np.int64)
     if b == 0:
-        return ExtendedTrees(draft_out, nt_out, ns_out, par_out, result, n)
+        return ExtendedTrees(trees[0], trees[1], trees[2], trees[3], result, n)
     node_byte, node_end, tok_lo, tok_hi, single, max_len = _trie_arrays(
         matchers[0]._compiled.tokenizer_info.sorted_vocab
     )
-    with_masks = token_bitmask is not None
-    args = (
-        node_byte,
-        node_end,
-        tok_lo,
-        tok_hi,
-        single,
-        max_len,
-        next_token,
-        next_sibling,
-        draft,
-        roots,
-        draft_out,
-        nt_out,
-        ns_out,
-        par_out,
-        out,
-        with_masks,
-    )
     # Forced bytes looked at per round: enough for the budget, and at least two tokens' worth
     # (a round leaves its last max_len bytes to the next one when the scratch cuts it).
-    fb_len = max(2 * max_len + 1, min(_FORCED_BYTES, int(budgets.max()) * max_len + 1))
+    fb_len = max(2 * max_len + 1, min(_FORCED_BYTES, most * max_len + 1))
+    words_per_item = m * (words if with_masks else 1)
 
-    def mask_scratch() -> tuple:
-        # the single-choice mask row (rarely needed; fill_row writes every word of it)
-        return (np.empty((1, max(words, 1)), dtype=np.int32),)
-
-    def walk_scratch() -> tuple:  # stack, had_child, forced bytes, byte classes seen
-        return (
-            np.empty(m + 1, dtype=np.int32),
-            np.empty(m + 1, dtype=np.int32),
-            np.empty(fb_len, dtype=np.uint8),
-            np.empty(256, dtype=np.bool_),
-        )
-
-    def run(start: int, stop: int) -> None:  # under the registry read lock
-        _forced.batch_extend(
+    def run(start: int, stop: int) -> int:  # under the registry read lock
+        walk, fb, seen, row = _scratch(m + 1, fb_len, max(words, 1))
+        return _forced.batch_extend(
             GRAMMARS.table,
             MATCHERS.table,
             gslots,
             mslots,
-            *args,
-            *mask_scratch(),
+            node_byte,
+            node_end,
+            tok_lo,
+            tok_hi,
+            single,
+            max_len,
+            next_token,
+            next_sibling,
+            draft,
+            roots,
+            trees,
+            out,
+            with_masks,
+            row,  # the single-choice mask row (only used without masks, rarely)
             budgets,
             per_leaf,
             vocab,
             result,
-            *walk_scratch(),
+            walk,
+            fb,
+            seen,
             start,
             stop,
         )
 
-    runner = batch if batch is not None else _INLINE
-    runner._run(run, b, m * (words if with_masks else 1))
-    # Requests that asked for room or classification: resolve, rerun one by one.
-    for k in np.flatnonzero(result < 0):
-        k = int(k)
-        while result[k] < 0:
-            matchers[k]._resolve(int(result[k]), None)
-            REGISTRY_LOCK.acquire_read()
-            try:
-                run(k, k + 1)
-            finally:
-                REGISTRY_LOCK.release_read()
-    return ExtendedTrees(draft_out, nt_out, ns_out, par_out, result, n)
-
-
-class _Inline:
-    """Runs a kernel over the whole range in the calling thread (no pool)."""
-
-    @staticmethod
-    def _run(kernel, n_items: int, words_per_item: int) -> None:
+    if batch is None or batch._inline(b, words_per_item):
         REGISTRY_LOCK.acquire_read()
         try:
-            kernel(0, n_items)
+            pending = run(0, b)
         finally:
             REGISTRY_LOCK.release_read()
-
-
-_INLINE = _Inline()
+    else:
+        batch._run(run, b, words_per_item)
+        pending = int((result < 0).any())
+    if pending:
+        # Requests that asked for room or classification: resolve, rerun one by one.
+        for k in np.flatnonzero(result < 0):
+            k = int(k)
+            while result[k] < 0:
+                matchers[k]._resolve(int(result[k]), None)
+                REGISTRY_LOCK.acquire_read()
+                try:
+                    run(k, k + 1)
+                finally:
+                    REGISTRY_LOCK.release_read()
+    return ExtendedTrees(trees[0], trees[1], trees[2], trees[3], result, n)
 
 
 def batch_forced_chains(

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 
 import numpy as np
 
+from .._checks import as_int64_array
 from ..errors import ArgumentError, DraftTreeError, InvalidTokenIdError
 from ..kernels import tree as _tree
 
-__all__ = ["as_index_array", "check_draft_tokens", "check_draft_trees", "deadline_ns"]
-
-_INT64_MAX = np.iinfo(np.int64).max
+__all__ = [
+    "as_index_array",
+    "check_draft_input",
+    "check_draft_tokens",
+    "check_draft_trees",
+    "deadline_ns",
+    "link_arrays",
+]
 
 
 def as_index_array(values, name: str) -> np.ndarray:
-    """``values`` as a C-contiguous int64 numpy array (no copy when it already is one).
+    """``values`` as a C-contiguous int64 numpy array (no copy when it already is one):
+    :func:`treegram._checks.as_int64_array`, signed and unsigned integer dtypes.
 
     Raises
     ------
@@ -25,24 +31,38 @@ def as_index_array(values, name: str) -> np.ndarray:
         Not an integer array (Python ints beyond int64 make an object array), a tensor
         that is not on the CPU, or unsigned values that do not fit in int64.
     """
-    if not isinstance(values, np.ndarray):
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(values, torch.Tensor):
-            if values.device.type != "cpu":
-                raise DraftTreeError(f"{name} must be on the CPU, got a tensor on {values.device}")
-            values = values.detach().numpy()
-        else:
-            values = np.asarray(values)
-            if values.size == 0 and values.dtype.kind == "f":
-                values = values.astype(np.int64)  # np.asarray([]) is float64
-    if values.dtype.kind not in "iu":
-        raise DraftTreeError(f"{name} must be an integer array, got dtype {values.dtype}")
-    if values.dtype == np.uint64 and values.size and values.max() > _INT64_MAX:
-        # Converting would wrap 2**64 - 1 to -1 (a valid "no link" sentinel).
-        raise DraftTreeError(f"{name} holds {int(values.max())}, which does not fit in int64")
-    if values.dtype != np.int64 or not values.flags.c_contiguous:
-        values = np.ascontiguousarray(values, dtype=np.int64)
-    return values
+    return as_int64_array(values, name)
+
+
+def link_arrays(
+    next_token,
+    next_sibling,
+    b: int,
+    n: int,
+    names: tuple[str, str] = ("retrieve_next_token", "retrieve_next_sibling"),
+) -> tuple[np.ndarray, np.ndarray]:
+    """A batch call's first-child / next-sibling links as int64 [1, N] (one tree shared by
+    every request) or [B, N], both the same shape (no copy when they already are int64).
+
+    Raises
+    ------
+    DraftTreeError
+        Not integer arrays, or shapes other than ``(N,)`` / ``(B, N)``, or differing.
+    """
+    links = []
+    for name, values in zip(names, (next_token, next_sibling), strict=True):
+        arr = as_int64_array(values, name)
+        shape = arr.shape
+        if arr.ndim == 1:
+            arr = arr[None]
+        if arr.ndim != 2 or arr.shape[1] != n or arr.shape[0] not in (1, b):
+            raise DraftTreeError(f"{name} must have shape ({n},) or ({b}, {n}), got {shape}")
+        links.append(arr)
+    if links[0].shape != links[1].shape:
+        raise DraftTreeError(
+            f"{names[0]} and {names[1]} differ in shape: {links[0].shape} vs {links[1].shape}"
+        )
+    return links[0], links[1]
 
 
 def check_draft_trees(
@@ -60,8 +80,36 @@ def check_draft_trees(
     stack = np.empty(n + 1, dtype=np.int64)
     report = np.zeros(3, dtype=np.int64)
     code = _tree.check_trees(next_token, next_sibling, roots, seen, stack, report)
-    if code == _tree.LINKS_OK:
-        return
+    if code != _tree.LINKS_OK:
+        _raise_links(code, report, n, names)
+
+
+def check_draft_input(
+    next_token: np.ndarray,
+    next_sibling: np.ndarray,
+    roots: np.ndarray,
+    draft: np.ndarray,
+    vocab_size: int,
+) -> None:
+    """:func:`check_draft_trees` and then :func:`check_draft_tokens` (``draft`` [T, N], row
+    ``k`` for request ``k``) in one kernel call; the same errors."""
+    n = next_token.shape[1]
+    seen = np.empty(n, dtype=np.bool_)
+    stack = np.empty(n + 1, dtype=np.int64)
+    report = np.zeros(3, dtype=np.int64)
+    code = _tree.check_tree_input(
+        next_token, next_sibling, roots, draft, vocab_size, seen, stack, report
+    )
+    if code == _tree.LINKS_TOKEN:
+        k, j = int(report[0]), int(report[1])
+        raise InvalidTokenIdError(
+            f"draft_tokens[{k}, {j}] = {int(draft[k, j])} is not a token id in [0, {vocab_size})"
+        )
+    if code != _tree.LINKS_OK:
+        _raise_links(code, report, n, ("retrieve_next_token", "retrieve_next_sibling"))
+
+
+def _raise_links(code: int, report: np.ndarray, n: int, names: tuple[str, str]) -> None:
     k, node, src = (int(v) for v in report)
     nt_name, ns_name = names
     if code == _tree.LINKS_RANGE:
@@ -92,12 +140,9 @@ def check_draft_tokens(
     """Raise InvalidTokenIdError unless every token of ``draft`` [K, N] is in
     ``[0, vocab_size)``, the root node ``roots[k]`` of row ``k`` excepted (it holds the last
     verified token, which the matcher already accepted and the traversal never reads)."""
-    if draft.size == 0:
-        return
-    bad = (draft < 0) | (draft >= vocab_size)
-    bad[np.arange(draft.shape[0]), roots] = False
-    if bad.any():
-        k, j = (int(v) for v in np.argwhere(bad)[0])
+    report = np.empty(2, dtype=np.int64)
+    if _tree.check_tokens(draft, roots, vocab_size, report):
+        k, j = int(report[0]), int(report[1])
         where = f"{name}[{j}]" if one_d else f"{name}[{k}, {j}]"
         raise InvalidTokenIdError(
             f"{where} = {int(draft[k, j])} is not a token id in [0, {vocab_size})"

@@ -8,7 +8,6 @@ parallel; pure-Python chunks still run correctly but one at a time.
 
 from __future__ import annotations
 
-import operator
 import os
 import queue
 import threading
@@ -16,7 +15,8 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
 
-from treegram.errors import WorkerError
+from treegram._checks import as_index
+from treegram.errors import ArgumentError, ArgumentTypeError, WorkerError
 
 __all__ = ["MAX_THREADS_LIMIT", "WorkerPool", "chunk_bounds"]
 
@@ -28,15 +28,12 @@ R = TypeVar("R")
 
 
 def _check_count(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got bool {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}") from None
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
+    """``value`` as an int ``>= minimum``: ArgumentTypeError (a TypeError) for a non-int or
+    a bool, ArgumentError (a ValueError) below ``minimum``."""
+    count = as_index(value, name, ArgumentTypeError, "an int")
+    if count < minimum:
+        raise ArgumentError(f"{name} must be >= {minimum}, got {count}")
+    return count
 
 
 def chunk_bounds(n_items: int, max_chunks: int, *, min_chunk: int = 1) -> list[tuple[int, int]]:

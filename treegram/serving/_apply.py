@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import operator
 import warnings
 from typing import Any
 
 import numpy as np
 
-from treegram._checks import import_torch, nonnegative_int
+from treegram._checks import as_index, import_torch, nonnegative_int
 from treegram.errors import ArgumentError, BitmaskError, BitmaskIndexError, MissingDependencyError
 
 __all__ = [
@@ -161,15 +160,7 @@ def _resolve_vocab_size(vocab_size: Any, logits_width: int, bitmask_width: int) 
                 stacklevel=3,
             )
         return min(logits_width, covered)
-    if isinstance(vocab_size, (bool, np.bool_)):
-        raise ArgumentError(f"vocab_size must be a non-negative integer, got {vocab_size!r}")
-    try:
-        value = operator.index(vocab_size)
-    except TypeError:
-        raise ArgumentError(
-            f"vocab_size must be a non-negative integer or None, got "
-            f"{type(vocab_size).__name__} {vocab_size!r}"
-        ) from None
+    value = as_index(vocab_size, "vocab_size", ArgumentError, "a non-negative integer or None")
     if value < 0:
         raise ArgumentError(f"vocab_size must be a non-negative integer, got {value}")
     if value > logits_width:

@@ -71,7 +71,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -88,6 +88,7 @@ from treegram.matcher import (
     GrammarMatcher,
     as_index_array,
     check_draft_trees,
+    link_arrays,
 )
 from treegram.serving._launcher import EagerLauncher, _torch, default_launcher
 
@@ -210,20 +211,11 @@ class StepBatch:
         if draft.ndim != 2 or draft.shape[0] != b or draft.shape[1] < 1:
             raise DraftTreeError(f"draft_tokens must have shape ({b}, N >= 1), got {draft.shape}")
         n = draft.shape[1]
-        links = []
-        for name, values in (("next_token", next_token), ("next_sibling", next_sibling)):
-            arr = as_index_array(values, name).copy()
-            if arr.ndim == 1:
-                arr = arr[None]
-            if arr.ndim != 2 or arr.shape[1] != n or arr.shape[0] not in (1, b):
-                raise DraftTreeError(
-                    f"{name} must have shape ({n},) or ({b}, {n}), got {np.shape(values)}"
-                )
-            links.append(arr)
-        if links[0].shape != links[1].shape:
-            raise DraftTreeError(
-                f"next_token and next_sibling differ in shape: {links[0].shape} vs {links[1].shape}"
-            )
+        # copies: the step keeps them until it is built
+        links = [
+            a.copy()
+            for a in link_arrays(next_token, next_sibling, b, n, ("next_token", "next_sibling"))
+        ]
         if root_positions is None:
             roots = np.zeros(b, dtype=np.int64)
         else:
@@ -386,10 +378,10 @@ class StepCompletion:
     tree_complete: list | None = None
     accepted_tokens: tuple | None = field(default=None, repr=False)
     advance_mask: np.ndarray | None = field(default=None, repr=False)
-    num_accepted: np.ndarray = field(default=None, repr=False)
-    terminated_at: np.ndarray = field(default=None, repr=False)
-    rejected_at: np.ndarray = field(default=None, repr=False)
-    skipped: np.ndarray = field(default=None, repr=False)
+    num_accepted: np.ndarray = field(init=False, repr=False)  # [B], set by __post_init__
+    terminated_at: np.ndarray = field(init=False, repr=False)  # [B], set by __post_init__
+    rejected_at: np.ndarray = field(init=False, repr=False)  # [B], set by __post_init__
+    skipped: np.ndarray = field(init=False, repr=False)  # [B], set by __post_init__
     extended: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -469,7 +461,7 @@ class StepExecutor:
         *,
         launcher: Any = None,
         batch_matcher: BatchGrammarMatcher | None = None,
-        max_threads: int | str = "auto",
+        max_threads: int | Literal["auto"] = "auto",
         accepted_timeout: float | None = None,
     ) -> None:
         torch = _torch()
@@ -687,7 +679,7 @@ class StepExecutor:
     # ------------------------------------------------------------ advance
     def _advance_through(self, last_id: int, *, timeout: float, by: str) -> list[int]:
         """Advance every pending built step with id <= ``last_id``, oldest first."""
-        performed = []
+        performed: list[int] = []
         while True:
             with self._lock:
                 done = next(
@@ -740,9 +732,11 @@ class StepExecutor:
     def _advance(self, done: StepCompletion) -> None:
         """Accept each request's tokens, position by position, in batch calls."""
         matchers = done.batch.matchers
-        tokens = done.accepted_tokens
+        tokens, mask = done.accepted_tokens, done.advance_mask
+        if tokens is None or mask is None:  # set_accepted sets both before accepted_event
+            raise AcceptedTokensMissingError(f"step {done.step_id} has no accepted tokens")
         lengths = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=len(tokens))
-        live = done.advance_mask.copy()
+        live = mask.copy()
         live &= np.fromiter(
             (not m.is_terminated() for m in matchers), dtype=bool, count=len(matchers)
         )
@@ -843,7 +837,7 @@ class StepExecutor:
                 b.draft_tokens,
                 rows,
                 indices=live,
-                root_positions=b.root_positions[live],
+                root_positions=None if b.root_positions is None else b.root_positions[live],
             )
             for i, flag in zip(live, ok, strict=True):
                 flags[i] = flag

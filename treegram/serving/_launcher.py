@@ -251,7 +251,10 @@ class CudaHostLauncher:
         # One C callback for every host function; user data is the function's key. Kept
         # alive as long as the launcher (graphs hold the raw pointer).
         self._trampoline = _HOST_FN(self._call)
-        self._trampoline_ptr = ctypes.cast(self._trampoline, ctypes.c_void_p).value
+        ptr = ctypes.cast(self._trampoline, ctypes.c_void_p).value
+        if ptr is None:  # a live ctypes callback always has an address
+            raise RuntimeError("could not take the address of the host-function trampoline")
+        self._trampoline_ptr: int = ptr
 
     @property
     def binding(self) -> str:

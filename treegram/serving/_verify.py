@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from treegram.errors import ArgumentError, BitmaskError, DraftTreeError, MatcherStateError
-from treegram.matcher import as_index_array, check_draft_trees
+from treegram.matcher import as_index_array, check_draft_trees, link_arrays
 from treegram.serving._apply import _torch, apply_token_bitmask_inplace
 
 __all__ = ["TreeVerifyResult", "verify_tree"]
@@ -152,19 +152,8 @@ def _tree_arrays(
     if draft.ndim != 2 or draft.shape[1] == 0:
         raise DraftTreeError(f"draft_tokens must have shape (B, N) with N >= 1, got {draft.shape}")
     b, n = draft.shape
-    links = []
-    for name, values in (("next_token", next_token), ("next_sibling", next_sibling)):
-        arr = as_index_array(values, name)
-        if arr.ndim == 1:
-            arr = arr[None]
-        if arr.ndim != 2 or arr.shape[1] != n or arr.shape[0] not in (1, b):
-            raise DraftTreeError(f"{name} must have shape ({n},) or ({b}, {n}), got {arr.shape}")
-        links.append(arr)
-    if links[0].shape != links[1].shape:
-        raise DraftTreeError(
-            f"next_token and next_sibling differ in shape: {links[0].shape} vs {links[1].shape}"
-        )
-    return draft, links[0], links[1]
+    nt, ns = link_arrays(next_token, next_sibling, b, n, ("next_token", "next_sibling"))
+    return draft, nt, ns
 
 
 def _roots(root_positions: Any, b: int) -> np.ndarray:

@@ -19,11 +19,11 @@ numpy arrays with the same leading shape, and raises :class:`~treegram.errors.Dr
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
 
+from treegram._checks import as_index, as_int64_array, as_numpy
 from treegram.errors import DraftTreeError
 from treegram.kernels import tree as _tree
 
@@ -41,16 +41,6 @@ __all__ = [
 # -- input checks ----------------------------------------------------------------------------
 
 
-def _as_array(x: Any, name: str) -> np.ndarray:
-    try:
-        return np.asarray(x)
-    except Exception as exc:  # e.g. a CUDA tensor, or one that requires grad
-        raise DraftTreeError(
-            f"{name}: expected a numpy array or a CPU tensor, could not convert "
-            f"{type(x).__name__} ({type(exc).__name__}: {exc})"
-        ) from None
-
-
 def _index_str(name: str, idx: tuple[int, ...], squeeze: bool) -> str:
     idx = idx[1:] if squeeze else idx
     return f"{name}[{', '.join(str(int(k)) for k in idx)}]"
@@ -59,18 +49,13 @@ def _index_str(name: str, idx: tuple[int, ...], squeeze: bool) -> str:
 def _as_index_batch(x: Any, name: str) -> tuple[np.ndarray, bool]:
     """A signed-integer ``[N]`` or ``[B, N]`` array as C-contiguous int64 ``[B, N]``, plus
     whether the input was one tree (1-D)."""
-    a = _as_array(x, name)
-    if a.dtype.kind != "i":
-        raise DraftTreeError(
-            f"{name}: expected a signed integer array (int32 or int64), got dtype {a.dtype}"
-        )
+    a = as_int64_array(x, name, signed=True)
     if a.ndim not in (1, 2):
         raise DraftTreeError(
             f"{name}: expected shape [N] or [B, N], got {a.ndim} dimensions {tuple(a.shape)}"
         )
     squeeze = a.ndim == 1
-    a2 = a[None, :] if squeeze else a
-    return np.ascontiguousarray(a2, dtype=np.int64), squeeze
+    return (a[None, :] if squeeze else a), squeeze
 
 
 def _check_parents(x: Any, name: str = "parents") -> tuple[np.ndarray, bool]:
@@ -88,7 +73,7 @@ def _check_parents(x: Any, name: str = "parents") -> tuple[np.ndarray, bool]:
 
 
 def _check_mask(x: Any, name: str = "mask") -> tuple[np.ndarray, bool]:
-    a = _as_array(x, name)
+    a = as_numpy(x, name)
     if a.dtype.kind not in "biu":
         raise DraftTreeError(f"{name}: expected a bool or integer array, got dtype {a.dtype}")
     if a.ndim not in (2, 3) or a.shape[-1] != a.shape[-2]:
@@ -266,7 +251,7 @@ def positions_from_parents(parents: Any, offset: Any = 0) -> np.ndarray:
         ``parents`` is malformed, or ``offset`` is not an integer scalar or a ``[B]`` array.
     """
     p, squeeze = _check_parents(parents)
-    off = _as_array(offset, "offset")
+    off = as_numpy(offset, "offset")
     if off.dtype.kind not in "iu":
         raise DraftTreeError(f"offset: expected integers, got dtype {off.dtype}")
     if off.ndim == 0:
@@ -321,12 +306,7 @@ def validate_tree(next_token: Any, next_sibling: Any, *, root: int = 0) -> None:
             f"next_sibling: shape {shape_ns} does not match next_token's shape {shape_nt}"
         )
     n = nt.shape[1]
-    if isinstance(root, (bool, np.bool_)):
-        raise DraftTreeError(f"root: expected an int, got {root!r}")
-    try:
-        root = operator.index(root)
-    except TypeError:
-        raise DraftTreeError(f"root: expected an int, got {type(root).__name__}") from None
+    root = as_index(root, "root", DraftTreeError, "an int")
     if n == 0:
         raise DraftTreeError("next_token: the tree is empty (N = 0); it needs a root node")
     if not 0 <= root < n:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from treegram._checks import as_index
 from treegram.errors import EmptyVocabularyError, InvalidTokenIdError, TokenizerError
 from treegram.tokenizer._decode import decode_vocab
 from treegram.tokenizer._deepseek import load_deepseek_v4
@@ -481,12 +482,7 @@ def _check_vocab_type(vocab_type: Any) -> VocabType:
 
 
 def _as_int(value: Any, name: str) -> int:
-    if isinstance(value, bool | np.bool_):
-        raise TokenizerError(f"{name} must be an int, got bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TokenizerError(f"{name} must be an int, got {type(value).__name__}") from None
+    return as_index(value, name, TokenizerError, "an int")
 
 
 def _check_vocab_size(vocab_size: Any) -> int:
