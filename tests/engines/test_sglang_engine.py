@@ -30,7 +30,7 @@ SCHEMA = json.dumps(
         "type": "object",
         "properties": {
             "name": {"type": "string"},
-            "n": {"type": "integer"},
+            "n": {"type": "boolean"},
             "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
         },
         "required": ["name", "n"],
@@ -261,7 +261,7 @@ def test_grammar_manager_compiles_caches_and_aborts(backends):
     hit, bad2 = FakeReq("c", json_schema=SCHEMA), FakeReq("d", ebnf="root ::= (")
     assert not m.process_req_with_grammar(hit) and not m.process_req_with_grammar(bad2)
     assert hit.grammar is not good.grammar and hit.grammar.grammar_stats.is_cache_hit
-    assert hit.grammar.matcher.accept_string('{"name": "x", "n": 1}')
+    assert hit.grammar.matcher.accept_string('{"name": "x", "n": true}')
     assert bad2.aborted and "end of grammar" in bad2.aborted
     m.clear()
     assert not ours.cache
@@ -281,7 +281,7 @@ def test_whitespace_options_match_xgrammar(tokenizer):
         )
         o = ours.dispatch_json(SCHEMA)
         t = theirs.dispatch_json(SCHEMA)
-        for piece in ['{"', "name", '":', ' "', "x", '",', " ", " ", '"n', '":', "1"]:
+        for piece in ['{"', "name", '":', ' "', "x", '",', " ", " ", '"n', '":', "true"]:
             mo, mt = sampler_masks([o]), sampler_masks([t])
             assert torch.equal(mo, mt), (opts, piece)
             ids = tokenizer.encode(piece, add_special_tokens=False)
