@@ -317,3 +317,23 @@ def test_reasoner_backend_deepseek_v4(backends, tokenizer):
     copy = objs[0].copy()
     copy.maybe_init_reasoning(True)
     assert isinstance(copy.grammar, SGLangGrammar) and not copy.grammar.accepted_tokens
+
+
+def test_token_filter_matches_sglang_torch_op(backends):
+    """Strict thinking's token filter (``set_token_filter``) against SGLang's own torch
+    implementation, on all four modes, duplicates and word boundaries included."""
+    ops = require("sglang.srt.constrained.torch_ops.token_filter_torch_ops")
+    ours, _ = backends
+    assert ours.is_support_token_filter
+    rng = np.random.default_rng(2)
+    for allow in (True, False):
+        for reset in (True, False):
+            start = torch.from_numpy(
+                rng.integers(-(2**31), 2**31, (3, 8), dtype=np.int64).astype(np.int32)
+            )
+            ids = [0, 31, 32, 255, 31, int(rng.integers(0, 256))]
+            a, b = start.clone(), start.clone()
+            ours.set_token_filter(a, ids, 1, is_allowed=allow, reset_vocab_mask=reset)
+            ops.set_token_filter_torch(b, ids, 1, is_allowed=allow, reset_vocab_mask=reset)
+            assert torch.equal(a, b), (allow, reset)
+            assert torch.equal(a[[0, 2]], start[[0, 2]])
