@@ -33,7 +33,7 @@ def require(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        reason = f"{module} is not importable ({exc}); install the engines as .ci/run does"
+        reason = f'{module} is not importable ({exc}); see docs/adapters.md, "Engine tests"'
         if os.environ.get("TREEGRAM_REQUIRE_ENGINES") == "1":
             pytest.fail(f"TREEGRAM_REQUIRE_ENGINES=1, but: {reason}", pytrace=False)
         pytest.skip(reason, allow_module_level=True)
