@@ -2,8 +2,7 @@
 stub, and the rule that the engine tests skip without the engines, except where
 ``TREEGRAM_REQUIRE_ENGINES=1`` says the engines were installed (then they fail).
 
-CI does not install the engines yet (the ``--no-deps`` install list is not complete, see
-docs/adapters.md, "Engine tests"); set the variable wherever they are installed."""
+CI (.ci/run) installs them from .ci/engines.txt and sets the variable."""
 
 from __future__ import annotations
 
