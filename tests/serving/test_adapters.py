@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from treegram.errors import ArgumentError, GrammarError, MatcherStateError  # no
 from treegram.serving._adapters import (  # noqa: E402
     SGLangGrammar,
     SGLangGrammarBackend,
+    SGLangInvalidGrammar,
     TokenRejectedError,
     VLLMBackend,
     VLLMGrammar,
@@ -214,18 +216,30 @@ def test_sglang_no_jump_forward_when_branching(compiler):
     assert g.try_jump_forward(None) is None
 
 
+def invalid_grammar_type() -> type:
+    """What an invalid grammar gives: SGLang's ``InvalidGrammarObject`` once SGLang is
+    imported in this process (the engine tests import it), else treegram's stand-in."""
+    sglang = sys.modules.get("sglang.srt.constrained.base_grammar_backend")
+    return SGLangInvalidGrammar if sglang is None else sglang.InvalidGrammarObject
+
+
 def test_sglang_backend_dispatch(compiler, caplog):
     backend = SGLangGrammarBackend(compiler, override_stop_tokens=[tid("!")])
-    assert backend.dispatch_regex("[0-9]+") is not None
+    assert isinstance(backend.dispatch_regex("[0-9]+"), SGLangGrammar)
     anyjson = backend.dispatch_json("$$ANY$$")
     assert anyjson.matcher.accept_string('{"a": 1}')
-    assert backend.dispatch_ebnf("root ::= (") is None
-    assert backend.dispatch_regex("(") is None
+    # An invalid grammar gives an object carrying the error (SGLang aborts the request).
+    bad = backend.dispatch_ebnf("root ::= (")
+    assert type(bad) is invalid_grammar_type()
+    assert "end of grammar" in bad.error_message
+    assert bad.copy() is bad
+    assert type(backend.dispatch_regex("(")) is invalid_grammar_type()
+    assert type(backend.dispatch_structural_tag("{}")) is invalid_grammar_type()
     g = backend.dispatch_ebnf(DIGITS)
     assert g.matcher.stop_token_ids == [tid("!")]
     assert g.copy().matcher.stop_token_ids == [tid("!")]
     if not hasattr(compiler, "compile_json_schema"):
-        assert backend.dispatch_json('{"type": "object"}') is None
+        assert type(backend.dispatch_json('{"type": "object"}')) is invalid_grammar_type()
     backend.reset()
 
 
@@ -258,8 +272,10 @@ def test_structural_tag_requests(compiler):
         ):
             assert m.accept_string(good) and m.is_completed()
             assert not tg.GrammarMatcher(m.compiled_grammar).accept_string(bad)
-    assert sglang.dispatch_structural_tag("{not json") is None
-    assert sglang.dispatch_structural_tag('{"structures": 3, "triggers": []}') is None
+    bad = sglang.dispatch_structural_tag("{not json")
+    assert type(bad) is invalid_grammar_type() and "must be JSON" in bad.error_message
+    bad = sglang.dispatch_structural_tag('{"structures": 3, "triggers": []}')
+    assert type(bad) is invalid_grammar_type()
     with pytest.raises(ArgumentError, match="structures"):
         vllm.compile_grammar("structural_tag", '{"structures": [1], "triggers": ["<"]}')
 
@@ -340,11 +356,13 @@ def test_vllm_speculative_step(compiler):
     np.testing.assert_array_equal(mask_of(g.matcher), mask_of(twin))
 
 
-def test_vllm_accept_tokens_all_or_nothing(compiler):
+def test_vllm_accept_tokens_keeps_accepted_prefix(compiler):
+    """A rejected token mid-list: the tokens before it stay accepted (vLLM's xgrammar
+    grammar does the same; the scheduler then fails the request)."""
     g = VLLMBackend(compiler).compile_grammar("grammar", DIGITS)
     assert g.accept_tokens("r", ids("ab", "1"))
     assert not g.accept_tokens("r", ids("2", "x", "3"))
-    assert g.num_processed_tokens == 2 and g.matcher.num_accepted_steps() == 2
+    assert g.num_processed_tokens == 3 and g.matcher.num_accepted_steps() == 3
     assert not g.accept_tokens("r", [V - 1])  # padding id: rejected, not an exception
     assert not g.accept_tokens("r", [V + 10])
     assert g.validate_tokens([tid("3"), V + 10, tid("4")]) == ids("3")
@@ -352,10 +370,14 @@ def test_vllm_accept_tokens_all_or_nothing(compiler):
 
 
 def test_vllm_termination_and_reset(compiler):
+    """Tokens after termination (in the same call or later; ``ignore_eos``) are ignored
+    and the call succeeds, as vLLM's contract says."""
     g = VLLMBackend(compiler).compile_grammar(StructuredOutputOptions.REGEX, "[0-9]+")
-    assert g.accept_tokens("r", ids("12", "<eos>"))
-    assert g.is_terminated()
-    assert not g.accept_tokens("r", ids("3"))
+    assert g.validate_tokens(ids("12", "<eos>", "3")) == ids("12", "<eos>")
+    assert g.accept_tokens("r", ids("12", "<eos>", "3"))
+    assert g.is_terminated() and g.num_processed_tokens == 2
+    assert g.accept_tokens("r", ids("3", "x"))
+    assert g.num_processed_tokens == 2
     assert g.validate_tokens(ids("3")) == []
     bitmask = tg.allocate_token_bitmask(2, V)
     g.fill_bitmask(bitmask, 1)
@@ -365,6 +387,32 @@ def test_vllm_termination_and_reset(compiler):
     g.reset()
     assert g.num_processed_tokens == 0 and g.matcher.num_accepted_steps() == 0
     assert not g.validate_tokens(ids("<eos>"))
+
+
+def test_vllm_request_stop_tokens(compiler):
+    """``compile_grammar(..., stop_token_ids=...)``: the request's stop tokens (vLLM's
+    ``SamplingParams.all_stop_token_ids``) end the grammar instead of the tokenizer's."""
+    backend = VLLMBackend(compiler)
+    g = backend.compile_grammar("regex", "[0-9]+", stop_token_ids={tid("!")})
+    assert g.matcher.stop_token_ids == [tid("!")]
+    assert g.validate_tokens(ids("1", "<eos>")) == ids("1")
+    assert g.accept_tokens("r", ids("1", "!")) and g.is_terminated()
+    assert backend.compile_grammar(
+        "regex", "[0-9]+", stop_token_ids=set()
+    ).matcher.stop_token_ids == [EOS]
+
+
+def test_vllm_disable_any_whitespace(compiler):
+    if not hasattr(compiler, "compile_json_schema"):
+        pytest.skip("no JSON Schema support")
+    schema = '{"type": "object", "properties": {"a": {"type": "integer"}}}'
+    loose = VLLMBackend(compiler).compile_grammar("json", schema)
+    tight = VLLMBackend(compiler, disable_any_whitespace=True).compile_grammar("json", schema)
+    assert loose.matcher.accept_string('{ "a" : 1 }')
+    assert not tight.matcher.accept_string('{ "a"')
+    assert tight.matcher.accept_string('{"a":1}')
+    with pytest.raises(ArgumentError, match="disable_any_whitespace"):
+        VLLMBackend(compiler, disable_any_whitespace=1)
 
 
 def test_vllm_request_types(compiler):

@@ -1,18 +1,17 @@
 """Grammar objects with the method sets SGLang and vLLM call, backed by treegram.
 
-Neither engine is imported: the classes are duck-typed to the interfaces the engines call
-on their grammar objects, so an engine (or a fork of one) can return them from its grammar
-backend without treegram depending on it.
+Neither engine is a dependency. The classes implement every method and attribute SGLang
+0.5.23 and vLLM 0.33.0 read on their grammar objects and backends, and they *become*
+subclasses of the engine's own base classes when the engine is already imported in the
+process (as it always is when the engine itself calls them; importing an engine costs
+seconds, so an adapter never imports one):
 
-- :class:`SGLangGrammar` has the method set of SGLang's ``BaseGrammarObject`` as its
-  xgrammar backend implements it (``accept_token``, ``rollback``, ``is_terminated``,
-  ``copy``, ``allocate_vocab_mask``, ``fill_vocab_mask``, ``move_vocab_mask``,
-  ``apply_vocab_mask``, the jump-forward trio and the ``finished`` flag);
-  :class:`SGLangGrammarBackend` has its ``dispatch_*`` factory methods.
-- :class:`VLLMGrammar` has the method set of vLLM's v1 ``StructuredOutputGrammar``
-  (``accept_tokens``, ``validate_tokens``, ``rollback``, ``fill_bitmask``,
-  ``is_terminated``, ``reset``); :class:`VLLMBackend` has the ``compile_grammar`` /
-  ``allocate_token_bitmask`` / ``destroy`` methods of a ``StructuredOutputBackend``.
+- :class:`SGLangGrammar` is then a ``BaseGrammarObject`` and :class:`SGLangGrammarBackend`
+  a ``BaseGrammarBackend`` of ``sglang.srt.constrained.base_grammar_backend``; an invalid
+  grammar gives SGLang's ``InvalidGrammarObject`` and grammar objects carry its
+  ``GrammarStats``.
+- :class:`VLLMGrammar` is then a ``StructuredOutputGrammar`` and :class:`VLLMBackend` a
+  ``StructuredOutputBackend`` of ``vllm.v1.structured_output.backend_types``.
 
 See docs/adapters.md for how to plug them in. torch is needed only by the methods that
 allocate, move or apply masks.
@@ -20,9 +19,14 @@ allocate, move or apply masks.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import sys
+import threading
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -40,6 +44,7 @@ from treegram.serving._apply import apply_token_bitmask_inplace
 
 __all__ = [
     "TokenRejectedError",
+    "SGLangInvalidGrammar",
     "SGLangGrammar",
     "SGLangGrammarBackend",
     "VLLMGrammar",
@@ -81,11 +86,115 @@ def _stop_kwargs(override_stop_tokens: Any) -> dict:
     return {} if override_stop_tokens is None else {"override_stop_tokens": override_stop_tokens}
 
 
+# Where each engine defines the base classes the adapters join when it is imported.
+_SGLANG_MODULE = "sglang.srt.constrained.base_grammar_backend"
+_VLLM_MODULE = "vllm.v1.structured_output.backend_types"
+
+_engine_classes: dict[tuple[type, type], type] = {}
+_engine_classes_lock = threading.Lock()
+
+
+def _engine_module(name: str) -> Any:
+    """The engine module ``name`` if the process has imported it, else None."""
+    return sys.modules.get(name)
+
+
+def _engine_class(cls: type, module: str, base_name: str) -> type:
+    """``cls``, or its subclass that also derives from the engine's ``base_name`` when the
+    engine's ``module`` is imported (made once per pair and reused)."""
+    mod = _engine_module(module)
+    base = getattr(mod, base_name, None) if mod is not None else None
+    if base is None or issubclass(cls, base):
+        return cls
+    with _engine_classes_lock:
+        sub = _engine_classes.get((cls, base))
+        if sub is None:
+            namespace = {"__module__": cls.__module__, "__doc__": cls.__doc__}
+            sub = type(cls.__name__, (cls, base), namespace)
+            sub.__qualname__ = cls.__qualname__
+            _engine_classes[(cls, base)] = sub
+    return sub
+
+
 # ------------------------------------------------------------------------------- SGLang
+
+
+class SGLangInvalidGrammar:
+    """What :class:`SGLangGrammarBackend` returns for a grammar that does not compile when
+    SGLang is not imported (with SGLang imported it is SGLang's own
+    ``InvalidGrammarObject``, which its ``GrammarManager`` turns into an aborted request).
+
+    Attributes
+    ----------
+    error_message : str
+        Why the grammar was rejected.
+    """
+
+    def __init__(self, error_message: str = "Unknown grammar error") -> None:
+        self.error_message = error_message
+        self.grammar_stats = None
+        self.current_token = None
+        self.finished = False
+
+    def copy(self) -> SGLangInvalidGrammar:
+        """Itself (it has no state)."""
+        return self
+
+    def maybe_init_reasoning(self, reasoning: bool) -> None:
+        """Nothing to initialise."""
+
+    def __repr__(self) -> str:
+        return f"SGLangInvalidGrammar(error_message={self.error_message!r})"
+
+
+def _sglang_invalid(message: str) -> Any:
+    mod = _engine_module(_SGLANG_MODULE)
+    if mod is not None and hasattr(mod, "InvalidGrammarObject"):
+        return mod.InvalidGrammarObject(message)
+    return SGLangInvalidGrammar(message)
+
+
+def _sglang_stats(dispatch_type: str) -> Any:
+    """SGLang's ``GrammarStats`` for a new grammar object (None without SGLang, as its
+    base class has)."""
+    mod = _engine_module(_SGLANG_MODULE)
+    stats = getattr(mod, "GrammarStats", None) if mod is not None else None
+    return None if stats is None else stats(dispatch_type=dispatch_type)
+
+
+def _set_token_filter(
+    vocab_mask: Any,
+    token_ids: Sequence[int],
+    batch_idx: int,
+    is_allowed: bool = True,
+    reset_vocab_mask: bool = True,
+) -> None:
+    """SGLang's token filter on a CPU mask row: with ``reset_vocab_mask`` the row first
+    allows nothing (``is_allowed``) or everything; then the bits of ``token_ids`` are set
+    (``is_allowed``) or cleared."""
+    arr = as_bitmask_array(vocab_mask, vocab_size=32 * vocab_mask.shape[-1], name="vocab_mask")
+    r = check_row_index(batch_idx, arr.shape[0], "batch_idx")
+    row = arr[r].view(np.uint32)
+    if reset_vocab_mask:
+        row[:] = np.uint32(0) if is_allowed else np.uint32(0xFFFFFFFF)
+    ids = np.asarray(list(token_ids), dtype=np.int64)
+    if ids.size == 0:
+        return
+    if ids.min() < 0 or ids.max() >= 32 * row.shape[0]:
+        raise ArgumentError(f"token_ids must lie in [0, {32 * row.shape[0]}), got {ids.tolist()}")
+    bits = np.zeros(row.shape[0], dtype=np.uint32)
+    np.bitwise_or.at(bits, ids // 32, np.left_shift(np.uint32(1), (ids % 32).astype(np.uint32)))
+    if is_allowed:
+        row |= bits
+    else:
+        row &= ~bits
 
 
 class SGLangGrammar:
     """A treegram matcher behind SGLang's ``BaseGrammarObject`` interface.
+
+    With SGLang imported, instances are also ``BaseGrammarObject`` instances (see the
+    module docstring).
 
     Parameters
     ----------
@@ -99,14 +208,20 @@ class SGLangGrammar:
         Stop tokens given to the matchers :meth:`copy` creates.
     key_string : str, optional
         The grammar cache key SGLang keeps with the object (stored, not used).
+    grammar_stats : optional
+        SGLang's ``GrammarStats`` of this grammar (its scheduler records compile time,
+        cache hits and tree-traversal times in it), or None.
 
     Attributes
     ----------
-    matcher, vocab_size, ctx, override_stop_tokens, key_string
+    matcher, vocab_size, ctx, override_stop_tokens, key_string, grammar_stats
         As given.
     accepted_tokens : list of int
         Every token accepted and not rolled back, in order (as SGLang's xgrammar object
         keeps it for debugging).
+    current_token : int or None
+        The last token passed to :meth:`accept_token` (None before the first); SGLang's
+        disaggregated decode reads it to skip re-accepting a retracted request's token.
     finished : bool
         Set by the engine when the request finished (SGLang's scheduler writes it); not
         read by the grammar itself.
@@ -119,6 +234,9 @@ class SGLangGrammar:
     not safe to use from two threads at once. Mask filling releases the GIL.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return object.__new__(_engine_class(cls, _SGLANG_MODULE, "BaseGrammarObject"))
+
     def __init__(
         self,
         matcher: GrammarMatcher,
@@ -126,6 +244,7 @@ class SGLangGrammar:
         ctx: CompiledGrammar | None = None,
         override_stop_tokens: int | list[int] | None = None,
         key_string: str | None = None,
+        grammar_stats: Any = None,
     ) -> None:
         if not isinstance(matcher, GrammarMatcher):
             raise ArgumentError(
@@ -138,6 +257,8 @@ class SGLangGrammar:
         self.ctx = matcher.compiled_grammar if ctx is None else ctx
         self.override_stop_tokens = override_stop_tokens
         self.key_string = key_string
+        self.grammar_stats = grammar_stats
+        self.current_token: int | None = None
         self.accepted_tokens: list[int] = []
         self._finished = False
 
@@ -149,6 +270,7 @@ class SGLangGrammar:
         *,
         override_stop_tokens: int | list[int] | None = None,
         key_string: str | None = None,
+        grammar_stats: Any = None,
     ) -> SGLangGrammar:
         """A grammar object with a fresh matcher on ``compiled``.
 
@@ -157,7 +279,7 @@ class SGLangGrammar:
         matcher = GrammarMatcher(compiled, **_stop_kwargs(override_stop_tokens))
         if vocab_size is None:
             vocab_size = compiled.tokenizer_info.vocab_size
-        return cls(matcher, vocab_size, compiled, override_stop_tokens, key_string)
+        return cls(matcher, vocab_size, compiled, override_stop_tokens, key_string, grammar_stats)
 
     # -------------------------------------------------------------------- flags
     @property
@@ -168,6 +290,10 @@ class SGLangGrammar:
     @finished.setter
     def finished(self, finished: bool) -> None:
         self._finished = bool(finished)
+
+    def maybe_init_reasoning(self, reasoning: bool) -> None:
+        """Called by SGLang on every cache hit; a plain grammar has no reasoning state
+        (SGLang's ``ReasonerGrammarBackend`` wraps the object for that)."""
 
     # --------------------------------------------------------------- state
     def accept_token(self, token: int) -> None:
@@ -185,6 +311,7 @@ class SGLangGrammar:
         if self.matcher.is_terminated():
             return
         token = int(token)
+        self.current_token = token
         if not self.matcher.accept_token(token):
             raise TokenRejectedError(
                 f"token {token} is not accepted by the grammar after "
@@ -215,34 +342,44 @@ class SGLangGrammar:
 
         SGLang keeps one object per grammar key in its cache and calls ``copy()`` to get a
         request's own object, so, like SGLang's xgrammar object, this does not copy the
-        parse state. Use :meth:`fork` for a copy of the current state.
+        parse state (use :meth:`fork` for that). The copy's ``grammar_stats`` is a copy
+        marked as a cache hit with no traversal times, as SGLang's xgrammar object does.
         """
-        twin = SGLangGrammar.from_compiled(
+        stats = self.grammar_stats
+        if stats is not None and dataclasses.is_dataclass(stats) and not isinstance(stats, type):
+            stats = dataclasses.replace(stats, is_cache_hit=True, tree_traversal_time=[])
+        twin = type(self).from_compiled(
             self.ctx,
             self.vocab_size,
             override_stop_tokens=self.override_stop_tokens,
             key_string=self.key_string,
+            grammar_stats=stats,
         )
         twin.forced_drafts = self.forced_drafts
         return twin
 
     def fork(self) -> SGLangGrammar:
         """An independent copy of this object, parse state and accepted tokens included."""
-        twin = SGLangGrammar(
+        twin = type(self)(
             self.matcher.fork(),
             self.vocab_size,
             self.ctx,
             self.override_stop_tokens,
             self.key_string,
+            self.grammar_stats,
         )
         twin.accepted_tokens = list(self.accepted_tokens)
+        twin.current_token = self.current_token
         twin._finished = self._finished
         twin.forced_drafts = self.forced_drafts
         return twin
 
     # ---------------------------------------------------------------- masks
-    def allocate_vocab_mask(self, vocab_size: int, batch_size: int, device: Any) -> Any:
-        """A zeroed int32 bitmask ``(batch_size, ceil(vocab_size / 32))`` on the CPU.
+    @staticmethod
+    def allocate_vocab_mask(vocab_size: int, batch_size: int, device: Any) -> Any:
+        """An int32 bitmask ``(batch_size, ceil(vocab_size / 32))`` on the CPU, all -1
+        (every token allowed: SGLang leaves the rows of unconstrained, finished and
+        terminated requests as allocated).
 
         ``device`` is accepted for the interface and ignored: masks are filled on the host
         and moved with :meth:`move_vocab_mask`.
@@ -255,6 +392,22 @@ class SGLangGrammar:
         After termination the row allows only the stop tokens.
         """
         _fill_row(self.matcher, vocab_mask, idx)
+
+    @staticmethod
+    def fill_vocab_mask_batched(entries: Sequence[Any], vocab_mask: Any) -> None:
+        """Fill the listed rows, leaving the other rows as they are.
+
+        ``entries`` are SGLang's ``GrammarRow(row, grammar)`` pairs (any objects with
+        ``row`` and ``grammar`` attributes); this is what SGLang's sampler calls every
+        decode step.
+        """
+        for entry in entries:
+            entry.grammar.fill_vocab_mask(vocab_mask, entry.row)
+
+    @staticmethod
+    def reset_vocab_mask(vocab_mask: Any) -> None:
+        """Make every row of a reused mask allow every token (all -1)."""
+        vocab_mask.fill_(-1) if hasattr(vocab_mask, "fill_") else vocab_mask.fill(-1)
 
     @staticmethod
     def move_vocab_mask(vocab_mask: Any, device: Any) -> Any:
@@ -407,11 +560,18 @@ def _backend_vocab_size(compiler, vocab_size: int | None) -> int:
 
 
 class SGLangGrammarBackend:
-    """The ``dispatch_*`` methods of an SGLang grammar backend, over a GrammarCompiler.
+    """An SGLang grammar backend over a GrammarCompiler.
 
-    Each returns an :class:`SGLangGrammar` in its initial state, or None when the grammar
-    is invalid (the error is logged), as SGLang's xgrammar backend did; SGLang caches the
-    result per key and calls ``copy()`` per request.
+    It has the whole contract of SGLang 0.5.23's ``BaseGrammarBackend`` that its
+    ``GrammarManager``, sampler, speculative workers and ``ReasonerGrammarBackend`` use:
+    the ``dispatch_*`` factories, the grammar cache (``get_request_grammar_key``,
+    ``get_cached_or_future_value``, ``set_cache``, ``reset``), the compile executor, the
+    mask helpers and the token filter of strict thinking. With SGLang imported, instances
+    are ``BaseGrammarBackend`` instances.
+
+    Every ``dispatch_*`` returns an :class:`SGLangGrammar` in its initial state, or, for a
+    grammar that does not compile, SGLang's ``InvalidGrammarObject`` carrying the error
+    (:class:`SGLangInvalidGrammar` without SGLang): SGLang then aborts that request.
 
     Parameters
     ----------
@@ -424,7 +584,18 @@ class SGLangGrammarBackend:
     forced_drafts : int, default 0
         Grammar-forced draft tokens each grammar object proposes
         (:meth:`SGLangGrammar.forced_draft_tokens`); 0 turns them off.
+    any_whitespace : bool, default True
+        JSON Schema grammars allow any whitespace between tokens; False is SGLang's
+        ``--constrained-json-disable-any-whitespace`` (xgrammar's compact layout).
+    max_whitespace_cnt : int, optional
+        At most this many whitespace characters in a row in JSON Schema grammars
+        (``--constrained-json-max-whitespace-cnt``).
     """
+
+    _enable_strict_thinking: bool = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return object.__new__(_engine_class(cls, _SGLANG_MODULE, "BaseGrammarBackend"))
 
     def __init__(
         self,
@@ -433,54 +604,197 @@ class SGLangGrammarBackend:
         *,
         override_stop_tokens: int | list[int] | None = None,
         forced_drafts: int = 0,
+        any_whitespace: bool = True,
+        max_whitespace_cnt: int | None = None,
     ) -> None:
         self.grammar_compiler = compiler
         self.vocab_size = _backend_vocab_size(compiler, vocab_size)
         self.override_stop_tokens = override_stop_tokens
         self.forced_drafts = _forced_option(forced_drafts)
+        if not isinstance(any_whitespace, bool):
+            raise ArgumentError(f"any_whitespace must be a bool, got {any_whitespace!r}")
+        if max_whitespace_cnt is not None and (
+            not _is_int(max_whitespace_cnt) or max_whitespace_cnt < 1
+        ):
+            raise ArgumentError(
+                f"max_whitespace_cnt must be None or an int >= 1, got {max_whitespace_cnt!r}"
+            )
+        self.any_whitespace = any_whitespace
+        self.max_whitespace_cnt = max_whitespace_cnt
+        self.cache: dict[tuple[str, str], Any] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
 
-    def _dispatch(self, kind: str, key_string: str) -> SGLangGrammar | None:
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        """The thread pool grammars compile on (made at first use)."""
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(thread_name_prefix="treegram-sglang")
+            return self._executor
+
+    # ------------------------------------------------------------ dispatch
+    def _dispatch(self, kind: str, key_string: str) -> Any:
         try:
-            ctx = _compile(self.grammar_compiler, kind, key_string)
+            if kind == "json":
+                ctx = self._compile_json(key_string)
+            else:
+                ctx = _compile(self.grammar_compiler, kind, key_string)
         except (GrammarError, ArgumentError) as exc:
-            logger.warning("skip invalid %s grammar %r: %s", kind, key_string[:200], exc)
-            return None
-        return self._grammar(ctx, key_string)
+            logger.warning("invalid %s grammar %r: %s", kind, key_string[:200], exc)
+            return _sglang_invalid(str(exc))
+        return self._grammar(ctx, key_string, kind)
 
-    def _grammar(self, ctx: CompiledGrammar, key_string: str) -> SGLangGrammar:
+    def _compile_json(self, key_string: str) -> CompiledGrammar:
+        if not self.any_whitespace or self.max_whitespace_cnt is not None:
+            return self.grammar_compiler.compile_json_schema(
+                key_string,
+                any_whitespace=self.any_whitespace,
+                max_whitespace_cnt=self.max_whitespace_cnt,
+            )
+        return _compile(self.grammar_compiler, "json", key_string)
+
+    def _grammar(self, ctx: CompiledGrammar, key_string: str, kind: str) -> SGLangGrammar:
         grammar = SGLangGrammar.from_compiled(
             ctx,
             self.vocab_size,
             override_stop_tokens=self.override_stop_tokens,
             key_string=key_string,
+            grammar_stats=_sglang_stats(kind),
         )
         grammar.forced_drafts = self.forced_drafts
         return grammar
 
-    def dispatch_json(self, key_string: str) -> SGLangGrammar | None:
+    def dispatch_json(self, key_string: str) -> Any:
         """A JSON Schema; ``"$$ANY$$"`` means any JSON (the built-in JSON grammar)."""
         if key_string == "$$ANY$$":
             ctx = self.grammar_compiler.compile_builtin_json_grammar()
-            return self._grammar(ctx, key_string)
+            return self._grammar(ctx, key_string, "json")
         return self._dispatch("json", key_string)
 
-    def dispatch_regex(self, key_string: str) -> SGLangGrammar | None:
+    def dispatch_regex(self, key_string: str) -> Any:
         """A regular expression (whole-output match)."""
         return self._dispatch("regex", key_string)
 
-    def dispatch_ebnf(self, key_string: str) -> SGLangGrammar | None:
+    def dispatch_ebnf(self, key_string: str) -> Any:
         """An EBNF grammar (xgrammar's dialect, root rule ``root``)."""
         return self._dispatch("ebnf", key_string)
 
-    def dispatch_structural_tag(self, key_string: str) -> SGLangGrammar | None:
+    def dispatch_structural_tag(self, key_string: str) -> Any:
         """A structural tag (tool calls in free text): xgrammar's ``{"type":
         "structural_tag", "format": ...}`` or SGLang's ``{"structures": [...], "triggers":
         [...]}``."""
         return self._dispatch("structural_tag", key_string)
 
+    def dispatch_fallback(self, key_type: str, key_string: str) -> Any:
+        """An unknown grammar kind (SGLang never sends one).
+
+        Raises
+        ------
+        ArgumentError
+            Always (a ``ValueError``, as SGLang's base class raises).
+        """
+        raise ArgumentError(f"unknown grammar key type {key_type!r} for {key_string[:200]!r}")
+
+    def _init_value_dispatch(self, key: tuple[str, str], require_reasoning: bool) -> Any:
+        """Compile the grammar of cache key ``key`` (runs on :attr:`executor`); records
+        the compile time in the object's ``grammar_stats``."""
+        start = time.perf_counter()
+        key_type, key_string = key
+        if key_type == "json":
+            grammar = self.dispatch_json(key_string)
+        elif key_type == "regex":
+            grammar = self.dispatch_regex(key_string)
+        elif key_type in ("ebnf", "full_assistant_ebnf"):
+            grammar = self.dispatch_ebnf(key_string)
+        elif key_type == "structural_tag":
+            grammar = self.dispatch_structural_tag(key_string)
+        else:
+            grammar = self.dispatch_fallback(key_type, key_string)
+        stats = getattr(grammar, "grammar_stats", None)
+        if stats is not None:
+            stats.compilation_time = time.perf_counter() - start
+        return grammar
+
+    # --------------------------------------------------------------- cache
+    def get_request_grammar_key(
+        self,
+        key: tuple[str, str],
+        *,
+        input_ids: Sequence[int],
+        thinking_budget: int | None,
+    ) -> tuple[str, str]:
+        """The cache key of a request's grammar: ``key`` itself (a plain backend's grammar
+        does not depend on the prompt or the thinking budget)."""
+        return key
+
+    def get_cached_or_future_value(
+        self, key: tuple[str, str], require_reasoning: bool
+    ) -> tuple[Any, bool]:
+        """``(a copy of the cached object, True)`` on a cache hit (reasoning state
+        initialised), else ``(a Future of the compiled object, False)``."""
+        value = self.cache.get(key)
+        if value is not None:
+            copied = value.copy()
+            copied.maybe_init_reasoning(require_reasoning)
+            return copied, True
+        return self.executor.submit(self._init_value_dispatch, key, require_reasoning), False
+
+    def set_cache(self, key: tuple[str, str], value: Any) -> None:
+        """Keep ``value`` (a compiled object or an invalid-grammar object) for ``key``."""
+        self.cache[key] = value
+
     def reset(self) -> None:
-        """Drop the compiler's cached grammars."""
+        """Drop the cached objects and the compiler's cached grammars."""
+        self.cache.clear()
         self.grammar_compiler.clear_cache()
+
+    # ------------------------------------------------- reasoning and masks
+    @property
+    def enable_strict_thinking(self) -> bool:
+        """False: strict thinking is configured on SGLang's ``ReasonerGrammarBackend``."""
+        return self._enable_strict_thinking
+
+    def reserve_framing_tokens(self, token_ids: Sequence[int]) -> None:
+        """Nothing to do: treegram grammars do not embed framing tokens (see
+        :meth:`compile_framed_grammar`)."""
+
+    def compile_framed_grammar(self, grammar: Any, frame: Any) -> None:
+        """None: answer framing is not built; SGLang then wraps the plain grammar in its
+        reasoning object."""
+        return None
+
+    def init_strict_reasoning_grammar(self, reasoning: bool) -> None:
+        """None (SGLang's default for a backend that is not a reasoner)."""
+        return None
+
+    def initialize_vocab_mask_buffer(
+        self, name: str, vocab_size: int, max_rows: int, device: Any
+    ) -> None:
+        """None: masks are allocated per step (SGLang's default)."""
+        return None
+
+    @property
+    def is_support_token_filter(self) -> bool:
+        """True: :meth:`set_token_filter` works on the CPU masks this backend allocates."""
+        return True
+
+    @staticmethod
+    def set_token_filter(
+        vocab_mask: Any,
+        token_ids: Sequence[int],
+        batch_idx: int,
+        is_allowed: bool = True,
+        reset_vocab_mask: bool = True,
+    ) -> None:
+        """Allow (``is_allowed``) or forbid ``token_ids`` in row ``batch_idx``; with
+        ``reset_vocab_mask`` the row first allows nothing, or everything. Used by SGLang's
+        strict thinking and thinking budget."""
+        _set_token_filter(vocab_mask, token_ids, batch_idx, is_allowed, reset_vocab_mask)
+
+    allocate_vocab_mask = staticmethod(SGLangGrammar.allocate_vocab_mask)
+    move_vocab_mask = staticmethod(SGLangGrammar.move_vocab_mask)
+    apply_vocab_mask = staticmethod(SGLangGrammar.apply_vocab_mask)
 
 
 # --------------------------------------------------------------------------------- vLLM
@@ -488,6 +802,9 @@ class SGLangGrammarBackend:
 
 class VLLMGrammar:
     """A treegram matcher behind vLLM's ``StructuredOutputGrammar`` interface.
+
+    With vLLM imported, instances are ``StructuredOutputGrammar`` instances (see the
+    module docstring).
 
     Parameters
     ----------
@@ -507,12 +824,18 @@ class VLLMGrammar:
 
     Notes
     -----
-    Contract: :meth:`accept_tokens` returns False, with the state unchanged, when any of
-    the tokens is rejected or the grammar has terminated. (vLLM's xgrammar grammar keeps
-    the tokens before a rejected one; all-or-nothing is stricter and leaves nothing to
-    undo.) :meth:`validate_tokens` never changes the state. One object serves one request;
-    it is not safe to use from two threads at once.
+    Contract (vLLM 0.33.0's, as its xgrammar grammar implements it):
+    :meth:`accept_tokens` accepts the tokens in order and returns False at the first one
+    the grammar rejects (or that lies outside the tokenizer's vocabulary), keeping the
+    tokens before it; once the grammar has terminated, further tokens (in the same call
+    or later ones) are ignored and the call returns True, so a request that samples on
+    past its stop token (``ignore_eos``) is not failed. :meth:`validate_tokens` never
+    changes the state. One object serves one request; it is not safe to use from two
+    threads at once.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return object.__new__(_engine_class(cls, _VLLM_MODULE, "StructuredOutputGrammar"))
 
     def __init__(
         self, matcher: GrammarMatcher, vocab_size: int, ctx: CompiledGrammar | None = None
@@ -535,26 +858,26 @@ class VLLMGrammar:
         Returns
         -------
         bool
-            True if every token was accepted; False (state unchanged) if one is rejected,
-            is outside the tokenizer's vocabulary, or the grammar already terminated.
+            False if a token is rejected or outside the tokenizer's vocabulary (the
+            tokens before it stay accepted); True otherwise. Tokens after termination
+            are ignored.
         """
         if self.matcher.is_terminated():
-            return False
-        count = 0
+            return True
         for token in tokens:
             token = int(token)
             if not 0 <= token < self._tokenizer_vocab or not self.matcher.accept_token(token):
                 logger.debug("request %s: grammar rejected token %d", request_id, token)
-                if count:
-                    self.matcher.rollback(count)
                 return False
-            count += 1
-        self.num_processed_tokens += count
+            self.num_processed_tokens += 1
+            if self.matcher.is_terminated():
+                break
         return True
 
     def validate_tokens(self, tokens: Sequence[int]) -> list[int]:
-        """The longest prefix of ``tokens`` the grammar accepts in a row (vLLM trims draft
-        tokens with it before scoring them). The state is unchanged."""
+        """The longest prefix of ``tokens`` the grammar accepts in a row, ending at the
+        first stop token (vLLM trims draft tokens with it before scoring them). Empty once
+        terminated. The state is unchanged."""
         tokens = [int(t) for t in tokens]
         limit = 0
         while limit < len(tokens) and 0 <= tokens[limit] < self._tokenizer_vocab:
@@ -562,10 +885,14 @@ class VLLMGrammar:
         if self.matcher.is_terminated() or limit == 0:
             return []
         n = self.matcher.count_acceptable_tokens(np.asarray(tokens[:limit], dtype=np.int64))
+        stops = set(self.matcher.stop_token_ids)
+        for i, t in enumerate(tokens[:n]):
+            if t in stops:
+                return tokens[: i + 1]
         return tokens[:n]
 
     def rollback(self, num_tokens: int) -> None:
-        """Undo the last ``num_tokens`` accepted tokens.
+        """Undo the last ``num_tokens`` accepted tokens (termination included).
 
         Raises
         ------
@@ -608,6 +935,8 @@ class VLLMGrammar:
         for t in valid:
             self.matcher.accept_token(t)
         try:
+            if self.matcher.is_terminated():
+                return valid
             return valid + forced_chain(self.matcher, n)
         finally:
             if valid:
@@ -625,8 +954,29 @@ def _request_kind(request_type: Any) -> str:
     return name.lower()
 
 
+def _without_special_tokens(tokenizer: Any, info: Any) -> Any:
+    """``info`` with the tokenizer's special added tokens (``added_tokens_decoder`` entries
+    marked special, e.g. begin-of-sentence) made untypeable, as vLLM's xgrammar backend
+    prepares the vocabulary its JSON, regex and grammar requests compile against."""
+    special = {
+        int(i)
+        for i, tok in getattr(tokenizer, "added_tokens_decoder", {}).items()
+        if getattr(tok, "special", False)
+    }
+    if not special:
+        return info
+    encoded = [""] * info.vocab_size
+    for text, i in tokenizer.get_vocab().items():
+        if i < len(encoded) and i not in special:
+            encoded[i] = text
+    return type(info).from_vocab_and_metadata(encoded, info.dump_metadata())
+
+
 class VLLMBackend:
-    """The factory part of vLLM's ``StructuredOutputBackend``, over a GrammarCompiler.
+    """vLLM's ``StructuredOutputBackend`` over a GrammarCompiler.
+
+    With vLLM imported, instances are ``StructuredOutputBackend`` instances.
+    :meth:`from_vllm` has the constructor signature vLLM calls its backends with.
 
     Parameters
     ----------
@@ -635,10 +985,19 @@ class VLLMBackend:
     vocab_size : int, optional
         The model's vocabulary size, the width of the bitmask (default: the tokenizer's).
     override_stop_tokens : int or list of int, optional
-        Stop tokens for every matcher instead of the tokenizer's.
+        Stop tokens for every matcher instead of the tokenizer's (a request's own
+        ``stop_token_ids`` take precedence, as in vLLM).
     forced_drafts : int, default 0
         Grammar-forced tokens :meth:`VLLMGrammar.extend_draft` appends; 0 turns them off.
+    disable_any_whitespace : bool, default False
+        vLLM's ``structured_outputs_config.disable_any_whitespace``: JSON requests allow
+        no whitespace outside strings (separators ``","`` and ``":"``).
+    vllm_config, tokenizer : optional
+        Kept as the attributes of the same names vLLM's backends have.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return object.__new__(_engine_class(cls, _VLLM_MODULE, "StructuredOutputBackend"))
 
     def __init__(
         self,
@@ -647,13 +1006,56 @@ class VLLMBackend:
         *,
         override_stop_tokens: int | list[int] | None = None,
         forced_drafts: int = 0,
+        disable_any_whitespace: bool = False,
+        vllm_config: Any = None,
+        tokenizer: Any = None,
     ) -> None:
+        if not isinstance(disable_any_whitespace, bool):
+            raise ArgumentError(
+                f"disable_any_whitespace must be a bool, got {disable_any_whitespace!r}"
+            )
         self.compiler = compiler
         self.vocab_size = _backend_vocab_size(compiler, vocab_size)
         self.override_stop_tokens = override_stop_tokens
         self.forced_drafts = _forced_option(forced_drafts)
+        self.disable_any_whitespace = disable_any_whitespace
+        self.vllm_config = vllm_config
+        self.tokenizer = tokenizer
 
-    def compile_grammar(self, request_type: Any, grammar_spec: str) -> VLLMGrammar:
+    @classmethod
+    def from_vllm(
+        cls, vllm_config: Any, tokenizer: Any, vocab_size: int, **kwargs: Any
+    ) -> VLLMBackend:
+        """A backend built the way vLLM builds its own: ``VLLMBackend.from_vllm(
+        vllm_config, tokenizer=..., vocab_size=...)``.
+
+        The vocabulary is the Hugging Face tokenizer's without its special added tokens
+        (as vLLM's xgrammar backend compiles JSON, regex and grammars);
+        ``disable_any_whitespace`` comes from ``vllm_config.structured_outputs_config``.
+        Other keyword arguments go to the constructor.
+        """
+        from treegram.tokenizer import TokenizerInfo
+
+        info = TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+        info = _without_special_tokens(tokenizer, info)
+        so_config = getattr(vllm_config, "structured_outputs_config", None)
+        kwargs.setdefault(
+            "disable_any_whitespace", bool(getattr(so_config, "disable_any_whitespace", False))
+        )
+        return cls(
+            GrammarCompiler(info),
+            vocab_size,
+            vllm_config=vllm_config,
+            tokenizer=tokenizer,
+            **kwargs,
+        )
+
+    def compile_grammar(
+        self,
+        request_type: Any,
+        grammar_spec: str,
+        stop_token_ids: Any = None,
+    ) -> VLLMGrammar:
         """Compile one request's grammar and return its grammar object.
 
         Parameters
@@ -668,6 +1070,9 @@ class VLLMBackend:
             case-insensitively.
         grammar_spec : str
             The schema, pattern, grammar or choice list.
+        stop_token_ids : set or list of int, optional
+            The request's stop tokens (vLLM passes ``SamplingParams.all_stop_token_ids``):
+            the grammar ends on these instead of the tokenizer's when non-empty.
 
         Raises
         ------
@@ -676,14 +1081,27 @@ class VLLMBackend:
         GrammarError
             The grammar does not compile (a ``ValueError``).
         """
-        ctx = _compile(self.compiler, _request_kind(request_type), grammar_spec)
-        matcher = GrammarMatcher(ctx, **_stop_kwargs(self.override_stop_tokens))
+        kind = _request_kind(request_type)
+        stops = self.override_stop_tokens
+        if stop_token_ids:
+            stops = sorted(int(t) for t in stop_token_ids)
+        if kind in ("json", "json_object") and self.disable_any_whitespace:
+            schema = '{"type": "object"}' if kind == "json_object" else grammar_spec
+            if not isinstance(schema, str):
+                schema = json.dumps(schema)
+            ctx = self.compiler.compile_json_schema(
+                schema, any_whitespace=False, separators=(",", ":")
+            )
+        else:
+            ctx = _compile(self.compiler, kind, grammar_spec)
+        matcher = GrammarMatcher(ctx, **_stop_kwargs(stops))
         grammar = VLLMGrammar(matcher, self.vocab_size, ctx)
         grammar.forced_drafts = self.forced_drafts
         return grammar
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> Any:
-        """A zeroed int32 bitmask ``(max_num_seqs, ceil(vocab_size / 32))`` on the CPU."""
+        """An int32 bitmask ``(max_num_seqs, ceil(vocab_size / 32))`` on the CPU, all -1
+        (every token allowed)."""
         return allocate_token_bitmask(max_num_seqs, self.vocab_size)
 
     def destroy(self) -> None:

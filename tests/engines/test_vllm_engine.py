@@ -1,0 +1,209 @@
+"""treegram's vLLM adapters driven through vLLM 0.33.0's own ``StructuredOutputManager``
+with a real ``VllmConfig`` (a one-layer model ``config.json`` next to the DeepSeek-V4
+tokenizer files, no weights), compared bit for bit with vLLM's xgrammar backend: masks
+from ``grammar_bitmask``, ``validate_tokens``, ``accept_tokens`` (also after termination
+and on a rejected token mid-list), rollback, per-request stop tokens and
+``disable_any_whitespace``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import numpy as np
+import pytest
+from engine_setup import EOS, MODEL_VOCAB, deepseek_dir, require
+
+config = require("vllm.config")
+so = require("vllm.v1.structured_output")
+backend_types = require("vllm.v1.structured_output.backend_types")
+vllm_request = require("vllm.v1.request")
+sampling = require("vllm.sampling_params")
+
+from treegram.serving._adapters import VLLMBackend, VLLMGrammar  # noqa: E402
+
+SCHEMA = json.dumps(
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "n": {"type": "boolean"}},
+        "required": ["name", "n"],
+    }
+)
+SPECS = [
+    {"json": SCHEMA},
+    {"regex": r"(yes|no) [0-9]{1,3}"},
+    {"grammar": 'root ::= "call(" [a-z]+ ("," [0-9]+)* ")"'},
+    {"choice": ["red", "green", "blue"]},
+    {"json_object": True},
+]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A model folder vLLM accepts: the tokenizer files and a one-layer config."""
+    d = tmp_path_factory.mktemp("model")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(deepseek_dir() / name, d / name)
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": MODEL_VOCAB,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "bos_token_id": 0,
+        "eos_token_id": EOS,
+        "torch_dtype": "float32",
+    }
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def manager(model_dir, monkeypatch, treegram: bool, **so_options):
+    """vLLM's ``StructuredOutputManager`` on a real ``VllmConfig``; with ``treegram`` its
+    xgrammar backend is replaced by treegram's, the one line docs/adapters.md gives."""
+    if treegram:
+        monkeypatch.setattr(so, "XgrammarBackend", VLLMBackend.from_vllm)
+    else:
+        monkeypatch.undo()
+    vllm_config = config.VllmConfig(
+        model_config=config.ModelConfig(model=str(model_dir), dtype="float32"),
+        device_config=config.DeviceConfig(device="cpu"),
+        structured_outputs_config=config.StructuredOutputsConfig(backend="xgrammar", **so_options),
+    )
+    return so.StructuredOutputManager(vllm_config)
+
+
+def request(m, rid: str, spec: dict, **params):
+    key, value = next(iter(spec.items()))
+    structured = sampling.StructuredOutputsParams(**{key: value})
+    sp = sampling.SamplingParams(structured_outputs=structured, max_tokens=64, **params)
+    structured._backend = "xgrammar"
+    req = vllm_request.Request(rid, [0], sp, None)
+    m.grammar_init(req)
+    deadline = time.monotonic() + 60
+    while not req.structured_output_request.is_grammar_ready:
+        assert time.monotonic() < deadline, "grammar did not compile"
+        time.sleep(0.01)
+    return req
+
+
+def allowed(row: np.ndarray) -> np.ndarray:
+    bits = np.unpackbits(np.ascontiguousarray(row).view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits[:MODEL_VOCAB])
+
+
+def grammar(req):
+    return req.structured_output_request.grammar
+
+
+def test_batch_walk_bit_identical(model_dir, monkeypatch):
+    """Random walks of a mixed batch (JSON, regex, EBNF, choice, JSON object) through
+    ``grammar_bitmask``: identical rows every step; ``accept_tokens`` continues past the
+    stop token (``ignore_eos``) with True on both; ``validate_tokens`` of random drafts
+    and one-token rollbacks agree."""
+    rng = np.random.default_rng(0)
+    ours = manager(model_dir, monkeypatch, True)
+    reqs_o = {f"r{i}": request(ours, f"r{i}", s) for i, s in enumerate(SPECS)}
+    assert isinstance(ours.backend, VLLMBackend)
+    assert isinstance(ours.backend, backend_types.StructuredOutputBackend)
+    assert all(
+        isinstance(grammar(r), backend_types.StructuredOutputGrammar) for r in reqs_o.values()
+    )
+    assert all(isinstance(grammar(r), VLLMGrammar) for r in reqs_o.values())
+    theirs = manager(model_dir, monkeypatch, False)
+    reqs_t = {f"r{i}": request(theirs, f"r{i}", s) for i, s in enumerate(SPECS)}
+    ids = list(reqs_o)
+    rows = validated = 0
+    for _step in range(30):
+        live = [r for r in ids if not grammar(reqs_t[r]).is_terminated()]
+        if not live:
+            break
+        m_o = ours.grammar_bitmask(reqs_o, live, {})
+        m_t = theirs.grammar_bitmask(reqs_t, live, {})
+        np.testing.assert_array_equal(m_o, m_t)
+        rows += len(live)
+        for i, rid in enumerate(live):
+            go, gt = grammar(reqs_o[rid]), grammar(reqs_t[rid])
+            choices = allowed(m_t[i])
+            draft = [int(rng.choice(choices))] + [int(t) for t in rng.integers(0, MODEL_VOCAB, 2)]
+            assert go.validate_tokens(draft) == gt.validate_tokens(draft)
+            validated += 1
+            tok = EOS if EOS in choices and rng.random() < 0.3 else int(rng.choice(choices))
+            # After a stop token, a further token (ignore_eos) is ignored with True.
+            toks = [tok, int(rng.choice(choices))] if tok == EOS else [tok]
+            assert go.accept_tokens(rid, toks) is gt.accept_tokens(rid, toks) is True
+            assert go.num_processed_tokens == gt.num_processed_tokens
+            assert go.is_terminated() == gt.is_terminated()
+            if rng.random() < 0.2 and go.num_processed_tokens:
+                go.rollback(1)
+                gt.rollback(1)
+                assert go.is_terminated() == gt.is_terminated()
+    assert rows > 30 and validated == rows
+    assert any(grammar(r).is_terminated() for r in reqs_t.values())
+    assert all(
+        grammar(r).accept_tokens(rid, [5, 6])
+        for rid, r in reqs_o.items()
+        if grammar(r).is_terminated()
+    )
+
+
+def test_rejected_token_keeps_prefix_and_stop_tokens(model_dir, monkeypatch, tokenizer_ids):
+    """A rejected token mid-list keeps the accepted prefix on both; a request's own
+    ``stop_token_ids`` end the grammar on both."""
+    ours = manager(model_dir, monkeypatch, True)
+    ro = request(ours, "a", SPECS[1])
+    theirs = manager(model_dir, monkeypatch, False)
+    rt = request(theirs, "a", SPECS[1])
+    yes, space, bad = tokenizer_ids("yes"), tokenizer_ids(" "), tokenizer_ids("maybe")
+    toks = [*yes, *bad, *space]
+    assert grammar(ro).accept_tokens("a", toks) == grammar(rt).accept_tokens("a", toks) is False
+    assert grammar(ro).num_processed_tokens == grammar(rt).num_processed_tokens == len(yes)
+    np.testing.assert_array_equal(
+        ours.grammar_bitmask({"a": ro}, ["a"], {}), theirs.grammar_bitmask({"a": rt}, ["a"], {})
+    )
+    stop = tokenizer_ids("!")[0]
+    ours2 = manager(model_dir, monkeypatch, True)
+    ro = request(ours2, "b", SPECS[1], stop_token_ids=[stop])
+    theirs2 = manager(model_dir, monkeypatch, False)
+    rt = request(theirs2, "b", SPECS[1], stop_token_ids=[stop])
+    walk = [*tokenizer_ids("no"), *tokenizer_ids(" 7")]
+    for g in (grammar(ro), grammar(rt)):
+        assert g.accept_tokens("b", walk)
+    np.testing.assert_array_equal(
+        ours2.grammar_bitmask({"b": ro}, ["b"], {}), theirs2.grammar_bitmask({"b": rt}, ["b"], {})
+    )
+    for g in (grammar(ro), grammar(rt)):
+        assert g.validate_tokens([stop, 5]) == [stop]
+        assert g.accept_tokens("b", [stop]) and g.is_terminated()
+
+
+@pytest.fixture(scope="module")
+def tokenizer_ids():
+    transformers = require("transformers")
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_file=str(deepseek_dir() / "tokenizer.json")
+    )
+    return lambda text: tok.encode(text, add_special_tokens=False)
+
+
+@pytest.mark.parametrize("disable", [False, True])
+def test_disable_any_whitespace(model_dir, monkeypatch, tokenizer_ids, disable):
+    """``structured_outputs_config.disable_any_whitespace`` reaches treegram's backend:
+    the same masks as vLLM's xgrammar backend along a JSON document."""
+    ours = manager(model_dir, monkeypatch, True, disable_any_whitespace=disable)
+    ro = request(ours, "w", SPECS[0])
+    assert ours.backend.disable_any_whitespace is disable
+    theirs = manager(model_dir, monkeypatch, False, disable_any_whitespace=disable)
+    rt = request(theirs, "w", SPECS[0])
+    text = '{"name":"x","n":true}' if disable else '{ "name": "x", "n": true }'
+    for step, tok in enumerate(tokenizer_ids(text)):
+        m_o = ours.grammar_bitmask({"w": ro}, ["w"], {})
+        m_t = theirs.grammar_bitmask({"w": rt}, ["w"], {})
+        np.testing.assert_array_equal(m_o, m_t, err_msg=f"step {step}")
+        assert grammar(ro).accept_tokens("w", [tok]) and grammar(rt).accept_tokens("w", [tok])
