@@ -1,0 +1,47 @@
+"""Smoke test: benchmarks/bench_compile.py times two schemas end to end (no timing asserted)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("xgrammar")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_compile.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_compile", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    schemas = [
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        {"type": "array", "items": {"type": "string", "maxLength": 5}},
+    ]
+    for k, schema in enumerate(schemas):
+        (data / f"s{k}.json").write_text(json.dumps({"schema": schema, "tests": []}))
+    (data / "refused.json").write_text(json.dumps({"schema": {"type": "nonsense"}, "tests": []}))
+    out = tmp_path / "compile.json"
+    result = bench.main(
+        ["--data", str(data), "--every", "1", "--repeat", "2", "--output", str(out)]
+    )
+    assert json.loads(out.read_text()) == result
+    assert result["meta"]["files"] == 3
+    assert result["treegram"]["compiled"] == 2  # the bad schema has no time, not a crash
+    assert set(result["treegram"]["stages"]) == {"frontend", "automaton", "tables", "total"}
+    refused = next(r for r in result["rows"] if r["file"] == "refused.json")
+    assert refused["treegram_ms"] is None
+    ok = [r for r in result["rows"] if r["treegram_ms"] is not None]
+    assert all(len(r["treegram_ms"]) == 3 and min(r["treegram_ms"]) >= 0 for r in ok)
+    assert result["xgrammar"]["compiled_by_both"] == 2
+    assert result["xgrammar"]["median_ratio_treegram_over_xgrammar"] > 0
