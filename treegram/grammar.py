@@ -171,6 +171,7 @@ class Grammar:
         strict_mode: bool = True,
         max_whitespace_cnt: int | None = None,
         unsupported: str | Collection[str] = "error",
+        unknown_format: str = "warn",
         remote_schemas: Mapping[str, dict | bool] | None = None,
     ) -> Grammar:
         """A grammar for the JSON documents that ``schema`` validates (xgrammar's options).
@@ -184,6 +185,10 @@ class Grammar:
         unsupported : "error", "warn" or collection of str, default "error"
             ``"warn"`` downgrades an inexact keyword to a warning and drops it; a collection
             of keyword names (``{"uniqueItems", "format"}``) downgrades only those.
+        unknown_format : "warn", "ignore" or "error", default "warn"
+            A ``format`` treegram does not know is an annotation (JSON Schema 2020-12):
+            any string, with a warning (``"warn"``) or without (``"ignore"``);
+            ``"error"`` refuses it as an unsupported keyword.
         remote_schemas : mapping of str to dict or bool, optional
             Documents that ``$ref`` may name outside the schema, keyed by retrieval URI
             (see ``json_schema_to_ir``); a reference found nowhere is refused.
@@ -206,6 +211,7 @@ class Grammar:
                 strict_mode=strict_mode,
                 max_whitespace_cnt=max_whitespace_cnt,
                 unsupported=unsupported,
+                unknown_format=unknown_format,
                 remote_schemas=remote_schemas,
             )
         )

@@ -23,6 +23,7 @@ from ..errors import (
 from ..frontends import (
     JsonSchemaOptions,
     check_remotes,
+    check_unknown_format,
     downgraded_keywords,
     structural_tag_from_args,
     structural_tag_key,
@@ -203,6 +204,7 @@ class GrammarCompiler:
         strict_mode: bool = True,
         max_whitespace_cnt: int | None = None,
         unsupported: str | Collection[str] = "error",
+        unknown_format: str = "warn",
         classify: str = "lazy",
         remote_schemas: Mapping[str, dict | bool] | None = None,
     ) -> CompiledGrammar:
@@ -233,6 +235,7 @@ class GrammarCompiler:
             )
         remotes = check_remotes(remote_schemas)
         downgraded_keywords(unsupported)  # a clear error before it becomes a cache key
+        check_unknown_format(unknown_format)
         options = JsonSchemaOptions(
             any_whitespace=any_whitespace,
             indent=indent,
@@ -240,6 +243,7 @@ class GrammarCompiler:
             strict_mode=strict_mode,
             max_whitespace_cnt=max_whitespace_cnt,
             unsupported=unsupported,
+            unknown_format=unknown_format,
             remote_schemas=remotes,
         )
         return self._cached(

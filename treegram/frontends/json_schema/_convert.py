@@ -143,12 +143,14 @@ class Converter:
         strict: bool,
         unsupported: str,
         refs: RefIndex | None = None,
+        unknown_format: str = "warn",
     ):
         self.refs = refs if refs is not None else RefIndex(root)
         self.root = self.refs.root  # every $ref in it is a canonical absolute URI
         self.layout = layout
         self.strict = strict
         self.warn = downgraded_keywords(unsupported)
+        self.unknown_format_policy = check_unknown_format(unknown_format)
         self.rules: dict[str, Expr | None] = {}
         self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
         self.ref_names: dict[tuple[str, int], str] = {}
@@ -165,6 +167,18 @@ class Converter:
         if self.warn is not True and keyword not in self.warn:
             raise UnsupportedSchemaError(msg)
         warnings.warn(msg + " (constraint dropped)", stacklevel=4)
+
+    def unknown_format(self, name: str, ptr: str) -> None:
+        """Handle a ``format`` that treegram does not know: JSON Schema 2020-12 makes it an
+        annotation (warn and assert nothing), or refuse it as an unsupported keyword."""
+        if self.unknown_format_policy == "error":
+            self.unsupported("format", ptr, f"unknown format ({name!r})")
+        elif self.unknown_format_policy == "warn":
+            warnings.warn(
+                f"unknown JSON Schema format {name!r} at {ptr or '#'} is an annotation: "
+                "the string is not constrained by it",
+                stacklevel=4,
+            )
 
     def count(self, schema: dict, key: str, ptr: str, default: int | None = None):
         """The count keyword ``key`` (``minLength``, ``maxItems``...) as an ``int``.
@@ -506,9 +520,11 @@ class Converter:
         body = None
         if fmt is not None:
             body = format_body(fmt)
-            if body is None:  # never drop a constraint silently
-                why = REFUSED_FORMATS.get(fmt, "unknown format")
+            if body is None and fmt in REFUSED_FORMATS:  # never drop a constraint silently
+                why = REFUSED_FORMATS[fmt]
                 self.unsupported("format", f"{ptr}/format", f"{why} ({fmt!r})")
+            elif body is None:
+                self.unknown_format(fmt, f"{ptr}/format")
         if pattern is not None:
             try:
                 body = pattern_body(pattern)
@@ -584,6 +600,24 @@ def downgraded_keywords(unsupported) -> bool | frozenset[str]:
     raise GrammarError(
         f"unsupported must be 'error', 'warn' or a collection of keyword names, got {unsupported!r}"
     )
+
+
+UNKNOWN_FORMAT_POLICIES = ("warn", "ignore", "error")
+
+
+def check_unknown_format(unknown_format) -> str:
+    """The ``unknown_format`` option, validated.
+
+    Raises
+    ------
+    GrammarError
+        Not one of ``"warn"``, ``"ignore"`` or ``"error"``.
+    """
+    if not isinstance(unknown_format, str) or unknown_format not in UNKNOWN_FORMAT_POLICIES:
+        raise GrammarError(
+            f"unknown_format must be 'warn', 'ignore' or 'error', got {unknown_format!r}"
+        )
+    return unknown_format
 
 
 def _load(schema) -> dict | bool:
@@ -669,6 +703,7 @@ def json_schema_to_ir(
     strict_mode: bool = True,
     max_whitespace_cnt: int | None = None,
     unsupported: str | Collection[str] = "error",
+    unknown_format: str = "warn",
     remote_schemas: Mapping[str, dict | bool] | None = None,
 ) -> GrammarIR:
     """Compile a JSON Schema to grammar IR.
@@ -693,6 +728,12 @@ def json_schema_to_ir(
         ``"warn"`` turns :class:`UnsupportedSchemaError` for an inexact keyword into a
         warning and drops that constraint; a collection of keyword names (for example
         ``{"uniqueItems", "format"}``) does so for those keywords only.
+    unknown_format : "warn", "ignore" or "error", default "warn"
+        A ``format`` treegram does not know (``"path"``, ``"byte"``...) is an annotation
+        in JSON Schema 2020-12: ``"warn"`` accepts any string for it with a warning,
+        ``"ignore"`` without one, ``"error"`` refuses it as an unsupported keyword (then
+        ``unsupported`` may downgrade it). Known formats that treegram does not compile
+        exactly (``regex``, ``idn-hostname``) stay under ``unsupported``.
     remote_schemas : mapping of str to dict or bool, optional
         Documents outside the schema that ``$ref`` may name, keyed by their retrieval URI
         (their ``$id``, when present, also names them). A reference to anything not in the
@@ -714,6 +755,7 @@ def json_schema_to_ir(
         The schema is malformed or admits no value.
     """
     downgraded_keywords(unsupported)  # validates the option
+    check_unknown_format(unknown_format)
     if max_whitespace_cnt is not None and (
         not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt <= 0
     ):
@@ -736,6 +778,7 @@ def json_schema_to_ir(
         strict_mode=strict_mode,
         max_whitespace_cnt=max_whitespace_cnt,
         unsupported=unsupported,
+        unknown_format=unknown_format,
         remote_schemas=remotes,
     )
     args = (root, options)
@@ -756,7 +799,14 @@ class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
 def _convert(root, options: JsonSchemaOptions, nesting_limit: int = MAX_NESTING_DEPTH) -> GrammarIR:
     o = options
     layout = Layout(o.any_whitespace, o.indent, o.separators, o.max_whitespace_cnt)
-    conv = Converter(root, layout, o.strict_mode, o.unsupported, RefIndex(root, o.remote_schemas))
+    conv = Converter(
+        root,
+        layout,
+        o.strict_mode,
+        o.unsupported,
+        RefIndex(root, o.remote_schemas),
+        unknown_format=o.unknown_format,
+    )
     conv.nesting_limit = nesting_limit
     conv.rules["root"] = None
     body = conv.value(conv.root, "", 0)
