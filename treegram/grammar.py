@@ -172,6 +172,7 @@ class Grammar:
         max_whitespace_cnt: int | None = None,
         unsupported: str | Collection[str] = "error",
         unknown_format: str = "warn",
+        canonical_integers: bool = True,
         remote_schemas: Mapping[str, dict | bool] | None = None,
     ) -> Grammar:
         """A grammar for the JSON documents that ``schema`` validates (xgrammar's options).
@@ -189,6 +190,9 @@ class Grammar:
             A ``format`` treegram does not know is an annotation (JSON Schema 2020-12):
             any string, with a warning (``"warn"``) or without (``"ignore"``);
             ``"error"`` refuses it as an unsupported keyword.
+        canonical_integers : bool, default True
+            An ``integer`` is written only as ``63``; ``False`` also accepts ``63.0``
+            (JSON Schema's value semantics).
         remote_schemas : mapping of str to dict or bool, optional
             Documents that ``$ref`` may name outside the schema, keyed by retrieval URI
             (see ``json_schema_to_ir``); a reference found nowhere is refused.
@@ -212,6 +216,7 @@ class Grammar:
                 max_whitespace_cnt=max_whitespace_cnt,
                 unsupported=unsupported,
                 unknown_format=unknown_format,
+                canonical_integers=canonical_integers,
                 remote_schemas=remote_schemas,
             )
         )

@@ -205,6 +205,7 @@ class GrammarCompiler:
         max_whitespace_cnt: int | None = None,
         unsupported: str | Collection[str] = "error",
         unknown_format: str = "warn",
+        canonical_integers: bool = True,
         classify: str = "lazy",
         remote_schemas: Mapping[str, dict | bool] | None = None,
     ) -> CompiledGrammar:
@@ -236,6 +237,8 @@ class GrammarCompiler:
         remotes = check_remotes(remote_schemas)
         downgraded_keywords(unsupported)  # a clear error before it becomes a cache key
         check_unknown_format(unknown_format)
+        if not isinstance(canonical_integers, bool):
+            raise GrammarError(f"canonical_integers must be a bool, got {canonical_integers!r}")
         options = JsonSchemaOptions(
             any_whitespace=any_whitespace,
             indent=indent,
@@ -244,6 +247,7 @@ class GrammarCompiler:
             max_whitespace_cnt=max_whitespace_cnt,
             unsupported=unsupported,
             unknown_format=unknown_format,
+            canonical_integers=canonical_integers,
             remote_schemas=remotes,
         )
         return self._cached(

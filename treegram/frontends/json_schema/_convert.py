@@ -144,6 +144,7 @@ class Converter:
         unsupported: str,
         refs: RefIndex | None = None,
         unknown_format: str = "warn",
+        canonical_integers: bool = True,
     ):
         self.refs = refs if refs is not None else RefIndex(root)
         self.root = self.refs.root  # every $ref in it is a canonical absolute URI
@@ -151,6 +152,7 @@ class Converter:
         self.strict = strict
         self.warn = downgraded_keywords(unsupported)
         self.unknown_format_policy = check_unknown_format(unknown_format)
+        self.canonical_integers = canonical_integers
         self.rules: dict[str, Expr | None] = {}
         self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
         self.ref_names: dict[tuple[str, int], str] = {}
@@ -387,7 +389,7 @@ class Converter:
             elif t == "boolean":
                 parts.append(alt(lit("true"), lit("false")))
             elif t == "integer":
-                parts.append(self._integer(schema, ptr))
+                parts.append(self._integer(schema, ptr, canonical=self.canonical_integers))
             elif t == "number":
                 parts.append(self._number(schema, ptr))
             elif t == "string":
@@ -429,7 +431,9 @@ class Converter:
                 raise UnsupportedSchemaError(f"{key} at {ptr or '#'} must be a finite number")
         return lo, lo_s, hi, hi_s
 
-    def _integer(self, schema: dict, ptr: str) -> Expr | None:
+    def _integer(self, schema: dict, ptr: str, canonical: bool = False) -> Expr | None:
+        """Integers under ``schema``'s bounds and ``multipleOf``; ``canonical`` writes them
+        only without a fraction (``63``, never ``63.0``)."""
         import math
 
         lo, lo_s, hi, hi_s = self.bounds(schema, ptr)
@@ -442,8 +446,10 @@ class Converter:
             digits = INTEGER
         else:
             digits = int_range(ilo, ihi)
+        if digits is None or canonical:
+            return digits
         # "a float with zero fractional part is an integer": 1.0 and 1.00 are integers too
-        return seq(digits, ZERO_FRACTION) if digits is not None else None
+        return seq(digits, ZERO_FRACTION)
 
     def _multiple(self, mult, lo, hi, ptr: str) -> Expr | None:
         from fractions import Fraction
@@ -704,6 +710,7 @@ def json_schema_to_ir(
     max_whitespace_cnt: int | None = None,
     unsupported: str | Collection[str] = "error",
     unknown_format: str = "warn",
+    canonical_integers: bool = True,
     remote_schemas: Mapping[str, dict | bool] | None = None,
 ) -> GrammarIR:
     """Compile a JSON Schema to grammar IR.
@@ -734,6 +741,11 @@ def json_schema_to_ir(
         ``"ignore"`` without one, ``"error"`` refuses it as an unsupported keyword (then
         ``unsupported`` may downgrade it). Known formats that treegram does not compile
         exactly (``regex``, ``idn-hostname``) stay under ``unsupported``.
+    canonical_integers : bool, default True
+        Write an ``integer`` only in its canonical form (``63``), as xgrammar and typed
+        parsers expect; ``False`` is JSON Schema's value semantics, under which ``63.0``
+        and ``63.00`` are integers too. A ``number`` with an integer ``multipleOf``
+        keeps the zero fraction either way (it is a number).
     remote_schemas : mapping of str to dict or bool, optional
         Documents outside the schema that ``$ref`` may name, keyed by their retrieval URI
         (their ``$id``, when present, also names them). A reference to anything not in the
@@ -756,6 +768,8 @@ def json_schema_to_ir(
     """
     downgraded_keywords(unsupported)  # validates the option
     check_unknown_format(unknown_format)
+    if not isinstance(canonical_integers, bool):
+        raise GrammarError(f"canonical_integers must be a bool, got {canonical_integers!r}")
     if max_whitespace_cnt is not None and (
         not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt <= 0
     ):
@@ -779,6 +793,7 @@ def json_schema_to_ir(
         max_whitespace_cnt=max_whitespace_cnt,
         unsupported=unsupported,
         unknown_format=unknown_format,
+        canonical_integers=canonical_integers,
         remote_schemas=remotes,
     )
     args = (root, options)
@@ -806,6 +821,7 @@ def _convert(root, options: JsonSchemaOptions, nesting_limit: int = MAX_NESTING_
         o.unsupported,
         RefIndex(root, o.remote_schemas),
         unknown_format=o.unknown_format,
+        canonical_integers=o.canonical_integers,
     )
     conv.nesting_limit = nesting_limit
     conv.rules["root"] = None
