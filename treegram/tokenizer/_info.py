@@ -71,8 +71,6 @@ class TokenizerInfo:
 
     Raises
     ------
-    EmptyVocabularyError
-        ``encoded_vocab`` is empty.
     InvalidTokenIdError
         A stop token id is outside ``[0, vocab_size)`` or names a padding id.
     TokenizerError
@@ -80,6 +78,10 @@ class TokenizerInfo:
 
     Notes
     -----
+    An empty ``encoded_vocab`` gives a size-0 vocabulary (as in xgrammar): grammars
+    compile and matchers accept strings, bitmasks have zero columns and no token is ever
+    allowed; with ``vocab_size`` every id is padding.
+
     Special tokens are the ids whose decoded bytes are empty (padding included), except
     stop tokens; this is what xgrammar 0.2.8 reports. Tokens such as ``<s>`` that merely
     look special are ordinary tokens.
@@ -109,7 +111,8 @@ class TokenizerInfo:
     ) -> None:
         tokens = _check_encoded_vocab(encoded_vocab)
         kind = _check_vocab_type(vocab_type)
-        size = len(tokens) if vocab_size is None else _check_vocab_size(vocab_size)
+        # 0 only with no tokens: the size-0 vocabulary (a dumped one round-trips)
+        size = len(tokens) if vocab_size is None else _check_vocab_size(vocab_size, not tokens)
         if not isinstance(add_prefix_space, bool | np.bool_):
             raise TokenizerError(
                 f"add_prefix_space must be a bool, got {type(add_prefix_space).__name__}"
@@ -469,8 +472,6 @@ def _check_encoded_vocab(encoded_vocab: Any) -> Sequence[str | bytes]:
         raise TokenizerError(
             f"encoded_vocab must be a list of str or bytes, got {type(encoded_vocab).__name__}"
         )
-    if len(encoded_vocab) == 0:
-        raise EmptyVocabularyError("encoded_vocab is empty: a vocabulary needs tokens")
     return encoded_vocab
 
 
@@ -489,9 +490,9 @@ def _as_int(value: Any, name: str) -> int:
         raise TokenizerError(f"{name} must be an int, got {type(value).__name__}") from None
 
 
-def _check_vocab_size(vocab_size: Any) -> int:
+def _check_vocab_size(vocab_size: Any, allow_zero: bool = False) -> int:
     size = _as_int(vocab_size, "vocab_size")
-    if size <= 0:
+    if size < 0 or (size == 0 and not allow_zero):
         raise TokenizerError(f"vocab_size must be positive, got {size}")
     return size
 
