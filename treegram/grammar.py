@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Collection, Mapping
 
-from treegram.errors import GrammarError, UndefinedRuleError
+from treegram.errors import ArgumentError, GrammarError, UndefinedRuleError
 from treegram.frontends import (
     builtin_json_grammar_ir,
     json_schema_to_ir,
@@ -256,6 +256,48 @@ class Grammar:
         return Grammar(structural_tag_to_ir(structural_tag_from_args(args, kwargs)))
 
     @staticmethod
+    def union(*grammars: Grammar) -> Grammar:
+        """A grammar for the strings that any one of ``grammars`` accepts (xgrammar's).
+
+        Parameters
+        ----------
+        *grammars : Grammar
+            At least one grammar. Their rules are kept under the names ``g{i}_{name}``
+            (``i`` the grammar's position); the new root is ``root``.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        ArgumentError
+            No grammar, or an argument that is not a :class:`Grammar` (named by position).
+        """
+        return _combine(grammars, "union", Choice)
+
+    @staticmethod
+    def concat(*grammars: Grammar) -> Grammar:
+        """A grammar for a string of ``grammars[0]`` followed by one of ``grammars[1]``...
+        (xgrammar's).
+
+        Parameters
+        ----------
+        *grammars : Grammar
+            At least one grammar; rules are renamed as in :meth:`union`.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        ArgumentError
+            No grammar, or an argument that is not a :class:`Grammar` (named by position).
+        """
+        return _combine(grammars, "concat", Seq)
+
+    @staticmethod
     def from_ir(ir: GrammarIR) -> Grammar:
         """Wrap an IR produced by a frontend.
 
@@ -347,3 +389,43 @@ def _raise_undefined_reference(ir: GrammarIR) -> None:
             elif isinstance(e, Repeat):
                 stack.append(e.item)
     raise AssertionError("unreachable: an undefined reference was found")  # pragma: no cover
+
+
+def _renamed(expr: Expr, prefix: str) -> Expr:
+    """``expr`` with every rule reference prefixed (the nodes are immutable: rebuilt)."""
+    if isinstance(expr, RuleRef):
+        return RuleRef(prefix + expr.name)
+    if isinstance(expr, Seq):
+        return Seq(tuple(_renamed(x, prefix) for x in expr.items))
+    if isinstance(expr, Choice):
+        return Choice(tuple(_renamed(x, prefix) for x in expr.items))
+    if isinstance(expr, Repeat):
+        return Repeat(_renamed(expr.item, prefix), expr.min, expr.max)
+    return expr
+
+
+def _combine(grammars: tuple, what: str, node: type) -> Grammar:
+    """The union (``node`` = Choice) or concatenation (Seq) of ``grammars``' languages."""
+    if not grammars:
+        raise ArgumentError(f"Grammar.{what} needs at least one grammar")
+    for i, g in enumerate(grammars):
+        if not isinstance(g, Grammar):
+            raise ArgumentError(
+                f"Grammar.{what}: grammars[{i}] must be a Grammar, got {type(g).__name__}"
+            )
+
+    def build() -> GrammarIR:
+        # "g" + position + "_" decomposes uniquely, so no two renamed rules collide, and
+        # no renamed rule is called "root".
+        rules: list[Rule] = []
+        roots: list[Expr] = []
+        for i, g in enumerate(grammars):
+            prefix = f"g{i}_"
+            for r in g.ir.rules:
+                look = None if r.lookahead is None else _renamed(r.lookahead, prefix)
+                rules.append(Rule(prefix + r.name, _renamed(r.body, prefix), look))
+            roots.append(RuleRef(prefix + g.ir.root))
+        return GrammarIR((Rule("root", node(tuple(roots))), *rules), "root")
+
+    deep = max(g._depth for g in grammars) > SHALLOW_DEPTH
+    return Grammar(run_sized(deep, build))
