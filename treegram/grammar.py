@@ -11,7 +11,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Collection, Mapping
 
-from treegram.errors import ArgumentError, GrammarError, UndefinedRuleError
+from treegram._json import dump_json, load_json
+from treegram.errors import ArgumentError, DeserializeFormatError, GrammarError, UndefinedRuleError
 from treegram.frontends import (
     builtin_json_grammar_ir,
     json_schema_to_ir,
@@ -337,6 +338,33 @@ class Grammar:
         str
         """
         return grammar_to_ebnf(self._ir)
+
+    def serialize_json(self) -> str:
+        """The grammar as a versioned JSON document (xgrammar's name): its EBNF text and
+        root rule; :meth:`deserialize_json` rebuilds an equal grammar.
+
+        Returns
+        -------
+        str
+        """
+        return dump_json("Grammar", {"root": self._ir.root, "ebnf": self.to_ebnf()})
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> Grammar:
+        """Rebuild a grammar from :meth:`serialize_json` output.
+
+        Raises
+        ------
+        DeserializeFormatError
+            Not such a document, or its grammar text does not parse.
+        DeserializeVersionError
+            Written by another serialization version (``get_serialization_version``).
+        """
+        obj = load_json(json_string, "Grammar", {"root": str, "ebnf": str})
+        try:
+            return Grammar(parse_ebnf(obj["ebnf"], root_rule_name=obj["root"]))
+        except GrammarError as exc:
+            raise DeserializeFormatError(f"Grammar.deserialize_json: {exc}") from None
 
     def __str__(self) -> str:
         return self.to_ebnf()

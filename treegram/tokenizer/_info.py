@@ -19,7 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from treegram.errors import EmptyVocabularyError, InvalidTokenIdError, TokenizerError
+from treegram._json import dump_json, load_json
+from treegram.errors import (
+    DeserializeFormatError,
+    EmptyVocabularyError,
+    InvalidTokenIdError,
+    TokenizerError,
+)
 from treegram.tokenizer._decode import decode_vocab
 from treegram.tokenizer._deepseek import load_deepseek_v4
 from treegram.tokenizer._detect import detect_metadata, detect_vocab_type_from_vocab
@@ -406,6 +412,66 @@ class TokenizerInfo:
                 if self._token_table is None:
                     self._token_table = build_token_table(self._decoded, self._special_token_ids)
         return self._token_table
+
+    def serialize_json(self) -> str:
+        """The decoded vocabulary and metadata as a versioned JSON document (xgrammar's
+        name); tokens are written as hex, so any bytes round-trip.
+
+        Returns
+        -------
+        str
+        """
+        return dump_json(
+            "TokenizerInfo",
+            {
+                "vocab_type": self._vocab_type.value,
+                "vocab_size": self._vocab_size,
+                "add_prefix_space": self._add_prefix_space,
+                "stop_token_ids": list(self._stop_token_ids),
+                "decoded_vocab_hex": [tok.hex() for tok in self._decoded],
+            },
+        )
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> TokenizerInfo:
+        """Rebuild a :class:`TokenizerInfo` from :meth:`serialize_json` output; it has the
+        same fingerprint.
+
+        Raises
+        ------
+        DeserializeFormatError
+            Not such a document, or its fields are inconsistent (the message names them).
+        DeserializeVersionError
+            Written by another serialization version.
+        """
+        what = "TokenizerInfo.deserialize_json"
+        obj = load_json(
+            json_string,
+            "TokenizerInfo",
+            {
+                "vocab_type": int,
+                "vocab_size": int,
+                "add_prefix_space": bool,
+                "stop_token_ids": list,
+                "decoded_vocab_hex": list,
+            },
+        )
+        try:
+            decoded = tuple(bytes.fromhex(t) for t in obj["decoded_vocab_hex"])
+            kind = VocabType(obj["vocab_type"])
+        except (TypeError, ValueError) as exc:
+            raise DeserializeFormatError(
+                f"{what}: decoded_vocab_hex or vocab_type: {exc}"
+            ) from None
+        size, stops = obj["vocab_size"], obj["stop_token_ids"]
+        if len(decoded) != size or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size for i in stops
+        ):
+            raise DeserializeFormatError(
+                f"{what}: vocab_size {size} does not match {len(decoded)} tokens, or a stop "
+                "token id is out of range"
+            )
+        return _restore(decoded, kind.value, size, tuple(stops), obj["add_prefix_space"])
 
     def dump_metadata(self) -> str:
         """The metadata as a compact JSON string (xgrammar's format).
