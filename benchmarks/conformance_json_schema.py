@@ -20,7 +20,9 @@ Outcomes per test and engine:
 Schemas are compiled with ``any_whitespace=True`` and, by default, ``strict_mode=False``:
 JSON Schema semantics, where an absent ``additionalProperties`` allows any further property
 (both engines' default ``strict_mode=True`` forbids them, which would turn every such valid
-test into a false negative by design; ``--strict-mode`` measures that instead).
+test into a false negative by design; ``--strict-mode`` measures that instead). For the
+same reason treegram gets ``canonical_integers=False`` without ``--strict-mode`` (the suite
+counts ``1.0`` as an integer; treegram's default writes integers only as ``1``).
 The draft-7 groups' schemas are written for that draft: a dict schema without ``$schema``
 gets ``"$schema": "http://json-schema.org/draft-07/schema#"`` (for both engines), so that a
 ``$ref`` overrides its sibling keywords there. Remote ``$ref``s (``http://localhost:1234/...``)
@@ -153,7 +155,11 @@ class TreegramEngine:
 
     def compile(self, schema: Any):
         grammar = self._tg.Grammar.from_json_schema(
-            schema, any_whitespace=True, strict_mode=self.strict_mode, remote_schemas=self.remotes
+            schema,
+            any_whitespace=True,
+            strict_mode=self.strict_mode,
+            canonical_integers=self.strict_mode,
+            remote_schemas=self.remotes,
         )
         return self.compiler.compile_grammar(grammar)
 

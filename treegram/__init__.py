@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from treegram import structural_tag, testing
+from treegram._json import get_serialization_version
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import (
     ArgumentError,
@@ -60,6 +61,7 @@ from treegram.tokenizer import TokenizerInfo, VocabType
 __version__ = "0.1.0"
 
 __all__ = [
+    "get_serialization_version",
     "__version__",
     # errors
     "TreegramError",

@@ -2,7 +2,10 @@
 
 Every error derives from :class:`TreegramError` and also from the standard library type
 that callers of xgrammar-style APIs expect (``ValueError`` for bad input,
-``RuntimeError`` for state problems), so ``except ValueError`` keeps working.
+``RuntimeError`` for state problems), so ``except ValueError`` keeps working. Where
+xgrammar 0.2.8 raises ``RuntimeError`` (a grammar, regex, Lark or JSON Schema that does not
+compile, a bitmask of the wrong shape, serialized data it cannot read) the error is both a
+``ValueError`` and a ``RuntimeError``, so engines that catch either keep working.
 """
 
 from __future__ import annotations
@@ -47,8 +50,9 @@ class ArgumentTypeError(ArgumentError, TypeError):
     ``TypeError``, which is what Python raises for wrong types."""
 
 
-class GrammarError(TreegramError, ValueError):
-    """A grammar is malformed or cannot be compiled."""
+class GrammarError(TreegramError, ValueError, RuntimeError):
+    """A grammar is malformed or cannot be compiled. Also a ``RuntimeError``, the type
+    xgrammar raises for it."""
 
 
 class GrammarSyntaxError(GrammarError):
@@ -101,7 +105,7 @@ class UndefinedRuleError(GrammarError):
     """A rule reference names a rule that is not defined."""
 
 
-class InvalidStructuralTagError(GrammarError, RuntimeError):
+class InvalidStructuralTagError(GrammarError):
     """A structural tag is malformed (a missing or mistyped field, a tag that matches no
     trigger, an unlimited content without an end string...); the message names the field
     by its path, such as ``format.tags[1].begin``. Also a ``RuntimeError``, the type
@@ -126,8 +130,9 @@ class InvalidTokenIdError(TreegramError, ValueError):
     """A token id is outside ``[0, vocab_size)``."""
 
 
-class BitmaskError(TreegramError, ValueError):
-    """A token bitmask has the wrong dtype, shape, device or memory layout."""
+class BitmaskError(TreegramError, ValueError, RuntimeError):
+    """A token bitmask has the wrong dtype, shape, device or memory layout. Also a
+    ``RuntimeError``, the type xgrammar raises for it."""
 
 
 class MatcherStateError(TreegramError, RuntimeError):
@@ -155,16 +160,19 @@ class DraftTreeError(TreegramError, ValueError):
     the argument and the offending value."""
 
 
-class DeserializeFormatError(TreegramError, ValueError):
-    """Serialized data is corrupt, truncated or inconsistent (the message says where)."""
+class DeserializeFormatError(TreegramError, ValueError, RuntimeError):
+    """Serialized data is corrupt, truncated or inconsistent (the message says where).
+    Also a ``RuntimeError``, the base of xgrammar's error of that name."""
 
 
-class DeserializeVersionError(TreegramError, ValueError):
-    """Serialized data has another format version than this treegram reads."""
+class DeserializeVersionError(TreegramError, ValueError, RuntimeError):
+    """Serialized data has another format version than this treegram reads. Also a
+    ``RuntimeError``, the base of xgrammar's error of that name."""
 
 
-class TokenizerMismatchError(TreegramError, ValueError):
-    """Serialized data was compiled for another tokenizer than the one given."""
+class TokenizerMismatchError(TreegramError, ValueError, RuntimeError):
+    """Serialized data was compiled for another tokenizer than the one given. Also a
+    ``RuntimeError``, as xgrammar's deserialization errors are."""
 
 
 class CacheStoreError(TreegramError, OSError):

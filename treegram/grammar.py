@@ -11,7 +11,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Collection, Mapping
 
-from treegram.errors import GrammarError, UndefinedRuleError
+from treegram._json import dump_json, load_json
+from treegram.errors import ArgumentError, DeserializeFormatError, GrammarError, UndefinedRuleError
 from treegram.frontends import (
     builtin_json_grammar_ir,
     json_schema_to_ir,
@@ -171,6 +172,8 @@ class Grammar:
         strict_mode: bool = True,
         max_whitespace_cnt: int | None = None,
         unsupported: str | Collection[str] = "error",
+        unknown_format: str = "warn",
+        canonical_integers: bool = True,
         remote_schemas: Mapping[str, dict | bool] | None = None,
     ) -> Grammar:
         """A grammar for the JSON documents that ``schema`` validates (xgrammar's options).
@@ -184,6 +187,13 @@ class Grammar:
         unsupported : "error", "warn" or collection of str, default "error"
             ``"warn"`` downgrades an inexact keyword to a warning and drops it; a collection
             of keyword names (``{"uniqueItems", "format"}``) downgrades only those.
+        unknown_format : "warn", "ignore" or "error", default "warn"
+            A ``format`` treegram does not know is an annotation (JSON Schema 2020-12):
+            any string, with a warning (``"warn"``) or without (``"ignore"``);
+            ``"error"`` refuses it as an unsupported keyword.
+        canonical_integers : bool, default True
+            An ``integer`` is written only as ``63``; ``False`` also accepts ``63.0``
+            (JSON Schema's value semantics).
         remote_schemas : mapping of str to dict or bool, optional
             Documents that ``$ref`` may name outside the schema, keyed by retrieval URI
             (see ``json_schema_to_ir``); a reference found nowhere is refused.
@@ -206,6 +216,8 @@ class Grammar:
                 strict_mode=strict_mode,
                 max_whitespace_cnt=max_whitespace_cnt,
                 unsupported=unsupported,
+                unknown_format=unknown_format,
+                canonical_integers=canonical_integers,
                 remote_schemas=remote_schemas,
             )
         )
@@ -243,6 +255,48 @@ class Grammar:
             A content's JSON Schema, regex or EBNF is invalid (its frontend's error).
         """
         return Grammar(structural_tag_to_ir(structural_tag_from_args(args, kwargs)))
+
+    @staticmethod
+    def union(*grammars: Grammar) -> Grammar:
+        """A grammar for the strings that any one of ``grammars`` accepts (xgrammar's).
+
+        Parameters
+        ----------
+        *grammars : Grammar
+            At least one grammar. Their rules are kept under the names ``g{i}_{name}``
+            (``i`` the grammar's position); the new root is ``root``.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        ArgumentError
+            No grammar, or an argument that is not a :class:`Grammar` (named by position).
+        """
+        return _combine(grammars, "union", Choice)
+
+    @staticmethod
+    def concat(*grammars: Grammar) -> Grammar:
+        """A grammar for a string of ``grammars[0]`` followed by one of ``grammars[1]``...
+        (xgrammar's).
+
+        Parameters
+        ----------
+        *grammars : Grammar
+            At least one grammar; rules are renamed as in :meth:`union`.
+
+        Returns
+        -------
+        Grammar
+
+        Raises
+        ------
+        ArgumentError
+            No grammar, or an argument that is not a :class:`Grammar` (named by position).
+        """
+        return _combine(grammars, "concat", Seq)
 
     @staticmethod
     def from_ir(ir: GrammarIR) -> Grammar:
@@ -284,6 +338,33 @@ class Grammar:
         str
         """
         return grammar_to_ebnf(self._ir)
+
+    def serialize_json(self) -> str:
+        """The grammar as a versioned JSON document (xgrammar's name): its EBNF text and
+        root rule; :meth:`deserialize_json` rebuilds an equal grammar.
+
+        Returns
+        -------
+        str
+        """
+        return dump_json("Grammar", {"root": self._ir.root, "ebnf": self.to_ebnf()})
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> Grammar:
+        """Rebuild a grammar from :meth:`serialize_json` output.
+
+        Raises
+        ------
+        DeserializeFormatError
+            Not such a document, or its grammar text does not parse.
+        DeserializeVersionError
+            Written by another serialization version (``get_serialization_version``).
+        """
+        obj = load_json(json_string, "Grammar", {"root": str, "ebnf": str})
+        try:
+            return Grammar(parse_ebnf(obj["ebnf"], root_rule_name=obj["root"]))
+        except GrammarError as exc:
+            raise DeserializeFormatError(f"Grammar.deserialize_json: {exc}") from None
 
     def __str__(self) -> str:
         return self.to_ebnf()
@@ -336,3 +417,43 @@ def _raise_undefined_reference(ir: GrammarIR) -> None:
             elif isinstance(e, Repeat):
                 stack.append(e.item)
     raise AssertionError("unreachable: an undefined reference was found")  # pragma: no cover
+
+
+def _renamed(expr: Expr, prefix: str) -> Expr:
+    """``expr`` with every rule reference prefixed (the nodes are immutable: rebuilt)."""
+    if isinstance(expr, RuleRef):
+        return RuleRef(prefix + expr.name)
+    if isinstance(expr, Seq):
+        return Seq(tuple(_renamed(x, prefix) for x in expr.items))
+    if isinstance(expr, Choice):
+        return Choice(tuple(_renamed(x, prefix) for x in expr.items))
+    if isinstance(expr, Repeat):
+        return Repeat(_renamed(expr.item, prefix), expr.min, expr.max)
+    return expr
+
+
+def _combine(grammars: tuple, what: str, node: type) -> Grammar:
+    """The union (``node`` = Choice) or concatenation (Seq) of ``grammars``' languages."""
+    if not grammars:
+        raise ArgumentError(f"Grammar.{what} needs at least one grammar")
+    for i, g in enumerate(grammars):
+        if not isinstance(g, Grammar):
+            raise ArgumentError(
+                f"Grammar.{what}: grammars[{i}] must be a Grammar, got {type(g).__name__}"
+            )
+
+    def build() -> GrammarIR:
+        # "g" + position + "_" decomposes uniquely, so no two renamed rules collide, and
+        # no renamed rule is called "root".
+        rules: list[Rule] = []
+        roots: list[Expr] = []
+        for i, g in enumerate(grammars):
+            prefix = f"g{i}_"
+            for r in g.ir.rules:
+                look = None if r.lookahead is None else _renamed(r.lookahead, prefix)
+                rules.append(Rule(prefix + r.name, _renamed(r.body, prefix), look))
+            roots.append(RuleRef(prefix + g.ir.root))
+        return GrammarIR((Rule("root", node(tuple(roots))), *rules), "root")
+
+    deep = max(g._depth for g in grammars) > SHALLOW_DEPTH
+    return Grammar(run_sized(deep, build))

@@ -67,6 +67,8 @@ def _json_schema_to_ebnf(
     json_format: str = "json",
     any_order: bool = False,
     unsupported: str | Collection[str] = "error",
+    unknown_format: str = "warn",
+    canonical_integers: bool = True,
 ) -> str:
     """The grammar of a JSON Schema (str, dict or pydantic model class) as EBNF text.
 
@@ -92,6 +94,8 @@ def _json_schema_to_ebnf(
         strict_mode=strict_mode,
         max_whitespace_cnt=max_whitespace_cnt,
         unsupported=unsupported,
+        unknown_format=unknown_format,
+        canonical_integers=canonical_integers,
     ).to_ebnf()
 
 

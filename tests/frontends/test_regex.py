@@ -108,9 +108,10 @@ EXPRS = [
     (r"\cJ\cj", lit("\n\n")),
     (r"\.\*\+\?\(\)\[\]\{\}\|\/\\\^\$\-\"\'", lit(".*+?()[]{}|/\\^$-\"'")),
     ("a]b}", lit("a]b}")),
-    ("a{,3}", lit("a{,3}")),
     ("{abc}", lit("{abc}")),
-    ("a{1,3", lit("a{1,3")),
+    ("a{}", lit("a{}")),  # no digit nor comma: not an attempted count (Annex B literal)
+    ("a{x,1}", lit("a{x,1}")),
+    ('{"k": 1}', lit('{"k": 1}')),
     ("x{", lit("x{")),
 ]
 
@@ -164,8 +165,8 @@ ACCEPT = [
     ("^$", [""], ["a"]),
     ("^$|^https://x\\.com/", ["", "https://x.com/"], ["https://xcom/"]),
     ("(^a|b$)", ["a", "b"], ["ab"]),
-    ("a{,3}", ["a{,3}"], ["aaa", ""]),
-    ("a{1,3", ["a{1,3"], ["a"]),
+    ("a{}", ["a{}"], ["a", ""]),
+    (r"\{,3}", ["{,3}"], [""]),  # an escaped brace is a literal
     (
         r"^\d{4}-(0[1-9]|1[0-2])-([0-2]\d|3[01])$",
         ["2024-05-19", "0000-12-31"],
@@ -221,6 +222,17 @@ ERRORS = [
     ("a{2}{3}", "two quantifiers", 4),
     ("a*+", "possessive", 2),
     ("a{3,2}", "minimum above its maximum", 1),
+    # malformed counts are errors, as in xgrammar (Python and ECMA-262 disagree on them)
+    ("a{,3}", "invalid repetition count", 1),
+    ("a{,}", "invalid repetition count", 1),
+    ("a{ 2}", "invalid repetition count", 1),
+    ("a{1,3", "invalid repetition count", 1),
+    ("a{2,", "invalid repetition count", 1),
+    ("ab{7", "invalid repetition count", 2),
+    ("{,3}", "invalid repetition count", 0),
+    ("(a){1, 2}", "invalid repetition count", 3),
+    ("a\x00b", "NUL character", 1),  # a raw NUL; the escapes \0 and \x00 are fine
+    ("[\x00-a]", "NUL character", 1),
     ("(a", "unclosed group", 2),
     ("((a)", "unclosed group", 4),
     ("a)", "unmatched ')'", 1),

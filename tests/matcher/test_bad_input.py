@@ -337,11 +337,24 @@ def test_compiler_rejects_non_tokenizer_info(bad):
 
 # ------------------------------------------------------------------------- tokenizer
 @pytest.mark.parametrize("empty", [[], ()])
-def test_empty_vocabulary(empty):
-    with pytest.raises(tg.EmptyVocabularyError, match="encoded_vocab") as info:
-        tg.TokenizerInfo(empty)
-    assert isinstance(info.value, tg.TokenizerError)
-    assert isinstance(info.value, ValueError)
+def test_empty_vocabulary_matches_strings(empty):
+    # xgrammar's size-0 vocabulary: grammars still match strings; masks have no columns
+    info = tg.TokenizerInfo(empty)
+    assert info.vocab_size == 0
+    compiled = tg.GrammarCompiler(info).compile_grammar('root ::= "a" | "bc"')
+    bitmask = tg.allocate_token_bitmask(2, info.vocab_size, backend="numpy")
+    assert bitmask.shape == (2, 0)
+    m = tg.GrammarMatcher(compiled)
+    m.fill_next_token_bitmask(bitmask, 1)
+    assert not m.accept_string("x") and m.accept_string("b")
+    assert not m.is_completed() and m.accept_string("c") and m.is_completed()
+    with pytest.raises(tg.InvalidTokenIdError, match="token_id"):
+        m.accept_token(0)
+    pair = [tg.GrammarMatcher(compiled), tg.GrammarMatcher(compiled)]
+    tg.BatchGrammarMatcher().batch_fill_next_token_bitmask(pair, bitmask)
+    data = compiled.serialize()
+    again = tg.CompiledGrammar.deserialize(data, info)
+    assert tg.GrammarMatcher(again).accept_string("a")
 
 
 @pytest.mark.parametrize("stops", [[-1], [V], V + 3, [0, 10**9]])

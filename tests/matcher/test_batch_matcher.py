@@ -257,3 +257,23 @@ def test_empty_batch_fill_accepts_a_real_bitmask(compiled):
         out = np.full((2, W), SENTINEL, dtype=np.int32)
         bm.batch_fill_next_token_bitmask([], out)
         assert (out == SENTINEL).all()
+
+
+def test_batch_accept_token_and_string_are_static_like_xgrammar():
+    info = tg.TokenizerInfo(["a", "b", "c", "</s>"])
+    compiled = tg.GrammarCompiler(info).compile_grammar('root ::= "ab" | "ac"')
+    cls = tg.BatchGrammarMatcher
+    ms = [tg.GrammarMatcher(compiled) for _ in range(3)]
+    # on the class, as xgrammar's static methods (debug_print accepted and ignored)
+    assert cls.batch_accept_token(ms, [0, 1, 0]) == [True, False, True]
+    assert cls.batch_accept_token(ms[:1], [2], debug_print=True) == [True]
+    assert ms[0].is_completed() and not ms[1].is_completed()
+    assert cls.batch_accept_string(ms[1:], ["ab", "b"], debug_print=False) == [True, True]
+    with pytest.raises(tg.InvalidTokenIdError, match=r"tokens\[1\]"):
+        cls.batch_accept_token(ms, [0, 9, 0])
+    # on an instance, and the explicit unbound form, as before
+    with cls(max_threads=1) as bm:
+        fresh = [tg.GrammarMatcher(compiled), tg.GrammarMatcher(compiled)]
+        assert bm.batch_accept_token(fresh, [0, 2]) == [True, False]
+        assert cls.batch_accept_token(bm, fresh[:1], [1]) == [True]
+        assert bm.batch_accept_string(fresh[1:], ["ac"]) == [True]

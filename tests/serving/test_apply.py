@@ -27,6 +27,7 @@ from treegram.errors import (  # noqa: E402
 )
 from treegram.serving import (  # noqa: E402
     apply_token_bitmask_inplace,
+    apply_token_bitmask_inplace_cpu,
     bitmask_to_bool_tensor,
     bool_tensor_to_bitmask,
 )
@@ -278,6 +279,33 @@ def test_numpy_bitmask_is_accepted():
     bitmask.flags.writeable = False
     apply_token_bitmask_inplace(logits, bitmask)
     assert torch.equal(logits, expected)
+
+
+def test_cpu_entry_point_matches_xgrammar_kernel():
+    # xgrammar.kernels.apply_token_bitmask_inplace_cpu's signature: vocab_size, indices
+    rng = np.random.default_rng(5)
+    logits = torch.randn(3, 70)
+    bitmask = random_bitmask(rng, 3, 3)
+    expected = reference(logits, bitmask)
+    got = logits.clone()
+    apply_token_bitmask_inplace_cpu(got, bitmask)
+    assert torch.equal(got, expected)
+    part = logits.clone()
+    apply_token_bitmask_inplace_cpu(part, bitmask, 40, [2])  # positional, as xgrammar's
+    assert torch.equal(part[:2], logits[:2]) and torch.equal(part[2, 40:], logits[2, 40:])
+    assert torch.equal(part[2, :40], expected[2, :40])
+    xgr = pytest.importorskip("xgrammar.kernels.apply_token_bitmask_inplace_cpu")
+    theirs = logits.clone()
+    xgr.apply_token_bitmask_inplace_cpu(theirs, bitmask, 40, [2])
+    assert torch.equal(part, theirs)
+
+
+def test_cpu_entry_point_refuses_other_devices():
+    # the "meta" device stands for any non-CPU one (no data, no accelerator needed)
+    with pytest.raises(ArgumentError, match="logits must be a CPU tensor, got one on meta"):
+        apply_token_bitmask_inplace_cpu(
+            torch.zeros(1, 8, device="meta"), torch.zeros(1, 1, dtype=torch.int32)
+        )
 
 
 def test_auto_uses_torch_on_cpu(monkeypatch):

@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from treegram.errors import (
-    EmptyVocabularyError,
     InvalidTokenIdError,
     MissingDependencyError,
     TokenizerError,
@@ -390,11 +389,17 @@ def test_vocabulary_overrides_decoder(byte_fallback_folder: Path, tmp_path: Path
 # ---------------------------------------------------------------------- errors
 
 
-def test_empty_vocabulary() -> None:
-    with pytest.raises(EmptyVocabularyError):
-        TokenizerInfo([])
-    with pytest.raises(EmptyVocabularyError):
-        TokenizerInfo([], vocab_size=4)
+def test_empty_vocabulary_has_size_zero() -> None:
+    # as xgrammar: an empty vocabulary is size 0, not an error
+    info = TokenizerInfo([])
+    assert info.vocab_size == 0 and len(info.decoded_vocab) == 0
+    assert list(info.stop_token_ids) == [] and list(info.special_token_ids) == []
+    padded = TokenizerInfo([], vocab_size=4)  # every id is padding
+    assert padded.vocab_size == 4 and list(padded.special_token_ids) == [0, 1, 2, 3]
+    with pytest.raises(InvalidTokenIdError):
+        TokenizerInfo([], stop_token_ids=[0])
+    again = TokenizerInfo.from_vocab_and_metadata([], info.dump_metadata())
+    assert again.vocab_size == 0
 
 
 @pytest.mark.parametrize(("stop", "bad"), [([5], 5), ([-1], -1), (7, 7), ([0, 9], 9)])

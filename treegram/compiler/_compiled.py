@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import threading
 import weakref
 from collections.abc import Callable
 
+from .._json import dump_json, load_json
 from ..automaton import Automaton
-from ..errors import ArgumentError
+from ..errors import ArgumentError, DeserializeFormatError
 from ..kernels import GRAMMARS
 from ._mask_store import MaskStore
 from ._serialize import decode_bytes, decode_file, encode_compiled, write_atomic
@@ -189,6 +192,39 @@ class CompiledGrammar:
         TokenizerMismatchError
             Data compiled for another vocabulary than ``tokenizer_info``.
         """
+        return deserialize_compiled(data, tokenizer_info)
+
+    def serialize_json(self) -> str:
+        """:meth:`serialize`'s binary form in a versioned JSON document (base64), for
+        xgrammar's ``serialize_json`` name.
+
+        Returns
+        -------
+        str
+        """
+        data = base64.b64encode(bytes(self.serialize())).decode("ascii")
+        return dump_json("CompiledGrammar", {"data_base64": data})
+
+    @staticmethod
+    def deserialize_json(json_str: str, tokenizer_info) -> CompiledGrammar:
+        """Rebuild a compiled grammar from :meth:`serialize_json` output.
+
+        Raises
+        ------
+        DeserializeFormatError
+            Not such a document, or corrupt data.
+        DeserializeVersionError
+            Another JSON or binary format version.
+        TokenizerMismatchError
+            Compiled for another vocabulary than ``tokenizer_info``.
+        """
+        obj = load_json(json_str, "CompiledGrammar", {"data_base64": str})
+        try:
+            data = base64.b64decode(obj["data_base64"], validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise DeserializeFormatError(
+                f"CompiledGrammar.deserialize_json: data_base64 is not base64: {exc}"
+            ) from None
         return deserialize_compiled(data, tokenizer_info)
 
     def save(self, path) -> None:

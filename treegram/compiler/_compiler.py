@@ -23,6 +23,7 @@ from ..errors import (
 from ..frontends import (
     JsonSchemaOptions,
     check_remotes,
+    check_unknown_format,
     downgraded_keywords,
     structural_tag_from_args,
     structural_tag_key,
@@ -203,6 +204,8 @@ class GrammarCompiler:
         strict_mode: bool = True,
         max_whitespace_cnt: int | None = None,
         unsupported: str | Collection[str] = "error",
+        unknown_format: str = "warn",
+        canonical_integers: bool = True,
         classify: str = "lazy",
         remote_schemas: Mapping[str, dict | bool] | None = None,
     ) -> CompiledGrammar:
@@ -233,6 +236,9 @@ class GrammarCompiler:
             )
         remotes = check_remotes(remote_schemas)
         downgraded_keywords(unsupported)  # a clear error before it becomes a cache key
+        check_unknown_format(unknown_format)
+        if not isinstance(canonical_integers, bool):
+            raise GrammarError(f"canonical_integers must be a bool, got {canonical_integers!r}")
         options = JsonSchemaOptions(
             any_whitespace=any_whitespace,
             indent=indent,
@@ -240,6 +246,8 @@ class GrammarCompiler:
             strict_mode=strict_mode,
             max_whitespace_cnt=max_whitespace_cnt,
             unsupported=unsupported,
+            unknown_format=unknown_format,
+            canonical_integers=canonical_integers,
             remote_schemas=remotes,
         )
         return self._cached(

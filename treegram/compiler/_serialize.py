@@ -583,7 +583,7 @@ def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> tuple:
         "unexpected section count, flags or reserved header fields",
     )
     _check(
-        n_rules >= 1 and n_states >= n_rules and root < n_rules and vocab_size >= 1, "header counts"
+        n_rules >= 1 and n_states >= n_rules and root < n_rules and vocab_size >= 0, "header counts"
     )
     h = dict(
         n_rules=n_rules,

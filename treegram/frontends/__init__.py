@@ -50,6 +50,7 @@ from treegram.frontends._structural_tag_formats import (
 from treegram.frontends.json_schema import (
     JsonSchemaOptions,
     check_remotes,
+    check_unknown_format,
     downgraded_keywords,
     json_schema_to_ir,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "BUILTIN_JSON_EBNF",
     "json_schema_to_ir",
     "JsonSchemaOptions",
+    "check_unknown_format",
     "downgraded_keywords",
     "check_remotes",
     "structural_tag_to_ir",

@@ -9,8 +9,12 @@ group in such a place). Anywhere else they raise :class:`RegexSyntaxError`.
 
 Supported syntax
 ----------------
-- literals, including any Unicode character; ``]``, ``}`` and a ``{`` that does not
-  start a counted quantifier are literals (ECMA-262 Annex B, as in browsers and Python);
+- literals, including any Unicode character but NUL (U+0000 must be written as an escape,
+  as xgrammar requires); ``]``, ``}`` and a ``{`` that does not start a counted quantifier
+  are literals (ECMA-262 Annex B, as in browsers), except a ``{`` that starts a malformed
+  count (digits, commas and spaces up to ``}`` or the end: ``a{,3}``, ``a{2``,
+  ``a{ 2}``), which is an invalid repetition count as in xgrammar (Python reads
+  ``{,3}`` as ``{0,3}``, ECMA-262 as a literal: the dialects disagree);
 - escapes: ``\\n \\t \\r \\f \\v \\0`` (not followed by a digit), ``\\a \\e`` (xgrammar
   extensions), ``\\xHH``, ``\\uHHHH`` (a surrogate pair ``\\uD83D\\uDE00`` is one code
   point), ``\\u{H...}``, ``\\cX`` (control letter) and ``\\`` followed by any character
@@ -77,6 +81,9 @@ _CONTROL_ESCAPES = {
 }  # fmt: skip
 
 _COUNTED = re.compile(r"\{([0-9]+)(?:(,)([0-9]*))?\}")
+# A '{' that tries to be a count but is not one: digits or commas (spaces allowed) up to '}'
+# or the end of the pattern.
+_BAD_COUNT = re.compile(r"\{[0-9 ]*[0-9,][0-9 ,]*(?:\}|$)")
 _HEX2 = re.compile(r"[0-9A-Fa-f]{2}")
 _HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
 _HEX_BRACED = re.compile(r"\{([0-9A-Fa-f]+)\}")
@@ -174,6 +181,8 @@ class _Parser:
             return 0, 1, pos
         if c == "{":
             m = _COUNTED.match(self.text, pos)
+            if m is None and _BAD_COUNT.match(self.text, pos):
+                self.error("invalid repetition count", pos)
             if m is None:
                 return None  # a literal '{' (Annex B)
             if max(len(m.group(1)), len(m.group(3) or "")) > _MAX_COUNT_DIGITS:
@@ -189,6 +198,8 @@ class _Parser:
         c, pos = self.peek(), self.pos
         if c in "*+?" or (c == "{" and _COUNTED.match(self.text, pos)):
             self.error(f"quantifier {c!r} has nothing to repeat")
+        if c == "{" and _BAD_COUNT.match(self.text, pos):
+            self.error("invalid repetition count")
         if c == "^" or c == "$":
             self.pos += 1
             return _Anchor(c, pos)
@@ -504,6 +515,12 @@ def regex_to_expr(pattern: str, *, dot_all: bool = True, ignore_case: bool = Fal
     """
     if not isinstance(pattern, str):
         raise ArgumentError(f"pattern must be a str, got {type(pattern).__name__}")
+    if "\0" in pattern:  # as xgrammar: a raw NUL is refused, the escape \0 / \x00 is not
+        raise RegexSyntaxError(
+            "the regex must not contain a NUL character (write it as \\x00)",
+            pattern,
+            pattern.index("\0"),
+        )
     parser = _Parser(pattern, dot_all, ignore_case)
     raw = parser.parse()
     _check_anchors(raw, True, True, pattern)

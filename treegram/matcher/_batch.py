@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import types
 from typing import Literal
 
 import numpy as np
@@ -144,6 +145,32 @@ def _index_vector(values, name: str, n: int | None = None) -> np.ndarray:
         want = f"({n},)" if n is not None else "1-D"
         raise ArgumentError(f"{name} must have shape {want}, got {arr.shape}")
     return arr
+
+
+class _StaticOrBound:
+    """A batch operation callable on an instance (its pool runs the work) and, as
+    xgrammar's static method of that name, on the class (inline in the calling thread).
+    ``BatchGrammarMatcher.op(instance, ...)``, the explicit unbound form, uses ``instance``."""
+
+    def __init__(self, func) -> None:
+        self.func = func
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.owner = owner
+
+    def __get__(self, obj, objtype=None):
+        if obj is not None:
+            return types.MethodType(self.func, obj)
+        func, owner = self.func, objtype or self.owner
+
+        @functools.wraps(func)
+        def static(*args, **kwargs):
+            if args and isinstance(args[0], owner):
+                return func(*args, **kwargs)
+            return func(None, *args, **kwargs)
+
+        return static
 
 
 class BatchGrammarMatcher:
@@ -289,9 +316,15 @@ class BatchGrammarMatcher:
             lambda k: self._run_one(_batch.batch_fill, (gslots, mslots, rows, out, status), k),
         )
 
+    @_StaticOrBound
     @_claiming(1)
-    def batch_accept_token(self, matchers, tokens) -> list[bool]:
+    def batch_accept_token(self, matchers, tokens, debug_print: bool = False) -> list[bool]:
         """Accept ``tokens[k]`` in ``matchers[k]``; returns whether each was accepted.
+
+        Callable on an instance (large batches run on its pool) or, as xgrammar's static
+        method, on the class: ``BatchGrammarMatcher.batch_accept_token(matchers, tokens)``
+        runs in the calling thread. ``debug_print`` is accepted for xgrammar's signature
+        and ignored.
 
         Raises
         ------
@@ -315,21 +348,33 @@ class BatchGrammarMatcher:
                 GRAMMARS.table, MATCHERS.table, gslots, mslots, toks, status, start, stop
             )
 
-        if len(mslots):
+        if len(mslots) and self is None:  # called on the class: inline
+            REGISTRY_LOCK.acquire_read()
+            try:
+                kernel(0, len(mslots))
+            finally:
+                REGISTRY_LOCK.release_read()
+        elif len(mslots):
             self._run(kernel, len(mslots), 1)
-            self._retry(
+        if len(mslots):
+            BatchGrammarMatcher._retry(
                 matchers,
                 np.arange(len(mslots)),
                 status,
-                lambda k: self._run_one(_batch.batch_accept, (gslots, mslots, toks, status), k),
+                lambda k: BatchGrammarMatcher._run_one(
+                    _batch.batch_accept, (gslots, mslots, toks, status), k
+                ),
                 extra_bytes=None,
             )
         return (status == 1).tolist()
 
     @staticmethod
     @_claiming(0)
-    def batch_accept_string(matchers, strings) -> list[bool]:
+    def batch_accept_string(matchers, strings, debug_print: bool = False) -> list[bool]:
         """Accept ``strings[k]`` (str or bytes) in ``matchers[k]``, each as one step.
+
+        A static method, as xgrammar's (an instance works too); ``debug_print`` is
+        accepted for xgrammar's signature and ignored.
 
         Raises
         ------

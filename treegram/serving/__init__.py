@@ -16,6 +16,7 @@ from treegram.serving._adapters import (
 )
 from treegram.serving._apply import (
     apply_token_bitmask_inplace,
+    apply_token_bitmask_inplace_cpu,
     bitmask_to_bool_tensor,
     bool_tensor_to_bitmask,
 )
@@ -31,6 +32,7 @@ from treegram.serving._verify import TreeVerifyResult, verify_tree
 
 __all__ = [
     "apply_token_bitmask_inplace",
+    "apply_token_bitmask_inplace_cpu",
     "bitmask_to_bool_tensor",
     "bool_tensor_to_bitmask",
     "verify_tree",

@@ -38,6 +38,7 @@ from treegram.errors import ArgumentError, BitmaskError, BitmaskIndexError, Miss
 
 __all__ = [
     "apply_token_bitmask_inplace",
+    "apply_token_bitmask_inplace_cpu",
     "bitmask_to_bool_tensor",
     "bool_tensor_to_bitmask",
 ]
@@ -311,8 +312,8 @@ def apply_token_bitmask_inplace(
     ``vocab_size`` is an error (xgrammar's CPU kernel masks nothing); indices given as a
     tuple or numpy array are honoured (its CPU kernel then masks every row); logits that are
     not contiguous along the vocabulary are masked at the right elements (its CPU kernel
-    ignores that stride); errors are ``ValueError`` subclasses rather than ``RuntimeError``
-    or ``AssertionError``.
+    ignores that stride); errors are ``ValueError`` subclasses rather than
+    ``AssertionError`` (bitmask errors are ``RuntimeError`` too, as xgrammar's are).
 
     ``indices`` are range-checked on the host: a CUDA tensor of indices costs one
     device-to-host copy. Pass a list or a CPU tensor on hot paths.
@@ -454,3 +455,34 @@ def bool_tensor_to_bitmask(mask: Any) -> Any:
     weighted = padded.view(rows.shape[0], n_words, _WORD_BITS) * _bit_words(torch, mask.device)
     packed = weighted.sum(dim=-1, dtype=torch.int64).to(torch.int32)
     return packed[0] if mask.dim() == 1 else packed
+
+
+def apply_token_bitmask_inplace_cpu(
+    logits: Any, bitmask: Any, vocab_size: int | None = None, indices: Any = None
+) -> None:
+    """xgrammar's CPU kernel entry point (``xgrammar.kernels.apply_token_bitmask_inplace_cpu``):
+    :func:`apply_token_bitmask_inplace` on CPU tensors with the torch backend.
+
+    Parameters
+    ----------
+    logits : torch.Tensor
+        On the CPU; as for :func:`apply_token_bitmask_inplace`. Modified in place.
+    bitmask : torch.Tensor or numpy.ndarray
+        int32, on the CPU.
+    vocab_size : int or None
+        As for :func:`apply_token_bitmask_inplace` (positional here, as in xgrammar).
+    indices : sequence of int, numpy.ndarray or torch.Tensor, optional
+        As for :func:`apply_token_bitmask_inplace`.
+
+    Raises
+    ------
+    ArgumentError
+        ``logits`` is not a CPU tensor (and the errors of
+        :func:`apply_token_bitmask_inplace`).
+    """
+    torch = _torch()
+    if isinstance(logits, torch.Tensor) and logits.device.type != "cpu":
+        raise ArgumentError(f"logits must be a CPU tensor, got one on {logits.device}")
+    apply_token_bitmask_inplace(
+        logits, bitmask, vocab_size=vocab_size, indices=indices, backend="torch"
+    )

@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 
 from treegram._checks import as_index
-from treegram.errors import EmptyVocabularyError, InvalidTokenIdError, TokenizerError
+from treegram._json import dump_json, load_json
+from treegram.errors import (
+    DeserializeFormatError,
+    EmptyVocabularyError,
+    InvalidTokenIdError,
+    TokenizerError,
+)
 from treegram.tokenizer._decode import decode_vocab
 from treegram.tokenizer._deepseek import load_deepseek_v4
 from treegram.tokenizer._detect import detect_metadata, detect_vocab_type_from_vocab
@@ -72,8 +78,6 @@ class TokenizerInfo:
 
     Raises
     ------
-    EmptyVocabularyError
-        ``encoded_vocab`` is empty.
     InvalidTokenIdError
         A stop token id is outside ``[0, vocab_size)`` or names a padding id.
     TokenizerError
@@ -81,6 +85,10 @@ class TokenizerInfo:
 
     Notes
     -----
+    An empty ``encoded_vocab`` gives a size-0 vocabulary (as in xgrammar): grammars
+    compile and matchers accept strings, bitmasks have zero columns and no token is ever
+    allowed; with ``vocab_size`` every id is padding.
+
     Special tokens are the ids whose decoded bytes are empty (padding included), except
     stop tokens; this is what xgrammar 0.2.8 reports. Tokens such as ``<s>`` that merely
     look special are ordinary tokens.
@@ -110,7 +118,8 @@ class TokenizerInfo:
     ) -> None:
         tokens = _check_encoded_vocab(encoded_vocab)
         kind = _check_vocab_type(vocab_type)
-        size = len(tokens) if vocab_size is None else _check_vocab_size(vocab_size)
+        # 0 only with no tokens: the size-0 vocabulary (a dumped one round-trips)
+        size = len(tokens) if vocab_size is None else _check_vocab_size(vocab_size, not tokens)
         if not isinstance(add_prefix_space, bool | np.bool_):
             raise TokenizerError(
                 f"add_prefix_space must be a bool, got {type(add_prefix_space).__name__}"
@@ -405,6 +414,66 @@ class TokenizerInfo:
                     self._token_table = build_token_table(self._decoded, self._special_token_ids)
         return self._token_table
 
+    def serialize_json(self) -> str:
+        """The decoded vocabulary and metadata as a versioned JSON document (xgrammar's
+        name); tokens are written as hex, so any bytes round-trip.
+
+        Returns
+        -------
+        str
+        """
+        return dump_json(
+            "TokenizerInfo",
+            {
+                "vocab_type": self._vocab_type.value,
+                "vocab_size": self._vocab_size,
+                "add_prefix_space": self._add_prefix_space,
+                "stop_token_ids": list(self._stop_token_ids),
+                "decoded_vocab_hex": [tok.hex() for tok in self._decoded],
+            },
+        )
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> TokenizerInfo:
+        """Rebuild a :class:`TokenizerInfo` from :meth:`serialize_json` output; it has the
+        same fingerprint.
+
+        Raises
+        ------
+        DeserializeFormatError
+            Not such a document, or its fields are inconsistent (the message names them).
+        DeserializeVersionError
+            Written by another serialization version.
+        """
+        what = "TokenizerInfo.deserialize_json"
+        obj = load_json(
+            json_string,
+            "TokenizerInfo",
+            {
+                "vocab_type": int,
+                "vocab_size": int,
+                "add_prefix_space": bool,
+                "stop_token_ids": list,
+                "decoded_vocab_hex": list,
+            },
+        )
+        try:
+            decoded = tuple(bytes.fromhex(t) for t in obj["decoded_vocab_hex"])
+            kind = VocabType(obj["vocab_type"])
+        except (TypeError, ValueError) as exc:
+            raise DeserializeFormatError(
+                f"{what}: decoded_vocab_hex or vocab_type: {exc}"
+            ) from None
+        size, stops = obj["vocab_size"], obj["stop_token_ids"]
+        if len(decoded) != size or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size for i in stops
+        ):
+            raise DeserializeFormatError(
+                f"{what}: vocab_size {size} does not match {len(decoded)} tokens, or a stop "
+                "token id is out of range"
+            )
+        return _restore(decoded, kind.value, size, tuple(stops), obj["add_prefix_space"])
+
     def dump_metadata(self) -> str:
         """The metadata as a compact JSON string (xgrammar's format).
 
@@ -470,8 +539,6 @@ def _check_encoded_vocab(encoded_vocab: Any) -> Sequence[str | bytes]:
         raise TokenizerError(
             f"encoded_vocab must be a list of str or bytes, got {type(encoded_vocab).__name__}"
         )
-    if len(encoded_vocab) == 0:
-        raise EmptyVocabularyError("encoded_vocab is empty: a vocabulary needs tokens")
     return encoded_vocab
 
 
@@ -485,9 +552,9 @@ def _as_int(value: Any, name: str) -> int:
     return as_index(value, name, TokenizerError, "an int")
 
 
-def _check_vocab_size(vocab_size: Any) -> int:
+def _check_vocab_size(vocab_size: Any, allow_zero: bool = False) -> int:
     size = _as_int(vocab_size, "vocab_size")
-    if size <= 0:
+    if size < 0 or (size == 0 and not allow_zero):
         raise TokenizerError(f"vocab_size must be positive, got {size}")
     return size
 

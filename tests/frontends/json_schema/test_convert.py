@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from schema_matching import accepts, byte_compiler
 from schema_matching import compile_schema as compiled
 
+import treegram
 from treegram.errors import GrammarError
 from treegram.frontends.json_schema._convert import UnsupportedSchemaError, json_schema_to_ir
 
@@ -545,8 +546,46 @@ def test_numbers_compare_by_value(schema, good, bad):
     # JSON Schema compares numbers by value: 1.0 is the integer 1 and equals const 1.
     validator = jsonschema.Draft202012Validator(schema)
     assert validator.is_valid(json.loads(good)) and not validator.is_valid(json.loads(bad))
-    cg = compiled(schema, strict_mode=False)
+    cg = compiled(schema, strict_mode=False, canonical_integers=False)
     assert accepts(cg, good) and not accepts(cg, bad)
+
+
+@pytest.mark.parametrize(
+    "schema, good, bad",
+    [
+        ({"type": "integer"}, ["0", "-7", "63"], ["63.0", "1.00", "-0.0", "1.5", "01"]),
+        ({"type": "integer", "minimum": 2}, ["3", "200"], ["3.0", "3.00", "1"]),
+        ({"type": "integer", "multipleOf": 3}, ["6", "-9", "0"], ["6.0", "7"]),
+        ({"type": "integer", "multipleOf": 3, "maximum": 9}, ["9", "-3"], ["9.0", "12"]),
+        ({"type": ["integer", "string"]}, ["4", '"x"'], ["4.0"]),
+        # a number with an integer multipleOf is a number: it keeps the zero fraction
+        ({"type": "number", "multipleOf": 2}, ["4", "4.0"], ["5", "4.5"]),
+    ],
+)
+def test_integers_are_canonical_by_default(schema, good, bad):
+    for strict in (True, False):
+        cg = compiled(schema, strict_mode=strict)
+        for text in good:
+            assert accepts(cg, text), (schema, text)
+        for text in bad:
+            assert not accepts(cg, text), (schema, text)
+    loose = compiled(schema, canonical_integers=False)
+    assert all(accepts(loose, t) for t in good)
+    if schema.get("type") == "integer":
+        assert accepts(loose, good[0] + ".0")  # value semantics, on request
+
+
+def test_canonical_integers_option_is_checked_and_keyed():
+    with pytest.raises(GrammarError, match="canonical_integers must be a bool"):
+        json_schema_to_ir({"type": "integer"}, canonical_integers="yes")
+    with pytest.raises(GrammarError, match="canonical_integers must be a bool"):
+        byte_compiler().compile_json_schema({"type": "integer"}, canonical_integers=1)
+    comp = byte_compiler()
+    a = comp.compile_json_schema({"type": "integer"})
+    b = comp.compile_json_schema({"type": "integer"}, canonical_integers=False)
+    assert a is not b  # the option is part of the cache key
+    m = treegram.GrammarMatcher(b)
+    assert m.accept_string("5.0") and m.is_completed()
 
 
 def test_named_keywords_downgrade_to_warnings():

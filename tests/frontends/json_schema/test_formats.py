@@ -9,10 +9,12 @@ decides it. Each instance is tried raw (UTF-8) and with ``\\uXXXX`` escapes.
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
-from schema_matching import accepts, compile_schema
+from schema_matching import accepts, byte_compiler, compile_schema
 
+from treegram import Grammar, GrammarError
 from treegram.frontends.json_schema._convert import UnsupportedSchemaError, json_schema_to_ir
 
 
@@ -85,9 +87,51 @@ def test_ascii_formats_stay_ascii():
     [
         ("regex", "not a regular language"),
         ("idn-hostname", "IDNA 2008"),
-        ("no-such-format", "unknown format"),
     ],
 )
 def test_refused_formats_say_why(fmt, why):
-    with pytest.raises(UnsupportedSchemaError, match=why):
-        json_schema_to_ir({"type": "string", "format": fmt})
+    # known formats that cannot be compiled exactly stay refused, whatever unknown_format says
+    for policy in ("warn", "ignore", "error"):
+        with pytest.raises(UnsupportedSchemaError, match=why):
+            json_schema_to_ir({"type": "string", "format": fmt}, unknown_format=policy)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "format": "path"},
+        {"type": "string", "format": "byte", "maxLength": 3},  # through the string automaton
+        {"type": "string", "format": "url", "pattern": "^a"},
+        {"properties": {"p": {"type": "string", "format": "expose"}}, "required": ["p"]},
+    ],
+)
+def test_unknown_format_is_an_annotation_with_a_warning(schema):
+    with pytest.warns(UserWarning, match=r"unknown JSON Schema format .* is an annotation"):
+        cg = compile_schema(schema)
+    inner = schema if "properties" not in schema else schema["properties"]["p"]
+    wrap = (lambda t: t) if "properties" not in schema else (lambda t: '{"p": ' + t + "}")
+    assert accepts(cg, wrap('"a/b"'))  # any string: the format asserts nothing
+    assert not accepts(cg, wrap("1"))  # the rest of the schema still holds
+    if "maxLength" in inner:
+        assert not accepts(cg, wrap('"abcd"'))
+    if "pattern" in inner:
+        assert not accepts(cg, wrap('"ba"'))
+
+
+def test_unknown_format_policies():
+    schema = {"type": "string", "format": "no-such-format"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "ignore" warns about nothing
+        grammar = Grammar.from_json_schema(schema, unknown_format="ignore")
+    assert grammar.to_ebnf() == Grammar.from_json_schema({"type": "string"}).to_ebnf()
+    with pytest.raises(UnsupportedSchemaError, match="'format' at /format: unknown format"):
+        json_schema_to_ir(schema, unknown_format="error")
+    with pytest.raises(UnsupportedSchemaError, match="unknown format"):  # via the automaton
+        json_schema_to_ir({**schema, "minLength": 2}, unknown_format="error")
+    with pytest.warns(UserWarning, match="constraint dropped"):  # refusal downgraded
+        json_schema_to_ir(schema, unknown_format="error", unsupported={"format"})
+    for bad in ("refuse", None, True):
+        with pytest.raises(GrammarError, match="unknown_format must be"):
+            Grammar.from_json_schema(schema, unknown_format=bad)
+        with pytest.raises(GrammarError, match="unknown_format must be"):
+            byte_compiler().compile_json_schema(schema, unknown_format=bad)

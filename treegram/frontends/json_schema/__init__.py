@@ -20,7 +20,11 @@ Modules, from the entry point down (each imports only modules below it):
   converter.
 """
 
-from treegram.frontends.json_schema._convert import downgraded_keywords, json_schema_to_ir
+from treegram.frontends.json_schema._convert import (
+    check_unknown_format,
+    downgraded_keywords,
+    json_schema_to_ir,
+)
 from treegram.frontends.json_schema._dfa_expr import dfa_expr
 from treegram.frontends.json_schema._options import JsonSchemaOptions
 from treegram.frontends.json_schema._refs import check_remotes
@@ -28,6 +32,7 @@ from treegram.frontends.json_schema._refs import check_remotes
 __all__ = [
     "json_schema_to_ir",
     "JsonSchemaOptions",
+    "check_unknown_format",
     "downgraded_keywords",
     "check_remotes",
     "dfa_expr",

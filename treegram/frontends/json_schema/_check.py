@@ -39,7 +39,18 @@ _COUNTS = (
     "maxContains",
 )
 _NUMBERS = ("minimum", "maximum", "multipleOf")
-_STRINGS = ("pattern", "format", "$ref")
+_STRINGS = (
+    "pattern",
+    "format",
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "$id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$schema",
+)
+_BOOLEANS = ("uniqueItems", "nullable", "$recursiveAnchor")
 
 
 def _is_number(v) -> bool:
@@ -115,6 +126,9 @@ def check_schema_shapes(root, what: str = "schema") -> None:
         for key in _STRINGS:
             if key in node and not isinstance(node[key], str):
                 raise bad(key, "a string")
+        for key in _BOOLEANS:
+            if key in node and not isinstance(node[key], bool):
+                raise bad(key, "a boolean")
         for key in _COUNTS:
             v = node.get(key)
             if key in node and not (

@@ -28,6 +28,9 @@ class ConversionContext(Protocol):
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
         """Refuse ``keyword`` at ``ptr`` (or warn and drop it when downgraded)."""
 
+    def unknown_format(self, name: str, ptr: str) -> None:
+        """A ``format`` treegram does not know: warn (an annotation) or refuse it."""
+
     def count(self, schema: dict, key: str, ptr: str, default: int | None = None) -> Any:
         """The count keyword ``key`` of ``schema`` as an int (``default`` when absent)."""
 

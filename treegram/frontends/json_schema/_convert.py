@@ -143,12 +143,16 @@ class Converter:
         strict: bool,
         unsupported: str,
         refs: RefIndex | None = None,
+        unknown_format: str = "warn",
+        canonical_integers: bool = True,
     ):
         self.refs = refs if refs is not None else RefIndex(root)
         self.root = self.refs.root  # every $ref in it is a canonical absolute URI
         self.layout = layout
         self.strict = strict
         self.warn = downgraded_keywords(unsupported)
+        self.unknown_format_policy = check_unknown_format(unknown_format)
+        self.canonical_integers = canonical_integers
         self.rules: dict[str, Expr | None] = {}
         self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
         self.ref_names: dict[tuple[str, int], str] = {}
@@ -165,6 +169,18 @@ class Converter:
         if self.warn is not True and keyword not in self.warn:
             raise UnsupportedSchemaError(msg)
         warnings.warn(msg + " (constraint dropped)", stacklevel=4)
+
+    def unknown_format(self, name: str, ptr: str) -> None:
+        """Handle a ``format`` that treegram does not know: JSON Schema 2020-12 makes it an
+        annotation (warn and assert nothing), or refuse it as an unsupported keyword."""
+        if self.unknown_format_policy == "error":
+            self.unsupported("format", ptr, f"unknown format ({name!r})")
+        elif self.unknown_format_policy == "warn":
+            warnings.warn(
+                f"unknown JSON Schema format {name!r} at {ptr or '#'} is an annotation: "
+                "the string is not constrained by it",
+                stacklevel=4,
+            )
 
     def count(self, schema: dict, key: str, ptr: str, default: int | None = None):
         """The count keyword ``key`` (``minLength``, ``maxItems``...) as an ``int``.
@@ -373,7 +389,7 @@ class Converter:
             elif t == "boolean":
                 parts.append(alt(lit("true"), lit("false")))
             elif t == "integer":
-                parts.append(self._integer(schema, ptr))
+                parts.append(self._integer(schema, ptr, canonical=self.canonical_integers))
             elif t == "number":
                 parts.append(self._number(schema, ptr))
             elif t == "string":
@@ -415,7 +431,9 @@ class Converter:
                 raise UnsupportedSchemaError(f"{key} at {ptr or '#'} must be a finite number")
         return lo, lo_s, hi, hi_s
 
-    def _integer(self, schema: dict, ptr: str) -> Expr | None:
+    def _integer(self, schema: dict, ptr: str, canonical: bool = False) -> Expr | None:
+        """Integers under ``schema``'s bounds and ``multipleOf``; ``canonical`` writes them
+        only without a fraction (``63``, never ``63.0``)."""
         import math
 
         lo, lo_s, hi, hi_s = self.bounds(schema, ptr)
@@ -428,8 +446,10 @@ class Converter:
             digits = INTEGER
         else:
             digits = int_range(ilo, ihi)
+        if digits is None or canonical:
+            return digits
         # "a float with zero fractional part is an integer": 1.0 and 1.00 are integers too
-        return seq(digits, ZERO_FRACTION) if digits is not None else None
+        return seq(digits, ZERO_FRACTION)
 
     def _multiple(self, mult, lo, hi, ptr: str) -> Expr | None:
         from fractions import Fraction
@@ -506,9 +526,11 @@ class Converter:
         body = None
         if fmt is not None:
             body = format_body(fmt)
-            if body is None:  # never drop a constraint silently
-                why = REFUSED_FORMATS.get(fmt, "unknown format")
+            if body is None and fmt in REFUSED_FORMATS:  # never drop a constraint silently
+                why = REFUSED_FORMATS[fmt]
                 self.unsupported("format", f"{ptr}/format", f"{why} ({fmt!r})")
+            elif body is None:
+                self.unknown_format(fmt, f"{ptr}/format")
         if pattern is not None:
             try:
                 body = pattern_body(pattern)
@@ -584,6 +606,24 @@ def downgraded_keywords(unsupported) -> bool | frozenset[str]:
     raise GrammarError(
         f"unsupported must be 'error', 'warn' or a collection of keyword names, got {unsupported!r}"
     )
+
+
+UNKNOWN_FORMAT_POLICIES = ("warn", "ignore", "error")
+
+
+def check_unknown_format(unknown_format) -> str:
+    """The ``unknown_format`` option, validated.
+
+    Raises
+    ------
+    GrammarError
+        Not one of ``"warn"``, ``"ignore"`` or ``"error"``.
+    """
+    if not isinstance(unknown_format, str) or unknown_format not in UNKNOWN_FORMAT_POLICIES:
+        raise GrammarError(
+            f"unknown_format must be 'warn', 'ignore' or 'error', got {unknown_format!r}"
+        )
+    return unknown_format
 
 
 def _load(schema) -> dict | bool:
@@ -669,6 +709,8 @@ def json_schema_to_ir(
     strict_mode: bool = True,
     max_whitespace_cnt: int | None = None,
     unsupported: str | Collection[str] = "error",
+    unknown_format: str = "warn",
+    canonical_integers: bool = True,
     remote_schemas: Mapping[str, dict | bool] | None = None,
 ) -> GrammarIR:
     """Compile a JSON Schema to grammar IR.
@@ -693,6 +735,17 @@ def json_schema_to_ir(
         ``"warn"`` turns :class:`UnsupportedSchemaError` for an inexact keyword into a
         warning and drops that constraint; a collection of keyword names (for example
         ``{"uniqueItems", "format"}``) does so for those keywords only.
+    unknown_format : "warn", "ignore" or "error", default "warn"
+        A ``format`` treegram does not know (``"path"``, ``"byte"``...) is an annotation
+        in JSON Schema 2020-12: ``"warn"`` accepts any string for it with a warning,
+        ``"ignore"`` without one, ``"error"`` refuses it as an unsupported keyword (then
+        ``unsupported`` may downgrade it). Known formats that treegram does not compile
+        exactly (``regex``, ``idn-hostname``) stay under ``unsupported``.
+    canonical_integers : bool, default True
+        Write an ``integer`` only in its canonical form (``63``), as xgrammar and typed
+        parsers expect; ``False`` is JSON Schema's value semantics, under which ``63.0``
+        and ``63.00`` are integers too. A ``number`` with an integer ``multipleOf``
+        keeps the zero fraction either way (it is a number).
     remote_schemas : mapping of str to dict or bool, optional
         Documents outside the schema that ``$ref`` may name, keyed by their retrieval URI
         (their ``$id``, when present, also names them). A reference to anything not in the
@@ -714,6 +767,9 @@ def json_schema_to_ir(
         The schema is malformed or admits no value.
     """
     downgraded_keywords(unsupported)  # validates the option
+    check_unknown_format(unknown_format)
+    if not isinstance(canonical_integers, bool):
+        raise GrammarError(f"canonical_integers must be a bool, got {canonical_integers!r}")
     if max_whitespace_cnt is not None and (
         not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt <= 0
     ):
@@ -736,6 +792,8 @@ def json_schema_to_ir(
         strict_mode=strict_mode,
         max_whitespace_cnt=max_whitespace_cnt,
         unsupported=unsupported,
+        unknown_format=unknown_format,
+        canonical_integers=canonical_integers,
         remote_schemas=remotes,
     )
     args = (root, options)
@@ -756,7 +814,15 @@ class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
 def _convert(root, options: JsonSchemaOptions, nesting_limit: int = MAX_NESTING_DEPTH) -> GrammarIR:
     o = options
     layout = Layout(o.any_whitespace, o.indent, o.separators, o.max_whitespace_cnt)
-    conv = Converter(root, layout, o.strict_mode, o.unsupported, RefIndex(root, o.remote_schemas))
+    conv = Converter(
+        root,
+        layout,
+        o.strict_mode,
+        o.unsupported,
+        RefIndex(root, o.remote_schemas),
+        unknown_format=o.unknown_format,
+        canonical_integers=o.canonical_integers,
+    )
     conv.nesting_limit = nesting_limit
     conv.rules["root"] = None
     body = conv.value(conv.root, "", 0)

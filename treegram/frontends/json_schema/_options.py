@@ -29,6 +29,8 @@ class JsonSchemaOptions:
     strict_mode: bool = True
     max_whitespace_cnt: int | None = None
     unsupported: str | Collection[str] = "error"
+    unknown_format: str = "warn"
+    canonical_integers: bool = True
     remote_schemas: Mapping[str, dict | bool] | None = None
 
     def as_kwargs(self) -> dict[str, Any]:

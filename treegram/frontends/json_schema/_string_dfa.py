@@ -19,6 +19,7 @@ from __future__ import annotations
 from treegram.frontends._regex import regex_to_expr
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import MAX_GRAMMAR_STATES
+from treegram.frontends.json_schema._formats import REFUSED as REFUSED_FORMATS
 from treegram.frontends.json_schema._formats import format_expr
 from treegram.frontends.json_schema._keywords import ANNOTATIONS, PATTERNS_KEY
 from treegram.frontends.json_schema._pattern import (
@@ -118,8 +119,11 @@ def pattern_dfa(pattern: str) -> Dfa:
         raise StringConstraintError("pattern", str(exc)) from None
 
 
-def _format_dfa(name: str) -> Dfa:
+def _format_dfa(name: str, conv: ConversionContext | None, ptr: str) -> Dfa:
     expr = format_expr(name)
+    if expr is None and conv is not None and name not in REFUSED_FORMATS:
+        conv.unknown_format(name, f"{ptr}/format")  # raises, or the format is an annotation
+        return Dfa.any()
     if expr is None:
         raise StringConstraintError("format", f"unknown format {name!r}")
     try:
@@ -209,7 +213,7 @@ def _keyword_dfa(
             out = out.intersect(pattern_dfa(pat))
         return out
     if key == "format":
-        return _format_dfa(val)
+        return _format_dfa(val, conv, ptr)
     if key in ("const", "enum"):
         values = [val] if key == "const" else list(val)
         return Dfa.literals(v for v in values if isinstance(v, str))
