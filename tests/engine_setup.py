@@ -45,6 +45,18 @@ def deepseek_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+DOCS = Path(__file__).parent.parent / "docs" / "adapters.md"
+
+
+def plugging_in_snippet(engine: str) -> str:
+    """The first Python block under "### Plugging in" of the ``## {engine}`` section of
+    docs/adapters.md: the lines a user runs, which the engine tests execute as written."""
+    text = DOCS.read_text(encoding="utf-8")
+    section = text.index(f"\n## {engine}")
+    start = text.index("```python\n", text.index("\n### Plugging in", section)) + len("```python\n")
+    return text[start : text.index("\n```", start)]
+
+
 # DeepSeek-V4's model vocabulary (the tokenizer has 128,815 entries, padded to 129,280).
 MODEL_VOCAB = 129280
 EOS = 1

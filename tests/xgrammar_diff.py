@@ -75,6 +75,7 @@ def walk_and_compare(
                 valid[t] = False
     ours_mask = np.zeros((1, (n + 31) // 32), dtype=np.int32)
     theirs_mask = xgr.allocate_token_bitmask(1, n)
+    stop_ids = np.array(ours_m.stop_token_ids, dtype=np.int64)
     depth = 0
     for step in range(steps):
         ours_m.fill_next_token_bitmask(ours_mask)
@@ -93,7 +94,8 @@ def walk_and_compare(
                 f"{[vocab[t] for t in sorted(b - a)[:10]]}"
             )
         allowed = a_ids
-        stops = [t for t in allowed if t in ours_m.stop_token_ids]
+        is_stop = np.isin(allowed, stop_ids)
+        stops = allowed[is_stop].tolist()
         if depth and rng.random() < 0.12:
             k = int(rng.integers(1, min(depth, 3) + 1))
             ours_m.rollback(k)
@@ -109,7 +111,7 @@ def walk_and_compare(
                 theirs_m.reset()
                 depth = 0
             continue
-        token = pick(np.array([t for t in allowed if t not in stops]))
+        token = pick(allowed[~is_stop])
         assert ours_m.accept_token(token) and theirs_m.accept_token(token)
         depth += 1
         assert ours_m.is_completed() == theirs_m.is_completed(), f"step {step}"

@@ -11,7 +11,7 @@ import types
 
 import numpy as np
 import pytest
-from engine_setup import EOS, MODEL_VOCAB, deepseek_dir, require
+from engine_setup import EOS, MODEL_VOCAB, deepseek_dir, plugging_in_snippet, require
 
 base = require("sglang.srt.constrained.base_grammar_backend")
 xgb = require("sglang.srt.constrained.xgrammar_backend")
@@ -267,28 +267,196 @@ def test_grammar_manager_compiles_caches_and_aborts(backends):
     assert not ours.cache
 
 
-def test_whitespace_options_match_xgrammar(tokenizer):
+# Whole documents for each whitespace option (valid under it), walked to the stop token.
+WHITESPACE_DOCS = {
+    "any_whitespace=False": (
+        {"any_whitespace": False},
+        ['{"name": "x y", "n": true, "tags": ["a", "b"]}', '{"name": "", "n": false}'],
+    ),
+    "max_whitespace_cnt=2": (
+        {"max_whitespace_cnt": 2},
+        [
+            '{  "name" :  "a  b",\n "n":false , "tags" : [ "b" ] }',
+            '{"name": "q", "n": true,\t"tags": [\n\n"a",  "a"]\n}',
+        ],
+    ),
+    "default": ({}, ['{\n    "name": "z",\n    "n": true\n}']),
+}
+
+
+def walk_documents(ours, theirs, tokenizer, documents) -> int:
+    """Each JSON ``document`` tokenized and walked to the stop token on both backends'
+    grammars: SGLang's sampler masks compared before every token (every row, the one
+    after the stop token included). Returns the number of rows compared."""
+    rows = 0
+    for doc in documents:
+        o, t = ours.dispatch_json(SCHEMA), theirs.dispatch_json(SCHEMA)
+        walk = [*tokenizer.encode(doc, add_special_tokens=False), EOS]
+        assert len(walk) > 8
+        for tok in walk:
+            mo, mt = sampler_masks([o]), sampler_masks([t])
+            assert torch.equal(mo, mt), (doc, rows)
+            rows += 1
+            assert tok in allowed(mt[0]), (doc, tokenizer.decode([tok]))
+            o.accept_token(tok)
+            t.accept_token(tok)
+        assert o.is_terminated() and t.is_terminated()
+        assert torch.equal(sampler_masks([o]), sampler_masks([t]))
+        rows += 1
+    return rows
+
+
+def rows_of(tokenizer, documents) -> int:
+    """Rows :func:`walk_documents` compares: one per token, the stop token's and the
+    terminated one."""
+    return sum(len(tokenizer.encode(d, add_special_tokens=False)) + 2 for d in documents)
+
+
+@pytest.mark.parametrize("name", list(WHITESPACE_DOCS))
+def test_whitespace_options_match_xgrammar(tokenizer, name):
     """``--constrained-json-disable-any-whitespace`` / ``--constrained-json-max-whitespace-cnt``
-    reach the compiler: masks as xgrammar's backend with the same options."""
+    reach the compiler: along whole documents every mask row is xgrammar's backend's with
+    the same options."""
+    opts, documents = WHITESPACE_DOCS[name]
     info = tg.TokenizerInfo.from_huggingface(
         tokenizer, vocab_size=MODEL_VOCAB, stop_token_ids=[EOS]
     )
-    compiler = tg.GrammarCompiler(info)
-    for opts in ({"any_whitespace": False}, {"max_whitespace_cnt": 2}):
-        ours = SGLangGrammarBackend(compiler, MODEL_VOCAB, **opts)
-        theirs = xgb.XGrammarGrammarBackend(
-            tokenizer, vocab_size=MODEL_VOCAB, model_eos_token_ids=[EOS], **opts
-        )
-        o = ours.dispatch_json(SCHEMA)
-        t = theirs.dispatch_json(SCHEMA)
-        for piece in ['{"', "name", '":', ' "', "x", '",', " ", " ", '"n', '":', "true"]:
-            mo, mt = sampler_masks([o]), sampler_masks([t])
-            assert torch.equal(mo, mt), (opts, piece)
-            ids = tokenizer.encode(piece, add_special_tokens=False)
-            if len(ids) != 1 or ids[0] not in allowed(mt[0]):
-                break
-            o.accept_token(ids[0])
-            t.accept_token(ids[0])
+    ours = SGLangGrammarBackend(tg.GrammarCompiler(info), MODEL_VOCAB, **opts)
+    theirs = xgb.XGrammarGrammarBackend(
+        tokenizer, vocab_size=MODEL_VOCAB, model_eos_token_ids=[EOS], **opts
+    )
+    assert walk_documents(ours, theirs, tokenizer, documents) == rows_of(tokenizer, documents)
+
+
+def test_registration_snippet_from_docs(tokenizer):
+    """The registration snippet of docs/adapters.md, executed as written (read from the
+    doc): SGLang's own ``create_grammar_backend`` then returns treegram's backend, with
+    the server's whitespace options, and its masks along whole documents are those of the
+    xgrammar backend SGLang builds for the same server arguments."""
+    rc = require("sglang.srt.runtime_context")
+    saved = dict(base.GRAMMAR_BACKEND_REGISTRY)
+    options = {
+        "grammar_backend": "xgrammar",
+        "constrained_json_disable_any_whitespace": False,
+        "constrained_json_max_whitespace_cnt": 2,
+    }
+    try:
+        with rc.get_context().override_server_args(**options) as server_args:
+            exec(compile(plugging_in_snippet("SGLang"), "docs/adapters.md", "exec"), {})
+            ours = base.create_grammar_backend(server_args, tokenizer, MODEL_VOCAB, {EOS})
+            base.GRAMMAR_BACKEND_REGISTRY.clear()
+            theirs = base.create_grammar_backend(server_args, tokenizer, MODEL_VOCAB, {EOS})
+    finally:
+        base.GRAMMAR_BACKEND_REGISTRY.clear()
+        base.GRAMMAR_BACKEND_REGISTRY.update(saved)
+    assert isinstance(ours, SGLangGrammarBackend) and isinstance(ours, base.BaseGrammarBackend)
+    assert isinstance(theirs, xgb.XGrammarGrammarBackend)
+    assert ours.any_whitespace is True and ours.max_whitespace_cnt == 2
+    assert ours.grammar_compiler.tokenizer_info.stop_token_ids == [EOS]
+    _, documents = WHITESPACE_DOCS["max_whitespace_cnt=2"]
+    assert walk_documents(ours, theirs, tokenizer, documents) == rows_of(tokenizer, documents)
+
+
+TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+TOOL_BEGIN, TOOL_SEP, TOOL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
+# (structural tag as SGLang receives it, a document it allows)
+STRUCTURAL_TAGS = [
+    (  # legacy form with SGLang's at_least_one, and a structure without a schema
+        {
+            "structures": [
+                {
+                    "begin": f"{TOOL_BEGIN}get_weather{TOOL_SEP}",
+                    "schema": TOOL_SCHEMA,
+                    "end": TOOL_END,
+                },
+                {"begin": f"{TOOL_BEGIN}ping{TOOL_SEP}", "schema": None, "end": TOOL_END},
+            ],
+            "triggers": [TOOL_BEGIN],
+            "at_least_one": True,
+        },
+        # the begin-of-sentence text inside the JSON string is that (special) token:
+        # SGLang's vocabulary keeps special tokens as text; at_least_one: a call first
+        f'{TOOL_BEGIN}get_weather{TOOL_SEP}{{"city": "Paris<｜begin▁of▁sentence｜>"}}'
+        f"{TOOL_END} then {TOOL_BEGIN}ping{TOOL_SEP}[1, {{}}]{TOOL_END}",
+    ),
+    (  # xgrammar's format form, a json_schema left null (SGLang fills in {})
+        {
+            "type": "structural_tag",
+            "format": {
+                "type": "triggered_tags",
+                "triggers": [TOOL_BEGIN],
+                "tags": [
+                    {
+                        "type": "tag",
+                        "begin": f"{TOOL_BEGIN}get_time{TOOL_SEP}",
+                        "content": {"type": "json_schema", "json_schema": TOOL_SCHEMA},
+                        "end": TOOL_END,
+                    },
+                    {
+                        "type": "tag",
+                        "begin": f"{TOOL_BEGIN}noop{TOOL_SEP}",
+                        "content": {"type": "json_schema", "json_schema": None},
+                        "end": TOOL_END,
+                    },
+                ],
+            },
+        },
+        f'ok {TOOL_BEGIN}get_time{TOOL_SEP}{{"city":"Oslo"}}{TOOL_END}'
+        f'{TOOL_BEGIN}noop{TOOL_SEP}{{"k": "x"}}{TOOL_END}.',
+    ),
+]
+
+
+@pytest.mark.parametrize("case", range(len(STRUCTURAL_TAGS)))
+def test_structural_tags_bit_identical(backends, tokenizer, case):
+    """SGLang's ``structural_tag`` response format (as ``GrammarManager`` dispatches it):
+    every sampler mask row along a document with free text, two tool calls and the stop
+    token equals SGLang's xgrammar backend's."""
+    tag, text = STRUCTURAL_TAGS[case]
+    o, t = pair(backends, ("structural_tag", json.dumps(tag)))
+    assert isinstance(o, SGLangGrammar) and o.grammar_stats.dispatch_type == "structural_tag"
+    walk = [*tokenizer.encode(text, add_special_tokens=False), EOS]
+    assert case != 0 or 0 in walk
+    for step, tok in enumerate(walk):
+        mo, mt = sampler_masks([o]), sampler_masks([t])
+        assert torch.equal(mo, mt), step
+        assert tok in allowed(mt[0]), (step, tokenizer.decode([tok]))
+        o.accept_token(tok)
+        t.accept_token(tok)
+    assert o.is_terminated() and t.is_terminated()
+
+
+def test_lark_is_not_sglangs_ebnf(backends):
+    """SGLang 0.5.23 has no Lark request: ``ebnf`` goes to xgrammar's EBNF compiler, which
+    refuses Lark text; treegram's backend refuses it too (the request is aborted)."""
+    lark = 'start: "call(" NAME ")"\nNAME: /[a-z]+/\n'
+    for g in pair(backends, ("ebnf", lark)):
+        assert isinstance(g, base.InvalidGrammarObject) and g.error_message
+
+
+def test_structural_tag_top_level_string_difference(backends, tokenizer):
+    """A difference listed in docs/adapters.md: xgrammar 0.2.8's JSON string
+    rule asserts that ``[ \\n\\r\\t]* [,}\\]:]`` follows a string, so where a tag's
+    content is a top-level string it rejects a token that closes the string and starts the
+    end tag (``' "<'``); treegram allows it (the text is valid). Every other bit agrees."""
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "tag",
+            "begin": TOOL_BEGIN,
+            "content": {"type": "json_schema", "json_schema": {"type": "string"}},
+            "end": TOOL_END,
+        },
+    }
+    o, t = pair(backends, ("structural_tag", json.dumps(tag)))
+    for tok in tokenizer.encode(f'{TOOL_BEGIN}"', add_special_tokens=False):
+        o.accept_token(tok)
+        t.accept_token(tok)
+    crossing = tokenizer.convert_tokens_to_ids('Ġ"<')
+    a, b = set(allowed(sampler_masks([o])[0])), set(allowed(sampler_masks([t])[0]))
+    assert crossing in a - b
+    assert all(tokenizer.decode([x]).rstrip("<").endswith('"') for x in a - b)
+    assert not b - a
 
 
 def test_reasoner_backend_deepseek_v4(backends, tokenizer):

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from engine_setup import EOS, MODEL_VOCAB, deepseek_dir, require
+from engine_setup import EOS, MODEL_VOCAB, deepseek_dir, plugging_in_snippet, require
 
 config = require("vllm.config")
 so = require("vllm.v1.structured_output")
@@ -66,9 +66,12 @@ def model_dir(tmp_path_factory):
 
 def manager(model_dir, monkeypatch, treegram: bool, **so_options):
     """vLLM's ``StructuredOutputManager`` on a real ``VllmConfig``; with ``treegram`` its
-    xgrammar backend is replaced by treegram's, the one line docs/adapters.md gives."""
+    xgrammar backend is replaced by treegram's by the snippet of docs/adapters.md,
+    executed as written (read from the doc)."""
     if treegram:
-        monkeypatch.setattr(so, "XgrammarBackend", VLLMBackend.from_vllm)
+        monkeypatch.setattr(so, "XgrammarBackend", so.XgrammarBackend)  # undone at teardown
+        exec(compile(plugging_in_snippet("vLLM"), "docs/adapters.md", "exec"), {})
+        assert so.XgrammarBackend == VLLMBackend.from_vllm
     else:
         monkeypatch.undo()
     vllm_config = config.VllmConfig(
@@ -190,6 +193,126 @@ def tokenizer_ids():
         tokenizer_file=str(deepseek_dir() / "tokenizer.json")
     )
     return lambda text: tok.encode(text, add_special_tokens=False)
+
+
+def test_vocabularies_as_vllm_filters_them(model_dir, monkeypatch):
+    """``from_vllm``'s two vocabularies are vLLM's: JSON/regex/EBNF/choice without the
+    1,230 special added tokens (``TokenizerInfo.from_huggingface(...,
+    exclude_special_tokens=True)`` against vLLM's ``_filter_special_tokens``), structural
+    tags and Lark with all of them; same decoded tokens, stop and special ids."""
+    ours = manager(model_dir, monkeypatch, True)
+    request(ours, "v", SPECS[1])
+    theirs = manager(model_dir, monkeypatch, False)
+    request(theirs, "v", SPECS[1])
+    pairs = [
+        (ours.backend.compiler, theirs.backend.compiler),
+        (ours.backend.full_vocab_compiler, theirs.backend.full_vocab_compiler),
+    ]
+    for o, t in pairs:
+        # the vocabulary each compiler compiles against (xgrammar's compilers keep theirs
+        # in what they compile)
+        oi, ti = o.tokenizer_info, t.compile_regex("a").tokenizer_info
+        assert oi.decoded_vocab == ti.decoded_vocab
+        assert oi.stop_token_ids == ti.stop_token_ids == [EOS]
+        assert oi.special_token_ids == ti.special_token_ids
+    assert len(pairs[0][0].tokenizer_info.special_token_ids) == 1229  # 1,230 less the EOS
+    assert not pairs[1][0].tokenizer_info.special_token_ids
+
+
+def test_lark_detection_is_vllms():
+    from treegram.serving._adapters import _grammar_is_lark
+
+    utils = require("vllm.v1.structured_output.utils")
+    for text in [
+        'start: "a"',
+        'root ::= "a"',
+        '# root ::= "a"\nstart: "a"',
+        'start: "a" // x ::= y',
+        'start: "::="',
+        "",
+        "\n\n",
+        'start: a\n a ::= "b"',
+    ]:
+        assert _grammar_is_lark(text) is utils.grammar_is_likely_lark(text), text
+
+
+TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+TOOL_BEGIN, TOOL_SEP, TOOL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
+LARK = 'start: "call(" NAME ("," NUMBER)* ")"\nNAME: /[a-z]+/\nNUMBER: /[0-9]+/\n'
+TAG_SPECS = {
+    "lark": ({"grammar": LARK}, "call(abc,12,7)"),
+    "legacy": (
+        {
+            "structural_tag": json.dumps(
+                {
+                    "structures": [
+                        {
+                            "begin": f"{TOOL_BEGIN}get_weather{TOOL_SEP}",
+                            "schema": TOOL_SCHEMA,
+                            "end": TOOL_END,
+                        }
+                    ],
+                    "triggers": [TOOL_BEGIN],
+                }
+            )
+        },
+        # the begin-of-sentence text inside the JSON string is the special token: allowed
+        # there because structural tags compile against the whole vocabulary
+        f'Sure. {TOOL_BEGIN}get_weather{TOOL_SEP}{{"city": "Paris<｜begin▁of▁sentence｜>"}}'
+        f"{TOOL_END} done",
+    ),
+    "format": (
+        {
+            "structural_tag": json.dumps(
+                {
+                    "type": "structural_tag",
+                    "format": {
+                        "type": "triggered_tags",
+                        "triggers": [TOOL_BEGIN],
+                        "tags": [
+                            {
+                                "type": "tag",
+                                "begin": f"{TOOL_BEGIN}get_time{TOOL_SEP}",
+                                "content": {"type": "json_schema", "json_schema": TOOL_SCHEMA},
+                                "end": TOOL_END,
+                            }
+                        ],
+                    },
+                }
+            )
+        },
+        f'ok {TOOL_BEGIN}get_time{TOOL_SEP}{{"city":"Oslo"}}{TOOL_END}',
+    ),
+}
+
+
+def test_lark_and_structural_tags_bit_identical(model_dir, monkeypatch, tokenizer_ids):
+    """Lark ``GRAMMAR`` and ``STRUCTURAL_TAG`` requests (legacy and format forms) through
+    ``StructuredOutputManager``: every ``grammar_bitmask`` row along a document (free
+    text, the tool-call tokens, the JSON arguments, free text, the stop token) and every
+    ``validate_tokens`` / ``accept_tokens`` answer equal vLLM's xgrammar backend's."""
+    ours = manager(model_dir, monkeypatch, True)
+    reqs_o = {k: request(ours, k, spec) for k, (spec, _) in TAG_SPECS.items()}
+    theirs = manager(model_dir, monkeypatch, False)
+    reqs_t = {k: request(theirs, k, spec) for k, (spec, _) in TAG_SPECS.items()}
+    walks = {k: [*tokenizer_ids(text), EOS] for k, (_, text) in TAG_SPECS.items()}
+    assert 0 in walks["legacy"]  # the begin-of-sentence token, inside the JSON string
+    rows = 0
+    for step in range(max(map(len, walks.values()))):
+        live = [k for k in walks if step < len(walks[k])]
+        m_o = ours.grammar_bitmask(reqs_o, live, {})
+        m_t = theirs.grammar_bitmask(reqs_t, live, {})
+        np.testing.assert_array_equal(m_o, m_t, err_msg=f"step {step}")
+        rows += len(live)
+        for i, k in enumerate(live):
+            tok = walks[k][step]
+            assert tok in allowed(m_t[i]), (k, step)
+            go, gt = grammar(reqs_o[k]), grammar(reqs_t[k])
+            rest = walks[k][step : step + 3]
+            assert go.validate_tokens(rest) == gt.validate_tokens(rest) == rest
+            assert go.accept_tokens(k, [tok]) is gt.accept_tokens(k, [tok]) is True
+    assert all(grammar(r).is_terminated() for r in [*reqs_o.values(), *reqs_t.values()])
+    assert rows == sum(map(len, walks.values()))
 
 
 @pytest.mark.parametrize("disable", [False, True])

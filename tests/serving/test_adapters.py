@@ -280,6 +280,40 @@ def test_structural_tag_requests(compiler):
         vllm.compile_grammar("structural_tag", '{"structures": [1], "triggers": ["<"]}')
 
 
+def test_sglang_structural_tag_reading(compiler):
+    """SGLang's reading of a structural tag: a null or missing schema is ``{}`` (any JSON),
+    the legacy form's ``at_least_one`` is kept; malformed requests give the invalid-grammar
+    object naming what is wrong."""
+    sglang = SGLangGrammarBackend(compiler)
+    legacy = {
+        "structures": [
+            {"begin": "<f>", "schema": None, "end": "</f>"},
+            {"begin": "<g>", "end": "</g>"},
+        ],
+        "triggers": ["<"],
+    }
+    m = sglang.dispatch_structural_tag(json.dumps(legacy)).matcher
+    assert m.accept_string('ok <f>{"a": [1]}</f><g>true</g>') and m.is_completed()
+    assert tg.GrammarMatcher(m.compiled_grammar).accept_string("ok")
+    first = sglang.dispatch_structural_tag(json.dumps({**legacy, "at_least_one": True})).matcher
+    assert not tg.GrammarMatcher(first.compiled_grammar).accept_string("ok")
+    assert first.accept_string("<g>12</g>") and first.is_completed()
+    fmt = json.loads(json.dumps(STRUCTURAL_TAG))
+    fmt["format"]["tags"][0].update(  # SGLang fills in schemas below tags typed "tag"
+        type="tag", content={"type": "json_schema", "json_schema": None}
+    )
+    m = sglang.dispatch_structural_tag(json.dumps(fmt)).matcher
+    assert m.accept_string('<f>"x"</f>') and m.is_completed()
+    for spec, message in [
+        ('{"structures": []}', "needs 'triggers'"),
+        ('{"structures": [{"begin": "<f>"}], "triggers": ["<"]}', "without 'end'"),
+        ("[1]", "must be a JSON object"),
+        ("{}", "needs 'format' or 'structures'"),
+    ]:
+        bad = sglang.dispatch_structural_tag(spec)
+        assert type(bad) is invalid_grammar_type() and message in bad.error_message, spec
+
+
 def test_sglang_fork_copies_state(compiler):
     g = SGLangGrammar.from_compiled(compiler.compile_grammar(DIGITS))
     g.accept_token(tid("ab"))
@@ -448,6 +482,26 @@ def test_vllm_request_types(compiler):
     else:
         with pytest.raises(ArgumentError, match="compile_json_schema"):
             backend.compile_grammar(StructuredOutputOptions.JSON, '{"type": "object"}')
+
+
+def test_vllm_lark_and_full_vocab_compiler(compiler):
+    """Lark ``GRAMMAR`` requests (vLLM's rule: no ``::=`` outside comments) and structural
+    tags compile with ``full_vocab_compiler``, the other requests with ``compiler``."""
+    full = tg.GrammarCompiler(tg.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS]))
+    backend = VLLMBackend(compiler, full_vocab_compiler=full)
+    lark = '// root ::= "no"\nstart: "ab" DIGIT+\nDIGIT: /[0-9]/\n'
+    g = backend.compile_grammar(StructuredOutputOptions.GRAMMAR, lark)
+    assert g.ctx.tokenizer_info is full.tokenizer_info
+    assert g.matcher.accept_string("ab12") and g.matcher.is_completed()
+    ebnf = backend.compile_grammar(StructuredOutputOptions.GRAMMAR, DIGITS)
+    assert ebnf.ctx.tokenizer_info is compiler.tokenizer_info
+    tag = backend.compile_grammar(StructuredOutputOptions.STRUCTURAL_TAG, json.dumps(LEGACY_TAG))
+    assert tag.ctx.tokenizer_info is full.tokenizer_info
+    assert VLLMBackend(compiler).full_vocab_compiler is compiler
+    with pytest.raises(GrammarError):
+        backend.compile_grammar(StructuredOutputOptions.GRAMMAR, 'start: "a" (')
+    with pytest.raises(ArgumentError, match="full_vocab_compiler"):
+        VLLMBackend(compiler, full_vocab_compiler="x")
 
 
 class RecordingCompiler(tg.GrammarCompiler):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -550,6 +551,72 @@ def _compile_structural_tag(compiler: GrammarCompiler, spec: Any) -> CompiledGra
     return compiler.compile_structural_tag(value)
 
 
+def _sglang_structural_tag(key_string: str) -> dict[str, Any]:
+    """A structural tag request as SGLang 0.5.23's xgrammar backend reads it: the legacy
+    ``{"structures", "triggers", "at_least_one"}`` form becomes triggered tags (a structure
+    whose ``schema`` is null or missing takes ``{}``; ``at_least_one`` is kept), and in the
+    format form a ``json_schema`` / ``qwen_xml_parameter`` content without a
+    ``json_schema`` takes ``{}``, at any depth."""
+    try:
+        value = json.loads(key_string)
+    except json.JSONDecodeError as exc:
+        raise ArgumentError(f"a structural tag request must be JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ArgumentError(f"a structural tag request must be a JSON object, got {value!r}")
+    if value.get("structures") is not None:
+        structures, triggers = value["structures"], value.get("triggers")
+        if not isinstance(structures, list) or not all(isinstance(x, dict) for x in structures):
+            raise ArgumentError("structural tag 'structures' must be a list of objects")
+        if triggers is None:
+            raise ArgumentError("a structural tag with 'structures' needs 'triggers'")
+        try:
+            tags = [
+                {
+                    "type": "tag",
+                    "begin": x["begin"],
+                    "content": {
+                        "type": "json_schema",
+                        "json_schema": {} if x.get("schema") is None else x["schema"],
+                    },
+                    "end": x["end"],
+                }
+                for x in structures
+            ]
+        except KeyError as exc:
+            raise ArgumentError(f"structural tag structure without {exc.args[0]!r}") from None
+        return {
+            "type": "structural_tag",
+            "format": {
+                "type": "triggered_tags",
+                "triggers": triggers,
+                "tags": tags,
+                "at_least_one": value.get("at_least_one", False),
+            },
+        }
+    if value.get("format") is None:
+        raise ArgumentError("a structural tag request needs 'format' or 'structures'")
+    _fill_missing_schemas(value["format"])
+    return value
+
+
+def _fill_missing_schemas(fmt: Any) -> None:
+    """SGLang's ``_sanitize_structural_format``: ``json_schema: {}`` where a schema
+    content has none, through tags, sequences, alternatives and tag lists."""
+    if not isinstance(fmt, dict):
+        return
+    kind = fmt.get("type")
+    if kind in ("json_schema", "qwen_xml_parameter") and fmt.get("json_schema") is None:
+        fmt["json_schema"] = {}
+    if kind == "tag":
+        _fill_missing_schemas(fmt.get("content"))
+    elif kind in ("sequence", "or"):
+        for element in fmt.get("elements", ()):
+            _fill_missing_schemas(element)
+    elif kind in ("triggered_tags", "tags_with_separator"):
+        for tag in fmt.get("tags", ()):
+            _fill_missing_schemas(tag)
+
+
 def _backend_vocab_size(compiler, vocab_size: int | None) -> int:
     """Check an engine backend's compiler; its mask width (default: the tokenizer's)."""
     if not isinstance(compiler, GrammarCompiler):
@@ -638,6 +705,8 @@ class SGLangGrammarBackend:
         try:
             if kind == "json":
                 ctx = self._compile_json(key_string)
+            elif kind == "structural_tag":
+                ctx = _compile(self.grammar_compiler, kind, _sglang_structural_tag(key_string))
             else:
                 ctx = _compile(self.grammar_compiler, kind, key_string)
         except (GrammarError, ArgumentError) as exc:
@@ -683,7 +752,8 @@ class SGLangGrammarBackend:
     def dispatch_structural_tag(self, key_string: str) -> Any:
         """A structural tag (tool calls in free text): xgrammar's ``{"type":
         "structural_tag", "format": ...}`` or SGLang's ``{"structures": [...], "triggers":
-        [...]}``."""
+        [...], "at_least_one": ...}``, read as SGLang's xgrammar backend reads them (a
+        missing schema is ``{}``)."""
         return self._dispatch("structural_tag", key_string)
 
     def dispatch_fallback(self, key_type: str, key_string: str) -> Any:
@@ -954,22 +1024,16 @@ def _request_kind(request_type: Any) -> str:
     return name.lower()
 
 
-def _without_special_tokens(tokenizer: Any, info: Any) -> Any:
-    """``info`` with the tokenizer's special added tokens (``added_tokens_decoder`` entries
-    marked special, e.g. begin-of-sentence) made untypeable, as vLLM's xgrammar backend
-    prepares the vocabulary its JSON, regex and grammar requests compile against."""
-    special = {
-        int(i)
-        for i, tok in getattr(tokenizer, "added_tokens_decoder", {}).items()
-        if getattr(tok, "special", False)
-    }
-    if not special:
-        return info
-    encoded = [""] * info.vocab_size
-    for text, i in tokenizer.get_vocab().items():
-        if i < len(encoded) and i not in special:
-            encoded[i] = text
-    return type(info).from_vocab_and_metadata(encoded, info.dump_metadata())
+def _grammar_is_lark(text: Any) -> bool:
+    """Whether a vLLM ``GRAMMAR`` request is Lark rather than EBNF, by vLLM 0.33.0's rule
+    (``grammar_is_likely_lark``): non-empty text with no line, once ``#`` and ``//``
+    comments are cut off, that contains ``::=``."""
+    if not text or not isinstance(text, str):
+        return False
+    return not any("::=" in _LARK_COMMENT.sub("", line) for line in text.split("\n"))
+
+
+_LARK_COMMENT = re.compile(r"(#|//).*$")
 
 
 class VLLMBackend:
@@ -992,6 +1056,11 @@ class VLLMBackend:
     disable_any_whitespace : bool, default False
         vLLM's ``structured_outputs_config.disable_any_whitespace``: JSON requests allow
         no whitespace outside strings (separators ``","`` and ``":"``).
+    full_vocab_compiler : GrammarCompiler, optional
+        The compiler of ``STRUCTURAL_TAG`` and Lark ``GRAMMAR`` requests (default:
+        ``compiler``). vLLM's xgrammar backend compiles those against the whole vocabulary,
+        special tokens included (a tool-call tag may be one), and the other requests
+        against the vocabulary without them; :meth:`from_vllm` builds both.
     vllm_config, tokenizer : optional
         Kept as the attributes of the same names vLLM's backends have.
     """
@@ -1007,6 +1076,7 @@ class VLLMBackend:
         override_stop_tokens: int | list[int] | None = None,
         forced_drafts: int = 0,
         disable_any_whitespace: bool = False,
+        full_vocab_compiler: GrammarCompiler | None = None,
         vllm_config: Any = None,
         tokenizer: Any = None,
     ) -> None:
@@ -1014,8 +1084,14 @@ class VLLMBackend:
             raise ArgumentError(
                 f"disable_any_whitespace must be a bool, got {disable_any_whitespace!r}"
             )
+        if full_vocab_compiler is not None and not isinstance(full_vocab_compiler, GrammarCompiler):
+            raise ArgumentError(
+                "full_vocab_compiler must be a treegram.GrammarCompiler, got "
+                f"{type(full_vocab_compiler).__name__}"
+            )
         self.compiler = compiler
         self.vocab_size = _backend_vocab_size(compiler, vocab_size)
+        self.full_vocab_compiler = compiler if full_vocab_compiler is None else full_vocab_compiler
         self.override_stop_tokens = override_stop_tokens
         self.forced_drafts = _forced_option(forced_drafts)
         self.disable_any_whitespace = disable_any_whitespace
@@ -1029,19 +1105,27 @@ class VLLMBackend:
         """A backend built the way vLLM builds its own: ``VLLMBackend.from_vllm(
         vllm_config, tokenizer=..., vocab_size=...)``.
 
-        The vocabulary is the Hugging Face tokenizer's without its special added tokens
-        (as vLLM's xgrammar backend compiles JSON, regex and grammars);
+        Two compilers, as vLLM's xgrammar backend has: JSON, regex, EBNF and choice
+        requests compile against the Hugging Face tokenizer's vocabulary without its
+        special added tokens (``TokenizerInfo.from_huggingface(...,
+        exclude_special_tokens=True)``: begin-of-sentence can never appear inside a JSON
+        string), structural tags and Lark grammars against the whole vocabulary.
         ``disable_any_whitespace`` comes from ``vllm_config.structured_outputs_config``.
         Other keyword arguments go to the constructor.
         """
         from treegram.tokenizer import TokenizerInfo
 
-        info = TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
-        info = _without_special_tokens(tokenizer, info)
+        full = TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+        info = TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, exclude_special_tokens=True
+        )
+        # One compiler when no token was excluded (a tokenizer without special tokens).
+        full_compiler = None if full.decoded_vocab == info.decoded_vocab else GrammarCompiler(full)
         so_config = getattr(vllm_config, "structured_outputs_config", None)
         kwargs.setdefault(
             "disable_any_whitespace", bool(getattr(so_config, "disable_any_whitespace", False))
         )
+        kwargs.setdefault("full_vocab_compiler", full_compiler)
         return cls(
             GrammarCompiler(info),
             vocab_size,
@@ -1064,10 +1148,12 @@ class VLLMBackend:
             ``JSON`` (a JSON Schema; needs ``GrammarCompiler.compile_json_schema``),
             ``JSON_OBJECT`` (any JSON object; the schema ``{"type": "object"}`` where JSON
             Schema is supported, else the built-in JSON grammar, which also allows a
-            top-level array), ``REGEX``, ``GRAMMAR`` (EBNF), ``CHOICE`` (a JSON list of
-            strings), ``STRUCTURAL_TAG`` (xgrammar's structural tag JSON, or the legacy
-            ``{"structures": [...], "triggers": [...]}``). Matched by member name,
-            case-insensitively.
+            top-level array), ``REGEX``, ``GRAMMAR`` (EBNF, or Lark when no line defines a
+            rule with ``::=``, vLLM's rule), ``CHOICE`` (a JSON
+            list of strings), ``STRUCTURAL_TAG`` (xgrammar's structural tag JSON, or the
+            legacy ``{"structures": [...], "triggers": [...]}``). Matched by member name,
+            case-insensitively. Lark grammars and structural tags compile with
+            :attr:`full_vocab_compiler`, the others with :attr:`compiler`.
         grammar_spec : str
             The schema, pattern, grammar or choice list.
         stop_token_ids : set or list of int, optional
@@ -1092,6 +1178,10 @@ class VLLMBackend:
             ctx = self.compiler.compile_json_schema(
                 schema, any_whitespace=False, separators=(",", ":")
             )
+        elif kind == "grammar" and _grammar_is_lark(grammar_spec):
+            ctx = self.full_vocab_compiler.compile_lark(grammar_spec)
+        elif kind == "structural_tag":
+            ctx = _compile(self.full_vocab_compiler, kind, grammar_spec)
         else:
             ctx = _compile(self.compiler, kind, grammar_spec)
         matcher = GrammarMatcher(ctx, **_stop_kwargs(stops))
@@ -1105,5 +1195,6 @@ class VLLMBackend:
         return allocate_token_bitmask(max_num_seqs, self.vocab_size)
 
     def destroy(self) -> None:
-        """Drop the compiler's cached grammars."""
+        """Drop the compilers' cached grammars."""
         self.compiler.clear_cache()
+        self.full_vocab_compiler.clear_cache()

@@ -163,6 +163,7 @@ class TokenizerInfo:
         *,
         vocab_size: int | None = None,
         stop_token_ids: StopTokenIds = None,
+        exclude_special_tokens: bool = False,
     ) -> TokenizerInfo:
         """Build from a Hugging Face fast tokenizer.
 
@@ -176,6 +177,14 @@ class TokenizerInfo:
         stop_token_ids : int or list[int], optional
             Defaults to the tokenizer's ``eos_token_id`` when it has one, otherwise the
             stop tokens are detected from the vocabulary.
+        exclude_special_tokens : bool, default False
+            Keep the added tokens the tokenizer marks special (``added_tokens_decoder``
+            entries with ``special=True``, e.g. begin-of-sentence) out of grammar text:
+            they decode to ``b""``, are listed in :attr:`special_token_ids` and are never
+            allowed, except the stop tokens (chosen before the exclusion), which still end
+            the grammar. This is the vocabulary vLLM's xgrammar backend compiles JSON,
+            regex, EBNF and choice requests against. By default (as in xgrammar) a special
+            token is text like any other: ``<|im_start|>`` may appear inside a JSON string.
 
         Returns
         -------
@@ -185,9 +194,12 @@ class TokenizerInfo:
         Raises
         ------
         TokenizerError
-            The tokenizer is of an unsupported type or ``stop_token_ids`` is empty.
+            The tokenizer is of an unsupported type, ``stop_token_ids`` is empty or
+            ``exclude_special_tokens`` is not a bool.
         """
+        exclude = _check_exclude(exclude_special_tokens)
         backend, vocab, eos_id = _unpack_huggingface(tokenizer)
+        excluded = _special_added_ids(tokenizer, backend) if exclude else frozenset()
 
         def first_token_of_a() -> str | None:
             return _first_token_of_a(tokenizer, backend)
@@ -197,7 +209,7 @@ class TokenizerInfo:
         except (TypeError, ValueError) as exc:
             raise TokenizerError(f"tokenizer: cannot read its serialized backend: {exc}") from None
         return cls._from_vocab_dict(
-            vocab, backend_json, vocab_size, stop_token_ids, eos_id, first_token_of_a
+            vocab, backend_json, vocab_size, stop_token_ids, eos_id, first_token_of_a, excluded
         )
 
     @classmethod
@@ -207,6 +219,7 @@ class TokenizerInfo:
         *,
         vocab_size: int | None = None,
         stop_token_ids: StopTokenIds = None,
+        exclude_special_tokens: bool = False,
     ) -> TokenizerInfo:
         """Build from a Hugging Face ``tokenizer.json`` file, using only the json module.
 
@@ -222,6 +235,9 @@ class TokenizerInfo:
             The model's vocabulary size; defaults to the tokenizer's (largest id + 1).
         stop_token_ids : int or list[int], optional
             Explicit stop tokens.
+        exclude_special_tokens : bool, default False
+            As in :meth:`from_huggingface`: the ``added_tokens`` entries with
+            ``"special": true`` are kept out of grammar text (stop tokens still end it).
 
         Returns
         -------
@@ -241,6 +257,7 @@ class TokenizerInfo:
         (as in :meth:`from_huggingface`); ``add_prefix_space`` then still comes from the
         JSON, since no tokenizer is run here.
         """
+        exclude = _check_exclude(exclude_special_tokens)
         path = Path(path)
         try:
             backend_json = json.loads(path.read_text(encoding="utf-8"))
@@ -248,7 +265,10 @@ class TokenizerInfo:
             raise TokenizerError(f"path: {path} is not a JSON file: {exc}") from None
         vocab = _vocab_from_tokenizer_json(backend_json, path)
         eos_id = _eos_id_from_config(path.parent / "tokenizer_config.json", vocab)
-        return cls._from_vocab_dict(vocab, backend_json, vocab_size, stop_token_ids, eos_id, None)
+        excluded = _special_ids_from_tokenizer_json(backend_json) if exclude else frozenset()
+        return cls._from_vocab_dict(
+            vocab, backend_json, vocab_size, stop_token_ids, eos_id, None, excluded
+        )
 
     @staticmethod
     def deepseek_v4(*, vocab_size: int | None = None) -> TokenizerInfo:
@@ -313,6 +333,7 @@ class TokenizerInfo:
         stop_token_ids: StopTokenIds,
         eos_id: int | None,
         first_token_of_a: Callable[[], str | None] | None,
+        excluded: frozenset[int] = frozenset(),
     ) -> TokenizerInfo:
         if not vocab:
             raise EmptyVocabularyError("tokenizer: the vocabulary has no tokens")
@@ -336,13 +357,27 @@ class TokenizerInfo:
                 add_prefix_space = _starts_with_space_marker(first_token_of_a(), vocab_type)
         if stop_token_ids is None and eos_id is not None:
             stop_token_ids = [eos_id]
-        return cls(
+        info = cls(
             encoded,
             vocab_type,
             vocab_size=size,
             stop_token_ids=stop_token_ids,
             add_prefix_space=add_prefix_space,
         )
+        if not excluded:
+            return info
+        # Blank the excluded tokens after the stop tokens were chosen on the full
+        # vocabulary (an auto-detected "</s>" stays a stop token), as vLLM does by
+        # rebuilding xgrammar's info from the filtered vocabulary and the full one's metadata.
+        decoded = list(info._decoded)
+        for index in excluded:
+            if 0 <= index < size:
+                decoded[index] = b""
+        filtered = cls.__new__(cls)
+        filtered._init(
+            tuple(decoded), vocab_type, size, info._stop_token_ids, info._add_prefix_space
+        )
+        return filtered
 
     # ------------------------------------------------------------------ properties
 
@@ -597,6 +632,40 @@ def _unpack_huggingface(tokenizer: Any) -> tuple[Any, dict[str, int], int | None
     raise TokenizerError(
         "tokenizer must be a tokenizers.Tokenizer or a transformers fast tokenizer "
         f"(PreTrainedTokenizerFast), got {type(tokenizer).__name__}"
+    )
+
+
+def _check_exclude(exclude_special_tokens: Any) -> bool:
+    """Validate ``exclude_special_tokens``."""
+    if not isinstance(exclude_special_tokens, bool | np.bool_):
+        raise TokenizerError(
+            f"exclude_special_tokens must be a bool, got {type(exclude_special_tokens).__name__}"
+        )
+    return bool(exclude_special_tokens)
+
+
+def _special_added_ids(tokenizer: Any, backend: Any) -> frozenset[int]:
+    """Ids of the added tokens a HF tokenizer marks special (``AddedToken.special``)."""
+    decoder = getattr(tokenizer, "added_tokens_decoder", None)
+    if decoder is None:  # a bare tokenizers.Tokenizer
+        try:
+            decoder = backend.get_added_tokens_decoder()
+        except AttributeError:
+            raise TokenizerError(
+                "tokenizer: exclude_special_tokens needs its added tokens "
+                "(added_tokens_decoder or get_added_tokens_decoder())"
+            ) from None
+    return frozenset(
+        operator.index(i) for i, token in dict(decoder).items() if getattr(token, "special", False)
+    )
+
+
+def _special_ids_from_tokenizer_json(backend_json: Any) -> frozenset[int]:
+    """Ids of the ``added_tokens`` entries of a parsed ``tokenizer.json`` marked special."""
+    return frozenset(
+        operator.index(added["id"])
+        for added in backend_json.get("added_tokens") or ()
+        if added.get("special") is True
     )
 
 
