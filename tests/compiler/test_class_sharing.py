@@ -79,12 +79,24 @@ def grammars(info) -> list[tg.CompiledGrammar]:
     return out
 
 
-def _plain(compiled: tg.CompiledGrammar, state: int) -> tuple[np.ndarray, np.ndarray]:
-    """The plain walk: (accepted token bitset, uncertain sorted positions)."""
+def _plain(
+    compiled: tg.CompiledGrammar, state: int, callers: tuple[int, ...] = ()
+) -> tuple[np.ndarray, np.ndarray]:
+    """The plain walk (with ``callers`` as context): (accepted token bitset, uncertain
+    sorted positions)."""
     a = compiled.automaton
     sv = compiled.tokenizer_info.sorted_vocab
+    follow = np.zeros(256, dtype=np.uint8)
+    for c in callers or [state]:  # the callers' rules' follow sets, or the state's own
+        follow |= a.rule_follow[a.state_rule[c]]
     accepted, uncertain = classify(
-        a.arrays(), state, a.rule_follow[a.state_rule[state]], sv.trie, len(sv), sv.max_len
+        a.arrays(),
+        state,
+        follow,
+        sv.trie,
+        len(sv),
+        sv.max_len,
+        callers=np.array(callers, dtype=np.int32),
     )
     n_words = (compiled.tokenizer_info.vocab_size + 31) // 32
     return positions_to_bitset(sv.token_ids, accepted, n_words, _NO_BASE), uncertain
@@ -92,6 +104,15 @@ def _plain(compiled: tg.CompiledGrammar, state: int) -> tuple[np.ndarray, np.nda
 
 def _sample(n_states: int, k: int = 150) -> list[int]:
     return sorted(set(np.linspace(0, n_states - 1, num=min(k, n_states)).astype(int).tolist()))
+
+
+def _callers(compiled: tg.CompiledGrammar, state: int) -> tuple[int, ...]:
+    """Every state that calls ``state``'s rule (at most 8): a context as a chart may have it."""
+    a = compiled.automaton
+    rule = a.state_rule[state]
+    calls = np.flatnonzero(a.ref_rule == rule)
+    owners = np.searchsorted(a.ref_ptr, calls, side="right") - 1
+    return tuple(sorted(set(owners.tolist())))[:8]
 
 
 def test_slice_members_match_a_utf8_reference(info):
@@ -123,17 +144,23 @@ def test_slice_members_match_a_utf8_reference(info):
 
 
 def test_slice_path_equals_the_plain_walk(grammars):
-    n_slice = 0
+    n_slice = n_context = 0
     for compiled in grammars:
         store = compiled._store
         for s in _sample(compiled.automaton.n_states):
-            bitset, n_accepted, met, uncertain = store._walk(s, *store._string_slice(s), 0)
-            plain_bits, plain_unc = _plain(compiled, s)
-            assert np.array_equal(bitset, plain_bits), (compiled, s)
-            assert np.array_equal(uncertain, plain_unc), (compiled, s)
-            assert n_accepted == int(np.unpackbits(plain_bits.view(np.uint8)).sum())
-            n_slice += n_accepted > met.shape[0]
+            for callers in {(), _callers(compiled, s)}:
+                context = store._context_of(s, callers)
+                bitset, n_accepted, met, uncertain = store._walk(
+                    s, *store._string_slice(s, context), 0, context
+                )
+                plain_bits, plain_unc = _plain(compiled, s, callers)
+                assert np.array_equal(bitset, plain_bits), (compiled, s, callers)
+                assert np.array_equal(uncertain, plain_unc), (compiled, s, callers)
+                assert n_accepted == int(np.unpackbits(plain_bits.view(np.uint8)).sum())
+                n_slice += n_accepted > met.shape[0]
+                n_context += n_accepted > met.shape[0] and bool(callers)
     assert n_slice >= 20  # the shortcut is exercised, not just the fallback
+    assert n_context >= 5  # also through a context
 
 
 def test_walk_budget(grammars, info):
@@ -161,19 +188,22 @@ def test_equal_signatures_classify_alike_across_grammars(grammars, info):
         try:
             scratch: list = []
             for s in range(compiled.automaton.n_states):
-                signature = store._signature(s, scratch)
+                callers = _callers(compiled, s) if s % 3 == 0 else ()
+                _, targets, follow = store._context_of(s, callers)
+                signature = store._signature(s, scratch, targets, follow)
                 if signature is None:
                     continue
                 if signature in by_signature:
                     n_shared += 1
-                    other, t = by_signature[signature]
+                    other, t, their_callers = by_signature[signature]
                     if n_shared % 7:  # the full comparison is costly; check a spread subset
                         continue
-                    mine, theirs = _plain(compiled, s), _plain(other, t)
+                    mine = _plain(compiled, s, callers)
+                    theirs = _plain(other, t, their_callers)
                     assert np.array_equal(mine[0], theirs[0]), (compiled, s, other, t)
                     assert np.array_equal(mine[1], theirs[1]), (compiled, s, other, t)
                 else:
-                    by_signature[signature] = (compiled, s)
+                    by_signature[signature] = (compiled, s, callers)
         finally:
             store._shared = saved
     assert n_shared >= 50

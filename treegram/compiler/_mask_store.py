@@ -18,6 +18,7 @@ import numpy as np
 
 from ..kernels import (
     classify,
+    context_hash,
     joint_byte_classes,
     layout,
     positions_to_bitset,
@@ -40,6 +41,28 @@ _NO_BASE = np.zeros(0, dtype=np.int32)
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
 WALK_BUDGET = 4096
+
+
+_NO_CALLERS = np.zeros(0, dtype=np.int32)
+_NO_TARGETS = np.zeros(0, dtype=np.int64)
+
+
+def _context_entry(key: tuple[int, ...], cid: int) -> list[int]:
+    """The table words of context ``key`` = ``(s, callers...)``: the request as the mask
+    kernels write it, then the class id."""
+    return [-(len(key) + 1), *key, cid]
+
+
+def _context_slot(table: np.ndarray, n_states: int, cap: int, key: list[int]) -> int:
+    """The free slot of ``key`` (``[-(k + 2), s, k callers]``) in the context table after
+    ``n_states`` words of ``table``: the hash and probe order of
+    ``kernels._mask.context_class``."""
+    probe = np.zeros((2, len(key)), dtype=np.int32)
+    probe[1] = key
+    slot = int(context_hash(probe, 0, len(key))) & (cap - 1)
+    while table[n_states + 2 + slot] != 0:
+        slot = (slot + 1) & (cap - 1)
+    return slot
 
 
 def _digest(bitset: np.ndarray, uncertain: np.ndarray) -> bytes:
@@ -87,7 +110,10 @@ class MaskStore:
         self._slice_reps = None  # joint byte classes of the slice DFA and the automaton
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
+        self._n_states = automaton.n_states
+        # Followed by the context table (kernels._mask.collect_classes) once one is needed.
         self._state_class = np.full(automaton.n_states, -1, dtype=np.int32)
+        self._contexts: dict[tuple[int, ...], int] = {}  # (s, callers...) -> class id
         # per class: kind, accepted offset, accepted length, uncertain offset, length
         self._cls_meta = np.zeros((16, 5), dtype=np.int64)
         self._acc = _Pool()
@@ -132,21 +158,27 @@ class MaskStore:
         Returns
         -------
         tuple
-            ``(state_class, meta, digests, acc, unc)``: int32 [n_states], int64
-            [n_classes, 5], uint8 [n_classes, 16] (each class's de-duplication key), and
-            the int32 accepted and uncertain pools. The serializer writes them as they are.
+            ``(state_class, meta, digests, acc, unc, contexts)``: int32 [n_states], int64
+            [n_classes, 5], uint8 [n_classes, 16] (each class's de-duplication key), the
+            int32 accepted and uncertain pools, and the context classes as int32 entries
+            ``[-(k + 2), state, caller_1 .. caller_k, class id]``. The serializer writes
+            them as they are.
         """
         with self._lock:
             n = self._n_classes
-            state_class = self._state_class.copy()
+            state_class = self._state_class[: self._n_states].copy()  # not the contexts
             meta = self._cls_meta[:n].copy()
             acc = self._acc.data[: self._acc.size].copy()
             unc = self._unc.data[: self._unc.size].copy()
             index = dict(self._index)
+            contexts = np.array(
+                [w for key, cid in self._contexts.items() for w in _context_entry(key, cid)],
+                dtype=np.int32,
+            )
         digests = np.zeros((n, 16), dtype=np.uint8)
         for key, cid in index.items():
             digests[cid] = np.frombuffer(key, dtype=np.uint8)
-        return state_class, meta, digests, acc, unc
+        return state_class, meta, digests, acc, unc, contexts
 
     def install_classes(
         self,
@@ -155,6 +187,7 @@ class MaskStore:
         digests: np.ndarray,
         acc: np.ndarray,
         unc: np.ndarray,
+        contexts: np.ndarray,
     ) -> None:
         """Fill this (still empty, unpublished) store with loaded classes.
 
@@ -170,19 +203,32 @@ class MaskStore:
             BLAKE2b-128 of each class's verdict array: the de-duplication index, so a state
             classified later reuses an existing class exactly as in the original.
         acc, unc : int32 [pool size]
+        contexts : int32 [words]
+            Context classes, as :meth:`export_classes` gives them.
         """
         n = meta.shape[0]
         cls_meta = np.zeros((max(16, 2 * n), 5), dtype=np.int64)
         cls_meta[:n] = meta
         raw = digests.tobytes()
+        words = contexts.tolist()
+        loaded: dict[tuple[int, ...], int] = {}
+        i = 0
+        while i < len(words):
+            k = -words[i] - 2
+            loaded[tuple(words[i + 1 : i + 2 + k])] = words[i + 2 + k]
+            i += k + 3
         with self._lock:
             self._state_class = state_class
+            self._contexts = loaded
             self._cls_meta = cls_meta
             self._acc.data, self._acc.size = acc, acc.shape[0]
             self._unc.data, self._unc.size = unc, unc.shape[0]
             self._n_classes = n
             self._index = {raw[16 * i : 16 * i + 16]: i for i in range(n)}
-            self._publish()
+            if loaded:
+                self._rebuild_contexts()  # publishes
+            else:
+                self._publish()
 
     @property
     def n_classes(self) -> int:
@@ -192,7 +238,7 @@ class MaskStore:
     @property
     def n_classified_states(self) -> int:
         """Number of states classified so far."""
-        return int(np.count_nonzero(self._state_class >= 0))
+        return int(np.count_nonzero(self._state_class[: self._n_states] >= 0))
 
     @property
     def memory_size_bytes(self) -> int:
@@ -202,15 +248,27 @@ class MaskStore:
         )
 
     def classify_states(self, states) -> None:
-        """Make sure every state in ``states`` has a class."""
+        """Make sure every request in ``states`` has a class: states, or context keys
+        ``-(k + 2), s, caller_1 .. caller_k`` as the mask kernels write them
+        (``kernels._mask.collect_classes``)."""
+        requests = np.asarray(states).tolist()
         with self._lock:
             scratch: list = []  # the signature kernel's scratch, made on first need
-            for s in states:
-                s = int(s)
+            i = 0
+            while i < len(requests):
+                s = requests[i]
+                if s < 0:  # a context key
+                    key = tuple(requests[i + 1 : i - s])
+                    i -= s
+                    if key not in self._contexts:
+                        digest, encoded = self._class_of(key[0], scratch, key[1:])
+                        self._add_context(key, *self._insert(digest, *encoded))
+                    continue
+                i += 1
                 if self._state_class[s] >= 0:
                     continue
-                key, encoded = self._class_of(s, scratch)
-                self._assign(s, *self._insert(key, *encoded))
+                digest, encoded = self._class_of(s, scratch)
+                self._assign(s, *self._insert(digest, *encoded))
 
     def classify_all(self) -> None:
         """Classify every state now (eager compilation)."""
@@ -220,7 +278,7 @@ class MaskStore:
 
     def unclassified_states(self) -> np.ndarray:
         """int64 [n]: the states without a class yet, in increasing order."""
-        return np.flatnonzero(self._state_class < 0)
+        return np.flatnonzero(self._state_class[: self._n_states] < 0)
 
     def compute_classes(self, states) -> tuple[list[bytes], dict[bytes, tuple]]:
         """Classify ``states`` without taking the lock (safe from any number of threads).
@@ -259,18 +317,22 @@ class MaskStore:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _signature(self, s: int, scratch: list) -> tuple[int, int] | None:
-        """The classification signature of state ``s`` (None when its window is too big).
-        ``scratch`` holds the kernel's scratch arrays, made here when it is empty."""
+    def _signature(
+        self, s: int, scratch: list, targets: np.ndarray, follow: np.ndarray
+    ) -> tuple[int, int] | None:
+        """The classification signature of state ``s`` returning to ``targets`` (None when
+        its window is too big). ``scratch`` holds the kernel's scratch arrays, made here
+        when it is empty."""
         if not scratch:
             scratch += [
-                np.full(self._state_class.shape[0], -1, dtype=np.int32),
+                np.full(self._n_states, -1, dtype=np.int32),
                 np.full(self._n_rules, -1, dtype=np.int32),
             ]
         ok, h0, h1 = state_signature(
             *self._automaton_arrays,
             s,
-            self._rule_follow[self._state_rule[s]],
+            targets,
+            follow,
             self._sorted_vocab.max_len,
             SIGNATURE_CAP,
             self._shared.key0,
@@ -279,21 +341,25 @@ class MaskStore:
         )
         return (int(h0), int(h1)) if ok else None
 
-    def _class_of(self, s: int, scratch: list) -> tuple[bytes, tuple]:
-        """(digest, (kind, payload, uncertain)) of state ``s``: from the vocabulary's shared
-        class cache when a state with the same signature was classified before, else from a
-        walk of the token trie (then shared)."""
+    def _class_of(
+        self, s: int, scratch: list, callers: tuple[int, ...] = ()
+    ) -> tuple[bytes, tuple]:
+        """(digest, (kind, payload, uncertain)) of state ``s`` (in the context of
+        ``callers``: the states that call its rule): from the vocabulary's shared class
+        cache when a state with the same signature was classified before, else from a walk
+        of the token trie (then shared)."""
+        context = self._context_of(s, callers)
         signature = None
-        string_slice, reach = self._string_slice(s)
-        walked = self._walk(s, string_slice, reach, WALK_BUDGET)
+        string_slice, reach = self._string_slice(s, context)
+        walked = self._walk(s, string_slice, reach, WALK_BUDGET, context)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
-            signature = self._signature(s, scratch)
+            signature = self._signature(s, scratch, context[1], context[2])
             if signature is not None:
                 hit = self._shared.get(signature)
                 if hit is not None:
                     return hit[0], hit[1:]
-            walked = self._walk(s, string_slice, reach, 0)
+            walked = self._walk(s, string_slice, reach, 0, context)
         bitset, n_accepted, accepted, uncertain = walked
         key = _digest(bitset, uncertain)
         if n_accepted >= self._n_words:
@@ -305,7 +371,32 @@ class MaskStore:
             self._shared.put(signature, (key, *encoded))
         return key, encoded
 
-    def _string_slice(self, s: int) -> tuple[StringSlice | None, int]:
+    def _context_of(self, s: int, callers: tuple[int, ...]) -> tuple:
+        """(callers int32, return targets int64, follow set) of classifying ``s`` with
+        ``callers`` as its context; without callers, the state's own rule's follow set."""
+        rule = self._state_rule[s]
+        if not callers:
+            return _NO_CALLERS, _NO_TARGETS, self._rule_follow[rule]
+        a = self._automaton_arrays
+        ref_ptr, ref_rule, ref_target = (
+            a[layout.A_REF_PTR],
+            a[layout.A_REF_RULE],
+            a[layout.A_REF_TARGET],
+        )
+        targets = set()
+        follow = np.zeros(256, dtype=np.uint8)
+        for c in callers:
+            for e in range(int(ref_ptr[c]), int(ref_ptr[c + 1])):
+                if ref_rule[e] == rule:
+                    targets.add(int(ref_target[e]))
+            follow |= self._rule_follow[self._state_rule[c]]
+        return (
+            np.array(callers, dtype=np.int32),
+            np.array(sorted(targets), dtype=np.int64),
+            follow,
+        )
+
+    def _string_slice(self, s: int, context: tuple) -> tuple[StringSlice | None, int]:
         """The JSON string slice that state ``s`` is checked against, and how many of its
         tokens' characters it accepts without a walk: ``(whole slice, max_len)`` when it
         accepts every slice token; ``(whole slice, n)`` when it accepts exactly the slice
@@ -329,6 +420,7 @@ class MaskStore:
             a[layout.A_REF_RULE],
             a[layout.A_REF_TARGET],
             s,
+            context[1],
             sv.max_len,
             _SLICE_BYTES[0],
             SLICE_CHECK_CAP,
@@ -341,7 +433,7 @@ class MaskStore:
         return None, 0
 
     def _walk(
-        self, s: int, string_slice: StringSlice | None, reach: int, budget: int
+        self, s: int, string_slice: StringSlice | None, reach: int, budget: int, context: tuple
     ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray] | None:
         """Classify state ``s`` by a trie walk: (accepted token-id bitset, number accepted,
         sorted positions of the accepted tokens that the walk met, sorted positions of the
@@ -351,11 +443,18 @@ class MaskStore:
         accepted."""
         a = self._automaton_arrays
         sv = self._sorted_vocab
-        follow = self._rule_follow[self._state_rule[s]]
+        callers, _, follow = context
         if string_slice is not None:
             outside = string_slice.outside
             walked = classify(
-                a, s, follow, string_slice.outside_trie, outside.shape[0], sv.max_len, budget
+                a,
+                s,
+                follow,
+                string_slice.outside_trie,
+                outside.shape[0],
+                sv.max_len,
+                budget,
+                callers,
             )
             if walked is None:
                 return None
@@ -368,7 +467,7 @@ class MaskStore:
                 base, n_base = string_slice.bitset, string_slice.n_members
             n_accepted = n_base + accepted.shape[0]
         else:
-            walked = classify(a, s, follow, sv.trie, len(sv), sv.max_len, budget)
+            walked = classify(a, s, follow, sv.trie, len(sv), sv.max_len, budget, callers)
             if walked is None:
                 return None
             accepted, uncertain = walked
@@ -376,6 +475,47 @@ class MaskStore:
             n_accepted = accepted.shape[0]
         bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
         return bitset, n_accepted, accepted, uncertain
+
+    def _add_context(self, key: tuple[int, ...], cid: int, grown: bool) -> None:
+        """Store class ``cid`` for the context key ``(s, callers...)`` in the context table
+        after the states in ``state_class`` (lock held). The entry is written before the
+        slot that points to it, so kernels see it whole or not at all."""
+        self._contexts[key] = cid
+        words = _context_entry(key, cid)
+        n = self._n_states
+        sc = self._state_class
+        if sc.shape[0] > n:
+            cap, used = int(sc[n]), int(sc[n + 1])
+            pool = n + 2 + cap
+            if 2 * len(self._contexts) <= cap and pool + used + len(words) <= sc.shape[0]:
+                sc[pool + used : pool + used + len(words)] = words
+                sc[n + 1] = used + len(words)
+                sc[n + 2 + _context_slot(sc, n, cap, words[:-1])] = used + 1
+                if grown:
+                    self._publish()
+                return
+        self._rebuild_contexts()
+
+    def _rebuild_contexts(self) -> None:
+        """Re-allocate ``state_class`` with a context table holding every context, with room
+        to grow, and publish it (lock held; old snapshots keep the old array)."""
+        cap = 64
+        while cap < 4 * len(self._contexts):
+            cap *= 2
+        entries = [_context_entry(k, c) for k, c in self._contexts.items()]
+        used = sum(len(e) for e in entries)
+        n = self._n_states
+        bigger = np.zeros(n + 2 + cap + max(1024, 2 * used), dtype=np.int32)
+        bigger[:n] = self._state_class[:n]
+        bigger[n], bigger[n + 1] = cap, used
+        pool = n + 2 + cap
+        at = 0
+        for e in entries:
+            bigger[pool + at : pool + at + len(e)] = e
+            bigger[n + 2 + _context_slot(bigger, n, cap, e[:-1])] = at + 1
+            at += len(e)
+        self._state_class = bigger
+        self._publish()
 
     def _assign(self, s: int, cid: int, grown: bool) -> None:
         # Called with the lock held; the class is complete, so publishing its id is last.

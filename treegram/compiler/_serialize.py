@@ -44,6 +44,7 @@ from ..errors import (
     TreegramError,
 )
 from ..grammar import Grammar
+from ..kernels import CONTEXT_MAX_CALLERS
 from ..tokenizer import TokenizerInfo
 from ._mask_store import KIND_BITSET, KIND_LIST
 from ._store import check_key, open_regular_file
@@ -62,7 +63,7 @@ __all__ = [
 
 
 MAGIC = b"TGRM"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 # magic, version, total_size, n_sections, flags, n_rules, n_states, n_byte_classes,
 # root_rule, n_ref_edges, n_mask_classes, vocab_size, n_sorted_tokens, reserved
@@ -81,8 +82,9 @@ _DTYPES = {
     _U16: np.dtype("<u2"),
 }
 
-# Fixed section order of format version 3: (name, dtype code). The id is the position.
-# (Version 3 adds the cache key and the checks that bound the automaton by its payload;
+# Fixed section order of format version 4: (name, dtype code). The id is the position.
+# (Version 4 adds the context classes; version 3 the cache key and the checks that bound
+# the automaton by its payload;
 # version 2 stores the byte transitions sparsely; version 1 wrote the dense table.)
 _SECTIONS = (
     ("rule_name_ptr", _I32),  # [n_rules + 1] offsets into rule_name_data
@@ -107,6 +109,7 @@ _SECTIONS = (
     ("class_digest", _U8),  # [n_mask_classes * 16]
     ("acc_pool", _I32),  # accepted lists / bitsets, back to back
     ("unc_pool", _I32),  # uncertain sorted-vocabulary positions, back to back
+    ("context_classes", _I32),  # entries [-(k + 2), state, k callers ascending, class id]
     ("tokenizer_fingerprint", _U8),  # ASCII hex
     ("cache_key", _U8),  # ASCII lowercase hex store key the blob was written under, or empty
 )
@@ -152,7 +155,7 @@ def encode_compiled(
     key = b"" if cache_key is None else check_key(cache_key, "cache_key").encode("ascii")
     a = automaton
     info = tokenizer_info
-    state_class, meta, digests, acc, unc = classes
+    state_class, meta, digests, acc, unc, contexts = classes
     names = [n.encode("utf-8") for n in a.rule_names]
     name_ptr = np.zeros(len(names) + 1, dtype=np.int64)
     name_ptr[1:] = np.cumsum([len(n) for n in names])
@@ -185,6 +188,7 @@ def encode_compiled(
         "class_digest": digests.reshape(-1),
         "acc_pool": acc,
         "unc_pool": unc,
+        "context_classes": contexts,
         "tokenizer_fingerprint": np.frombuffer(info.fingerprint.encode("ascii"), np.uint8),
         "cache_key": np.frombuffer(key, np.uint8),
     }
@@ -477,14 +481,42 @@ def _validate_grammar(s: dict, names: tuple, n_real: int, rule_lookahead, root_r
     return grammar
 
 
+def _validate_contexts(words: np.ndarray, n_states: int, n_classes: int) -> np.ndarray:
+    """Check the context entries (``MaskStore.export_classes``); returns their class ids."""
+    cids = []
+    keys = set()
+    w = words.tolist()
+    i = 0
+    while i < len(w):
+        k = -w[i] - 2
+        _check(1 <= k <= CONTEXT_MAX_CALLERS and i + k + 3 <= len(w), "context entry length")
+        state, callers, cid = w[i + 1], w[i + 2 : i + 2 + k], w[i + 2 + k]
+        _check(
+            0 <= state < n_states and all(0 <= c < n_states for c in callers),
+            "context state out of range",
+        )
+        _check(
+            all(a < b for a, b in zip(callers, callers[1:], strict=False)),
+            "context callers not sorted",
+        )
+        _check(0 <= cid < n_classes, "context class id out of range")
+        key = (state, *callers)
+        _check(key not in keys, "duplicate context entry")
+        keys.add(key)
+        cids.append(cid)
+        i += k + 3
+    return np.array(cids, dtype=np.int64)
+
+
 def _validate_store(s: dict, h: dict) -> None:
     """Check the classified token sets against the counts and the tokenizer sizes."""
     n = h["n_mask_classes"]
     n_words = (h["vocab_size"] + 31) // 32
     sc = s["state_class"]
     _check(_in_range(sc, -1, n), "state class id out of range")
-    used = np.bincount(sc[sc >= 0], minlength=n)
-    _check(n == 0 or bool((used > 0).all()), "a stored class is used by no state")
+    context_cids = _validate_contexts(s["context_classes"], h["n_states"], n)
+    used = np.bincount(sc[sc >= 0], minlength=n) + np.bincount(context_cids, minlength=n)
+    _check(n == 0 or bool((used > 0).all()), "a stored class is used by no state or context")
     meta = s["class_meta"].reshape(n, 5)
     kind, acc_off, acc_len, unc_off, unc_len = (meta[:, k] for k in range(5))
     _check(_in_range(kind, KIND_LIST, KIND_BITSET + 1), "class kind is not list/bitset")
@@ -660,6 +692,7 @@ def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> tuple:
         s["class_digest"].reshape(n_mc, 16),
         s["acc_pool"],
         s["unc_pool"],
+        s["context_classes"],
     )
     return grammar, automaton, classes
 

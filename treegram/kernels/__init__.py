@@ -30,6 +30,7 @@ from treegram.kernels._layout import (
     REJECT,
     TIMEOUT,
 )
+from treegram.kernels._mask import CONTEXT_MAX_CALLERS, context_hash
 from treegram.kernels._ops import (
     accept_token_entry,
     fill_entry,
@@ -53,6 +54,8 @@ __all__ = [
     "layout",
     "tree",
     "classify",
+    "context_hash",
+    "CONTEXT_MAX_CALLERS",
     "OVERFLOW",
     "REJECT",
     "accept_bytes",

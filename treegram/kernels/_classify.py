@@ -12,10 +12,15 @@ For an automaton state ``s`` of rule ``R``, every token is one of
 
 The walk runs an Earley chart seeded with the single item ``(s, origin=0)`` where set 0
 is an empty *virtual* set that stands for the unknown caller; an item with origin 0 that
-reaches a final state therefore means "R has finished". It follows the token trie
-(``kernels._trie``) depth first, so a shared prefix is scanned once, and a byte that fails
-decides the whole subtree below it in one step: most states read only a few of the
-vocabulary's first bytes, and their walk touches a few hundred nodes instead of every token.
+reaches a final state therefore means "R has finished". A state may also be classified in
+a *context*: the states that call ``R`` in the item's origin set (``kernels._mask``). Set 1
+then holds those callers, each as ``(c, origin=0)``, and set 2 the seed ``(s, origin=1)``:
+``R`` returns into its callers, and "finished" means a caller's rule finished.
+
+The walk follows the token trie (``kernels._trie``) depth first, so a shared prefix is
+scanned once, and a byte that fails decides the whole subtree below it in one step: most
+states read only a few of the vocabulary's first bytes, and their walk touches a few hundred
+nodes instead of every token.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from numba import njit
 
 from ._earley import closure, scan_byte
 from ._layout import OVER_BUDGET, OVERFLOW, REJECT
+
+_NO_CALLERS = np.zeros(0, dtype=np.int32)
 
 
 @njit(nogil=True, cache=True)
@@ -48,6 +55,7 @@ def classify_state(
     ref_rule,
     ref_target,
     state,
+    callers,
     follow,
     node_byte,
     node_depth,
@@ -68,12 +76,16 @@ def classify_state(
     ----------
     state : int
         Automaton state to classify.
+    callers : int32 [k]
+        The context: states that call the state's rule (empty: an unknown caller).
     follow : uint8 [256]
-        Follow set of the state's rule: bytes that may be read right after it ends.
+        Bytes that may be read right after the state's rule ends (with callers: after one
+        of the callers' rules ends).
     node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi : arrays
         The token trie (see ``kernels._trie``).
     items_s, items_o, set_starts : int32 arrays
-        Scratch chart; ``set_starts`` needs ``max_token_len + 3`` entries.
+        Scratch chart (holding at least ``k + 1`` items); ``set_starts`` needs
+        ``max_token_len + 4`` entries.
     acc, unc : int32 [n_tokens]
         Receive the sorted positions of the ACCEPTED and of the UNCERTAIN tokens, in
         increasing order; every other token is REJECTED.
@@ -86,11 +98,20 @@ def classify_state(
         (status, n_acc, n_unc): status 0, OVERFLOW if the scratch chart is too small
         (retry with larger arrays), or OVER_BUDGET.
     """
-    # set 0 is the virtual caller set (empty); set 1 holds the seed item.
+    # set 0 is the virtual caller set (empty); set `base` holds the seed item, and in a
+    # context, set 1 holds the callers between them.
     set_starts[0] = 0
     set_starts[1] = 0
-    items_s[0] = state
-    items_o[0] = 0
+    base = 1
+    n = callers.shape[0]
+    for i in range(n):
+        items_s[i] = callers[i]
+        items_o[i] = 0
+    if n > 0:
+        set_starts[2] = n
+        base = 2
+    items_s[n] = state
+    items_o[n] = base - 1
     n = closure(
         rule_start,
         rule_nullable,
@@ -102,13 +123,13 @@ def classify_state(
         items_s,
         items_o,
         set_starts,
-        1,
-        0,
-        1,
+        base,
+        n,
+        n + 1,
     )
     if n < 0:
         return n, 0, 0
-    set_starts[2] = n
+    set_starts[base + 1] = n
     # ends[d]: R can have finished after d bytes. ends[0] stays False: when R can finish
     # before any byte, Earley completion has already put the caller's items in the same set,
     # and their own classification covers every token read after R.
@@ -142,7 +163,7 @@ def classify_state(
             items_s,
             items_o,
             set_starts,
-            d,
+            base - 1 + d,
             b,
         )
         if st == OVERFLOW:
@@ -155,7 +176,7 @@ def classify_state(
                     n_unc += 1
             k = node_end[k]
             continue
-        ends[d] = _rule_ends(state_final, items_s, items_o, set_starts, 1 + d)
+        ends[d] = _rule_ends(state_final, items_s, items_o, set_starts, base + d)
         unsure[d] = u
         for p in range(node_tok_lo[k], node_tok_hi[k]):
             acc[n_acc] = p
@@ -172,10 +193,11 @@ def classify(
     n_tokens: int,
     max_len: int,
     budget: int = 0,
+    callers: np.ndarray = _NO_CALLERS,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Classify the ``n_tokens`` tokens of ``trie`` for ``state``; grows the scratch chart as
-    needed. Returns None when the walk would scan more than ``budget`` trie nodes (0: no
-    limit).
+    """Classify the ``n_tokens`` tokens of ``trie`` for ``state`` (in the context of
+    ``callers``, see ``classify_state``); grows the scratch chart as needed. Returns None
+    when the walk would scan more than ``budget`` trie nodes (0: no limit).
 
     Returns
     -------
@@ -187,13 +209,14 @@ def classify(
     acc = np.empty(n_tokens, dtype=np.int32)
     unc = np.empty(n_tokens, dtype=np.int32)
     cap = 1024
-    set_starts = np.zeros(int(max_len) + 3, dtype=np.int32)
+    set_starts = np.zeros(int(max_len) + 4, dtype=np.int32)
     while True:
         items_s = np.zeros(cap, dtype=np.int32)
         items_o = np.zeros(cap, dtype=np.int32)
         st, n_acc, n_unc = classify_state(
             *automaton_arrays,
             state,
+            callers,
             follow,
             *trie,
             items_s,

@@ -19,6 +19,8 @@ from numba import njit
 
 from ._earley import can_end, scan_byte
 from ._layout import (
+    A_REF_PTR,
+    A_REF_RULE,
     A_STATE_FINAL,
     A_STATE_RULE,
     BUFS_FULL,
@@ -34,8 +36,116 @@ from ._layout import (
 # pass scratch arrays and get a *_FULL status when one is too small.
 
 
+# A state whose class leaves at least this many tokens UNCERTAIN is classified again with
+# its callers in the chart as context (see ``collect_classes``).
+CONTEXT_MIN_UNCERTAIN = 16
+# Context keys with more distinct callers than this are not built (the plain class is used).
+CONTEXT_MAX_CALLERS = 8
+
+# The context table lives after the states in ``state_class`` (``n_states`` = the length of
+# ``state_rule``): [capacity T (a power of two), pool words used, T slots (0: empty, else 1 +
+# the entry's offset in the pool), pool]. A pool entry is the request's words
+# [-(k + 2), s, caller_1 .. caller_k] followed by the class id.
+
+
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def collect_classes(state_class, state_rule, root, items_s, items_o, set_starts, top, bufs):
+def context_hash(key, lo, n):
+    h = np.uint64(0x9E3779B97F4A7C15)
+    for i in range(lo, lo + n):
+        h = (h ^ np.uint64(key[1, i])) * np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(31)
+    return h
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def context_class(state_class, n_states, key, lo, n):
+    """Class id stored for the context key ``key[1, lo:lo + n]``
+    (``[-(k + 2), s, caller_1 .. caller_k]``), or -1."""
+    if state_class.shape[0] <= n_states:
+        return -1
+    cap = state_class[n_states]
+    slots = n_states + 2
+    pool = slots + cap
+    slot = np.int64(context_hash(key, lo, n) & np.uint64(cap - 1))
+    while True:
+        at = state_class[slots + slot]
+        if at == 0:
+            return -1
+        e = pool + at - 1
+        if state_class[e] == key[1, lo]:
+            same = True
+            for i in range(1, n):
+                if state_class[e + i] != key[1, lo + i]:
+                    same = False
+                    break
+            if same:
+                return state_class[e + n]
+        slot = (slot + 1) & (cap - 1)
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _request_present(bufs, n_missing, lo, n):
+    """Whether the request ``bufs[1, lo:lo + n]`` is among the first ``n_missing`` words
+    (requests are parsed: a word < 0 starts a context key of ``-word - 2`` callers)."""
+    m = 0
+    while m < n_missing:
+        length = 1 if bufs[1, m] >= 0 else -bufs[1, m]
+        if length == n:
+            same = True
+            for i in range(n):
+                if bufs[1, m + i] != bufs[1, lo + i]:
+                    same = False
+                    break
+            if same:
+                return True
+        m += length
+    return False
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _callers(ref_ptr, ref_rule, items_s, set_starts, origin, rule, bufs, at):
+    """Write the distinct states of set ``origin`` that call ``rule`` into ``bufs[1, at:]``,
+    increasing; returns how many (-1 when there are more than CONTEXT_MAX_CALLERS or the
+    buffer is too small)."""
+    k = 0
+    for j in range(set_starts[origin], set_starts[origin + 1]):
+        c = items_s[j]
+        calls = False
+        for e in range(ref_ptr[c], ref_ptr[c + 1]):
+            if ref_rule[e] == rule:
+                calls = True
+                break
+        if not calls:
+            continue
+        # insert c in order, unless present
+        pos = 0
+        while pos < k and bufs[1, at + pos] < c:
+            pos += 1
+        if pos < k and bufs[1, at + pos] == c:
+            continue
+        if k >= CONTEXT_MAX_CALLERS or at + k >= bufs.shape[1]:
+            return -1
+        for i in range(k, pos, -1):
+            bufs[1, at + i] = bufs[1, at + i - 1]
+        bufs[1, at + pos] = c
+        k += 1
+    return k
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def collect_classes(
+    state_class,
+    cls_meta,
+    state_rule,
+    ref_ptr,
+    ref_rule,
+    root,
+    items_s,
+    items_o,
+    set_starts,
+    top,
+    bufs,
+):
     """Distinct classes of the states in set ``top`` that the mask needs into ``bufs[0]``.
 
     An item whose origin is ``top`` itself lies inside a call made at ``top``: it was
@@ -45,26 +155,46 @@ def collect_classes(state_class, state_rule, root, items_s, items_o, set_starts,
     of set 0 (the one call without a caller), are therefore collected. This keeps a first
     mask from classifying every rule a deep prediction chain touched.
 
-    Returns (n_classes, n_missing); states without a class yet go to ``bufs[1]``.
-    Returns (-1, -1) when a buffer is too small (no bounds checks in nopython mode).
+    A state whose own class leaves many tokens UNCERTAIN (its rule often ends inside a
+    token) is looked up with its *context*: the states of its origin set that call its rule.
+    Classified with those callers as the virtual caller set, the tokens that run past the
+    rule's end into a caller are decided once instead of being scanned at every mask.
+
+    Returns (n_classes, n_missing). Missing classifications go to ``bufs[1]`` as requests:
+    a state ``s >= 0``, or a context key ``[-(k + 2), s, caller_1 .. caller_k]``;
+    ``n_missing`` counts words. Returns (-1, -1) when a buffer is too small (no bounds
+    checks in nopython mode).
     """
+    n_states = state_rule.shape[0]
     n_cls = 0
     n_missing = 0
     for j in range(set_starts[top], set_starts[top + 1]):
         s = items_s[j]
-        if items_o[j] == top and (top > 0 or state_rule[s] != root):
+        o = items_o[j]
+        if o == top and (top > 0 or state_rule[s] != root):
             continue
         c = state_class[s]
+        if c >= 0 and cls_meta[c, 4] >= CONTEXT_MIN_UNCERTAIN and o < top:
+            # try the class of this state in its context (written after the requests)
+            at = n_missing + 2
+            if at >= bufs.shape[1]:
+                return -1, -1
+            k = _callers(ref_ptr, ref_rule, items_s, set_starts, o, state_rule[s], bufs, at)
+            if k > 0:
+                bufs[1, n_missing] = -(k + 2)
+                bufs[1, n_missing + 1] = s
+                cc = context_class(state_class, n_states, bufs, n_missing, k + 2)
+                if cc >= 0:
+                    c = cc
+                else:
+                    if not _request_present(bufs, n_missing, n_missing, k + 2):
+                        n_missing += k + 2
+                    continue
         if c < 0:
-            dup = False
-            for m in range(n_missing):
-                if bufs[1, m] == s:
-                    dup = True
-                    break
-            if not dup:
-                if n_missing >= bufs.shape[1]:
-                    return -1, -1
-                bufs[1, n_missing] = s
+            if n_missing >= bufs.shape[1]:
+                return -1, -1
+            bufs[1, n_missing] = s
+            if not _request_present(bufs, n_missing, n_missing, 1):
                 n_missing += 1
             continue
         dup = False
@@ -147,15 +277,26 @@ def fill_row(
     int
         0 when the row is written; OVERFLOW when the chart must grow; BUFS_FULL when
         ``bufs`` must grow; or
-        ``NEED_CLASSIFY - k`` when the ``k`` states in ``bufs[1, :k]`` have no
-        classification yet (nothing useful is written then).
+        ``NEED_CLASSIFY - k`` when the ``k`` words in ``bufs[1, :k]`` are classification
+        requests (states, or context keys: see ``collect_classes``; nothing useful is
+        written then).
     """
     if memo_lookup(items_s, items_o, set_starts, top, memo_key, memo_meta):
         for w in range(memo_row.shape[0]):
             out[r, w] = memo_row[w]
         return 0
     n_cls, n_missing = collect_classes(
-        state_class, A[A_STATE_RULE], root, items_s, items_o, set_starts, top, bufs
+        state_class,
+        cls_meta,
+        A[A_STATE_RULE],
+        A[A_REF_PTR],
+        A[A_REF_RULE],
+        root,
+        items_s,
+        items_o,
+        set_starts,
+        top,
+        bufs,
     )
     if n_cls < 0:
         return BUFS_FULL

