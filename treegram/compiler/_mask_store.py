@@ -65,10 +65,13 @@ def _context_slot(table: np.ndarray, n_states: int, cap: int, key: list[int]) ->
     return slot
 
 
-def _digest(bitset: np.ndarray, uncertain: np.ndarray) -> bytes:
-    """BLAKE2b-128 of a classification (the accepted tokens as a token-id bitset, and the
-    uncertain sorted positions): the de-duplication key of its class."""
-    h = hashlib.blake2b(bitset.tobytes(), digest_size=16)
+def _digest(kind: int, accepted: np.ndarray, uncertain: np.ndarray) -> bytes:
+    """BLAKE2b-128 of a classification (its kind, the accepted tokens as stored: a token-id
+    bitset or a sorted id list, and the uncertain sorted positions): the de-duplication key
+    of its class. The stored form follows from the set alone, so equal classes get equal
+    keys; a short list hashes in microseconds where the bitset would take tens."""
+    h = hashlib.blake2b(bytes((kind,)), digest_size=16)
+    h.update(accepted.tobytes())
     h.update(uncertain.tobytes())
     return h.digest()
 
@@ -361,12 +364,16 @@ class MaskStore:
                     return hit[0], hit[1:]
             walked = self._walk(s, string_slice, reach, 0, context)
         bitset, n_accepted, accepted, uncertain = walked
-        key = _digest(bitset, uncertain)
         if n_accepted >= self._n_words:
             encoded = (KIND_BITSET, bitset, uncertain)
         else:
-            ids = np.sort(self._sorted_vocab.token_ids[accepted]).astype(np.int32)
+            if n_accepted == accepted.shape[0]:  # every accepted token was walked
+                ids = np.sort(self._sorted_vocab.token_ids[accepted]).astype(np.int32)
+            else:  # a few slice tokens too: read them off the bitset
+                bits = np.unpackbits(bitset.view(np.uint8), bitorder="little")
+                ids = np.flatnonzero(bits).astype(np.int32)
             encoded = (KIND_LIST, ids, uncertain)
+        key = _digest(*encoded)
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
         return key, encoded

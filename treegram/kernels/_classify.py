@@ -130,6 +130,15 @@ def classify_state(
     if n < 0:
         return n, 0, 0
     set_starts[base + 1] = n
+    # The byte classes some seed item reads: a first byte outside them fails (REJECT, and
+    # never UNCERTAIN: nothing has ended before it), so its whole subtree is skipped without
+    # a scan. The root has a child per first byte; deeper nodes have few children.
+    first = np.zeros(n_classes, dtype=np.bool_)
+    for j in range(set_starts[base], n):
+        row = items_s[j] * n_classes
+        for c in range(n_classes):
+            if trans[row + c] >= 0:
+                first[c] = True
     # ends[d]: R can have finished after d bytes. ends[0] stays False: when R can finish
     # before any byte, Earley completion has already put the caller's items in the same set,
     # and their own classification covers every token read after R.
@@ -148,6 +157,9 @@ def classify_state(
             return OVER_BUDGET, 0, 0
         d = node_depth[k]
         b = node_byte[k]
+        if d == 1 and not first[byte_class[b]]:
+            k = node_end[k]
+            continue
         u = unsure[d - 1] or (ends[d - 1] and follow[b] != 0)
         st = scan_byte(
             rule_start,

@@ -134,6 +134,55 @@ def joint_byte_classes(dfa, byte_class):
 
 
 @njit(nogil=True, cache=True)
+def _reads_every_lead(
+    dfa,
+    reps,
+    rule_start,
+    rule_nullable,
+    byte_class,
+    n_classes,
+    trans,
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    state,
+    seed_targets,
+):
+    """False when the seed surely cannot read some first byte of a slice character: no
+    state it reaches without reading (calls, nullable calls, its return states; an
+    over-approximation) has a transition on it. True when it may (or the closure is too
+    large to tell)."""
+    seen = np.empty(_MAX_CLOSURE, dtype=np.int64)
+    n = 1
+    seen[0] = state
+    for i in range(seed_targets.shape[0]):
+        n = _add_key(seen, n, seed_targets[i])
+    i = 0
+    while i < n:
+        x = seen[i]
+        i += 1
+        for e in range(ref_ptr[x], ref_ptr[x + 1]):
+            n = _add_key(seen, n, rule_start[ref_rule[e]])
+            if n >= 0 and rule_nullable[ref_rule[e]]:
+                n = _add_key(seen, n, ref_target[e])
+            if n < 0:
+                return True
+    for k in range(reps.shape[0]):
+        b = reps[k]
+        if dfa[0, b] < 0:
+            continue
+        cls = byte_class[b]
+        readable = False
+        for j in range(n):
+            if trans[seen[j] * n_classes + cls] >= 0:
+                readable = True
+                break
+        if not readable:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
 def slice_reach(
     dfa,
     reps,
@@ -196,6 +245,21 @@ def slice_reach(
         more characters is read and the seed's rule cannot end on the way, so a longer slice
         token is REJECTED. ``(0, False)`` when a limit was reached.
     """
+    if not _reads_every_lead(
+        dfa,
+        reps,
+        rule_start,
+        rule_nullable,
+        byte_class,
+        n_classes,
+        trans,
+        ref_ptr,
+        ref_rule,
+        ref_target,
+        state,
+        seed_targets,
+    ):
+        return 0, False  # some one-character slice text fails: no reach (before allocating)
     node_q = np.empty(cap, dtype=np.int64)
     node_d = np.empty(cap, dtype=np.int64)
     node_off = np.empty(cap + 1, dtype=np.int64)
