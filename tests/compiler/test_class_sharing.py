@@ -96,7 +96,8 @@ def _plain(
         sv.trie,
         len(sv),
         sv.max_len,
-        callers=np.array(callers, dtype=np.int32),
+        context=np.array(callers, dtype=np.int32),
+        n_top=len(callers),
     )
     n_words = (compiled.tokenizer_info.vocab_size + 31) // 32
     return positions_to_bitset(sv.token_ids, accepted, n_words, _NO_BASE), uncertain
@@ -149,7 +150,7 @@ def test_slice_path_equals_the_plain_walk(grammars):
         store = compiled._store
         for s in _sample(compiled.automaton.n_states):
             for callers in {(), _callers(compiled, s)}:
-                context = store._context_of(s, callers)
+                context = store._context_of(s, (0, *callers) if callers else ())
                 bitset, n_accepted, met, uncertain = store._walk(
                     s, *store._string_slice(s, context), 0, context
                 )
@@ -189,8 +190,8 @@ def test_equal_signatures_classify_alike_across_grammars(grammars, info):
             scratch: list = []
             for s in range(compiled.automaton.n_states):
                 callers = _callers(compiled, s) if s % 3 == 0 else ()
-                _, targets, follow = store._context_of(s, callers)
-                signature = store._signature(s, scratch, targets, follow)
+                context = store._context_of(s, (0, *callers) if callers else ())
+                signature = store._signature(s, scratch, context)
                 if signature is None:
                     continue
                 if signature in by_signature:

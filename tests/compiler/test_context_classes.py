@@ -177,20 +177,44 @@ def test_contexts_survive_serialization_and_corruption_is_rejected(info):
     assert loaded._store.n_classes == n_classes  # nothing was classified again
 
     words = np.frombuffer(data[lo:hi], dtype="<i4")
-    k = -int(words[0]) - 2
+    n = -int(words[0])
     for at, value in (
-        (0, -1),  # no callers
-        (0, -100),  # more callers than a key holds, or past the section
+        (0, -2),  # neither chain nor callers
+        (0, -100),  # longer than a key, or past the section
         (1, 10**9),  # state out of range
-        (2 + k, 10**6),  # class id out of range
+        (2, 7),  # a chain longer than the key
+        (n, 10**6),  # class id out of range
     ):
         buf = bytearray(data)
         struct.pack_into("<i", buf, lo + 4 * at, value)
         with pytest.raises(DeserializeFormatError):
             deserialize_compiled(_reseal(buf), info)
-    if k >= 2:  # callers must be strictly increasing
-        buf = bytearray(data)
-        struct.pack_into("<i", buf, lo + 8, int(words[3]))
-        struct.pack_into("<i", buf, lo + 12, int(words[2]))
-        with pytest.raises(DeserializeFormatError):
-            deserialize_compiled(_reseal(buf), info)
+    entries = _entries(words)
+    with_callers = [e for e in entries if len(e) - 4 - e[2] >= 2]
+    assert with_callers, "no context with two callers to swap"
+    e = with_callers[0]
+    at = lo + 4 * (e.start + 3 + e[2])  # the first two callers: swap them
+    buf = bytearray(data)
+    first, second = struct.unpack_from("<ii", buf, at)
+    struct.pack_into("<ii", buf, at, second, first)
+    with pytest.raises(DeserializeFormatError):
+        deserialize_compiled(_reseal(buf), info)
+    # contexts with a chain of tail callers were used (the long strings' second halves)
+    assert any(e[2] > 0 for e in entries)
+
+
+class _Entry(list):
+    start: int
+
+
+def _entries(words: np.ndarray) -> list[_Entry]:
+    """The context entries of a ``context_classes`` section, each with its word offset."""
+    out = []
+    i = 0
+    while i < len(words):
+        n = -int(words[i])
+        e = _Entry(int(x) for x in words[i : i + n + 1])
+        e.start = i
+        out.append(e)
+        i += n + 1
+    return out

@@ -43,18 +43,18 @@ _NO_BASE = np.zeros(0, dtype=np.int32)
 WALK_BUDGET = 4096
 
 
-_NO_CALLERS = np.zeros(0, dtype=np.int32)
+_NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = np.zeros(0, dtype=np.int64)
 
 
 def _context_entry(key: tuple[int, ...], cid: int) -> list[int]:
-    """The table words of context ``key`` = ``(s, callers...)``: the request as the mask
-    kernels write it, then the class id."""
+    """The table words of context ``key`` = ``(s, m, chain.., callers..)``: the request as
+    the mask kernels write it, then the class id."""
     return [-(len(key) + 1), *key, cid]
 
 
 def _context_slot(table: np.ndarray, n_states: int, cap: int, key: list[int]) -> int:
-    """The free slot of ``key`` (``[-(k + 2), s, k callers]``) in the context table after
+    """The free slot of ``key`` (a request, see ``kernels._mask``) in the context table after
     ``n_states`` words of ``table``: the hash and probe order of
     ``kernels._mask.context_class``."""
     probe = np.zeros((2, len(key)), dtype=np.int32)
@@ -116,7 +116,7 @@ class MaskStore:
         self._n_states = automaton.n_states
         # Followed by the context table (kernels._mask.collect_classes) once one is needed.
         self._state_class = np.full(automaton.n_states, -1, dtype=np.int32)
-        self._contexts: dict[tuple[int, ...], int] = {}  # (s, callers...) -> class id
+        self._contexts: dict[tuple[int, ...], int] = {}  # (s, m, chain.., callers..) -> class
         # per class: kind, accepted offset, accepted length, uncertain offset, length
         self._cls_meta = np.zeros((16, 5), dtype=np.int64)
         self._acc = _Pool()
@@ -164,8 +164,8 @@ class MaskStore:
             ``(state_class, meta, digests, acc, unc, contexts)``: int32 [n_states], int64
             [n_classes, 5], uint8 [n_classes, 16] (each class's de-duplication key), the
             int32 accepted and uncertain pools, and the context classes as int32 entries
-            ``[-(k + 2), state, caller_1 .. caller_k, class id]``. The serializer writes
-            them as they are.
+            ``[-(3 + m + k), state, m, chain.., callers.., class id]``. The serializer
+            writes them as they are.
         """
         with self._lock:
             n = self._n_classes
@@ -217,9 +217,9 @@ class MaskStore:
         loaded: dict[tuple[int, ...], int] = {}
         i = 0
         while i < len(words):
-            k = -words[i] - 2
-            loaded[tuple(words[i + 1 : i + 2 + k])] = words[i + 2 + k]
-            i += k + 3
+            length = -words[i]
+            loaded[tuple(words[i + 1 : i + length])] = words[i + length]
+            i += length + 1
         with self._lock:
             self._state_class = state_class
             self._contexts = loaded
@@ -252,15 +252,15 @@ class MaskStore:
 
     def classify_states(self, states) -> None:
         """Make sure every request in ``states`` has a class: states, or context keys
-        ``-(k + 2), s, caller_1 .. caller_k`` as the mask kernels write them
-        (``kernels._mask.collect_classes``)."""
+        ``-(3 + m + k), s, m, chain_1 .. chain_m, caller_1 .. caller_k`` as the mask
+        kernels write them (``kernels._mask.collect_classes``)."""
         requests = np.asarray(states).tolist()
         with self._lock:
             scratch: list = []  # the signature kernel's scratch, made on first need
             i = 0
             while i < len(requests):
                 s = requests[i]
-                if s < 0:  # a context key
+                if s < 0:  # a context key: s, m, the chain, the top-level callers
                     key = tuple(requests[i + 1 : i - s])
                     i -= s
                     if key not in self._contexts:
@@ -320,21 +320,21 @@ class MaskStore:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _signature(
-        self, s: int, scratch: list, targets: np.ndarray, follow: np.ndarray
-    ) -> tuple[int, int] | None:
-        """The classification signature of state ``s`` returning to ``targets`` (None when
-        its window is too big). ``scratch`` holds the kernel's scratch arrays, made here
-        when it is empty."""
+    def _signature(self, s: int, scratch: list, context: tuple) -> tuple[int, int] | None:
+        """The classification signature of state ``s`` in ``context`` (None when its window
+        is too big). ``scratch`` holds the kernel's scratch arrays, made here when it is
+        empty."""
         if not scratch:
             scratch += [
                 np.full(self._n_states, -1, dtype=np.int32),
                 np.full(self._n_rules, -1, dtype=np.int32),
             ]
+        _, _, chain_targets, top_targets, follow = context
         ok, h0, h1 = state_signature(
             *self._automaton_arrays,
             s,
-            targets,
+            chain_targets,
+            top_targets,
             follow,
             self._sorted_vocab.max_len,
             SIGNATURE_CAP,
@@ -345,19 +345,19 @@ class MaskStore:
         return (int(h0), int(h1)) if ok else None
 
     def _class_of(
-        self, s: int, scratch: list, callers: tuple[int, ...] = ()
+        self, s: int, scratch: list, context_key: tuple[int, ...] = ()
     ) -> tuple[bytes, tuple]:
-        """(digest, (kind, payload, uncertain)) of state ``s`` (in the context of
-        ``callers``: the states that call its rule): from the vocabulary's shared class
-        cache when a state with the same signature was classified before, else from a walk
-        of the token trie (then shared)."""
-        context = self._context_of(s, callers)
+        """(digest, (kind, payload, uncertain)) of state ``s`` (in the context
+        ``context_key`` = ``(m, chain.., callers..)``, see :meth:`_context_of`): from the
+        vocabulary's shared class cache when a state with the same signature was classified
+        before, else from a walk of the token trie (then shared)."""
+        context = self._context_of(s, context_key)
         signature = None
         string_slice, reach = self._string_slice(s, context)
         walked = self._walk(s, string_slice, reach, WALK_BUDGET, context)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
-            signature = self._signature(s, scratch, context[1], context[2])
+            signature = self._signature(s, scratch, context)
             if signature is not None:
                 hit = self._shared.get(signature)
                 if hit is not None:
@@ -378,30 +378,47 @@ class MaskStore:
             self._shared.put(signature, (key, *encoded))
         return key, encoded
 
-    def _context_of(self, s: int, callers: tuple[int, ...]) -> tuple:
-        """(callers int32, return targets int64, follow set) of classifying ``s`` with
-        ``callers`` as its context; without callers, the state's own rule's follow set."""
-        rule = self._state_rule[s]
-        if not callers:
-            return _NO_CALLERS, _NO_TARGETS, self._rule_follow[rule]
-        a = self._automaton_arrays
-        ref_ptr, ref_rule, ref_target = (
-            a[layout.A_REF_PTR],
-            a[layout.A_REF_RULE],
-            a[layout.A_REF_TARGET],
-        )
-        targets = set()
-        follow = np.zeros(256, dtype=np.uint8)
-        for c in callers:
-            for e in range(int(ref_ptr[c]), int(ref_ptr[c + 1])):
-                if ref_rule[e] == rule:
-                    targets.add(int(ref_target[e]))
-            follow |= self._rule_follow[self._state_rule[c]]
+    def _context_of(self, s: int, context_key: tuple[int, ...]) -> tuple:
+        """The classification context of ``s``: ``(states, n_top, chain_targets,
+        top_targets, follow)`` for the kernels (``kernels._classify``, ``_slices``).
+
+        ``context_key`` is ``(m, chain_1 .. chain_m, caller_1 .. caller_k)`` as the mask
+        kernel found it: ``chain_1`` calls ``s``'s rule and each next chain state calls the
+        previous one's rule, all as tail calls; the callers call the chain's top rule (or
+        ``s``'s rule when ``m`` is 0). Empty: no context, the state's own rule's follow."""
+        rule = int(self._state_rule[s])
+        if not context_key:
+            return _NO_CONTEXT, 0, _NO_TARGETS, _NO_TARGETS, self._rule_follow[rule]
+        m = context_key[0]
+        chain = context_key[1 : 1 + m]
+        callers = context_key[1 + m :]
+        chain_targets = []
+        for c in chain:
+            chain_targets.append(self._return_state(c, rule))
+            rule = int(self._state_rule[c])
+        top_targets = sorted({self._return_state(c, rule) for c in callers})
+        if callers:
+            follow = np.zeros(256, dtype=np.uint8)
+            for c in callers:
+                follow |= self._rule_follow[self._state_rule[c]]
+        else:  # the chain's top rule ends the context
+            follow = self._rule_follow[rule]
         return (
-            np.array(callers, dtype=np.int32),
-            np.array(sorted(targets), dtype=np.int64),
+            np.array([*callers, *reversed(chain)], dtype=np.int32),
+            len(callers),
+            np.array(chain_targets, dtype=np.int64),
+            np.array(top_targets, dtype=np.int64),
             follow,
         )
+
+    def _return_state(self, caller: int, rule: int) -> int:
+        """The state ``caller`` reaches when its call of ``rule`` returns."""
+        a = self._automaton_arrays
+        ref_ptr, ref_rule = a[layout.A_REF_PTR], a[layout.A_REF_RULE]
+        for e in range(int(ref_ptr[caller]), int(ref_ptr[caller + 1])):
+            if ref_rule[e] == rule:
+                return int(a[layout.A_REF_TARGET][e])
+        raise KeyError(f"state {caller} does not call rule {rule}")  # a corrupt key
 
     def _string_slice(self, s: int, context: tuple) -> tuple[StringSlice | None, int]:
         """The JSON string slice that state ``s`` is checked against, and how many of its
@@ -427,7 +444,8 @@ class MaskStore:
             a[layout.A_REF_RULE],
             a[layout.A_REF_TARGET],
             s,
-            context[1],
+            context[2],
+            context[3],
             sv.max_len,
             _SLICE_BYTES[0],
             SLICE_CHECK_CAP,
@@ -450,7 +468,7 @@ class MaskStore:
         accepted."""
         a = self._automaton_arrays
         sv = self._sorted_vocab
-        callers, _, follow = context
+        states, n_top, _, _, follow = context
         if string_slice is not None:
             outside = string_slice.outside
             walked = classify(
@@ -461,7 +479,8 @@ class MaskStore:
                 outside.shape[0],
                 sv.max_len,
                 budget,
-                callers,
+                states,
+                n_top,
             )
             if walked is None:
                 return None
@@ -474,7 +493,7 @@ class MaskStore:
                 base, n_base = string_slice.bitset, string_slice.n_members
             n_accepted = n_base + accepted.shape[0]
         else:
-            walked = classify(a, s, follow, sv.trie, len(sv), sv.max_len, budget, callers)
+            walked = classify(a, s, follow, sv.trie, len(sv), sv.max_len, budget, states, n_top)
             if walked is None:
                 return None
             accepted, uncertain = walked

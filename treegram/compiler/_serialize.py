@@ -44,7 +44,7 @@ from ..errors import (
     TreegramError,
 )
 from ..grammar import Grammar
-from ..kernels import CONTEXT_MAX_CALLERS
+from ..kernels import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN
 from ..tokenizer import TokenizerInfo
 from ._mask_store import KIND_BITSET, KIND_LIST
 from ._store import check_key, open_regular_file
@@ -109,7 +109,7 @@ _SECTIONS = (
     ("class_digest", _U8),  # [n_mask_classes * 16]
     ("acc_pool", _I32),  # accepted lists / bitsets, back to back
     ("unc_pool", _I32),  # uncertain sorted-vocabulary positions, back to back
-    ("context_classes", _I32),  # entries [-(k + 2), state, k callers ascending, class id]
+    ("context_classes", _I32),  # entries [-(3 + m + k), state, m, chain, callers, class id]
     ("tokenizer_fingerprint", _U8),  # ASCII hex
     ("cache_key", _U8),  # ASCII lowercase hex store key the blob was written under, or empty
 )
@@ -488,11 +488,15 @@ def _validate_contexts(words: np.ndarray, n_states: int, n_classes: int) -> np.n
     w = words.tolist()
     i = 0
     while i < len(w):
-        k = -w[i] - 2
-        _check(1 <= k <= CONTEXT_MAX_CALLERS and i + k + 3 <= len(w), "context entry length")
-        state, callers, cid = w[i + 1], w[i + 2 : i + 2 + k], w[i + 2 + k]
+        n = -w[i]
+        _check(3 <= n <= 3 + CONTEXT_MAX_CHAIN + CONTEXT_MAX_CALLERS, "context entry length")
+        _check(i + n + 1 <= len(w), "context entry past the section")
+        state, m = w[i + 1], w[i + 2]
+        _check(0 <= m <= min(CONTEXT_MAX_CHAIN, n - 3), "context chain length")
+        chain, callers, cid = w[i + 3 : i + 3 + m], w[i + 3 + m : i + n], w[i + n]
+        _check(len(callers) <= CONTEXT_MAX_CALLERS, "context caller count")
         _check(
-            0 <= state < n_states and all(0 <= c < n_states for c in callers),
+            0 <= state < n_states and all(0 <= c < n_states for c in chain + callers),
             "context state out of range",
         )
         _check(
@@ -500,11 +504,11 @@ def _validate_contexts(words: np.ndarray, n_states: int, n_classes: int) -> np.n
             "context callers not sorted",
         )
         _check(0 <= cid < n_classes, "context class id out of range")
-        key = (state, *callers)
+        key = tuple(w[i + 1 : i + n])
         _check(key not in keys, "duplicate context entry")
         keys.add(key)
         cids.append(cid)
-        i += k + 3
+        i += n + 1
     return np.array(cids, dtype=np.int64)
 
 

@@ -30,7 +30,7 @@ from treegram.kernels._layout import (
     REJECT,
     TIMEOUT,
 )
-from treegram.kernels._mask import CONTEXT_MAX_CALLERS, context_hash
+from treegram.kernels._mask import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN, context_hash
 from treegram.kernels._ops import (
     accept_token_entry,
     fill_entry,
@@ -56,6 +56,7 @@ __all__ = [
     "classify",
     "context_hash",
     "CONTEXT_MAX_CALLERS",
+    "CONTEXT_MAX_CHAIN",
     "OVERFLOW",
     "REJECT",
     "accept_bytes",

@@ -13,9 +13,11 @@ For an automaton state ``s`` of rule ``R``, every token is one of
 The walk runs an Earley chart seeded with the single item ``(s, origin=0)`` where set 0
 is an empty *virtual* set that stands for the unknown caller; an item with origin 0 that
 reaches a final state therefore means "R has finished". A state may also be classified in
-a *context*: the states that call ``R`` in the item's origin set (``kernels._mask``). Set 1
-then holds those callers, each as ``(c, origin=0)``, and set 2 the seed ``(s, origin=1)``:
-``R`` returns into its callers, and "finished" means a caller's rule finished.
+a *context* (``kernels._mask``): the states that call ``R`` in the item's origin set, or a
+chain of tail callers and then the states that call the chain's top. Set 1 then holds the
+top level, each item ``(c, origin=0)``, every chain state (outermost first) gets a set of
+its own whose origin is the set before, and the seed comes last: ``R`` returns into its
+callers, and "finished" means a top-level caller's rule finished.
 
 The walk follows the token trie (``kernels._trie``) depth first, so a shared prefix is
 scanned once, and a byte that fails decides the whole subtree below it in one step: most
@@ -31,7 +33,7 @@ from numba import njit
 from ._earley import closure, scan_byte
 from ._layout import OVER_BUDGET, OVERFLOW, REJECT
 
-_NO_CALLERS = np.zeros(0, dtype=np.int32)
+_NO_CONTEXT = np.zeros(0, dtype=np.int32)
 
 
 @njit(nogil=True, cache=True)
@@ -55,7 +57,8 @@ def classify_state(
     ref_rule,
     ref_target,
     state,
-    callers,
+    context,
+    n_top,
     follow,
     node_byte,
     node_depth,
@@ -76,16 +79,19 @@ def classify_state(
     ----------
     state : int
         Automaton state to classify.
-    callers : int32 [k]
-        The context: states that call the state's rule (empty: an unknown caller).
+    context : int32 [n_top + m]
+        The context's states: the top level, then the chain from the outermost tail caller
+        down to the one that calls the state's rule (empty: an unknown caller).
+    n_top : int
+        How many of ``context`` form the top level.
     follow : uint8 [256]
-        Bytes that may be read right after the state's rule ends (with callers: after one
-        of the callers' rules ends).
+        Bytes that may be read right after the state's rule ends (with a context: after one
+        of the top level's rules ends).
     node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi : arrays
         The token trie (see ``kernels._trie``).
     items_s, items_o, set_starts : int32 arrays
-        Scratch chart (holding at least ``k + 1`` items); ``set_starts`` needs
-        ``max_token_len + 4`` entries.
+        Scratch chart (holding at least the context and the seed); ``set_starts`` needs
+        ``max_token_len + 4 + len(context)`` entries.
     acc, unc : int32 [n_tokens]
         Receive the sorted positions of the ACCEPTED and of the UNCERTAIN tokens, in
         increasing order; every other token is REJECTED.
@@ -98,18 +104,20 @@ def classify_state(
         (status, n_acc, n_unc): status 0, OVERFLOW if the scratch chart is too small
         (retry with larger arrays), or OVER_BUDGET.
     """
-    # set 0 is the virtual caller set (empty); set `base` holds the seed item, and in a
-    # context, set 1 holds the callers between them.
+    # set 0 is the virtual caller set (empty); the context's levels follow (the top level
+    # in set 1, then one chain state per set), then set `base` with the seed item.
     set_starts[0] = 0
     set_starts[1] = 0
     base = 1
-    n = callers.shape[0]
-    for i in range(n):
-        items_s[i] = callers[i]
-        items_o[i] = 0
-    if n > 0:
-        set_starts[2] = n
-        base = 2
+    n = 0
+    for i in range(context.shape[0]):
+        if i == 0 or i >= n_top:  # a new level starts
+            set_starts[base] = n
+            base += 1
+        items_s[n] = context[i]
+        items_o[n] = base - 2
+        n += 1
+    set_starts[base] = n
     items_s[n] = state
     items_o[n] = base - 1
     n = closure(
@@ -205,11 +213,12 @@ def classify(
     n_tokens: int,
     max_len: int,
     budget: int = 0,
-    callers: np.ndarray = _NO_CALLERS,
+    context: np.ndarray = _NO_CONTEXT,
+    n_top: int = 0,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Classify the ``n_tokens`` tokens of ``trie`` for ``state`` (in the context of
-    ``callers``, see ``classify_state``); grows the scratch chart as needed. Returns None
-    when the walk would scan more than ``budget`` trie nodes (0: no limit).
+    """Classify the ``n_tokens`` tokens of ``trie`` for ``state`` (in ``context``, see
+    ``classify_state``); grows the scratch chart as needed. Returns None when the walk
+    would scan more than ``budget`` trie nodes (0: no limit).
 
     Returns
     -------
@@ -221,14 +230,15 @@ def classify(
     acc = np.empty(n_tokens, dtype=np.int32)
     unc = np.empty(n_tokens, dtype=np.int32)
     cap = 1024
-    set_starts = np.zeros(int(max_len) + 4, dtype=np.int32)
+    set_starts = np.zeros(int(max_len) + 4 + context.shape[0], dtype=np.int32)
     while True:
         items_s = np.zeros(cap, dtype=np.int32)
         items_o = np.zeros(cap, dtype=np.int32)
         st, n_acc, n_unc = classify_state(
             *automaton_arrays,
             state,
-            callers,
+            context,
+            n_top,
             follow,
             *trie,
             items_s,

@@ -21,6 +21,7 @@ from ._earley import can_end, scan_byte
 from ._layout import (
     A_REF_PTR,
     A_REF_RULE,
+    A_REF_TARGET,
     A_STATE_FINAL,
     A_STATE_RULE,
     BUFS_FULL,
@@ -39,13 +40,16 @@ from ._layout import (
 # A state whose class leaves at least this many tokens UNCERTAIN is classified again with
 # its callers in the chart as context (see ``collect_classes``).
 CONTEXT_MIN_UNCERTAIN = 16
-# Context keys with more distinct callers than this are not built (the plain class is used).
+# At most this many distinct callers at a context's top level (more: no callers there).
 CONTEXT_MAX_CALLERS = 8
+# At most this many tail callers are followed up the chart (see ``_context_key``).
+CONTEXT_MAX_CHAIN = 6
 
-# The context table lives after the states in ``state_class`` (``n_states`` = the length of
-# ``state_rule``): [capacity T (a power of two), pool words used, T slots (0: empty, else 1 +
-# the entry's offset in the pool), pool]. A pool entry is the request's words
-# [-(k + 2), s, caller_1 .. caller_k] followed by the class id.
+# A context key, as requested and stored: [-(3 + m + k), s, m, chain_1 .. chain_m,
+# caller_1 .. caller_k]. The context table lives after the states in ``state_class``
+# (``n_states`` = the length of ``state_rule``): [capacity T (a power of two), pool words
+# used, T slots (0: empty, else 1 + the entry's offset in the pool), pool]; a pool entry is
+# a key followed by its class id.
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -59,8 +63,7 @@ def context_hash(key, lo, n):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def context_class(state_class, n_states, key, lo, n):
-    """Class id stored for the context key ``key[1, lo:lo + n]``
-    (``[-(k + 2), s, caller_1 .. caller_k]``), or -1."""
+    """Class id stored for the context key ``key[1, lo:lo + n]``, or -1."""
     if state_class.shape[0] <= n_states:
         return -1
     cap = state_class[n_states]
@@ -133,12 +136,97 @@ def _callers(ref_ptr, ref_rule, items_s, set_starts, origin, rule, bufs, at):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _tail_origin(
+    ref_ptr, ref_rule, ref_target, state_final, items_s, items_o, set_starts, origin, caller, rule
+):
+    """The origin of the one item of set ``origin`` in state ``caller``, when there is one
+    and ``caller``'s rule may end right after ``rule`` returns (a tail call: the context
+    continues at the caller's own callers); else -1."""
+    target = -1
+    for e in range(ref_ptr[caller], ref_ptr[caller + 1]):
+        if ref_rule[e] == rule:
+            target = ref_target[e]
+    if target < 0 or not state_final[target]:
+        return -1
+    found = -1
+    for j in range(set_starts[origin], set_starts[origin + 1]):
+        if items_s[j] == caller:
+            if found >= 0:
+                return -1
+            found = items_o[j]
+    return found if 0 <= found < origin else -1
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _context_key(
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    state_rule,
+    state_final,
+    items_s,
+    items_o,
+    set_starts,
+    s,
+    o,
+    bufs,
+    lo,
+):
+    """Write the context key of item ``(s, o)`` at ``bufs[1, lo:]``; returns its length, 0
+    when the item has no usable context, or -1 when ``bufs`` is too small.
+
+    Level 1 is the states of set ``o`` that call ``s``'s rule. While that is a single item
+    whose own rule may end right after the call (the second half of a doubled block, say),
+    the key records it in the chain and looks one level up, in that item's origin set: a
+    token running past ``s``'s rule then reads on in the rules that actually continue."""
+    at = lo + 3
+    if at >= bufs.shape[1]:
+        return -1
+    rule = state_rule[s]
+    origin = o
+    m = 0
+    k = 0
+    while True:
+        k = _callers(ref_ptr, ref_rule, items_s, set_starts, origin, rule, bufs, at + m)
+        if k != 1 or m >= CONTEXT_MAX_CHAIN:
+            break
+        c = bufs[1, at + m]
+        up = _tail_origin(
+            ref_ptr,
+            ref_rule,
+            ref_target,
+            state_final,
+            items_s,
+            items_o,
+            set_starts,
+            origin,
+            c,
+            rule,
+        )
+        if up < 0:
+            break
+        m += 1  # c joins the chain (it is already in place)
+        rule = state_rule[c]
+        origin = up
+    if k < 0:
+        k = 0  # too many callers up there: the chain's top rule ends the context
+    if m + k == 0:
+        return 0
+    bufs[1, lo] = -(3 + m + k)
+    bufs[1, lo + 1] = s
+    bufs[1, lo + 2] = m
+    return 3 + m + k
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def collect_classes(
     state_class,
     cls_meta,
     state_rule,
+    state_final,
     ref_ptr,
     ref_rule,
+    ref_target,
     root,
     items_s,
     items_o,
@@ -161,7 +249,7 @@ def collect_classes(
     rule's end into a caller are decided once instead of being scanned at every mask.
 
     Returns (n_classes, n_missing). Missing classifications go to ``bufs[1]`` as requests:
-    a state ``s >= 0``, or a context key ``[-(k + 2), s, caller_1 .. caller_k]``;
+    a state ``s >= 0``, or a context key ``[-(3 + m + k), s, m, chain.., callers..]``;
     ``n_missing`` counts words. Returns (-1, -1) when a buffer is too small (no bounds
     checks in nopython mode).
     """
@@ -175,20 +263,31 @@ def collect_classes(
             continue
         c = state_class[s]
         if c >= 0 and cls_meta[c, 4] >= CONTEXT_MIN_UNCERTAIN and o < top:
-            # try the class of this state in its context (written after the requests)
-            at = n_missing + 2
-            if at >= bufs.shape[1]:
+            # try the class of this state in its context (the key is written after the
+            # requests, and becomes one if it is missing)
+            n = _context_key(
+                ref_ptr,
+                ref_rule,
+                ref_target,
+                state_rule,
+                state_final,
+                items_s,
+                items_o,
+                set_starts,
+                s,
+                o,
+                bufs,
+                n_missing,
+            )
+            if n < 0:
                 return -1, -1
-            k = _callers(ref_ptr, ref_rule, items_s, set_starts, o, state_rule[s], bufs, at)
-            if k > 0:
-                bufs[1, n_missing] = -(k + 2)
-                bufs[1, n_missing + 1] = s
-                cc = context_class(state_class, n_states, bufs, n_missing, k + 2)
+            if n > 0:
+                cc = context_class(state_class, n_states, bufs, n_missing, n)
                 if cc >= 0:
                     c = cc
                 else:
-                    if not _request_present(bufs, n_missing, n_missing, k + 2):
-                        n_missing += k + 2
+                    if not _request_present(bufs, n_missing, n_missing, n):
+                        n_missing += n
                     continue
         if c < 0:
             if n_missing >= bufs.shape[1]:
@@ -289,8 +388,10 @@ def fill_row(
         state_class,
         cls_meta,
         A[A_STATE_RULE],
+        A[A_STATE_FINAL],
         A[A_REF_PTR],
         A[A_REF_RULE],
+        A[A_REF_TARGET],
         root,
         items_s,
         items_o,

@@ -46,7 +46,8 @@ def state_signature(
     ref_rule,
     ref_target,
     state,
-    seed_targets,
+    chain_targets,
+    top_targets,
     follow,
     max_depth,
     cap,
@@ -61,9 +62,9 @@ def state_signature(
     ----------
     state : int
         The automaton state.
-    seed_targets : int64 [k]
-        The states the state's rule returns to in its classification context (empty for
-        none). Their windows join the state's, each marked as a return point.
+    chain_targets, top_targets : int64 [m], int64 [k]
+        The return states of the classification context (``kernels._slices.slice_reach``;
+        empty for none). Their windows join the state's, each marked as a return point.
     follow : uint8 [256]
         The follow set the classification tests.
     max_depth : int
@@ -95,14 +96,18 @@ def state_signature(
     order[0] = state
     depth[0] = 0
     canon[state] = 0
-    for i in range(seed_targets.shape[0]):
-        t = seed_targets[i]
-        if canon[t] < 0 and n < cap:
+    ok = True
+    for i in range(chain_targets.shape[0] + top_targets.shape[0]):
+        m = chain_targets.shape[0]
+        t = chain_targets[i] if i < m else top_targets[i - m]
+        if canon[t] < 0:
+            if n >= cap:
+                ok = False
+                break
             canon[t] = n
             order[n] = t
             depth[n] = 0
             n += 1
-    ok = True
     lo = 0
     d = 0
     while lo < n and ok:
@@ -147,10 +152,14 @@ def state_signature(
     if ok:
         h0 = _mix(h0, n)
         h1 = _mix(h1, max_depth)
-        # the return points, in canonical order (the targets arrive sorted by state id)
-        marks = np.empty(seed_targets.shape[0], dtype=np.int64)
-        for i in range(seed_targets.shape[0]):
-            marks[i] = canon[seed_targets[i]]
+        # the return points: the chain in order, then the top level in canonical order
+        h0 = _mix(h0, chain_targets.shape[0])
+        for i in range(chain_targets.shape[0]):
+            h0 = _mix(h0, canon[chain_targets[i]])
+            h1 = _mix(h1, canon[chain_targets[i]] + 5)
+        marks = np.empty(top_targets.shape[0], dtype=np.int64)
+        for i in range(top_targets.shape[0]):
+            marks[i] = canon[top_targets[i]]
         marks.sort()
         h0 = _mix(h0, marks.shape[0])
         for i in range(marks.shape[0]):

@@ -146,7 +146,8 @@ def _reads_every_lead(
     ref_rule,
     ref_target,
     state,
-    seed_targets,
+    chain_targets,
+    top_targets,
 ):
     """False when the seed surely cannot read some first byte of a slice character: no
     state it reaches without reading (calls, nullable calls, its return states; an
@@ -155,8 +156,10 @@ def _reads_every_lead(
     seen = np.empty(_MAX_CLOSURE, dtype=np.int64)
     n = 1
     seen[0] = state
-    for i in range(seed_targets.shape[0]):
-        n = _add_key(seen, n, seed_targets[i])
+    for i in range(chain_targets.shape[0]):
+        n = _add_key(seen, n, chain_targets[i])
+    for i in range(top_targets.shape[0]):
+        n = _add_key(seen, n, top_targets[i])
     i = 0
     while i < n:
         x = seen[i]
@@ -196,7 +199,8 @@ def slice_reach(
     ref_rule,
     ref_target,
     state,
-    seed_targets,
+    chain_targets,
+    top_targets,
     max_leads,
     min_inexact,
     cap,
@@ -225,10 +229,11 @@ def slice_reach(
         apart (``joint_byte_classes``).
     state : int
         Automaton state.
-    seed_targets : int64 [k]
-        The states the seed's rule returns to in its context (``kernels._classify``), or
-        empty: the seed then starts once per return frame, and "the seed's rule" below
-        means the callers' rules.
+    chain_targets, top_targets : int64 [m], int64 [k]
+        The seed's context (``kernels._classify``): the return states through the chain of
+        tail callers (innermost first), then into each top-level caller. The seed then
+        starts with that stack of return frames (once per top-level caller), and "the
+        seed's rule" below means the top level's rules.
     max_leads : int
         Characters to look ahead (at least the longest token's).
     min_inexact : int
@@ -257,7 +262,8 @@ def slice_reach(
         ref_rule,
         ref_target,
         state,
-        seed_targets,
+        chain_targets,
+        top_targets,
     ):
         return 0, False  # some one-character slice text fails: no reach (before allocating)
     node_q = np.empty(cap, dtype=np.int64)
@@ -277,11 +283,14 @@ def slice_reach(
     node_d[0] = 0
     node_off[0] = 0
     n_seed = 0
-    if seed_targets.shape[0] == 0:
-        pool[0] = state * _FRAME_SPAN
-        n_seed = 1
-    for i in range(seed_targets.shape[0]):
-        fr, n_frames = _frame(frame_target, frame_parent, n_frames, seed_targets[i], -1)
+    for i in range(max(top_targets.shape[0], 1)):
+        fr = -1
+        if top_targets.shape[0] > 0:
+            fr, n_frames = _frame(frame_target, frame_parent, n_frames, top_targets[i], -1)
+        for j in range(chain_targets.shape[0] - 1, -1, -1):  # outermost first
+            if fr == -2:
+                break
+            fr, n_frames = _frame(frame_target, frame_parent, n_frames, chain_targets[j], fr)
         if fr == -2:
             return 0, False
         n_seed = _add_key(pool, n_seed, np.int64(state) * _FRAME_SPAN + fr + 1)
