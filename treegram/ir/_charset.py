@@ -16,7 +16,8 @@ Building and operating
 - :meth:`Dfa.intersect`, :meth:`Dfa.union`, :meth:`Dfa.difference`,
   :meth:`Dfa.complement` (with respect to all code points), :meth:`Dfa.with_length`;
 - :meth:`Dfa.is_empty`, :meth:`Dfa.accepts`, :meth:`Dfa.length_range`,
-  :meth:`Dfa.minimize` (Hopcroft's algorithm on the trimmed, partial automaton).
+  :meth:`Dfa.minimize` (Hopcroft's algorithm on the trimmed, partial automaton, a
+  numba kernel in :mod:`treegram.ir._minimize`).
 
 Every construction stops with :class:`DfaLimitError` above :data:`MAX_STATES` states.
 
@@ -30,6 +31,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 
+import numpy as np
+
+from treegram.ir._minimize import coarsest_partition
 from treegram.ir._nodes import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
 from treegram.ir._ranges import complement_ranges, normalize_ranges
 
@@ -391,47 +395,21 @@ class Dfa:
         n = len(d)
         if n == 1:
             return d
-        # Symbol classes: the coarsest partition of the code points that all labels respect.
-        points = sorted({p for row in d.trans for lo, hi, _ in row for p in (lo, hi + 1)})
-        into: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (class, source)
+        t_src, t_lo, t_hi, t_dst = [], [], [], []
         for s, row in enumerate(d.trans):
             for lo, hi, t in row:
-                for c in range(bisect_left(points, lo), bisect_left(points, hi + 1)):
-                    into[t].append((c, s))
-        block_of = [0 if a else 1 for a in d.accept]
-        blocks = [{s for s in range(n) if d.accept[s]}, {s for s in range(n) if not d.accept[s]}]
-        if not blocks[1]:
-            blocks.pop()
-        # Partial transitions: every initial block is a splitter (Valmari and Lehtinen).
-        work = list(range(len(blocks)))
-        pending = set(work)
-        while work:
-            b = work.pop()
-            pending.discard(b)
-            by_class: dict[int, set[int]] = {}
-            for q in blocks[b]:
-                for c, p in into[q]:
-                    by_class.setdefault(c, set()).add(p)
-            for sources in by_class.values():
-                touched: dict[int, set[int]] = {}
-                for p in sources:
-                    touched.setdefault(block_of[p], set()).add(p)
-                for y, part in touched.items():
-                    whole = blocks[y]
-                    if len(part) == len(whole):
-                        continue
-                    whole -= part
-                    z = len(blocks)
-                    blocks.append(part)
-                    for p in part:
-                        block_of[p] = z
-                    if y in pending:
-                        work.append(z)
-                        pending.add(z)
-                    else:
-                        w = z if len(part) <= len(whole) else y
-                        work.append(w)
-                        pending.add(w)
+                t_src.append(s)
+                t_lo.append(lo)
+                t_hi.append(hi)
+                t_dst.append(t)
+        block_of = coarsest_partition(
+            n,
+            np.array(d.accept, dtype=np.uint8),
+            np.array(t_src, dtype=np.int64),
+            np.array(t_lo, dtype=np.int64),
+            np.array(t_hi, dtype=np.int64),
+            np.array(t_dst, dtype=np.int64),
+        ).tolist()
         # Renumber blocks with the start block first, then breadth-first.
         new = {block_of[0]: 0}
         reps = [0]

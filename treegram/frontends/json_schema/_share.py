@@ -16,14 +16,6 @@ __all__ = ["share_rules"]
 HOIST_SIZE = 48
 
 
-def _children(e: Expr) -> tuple:
-    if isinstance(e, (Seq, Choice)):
-        return e.items
-    if isinstance(e, Repeat):
-        return (e.item,)
-    return ()
-
-
 def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     """Build the grammar, hoisting large shared nodes into ``shared_N`` rules.
 
@@ -48,12 +40,27 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
     names = set(rules)
     for node in order:
-        children = _children(node)
-        s = 1 + sum(1 if id(c) in hoisted else size[id(c)] for c in children)
+        t = type(node)
+        if t is Seq or t is Choice:
+            children = node.items  # type: ignore[union-attr]
+        elif t is Repeat:
+            children = (node.item,)  # type: ignore[union-attr]
+        else:
+            size[id(node)] = 1
+            continue
+        s = 1
+        below = False  # a hoisted or rebuilt child
+        for c in children:
+            if id(c) in hoisted:
+                s += 1
+                below = True
+            else:
+                s += size[id(c)]
+                below = below or id(c) in dirty
         size[id(node)] = s
-        if any(id(c) in hoisted or id(c) in dirty for c in children):
+        if below:
             dirty.add(id(node))
-        if refs.get(id(node), 0) > 1 and s >= HOIST_SIZE:
+        if s >= HOIST_SIZE and refs.get(id(node), 0) > 1:
             name = f"shared_{len(hoisted)}"
             while name in names:
                 name += "_"
@@ -68,21 +75,38 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
 
 
 def _visit(root: Expr, refs: dict[int, int], order: list, seen: set[int]) -> None:
-    stack = [(root, False)]
+    """Count references (one per parent, counted when the parent is first seen) and
+    append every node not seen before to ``order`` in post-order (children last to
+    first), without recursion."""
     refs[id(root)] = refs.get(id(root), 0) + 1
+    stack = [root]
+    expanded: set[int] = set()  # nodes whose children are on the stack above them
     while stack:
-        node, done = stack.pop()
-        if done:
+        node = stack[-1]
+        nid = id(node)
+        if nid in expanded:  # its children are done
+            stack.pop()
+            expanded.discard(nid)
             order.append(node)
             continue
-        if id(node) in seen:
+        if nid in seen:
+            stack.pop()
             continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for c in _children(node):
+        seen.add(nid)
+        t = type(node)
+        if t is Seq or t is Choice:
+            children = node.items  # type: ignore[union-attr]
+        elif t is Repeat:
+            children = (node.item,)  # type: ignore[union-attr]
+        else:
+            stack.pop()
+            order.append(node)
+            continue
+        expanded.add(nid)
+        for c in children:  # the last child is expanded first
             refs[id(c)] = refs.get(id(c), 0) + 1
             if id(c) not in seen:
-                stack.append((c, False))
+                stack.append(c)
 
 
 def _rebuild(node: Expr, hoisted: dict[int, str], memo: dict[int, Expr], top: bool = False) -> Expr:
