@@ -20,9 +20,7 @@ def _reference_minimize(d: Dfa) -> Dfa:
         new_block = []
         for s in range(n):
             row = tuple(
-                (p, block[t] if t is not None else -1)
-                for p in points
-                for t in [d.step(s, p)]
+                (p, block[t] if t is not None else -1) for p in points for t in [d.step(s, p)]
             )
             new_block.append(sigs.setdefault((block[s], row), len(sigs)))
         if len(sigs) == len(set(block)):
