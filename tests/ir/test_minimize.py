@@ -83,3 +83,32 @@ def test_minimize_matches_moore_on_frontend_shapes(build):
     got, want = d.minimize(), _reference_minimize(d)
     assert (got.trans, got.accept) == (want.trans, want.accept)
     assert len(got.minimize()) == len(got)
+
+
+def test_products_accept_what_their_operands_say():
+    rng = random.Random(5)
+    words = [
+        "".join(chr(rng.choice([1, 5, 12, 20, 33, 39, 150])) for _ in range(rng.randrange(0, 6)))
+        for _ in range(300)
+    ]
+    for _ in range(150):
+        a, b = _random_dfa(rng), _random_dfa(rng)
+        ops = {
+            "intersect": (a.intersect(b), lambda x, y: x and y),
+            "union": (a.union(b), lambda x, y: x or y),
+            "difference": (a.difference(b), lambda x, y: x and not y),
+        }
+        for name, (dfa, op) in ops.items():
+            assert dfa.minimize().trans == dfa.trans, name  # already minimal and canonical
+            for w in words:
+                assert dfa.accepts(w) == op(a.accepts(w), b.accepts(w)), (name, w)
+
+
+def test_product_past_the_state_limit_raises(monkeypatch):
+    from treegram.ir import _charset
+
+    monkeypatch.setattr(_charset, "MAX_STATES", 20)
+    a = Dfa.length(0, 15)
+    b = Dfa.literal("abcdefghijklmnop").complement()
+    with pytest.raises(_charset.DfaLimitError, match="more than 20"):
+        a.intersect(b)

@@ -37,6 +37,7 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
         _visit(body, refs, order, seen)
     size: dict[int, int] = {}
     hoisted: dict[int, str] = {}
+    lifted: list[Expr] = []  # the hoisted nodes, in order
     dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
     names = set(rules)
     for node in order:
@@ -66,11 +67,13 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
                 name += "_"
             names.add(name)
             hoisted[id(node)] = name
-    memo: dict[int, Expr] = {id(n): n for n in order if id(n) not in dirty}
-    out = [Rule(name, _rebuild(body, hoisted, memo, top=True)) for name, body in rules.items()]
-    by_id = {id(n): n for n in order}
-    for nid, name in hoisted.items():
-        out.append(Rule(name, _rebuild(by_id[nid], hoisted, memo, top=True)))
+            lifted.append(node)
+    memo: dict[int, Expr] = {}
+    out = [
+        Rule(name, _rebuild(body, hoisted, dirty, memo, top=True)) for name, body in rules.items()
+    ]
+    for node in lifted:
+        out.append(Rule(hoisted[id(node)], _rebuild(node, hoisted, dirty, memo, top=True)))
     return GrammarIR(tuple(out), root)
 
 
@@ -109,22 +112,30 @@ def _visit(root: Expr, refs: dict[int, int], order: list, seen: set[int]) -> Non
                 stack.append(c)
 
 
-def _rebuild(node: Expr, hoisted: dict[int, str], memo: dict[int, Expr], top: bool = False) -> Expr:
-    """``node`` with its hoisted descendants replaced by references; ``memo`` holds the
-    nodes done so far, and from the start every node with nothing hoisted below it."""
-    if not top and id(node) in hoisted:
-        return RuleRef(hoisted[id(node)])
-    got = memo.get(id(node))
-    if got is not None and (not top or id(node) not in hoisted):
-        return got
-    if isinstance(node, Seq):
-        new: Expr = Seq(tuple(_rebuild(c, hoisted, memo) for c in node.items))
-    elif isinstance(node, Choice):
-        new = Choice(tuple(_rebuild(c, hoisted, memo) for c in node.items))
-    elif isinstance(node, Repeat):
-        new = Repeat(_rebuild(node.item, hoisted, memo), node.min, node.max)
+def _rebuild(
+    node: Expr, hoisted: dict[int, str], dirty: set[int], memo: dict[int, Expr], top: bool = False
+) -> Expr:
+    """``node`` with its hoisted descendants replaced by references; a node with nothing
+    hoisted below it (not in ``dirty``) is itself, ``memo`` holds the nodes rebuilt so far.
+    """
+    nid = id(node)
+    if not top and nid in hoisted:
+        return RuleRef(hoisted[nid])
+    if not top or nid not in hoisted:
+        if nid not in dirty:
+            return node
+        got = memo.get(nid)
+        if got is not None:
+            return got
+    t = type(node)
+    if t is Seq:
+        new: Expr = Seq(tuple(_rebuild(c, hoisted, dirty, memo) for c in node.items))  # type: ignore[union-attr]
+    elif t is Choice:
+        new = Choice(tuple(_rebuild(c, hoisted, dirty, memo) for c in node.items))  # type: ignore[union-attr]
+    elif t is Repeat:
+        new = Repeat(_rebuild(node.item, hoisted, dirty, memo), node.min, node.max)  # type: ignore[union-attr]
     else:
         new = node
     if not top:
-        memo[id(node)] = new
+        memo[nid] = new
     return new
