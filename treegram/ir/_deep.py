@@ -253,6 +253,12 @@ def ir_facts(ir) -> IrFacts:
     return facts
 
 
+def record_ir_facts(ir, facts: IrFacts) -> None:
+    """Store ``facts`` as what :func:`ir_facts` returns for ``ir``, for a builder that
+    found them while building ``ir`` (they must be what the walk would find)."""
+    object.__setattr__(ir, "_facts", facts)
+
+
 def ir_depth(ir) -> int:
     """The deepest rule body or lookahead of a :class:`GrammarIR` (see :func:`expr_depth`
     and :func:`ir_facts`)."""

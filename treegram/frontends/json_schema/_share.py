@@ -9,7 +9,17 @@ into a rule of its own; small shared nodes (a separator, a short key) stay inlin
 
 from __future__ import annotations
 
-from treegram.ir import Choice, Expr, GrammarIR, Repeat, Rule, RuleRef, Seq
+from treegram.ir import (
+    Choice,
+    Expr,
+    GrammarIR,
+    IrFacts,
+    Repeat,
+    Rule,
+    RuleRef,
+    Seq,
+    record_ir_facts,
+)
 
 __all__ = ["share_rules"]
 
@@ -40,25 +50,40 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     lifted: list[Expr] = []  # the hoisted nodes, in order
     dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
     names = set(rules)
+    # what ir_facts would find in the result, gathered on the way: depth as built,
+    # referenced rule names, longest repetition
+    depth: dict[int, int] = {}
+    ref_names: set[str] = set()
+    longest = 0
     for node in order:
         t = type(node)
         if t is Seq or t is Choice:
             children = node.items  # type: ignore[union-attr]
         elif t is Repeat:
             children = (node.item,)  # type: ignore[union-attr]
+            bound = node.min if node.max is None else node.max  # type: ignore[union-attr]
+            longest = max(longest, bound)
         else:
-            size[id(node)] = 1
+            if t is RuleRef:
+                ref_names.add(node.name)  # type: ignore[union-attr]
+            size[id(node)] = depth[id(node)] = 1
             continue
         s = 1
+        deepest = 0
         below = False  # a hoisted or rebuilt child
         for c in children:
-            if id(c) in hoisted:
+            name = hoisted.get(id(c))
+            if name is not None:
                 s += 1
                 below = True
+                ref_names.add(name)
+                deepest = max(deepest, 1)
             else:
                 s += size[id(c)]
+                deepest = max(deepest, depth[id(c)])
                 below = below or id(c) in dirty
         size[id(node)] = s
+        depth[id(node)] = 1 + deepest
         if below:
             dirty.add(id(node))
         if s >= HOIST_SIZE and refs.get(id(node), 0) > 1:
@@ -74,7 +99,10 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     ]
     for node in lifted:
         out.append(Rule(hoisted[id(node)], _rebuild(node, hoisted, dirty, memo, top=True)))
-    return GrammarIR(tuple(out), root)
+    ir = GrammarIR(tuple(out), root)
+    tops = [depth[id(body)] for body in rules.values()] + [depth[id(n)] for n in lifted]
+    record_ir_facts(ir, IrFacts(max(tops, default=0), frozenset(ref_names), longest))
+    return ir
 
 
 def _visit(root: Expr, refs: dict[int, int], order: list, seen: set[int]) -> None:
