@@ -102,3 +102,26 @@ def test_rules_the_numba_builder_leaves_to_python_still_raise():
     )
     with pytest.raises(treegram.errors.GrammarError, match="max < min"):
         build_automaton(backwards)
+
+
+def test_rules_with_equal_bodies_share_one_automaton_but_not_self_calls():
+    # c has a's body: built once; a calls itself in tail position and becomes a loop,
+    # c's call of a stays a call
+    ir = treegram.Grammar.from_ebnf(
+        'root ::= a c c2\na ::= "x" a | "y"\nc ::= "x" a | "y"\nc2 ::= "x" a | "y"'
+    ).ir
+    auto = build_automaton(ir)
+    rid = {name: i for i, name in enumerate(auto.rule_names)}
+
+    def calls(rule):
+        states = np.flatnonzero(auto.state_rule == rid[rule])
+        return sorted(
+            auto.rule_names[auto.ref_rule[e]]
+            for s in states
+            for e in range(auto.ref_ptr[s], auto.ref_ptr[s + 1])
+        )
+
+    assert calls("a") == []
+    assert calls("c") == calls("c2") == ["a"]
+    sizes = {r: int((auto.state_rule == rid[r]).sum()) for r in ("c", "c2")}
+    assert sizes["c"] == sizes["c2"]

@@ -471,11 +471,15 @@ def _build(ir: GrammarIR) -> Automaton:
     flat = FlatIr(rule_ids, _class_sequences)
     roots = [flat.add(body) for _, body in bodies]  # every shared node flattened once
     parts = []  # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
+    done: dict[int, tuple] = {}  # flat root -> (called rules, DFA): equal bodies once
     for rid, (name, body) in enumerate(bodies):
         if roots[rid] not in flat.bad and rid not in tail_cycles:
-            nfa = build_nfa(roots[rid], *flat.arrays())
-            if not (nfa[8] == rid).any():  # no call of itself to turn into a loop
-                parts.append(determinize(*nfa, 0, 1))
+            got = done.get(roots[rid])
+            if got is None:
+                nfa = build_nfa(roots[rid], *flat.arrays())
+                got = done[roots[rid]] = (nfa[8], determinize(*nfa, 0, 1))
+            if not (got[0] == rid).any():  # no call of itself to turn into a loop
+                parts.append(got[1])
                 continue
         # Calls to rewrite, or an error to raise: the Python builder (the same NFA).
         builder = _NfaBuilder(rule_ids, name)

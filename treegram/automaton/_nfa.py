@@ -21,13 +21,14 @@ BYTES, CLASS, SEQ, CHOICE, REPEAT, REF = range(6)
 
 
 class FlatIr:
-    """The IR nodes of a grammar as flat arrays, each distinct node (by identity) once.
+    """The IR nodes of a grammar as flat arrays, each distinct node once.
 
     Per node: ``kind``; ``a``, ``b`` (Bytes: offset and length in ``data``; CharClass:
     first sequence and count; Seq/Choice: first child in ``kids`` and count; Repeat: min
     and max, -1 for none, its item in ``kids`` at ``kid_at``; RuleRef: rule id);
     ``kid_at``. A class's UTF-8 sequences are ``seq_ptr`` offsets into ``lo``/``hi``.
-    Equal leaves (by value) are one node. A node is in ``bad`` when building it must
+    Equal nodes (leaves by value, inner nodes by kind, bounds and children) are one
+    node, so rules with equal bodies have one root. A node is in ``bad`` when building it must
     raise (an undefined rule, ``max < min``): the caller then builds that rule with the
     Python builder, which raises the error.
 
@@ -50,6 +51,7 @@ class FlatIr:
         self.kid_at: list[int] = []
         self.bad: set[int] = set()
         self.leaves: dict[Expr, int] = {}  # leaves by value
+        self.inner: dict[tuple, int] = {}  # inner nodes by kind and node ids of children
         self.kids: list[int] = []
         self.data = bytearray()
         self.seq_ptr: list[int] = [0]
@@ -59,8 +61,8 @@ class FlatIr:
 
     def add(self, root: Expr) -> int:
         """Index ``root`` and every node below it; return the root's node id."""
-        index, keep, kids, kind, a, b, kid_at = (
-            self.index, self.keep, self.kids, self.kind, self.a, self.b, self.kid_at
+        index, keep, kids, kind, a, b, kid_at, inner = (
+            self.index, self.keep, self.kids, self.kind, self.a, self.b, self.kid_at, self.inner
         )  # fmt: skip
         stack = [root]
         while stack:
@@ -82,6 +84,14 @@ class FlatIr:
                 stack.extend(pending)
                 continue
             kid_ids = [index[id(c)] for c in children]
+            # equal structure, one node: rules with equal bodies share their automaton
+            key = (t, tuple(kid_ids)) if t is not Repeat else (t, node.min, node.max, kid_ids[0])  # type: ignore[union-attr]
+            got = inner.get(key)
+            if got is not None:
+                index[id(node)] = got
+                keep.append(node)
+                continue
+            inner[key] = len(kid_at)
             at = len(kids)
             kids.extend(kid_ids)
             if t is Repeat:
