@@ -45,14 +45,13 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     seen: set[int] = set()
     for body in rules.values():
         _visit(body, refs, order, seen)
-    size: dict[int, int] = {}
+    size: dict[int, tuple[int, int]] = {}  # size after hoisting, depth as built
     hoisted: dict[int, str] = {}
     lifted: list[Expr] = []  # the hoisted nodes, in order
     dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
     names = set(rules)
-    # what ir_facts would find in the result, gathered on the way: depth as built,
-    # referenced rule names, longest repetition
-    depth: dict[int, int] = {}
+    # what ir_facts would find in the result, gathered on the way: depth as built (in
+    # ``size``), referenced rule names, longest repetition
     ref_names: set[str] = set()
     longest = 0
     for node in order:
@@ -66,24 +65,26 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
         else:
             if t is RuleRef:
                 ref_names.add(node.name)  # type: ignore[union-attr]
-            size[id(node)] = depth[id(node)] = 1
+            size[id(node)] = (1, 1)
             continue
         s = 1
-        deepest = 0
+        deepest = 1  # a child is at least one level
         below = False  # a hoisted or rebuilt child
         for c in children:
-            name = hoisted.get(id(c))
+            cid = id(c)
+            name = hoisted.get(cid)
             if name is not None:
                 s += 1
                 below = True
                 ref_names.add(name)
-                deepest = max(deepest, 1)
             else:
-                s += size[id(c)]
-                deepest = max(deepest, depth[id(c)])
-                below = below or id(c) in dirty
-        size[id(node)] = s
-        depth[id(node)] = 1 + deepest
+                cs, cd = size[cid]
+                s += cs
+                if cd > deepest:
+                    deepest = cd
+                if not below and cid in dirty:
+                    below = True
+        size[id(node)] = (s, 1 + deepest if children else 1)
         if below:
             dirty.add(id(node))
         if s >= HOIST_SIZE and refs.get(id(node), 0) > 1:
@@ -100,7 +101,7 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     for node in lifted:
         out.append(Rule(hoisted[id(node)], _rebuild(node, hoisted, dirty, memo, top=True)))
     ir = GrammarIR(tuple(out), root)
-    tops = [depth[id(body)] for body in rules.values()] + [depth[id(n)] for n in lifted]
+    tops = [size[id(body)][1] for body in rules.values()] + [size[id(n)][1] for n in lifted]
     record_ir_facts(ir, IrFacts(max(tops, default=0), frozenset(ref_names), longest))
     return ir
 
@@ -110,34 +111,34 @@ def _visit(root: Expr, refs: dict[int, int], order: list, seen: set[int]) -> Non
     append every node not seen before to ``order`` in post-order (children last to
     first), without recursion."""
     refs[id(root)] = refs.get(id(root), 0) + 1
-    stack = [root]
-    expanded: set[int] = set()  # nodes whose children are on the stack above them
+    stack: list = [root]
     while stack:
-        node = stack[-1]
-        nid = id(node)
-        if nid in expanded:  # its children are done
-            stack.pop()
-            expanded.discard(nid)
-            order.append(node)
+        node = stack.pop()
+        if node is _DONE:  # the node below has all its children in order
+            order.append(stack.pop())
             continue
+        nid = id(node)
         if nid in seen:
-            stack.pop()
             continue
         seen.add(nid)
         t = type(node)
         if t is Seq or t is Choice:
-            children = node.items  # type: ignore[union-attr]
+            children = node.items
         elif t is Repeat:
-            children = (node.item,)  # type: ignore[union-attr]
+            children = (node.item,)
         else:
-            stack.pop()
             order.append(node)
             continue
-        expanded.add(nid)
+        stack.append(node)
+        stack.append(_DONE)
         for c in children:  # the last child is expanded first
-            refs[id(c)] = refs.get(id(c), 0) + 1
-            if id(c) not in seen:
+            cid = id(c)
+            refs[cid] = refs.get(cid, 0) + 1
+            if cid not in seen:
                 stack.append(c)
+
+
+_DONE = object()  # stack marker in _visit
 
 
 def _rebuild(
