@@ -40,6 +40,8 @@ from treegram.ir import (
 
 from ..errors import GrammarError, UndefinedRuleError
 from ..kernels import layout
+from ._follow import follow_sets
+from ._nfa import FlatIr, build_nfa
 from ._repeats import split_long_repeats
 from ._subset import determinize, fill_transitions
 from ._utf8 import utf8_sequences
@@ -286,26 +288,36 @@ def _only_ends(nfa: _Nfa, q: int, accept: int) -> bool:
     return ends
 
 
-def _tail_refs(expr: Expr) -> set[str]:
+def _tail_refs(expr: Expr, memo: dict[int, frozenset[str]] | None = None) -> frozenset[str]:
     """Names of the rules ``expr`` may call as its very last step (an over-approximation
-    is harmless: the NFA decides each call site with :func:`_only_ends`)."""
+    is harmless: the NFA decides each call site with :func:`_only_ends`). ``memo`` (keyed
+    by identity) answers a node shared by many rules once."""
+    memo = {} if memo is None else memo
+    got = memo.get(id(expr))
+    if got is not None:
+        return got
+    out: frozenset[str] = frozenset()
     if isinstance(expr, RuleRef):
-        return {expr.name}
-    if isinstance(expr, Choice):
-        return set().union(*(_tail_refs(x) for x in expr.items))
-    if isinstance(expr, Seq):
+        out = frozenset((expr.name,))
+    elif isinstance(expr, Choice):
+        out = frozenset().union(*(_tail_refs(x, memo) for x in expr.items))
+    elif isinstance(expr, Seq):
         items = [x for x in expr.items if not (isinstance(x, Bytes) and not x.data)]
-        return _tail_refs(items[-1]) if items else set()
-    if isinstance(expr, Repeat) and expr.max == 1:
-        return _tail_refs(expr.item)
-    return set()
+        out = _tail_refs(items[-1], memo) if items else out
+    elif isinstance(expr, Repeat) and expr.max == 1:
+        out = _tail_refs(expr.item, memo)
+    memo[id(expr)] = out
+    return out
 
 
 def _tail_cycles(bodies, rule_ids: dict[str, int]) -> dict[int, frozenset[int]]:
     """Rules that reach themselves through a cycle of two or more tail calls: rule id ->
     the other rules of its cycle (a strongly connected component of the tail-call graph,
     found with an iterative Tarjan walk)."""
-    graph = [sorted({rule_ids[n] for n in _tail_refs(body) if n in rule_ids}) for _, body in bodies]
+    memo: dict[int, frozenset[str]] = {}
+    graph = [
+        sorted({rule_ids[n] for n in _tail_refs(body, memo) if n in rule_ids}) for _, body in bodies
+    ]
     return {w: frozenset(comp) - {w} for comp in cycles_of_two_or_more(graph) for w in comp}
 
 
@@ -456,8 +468,20 @@ def _build(ir: GrammarIR) -> Automaton:
     rule_ids = {name: i for i, (name, _) in enumerate(bodies[: len(ir.rules)])}
 
     tail_cycles = _tail_cycles(bodies[: len(ir.rules)], rule_ids)
+    flat = FlatIr(rule_ids, _class_sequences)
+    roots = [flat.add(body) for _, body in bodies]  # every shared node flattened once
     parts = []  # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
+    done: dict[int, tuple] = {}  # flat root -> (called rules, DFA): equal bodies once
     for rid, (name, body) in enumerate(bodies):
+        if roots[rid] not in flat.bad and rid not in tail_cycles:
+            got = done.get(roots[rid])
+            if got is None:
+                nfa = build_nfa(roots[rid], *flat.arrays())
+                got = done[roots[rid]] = (nfa[8], determinize(*nfa, 0, 1))
+            if not (got[0] == rid).any():  # no call of itself to turn into a loop
+                parts.append(got[1])
+                continue
+        # Calls to rewrite, or an error to raise: the Python builder (the same NFA).
         builder = _NfaBuilder(rule_ids, name)
         start = builder.nfa.new_state()
         accept = builder.nfa.new_state()
@@ -491,17 +515,17 @@ def _build(ir: GrammarIR) -> Automaton:
     trans = np.full(n_states * n_classes, -1, dtype=np.int32)
     fill_transitions(trans, n_classes, byte_class, byte_ptr, lo, hi, to)
 
-    lists = (rule_start.tolist(), state_final.tolist(), state_rule.tolist())
-    ref_lists = (ref_ptr.tolist(), ref_rule.tolist(), ref_target.tolist())
     rule_follow = _follow_sets(
-        lists[0],
-        lists[1],
-        (byte_ptr.tolist(), lo.tolist(), hi.tolist()),
-        ref_lists,
-        lists[2],
+        rule_start,
+        state_final,
+        (byte_ptr, lo, hi),
+        (ref_ptr, ref_rule, ref_target),
+        state_rule,
         rule_ids[ir.root],
         len(ir.rules),
     )
+    lists = (rule_start.tolist(), state_final.tolist(), state_rule.tolist())
+    ref_lists = (ref_ptr.tolist(), ref_rule.tolist(), ref_target.tolist())
     rule_lookahead = np.full(len(bodies), -1, dtype=np.int32)
     for rid, lid in lookahead_of.items():
         rule_lookahead[rid] = lid
@@ -536,84 +560,7 @@ def _concat_ptr(ptrs: list[np.ndarray]) -> np.ndarray:
 
 
 def _follow_sets(rule_start, finals, byte_csr, ref_csr, rule_of_state, root, n_real):
-    """LL(1) follow sets: for each rule, the bytes that can be read right after it ends.
-
-    ``first[s]`` holds the bytes a path from state ``s`` can read first, plus bit 256
-    when ``s`` can reach the end of its rule without reading anything. Both are computed
-    to a fixpoint with worklists over 257-bit Python integers (only the states or rules
-    whose inputs changed are recomputed, so long chains of nullable rules stay linear);
-    a rule that may end the whole input gets bit 256 in its follow set. The arguments are
-    Python lists; byte edges ``(ptr, lo, hi)`` and call edges ``(ptr, rule, target)`` as
-    CSR.
-    """
-    byte_ptr, byte_lo, byte_hi = byte_csr
-    ref_ptr, ref_rule, ref_target = ref_csr
-    n_states = len(finals)
-    n_rules = len(rule_start)
-    end = 1 << 256
-    byte_bits = end - 1
-    first = [0] * n_states
-    for s in range(n_states):
-        bits = end if finals[s] else 0
-        for e in range(byte_ptr[s], byte_ptr[s + 1]):
-            bits |= (1 << (byte_hi[e] + 1)) - (1 << byte_lo[e])
-        first[s] = bits
-    calls: list = [()] * n_states  # (rule, target) pairs per state
-    for s in range(n_states):
-        a, b = ref_ptr[s], ref_ptr[s + 1]
-        if b > a:
-            calls[s] = list(zip(ref_rule[a:b], ref_target[a:b], strict=True))
-    # first[s] depends on the start state of every callee and on every call's target.
-    dependents: list[list[int]] = [[] for _ in range(n_states)]
-    for s, edges in enumerate(calls):
-        for rid, to in edges:
-            dependents[rule_start[rid]].append(s)
-            dependents[to].append(s)
-    pending = [s for s in range(n_states) if calls[s]]
-    queued = [False] * n_states
-    for s in pending:
-        queued[s] = True
-    while pending:
-        s = pending.pop()
-        queued[s] = False
-        row = first[s]
-        for rid, to in calls[s]:
-            callee = first[rule_start[rid]]
-            row |= callee & byte_bits
-            if callee & end:
-                row |= first[to]
-        if row != first[s]:
-            first[s] = row
-            for d in dependents[s]:
-                if not queued[d]:
-                    queued[d] = True
-                    pending.append(d)
-    follow = [0] * n_rules
-    follow[root] = end
-    # The callee's follow set includes its caller's wherever the call can end the caller.
-    inherits: list[set[int]] = [set() for _ in range(n_rules)]
-    for s, edges in enumerate(calls):
-        caller = rule_of_state[s]
-        for rid, to in edges:
-            follow[rid] |= first[to] & byte_bits
-            if first[to] & end and rid != caller:
-                inherits[caller].add(rid)
-    pending = list(range(n_rules))
-    queued_r = [True] * n_rules
-    while pending:
-        r = pending.pop()
-        queued_r[r] = False
-        for callee in inherits[r]:
-            row = follow[callee] | follow[r]
-            if row != follow[callee]:
-                follow[callee] = row
-                if not queued_r[callee]:
-                    queued_r[callee] = True
-                    pending.append(callee)
-    packed = np.frombuffer(
-        b"".join(f.to_bytes(33, "little") for f in follow), dtype=np.uint8
-    ).reshape(n_rules, 33)
-    out = np.unpackbits(packed, axis=1, bitorder="little")[:, :256].copy()
-    # Lookahead pseudo-rules are never called; nothing is known about what follows them.
-    out[n_real:, :] = 1
-    return out
+    """LL(1) follow sets: for each rule, the bytes that can be read right after it ends
+    (see :func:`._follow.follow_sets`). Byte edges ``(ptr, lo, hi)`` and call edges
+    ``(ptr, rule, target)`` come as CSR arrays."""
+    return follow_sets(rule_start, finals, rule_of_state, *byte_csr, *ref_csr, root, n_real)

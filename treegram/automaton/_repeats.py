@@ -49,8 +49,17 @@ class _Splitter:
     def __init__(self, names: set[str], extra: list[Rule]) -> None:
         self.names, self.extra = names, extra
         self.families: dict[Expr, _Family] = {}
+        self.memo: dict[int, Expr] = {}
 
     def rewrite(self, expr: Expr) -> Expr:
+        """``expr`` with its long repetitions rewritten; a node shared in the DAG is
+        rewritten once (the memo is keyed by identity; the IR keeps every key alive)."""
+        got = self.memo.get(id(expr))
+        if got is None:
+            got = self.memo[id(expr)] = self._rewrite(expr)
+        return got
+
+    def _rewrite(self, expr: Expr) -> Expr:
         if isinstance(expr, (Seq, Choice)):
             items = tuple(self.rewrite(e) for e in expr.items)
             if all(a is b for a, b in zip(items, expr.items, strict=True)):

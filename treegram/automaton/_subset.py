@@ -102,6 +102,44 @@ def _intern(members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_m
 
 
 @njit(nogil=True, cache=True)
+def _sort_unique(a, n):
+    """Sort ``a[:n]`` in place and drop repeats; return how many values remain. Rows are
+    short (a few edges), so insertion sort beats a general sort's allocations."""
+    if n > 64:
+        u = np.unique(a[:n])
+        a[: u.shape[0]] = u
+        return u.shape[0]
+    for i in range(1, n):
+        v = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > v:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = v
+    k = 0
+    for i in range(n):
+        if k == 0 or a[i] != a[k - 1]:
+            a[k] = a[i]
+            k += 1
+    return k
+
+
+@njit(nogil=True, cache=True)
+def _order_by_key(key, n, order):
+    """Write into ``order[:n]`` the indices of ``key[:n]`` in ascending key order (stable)."""
+    if n > 64:
+        order[:n] = np.argsort(key[:n], kind="mergesort")
+        return
+    for i in range(n):
+        v = key[i]
+        j = i - 1
+        while j >= 0 and key[order[j]] > v:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = i
+
+
+@njit(nogil=True, cache=True)
 def determinize(
     n_nfa, eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule, ref_to,
     start, accept,
@@ -166,6 +204,8 @@ def determinize(
     e_hi = np.empty(16, dtype=np.int32)
     e_to = np.empty(16, dtype=np.int32)
     targets = np.empty(16, dtype=np.int32)
+    cuts = np.empty(16, dtype=np.int32)
+    order = np.empty(16, dtype=np.int64)
 
     targets[0] = start
     gen += 1
@@ -193,12 +233,12 @@ def determinize(
                 e_to[m] = byte_to[e]
                 m += 1
         # byte edges: one target subset per elementary interval between the edges' ends
-        cuts = np.empty(2 * m, dtype=np.int32)
+        cuts = _grow(cuts, 2 * m)
         for e in range(m):
             cuts[2 * e] = e_lo[e]
             cuts[2 * e + 1] = e_hi[e] + 1
-        cuts = np.unique(cuts)
-        for c in range(cuts.shape[0] - 1):
+        n_cuts = _sort_unique(cuts, 2 * m)
+        for c in range(n_cuts - 1):
             a = cuts[c]
             b = cuts[c + 1]  # the interval [a, b)
             n_targets = 0
@@ -235,7 +275,8 @@ def determinize(
                 e_lo[m] = ref_rule[e]
                 e_to[m] = ref_to[e]
                 m += 1
-        order = np.argsort(e_lo[:m])
+        order = _grow(order, m)
+        _order_by_key(e_lo, m, order)
         g = 0
         while g < m:
             rid = e_lo[order[g]]

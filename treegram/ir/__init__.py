@@ -21,6 +21,7 @@ from treegram.ir._deep import (
     expr_depth_error,
     ir_depth,
     ir_facts,
+    record_ir_facts,
     run_deep,
     run_sized,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "expr_depth",
     "ir_depth",
     "ir_facts",
+    "record_ir_facts",
     "IrFacts",
     "expr_depth_error",
     "cycles_of_two_or_more",

@@ -16,7 +16,8 @@ Building and operating
 - :meth:`Dfa.intersect`, :meth:`Dfa.union`, :meth:`Dfa.difference`,
   :meth:`Dfa.complement` (with respect to all code points), :meth:`Dfa.with_length`;
 - :meth:`Dfa.is_empty`, :meth:`Dfa.accepts`, :meth:`Dfa.length_range`,
-  :meth:`Dfa.minimize` (Hopcroft's algorithm on the trimmed, partial automaton).
+  :meth:`Dfa.minimize` (Hopcroft's algorithm on the trimmed, partial automaton, a
+  numba kernel in :mod:`treegram.ir._minimize`).
 
 Every construction stops with :class:`DfaLimitError` above :data:`MAX_STATES` states.
 
@@ -30,6 +31,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 
+import numpy as np
+
+from treegram.ir._minimize import canonical, product
 from treegram.ir._nodes import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
 from treegram.ir._ranges import complement_ranges, normalize_ranges
 
@@ -317,15 +321,15 @@ class Dfa:
     # -- operations ---------------------------------------------------------------------
     def intersect(self, other: Dfa) -> Dfa:
         """Strings accepted by both."""
-        return _product(self, other, lambda a, b: a and b, need_both=True)
+        return _product(self, other, _INTERSECT)
 
     def union(self, other: Dfa) -> Dfa:
         """Strings accepted by either."""
-        return _product(self, other, lambda a, b: a or b, need_both=False)
+        return _product(self, other, _UNION)
 
     def difference(self, other: Dfa) -> Dfa:
         """Strings accepted by ``self`` and not by ``other``."""
-        return _product(self, other, lambda a, b: a and not b, need_both=False, left_only=True)
+        return _product(self, other, _DIFFERENCE)
 
     def complement(self) -> Dfa:
         """Every string this automaton rejects (over all code points)."""
@@ -387,67 +391,7 @@ class Dfa:
 
     def minimize(self) -> Dfa:
         """The minimal automaton of the same language (trimmed, partial)."""
-        d = self.trim()
-        n = len(d)
-        if n == 1:
-            return d
-        # Symbol classes: the coarsest partition of the code points that all labels respect.
-        points = sorted({p for row in d.trans for lo, hi, _ in row for p in (lo, hi + 1)})
-        into: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (class, source)
-        for s, row in enumerate(d.trans):
-            for lo, hi, t in row:
-                for c in range(bisect_left(points, lo), bisect_left(points, hi + 1)):
-                    into[t].append((c, s))
-        block_of = [0 if a else 1 for a in d.accept]
-        blocks = [{s for s in range(n) if d.accept[s]}, {s for s in range(n) if not d.accept[s]}]
-        if not blocks[1]:
-            blocks.pop()
-        # Partial transitions: every initial block is a splitter (Valmari and Lehtinen).
-        work = list(range(len(blocks)))
-        pending = set(work)
-        while work:
-            b = work.pop()
-            pending.discard(b)
-            by_class: dict[int, set[int]] = {}
-            for q in blocks[b]:
-                for c, p in into[q]:
-                    by_class.setdefault(c, set()).add(p)
-            for sources in by_class.values():
-                touched: dict[int, set[int]] = {}
-                for p in sources:
-                    touched.setdefault(block_of[p], set()).add(p)
-                for y, part in touched.items():
-                    whole = blocks[y]
-                    if len(part) == len(whole):
-                        continue
-                    whole -= part
-                    z = len(blocks)
-                    blocks.append(part)
-                    for p in part:
-                        block_of[p] = z
-                    if y in pending:
-                        work.append(z)
-                        pending.add(z)
-                    else:
-                        w = z if len(part) <= len(whole) else y
-                        work.append(w)
-                        pending.add(w)
-        # Renumber blocks with the start block first, then breadth-first.
-        new = {block_of[0]: 0}
-        reps = [0]
-        i = 0
-        trans: list[_Trans] = []
-        while i < len(reps):
-            row = []
-            for lo, hi, t in d.trans[reps[i]]:
-                bt = block_of[t]
-                if bt not in new:
-                    new[bt] = len(reps)
-                    reps.append(t)
-                row.append((lo, hi, new[bt]))
-            trans.append(_pack(row))
-            i += 1
-        return Dfa(trans, [d.accept[s] for s in reps])
+        return _from_flat(*canonical(*_flat(self)))
 
 
 def _longest(d: Dfa) -> int | None:
@@ -477,39 +421,47 @@ def _longest(d: Dfa) -> int | None:
     return max(far[s] for s in range(n) if d.accept[s])
 
 
-def _segments(a: _Trans, b: _Trans):
-    """Walk two transition rows together: ``(lo, hi, target_a, target_b)`` over the union
-    of their intervals (``None`` where a row has no transition)."""
-    points = sorted({p for row in (a, b) for lo, hi, _ in row for p in (lo, hi + 1)})
-    i = j = 0
-    for k in range(len(points) - 1):
-        lo, hi = points[k], points[k + 1] - 1
-        while i < len(a) and a[i][1] < lo:
-            i += 1
-        while j < len(b) and b[j][1] < lo:
-            j += 1
-        ta = a[i][2] if i < len(a) and a[i][0] <= lo else None
-        tb = b[j][2] if j < len(b) and b[j][0] <= lo else None
-        if ta is not None or tb is not None:
-            yield lo, hi, ta, tb
+def _flat(d: Dfa) -> tuple:
+    """``d`` as flat arrays: n, accept [n], ptr [n + 1], lo, hi, to [n_edges]."""
+    ptr = [0]
+    lo: list[int] = []
+    hi: list[int] = []
+    to: list[int] = []
+    for row in d.trans:
+        for a, b, t in row:
+            lo.append(a)
+            hi.append(b)
+            to.append(t)
+        ptr.append(len(lo))
+    i64 = np.int64
+    return (
+        len(d.trans),
+        np.array(d.accept, dtype=np.uint8),
+        np.array(ptr, dtype=i64),
+        np.array(lo, dtype=i64),
+        np.array(hi, dtype=i64),
+        np.array(to, dtype=i64),
+    )
 
 
-def _product(a: Dfa, b: Dfa, final, need_both: bool, left_only: bool = False) -> Dfa:
-    """Product automaton; a missing side is the dead state (``None``)."""
-    ids = {(0, 0): 0}
-    order = [(0, 0)]
-    trans: list[_Trans] = []
-    i = 0
-    while i < len(order):
-        p, q = order[i]
-        i += 1
-        row_a = a.trans[p] if p is not None else ()
-        row_b = b.trans[q] if q is not None else ()
-        out = []
-        for lo, hi, ta, tb in _segments(row_a, row_b):
-            if (need_both and (ta is None or tb is None)) or (left_only and ta is None):
-                continue
-            out.append((lo, hi, _state_id(ids, order, (ta, tb))))
-        trans.append(_pack(out))
-    accept = [final(p is not None and a.accept[p], q is not None and b.accept[q]) for p, q in order]
-    return Dfa(trans, accept).minimize()
+def _from_flat(n, accept, ptr, lo, hi, to) -> Dfa:
+    edges = list(zip(lo.tolist(), hi.tolist(), to.tolist(), strict=True))
+    bounds = ptr.tolist()
+    trans = [tuple(edges[bounds[s] : bounds[s + 1]]) for s in range(n)]
+    return Dfa(trans, [bool(x) for x in accept.tolist()])
+
+
+_INTERSECT, _UNION, _DIFFERENCE = 0, 1, 2
+
+
+def _product(a: Dfa, b: Dfa, mode: int) -> Dfa:
+    """The minimal automaton of the product of ``a`` and ``b`` (``mode``: intersection,
+    union or difference; a missing side is the dead state)."""
+    _, a_acc, a_ptr, a_lo, a_hi, a_to = _flat(a)
+    _, b_acc, b_ptr, b_lo, b_hi, b_to = _flat(b)
+    n, acc, ptr, lo, hi, to = product(
+        a_ptr, a_lo, a_hi, a_to, a_acc, b_ptr, b_lo, b_hi, b_to, b_acc, mode, MAX_STATES
+    )
+    if n < 0:
+        raise DfaLimitError(f"more than {MAX_STATES} automaton states")
+    return _from_flat(*canonical(n, acc, ptr, lo, hi, to))

@@ -177,30 +177,39 @@ def _walk(expr, memo: dict[int, int], refs: set[str], longest: list[int]) -> int
     unbounded)."""
     from treegram.ir._nodes import Choice, Repeat, RuleRef, Seq
 
-    stack = [(expr, False)]
+    stack = [expr]
     while stack:
-        node, done = stack.pop()
+        node = stack[-1]
         key = id(node)
         if key in memo:
+            stack.pop()
             continue
-        if isinstance(node, (Seq, Choice)):
+        t = type(node)
+        if t is Seq or t is Choice:
             children = node.items
-        elif isinstance(node, Repeat):
+        elif t is Repeat:
             children = (node.item,)
-            if not done:
-                bound = node.min if node.max is None else node.max
-                if bound > longest[0]:
-                    longest[0] = bound
         else:
-            if isinstance(node, RuleRef):
+            if t is RuleRef:
                 refs.add(node.name)
             memo[key] = 1
+            stack.pop()
             continue
-        if done:
-            memo[key] = 1 + max((memo[id(c)] for c in children), default=0)
-        else:
-            stack.append((node, True))
-            stack.extend((c, False) for c in children if id(c) not in memo)
+        pending = [c for c in children if id(c) not in memo]
+        if pending:  # children first, then this node again
+            stack.extend(pending)
+            continue
+        stack.pop()
+        if t is Repeat:
+            bound = node.min if node.max is None else node.max
+            if bound > longest[0]:
+                longest[0] = bound
+        deepest = 0
+        for c in children:
+            d = memo[id(c)]
+            if d > deepest:
+                deepest = d
+        memo[key] = 1 + deepest
     return memo[id(expr)]
 
 
@@ -242,6 +251,12 @@ def ir_facts(ir) -> IrFacts:
     facts = IrFacts(depth, frozenset(refs), longest[0])
     object.__setattr__(ir, "_facts", facts)
     return facts
+
+
+def record_ir_facts(ir, facts: IrFacts) -> None:
+    """Store ``facts`` as what :func:`ir_facts` returns for ``ir``, for a builder that
+    found them while building ``ir`` (they must be what the walk would find)."""
+    object.__setattr__(ir, "_facts", facts)
 
 
 def ir_depth(ir) -> int:

@@ -189,6 +189,11 @@ def _unicode_escapes(ranges) -> Expr | None:
 def encoded_class(ranges, negated: bool = False) -> Expr | None:
     """Every encoding inside a JSON string of one decoded character from the class.
 
+    Built once per class (:func:`_encoded_class_template`) and handed out as a fresh
+    copy: callers share expressions by identity on purpose (rules hoisted from shared
+    nodes, alternatives deduplicated by identity), so each call must get the new objects
+    a build would give.
+
     Parameters
     ----------
     ranges : sequence of (int, int)
@@ -202,6 +207,60 @@ def encoded_class(ranges, negated: bool = False) -> Expr | None:
         Raw characters JSON allows, short escapes (``\\n``, ``\\"``...) and ``\\uXXXX``
         escapes; ``None`` when the class is empty.
     """
+    template, constants = _encoded_class_template(tuple(map(tuple, ranges)), negated)
+    return None if template is None else _fresh(template, constants, {})
+
+
+@functools.lru_cache(maxsize=1024)
+def _encoded_class_template(ranges, negated: bool) -> tuple[Expr | None, frozenset[int]]:
+    """One build of :func:`encoded_class` and the ids of its nodes that every build
+    shares (cached classes, module constants): the nodes that are not copied."""
+    first = _encoded_class_build(ranges, negated)
+    second = _encoded_class_build(ranges, negated)  # alive together: ids are distinct
+    shared = _node_ids(first) & _node_ids(second)
+    return first, frozenset(shared)
+
+
+def _node_ids(expr: Expr | None) -> set[int]:
+    out: set[int] = set()
+    stack = [] if expr is None else [expr]
+    while stack:
+        node = stack.pop()
+        if id(node) not in out:
+            out.add(id(node))
+            if isinstance(node, (Seq, Choice)):
+                stack.extend(node.items)
+            elif isinstance(node, Repeat):
+                stack.append(node.item)
+    return out
+
+
+def _fresh(node: Expr, constants: frozenset[int], memo: dict[int, Expr]) -> Expr:
+    """A copy of ``node`` with new objects for every node outside ``constants``, keeping
+    the sharing between its nodes (the expressions are a few levels deep)."""
+    if id(node) in constants:
+        return node
+    got = memo.get(id(node))
+    if got is not None:
+        return got
+    t = type(node)
+    if t is Seq:
+        new: Expr = Seq(tuple(_fresh(c, constants, memo) for c in node.items))  # type: ignore[union-attr]
+    elif t is Choice:
+        new = Choice(tuple(_fresh(c, constants, memo) for c in node.items))  # type: ignore[union-attr]
+    elif t is Repeat:
+        new = Repeat(_fresh(node.item, constants, memo), node.min, node.max)  # type: ignore[union-attr]
+    elif t is Bytes:
+        new = Bytes(node.data)  # type: ignore[union-attr]
+    elif t is CharClass:
+        new = CharClass(node.ranges, node.negated)  # type: ignore[union-attr]
+    else:  # pragma: no cover - encodings hold no other nodes
+        raise TypeError(f"unexpected node {node!r}")
+    memo[id(node)] = new
+    return new
+
+
+def _encoded_class_build(ranges, negated: bool) -> Expr | None:
     ranges = complement_ranges(ranges) if negated else normalize_ranges(ranges)
     raw = intersect_ranges(ranges, _RAW_OK)
     shorts = sorted(

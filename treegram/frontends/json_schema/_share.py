@@ -9,19 +9,21 @@ into a rule of its own; small shared nodes (a separator, a short key) stay inlin
 
 from __future__ import annotations
 
-from treegram.ir import Choice, Expr, GrammarIR, Repeat, Rule, RuleRef, Seq
+from treegram.ir import (
+    Choice,
+    Expr,
+    GrammarIR,
+    IrFacts,
+    Repeat,
+    Rule,
+    RuleRef,
+    Seq,
+    record_ir_facts,
+)
 
 __all__ = ["share_rules"]
 
 HOIST_SIZE = 48
-
-
-def _children(e: Expr) -> tuple:
-    if isinstance(e, (Seq, Choice)):
-        return e.items
-    if isinstance(e, Repeat):
-        return (e.item,)
-    return ()
 
 
 def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
@@ -43,64 +45,126 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     seen: set[int] = set()
     for body in rules.values():
         _visit(body, refs, order, seen)
-    size: dict[int, int] = {}
+    size: dict[int, tuple[int, int]] = {}  # size after hoisting, depth as built
     hoisted: dict[int, str] = {}
+    lifted: list[Expr] = []  # the hoisted nodes, in order
     dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
     names = set(rules)
+    # what ir_facts would find in the result, gathered on the way: depth as built (in
+    # ``size``), referenced rule names, longest repetition
+    ref_names: set[str] = set()
+    longest = 0
     for node in order:
-        children = _children(node)
-        s = 1 + sum(1 if id(c) in hoisted else size[id(c)] for c in children)
-        size[id(node)] = s
-        if any(id(c) in hoisted or id(c) in dirty for c in children):
+        t = type(node)
+        if t is Seq or t is Choice:
+            children = node.items  # type: ignore[union-attr]
+        elif t is Repeat:
+            children = (node.item,)  # type: ignore[union-attr]
+            bound = node.min if node.max is None else node.max  # type: ignore[union-attr]
+            longest = max(longest, bound)
+        else:
+            if t is RuleRef:
+                ref_names.add(node.name)  # type: ignore[union-attr]
+            size[id(node)] = (1, 1)
+            continue
+        s = 1
+        deepest = 1  # a child is at least one level
+        below = False  # a hoisted or rebuilt child
+        for c in children:
+            cid = id(c)
+            name = hoisted.get(cid)
+            if name is not None:
+                s += 1
+                below = True
+                ref_names.add(name)
+            else:
+                cs, cd = size[cid]
+                s += cs
+                if cd > deepest:
+                    deepest = cd
+                if not below and cid in dirty:
+                    below = True
+        size[id(node)] = (s, 1 + deepest if children else 1)
+        if below:
             dirty.add(id(node))
-        if refs.get(id(node), 0) > 1 and s >= HOIST_SIZE:
+        if s >= HOIST_SIZE and refs.get(id(node), 0) > 1:
             name = f"shared_{len(hoisted)}"
             while name in names:
                 name += "_"
             names.add(name)
             hoisted[id(node)] = name
-    memo: dict[int, Expr] = {id(n): n for n in order if id(n) not in dirty}
-    out = [Rule(name, _rebuild(body, hoisted, memo, top=True)) for name, body in rules.items()]
-    by_id = {id(n): n for n in order}
-    for nid, name in hoisted.items():
-        out.append(Rule(name, _rebuild(by_id[nid], hoisted, memo, top=True)))
-    return GrammarIR(tuple(out), root)
+            lifted.append(node)
+    memo: dict[int, Expr] = {}
+    out = [
+        Rule(name, _rebuild(body, hoisted, dirty, memo, top=True)) for name, body in rules.items()
+    ]
+    for node in lifted:
+        out.append(Rule(hoisted[id(node)], _rebuild(node, hoisted, dirty, memo, top=True)))
+    ir = GrammarIR(tuple(out), root)
+    tops = [size[id(body)][1] for body in rules.values()] + [size[id(n)][1] for n in lifted]
+    record_ir_facts(ir, IrFacts(max(tops, default=0), frozenset(ref_names), longest))
+    return ir
 
 
 def _visit(root: Expr, refs: dict[int, int], order: list, seen: set[int]) -> None:
-    stack = [(root, False)]
+    """Count references (one per parent, counted when the parent is first seen) and
+    append every node not seen before to ``order`` in post-order (children last to
+    first), without recursion."""
     refs[id(root)] = refs.get(id(root), 0) + 1
+    stack: list = [root]
     while stack:
-        node, done = stack.pop()
-        if done:
+        node = stack.pop()
+        if node is _DONE:  # the node below has all its children in order
+            order.append(stack.pop())
+            continue
+        nid = id(node)
+        if nid in seen:
+            continue
+        seen.add(nid)
+        t = type(node)
+        if t is Seq or t is Choice:
+            children = node.items
+        elif t is Repeat:
+            children = (node.item,)
+        else:
             order.append(node)
             continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for c in _children(node):
-            refs[id(c)] = refs.get(id(c), 0) + 1
-            if id(c) not in seen:
-                stack.append((c, False))
+        stack.append(node)
+        stack.append(_DONE)
+        for c in children:  # the last child is expanded first
+            cid = id(c)
+            refs[cid] = refs.get(cid, 0) + 1
+            if cid not in seen:
+                stack.append(c)
 
 
-def _rebuild(node: Expr, hoisted: dict[int, str], memo: dict[int, Expr], top: bool = False) -> Expr:
-    """``node`` with its hoisted descendants replaced by references; ``memo`` holds the
-    nodes done so far, and from the start every node with nothing hoisted below it."""
-    if not top and id(node) in hoisted:
-        return RuleRef(hoisted[id(node)])
-    got = memo.get(id(node))
-    if got is not None and (not top or id(node) not in hoisted):
-        return got
-    if isinstance(node, Seq):
-        new: Expr = Seq(tuple(_rebuild(c, hoisted, memo) for c in node.items))
-    elif isinstance(node, Choice):
-        new = Choice(tuple(_rebuild(c, hoisted, memo) for c in node.items))
-    elif isinstance(node, Repeat):
-        new = Repeat(_rebuild(node.item, hoisted, memo), node.min, node.max)
+_DONE = object()  # stack marker in _visit
+
+
+def _rebuild(
+    node: Expr, hoisted: dict[int, str], dirty: set[int], memo: dict[int, Expr], top: bool = False
+) -> Expr:
+    """``node`` with its hoisted descendants replaced by references; a node with nothing
+    hoisted below it (not in ``dirty``) is itself, ``memo`` holds the nodes rebuilt so far.
+    """
+    nid = id(node)
+    if not top and nid in hoisted:
+        return RuleRef(hoisted[nid])
+    if not top or nid not in hoisted:
+        if nid not in dirty:
+            return node
+        got = memo.get(nid)
+        if got is not None:
+            return got
+    t = type(node)
+    if t is Seq:
+        new: Expr = Seq(tuple(_rebuild(c, hoisted, dirty, memo) for c in node.items))  # type: ignore[union-attr]
+    elif t is Choice:
+        new = Choice(tuple(_rebuild(c, hoisted, dirty, memo) for c in node.items))  # type: ignore[union-attr]
+    elif t is Repeat:
+        new = Repeat(_rebuild(node.item, hoisted, dirty, memo), node.min, node.max)  # type: ignore[union-attr]
     else:
         new = node
     if not top:
-        memo[id(node)] = new
+        memo[nid] = new
     return new

@@ -16,6 +16,8 @@ as :class:`StringConstraintError` carrying the keyword to name.
 
 from __future__ import annotations
 
+import functools
+
 from treegram.frontends._regex import regex_to_expr
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import MAX_GRAMMAR_STATES
@@ -87,12 +89,24 @@ _ANY_DFA_MARK = Dfa.any()
 def pattern_dfa(pattern: str) -> Dfa:
     """The strings that contain a match of the ECMA-262 ``pattern`` (JSON Schema search).
 
+    Automata are immutable; the last :data:`_PATTERN_CACHE` patterns compiled (in any
+    schema) are kept, since schemas repeat a pattern under ``not``, ``allOf`` and across
+    properties.
+
     Raises
     ------
     StringConstraintError
         The pattern has an anchor inside a group, a syntax error or an unsupported
         construct, or needs too many states (keyword ``pattern``).
     """
+    return _cached_pattern_dfa(pattern)
+
+
+_PATTERN_CACHE = 128
+
+
+@functools.lru_cache(maxsize=_PATTERN_CACHE)  # errors are raised again, never cached
+def _cached_pattern_dfa(pattern: str) -> Dfa:
     # Alternatives grouped by their anchors: one Σ*(a|b|...)Σ* rather than a union of
     # searches, whose subsets would track every alternative separately.
     groups: dict[tuple[bool, bool], list[Expr]] = {}

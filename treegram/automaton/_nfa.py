@@ -1,0 +1,380 @@
+"""Thompson NFAs of rule bodies, built by a numba kernel from the IR in flat arrays.
+
+:class:`FlatIr` numbers every distinct IR node of a grammar once (a node shared by many
+rules or many parents is flattened once, by identity) and stores it in arrays;
+:func:`build_nfa` then expands one rule body into its NFA as CSR edge lists. The kernel
+replays the recursive construction of ``_build._NfaBuilder`` step for step (same states
+allocated in the same order, edges appended in the same order), so both give the same
+NFA and therefore the same DFA.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq
+
+__all__ = ["FlatIr", "build_nfa"]
+
+BYTES, CLASS, SEQ, CHOICE, REPEAT, REF = range(6)
+
+
+class FlatIr:
+    """The IR nodes of a grammar as flat arrays, each distinct node once.
+
+    Per node: ``kind``; ``a``, ``b`` (Bytes: offset and length in ``data``; CharClass:
+    first sequence and count; Seq/Choice: first child in ``kids`` and count; Repeat: min
+    and max, -1 for none, its item in ``kids`` at ``kid_at``; RuleRef: rule id);
+    ``kid_at``. A class's UTF-8 sequences are ``seq_ptr`` offsets into ``lo``/``hi``.
+    Equal nodes (leaves by value, inner nodes by kind, bounds and children) are one
+    node, so rules with equal bodies have one root. A node is in ``bad`` when building it must
+    raise (an undefined rule, ``max < min``): the caller then builds that rule with the
+    Python builder, which raises the error.
+
+    Parameters
+    ----------
+    rule_ids : dict of str to int
+        Rule ids by name.
+    class_sequences : callable
+        ``CharClass`` to its list of UTF-8 byte-range sequences.
+    """
+
+    def __init__(self, rule_ids: dict[str, int], class_sequences) -> None:
+        self.rule_ids = rule_ids
+        self.class_sequences = class_sequences
+        self.index: dict[int, int] = {}
+        self.keep: list[Expr] = []  # keeps every indexed node alive (ids stay valid)
+        self.kind: list[int] = []
+        self.a: list[int] = []
+        self.b: list[int] = []
+        self.kid_at: list[int] = []
+        self.bad: set[int] = set()
+        self.leaves: dict[Expr, int] = {}  # leaves by value
+        self.inner: dict[tuple, int] = {}  # inner nodes by kind and node ids of children
+        self.kids: list[int] = []
+        self.data = bytearray()
+        self.seq_ptr: list[int] = [0]
+        self.lo: list[int] = []
+        self.hi: list[int] = []
+        self._arrays: tuple | None = None
+
+    def add(self, root: Expr) -> int:
+        """Index ``root`` and every node below it; return the root's node id."""
+        index, keep, kids, kind, a, b, kid_at, inner = (
+            self.index, self.keep, self.kids, self.kind, self.a, self.b, self.kid_at, self.inner
+        )  # fmt: skip
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if id(node) in index:
+                continue
+            t = type(node)
+            if t is Seq or t is Choice:
+                children = node.items  # type: ignore[union-attr]
+            elif t is Repeat:
+                children = (node.item,)  # type: ignore[union-attr]
+            else:
+                index[id(node)] = self._leaf(node)
+                keep.append(node)
+                continue
+            pending = [c for c in children if id(c) not in index]
+            if pending:  # children first, then this node again
+                stack.append(node)
+                stack.extend(pending)
+                continue
+            kid_ids = [index[id(c)] for c in children]
+            # equal structure, one node: rules with equal bodies share their automaton
+            key = (t, tuple(kid_ids)) if t is not Repeat else (t, node.min, node.max, kid_ids[0])  # type: ignore[union-attr]
+            got = inner.get(key)
+            if got is not None:
+                index[id(node)] = got
+                keep.append(node)
+                continue
+            inner[key] = len(kid_at)
+            at = len(kids)
+            kids.extend(kid_ids)
+            if t is Repeat:
+                lo, hi = node.min, node.max  # type: ignore[union-attr]
+                kind.append(REPEAT)
+                a.append(lo)
+                b.append(-1 if hi is None else hi)
+                if hi is not None and hi < lo:
+                    self.bad.add(len(kid_at))
+            else:
+                kind.append(SEQ if t is Seq else CHOICE)
+                a.append(at)
+                b.append(len(kid_ids))
+            if self.bad and not self.bad.isdisjoint(kid_ids):
+                self.bad.add(len(kid_at))
+            index[id(node)] = len(kid_at)
+            kid_at.append(at)
+            keep.append(node)
+        self._arrays = None
+        return index[id(root)]
+
+    def _leaf(self, node) -> int:
+        """The node id of a leaf; equal leaves share one."""
+        got = self.leaves.get(node)
+        if got is not None:
+            return got
+        nid = len(self.kid_at)
+        t = type(node)
+        if t is Bytes:
+            self.kind.append(BYTES)
+            self.a.append(len(self.data))
+            self.b.append(len(node.data))
+            self.data += node.data
+        elif t is CharClass:
+            seqs = self.class_sequences(node)
+            self.kind.append(CLASS)
+            self.a.append(len(self.seq_ptr) - 1)
+            self.b.append(len(seqs))
+            for seq in seqs:
+                for lo, hi in seq:
+                    self.lo.append(lo)
+                    self.hi.append(hi)
+                self.seq_ptr.append(len(self.lo))
+        else:
+            rid = self.rule_ids.get(node.name) if t is RuleRef else None
+            self.kind.append(REF)
+            self.a.append(-1 if rid is None else rid)
+            self.b.append(0)
+            if rid is None:  # an undefined rule (or a node the builder refuses)
+                self.bad.add(nid)
+        self.kid_at.append(len(self.kids))
+        self.leaves[node] = nid
+        return nid
+
+    def arrays(self) -> tuple:
+        """The node arrays in the order :func:`build_nfa` takes them."""
+        if self._arrays is None:
+            i64 = np.int64
+            self._arrays = (
+                np.array(self.kind, dtype=np.int8),
+                np.array(self.a, dtype=i64),
+                np.array(self.b, dtype=i64),
+                np.array(self.kid_at, dtype=i64),
+                np.array(self.kids, dtype=i64),
+                np.frombuffer(bytes(self.data), dtype=np.uint8),
+                np.array(self.seq_ptr, dtype=i64),
+                np.array(self.lo, dtype=np.int32),
+                np.array(self.hi, dtype=np.int32),
+            )
+        return self._arrays
+
+
+@njit(nogil=True, cache=True)
+def _grow(a, need):
+    if need <= a.shape[0]:
+        return a
+    out = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _csr(src, n_edges, n_states):
+    """Offsets [n_states + 1] and the edge order that groups edges by source state,
+    keeping each state's edges in the order they were added."""
+    ptr = np.zeros(n_states + 1, dtype=np.int32)
+    for e in range(n_edges):
+        ptr[src[e] + 1] += 1
+    for s in range(n_states):
+        ptr[s + 1] += ptr[s]
+    fill = ptr[:-1].astype(np.int64)
+    order = np.empty(n_edges, dtype=np.int64)
+    for e in range(n_edges):
+        order[fill[src[e]]] = e
+        fill[src[e]] += 1
+    return ptr, order
+
+
+@njit(nogil=True, cache=True)
+def build_nfa(root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi):  # noqa: C901
+    """The NFA of one rule body (node ``root``): start state 0, accepting state 1.
+
+    Returns
+    -------
+    n_states : int
+    eps_ptr : int32 [n_states + 1]; eps_to : int32 [n_eps]
+    byte_ptr : int32 [n_states + 1]; byte_lo, byte_hi, byte_to : int32 [n_byte]
+    ref_ptr : int32 [n_states + 1]; ref_rule, ref_to : int32 [n_ref]
+    """
+    n_states = 2
+    e_src = np.empty(16, dtype=np.int32)
+    e_dst = np.empty(16, dtype=np.int32)
+    n_e = 0
+    y_src = np.empty(16, dtype=np.int32)
+    y_lo = np.empty(16, dtype=np.int32)
+    y_hi = np.empty(16, dtype=np.int32)
+    y_to = np.empty(16, dtype=np.int32)
+    n_y = 0
+    r_src = np.empty(4, dtype=np.int32)
+    r_rule = np.empty(4, dtype=np.int32)
+    r_to = np.empty(4, dtype=np.int32)
+    n_r = 0
+    # the recursion of the Python builder as frames: node, start, end, step, cur, aux
+    f_node = np.empty(16, dtype=np.int64)
+    f_start = np.empty(16, dtype=np.int32)
+    f_end = np.empty(16, dtype=np.int32)
+    f_step = np.empty(16, dtype=np.int64)
+    f_cur = np.empty(16, dtype=np.int32)
+    f_aux = np.empty(16, dtype=np.int32)
+    f_node[0], f_start[0], f_end[0], f_step[0], f_cur[0] = root, 0, 1, 0, 0
+    top = 1
+    while top > 0:
+        fr = top - 1
+        node = f_node[fr]
+        k = kind[node]
+        start = f_start[fr]
+        end = f_end[fr]
+        # a child to build next: (child, child_start, child_end); -1 when none
+        child = np.int64(-1)
+        c_start = 0
+        c_end = 0
+        if k == 0:  # Bytes
+            n = b[node]
+            if n == 0:
+                e_src = _grow(e_src, n_e + 1)
+                e_dst = _grow(e_dst, n_e + 1)
+                e_src[n_e], e_dst[n_e] = start, end
+                n_e += 1
+            else:
+                cur = start
+                for i in range(n):
+                    if i == n - 1:
+                        nxt = end
+                    else:
+                        nxt = n_states
+                        n_states += 1
+                    y_src, y_lo = _grow(y_src, n_y + 1), _grow(y_lo, n_y + 1)
+                    y_hi, y_to = _grow(y_hi, n_y + 1), _grow(y_to, n_y + 1)
+                    v = data[a[node] + i]
+                    y_src[n_y], y_lo[n_y], y_hi[n_y], y_to[n_y] = cur, v, v, nxt
+                    n_y += 1
+                    cur = nxt
+            top -= 1
+        elif k == 1:  # CharClass
+            for q in range(a[node], a[node] + b[node]):
+                cur = start
+                last = seq_ptr[q + 1] - 1
+                for i in range(seq_ptr[q], seq_ptr[q + 1]):
+                    if i == last:
+                        nxt = end
+                    else:
+                        nxt = n_states
+                        n_states += 1
+                    y_src, y_lo = _grow(y_src, n_y + 1), _grow(y_lo, n_y + 1)
+                    y_hi, y_to = _grow(y_hi, n_y + 1), _grow(y_to, n_y + 1)
+                    y_src[n_y], y_lo[n_y], y_hi[n_y], y_to[n_y] = cur, lo[i], hi[i], nxt
+                    n_y += 1
+                    cur = nxt
+            top -= 1
+        elif k == 5:  # RuleRef
+            r_src, r_rule = _grow(r_src, n_r + 1), _grow(r_rule, n_r + 1)
+            r_to = _grow(r_to, n_r + 1)
+            r_src[n_r], r_rule[n_r], r_to[n_r] = start, a[node], end
+            n_r += 1
+            top -= 1
+        elif k == 2:  # Seq
+            n = b[node]
+            i = f_step[fr]
+            if n == 0:
+                e_src = _grow(e_src, n_e + 1)
+                e_dst = _grow(e_dst, n_e + 1)
+                e_src[n_e], e_dst[n_e] = start, end
+                n_e += 1
+                top -= 1
+            elif i == n:
+                top -= 1
+            else:
+                cur = start if i == 0 else f_cur[fr]
+                if i == n - 1:
+                    nxt = end
+                else:
+                    nxt = n_states
+                    n_states += 1
+                f_step[fr] = i + 1
+                f_cur[fr] = nxt
+                child, c_start, c_end = kids[a[node] + i], cur, nxt
+        elif k == 3:  # Choice
+            i = f_step[fr]
+            if i == b[node]:
+                top -= 1
+            else:
+                f_step[fr] = i + 1
+                child, c_start, c_end = kids[a[node] + i], start, end
+        else:  # Repeat: a = min, b = max (-1: none)
+            item = kids[kid_at[node]]
+            lo_n = a[node]
+            hi_n = b[node]
+            i = f_step[fr]
+            cur = start if i == 0 else f_cur[fr]
+            if i < lo_n:  # a required copy
+                nxt = n_states
+                n_states += 1
+                f_step[fr] = i + 1
+                f_cur[fr] = nxt
+                child, c_start, c_end = item, cur, nxt
+            elif hi_n < 0 and i == lo_n:  # the loop: cur -> loop, loop -item-> back
+                loop = n_states
+                back = n_states + 1
+                n_states += 2
+                e_src = _grow(e_src, n_e + 1)
+                e_dst = _grow(e_dst, n_e + 1)
+                e_src[n_e], e_dst[n_e] = cur, loop
+                n_e += 1
+                f_step[fr] = i + 1
+                f_cur[fr] = loop
+                f_aux[fr] = back
+                child, c_start, c_end = item, loop, back
+            elif hi_n < 0:  # back -> loop, loop -> end
+                e_src = _grow(e_src, n_e + 2)
+                e_dst = _grow(e_dst, n_e + 2)
+                e_src[n_e], e_dst[n_e] = f_aux[fr], cur
+                e_src[n_e + 1], e_dst[n_e + 1] = cur, end
+                n_e += 2
+                top -= 1
+            elif i < hi_n:  # an optional copy, skippable to the end
+                e_src = _grow(e_src, n_e + 1)
+                e_dst = _grow(e_dst, n_e + 1)
+                e_src[n_e], e_dst[n_e] = cur, end
+                n_e += 1
+                nxt = n_states
+                n_states += 1
+                f_step[fr] = i + 1
+                f_cur[fr] = nxt
+                child, c_start, c_end = item, cur, nxt
+            else:
+                e_src = _grow(e_src, n_e + 1)
+                e_dst = _grow(e_dst, n_e + 1)
+                e_src[n_e], e_dst[n_e] = cur, end
+                n_e += 1
+                top -= 1
+        if child >= 0:
+            f_node, f_start = _grow(f_node, top + 1), _grow(f_start, top + 1)
+            f_end, f_step = _grow(f_end, top + 1), _grow(f_step, top + 1)
+            f_cur, f_aux = _grow(f_cur, top + 1), _grow(f_aux, top + 1)
+            f_node[top], f_start[top], f_end[top], f_step[top] = child, c_start, c_end, 0
+            f_cur[top] = c_start
+            top += 1
+    eps_ptr, order = _csr(e_src, n_e, n_states)
+    eps_to = np.empty(n_e, dtype=np.int32)
+    for j in range(n_e):
+        eps_to[j] = e_dst[order[j]]
+    byte_ptr, order = _csr(y_src, n_y, n_states)
+    byte_lo = np.empty(n_y, dtype=np.int32)
+    byte_hi = np.empty(n_y, dtype=np.int32)
+    byte_to = np.empty(n_y, dtype=np.int32)
+    for j in range(n_y):
+        byte_lo[j], byte_hi[j], byte_to[j] = y_lo[order[j]], y_hi[order[j]], y_to[order[j]]
+    ref_ptr, order = _csr(r_src, n_r, n_states)
+    ref_rule = np.empty(n_r, dtype=np.int32)
+    ref_to = np.empty(n_r, dtype=np.int32)
+    for j in range(n_r):
+        ref_rule[j], ref_to[j] = r_rule[order[j]], r_to[order[j]]
+    return (
+        n_states, eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule,
+        ref_to,
+    )  # fmt: skip
