@@ -514,3 +514,13 @@ def test_returned_lists_are_copies() -> None:
     assert info.stop_token_ids == [1]
     assert info.special_token_ids == [2]
     assert "BYTE" not in repr(info) and "vocab_size=3" in repr(info)
+
+
+def test_byte_level_charset_matches_xgrammar() -> None:
+    from treegram.tokenizer import BYTE_LEVEL_CHARSET
+
+    assert len(BYTE_LEVEL_CHARSET) == 256
+    assert {ord(c) for c in BYTE_LEVEL_CHARSET} == set(BYTE_LEVEL_CHAR_TO_BYTE)
+    assert "Ġ" in BYTE_LEVEL_CHARSET and " " not in BYTE_LEVEL_CHARSET
+    xti = pytest.importorskip("xgrammar.tokenizer_info")
+    assert xti._BYTE_LEVEL_CHARSET == BYTE_LEVEL_CHARSET
