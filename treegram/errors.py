@@ -168,9 +168,10 @@ class WorkerError(TreegramError, RuntimeError):
     """
 
 
-class DraftTreeError(TreegramError, ValueError):
+class DraftTreeError(TreegramError, ValueError, RuntimeError):
     """A draft tree (parents, links or tree attention mask) is malformed; the message names
-    the argument and the offending value."""
+    the argument and the offending value. Also a ``RuntimeError``, the type xgrammar raises
+    for it (engines catch that)."""
 
 
 class DeserializeFormatError(TreegramError, ValueError, RuntimeError):

@@ -328,7 +328,9 @@ def test_xml_argument_models_are_refused_by_name(model):
     assert model in builtin_structural_tag_models()
     with pytest.raises(tg.UnsupportedStructuralTagError, match=XML_MODELS[model]):
         tg.get_model_structural_tag(model, tools=TOOLS)
-    with pytest.raises(tg.UnsupportedStructuralTagError, match=f"model '{model}'"):
+    # qwen_3_coder is qwen_3_5's format under a second name, as in xgrammar
+    named = "qwen_3_5" if model == "qwen_3_coder" else model
+    with pytest.raises(tg.UnsupportedStructuralTagError, match=f"model '{named}'"):
         getattr(st, f"get_{model}_structural_tag")()
 
 
@@ -343,3 +345,17 @@ def test_per_model_function_arguments_are_checked():
         st.get_harmony_structural_tag(builtin_tools=TOOLS[:1])
     with pytest.raises(ArgumentError, match="reasoning must be"):
         st.get_qwen_3_structural_tag(reasoning="maybe")
+
+
+def test_a_tool_without_type_is_a_function_tool():
+    bare = [{"function": {"name": "get_weather", "parameters": WEATHER}}]
+    functions, builtins, _ = tg.normalize_tool_choice(bare, "auto")
+    assert [f.function.name for f in functions] == ["get_weather"] and builtins == []
+    assert tg.get_model_structural_tag("qwen_3", tools=bare) == tg.get_model_structural_tag(
+        "qwen_3", tools=TOOLS[:1]
+    )
+    xgr = pytest.importorskip("xgrammar")
+    theirs = xgr.get_model_structural_tag("qwen_3", tools=bare).model_dump(mode="json")
+    assert tg.get_model_structural_tag("qwen_3", tools=bare).to_dict() == theirs
+    with pytest.raises(ArgumentError, match=r"tools\[0\]\.function\.name"):
+        tg.get_model_structural_tag("llama", tools=[{"function": {}}])

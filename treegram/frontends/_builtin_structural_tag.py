@@ -127,7 +127,7 @@ def _tool(value: Any, path: str) -> FunctionToolParam | BuiltinToolParam:
     obj = _plain(value)
     if not isinstance(obj, dict):
         raise ArgumentError(f"{path} must be a tool object, got {type(obj).__name__}")
-    kind = obj.get("type")
+    kind = obj.get("type", "function")  # a function tool when left out, as in xgrammar
     if not isinstance(kind, str):
         raise ArgumentError(f"{path}.type must be a string")
     if kind != "function":
@@ -824,7 +824,7 @@ get_deepseek_r1_structural_tag = _model_function("deepseek_r1")
 get_deepseek_v3_1_structural_tag = _model_function("deepseek_v3_1")
 get_harmony_structural_tag = _model_function("harmony")
 get_qwen_3_5_structural_tag = _model_function("qwen_3_5")
-get_qwen_3_coder_structural_tag = _model_function("qwen_3_coder")
+get_qwen_3_coder_structural_tag = get_qwen_3_5_structural_tag  # one format, as in xgrammar
 get_mimo_structural_tag = _model_function("mimo")
 get_kimi_k3_structural_tag = _model_function("kimi_k3")
 get_deepseek_v3_2_structural_tag = _model_function("deepseek_v3_2")
