@@ -20,6 +20,7 @@ import xgrammar.testing, xgrammar.structural_tag, xgrammar.builtin_structural_ta
 import xgrammar.exception, xgrammar.config, xgrammar.matcher, xgrammar.grammar
 import xgrammar.compiler, xgrammar.tokenizer_info, xgrammar.kernels
 import xgrammar.openai_tool_call_schema
+from xgrammar.kernels.apply_token_bitmask_inplace_cpu import apply_token_bitmask_inplace_cpu
 from xgrammar.testing import _is_grammar_accept_string, GrammarFunctor
 from xgrammar.tokenizer_info import _BYTE_LEVEL_CHARSET
 names = {n: getattr(xgrammar, n) is getattr(treegram, n) for n in xgrammar.__all__
@@ -31,7 +32,7 @@ print(json.dumps({
     "testing": xgrammar.testing is treegram.testing,
     "structural_tag": xgrammar.structural_tag is treegram.structural_tag,
     "builtin": xgrammar.builtin_structural_tag is treegram.structural_tag,
-    "kernel": xgrammar.kernels.apply_token_bitmask_inplace_cpu.__module__,
+    "kernel": apply_token_bitmask_inplace_cpu.__module__,
     "accepts": _is_grammar_accept_string('root ::= "a"+', "aaa"),
     "charset": len(_BYTE_LEVEL_CHARSET),
 }))
