@@ -75,6 +75,9 @@ _KNOWN = [
      r"'max_tokens' is not supported", "token / character budgets and Lark stop/suffix"),
     (r"temperature|batch_fill_temperature", "per-rule temperature not built"),
     (r"No module named 'cohere_melody'", "needs a package that is not installed"),
+    (r"KeyError: '(grammar|adaptive_token_mask_cache|rules|grammar_expr_data|"
+     r"sorted_decoded_vocab)'|'v16'|__VERSION__|DID NOT RAISE DeserializeFormatError",
+     "compares xgrammar's serialization format"),
     (r"Expected RepeatRef edges|Rule 0: |_debug_print_internal_state",
      "compares xgrammar's internal FSM / state printout"),
     (r"is not supported \(position \d+ in regex|lookahead assertion|lookbehind|"
@@ -346,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "timeout_s": args.timeout,
         "ignore_text": args.ignore_text,
+        # --report-only re-sorts the causes of the last run's recorded outcomes (wall_s 0)
+        "replayed_from_events": args.report_only,
         "wall_s": round(wall, 1),
         "totals": {
             "collected": len(listed),
