@@ -44,8 +44,10 @@ def test_schema_and_regex_text_round_trip():
     assert testing._is_grammar_accept_string(grammar, "bc")
     with pytest.raises(ArgumentError, match="json_format: only 'json'"):
         testing._json_schema_to_ebnf(schema, json_format="qwen_xml")
-    with pytest.raises(ArgumentError, match="any_order"):
-        testing._json_schema_to_ebnf(schema, any_order=True)
+    any_order = testing._json_schema_to_ebnf(
+        {"properties": {"a": {"type": "integer"}, "b": {"type": "null"}}}, any_order=True
+    )
+    assert testing._is_grammar_accept_string(any_order, '{"b": null, "a": 1}')
     with pytest.raises(GrammarSyntaxError):
         testing._is_grammar_accept_string("root ::= (", "a")
 
@@ -96,3 +98,131 @@ def test_traverse_draft_tree_wrapper():
     rows = np.zeros((2, 1), dtype=np.int32)
     assert testing._traverse_draft_tree(nt, ns, draft, m, rows)
     assert rows.tolist() == [[0b010], [0b100]]  # after "a": "b"; after "ab": the stop token
+
+
+# -- range regexes: checked by brute force against the ranges themselves ----------------------
+@pytest.mark.parametrize(
+    "start,end",
+    [(12, 16), (1, 10), (2134, 3459), (-5, 10), (-15, -10), (-1999, -100), (0, 0), (7, 7)]
+    + [(None, None), (5, None), (None, 0), (-5, None), (None, -3), (100, None), (0, None)],
+)
+def test_generate_range_regex_matches_exactly_the_range(start, end):
+    import re
+
+    pattern = re.compile(testing._generate_range_regex(start, end))
+    for x in range(-2500, 4000):
+        inside = (start is None or x >= start) and (end is None or x <= end)
+        assert bool(pattern.match(str(x))) is inside, (x, pattern.pattern)
+    for text in ("-0", "01", "+1", "1.0", ""):  # canonical integers only
+        assert not pattern.match(text)
+
+
+def test_generate_range_regex_rejects_bad_ranges():
+    with pytest.raises(ArgumentError, match="start must be <= end"):
+        testing._generate_range_regex(5, 4)
+    with pytest.raises(ArgumentError, match="start must be a number"):
+        testing._generate_range_regex(1.5, 4)  # type: ignore[arg-type]
+
+
+_FLOAT_BOUNDS = [None, 0, 0.5, 1, 1.25, 2.5, -0.5, -1.25, -3, 0.05, 0.1, 0.125, 4.99, 10.5, -100]
+
+
+def _decimals() -> list[str]:
+    fractions = ["0", "00", "1", "05", "5", "25", "2500", "9", "99", "01", "125", "13", "0499"]
+    out = []
+    for whole in [0, 1, 2, 3, 4, 5, 10, 11, 99, 100, 101]:
+        for sign in ("", "-"):
+            out.append(f"{sign}{whole}")
+            out += [f"{sign}{whole}.{f}" for f in fractions]
+    return out
+
+
+@pytest.mark.parametrize("exclusive", [(False, False), (True, False), (False, True), (True, True)])
+def test_generate_float_regex_matches_exactly_the_range(exclusive):
+    import re
+    from fractions import Fraction
+
+    es, ee = exclusive
+    for lo in _FLOAT_BOUNDS:
+        for hi in _FLOAT_BOUNDS:
+            if lo is not None and hi is not None and (lo > hi or (lo == hi and (es or ee))):
+                continue
+            pattern = re.compile(testing._generate_float_regex(lo, hi, es, ee))
+            for text in _decimals():
+                x = Fraction(text)
+                above = lo is None or (x > Fraction(repr(lo)) if es else x >= Fraction(repr(lo)))
+                below = hi is None or (x < Fraction(repr(hi)) if ee else x <= Fraction(repr(hi)))
+                inside = above and below and not (text.startswith("-") and x == 0)
+                assert bool(pattern.match(text)) is inside, (lo, hi, es, ee, text)
+
+
+def test_generate_float_regex_rejects_empty_ranges():
+    with pytest.raises(ArgumentError, match="is empty"):
+        testing._generate_float_regex(1.0, 1.0, exclusive_start=True)
+    with pytest.raises(ArgumentError, match="must be finite"):
+        testing._generate_float_regex(float("inf"), None)
+
+
+# -- rules, automata and xgrammar's grammar passes ----------------------------------------------
+ALLOW_EMPTY = [
+    (
+        'root ::= rule1 rule2 | "abc"\nrule1 ::= "abc" | ""\nrule2 ::= "def" rule3 | ""\n'
+        'rule3 ::= "ghi"\n',
+        [0, 1, 2],
+    ),  # fmt: skip
+    ('root ::= rule1 rule2 [a-z]*\nrule1 ::= "abc" | ""\nrule2 ::= "def" | ""\n', [0, 1, 2]),
+    ("root ::= [a]* [b]* rule1\nrule1 ::= [abc]* [def]*\n", [0, 1]),
+    # xgrammar numbers the helper rule it makes for "?" too ([1, 2]): treegram has none
+    ('root ::= "x" r\nr ::= "y"?\n', [1]),
+]
+
+
+@pytest.mark.parametrize("ebnf,expected", ALLOW_EMPTY)
+def test_get_allow_empty_rule_ids(ebnf, expected):
+    compiled = tg.GrammarCompiler(tg.TokenizerInfo([])).compile_grammar(ebnf)
+    assert testing._get_allow_empty_rule_ids(compiled) == expected
+    if "?" in ebnf:
+        return
+    xgr = pytest.importorskip("xgrammar")
+    xt = pytest.importorskip("xgrammar.testing")
+    theirs = xgr.GrammarCompiler(xgr.TokenizerInfo([])).compile_grammar(ebnf)
+    assert xt._get_allow_empty_rule_ids(theirs) == expected
+
+
+def test_print_grammar_fsms_lists_every_rule_and_edge():
+    grammar = tg.Grammar.from_ebnf('root ::= "ab" r\nr ::= [x-z]')
+    text = testing._print_grammar_fsms(grammar)
+    assert text.splitlines()[0].startswith("root: start=")
+    assert "-[0x61]->" in text and "-[0x62]->" in text
+    assert "-<r>->" in text and "-[0x78-0x7a]->" in text
+    assert "\nr: start=" in text
+
+
+def test_is_rule_fsm_accept_string():
+    grammar = tg.Grammar.from_ebnf('root ::= "a" r\nr ::= [0-9]+ s\ns ::= "!"')
+    assert testing._is_rule_fsm_accept_string(grammar, 1, "12!")
+    assert not testing._is_rule_fsm_accept_string(grammar, 1, "a12!")
+    assert testing._is_rule_fsm_accept_string(grammar, 2, "!")
+    with pytest.raises(ArgumentError, match="rule_id"):
+        testing._is_rule_fsm_accept_string(grammar, 3, "!")
+
+
+def test_grammar_functor_passes_keep_the_language():
+    grammar = tg.Grammar.from_ebnf('root ::= "a" r | "b"\nr ::= [0-9]*\nunused ::= "z"')
+    for name in (
+        "structure_normalizer",
+        "rule_inliner",
+        "byte_string_fuser",
+        "lookahead_assertion_analyzer",
+        "grammar_optimizer",
+        "fsm_builder",
+        "repetition_normalizer",
+        "dead_code_eliminator",
+    ):
+        out = getattr(testing.GrammarFunctor, name)(grammar)
+        for text, accepted in (("a12", True), ("b", True), ("a", True), ("z", False)):
+            assert testing._is_grammar_accept_string(out, text) is accepted, (name, text)
+    pruned = testing.GrammarFunctor.dead_code_eliminator(grammar)
+    assert [r.name for r in pruned.ir.rules] == ["root", "r"]
+    with pytest.raises(TypeError, match="grammar must be a Grammar"):
+        testing.GrammarFunctor.rule_inliner("root ::= 'a'")  # type: ignore[arg-type]

@@ -6,7 +6,12 @@
 from __future__ import annotations
 
 from treegram import structural_tag, testing
-from treegram._json import get_serialization_version
+from treegram._json import (
+    get_max_recursion_depth,
+    get_serialization_version,
+    max_recursion_depth,
+    set_max_recursion_depth,
+)
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import (
     ArgumentError,
@@ -14,14 +19,17 @@ from treegram.errors import (
     BitmaskError,
     BitmaskIndexError,
     CacheStoreError,
+    ConfigError,
     DeserializeFormatError,
     DeserializeVersionError,
     DraftTreeError,
     EmptyVocabularyError,
     GrammarError,
     GrammarSyntaxError,
+    InvalidJSONError,
     InvalidStructuralTagError,
     InvalidTokenIdError,
+    LarkSyntaxError,
     MatcherStateError,
     MissingDependencyError,
     RegexSyntaxError,
@@ -62,6 +70,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "get_serialization_version",
+    "get_max_recursion_depth",
+    "set_max_recursion_depth",
+    "max_recursion_depth",
     "__version__",
     # errors
     "TreegramError",
@@ -69,6 +80,7 @@ __all__ = [
     "ArgumentTypeError",
     "GrammarError",
     "GrammarSyntaxError",
+    "LarkSyntaxError",
     "UndefinedRuleError",
     "TokenizerError",
     "EmptyVocabularyError",
@@ -78,6 +90,8 @@ __all__ = [
     "MatcherStateError",
     "DeserializeFormatError",
     "DeserializeVersionError",
+    "InvalidJSONError",
+    "ConfigError",
     "TokenizerMismatchError",
     "RegexSyntaxError",
     "UnsupportedSchemaError",

@@ -16,6 +16,7 @@ __all__ = [
     "ArgumentTypeError",
     "GrammarError",
     "GrammarSyntaxError",
+    "LarkSyntaxError",
     "RegexSyntaxError",
     "UnsupportedSchemaError",
     "UndefinedRuleError",
@@ -29,6 +30,8 @@ __all__ = [
     "MatcherStateError",
     "DeserializeFormatError",
     "DeserializeVersionError",
+    "InvalidJSONError",
+    "ConfigError",
     "TokenizerMismatchError",
     "MissingDependencyError",
     "CacheStoreError",
@@ -66,6 +69,16 @@ class GrammarSyntaxError(GrammarError):
 
     def __init__(self, message: str, line: int, column: int) -> None:
         super().__init__(f"{message} (line {line}, column {column})")
+        self.line = line
+        self.column = column
+
+
+class LarkSyntaxError(GrammarSyntaxError):
+    """Lark grammar text could not be parsed; the message reads ``Lark error at line L,
+    column C: ...``, as xgrammar's does."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        GrammarError.__init__(self, f"Lark error at line {line}, column {column}: {message}")
         self.line = line
         self.column = column
 
@@ -155,9 +168,10 @@ class WorkerError(TreegramError, RuntimeError):
     """
 
 
-class DraftTreeError(TreegramError, ValueError):
+class DraftTreeError(TreegramError, ValueError, RuntimeError):
     """A draft tree (parents, links or tree attention mask) is malformed; the message names
-    the argument and the offending value."""
+    the argument and the offending value. Also a ``RuntimeError``, the type xgrammar raises
+    for it (engines catch that)."""
 
 
 class DeserializeFormatError(TreegramError, ValueError, RuntimeError):
@@ -168,6 +182,16 @@ class DeserializeFormatError(TreegramError, ValueError, RuntimeError):
 class DeserializeVersionError(TreegramError, ValueError, RuntimeError):
     """Serialized data has another format version than this treegram reads. Also a
     ``RuntimeError``, the base of xgrammar's error of that name."""
+
+
+class InvalidJSONError(DeserializeFormatError):
+    """A JSON document treegram reads is not valid JSON or nests deeper than
+    :func:`treegram.get_max_recursion_depth` (xgrammar's error of that name)."""
+
+
+class ConfigError(ArgumentError, RuntimeError):
+    """A process-wide setting got an invalid value. Also a ``RuntimeError``, as xgrammar's
+    configuration errors are."""
 
 
 class TokenizerMismatchError(TreegramError, ValueError, RuntimeError):

@@ -12,7 +12,13 @@ import operator
 from collections.abc import Collection, Mapping
 
 from treegram._json import dump_json, load_json
-from treegram.errors import ArgumentError, DeserializeFormatError, GrammarError, UndefinedRuleError
+from treegram.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    DeserializeFormatError,
+    GrammarError,
+    UndefinedRuleError,
+)
 from treegram.frontends import (
     builtin_json_grammar_ir,
     json_schema_to_ir,
@@ -40,6 +46,7 @@ from treegram.ir import (
     ir_facts,
     run_sized,
 )
+from treegram.tokenizer import TokenizerInfo
 
 __all__ = [
     "Grammar",
@@ -134,7 +141,10 @@ class Grammar:
 
     @staticmethod
     def from_lark(
-        text: str, *, named_grammars: Mapping[str, Grammar | str] | None = None
+        text: str,
+        *,
+        tokenizer_info: TokenizerInfo | None = None,
+        named_grammars: Mapping[str, Grammar | str] | None = None,
     ) -> Grammar:
         """Parse a grammar written in Lark (xgrammar 0.2.8's subset; it starts at ``start``).
 
@@ -144,6 +154,10 @@ class Grammar:
             Lark grammar text: rules, terminals, literals (flag ``i``), ranges, regexes
             (flags ``i s u``), ``? * + ~n ~n..m``, ``%ignore``, ``%import common.X``,
             ``%json {schema}`` and ``@name`` (see ``treegram.frontends._lark``).
+        tokenizer_info : TokenizerInfo, optional
+            xgrammar resolves named special tokens (``<|eot|>``) against it. treegram's
+            grammars are over text and refuse special tokens with or without it, so it is
+            only checked to be a ``TokenizerInfo``.
         named_grammars : mapping of str to Grammar or str, optional
             The grammars ``@name`` refers to (Lark text with its own ``start`` rule, or a
             Grammar); keys are the names without ``@``.
@@ -160,6 +174,11 @@ class Grammar:
         """
         from .frontends import lark_to_ir
 
+        if tokenizer_info is not None and not isinstance(tokenizer_info, TokenizerInfo):
+            raise ArgumentTypeError(
+                "tokenizer_info must be a TokenizerInfo or None, got "
+                f"{type(tokenizer_info).__name__}"
+            )
         return Grammar(lark_to_ir(text, named_grammars))
 
     @staticmethod
@@ -175,6 +194,8 @@ class Grammar:
         unknown_format: str = "warn",
         canonical_integers: bool = True,
         remote_schemas: Mapping[str, dict | bool] | None = None,
+        any_order: bool = False,
+        print_converted_ebnf: bool = False,
     ) -> Grammar:
         """A grammar for the JSON documents that ``schema`` validates (xgrammar's options).
 
@@ -197,6 +218,12 @@ class Grammar:
         remote_schemas : mapping of str to dict or bool, optional
             Documents that ``$ref`` may name outside the schema, keyed by retrieval URI
             (see ``json_schema_to_ir``); a reference found nowhere is refused.
+        any_order : bool, default False
+            Object members in any order, as in xgrammar: only each key's value schema is
+            checked (required keys may be missing, keys may repeat), and the member count
+            lies between ``max(minProperties, len(required))`` and ``maxProperties``.
+        print_converted_ebnf : bool, default False
+            Print the grammar's EBNF text (a debugging aid, as in xgrammar).
 
         Returns
         -------
@@ -207,7 +234,7 @@ class Grammar:
         UnsupportedSchemaError
             A keyword cannot be compiled exactly (named, with its JSON pointer).
         """
-        return Grammar(
+        grammar = Grammar(
             json_schema_to_ir(
                 schema,
                 any_whitespace=any_whitespace,
@@ -219,8 +246,12 @@ class Grammar:
                 unknown_format=unknown_format,
                 canonical_integers=canonical_integers,
                 remote_schemas=remote_schemas,
+                any_order=any_order,
             )
         )
+        if print_converted_ebnf:
+            print(grammar.to_ebnf())
+        return grammar
 
     @staticmethod
     def from_structural_tag(*args, **kwargs) -> Grammar:

@@ -275,3 +275,87 @@ def test_register_a_model_with_xgrammars_calling_convention():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ArgumentError, match=match):
         tg.get_model_structural_tag(**kwargs)
+
+
+# -- xgrammar's per-model functions ----------------------------------------------------------
+@pytest.mark.parametrize("model", MODELS)
+def test_per_model_functions_match_xgrammar(model):
+    """``get_<model>_structural_tag`` takes normalized tools (function and builtin tools
+    apart, tool_choice in auto/required/forced) and builds the same tag as xgrammar's."""
+    import treegram.structural_tag as st
+
+    xbst = pytest.importorskip("xgrammar.builtin_structural_tag")
+    ours_fn = getattr(st, f"get_{model}_structural_tag")
+    theirs_fn = getattr(xbst, f"get_{model}_structural_tag")
+    assert ours_fn.__name__ == f"get_{model}_structural_tag"
+    functions, builtins, _ = tg.normalize_tool_choice(TOOLS + BUILTINS, "auto")
+    their_functions = [xbst._TOOL_ADAPTER.validate_python(t) for t in TOOLS]
+    their_builtins = [xbst._TOOL_ADAPTER.validate_python(t) for t in BUILTINS]
+    for choice, reasoning in itertools.product(["auto", "required"], ["enabled", "auto"]):
+        fns = functions if model != "harmony" else functions
+        ours = _outcome(ours_fn, fns, builtins, choice, reasoning, parallel_tool_calls=False)
+        theirs = _outcome(
+            theirs_fn, their_functions, their_builtins, choice, reasoning,
+            parallel_tool_calls=False,
+        )  # fmt: skip
+        if theirs == "error":
+            assert ours == "error"
+            continue
+        assert ours.to_dict() == theirs.model_dump(mode="json"), (choice, reasoning)
+    # same as going through get_model_structural_tag
+    assert ours_fn(functions) == tg.get_model_structural_tag(model, tools=TOOLS)
+
+
+XML_MODELS = {
+    "qwen_3_5": "qwen_xml",
+    "qwen_3_coder": "qwen_xml",
+    "mimo": "qwen_xml",
+    "kimi_k3": "kimi_k3_xml",
+    "deepseek_v3_2": "deepseek_xml",
+    "deepseek_v4": "deepseek_xml",
+    "deepseek_v4_1": "deepseek_v4_1_xml",
+    "minimax": "minimax_xml",
+    "minimax_m3": "minimax_m3_xml",
+    "glm_4_7": "glm_xml",
+    "cohere": "cohere_xml",
+}
+
+
+@pytest.mark.parametrize("model", sorted(XML_MODELS))
+def test_xml_argument_models_are_refused_by_name(model):
+    import treegram.structural_tag as st
+
+    assert model in builtin_structural_tag_models()
+    with pytest.raises(tg.UnsupportedStructuralTagError, match=XML_MODELS[model]):
+        tg.get_model_structural_tag(model, tools=TOOLS)
+    # qwen_3_coder is qwen_3_5's format under a second name, as in xgrammar
+    named = "qwen_3_5" if model == "qwen_3_coder" else model
+    with pytest.raises(tg.UnsupportedStructuralTagError, match=f"model '{named}'"):
+        getattr(st, f"get_{model}_structural_tag")()
+
+
+def test_per_model_function_arguments_are_checked():
+    import treegram.structural_tag as st
+
+    with pytest.raises(ArgumentError, match="tool_choice must be 'auto', 'required' or 'forced'"):
+        st.get_llama_structural_tag(tool_choice="none")
+    with pytest.raises(ArgumentError, match="tools must be a list"):
+        st.get_llama_structural_tag(tools="x")
+    with pytest.raises(ArgumentError, match=r"builtin_tools\[0\] must be a BuiltinToolParam"):
+        st.get_harmony_structural_tag(builtin_tools=TOOLS[:1])
+    with pytest.raises(ArgumentError, match="reasoning must be"):
+        st.get_qwen_3_structural_tag(reasoning="maybe")
+
+
+def test_a_tool_without_type_is_a_function_tool():
+    bare = [{"function": {"name": "get_weather", "parameters": WEATHER}}]
+    functions, builtins, _ = tg.normalize_tool_choice(bare, "auto")
+    assert [f.function.name for f in functions] == ["get_weather"] and builtins == []
+    assert tg.get_model_structural_tag("qwen_3", tools=bare) == tg.get_model_structural_tag(
+        "qwen_3", tools=TOOLS[:1]
+    )
+    xgr = pytest.importorskip("xgrammar")
+    theirs = xgr.get_model_structural_tag("qwen_3", tools=bare).model_dump(mode="json")
+    assert tg.get_model_structural_tag("qwen_3", tools=bare).to_dict() == theirs
+    with pytest.raises(ArgumentError, match=r"tools\[0\]\.function\.name"):
+        tg.get_model_structural_tag("llama", tools=[{"function": {}}])

@@ -143,8 +143,24 @@ def test_errors(source: str, fragment: str, line: int, column: int) -> None:
     with pytest.raises(GrammarSyntaxError) as info:
         Grammar.from_lark(source)
     assert fragment in str(info.value)
-    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, RuntimeError)
     assert (info.value.line, info.value.column) == (line, column)
+    # xgrammar's message layout, which engines and xgrammar's tests look for
+    assert str(info.value).startswith(f"Lark error at line {line}, column {column}: ")
+
+
+def test_tokenizer_info_is_accepted_and_checked() -> None:
+    from treegram import TokenizerInfo
+    from treegram.testing import _is_grammar_accept_string
+
+    info = TokenizerInfo(["a", "b"])
+    grammar = Grammar.from_lark('start: "a"+', tokenizer_info=info)
+    assert _is_grammar_accept_string(grammar, "aa")
+    assert not _is_grammar_accept_string(grammar, "b")
+    with pytest.raises(TypeError, match="tokenizer_info must be a TokenizerInfo or None"):
+        Grammar.from_lark('start: "a"', tokenizer_info="vocab")  # type: ignore[arg-type]
+    with pytest.raises(GrammarSyntaxError, match="named special tokens"):
+        Grammar.from_lark("start: <|eot|>", tokenizer_info=info)
 
 
 @pytest.mark.parametrize("source", [e[0] for e in ERRORS])

@@ -599,14 +599,29 @@ def test_invalid_structural_tags(value, match):
             r"format\.begin: token-id formats are not supported",
         ),
         (
-            {"type": "json_schema", "json_schema": {}, "any_order": True},
-            r"format\.any_order=true is not supported",
+            {"type": "qwen_xml_parameter", "json_schema": {}},
+            r"format type 'qwen_xml_parameter' is not supported .*XML argument styles",
         ),
     ],
 )
 def test_unsupported_structural_tags(value, match):
     with pytest.raises(UnsupportedStructuralTagError, match=match):
         tg.Grammar.from_structural_tag(_st(value))
+
+
+def test_deprecated_qwen_xml_parameter_format_builds_but_does_not_compile():
+    from treegram.structural_tag import QwenXMLParameterFormat
+
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    fmt = QwenXMLParameterFormat(json_schema=schema)
+    assert fmt.to_dict() == {"json_schema": schema, "type": "qwen_xml_parameter"}
+    xst = pytest.importorskip("xgrammar.structural_tag")
+    theirs = xst.QwenXMLParameterFormat(json_schema=schema).model_dump(mode="json")
+    assert fmt.to_dict() == theirs
+    with pytest.raises(UnsupportedStructuralTagError, match="XML argument styles"):
+        tg.Grammar.from_structural_tag(tg.StructuralTag(format=fmt))  # type: ignore[arg-type]
+    with pytest.raises(InvalidStructuralTagError, match="type must be 'qwen_xml_parameter'"):
+        QwenXMLParameterFormat(json_schema=schema, type="json_schema")
 
 
 def test_deeply_nested_formats():

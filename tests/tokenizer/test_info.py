@@ -514,3 +514,35 @@ def test_returned_lists_are_copies() -> None:
     assert info.stop_token_ids == [1]
     assert info.special_token_ids == [2]
     assert "BYTE" not in repr(info) and "vocab_size=3" in repr(info)
+
+
+def test_byte_level_charset_matches_xgrammar() -> None:
+    from treegram.tokenizer import BYTE_LEVEL_CHARSET
+
+    assert len(BYTE_LEVEL_CHARSET) == 256
+    assert {ord(c) for c in BYTE_LEVEL_CHARSET} == set(BYTE_LEVEL_CHAR_TO_BYTE)
+    assert "Ġ" in BYTE_LEVEL_CHARSET and " " not in BYTE_LEVEL_CHARSET
+    xti = pytest.importorskip("xgrammar.tokenizer_info")
+    assert xti._BYTE_LEVEL_CHARSET == BYTE_LEVEL_CHARSET
+
+
+def test_detect_vocab_type_from_vocab_matches_xgrammar() -> None:
+    from treegram.tokenizer import BYTE_LEVEL_CHARSET
+
+    byte_fallback = {f"<0x{b:02X}>": b for b in range(256)} | {"▁hello": 256, "你好": 257}
+    byte_level = {c: i for i, c in enumerate(sorted(BYTE_LEVEL_CHARSET))} | {"Ġhello": 256}
+    mixed = byte_level | {k: v + 300 for k, v in byte_fallback.items()}
+    raw = {"hello": 0, "##ing": 1, "你": 2, "a": 3}
+    cases = [
+        (byte_fallback, VocabType.BYTE_FALLBACK),
+        (byte_level, VocabType.BYTE_LEVEL),
+        (mixed, VocabType.BYTE_FALLBACK),
+        (raw, None),
+    ]
+    for vocab, expected in cases:
+        assert TokenizerInfo.detect_vocab_type_from_vocab(vocab) is expected
+        assert TokenizerInfo._detect_vocab_type_from_vocab(vocab) is expected  # xgrammar's name
+    xgr = pytest.importorskip("xgrammar")
+    for vocab, expected in cases:
+        theirs = xgr.TokenizerInfo._detect_vocab_type_from_vocab(vocab)
+        assert (theirs.name if theirs else None) == (expected.name if expected else None)

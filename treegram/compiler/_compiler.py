@@ -208,6 +208,7 @@ class GrammarCompiler:
         canonical_integers: bool = True,
         classify: str = "lazy",
         remote_schemas: Mapping[str, dict | bool] | None = None,
+        any_order: bool = False,
     ) -> CompiledGrammar:
         """Compile a JSON Schema (str, dict or pydantic model class) with xgrammar's options,
         see ``Grammar.from_json_schema``; ``classify`` is as for :meth:`compile_grammar`.
@@ -239,6 +240,8 @@ class GrammarCompiler:
         check_unknown_format(unknown_format)
         if not isinstance(canonical_integers, bool):
             raise GrammarError(f"canonical_integers must be a bool, got {canonical_integers!r}")
+        if not isinstance(any_order, bool):
+            raise GrammarError(f"any_order must be a bool, got {any_order!r}")
         options = JsonSchemaOptions(
             any_whitespace=any_whitespace,
             indent=indent,
@@ -249,6 +252,7 @@ class GrammarCompiler:
             unknown_format=unknown_format,
             canonical_integers=canonical_integers,
             remote_schemas=remotes,
+            any_order=any_order,
         )
         return self._cached(
             "json_schema",

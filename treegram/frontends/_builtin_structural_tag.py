@@ -13,7 +13,9 @@ Model keys: ``llama`` (Llama 3.x JSON calls), ``qwen_3`` (Qwen3 ``<tool_call>``)
 (DeepSeek's tool-call special tokens) and ``harmony`` (OpenAI gpt-oss). xgrammar's
 XML-argument models (``qwen_3_coder``/``qwen_3_5``, ``mimo``, ``minimax``, ``glm_4_7``,
 ``kimi_k3``, ``cohere``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``) need the XML
-``json_schema`` styles, which treegram does not compile.
+``json_schema`` styles, which treegram does not compile: they are registered, and asking
+for one raises :class:`~treegram.errors.UnsupportedStructuralTagError` naming the style.
+Each model also has xgrammar's per-model function (``get_llama_structural_tag``...).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from treegram.errors import ArgumentError
+from treegram.errors import ArgumentError, UnsupportedStructuralTagError
 from treegram.frontends._structural_tag_formats import (
     AnyTextFormat,
     ConstStringFormat,
@@ -47,6 +49,24 @@ __all__ = [
     "normalize_tool_choice",
     "register_model_structural_tag",
     "builtin_structural_tag_models",
+    "get_llama_structural_tag",
+    "get_qwen_3_structural_tag",
+    "get_exaone_structural_tag",
+    "get_kimi_structural_tag",
+    "get_deepseek_r1_structural_tag",
+    "get_deepseek_v3_1_structural_tag",
+    "get_harmony_structural_tag",
+    "get_qwen_3_5_structural_tag",
+    "get_qwen_3_coder_structural_tag",
+    "get_mimo_structural_tag",
+    "get_kimi_k3_structural_tag",
+    "get_deepseek_v3_2_structural_tag",
+    "get_deepseek_v4_structural_tag",
+    "get_deepseek_v4_1_structural_tag",
+    "get_minimax_structural_tag",
+    "get_minimax_m3_structural_tag",
+    "get_glm_4_7_structural_tag",
+    "get_cohere_structural_tag",
 ]
 
 
@@ -107,7 +127,7 @@ def _tool(value: Any, path: str) -> FunctionToolParam | BuiltinToolParam:
     obj = _plain(value)
     if not isinstance(obj, dict):
         raise ArgumentError(f"{path} must be a tool object, got {type(obj).__name__}")
-    kind = obj.get("type")
+    kind = obj.get("type", "function")  # a function tool when left out, as in xgrammar
     if not isinstance(kind, str):
         raise ArgumentError(f"{path}.type must be a string")
     if kind != "function":
@@ -700,3 +720,117 @@ def get_model_structural_tag(
 
 get_builtin_structural_tag = get_model_structural_tag
 """Alias of :func:`get_model_structural_tag` (xgrammar's deprecated name)."""
+
+
+# ----------------------------------------------------------------------------- per model
+# xgrammar's models whose calls carry XML arguments, with the ``json_schema`` style each
+# needs; treegram does not compile XML styles, so asking for these models says so.
+_XML_MODELS = {
+    "qwen_3_5": "qwen_xml",
+    "qwen_3_coder": "qwen_xml",
+    "mimo": "qwen_xml",
+    "kimi_k3": "kimi_k3_xml",
+    "deepseek_v3_2": "deepseek_xml",
+    "deepseek_v4": "deepseek_xml",
+    "deepseek_v4_1": "deepseek_v4_1_xml",
+    "minimax": "minimax_xml",
+    "minimax_m3": "minimax_m3_xml",
+    "glm_4_7": "glm_xml",
+    "cohere": "cohere_xml",
+}
+
+
+def _xml_model(name: str, style: str) -> _Builder:
+    def build(o: _Options) -> StructuralTag:
+        raise UnsupportedStructuralTagError(
+            f"model {name!r}: its tool calls carry XML arguments (json_schema style "
+            f"{style!r}), which treegram does not compile"
+        )
+
+    return build
+
+
+for _name, _style in _XML_MODELS.items():
+    _REGISTRY[_name] = (_xml_model(_name, _style), True)
+
+
+def _tools_of(value: Any, name: str, kind: type) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ArgumentError(f"{name} must be a list or None, got {type(value).__name__}")
+    out = [_tool(t, f"{name}[{i}]") for i, t in enumerate(value)]
+    for i, t in enumerate(out):
+        if not isinstance(t, kind):
+            raise ArgumentError(f"{name}[{i}] must be a {kind.__name__}")
+    return out
+
+
+def _model_function(key: str) -> Callable[..., StructuralTag]:
+    """xgrammar's per-model function for ``key``: tools already normalized (function and
+    builtin tools apart, ``tool_choice`` one of ``"auto"``, ``"required"``, ``"forced"``)."""
+
+    def get(
+        tools: list | None = None,
+        builtin_tools: list | None = None,
+        tool_choice: str = "auto",
+        reasoning: bool | str = "enabled",
+        any_order: bool = False,
+        exclude_special_tokens: bool = True,
+        max_whitespace_cnt: int | None = None,
+        parallel_tool_calls: bool = True,
+        **kwargs: Any,
+    ) -> StructuralTag:
+        if tool_choice not in ("auto", "required", "forced"):
+            raise ArgumentError(
+                f"tool_choice must be 'auto', 'required' or 'forced', got {tool_choice!r}"
+            )
+        if isinstance(reasoning, bool):
+            reasoning = "enabled" if reasoning else "disabled"
+        if reasoning not in ("enabled", "disabled", "auto"):
+            raise ArgumentError(
+                f"reasoning must be 'enabled', 'disabled', 'auto' or a bool, got {reasoning!r}"
+            )
+        options = _Options(
+            tools=_tools_of(tools, "tools", FunctionToolParam),
+            builtins=_tools_of(builtin_tools, "builtin_tools", BuiltinToolParam),
+            choice=tool_choice,
+            reasoning=reasoning,
+            any_order=any_order,
+            exclude_special_tokens=exclude_special_tokens,
+            max_whitespace_cnt=max_whitespace_cnt,
+            parallel=parallel_tool_calls,
+        )
+        return _REGISTRY_OURS[key](options)
+
+    get.__name__ = get.__qualname__ = f"get_{key}_structural_tag"
+    get.__doc__ = (
+        f"The structural tag of the ``{key!r}`` model's tool-call format (xgrammar's "
+        "per-model function).\n\nTakes the tools as :func:`normalize_tool_choice` returns "
+        "them; see :func:`get_model_structural_tag` for the options.\n"
+    )
+    return get
+
+
+# The builders registered by treegram itself, kept apart from user registrations so the
+# per-model functions always build treegram's format.
+_REGISTRY_OURS: dict[str, _Builder] = {k: fn for k, (fn, ours) in _REGISTRY.items() if ours}
+
+get_llama_structural_tag = _model_function("llama")
+get_qwen_3_structural_tag = _model_function("qwen_3")
+get_exaone_structural_tag = _model_function("exaone")
+get_kimi_structural_tag = _model_function("kimi")
+get_deepseek_r1_structural_tag = _model_function("deepseek_r1")
+get_deepseek_v3_1_structural_tag = _model_function("deepseek_v3_1")
+get_harmony_structural_tag = _model_function("harmony")
+get_qwen_3_5_structural_tag = _model_function("qwen_3_5")
+get_qwen_3_coder_structural_tag = get_qwen_3_5_structural_tag  # one format, as in xgrammar
+get_mimo_structural_tag = _model_function("mimo")
+get_kimi_k3_structural_tag = _model_function("kimi_k3")
+get_deepseek_v3_2_structural_tag = _model_function("deepseek_v3_2")
+get_deepseek_v4_structural_tag = _model_function("deepseek_v4")
+get_deepseek_v4_1_structural_tag = _model_function("deepseek_v4_1")
+get_minimax_structural_tag = _model_function("minimax")
+get_minimax_m3_structural_tag = _model_function("minimax_m3")
+get_glm_4_7_structural_tag = _model_function("glm_4_7")
+get_cohere_structural_tag = _model_function("cohere")

@@ -39,7 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NoReturn
 
-from treegram.errors import GrammarError, GrammarSyntaxError, RegexSyntaxError
+from treegram._json import get_max_recursion_depth, json_text_depth
+from treegram.errors import GrammarError, GrammarSyntaxError, LarkSyntaxError, RegexSyntaxError
 from treegram.ir import (
     Bytes,
     CharClass,
@@ -123,7 +124,7 @@ class _Source:
 
     def error(self, message: str, pos: int) -> NoReturn:
         line = bisect.bisect_right(self._starts, pos)
-        raise GrammarSyntaxError(message, line, pos - self._starts[line - 1] + 1)
+        raise LarkSyntaxError(message, line, pos - self._starts[line - 1] + 1)
 
 
 class _Parser:
@@ -478,6 +479,15 @@ class _Parser:
                 value, end = json.JSONDecoder().raw_decode(self.text, self.pos)
             except json.JSONDecodeError as err:
                 self.error(f"failed to parse JSON value after %json: {err.msg}", start)
+            except RecursionError:
+                end = len(self.text)  # too deep for json: reported just below
+            limit = get_max_recursion_depth()
+            if json_text_depth(self.text[self.pos : end]) > limit:
+                self.error(
+                    "failed to parse JSON value after %json: Maximum recursion depth "
+                    f"exceeded (max_recursion_depth={limit})",
+                    start,
+                )
             self.pos = end
             return self.embed("json", value, start), True
         if c == "@":
@@ -609,8 +619,9 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
 
     Raises
     ------
-    GrammarSyntaxError
-        Malformed or unsupported Lark (``line`` and ``column`` locate it).
+    LarkSyntaxError
+        Malformed or unsupported Lark (``line`` and ``column`` locate it; the message
+        starts ``Lark error at line L, column C:`` as xgrammar's does).
     GrammarError
         ``text`` or ``named_grammars`` has the wrong type.
     """
@@ -645,7 +656,7 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
     parser.parse()
     defs, imports = parser.defs, parser.imports
     if "start" not in defs:
-        raise GrammarSyntaxError("no start rule found", 1, 1)
+        raise LarkSyntaxError("no start rule found", 1, 1)
 
     # names: every definition must resolve, terminals reference terminals only
     for d in (*defs.values(), _Definition("%ignore", 0, True, refs=parser.ignore_refs)):

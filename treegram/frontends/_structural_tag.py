@@ -257,11 +257,11 @@ class _Builder:
             raise UnsupportedStructuralTagError(
                 f"{path}.style: only 'json' is supported, got {fmt.style!r}"
             )
-        if fmt.any_order:
-            raise UnsupportedStructuralTagError(f"{path}.any_order=true is not supported")
         if fmt.excludes:
             raise UnsupportedStructuralTagError(f"{path}.excludes is not supported")
-        ir = json_schema_to_ir(fmt.json_schema, max_whitespace_cnt=fmt.max_whitespace_cnt)
+        ir = json_schema_to_ir(
+            fmt.json_schema, max_whitespace_cnt=fmt.max_whitespace_cnt, any_order=fmt.any_order
+        )
         return self._embed(ir)
 
     def _tag_parts(self, tag: TagFormat, path: str) -> tuple[Expr, list[str]]:

@@ -41,6 +41,7 @@ __all__ = [
     "StarFormat",
     "RepeatFormat",
     "DispatchFormat",
+    "QwenXMLParameterFormat",
     "Format",
     "StructuralTagItem",
     "StructuralTag",
@@ -110,7 +111,8 @@ class ConstStringFormat(_Format):
 class JSONSchemaFormat(_Format):
     """A JSON document valid against ``json_schema`` (any whitespace between tokens).
 
-    Only ``style="json"`` compiles; ``any_order`` and ``excludes`` must keep their defaults.
+    Only ``style="json"`` compiles; ``excludes`` must keep its default. ``any_order``:
+    object members in any order (see ``Grammar.from_json_schema``).
     """
 
     json_schema: bool | dict[str, Any]
@@ -247,6 +249,17 @@ class DispatchFormat(_Format):
     loop: bool = True
     excludes: list[str] = field(default_factory=list)
     type: str = "dispatch"
+
+
+@dataclass(eq=True)
+class QwenXMLParameterFormat(_Format):
+    """Deprecated in xgrammar (``JSONSchemaFormat(style="qwen_xml")`` replaced it): the
+    arguments of ``json_schema`` as Qwen XML parameters. Kept so that structural tags naming
+    it build and print; compiling one raises
+    :class:`~treegram.errors.UnsupportedStructuralTagError` (XML styles are not compiled)."""
+
+    json_schema: bool | dict[str, Any]
+    type: str = "qwen_xml_parameter"
 
 
 Format = (

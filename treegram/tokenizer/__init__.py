@@ -10,7 +10,8 @@ Example
 
 from __future__ import annotations
 
+from treegram.tokenizer._decode import BYTE_LEVEL_CHARSET
 from treegram.tokenizer._deepseek import deepseek_v4_tokenizer_json
 from treegram.tokenizer._info import TokenizerInfo, VocabType
 
-__all__ = ["TokenizerInfo", "VocabType", "deepseek_v4_tokenizer_json"]
+__all__ = ["TokenizerInfo", "VocabType", "BYTE_LEVEL_CHARSET", "deepseek_v4_tokenizer_json"]

@@ -24,6 +24,7 @@ from treegram.tokenizer._vocab_type import VocabType
 
 __all__ = [
     "BYTE_LEVEL_CHAR_TO_BYTE",
+    "BYTE_LEVEL_CHARSET",
     "decode_byte_fallback",
     "decode_byte_level",
     "decode_raw",
@@ -47,6 +48,9 @@ def _byte_level_table() -> dict[int, int]:
 
 BYTE_LEVEL_CHAR_TO_BYTE: dict[int, int] = _byte_level_table()
 """Code point of a byte-level character -> the byte it encodes (256 entries)."""
+
+BYTE_LEVEL_CHARSET: frozenset[str] = frozenset(chr(cp) for cp in BYTE_LEVEL_CHAR_TO_BYTE)
+"""The 256 characters of GPT-2's byte-to-unicode alphabet (BYTE_LEVEL vocabularies)."""
 
 # str.translate table for the fast path: alphabet characters become the Latin-1 character of
 # their byte; Latin-1 characters outside the alphabet become U+FFFF so that a later

