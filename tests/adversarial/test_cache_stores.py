@@ -439,6 +439,7 @@ def chain_blob(info, n_states: int, n_cls: int, n_edges: int) -> bytes:
         "class_digest": [],
         "acc_pool": [],
         "unc_pool": [],
+        "context_classes": [],
         "tokenizer_fingerprint": np.frombuffer(info.fingerprint.encode("ascii"), np.uint8),
         "cache_key": [],
     }
