@@ -73,3 +73,13 @@ def test_long_string_lengths_count_decoded_characters():
         text = json.dumps("é\n" * (n // 2) + "x" * (n % 2))
         assert accepts(cg, text) == (70 <= n <= 300), n
         assert accepts(cg, json.dumps("é" * n, ensure_ascii=False)) == (70 <= n <= 300), n
+
+
+def test_long_repetition_of_an_optional_item_is_exact_and_linear():
+    # (a?){2,300} is a{0,300}; built as blocks of a?, every block position could hold the
+    # empty copies and accepting 300 bytes took seconds.
+    cg = _regex("(a?){2,300}b")
+    for n in (0, 1, 2, 299, 300, 301):
+        assert accepts(cg, "a" * n + "b") == (n <= 300), n
+    rules = split_long_repeats(treegram.Grammar.from_regex("(a?){2,300}b").ir).rules
+    assert not any("min=0, max=1)" in str(r.body) for r in rules)  # no optional copies

@@ -136,7 +136,8 @@ def test_masks_identical(infos, name):
                 f"{[vocab[t] for t in only_theirs]}"
             )
         allowed = allowed_token_ids(ours_mask[0], n)
-        stops = [t for t in allowed if t in ours_m.stop_token_ids]
+        stop_ids = set(ours_m.stop_token_ids)
+        stops = [t for t in allowed if t in stop_ids]
         if depth and rng.random() < 0.12:
             k = int(rng.integers(1, min(depth, 3) + 1))
             ours_m.rollback(k)

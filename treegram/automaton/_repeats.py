@@ -71,14 +71,20 @@ class _Splitter:
         longest = expr.min if expr.max is None else expr.max
         if longest <= BLOCK:
             return expr if item is expr.item else Repeat(item, expr.min, expr.max)
+        lo, hi = expr.min, expr.max
+        if isinstance(item, Repeat) and item.min == 0 and item.max == 1:
+            # (x?){lo,hi} is x{0,hi}: any of the copies may be the empty one. Kept as it
+            # is, every block position could hold the empty copies, and the chart would
+            # carry an item per position (a regex like `(a?){2,300}b` took seconds a byte).
+            item, lo = item.item, 0
         family = self.families.get(item)
         if family is None:
             family = self.families[item] = _Family(self, item, len(self.families))
-        head = family.exactly(expr.min) if expr.min else None
-        if expr.max is None:
+        head = family.exactly(lo) if lo else None
+        if hi is None:
             tail: Expr = Repeat(item, 0, None)
         else:
-            tail = family.upto(expr.max - expr.min)
+            tail = family.upto(hi - lo)
         return Seq((head, tail)) if head is not None else tail
 
     def new_rule(self, tag: str, body: Expr) -> RuleRef:
