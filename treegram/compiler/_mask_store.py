@@ -27,7 +27,7 @@ from ..kernels import (
 )
 from ._class_cache import SIGNATURE_CAP, StringSlice, class_cache_for
 
-__all__ = ["MaskStore"]
+__all__ = ["MaskStore", "context_entries"]
 
 KIND_LIST = 0
 KIND_BITSET = 1
@@ -51,6 +51,18 @@ def _context_entry(key: tuple[int, ...], cid: int) -> list[int]:
     """The table words of context ``key`` = ``(s, m, chain.., callers..)``: the request as
     the mask kernels write it, then the class id."""
     return [-(len(key) + 1), *key, cid]
+
+
+def context_entries(words: list[int]):
+    """Split context-table words (``[-(3 + m + k), s, m, chain.., callers.., class id]``
+    after one another, as :meth:`MaskStore.export_classes` writes them) into
+    ``(offset, entry words)``, each entry ``1 - words[offset]`` words long (cut short at the
+    end of ``words``; the loader's validator checks the lengths)."""
+    i = 0
+    while i < len(words):
+        n = max(-words[i] + 1, 1)
+        yield i, words[i : i + n]
+        i += n
 
 
 def _context_slot(table: np.ndarray, n_states: int, cap: int, key: list[int]) -> int:
@@ -213,13 +225,7 @@ class MaskStore:
         cls_meta = np.zeros((max(16, 2 * n), 5), dtype=np.int64)
         cls_meta[:n] = meta
         raw = digests.tobytes()
-        words = contexts.tolist()
-        loaded: dict[tuple[int, ...], int] = {}
-        i = 0
-        while i < len(words):
-            length = -words[i]
-            loaded[tuple(words[i + 1 : i + length])] = words[i + length]
-            i += length + 1
+        loaded = {tuple(e[1:-1]): e[-1] for _, e in context_entries(contexts.tolist())}
         with self._lock:
             self._state_class = state_class
             self._contexts = loaded
@@ -503,7 +509,7 @@ class MaskStore:
         return bitset, n_accepted, accepted, uncertain
 
     def _add_context(self, key: tuple[int, ...], cid: int, grown: bool) -> None:
-        """Store class ``cid`` for the context key ``(s, callers...)`` in the context table
+        """Store class ``cid`` for the context key ``(s, m, chain.., callers..)`` in the table
         after the states in ``state_class`` (lock held). The entry is written before the
         slot that points to it, so kernels see it whole or not at all."""
         self._contexts[key] = cid

@@ -46,7 +46,7 @@ from ..errors import (
 from ..grammar import Grammar
 from ..kernels import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN
 from ..tokenizer import TokenizerInfo
-from ._mask_store import KIND_BITSET, KIND_LIST
+from ._mask_store import KIND_BITSET, KIND_LIST, context_entries
 from ._store import check_key, open_regular_file
 
 __all__ = [
@@ -485,15 +485,13 @@ def _validate_contexts(words: np.ndarray, n_states: int, n_classes: int) -> np.n
     """Check the context entries (``MaskStore.export_classes``); returns their class ids."""
     cids = []
     keys = set()
-    w = words.tolist()
-    i = 0
-    while i < len(w):
-        n = -w[i]
+    for _, e in context_entries(words.tolist()):
+        n = len(e) - 1
         _check(3 <= n <= 3 + CONTEXT_MAX_CHAIN + CONTEXT_MAX_CALLERS, "context entry length")
-        _check(i + n + 1 <= len(w), "context entry past the section")
-        state, m = w[i + 1], w[i + 2]
+        _check(e[0] == -n, "context entry past the section")
+        state, m = e[1], e[2]
         _check(0 <= m <= min(CONTEXT_MAX_CHAIN, n - 3), "context chain length")
-        chain, callers, cid = w[i + 3 : i + 3 + m], w[i + 3 + m : i + n], w[i + n]
+        chain, callers, cid = e[3 : 3 + m], e[3 + m : n], e[n]
         _check(len(callers) <= CONTEXT_MAX_CALLERS, "context caller count")
         _check(
             0 <= state < n_states and all(0 <= c < n_states for c in chain + callers),
@@ -504,11 +502,10 @@ def _validate_contexts(words: np.ndarray, n_states: int, n_classes: int) -> np.n
             "context callers not sorted",
         )
         _check(0 <= cid < n_classes, "context class id out of range")
-        key = tuple(w[i + 1 : i + n])
+        key = tuple(e[1:n])
         _check(key not in keys, "duplicate context entry")
         keys.add(key)
         cids.append(cid)
-        i += n + 1
     return np.array(cids, dtype=np.int64)
 
 
