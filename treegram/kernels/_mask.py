@@ -54,6 +54,8 @@ CONTEXT_MAX_CHAIN = 6
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def context_hash(key, lo, n):
+    """64-bit hash of the words ``key[1, lo:lo + n]`` (a context key; the table's slot
+    order, shared with ``compiler._mask_store``)."""
     h = np.uint64(0x9E3779B97F4A7C15)
     for i in range(lo, lo + n):
         h = (h ^ np.uint64(key[1, i])) * np.uint64(0xBF58476D1CE4E5B9)
@@ -89,7 +91,7 @@ def context_class(state_class, n_states, key, lo, n):
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def _request_present(bufs, n_missing, lo, n):
     """Whether the request ``bufs[1, lo:lo + n]`` is among the first ``n_missing`` words
-    (requests are parsed: a word < 0 starts a context key of ``-word - 2`` callers)."""
+    (requests are parsed: a word < 0 starts a context key ``-word`` words long)."""
     m = 0
     while m < n_missing:
         length = 1 if bufs[1, m] >= 0 else -bufs[1, m]
