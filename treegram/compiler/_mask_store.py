@@ -24,6 +24,7 @@ from ..kernels import (
     positions_to_bitset,
     slice_reach,
     state_signature,
+    wide_near_rule_end,
 )
 from ._class_cache import SIGNATURE_CAP, StringSlice, class_cache_for
 
@@ -45,6 +46,16 @@ WALK_BUDGET = 4096
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = np.zeros(0, dtype=np.int64)
+UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
+
+
+def own_classes(state_class):
+    """Plain class ids (-1: none) of ``state_class`` entries. A state marked CONTEXT_FIRST
+    (``MaskStore.classify_states``) keeps the mark once classified alone: its entry is then
+    ``CONTEXT_FIRST - 1 - class id``, so that the mask kernel still looks it up in context
+    first (``kernels._mask.collect_classes``)."""
+    c = np.asarray(state_class)
+    return np.where(c < CONTEXT_FIRST, CONTEXT_FIRST - 1 - c, np.maximum(c, UNCLASSIFIED))
 
 
 def _context_entry(key: tuple[int, ...], cid: int) -> list[int]:
@@ -181,7 +192,8 @@ class MaskStore:
         """
         with self._lock:
             n = self._n_classes
-            state_class = self._state_class[: self._n_states].copy()  # not the contexts
+            # not the contexts, and plain class ids (a loader marks CONTEXT_FIRST again)
+            state_class = own_classes(self._state_class[: self._n_states])
             meta = self._cls_meta[:n].copy()
             acc = self._acc.data[: self._acc.size].copy()
             unc = self._unc.data[: self._unc.size].copy()
@@ -247,7 +259,7 @@ class MaskStore:
     @property
     def n_classified_states(self) -> int:
         """Number of states classified so far."""
-        return int(np.count_nonzero(self._state_class[: self._n_states] >= 0))
+        return int(np.count_nonzero(own_classes(self._state_class[: self._n_states]) >= 0))
 
     @property
     def memory_size_bytes(self) -> int:
@@ -256,10 +268,16 @@ class MaskStore:
             4 * (self._acc.size + self._unc.size) + 33 * self._n_classes + self._state_class.nbytes
         )
 
-    def classify_states(self, states) -> None:
+    def classify_states(self, states, from_mask: bool = False) -> None:
         """Make sure every request in ``states`` has a class: states, or context keys
         ``-(3 + m + k), s, m, chain_1 .. chain_m, caller_1 .. caller_k`` as the mask
-        kernels write them (``kernels._mask.collect_classes``)."""
+        kernels write them (``kernels._mask.collect_classes``).
+
+        With ``from_mask`` (the requests of a mask kernel), a state inside a string body
+        close to its rule's end (``kernels.wide_near_rule_end``) is only marked
+        ``CONTEXT_FIRST``: its own class would leave most tokens UNCERTAIN and cost a walk
+        of nearly the whole trie, so the kernel asks for its class in context instead, and
+        for the state itself only when the item has no usable context."""
         requests = np.asarray(states).tolist()
         with self._lock:
             scratch: list = []  # the signature kernel's scratch, made on first need
@@ -274,10 +292,37 @@ class MaskStore:
                         self._add_context(key, *self._insert(digest, *encoded))
                     continue
                 i += 1
-                if self._state_class[s] >= 0:
+                c = self._state_class[s]
+                if c >= 0 or c < CONTEXT_FIRST:  # classified (see own_classes)
+                    continue
+                if c == UNCLASSIFIED and from_mask and self._context_first(s):
+                    self._state_class[s] = CONTEXT_FIRST
                     continue
                 digest, encoded = self._class_of(s, scratch)
                 self._assign(s, *self._insert(digest, *encoded))
+
+    def _context_first(self, s: int) -> bool:
+        """Whether the mask should look state ``s`` up in context before classifying it
+        alone (see :meth:`classify_states`)."""
+        a = self._automaton_arrays
+        whole, reps = self._whole_slice()
+        return bool(
+            wide_near_rule_end(
+                whole.dfa,
+                reps,
+                a[layout.A_RULE_START],
+                a[layout.A_RULE_NULLABLE],
+                a[layout.A_STATE_FINAL],
+                a[layout.A_BYTE_CLASS],
+                a[layout.A_N_CLASSES],
+                a[layout.A_TRANS],
+                a[layout.A_REF_PTR],
+                a[layout.A_REF_RULE],
+                a[layout.A_REF_TARGET],
+                s,
+                self._sorted_vocab.max_len,
+            )
+        )
 
     def classify_all(self) -> None:
         """Classify every state now (eager compilation)."""
@@ -287,7 +332,7 @@ class MaskStore:
 
     def unclassified_states(self) -> np.ndarray:
         """int64 [n]: the states without a class yet, in increasing order."""
-        return np.flatnonzero(self._state_class[: self._n_states] < 0)
+        return np.flatnonzero(own_classes(self._state_class[: self._n_states]) < 0)
 
     def compute_classes(self, states) -> tuple[list[bytes], dict[bytes, tuple]]:
         """Classify ``states`` without taking the lock (safe from any number of threads).
@@ -320,7 +365,7 @@ class MaskStore:
         with self._lock:
             for s, key in zip(states, keys, strict=True):
                 s = int(s)
-                if self._state_class[s] >= 0:
+                if own_classes(self._state_class[s]) >= 0:
                     continue
                 self._assign(s, *self._insert(key, *encoded.get(key, (None, None, None))))
 
@@ -426,6 +471,15 @@ class MaskStore:
                 return int(a[layout.A_REF_TARGET][e])
         raise KeyError(f"state {caller} does not call rule {rule}")  # a corrupt key
 
+    def _whole_slice(self) -> tuple[StringSlice, np.ndarray]:
+        """The vocabulary's whole JSON string slice, and one byte of each class of bytes
+        that neither its DFA nor this automaton tells apart."""
+        whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
+        if self._slice_reps is None:
+            a = self._automaton_arrays
+            self._slice_reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
+        return whole, self._slice_reps
+
     def _string_slice(self, s: int, context: tuple) -> tuple[StringSlice | None, int]:
         """The JSON string slice that state ``s`` is checked against, and how many of its
         tokens' characters it accepts without a walk: ``(whole slice, max_len)`` when it
@@ -434,12 +488,10 @@ class MaskStore:
         tokens of at most n bytes, n)`` when it accepts at least those; ``(None, 0)``."""
         a = self._automaton_arrays
         sv = self._sorted_vocab
-        whole = self._shared.string_slice(self._n_words, sv.max_len)
-        if self._slice_reps is None:
-            self._slice_reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
+        whole, reps = self._whole_slice()
         reach, exact = slice_reach(
             whole.dfa,
-            self._slice_reps,
+            reps,
             a[layout.A_RULE_START],
             a[layout.A_RULE_NULLABLE],
             a[layout.A_STATE_FINAL],
@@ -551,6 +603,8 @@ class MaskStore:
 
     def _assign(self, s: int, cid: int, grown: bool) -> None:
         # Called with the lock held; the class is complete, so publishing its id is last.
+        if self._state_class[s] == CONTEXT_FIRST:
+            cid = CONTEXT_FIRST - 1 - cid  # keeps the mark (see own_classes)
         if grown:
             # Old snapshots keep their own state_class, whose ids fit their arrays.
             self._state_class = self._state_class.copy()

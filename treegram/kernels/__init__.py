@@ -45,6 +45,7 @@ from treegram.kernels._slices import (
     positions_to_bitset,
     slice_members,
     slice_reach,
+    wide_near_rule_end,
 )
 from treegram.kernels._trie import build_trie
 
@@ -88,5 +89,6 @@ __all__ = [
     "positions_to_bitset",
     "slice_members",
     "slice_reach",
+    "wide_near_rule_end",
     "build_trie",
 ]

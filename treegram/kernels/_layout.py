@@ -50,6 +50,8 @@ __all__ = [
     "BUFS_FULL",
     "CAND_FULL",
     "NEED_CLASSIFY",
+    "UNCLASSIFIED",
+    "CONTEXT_FIRST",
     "M_TOP",
     "M_STEPS",
     "M_STOPPED",
@@ -86,6 +88,12 @@ TIMEOUT = -5
 BUFS_FULL = -6
 CAND_FULL = -7
 NEED_CLASSIFY = -10
+
+# ``state_class`` entries: a class id (>= 0); UNCLASSIFIED; CONTEXT_FIRST: no class yet, and
+# the state is to be looked up in its callers' context first (``kernels._mask``); below
+# that, ``CONTEXT_FIRST - 1 - class id``: the same with a class of its own.
+UNCLASSIFIED = -1
+CONTEXT_FIRST = -2
 
 M_TOP = 0
 M_STEPS = 1

@@ -26,6 +26,7 @@ from ._layout import (
     A_STATE_RULE,
     BUFS_FULL,
     CAND_FULL,
+    CONTEXT_FIRST,
     NEED_CLASSIFY,
     OVERFLOW,
     REJECT,
@@ -139,11 +140,22 @@ def _callers(ref_ptr, ref_rule, items_s, set_starts, origin, rule, bufs, at):
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def _tail_origin(
-    ref_ptr, ref_rule, ref_target, state_final, items_s, items_o, set_starts, origin, caller, rule
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    state_final,
+    items_s,
+    items_o,
+    set_starts,
+    origin,
+    caller,
+    rule,
+    same_set,
 ):
     """The origin of the one item of set ``origin`` in state ``caller``, when there is one
     and ``caller``'s rule may end right after ``rule`` returns (a tail call: the context
-    continues at the caller's own callers); else -1."""
+    continues at the caller's own callers); else -1. With ``same_set``, that origin may be
+    ``origin`` itself (the caller's rule had read nothing before the call)."""
     target = -1
     for e in range(ref_ptr[caller], ref_ptr[caller + 1]):
         if ref_rule[e] == rule:
@@ -156,6 +168,8 @@ def _tail_origin(
             if found >= 0:
                 return -1
             found = items_o[j]
+    if found == origin and same_set:
+        return found  # its callers are in the same set; CONTEXT_MAX_CHAIN bounds the chain
     return found if 0 <= found < origin else -1
 
 
@@ -173,6 +187,7 @@ def _context_key(
     o,
     bufs,
     lo,
+    same_set,
 ):
     """Write the context key of item ``(s, o)`` at ``bufs[1, lo:]``; returns its length, 0
     when the item has no usable context, or -1 when ``bufs`` is too small.
@@ -180,7 +195,13 @@ def _context_key(
     Level 1 is the states of set ``o`` that call ``s``'s rule. While that is a single item
     whose own rule may end right after the call (the second half of a doubled block, say),
     the key records it in the chain and looks one level up, in that item's origin set: a
-    token running past ``s``'s rule then reads on in the rules that actually continue."""
+    token running past ``s``'s rule then reads on in the rules that actually continue.
+
+    With ``same_set`` (``s`` is CONTEXT_FIRST: a string body near its rule's end) the chain
+    also climbs through tail callers whose rule began in the same set: the nested choice
+    rules of a length-bounded string's blocks (``automaton._repeats``) all begin where the
+    string does, and only above them does the context say how many characters remain.
+    Elsewhere such a caller ends the chain, so that keys stay shared between positions."""
     at = lo + 3
     if at >= bufs.shape[1]:
         return -1
@@ -204,6 +225,7 @@ def _context_key(
             origin,
             c,
             rule,
+            same_set,
         )
         if up < 0:
             break
@@ -248,7 +270,11 @@ def collect_classes(
     A state whose own class leaves many tokens UNCERTAIN (its rule often ends inside a
     token) is looked up with its *context*: the states of its origin set that call its rule.
     Classified with those callers as the virtual caller set, the tokens that run past the
-    rule's end into a caller are decided once instead of being scanned at every mask.
+    rule's end into a caller are decided once instead of being scanned at every mask. A
+    state marked CONTEXT_FIRST (inside a string body near its rule's end: its own class
+    would be mostly UNCERTAIN and costly) goes to its context without a class of its own,
+    and is requested alone only when its item has no usable context; once it has one, its
+    entry is ``CONTEXT_FIRST - 1 - class id`` and it still goes to its context first.
 
     Returns (n_classes, n_missing). Missing classifications go to ``bufs[1]`` as requests:
     a state ``s >= 0``, or a context key ``[-(3 + m + k), s, m, chain.., callers..]``;
@@ -264,7 +290,10 @@ def collect_classes(
         if o == top and (top > 0 or state_rule[s] != root):
             continue
         c = state_class[s]
-        if c >= 0 and cls_meta[c, 4] >= CONTEXT_MIN_UNCERTAIN and o < top:
+        first = c <= CONTEXT_FIRST  # marked; below the mark: with its own class too
+        if c < CONTEXT_FIRST:
+            c = CONTEXT_FIRST - 1 - c
+        if o < top and (first or (c >= 0 and cls_meta[c, 4] >= CONTEXT_MIN_UNCERTAIN)):
             # try the class of this state in its context (the key is written after the
             # requests, and becomes one if it is missing)
             n = _context_key(
@@ -280,6 +309,7 @@ def collect_classes(
                 o,
                 bufs,
                 n_missing,
+                first,
             )
             if n < 0:
                 return -1, -1

@@ -77,6 +77,7 @@ def slice_members(dfa, offsets, data):
 
 
 _MAX_CLOSURE = 256  # configurations in one zero-byte closure
+_NO_FRAMES = np.zeros(0, dtype=np.int64)
 _MAX_FRAMES = 256  # distinct return frames
 _FRAME_SPAN = _MAX_FRAMES + 1  # a configuration key is state * _FRAME_SPAN + frame + 1
 
@@ -186,6 +187,104 @@ def _reads_every_lead(
 
 
 @njit(nogil=True, cache=True)
+def _grown_table(table, node_hash, n_nodes):
+    """``slice_reach``'s node table at twice the size, nodes 1 .. n_nodes - 1 re-inserted."""
+    out = np.zeros(2 * table.shape[0], dtype=np.int64)
+    mask = out.shape[0] - 1
+    for m in range(1, n_nodes):
+        slot = np.int64(node_hash[m] & np.uint64(mask))
+        while out[slot] != 0:
+            slot = (slot + 1) & mask
+        out[slot] = m + 1
+    return out
+
+
+@njit(nogil=True, cache=True)
+def wide_near_rule_end(
+    dfa,
+    reps,
+    rule_start,
+    rule_nullable,
+    state_final,
+    byte_class,
+    n_classes,
+    trans,
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    state,
+    max_len,
+):
+    """Whether ``state`` may read any first byte of a slice character and its rule may end
+    after fewer than ``max_len`` bytes of slice text: a state inside a string body close to
+    the end of its rule (a block of a length-bounded string), not one whose rule ends with
+    the closing quote. Most tokens then run past the rule's end, so its class alone leaves
+    them UNCERTAIN and its walk visits nearly the whole trie; the mask looks it up in its
+    callers' context instead (``kernels._mask``).
+
+    The distance is a lower bound (a call counts as reading nothing; a byte class counts as
+    slice text when one of its bytes is), so the answer may be True for a state that
+    cannot end that soon; that only costs a context lookup."""
+    if not _reads_every_lead(
+        dfa,
+        reps,
+        rule_start,
+        rule_nullable,
+        byte_class,
+        n_classes,
+        trans,
+        ref_ptr,
+        ref_rule,
+        ref_target,
+        state,
+        _NO_FRAMES,
+        _NO_FRAMES,
+    ):
+        return False
+    # breadth first, one level per byte read; a call is followed to its return state at
+    # no cost (it is put in the current level)
+    in_slice = np.zeros(n_classes, dtype=np.bool_)  # classes with a byte of slice text
+    for b in range(256):
+        for q in range(dfa.shape[0]):
+            if dfa[q, b] >= 0:
+                in_slice[byte_class[b]] = True
+                break
+    n_states = state_final.shape[0]
+    seen = np.zeros(n_states, dtype=np.bool_)
+    queue = np.empty(n_states, dtype=np.int64)
+    queue[0] = state
+    seen[state] = True
+    lo, hi = 0, 1
+    for _ in range(max_len):
+        end = hi
+        i = lo
+        while i < hi:
+            x = queue[i]
+            i += 1
+            if state_final[x]:
+                return True
+            for e in range(ref_ptr[x], ref_ptr[x + 1]):
+                t = ref_target[e]
+                if not seen[t]:
+                    seen[t] = True
+                    # same level: insert before the next level's entries
+                    queue[end] = queue[hi]
+                    queue[hi] = t
+                    hi += 1
+                    end += 1
+            for c in range(n_classes):
+                t = trans[x * n_classes + c]
+                if t >= 0 and in_slice[c] and not seen[t]:
+                    seen[t] = True
+                    queue[end] = t
+                    end += 1
+        if end == hi:
+            return False
+        lo, hi = hi, end
+    return False
+
+
+@njit(nogil=True, cache=True)
 def slice_reach(
     dfa,
     reps,
@@ -271,7 +370,9 @@ def slice_reach(
     node_off = np.empty(cap + 1, dtype=np.int64)
     node_hash = np.empty(cap, dtype=np.uint64)
     pool = np.empty(cap * 8, dtype=np.int64)
-    table = np.zeros(4 * cap, dtype=np.int64)  # open addressing: node index + 1
+    # open addressing: node index + 1; starts small (most searches make few nodes) and
+    # doubles at half load
+    table = np.zeros(256, dtype=np.int64)
     cur = np.empty(cap, dtype=np.int64)  # nodes of the current character count, in order
     nxt = np.empty(cap, dtype=np.int64)  # nodes one character further
     frame_target = np.empty(_MAX_FRAMES, dtype=np.int64)
@@ -387,7 +488,7 @@ def slice_reach(
                 for j in range(n_succ):
                     h = (h ^ np.uint64(succ[j])) * np.uint64(0xBF58476D1CE4E5B9)
                     h ^= h >> np.uint64(29)
-                slot = np.int64(h % np.uint64(table.shape[0]))
+                slot = np.int64(h & np.uint64(table.shape[0] - 1))
                 found = False
                 while table[slot] != 0:
                     m = table[slot] - 1
@@ -403,12 +504,17 @@ def slice_reach(
                             root_again = root_again or m == 0
                             deepest = max(deepest, d2)
                             break
-                    slot = (slot + 1) % table.shape[0]
+                    slot = (slot + 1) & (table.shape[0] - 1)
                 if found:
                     continue
                 if n_nodes >= cap or node_off[n_nodes] + n_succ > pool.shape[0]:
                     ok = False
                     break
+                if 2 * n_nodes >= table.shape[0]:
+                    table = _grown_table(table, node_hash, n_nodes)
+                    slot = np.int64(h & np.uint64(table.shape[0] - 1))
+                    while table[slot] != 0:
+                        slot = (slot + 1) & (table.shape[0] - 1)
                 node_q[n_nodes] = q2
                 node_d[n_nodes] = d2
                 deepest = max(deepest, d2)

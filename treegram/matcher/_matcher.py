@@ -322,7 +322,8 @@ class GrammarMatcher:
         is unknown (a traversal: its depth), in which case the whole chart doubles.
         """
         if status <= NEED_CLASSIFY:
-            self._store.classify_states(self._bufs[1, : NEED_CLASSIFY - status].copy())
+            requests = self._bufs[1, : NEED_CLASSIFY - status].copy()
+            self._store.classify_states(requests, from_mask=True)
         elif status == HIST_FULL:
             self._grow_hist()
         elif status == BUFS_FULL:

