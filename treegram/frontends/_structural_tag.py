@@ -257,10 +257,18 @@ class _Builder:
             raise UnsupportedStructuralTagError(
                 f"{path}.style: only 'json' is supported, got {fmt.style!r}"
             )
-        if fmt.excludes:
-            raise UnsupportedStructuralTagError(f"{path}.excludes is not supported")
+        excludes = fmt.excludes
+        if not isinstance(excludes, (list, tuple)) or not all(
+            isinstance(t, str) and t for t in excludes
+        ):
+            raise InvalidStructuralTagError(
+                f"{path}.excludes must be an array of non-empty strings, got {excludes!r}"
+            )
         ir = json_schema_to_ir(
-            fmt.json_schema, max_whitespace_cnt=fmt.max_whitespace_cnt, any_order=fmt.any_order
+            fmt.json_schema,
+            max_whitespace_cnt=fmt.max_whitespace_cnt,
+            any_order=fmt.any_order,
+            excludes=tuple(excludes),
         )
         return self._embed(ir)
 
