@@ -66,6 +66,8 @@ CASES = [
     ('start: x "z"\nx[lazy]: "a" | "ab"', ["az"], ["abz"]),
     ('start: x "z"\nx[lazy]: "a"+\n%ignore " "', ["az", "a z"], ["aaz"]),
     ('start: x "z"\nx[max_chars=3]: y+\ny: "a" | "bc"', ["abcz", "aaz"], ["abcaz", "z"]),
+    # temperature does not change the language
+    ('start: x "z"\nx[temperature=0.5]: "a"+\n%ignore " "', ["aaz", "aa z"], ["a az"]),
 ]  # fmt: skip
 
 
@@ -117,6 +119,9 @@ ERRORS = [
     ('start: "a"**', "expected grammar expression", 1, 12),
     ('start: "a"~3..2', "repetition end must be greater than or equal", 1, 8),
     ('start: "a"~99999999999', "invalid repetition count", 1, 12),
+    ('start: x\nx[temperature=-1]: "a"', "temperature must be a finite non-negative", 2, 15),
+    ('start: x\nx[temperature=q]: "a"', "expected a number after temperature=", 2, 15),
+    ('start: x\nx[temperature=0.5]: "a" y\ny: "b"', "temperature applies to rules made", 2, 25),
     ('start: "ab".."c"', "endpoints must be one character", 1, 8),
     ('start: "c".."a"', "start must not exceed end", 1, 8),
     ('start: "A"i.."C"', "flags are not allowed on character ranges", 1, 8),

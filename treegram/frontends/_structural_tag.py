@@ -185,7 +185,7 @@ class _Builder:
 
         for r in ir.rules:
             look = None if r.lookahead is None else rename(r.lookahead)
-            self.rules.append(Rule(prefix + r.name, rename(r.body), look))
+            self.rules.append(Rule(prefix + r.name, rename(r.body), look, r.temperature))
         return RuleRef(prefix + ir.root)
 
     # ------------------------------------------------------------------ formats
