@@ -11,7 +11,7 @@ The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark`
   ``"a".."z"`` (one code point each), ``/regex/flags`` (flags ``i``, ``s``, ``u``; ``.``
   excludes ``\\n`` unless ``s``), names, ``( )``, ``[ ]`` (optional), ``%json {schema}``
   (a JSON Schema inline), ``@name`` (a grammar from ``named_grammars``), and the
-  operators ``? * + ~n ~n..m``;
+  operators ``? * + ~n ~n..m`` and ``{n} {n,} {,m} {n,m}``;
 - ``%ignore item`` (any number): inside *rules*, anything in the ignored set may follow
   each literal, range, regex, terminal reference or ``%json`` value (not a rule
   reference: the rule adds its own); terminals never contain it;
@@ -420,13 +420,51 @@ class _Parser:
                 if hi < lo:
                     self.error("repetition end must be greater than or equal to start", start)
             atom = Repeat(atom, lo, hi)
+        elif c == "{":
+            lo, hi = self.read_braces(start)
+            atom = Repeat(atom, lo, hi)
         else:
             self.pos = op_pos
             return [atom]
         self.skip_inline()
-        if self.peek() in ("?", "*", "+", "~"):
+        if self.peek() in ("?", "*", "+", "~", "{"):
             self.error("expected grammar expression")
         return [atom]
+
+    def read_braces(self, start: int) -> tuple[int, int | None]:
+        """``{n}``, ``{n,}``, ``{,m}`` or ``{n,m}`` after an item (the position is at
+        ``{``): the bounds of the repetition (``None``: unbounded)."""
+        self.pos += 1
+        self.skip_inline()
+        if self.peek() not in ("", ",", "-", "}") and not self.peek().isdigit():
+            self.error("Lark templates are not supported", start)  # name{args}
+        bounds: list[int | None] = []
+        while True:
+            if self.peek() == "-":
+                self.error("invalid repetition count")
+            if self.peek().isdigit():
+                bounds.append(self.read_count("a repetition count in '{...}'"))
+            else:
+                bounds.append(None)
+            self.skip_inline()
+            if self.peek() == "," and len(bounds) == 1:
+                self.pos += 1
+                self.skip_inline()
+                continue
+            if self.peek() != "}":
+                self.error("expected '}' to close the repetition")
+            self.pos += 1
+            break
+        if len(bounds) == 1:
+            if bounds[0] is None:
+                self.error("expected a repetition count in '{...}'", start)
+            return bounds[0], bounds[0]  # type: ignore[return-value]
+        if bounds == [None, None]:
+            self.error("expected a repetition count in '{...}'", start)
+        lo, hi = bounds[0] or 0, bounds[1]
+        if hi is not None and hi < lo:
+            self.error("repetition end must be greater than or equal to start", start)
+        return lo, hi
 
     def skip_inline(self) -> None:
         self.pos = _BLANK.match(self.text, self.pos).end()
