@@ -28,6 +28,12 @@ WALKS = [
     ("lark", 'start: "a" value "z"\nvalue[temperature=0.6]: %json {"type": "integer"}', 0.1,
      [("", 0.1), ("a", 0.6), ("1z", 0.1)]),
     ("lark", 'start[temperature=0.125]: "a"', 0.5, [("", 0.125)]),
+    # a rule's temperature wins over a higher default on another live path
+    ("ebnf", 'root ::= "a" value "y"\nvalue[temperature=0.6] ::= "x"+', 0.9,
+     [("", 0.9), ("a", 0.6), ("xx", 0.6), ("y", 0.9)]),
+    # deep nesting: the call path is walked without recursion
+    ("ebnf", 'root ::= "(" root ")" | hot\nhot[temperature=0.5] ::= "x"', 0.1,
+     [("", 0.5), ("(" * 3000, 0.5), ("x", 0.1), (")" * 3000, 0.1)]),
     ("lark", 'start: "a"', 0.25, [("", 0.25), ("a", 0.25)]),
     ("lark", 'start: "a"', None, [("", None), ("a", None)]),
 ]  # fmt: skip

@@ -492,9 +492,9 @@ class GrammarMatcher:
         """The sampling temperature of the next token (xgrammar's per-rule temperature).
 
         The innermost rule with a ``[temperature=T]`` attribute around the next token's
-        position gives it; a position inside no such rule gives ``default_temperature``.
-        When several parses are live and name different temperatures, the highest wins
-        (with a warning, once per matcher). ``None`` when neither applies.
+        position gives it. When several parses are live and name different temperatures,
+        the highest wins (with a warning, once per matcher); when none is inside such a
+        rule, ``default_temperature`` applies. ``None`` when neither applies.
         """
         value = self._temperature_value()
         return None if value < 0 else value

@@ -3,12 +3,15 @@
 The temperature of the next token is the temperature of the rule that will read it: for
 every item of the chart's top set that can read a byte, the innermost rule on its call
 path that has a temperature (the item's own rule, else the rules that called it, found
-through the items of the origin set that called it). A path without one takes the
-matcher's ``default_temperature``. When several paths are live (ambiguity, or a rule that
-may end or go on), the highest temperature wins, as in xgrammar.
+through the items of the origin set that called it). When several paths are live
+(ambiguity, or a rule that may end or go on), the highest of their rule temperatures wins;
+only when no path is inside a temperature rule does the matcher's ``default_temperature``
+apply (as in xgrammar, where a higher default does not override a rule's temperature).
 
 This walks the chart items of the sets on the call paths only (never the vocabulary), and
-runs only when a temperature is asked for.
+runs only when a temperature is asked for. Calls at one position may call each other
+(left recursion, nullable rules), so what each call's context contributes is solved as a
+small fixpoint over those calls rather than by recursion.
 """
 
 from __future__ import annotations
@@ -104,55 +107,61 @@ class TemperatureTable:
         self.root_rule = int(a.root_rule)
 
     def temperature(self, items_s, items_o, set_starts, top: int, default: float):
-        """``(temperature, conflict)`` of the next token at set ``top``: the highest
-        temperature over the live paths (``-1``: none), and whether two paths name
-        different rule temperatures."""
+        """``(temperature, conflict)`` of the next token at set ``top``: the highest rule
+        temperature over the live paths, ``default`` when no path is inside a temperature
+        rule (``-1``: none), and whether the paths name different temperatures."""
         if not self.any:
             return default, False
-        lo, hi = int(set_starts[top]), int(set_starts[top + 1])
-        found: set[float] = set()
-        unset = False
-        memo: dict[tuple[int, int], float] = {}
-        for j in range(lo, hi):
+        temps: set[float] = set()
+        # Calls whose context is needed: (rule, origin set) -> what each caller adds, a
+        # temperature or the (rule, origin) of a caller without one.
+        deps: dict[tuple[int, int], list] = {}
+        todo = []
+        for j in range(int(set_starts[top]), int(set_starts[top + 1])):
             s = int(items_s[j])
-            if self.scans[s]:
-                v = self._value(s, int(items_o[j]), items_s, items_o, set_starts, memo, set())
-                if v >= 0:
-                    found.add(v)
-                else:
-                    unset = True
-        if not found:
+            if not self.scans[s]:
+                continue
+            r = self.state_rule[s]
+            if self.rule_temp[r] >= 0:
+                temps.add(self.rule_temp[r])
+            else:
+                todo.append((r, int(items_o[j])))
+        roots = list(todo)
+        while todo:
+            key = todo.pop()
+            if key in deps:
+                continue
+            rule, o = key
+            adds: list = []
+            for j in range(int(set_starts[o]), int(set_starts[o + 1])):
+                s = int(items_s[j])
+                if any(
+                    self.ref_rule[e] == rule for e in range(self.ref_ptr[s], self.ref_ptr[s + 1])
+                ):
+                    t = self.rule_temp[self.state_rule[s]]
+                    if t >= 0:
+                        adds.append(t)
+                    else:
+                        caller = (self.state_rule[s], int(items_o[j]))
+                        adds.append(caller)
+                        todo.append(caller)
+            deps[key] = adds
+        # The temperatures reachable from each call, to a fixpoint (calls at one position
+        # may call each other); lower origins first.
+        found: dict[tuple[int, int], frozenset[float]] = {k: frozenset() for k in deps}
+        order = sorted(deps, key=lambda k: k[1])
+        changed = True
+        while changed:
+            changed = False
+            for k in order:
+                ts = found[k]
+                for add in deps[k]:
+                    ts = ts | ({add} if isinstance(add, float) else found[add])
+                if ts != found[k]:
+                    found[k] = ts
+                    changed = True
+        for k in roots:
+            temps |= found[k]
+        if not temps:
             return default, False
-        best = max(found)
-        if unset:
-            best = max(best, default)
-        return best, len(found) > 1
-
-    def _value(self, s, o, items_s, items_o, set_starts, memo, active) -> float:
-        t = self.rule_temp[self.state_rule[s]]
-        if t >= 0:
-            return t
-        return self._inherited(self.state_rule[s], o, items_s, items_o, set_starts, memo, active)
-
-    def _inherited(self, rule, o, items_s, items_o, set_starts, memo, active) -> float:
-        """The temperature a call of ``rule`` made at set ``o`` runs under (``-1``: none
-        on any caller's path)."""
-        key = (rule, o)
-        got = memo.get(key)
-        if got is not None:
-            return got
-        if key in active:  # a cycle of calls at one position adds no new path
-            return _NONE
-        active.add(key)
-        best = _NONE
-        ptr, refs = self.ref_ptr, self.ref_rule
-        for j in range(int(set_starts[o]), int(set_starts[o + 1])):
-            s = int(items_s[j])
-            for e in range(ptr[s], ptr[s + 1]):
-                if refs[e] == rule:
-                    v = self._value(s, int(items_o[j]), items_s, items_o, set_starts, memo, active)
-                    best = max(best, v)
-                    break
-        active.discard(key)
-        memo[key] = best
-        return best
+        return max(temps), len(temps) > 1
