@@ -282,3 +282,16 @@ def test_masks_match_xgrammar(env, index):
             assert m.accept_token(t), (doc, step)
             assert xm.accept_token(t)
         assert m.is_terminated() and xm.is_terminated()
+
+
+def test_filtered_strings_are_shared_rules():
+    def rules(n: int) -> int:
+        props = {f"p{i}": {"type": "string", "maxLength": 5} for i in range(n)}
+        props.update({f"q{i}": {"type": "string"} for i in range(n)})
+        schema = {"type": "object", "properties": props, "additionalProperties": False}
+        text = str(tg.Grammar.from_structural_tag(_tag(schema, CONTROLS)))
+        return sum("string_excl" in line.split("::=")[0] for line in text.splitlines())
+
+    # the filtered strings are built once (a rule per length bounds, one free string),
+    # however many properties use them
+    assert rules(12) == rules(3) > 0

@@ -108,6 +108,7 @@ class Exclusions:
         self.texts = texts
         self._search: Dfa | None = None
         self._any: Expr | None = None
+        self._bounded: dict[tuple[int, int | None], Expr | None] = {}  # one rule per bounds
 
     def __bool__(self) -> bool:
         return bool(self.texts)
@@ -143,6 +144,9 @@ class Exclusions:
             The bounds times the exclusion automaton need more than
             :data:`MAX_GRAMMAR_STATES` states (the caller reports the length keyword).
         """
+        key = (min_length, max_length)
+        if key in self._bounded:
+            return self._bounded[key]
         top = max(min_length, max_length or 0)
         if top + 1 > MAX_GRAMMAR_STATES:
             # Each position up to the bound is a state of its own: the automaton would be
@@ -151,7 +155,14 @@ class Exclusions:
                 f"a length bound of {top} needs more than {MAX_GRAMMAR_STATES} automaton states"
             )
         spellings = Dfa.from_expr(Repeat(string_char(), min_length, max_length))
-        return self._checked(spellings, "string_excl_len")
+        body = self._checked(spellings, "string_excl_len")
+        out: Expr | None = None
+        if body is not None:
+            name = self.conv.new_rule("string_excl_len")
+            self.conv.rules[name] = body
+            out = RuleRef(name)
+        self._bounded[key] = out
+        return out
 
     def language(self, decoded: Dfa, base: str) -> Expr | None:
         """JSON strings whose decoded content ``decoded`` accepts and whose written
