@@ -27,6 +27,8 @@ WALKS = [
      [("", 0.6), ("x", 0.1), (" ", 0.1)]),
     ("lark", 'start: "a" value "z"\nvalue[temperature=0.6]: %json {"type": "integer"}', 0.1,
      [("", 0.1), ("a", 0.6), ("1z", 0.1)]),
+    ("lark", 'start: "a" value "z"\nvalue[temperature=0.6]: %lark { start: "x" }', 0.1,
+     [("", 0.1), ("a", 0.6), ("xz", 0.1)]),
     ("lark", 'start[temperature=0.125]: "a"', 0.5, [("", 0.125)]),
     # a rule's temperature wins over a higher default on another live path
     ("ebnf", 'root ::= "a" value "y"\nvalue[temperature=0.6] ::= "x"+', 0.9,

@@ -10,7 +10,8 @@ The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark`
 - items: ``"literal"`` (JSON string escapes; flag ``i`` folds ASCII letters),
   ``"a".."z"`` (one code point each), ``/regex/flags`` (flags ``i``, ``s``, ``u``; ``.``
   excludes ``\\n`` unless ``s``), names, ``( )``, ``[ ]`` (optional), ``%json {schema}``
-  (a JSON Schema inline), ``@name`` (a grammar from ``named_grammars``), and the
+  (a JSON Schema inline), ``@name`` (a grammar from ``named_grammars``), ``%lark { ... }``
+  (a nested Lark grammar with its own names, ``start`` and ``%ignore``), and the
   operators ``? * + ~n ~n..m`` and ``{n} {n,} {,m} {n,m}``;
 - ``%ignore item`` (any number): inside *rules*, anything in the ignored set may follow
   each literal, range, regex, terminal reference or ``%json`` value (not a rule
@@ -71,6 +72,9 @@ _LEXICAL_RULE = re.compile(
 _TEMPERATURE_RULE = re.compile(
     r"^[ \t]*[?!]?([A-Za-z_][A-Za-z0-9_]*)[ \t]*\[[^\]\n]*\btemperature\b", re.M
 )
+# Literals inside a nested %lark block, skipped while looking for its closing brace.
+_NESTED_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_NESTED_REGEX = re.compile(r"/(?:[^/\\\n]|\\.)+/")
 _NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _IMPORT_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # Placeholder for the %ignore rule: cannot clash with a Lark name.
@@ -431,6 +435,41 @@ class _Parser:
             self.error("expected grammar expression")
         return [atom]
 
+    def read_braced_text(self, start: int) -> str:
+        """The text between ``{`` (at the position) and its matching ``}``, skipping
+        string literals, regular expressions and comments (they may hold braces)."""
+        if self.peek() != "{":
+            self.error("expected '{' after %lark")
+        text, i, depth = self.text, self.pos + 1, 1
+        while i < len(text):
+            c = text[i]
+            if c == '"':
+                m = _NESTED_STRING.match(text, i)
+                if m is None:
+                    break
+                i = m.end()
+                continue
+            if c == "/" and text.startswith("//", i) or c == "#":
+                nl = text.find("\n", i)
+                i = len(text) if nl < 0 else nl
+                continue
+            if c == "/":
+                m = _NESTED_REGEX.match(text, i)
+                if m is None:
+                    break
+                i = m.end()
+                continue
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    body = text[self.pos + 1 : i]
+                    self.pos = i + 1
+                    return body
+            i += 1
+        self.error("unterminated %lark block: expected '}'", start)
+
     def read_braces(self, start: int) -> tuple[int, int | None]:
         """``{n}``, ``{n,}``, ``{,m}`` or ``{n,m}`` after an item (the position is at
         ``{``): the bounds of the repetition (``None``: unbounded)."""
@@ -537,6 +576,13 @@ class _Parser:
             return self.read_regex(), True
         if c == "%":
             m = _NAME.match(self.text, self.pos + 1)
+            if m is not None and m.group() == "lark":
+                if self.in_terminal():
+                    self.error("%lark cannot be used in terminals")
+                self.pos = m.end()
+                self.skip_inline()
+                body = self.read_braced_text(start)
+                return self.embed("lark", body, start), True
             if m is None or m.group() != "json":
                 self.error("expected grammar expression")
             if self.in_terminal():
@@ -710,6 +756,11 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
                 ir = json_schema_to_ir(value)
             except GrammarError as err:
                 parser.error(f"invalid JSON Schema after %json: {err}", pos)
+        elif kind == "lark":
+            try:
+                ir = lark_to_ir(value, named, _seen)
+            except GrammarSyntaxError as err:
+                parser.error(f"in nested %lark grammar: {err}", pos)
         else:
             if value not in named:
                 parser.error(f"unknown named grammar '@{value}'", pos)
