@@ -43,7 +43,12 @@ from ..kernels import (
     traverse_entry,
 )
 from ._bitmask import as_bitmask_array, check_row_index
-from ._temperature import TemperatureTable, as_temperature_array, check_default_temperature
+from ._temperature import (
+    TemperatureTable,
+    as_temperature_array,
+    check_default_temperature,
+    temperature_table,
+)
 from ._tree_input import (
     as_index_array,
     check_draft_tokens,
@@ -506,7 +511,7 @@ class GrammarMatcher:
             return self._default_temp
         table = self._temp_table
         if table is None:
-            table = self._temp_table = TemperatureTable(self._compiled)
+            table = self._temp_table = temperature_table(self._compiled)
         value, conflict = table.temperature(
             self._items_s,
             self._items_o,

@@ -17,12 +17,35 @@ small fixpoint over those calls rather than by recursion.
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 
 import numpy as np
 
 from ..errors import TemperatureError
 
-__all__ = ["TemperatureTable", "check_default_temperature", "as_temperature_array"]
+__all__ = [
+    "TemperatureTable",
+    "temperature_table",
+    "check_default_temperature",
+    "as_temperature_array",
+]
+
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TABLES_LOCK = threading.Lock()
+
+
+def temperature_table(compiled) -> TemperatureTable:
+    """The :class:`TemperatureTable` of ``compiled``, built once per compiled grammar (the
+    matchers of one grammar share it; it goes with the grammar)."""
+    with _TABLES_LOCK:
+        table = _TABLES.get(compiled)
+    if table is None:
+        table = TemperatureTable(compiled)  # immutable: a race builds it twice, harmlessly
+        with _TABLES_LOCK:
+            _TABLES[compiled] = table
+    return table
+
 
 _NONE = -1.0  # no temperature (the float32 convention of the batch and tree outputs)
 
@@ -98,6 +121,8 @@ class TemperatureTable:
         if ir is not None:
             temps = {r.name: r.temperature for r in ir.rules if r.temperature is not None}
         self.any = bool(temps)
+        if not self.any:  # every query answers the default: nothing else is needed
+            return
         self.rule_temp = [float(temps.get(name, _NONE)) for name in a.rule_names]
         n = int(a.state_rule.shape[0])
         self.scans = (a.trans.reshape(n, a.n_classes) >= 0).any(axis=1).tolist()
