@@ -32,6 +32,7 @@ __all__ = [
     "DeserializeVersionError",
     "InvalidJSONError",
     "ConfigError",
+    "TemperatureError",
     "TokenizerMismatchError",
     "MissingDependencyError",
     "CacheStoreError",
@@ -192,6 +193,12 @@ class InvalidJSONError(DeserializeFormatError):
 class ConfigError(ArgumentError, RuntimeError):
     """A process-wide setting got an invalid value. Also a ``RuntimeError``, as xgrammar's
     configuration errors are."""
+
+
+class TemperatureError(ArgumentError, RuntimeError):
+    """A ``default_temperature`` or a ``temperatures`` output (dtype, shape, device,
+    indices) is invalid; the message names the argument. Also a ``RuntimeError``, as
+    xgrammar raises it."""
 
 
 class TokenizerMismatchError(TreegramError, ValueError, RuntimeError):

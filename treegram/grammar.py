@@ -482,7 +482,7 @@ def _combine(grammars: tuple, what: str, node: type) -> Grammar:
             prefix = f"g{i}_"
             for r in g.ir.rules:
                 look = None if r.lookahead is None else _renamed(r.lookahead, prefix)
-                rules.append(Rule(prefix + r.name, _renamed(r.body, prefix), look))
+                rules.append(Rule(prefix + r.name, _renamed(r.body, prefix), look, r.temperature))
             roots.append(RuleRef(prefix + g.ir.root))
         return GrammarIR((Rule("root", node(tuple(roots))), *rules), "root")
 

@@ -66,6 +66,28 @@ CASES = [
     ('start: x "z"\nx[lazy]: "a" | "ab"', ["az"], ["abz"]),
     ('start: x "z"\nx[lazy]: "a"+\n%ignore " "', ["az", "a z"], ["aaz"]),
     ('start: x "z"\nx[max_chars=3]: y+\ny: "a" | "bc"', ["abcz", "aaz"], ["abcaz", "z"]),
+    # {n}, {n,}, {,m}, {n,m} repetitions (on literals, groups, terminals and rules)
+    ('start: "a"{2}', ["aa"], ["", "a", "aaa"]),
+    ('start: "a"{2,4}', ["aa", "aaa", "aaaa"], ["", "a", "aaaaa"]),
+    ('start: "a"{2,}', ["aa", "aaaaaa"], ["", "a"]),
+    ('start: "a"{,2}', ["", "a", "aa"], ["aaa"]),
+    ('start: "a"{0} "b" { 0 , 0 }', [""], ["a", "b"]),
+    ('start: ("a" | "bc"){2,3}', ["aa", "abc", "bcbcbc"], ["a", "aaaa"]),
+    ('start: ITEM{2,3}\nITEM: "x" | "y"\n%ignore " "', ["xy", "x y y "], ["x", "xxxx"]),
+    ('start: item{2,3}\nitem: "x" | "(" item ")"', ["xx", "x(x)", "(x)(x)(x)"], ["x", "xxxx"]),
+    ('start: A\nA: "ab"{1,2}', ["ab", "abab"], ["", "ababab"]),
+    # nested %lark grammars: their own namespace, start and %ignore
+    ('start: item %lark {\n  start: item\n  item: "b"\n} item\nitem: "a"', ["aba"], ["aaa", "abb"]),
+    ('start: %lark { start: "a" | "b" } %lark { start: "1" | "2" }', ["a1", "b2"], ["", "a", "1a"]),
+    (
+        'start: "[" %lark {\n %import common.WS\n %ignore WS\n'
+        ' start: item ":" %json {"type":"integer"} // } in a comment\n'
+        ' item: "x" | "(" item ")" | /[}]/\n} "]"',
+        ["[x:1]", "[(x) : -2]", "[}:3]"],
+        ["[():1]", "[x 1]"],
+    ),
+    # temperature does not change the language
+    ('start: x "z"\nx[temperature=0.5]: "a"+\n%ignore " "', ["aaz", "aa z"], ["a az"]),
 ]  # fmt: skip
 
 
@@ -117,6 +139,19 @@ ERRORS = [
     ('start: "a"**', "expected grammar expression", 1, 12),
     ('start: "a"~3..2', "repetition end must be greater than or equal", 1, 8),
     ('start: "a"~99999999999', "invalid repetition count", 1, 12),
+    ('start: "a"{3,2}', "repetition end must be greater than or equal", 1, 8),
+    ('start: "a"{-1,}', "invalid repetition count", 1, 12),
+    ('start: "a"{999999999999999999999}', "invalid repetition count", 1, 12),
+    ('start: "a"{2', "expected '}' to close the repetition", 1, 13),
+    ('start: "a"{}', "expected a repetition count", 1, 8),
+    ('start: "a"{2}*', "expected grammar expression", 1, 14),
+    ('start: %lark { item: "a" }', "in nested %lark grammar", 1, 8),
+    ('start: TOKEN\nTOKEN: %lark { start: "a" }', "%lark cannot be used in terminals", 2, 8),
+    ('start: %lark { start: "a" ', "unterminated %lark block", 1, 8),
+    ('start: foo{x}\nfoo: "a"', "templates are not supported", 1, 8),
+    ('start: x\nx[temperature=-1]: "a"', "temperature must be a finite non-negative", 2, 15),
+    ('start: x\nx[temperature=q]: "a"', "expected a number after temperature=", 2, 15),
+    ('start: x\nx[temperature=0.5]: "a" y\ny: "b"', "temperature applies to rules made", 2, 25),
     ('start: "ab".."c"', "endpoints must be one character", 1, 8),
     ('start: "c".."a"', "start must not exceed end", 1, 8),
     ('start: "A"i.."C"', "flags are not allowed on character ranges", 1, 8),
@@ -180,6 +215,17 @@ def test_deliberately_refused(source: str, fragment: str) -> None:
     # xgrammar accepts special tokens given a tokenizer; treegram refuses them.
     with pytest.raises(GrammarSyntaxError, match=fragment):
         Grammar.from_lark(source)
+
+
+def test_named_grammar_inside_nested_lark() -> None:
+    from treegram.testing import _is_grammar_accept_string
+
+    value = Grammar.from_regex("[0-9]+")
+    grammar = Grammar.from_lark(
+        'start: "outer:" %lark { start: "inner:" @value }', named_grammars={"value": value}
+    )
+    for text, accepted in (("outer:inner:12", True), ("inner:1", False), ("outer:1", False)):
+        assert _is_grammar_accept_string(grammar, text) == accepted
 
 
 def test_named_grammars(compiler) -> None:

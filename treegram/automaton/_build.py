@@ -468,6 +468,11 @@ def _build(ir: GrammarIR) -> Automaton:
     rule_ids = {name: i for i, (name, _) in enumerate(bodies[: len(ir.rules)])}
 
     tail_cycles = _tail_cycles(bodies[: len(ir.rules)], rule_ids)
+    # A rule with a temperature keeps its own states (the matcher reads the temperature
+    # from the rule that owns a state), so it is never inlined into a caller.
+    hot = {i for i, r in enumerate(ir.rules) if r.temperature is not None}
+    if hot:
+        tail_cycles = {w: c - hot for w, c in tail_cycles.items() if c - hot}
     flat = FlatIr(rule_ids, _class_sequences)
     roots = [flat.add(body) for _, body in bodies]  # every shared node flattened once
     parts = []  # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)

@@ -18,6 +18,8 @@ The language is unchanged; only rules are added (named after the rule they came 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from treegram.ir import Choice, Expr, GrammarIR, Repeat, Rule, RuleRef, Seq, ir_facts
 
 __all__ = ["BLOCK", "split_long_repeats"]
@@ -37,7 +39,7 @@ def split_long_repeats(ir: GrammarIR) -> GrammarIR:
     splitter = _Splitter({r.name for r in ir.rules}, extra)
     for rule in ir.rules:
         body = splitter.rewrite(rule.body)
-        out.append(rule if body is rule.body else Rule(rule.name, body, rule.lookahead))
+        out.append(rule if body is rule.body else replace(rule, body=body))
     if not extra:
         return ir
     return GrammarIR(tuple(out + extra), ir.root)

@@ -252,8 +252,15 @@ def _tokenize(src: _Source) -> list[_Token]:
             value, end = _scan_string(src, pos)
             tok: _Token = ("str", value, pos, end, newline)
         elif c == "[":
-            cls, end = _scan_class(src, pos)
-            tok = ("class", cls, pos, end, newline)
+            prev = tokens[-1] if tokens else None
+            attrs = _ATTRS_BEFORE_ASSIGN.match(text, pos)
+            if attrs and prev is not None and prev[0] == "name" and prev[3] == pos and prev[4]:
+                # rule attributes (name[...] ::=): not a character class, whatever they
+                # hold (temperature=-0.1 is no class range); _check_assign parses them
+                tok = ("class", None, pos, attrs.end(1), newline)
+            else:
+                cls, end = _scan_class(src, pos)
+                tok = ("class", cls, pos, end, newline)
         elif c == "(":
             if text.startswith("(=", pos):
                 tok = ("(=", None, pos, pos + 2, newline)
@@ -381,6 +388,9 @@ def _scan_macro_value(src: _Source, name: str, pos: int) -> tuple[object, int]:
 
 def _macro_error(src: _Source, name: str, pos: int) -> NoReturn:
     src.error(f"macro {name}(...) is not supported by the treegram EBNF dialect", pos)
+
+
+_ATTRS_BEFORE_ASSIGN = re.compile(r"(\[[A-Za-z_][^\]\n]*\])[ \t]*::=")
 
 
 def _check_assign(src: _Source, tokens: list[_Token], pos: int) -> None:

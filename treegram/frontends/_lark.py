@@ -10,16 +10,18 @@ The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark`
 - items: ``"literal"`` (JSON string escapes; flag ``i`` folds ASCII letters),
   ``"a".."z"`` (one code point each), ``/regex/flags`` (flags ``i``, ``s``, ``u``; ``.``
   excludes ``\\n`` unless ``s``), names, ``( )``, ``[ ]`` (optional), ``%json {schema}``
-  (a JSON Schema inline), ``@name`` (a grammar from ``named_grammars``), and the
-  operators ``? * + ~n ~n..m``;
+  (a JSON Schema inline), ``@name`` (a grammar from ``named_grammars``), ``%lark { ... }``
+  (a nested Lark grammar with its own names, ``start`` and ``%ignore``), and the
+  operators ``? * + ~n ~n..m`` and ``{n} {n,} {,m} {n,m}``;
 - ``%ignore item`` (any number): inside *rules*, anything in the ignored set may follow
   each literal, range, regex, terminal reference or ``%json`` value (not a rule
   reference: the rule adds its own); terminals never contain it;
 - ``%import common.NAME [-> ALIAS]`` and ``%import common (A, B)`` for the terminals of
   Lark's ``common`` library;
-- rule attributes ``name[lazy]`` and ``name[max_chars=N]`` (see
-  :mod:`treegram.frontends._rule_attrs`; as in xgrammar, a lazy rule is handled like a
-  terminal: it references terminals only and ``%ignore`` applies after it, not inside);
+- rule attributes ``name[lazy]``, ``name[max_chars=N]`` and ``name[temperature=T]`` (see
+  :mod:`treegram.frontends._rule_attrs`; as in xgrammar, a lazy or temperature rule is
+  handled like a terminal: it references terminals (and sub-grammars) only and
+  ``%ignore`` applies after it, not inside);
   ``name[capture]`` / ``name[capture="x"]`` are accepted and have no effect on the
   language (treegram records no captures).
 
@@ -34,9 +36,10 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from treegram._json import get_max_recursion_depth, json_text_depth
@@ -62,7 +65,17 @@ _BLANK = re.compile(r"(?:[ \t\r\f]+|//[^\n]*|#[^\n]*)*")
 # A newline (plus blank and comment lines) that a '|' continues.
 _CONTINUATION = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*)*\|")
 _SPACE = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*)*")
-_LAZY_RULE = re.compile(r"^[ \t]*[?!]?([A-Za-z_][A-Za-z0-9_]*)[ \t]*\[[^\]\n]*\blazy\b", re.M)
+# Rules marked [lazy] or [temperature=...]: xgrammar handles them like terminals.
+_LEXICAL_RULE = re.compile(
+    r"^[ \t]*[?!]?([A-Za-z_][A-Za-z0-9_]*)[ \t]*\[[^\]\n]*\b(?:lazy|temperature)\b", re.M
+)
+_TEMPERATURE_RULE = re.compile(
+    r"^[ \t]*[?!]?([A-Za-z_][A-Za-z0-9_]*)[ \t]*\[[^\]\n]*\btemperature\b", re.M
+)
+# Literals inside a nested %lark block, skipped while looking for its closing brace.
+_NESTED_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_NESTED_REGEX = re.compile(r"/(?:[^/\\\n]|\\.)+/")
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _IMPORT_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # Placeholder for the %ignore rule: cannot clash with a Lark name.
 _IGNORE = "\0ignore"
@@ -133,8 +146,10 @@ class _Parser:
 
     def __init__(self, text: str, embed) -> None:
         self.src = _Source(text)
-        # names of the rules marked [lazy], known before any reference is parsed
-        self.lazy = set(_LAZY_RULE.findall(text))
+        # names of the rules marked [lazy] or [temperature=...], known before any
+        # reference is parsed
+        self.lazy = set(_LEXICAL_RULE.findall(text))
+        self.hot = set(_TEMPERATURE_RULE.findall(text))  # these may hold sub-grammars
         self.text = text
         self.pos = 0
         self.embed = embed  # callback: (kind, value, pos) -> Expr for %json and @name
@@ -206,7 +221,8 @@ class _Parser:
         self.pos += 1
         if name in self.defs or name in self.imports:
             self.error(f"duplicate rule or terminal {name!r}", start)
-        # xgrammar treats a lazy rule as a terminal: %ignore neither enters it nor skips
+        # xgrammar treats a lazy (or temperature) rule as a terminal: %ignore neither
+        # enters it nor skips
         # after it, and it references terminals only
         lexical = is_terminal(name) or name in self.lazy
         d = _Definition(name, name_pos, lexical, refs=[])
@@ -227,7 +243,7 @@ class _Parser:
             if m is None:
                 self.error("expected a rule attribute name")
             attr = m.group()
-            if attr not in ("capture", "lazy", "max_chars"):
+            if attr not in ("capture", "lazy", "max_chars", "temperature"):
                 self.error(f"rule attribute {attr!r} is not supported")
             if attr in attrs:
                 self.error(f"rule attribute {attr!r} is given twice")
@@ -239,6 +255,19 @@ class _Parser:
                 self.pos += 1
                 self.skip()
                 attrs[attr] = self.read_count("an integer after max_chars=")
+            elif attr == "temperature":
+                if self.peek() != "=":
+                    self.error("expected '=' and a number after temperature")
+                self.pos += 1
+                self.skip()
+                m = _NUMBER_TEXT.match(self.text, self.pos)
+                if m is None:
+                    self.error("expected a number after temperature=")
+                value = float(m.group())
+                if not math.isfinite(value) or value < 0:
+                    self.error(f"temperature must be a finite non-negative number, got {m.group()}")
+                self.pos = m.end()
+                attrs[attr] = value
             elif attr == "lazy":
                 attrs[attr] = True
             else:  # capture: no effect on the language (no captures are recorded)
@@ -395,16 +424,94 @@ class _Parser:
                 if hi < lo:
                     self.error("repetition end must be greater than or equal to start", start)
             atom = Repeat(atom, lo, hi)
+        elif c == "{":
+            lo, hi = self.read_braces(start)
+            atom = Repeat(atom, lo, hi)
         else:
             self.pos = op_pos
             return [atom]
         self.skip_inline()
-        if self.peek() in ("?", "*", "+", "~"):
+        if self.peek() in ("?", "*", "+", "~", "{"):
             self.error("expected grammar expression")
         return [atom]
 
+    def read_braced_text(self, start: int) -> str:
+        """The text between ``{`` (at the position) and its matching ``}``, skipping
+        string literals, regular expressions and comments (they may hold braces)."""
+        if self.peek() != "{":
+            self.error("expected '{' after %lark")
+        text, i, depth = self.text, self.pos + 1, 1
+        while i < len(text):
+            c = text[i]
+            if c == '"':
+                m = _NESTED_STRING.match(text, i)
+                if m is None:
+                    break
+                i = m.end()
+                continue
+            if c == "/" and text.startswith("//", i) or c == "#":
+                nl = text.find("\n", i)
+                i = len(text) if nl < 0 else nl
+                continue
+            if c == "/":
+                m = _NESTED_REGEX.match(text, i)
+                if m is None:
+                    break
+                i = m.end()
+                continue
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    body = text[self.pos + 1 : i]
+                    self.pos = i + 1
+                    return body
+            i += 1
+        self.error("unterminated %lark block: expected '}'", start)
+
+    def read_braces(self, start: int) -> tuple[int, int | None]:
+        """``{n}``, ``{n,}``, ``{,m}`` or ``{n,m}`` after an item (the position is at
+        ``{``): the bounds of the repetition (``None``: unbounded)."""
+        self.pos += 1
+        self.skip_inline()
+        if self.peek() not in ("", ",", "-", "}") and not self.peek().isdigit():
+            self.error("Lark templates are not supported", start)  # name{args}
+        bounds: list[int | None] = []
+        while True:
+            if self.peek() == "-":
+                self.error("invalid repetition count")
+            if self.peek().isdigit():
+                bounds.append(self.read_count("a repetition count in '{...}'"))
+            else:
+                bounds.append(None)
+            self.skip_inline()
+            if self.peek() == "," and len(bounds) == 1:
+                self.pos += 1
+                self.skip_inline()
+                continue
+            if self.peek() != "}":
+                self.error("expected '}' to close the repetition")
+            self.pos += 1
+            break
+        if len(bounds) == 1:
+            if bounds[0] is None:
+                self.error("expected a repetition count in '{...}'", start)
+            return bounds[0], bounds[0]  # type: ignore[return-value]
+        if bounds == [None, None]:
+            self.error("expected a repetition count in '{...}'", start)
+        lo, hi = bounds[0] or 0, bounds[1]
+        if hi is not None and hi < lo:
+            self.error("repetition end must be greater than or equal to start", start)
+        return lo, hi
+
     def skip_inline(self) -> None:
         self.pos = _BLANK.match(self.text, self.pos).end()
+
+    def in_terminal(self) -> bool:
+        """Inside a terminal or a lazy rule (a temperature rule may hold sub-grammars)."""
+        cur = self.current
+        return cur is not None and cur.terminal and cur.name not in self.hot
 
     def ignore_active(self) -> bool:
         # %ignore applies inside rules only; it is known once the whole text is read, so
@@ -469,9 +576,16 @@ class _Parser:
             return self.read_regex(), True
         if c == "%":
             m = _NAME.match(self.text, self.pos + 1)
+            if m is not None and m.group() == "lark":
+                if self.in_terminal():
+                    self.error("%lark cannot be used in terminals")
+                self.pos = m.end()
+                self.skip_inline()
+                body = self.read_braced_text(start)
+                return self.embed("lark", body, start), True
             if m is None or m.group() != "json":
                 self.error("expected grammar expression")
-            if self.current.terminal:  # type: ignore[union-attr]
+            if self.in_terminal():
                 self.error("%json cannot be used in terminals")
             self.pos = m.end()
             self.skip_inline()
@@ -494,7 +608,7 @@ class _Parser:
             m = _NAME.match(self.text, self.pos + 1)
             if m is None:
                 self.error("expected a grammar name after '@'")
-            if self.current.terminal:  # type: ignore[union-attr]
+            if self.in_terminal():
                 self.error("named grammars cannot be used in terminals")
             self.pos = m.end()
             return self.embed("named", m.group(), start), True
@@ -642,6 +756,11 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
                 ir = json_schema_to_ir(value)
             except GrammarError as err:
                 parser.error(f"invalid JSON Schema after %json: {err}", pos)
+        elif kind == "lark":
+            try:
+                ir = lark_to_ir(value, named, _seen)
+            except GrammarSyntaxError as err:
+                parser.error(f"in nested %lark grammar: {err}", pos)
         else:
             if value not in named:
                 parser.error(f"unknown named grammar '@{value}'", pos)
@@ -664,6 +783,12 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
             if name not in defs and name not in imports:
                 parser.error(f"unknown name {name!r}", pos)
             if d.terminal and name in defs and not defs[name].terminal:
+                if d.name in parser.hot:
+                    parser.error(
+                        f"rule {d.name!r}: temperature applies to rules made of terminals and "
+                        f"sub-grammars only, and {name!r} is a rule",
+                        pos,
+                    )
                 if d.name == "%ignore":
                     parser.error(f"terminal cannot reference rule {name!r}", pos)
                 parser.error(f"terminal {d.name!r} cannot reference rule {name!r}", d.pos)
@@ -702,11 +827,11 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
         local = {r.name: fresh(f"{kind}_{r.name}") for r in ir.rules}
         for r in ir.rules:
             mapping[f"{placeholder}\0{r.name}"] = local[r.name]
-            rules.append(Rule(local[r.name], _rename(r.body, local), _la(r, local)))
+            rules.append(Rule(local[r.name], _rename(r.body, local), _la(r, local), r.temperature))
     if mapping:
         identity = {r.name: r.name for r in rules}
         identity.update(mapping)
-        rules = [Rule(r.name, _rename(r.body, identity), r.lookahead) for r in rules]
+        rules = [replace(r, body=_rename(r.body, identity)) for r in rules]
     if parser.attrs:
         from treegram.frontends._rule_attrs import apply_rule_attributes
 

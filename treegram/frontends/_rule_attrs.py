@@ -1,6 +1,9 @@
-"""xgrammar's rule attributes ``name[lazy]`` and ``name[max_chars=N]`` (EBNF and Lark).
+"""xgrammar's rule attributes ``name[lazy]``, ``name[max_chars=N]`` and
+``name[temperature=T]`` (EBNF and Lark).
 
-Both change the rule's language, so they are applied to the IR: the rule body (with the
+``temperature`` does not change the language: it is kept on the rule
+(:attr:`~treegram.ir.Rule.temperature`) for the matcher. ``lazy`` and ``max_chars``
+change the rule's language, so they are applied to the IR: the rule body (with the
 rules it references inlined; they must not be recursive) becomes a code point automaton
 (:class:`~treegram.ir.Dfa`), which is restricted and written back as
 helper rules.
@@ -18,14 +21,19 @@ helper rules.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, Rule, RuleRef, Seq
 
 __all__ = ["RULE_ATTRIBUTES", "parse_rule_attributes", "apply_rule_attributes"]
 
 #: Attribute names that are applied; others are refused by the parsers.
-RULE_ATTRIBUTES = frozenset({"lazy", "max_chars"})
+RULE_ATTRIBUTES = frozenset({"lazy", "max_chars", "temperature"})
+
+_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 class RuleAttributeError(ValueError):
@@ -34,14 +42,16 @@ class RuleAttributeError(ValueError):
 
 
 def parse_rule_attributes(text: str) -> dict[str, object]:
-    """Parse the inside of ``[...]``: ``lazy`` and ``max_chars=N``, comma separated."""
+    """Parse the inside of ``[...]``: ``lazy``, ``max_chars=N`` and ``temperature=T``,
+    comma separated."""
     attrs: dict[str, object] = {}
     for part in text.split(","):
         item = part.strip()
         key, eq, value = (s.strip() for s in item.partition("="))
         if key not in RULE_ATTRIBUTES:
             raise RuleAttributeError(
-                f"rule attribute {key!r} is not supported (supported: lazy, max_chars=N)"
+                f"rule attribute {key!r} is not supported "
+                "(supported: lazy, max_chars=N, temperature=T)"
             )
         if key in attrs:
             raise RuleAttributeError(f"rule attribute {key!r} is given twice")
@@ -49,11 +59,29 @@ def parse_rule_attributes(text: str) -> dict[str, object]:
             if eq:
                 raise RuleAttributeError("rule attribute 'lazy' takes no value")
             attrs[key] = True
+        elif key == "temperature":
+            attrs[key] = parse_temperature(value)
         else:
             if not (value.isascii() and value.isdigit()) or len(value) > 9:
                 raise RuleAttributeError("rule attribute max_chars needs a non-negative integer")
             attrs[key] = int(value)
     return attrs
+
+
+def parse_temperature(text: str) -> float:
+    """The value of ``temperature=`` (a decimal number, optionally with an exponent).
+
+    Raises
+    ------
+    RuleAttributeError
+        Not a number, or not a finite non-negative one.
+    """
+    if not _NUMBER.fullmatch(text.strip()):
+        raise RuleAttributeError(f"expected a number after temperature=, got {text.strip()!r}")
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise RuleAttributeError(f"temperature must be a finite non-negative number, got {text!r}")
+    return value
 
 
 class _Rules:
@@ -84,7 +112,9 @@ def apply_rule_attributes(
     conv = _Rules(set(by_name))
     out = []
     for rule in rules:
-        a = attrs.get(rule.name)
+        a = dict(attrs.get(rule.name) or {})
+        if "temperature" in a:
+            rule = replace(rule, temperature=float(a.pop("temperature")))  # type: ignore[arg-type]
         if not a:
             out.append(rule)
             continue
@@ -101,7 +131,7 @@ def apply_rule_attributes(
             body = dfa_expr(conv, d, f"{rule.name}_attr", _encode)
         except DfaLimitError as err:
             on_error(rule.name, f"rule attributes make the rule too large: {err}")
-        out.append(Rule(rule.name, CharClass(()) if body is None else body, rule.lookahead))
+        out.append(replace(rule, body=CharClass(()) if body is None else body))
     out.extend(Rule(name, body) for name, body in conv.rules.items())
     return out
 

@@ -185,7 +185,7 @@ class _Builder:
 
         for r in ir.rules:
             look = None if r.lookahead is None else rename(r.lookahead)
-            self.rules.append(Rule(prefix + r.name, rename(r.body), look))
+            self.rules.append(Rule(prefix + r.name, rename(r.body), look, r.temperature))
         return RuleRef(prefix + ir.root)
 
     # ------------------------------------------------------------------ formats
@@ -257,10 +257,18 @@ class _Builder:
             raise UnsupportedStructuralTagError(
                 f"{path}.style: only 'json' is supported, got {fmt.style!r}"
             )
-        if fmt.excludes:
-            raise UnsupportedStructuralTagError(f"{path}.excludes is not supported")
+        excludes = fmt.excludes
+        if not isinstance(excludes, (list, tuple)) or not all(
+            isinstance(t, str) and t for t in excludes
+        ):
+            raise InvalidStructuralTagError(
+                f"{path}.excludes must be an array of non-empty strings, got {excludes!r}"
+            )
         ir = json_schema_to_ir(
-            fmt.json_schema, max_whitespace_cnt=fmt.max_whitespace_cnt, any_order=fmt.any_order
+            fmt.json_schema,
+            max_whitespace_cnt=fmt.max_whitespace_cnt,
+            any_order=fmt.any_order,
+            excludes=tuple(excludes),
         )
         return self._embed(ir)
 

@@ -111,8 +111,10 @@ class ConstStringFormat(_Format):
 class JSONSchemaFormat(_Format):
     """A JSON document valid against ``json_schema`` (any whitespace between tokens).
 
-    Only ``style="json"`` compiles; ``excludes`` must keep its default. ``any_order``:
-    object members in any order (see ``Grammar.from_json_schema``).
+    Only ``style="json"`` compiles. ``excludes``: texts that no string the schema leaves
+    free (values and keys; not strings under a ``pattern`` or a known ``format``) may
+    contain as written. ``any_order``: object members in any order (see
+    ``Grammar.from_json_schema``).
     """
 
     json_schema: bool | dict[str, Any]
@@ -392,6 +394,14 @@ class _Reader:
             raise InvalidStructuralTagError(f"{self.path}.{key} must be a list of strings")
         return list(v)
 
+    def nonempty_texts(self, key: str) -> list[str]:
+        v = self._get(key, [])
+        if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) and x for x in v):
+            raise InvalidStructuralTagError(
+                f"{self.path}.{key} must be an array of non-empty strings, got {v!r}"
+            )
+        return list(v)
+
     def items(self, key: str) -> list[Any]:
         v = self._get(key, _REQUIRED)
         if not isinstance(v, (list, tuple)):
@@ -469,7 +479,7 @@ def parse_format(obj: Any, path: str = "format", depth: int = 0) -> Format:
             style=r.text("style", "json"),
             any_order=r.flag("any_order", False),
             max_whitespace_cnt=r.integer("max_whitespace_cnt", None, optional=True),
-            excludes=r.texts("excludes"),
+            excludes=r.nonempty_texts("excludes"),
         )
     elif kind == "any_text":
         out = AnyTextFormat(

@@ -14,7 +14,8 @@ Building and operating
   then subset construction on the interval partition refined per state;
 - :meth:`Dfa.literal`, :meth:`Dfa.any`, :meth:`Dfa.nothing`, :meth:`Dfa.length`;
 - :meth:`Dfa.intersect`, :meth:`Dfa.union`, :meth:`Dfa.difference`,
-  :meth:`Dfa.complement` (with respect to all code points), :meth:`Dfa.with_length`;
+  :meth:`Dfa.complement` (with respect to all code points), :meth:`Dfa.with_length`,
+  :meth:`Dfa.substitute` (each character replaced by a language, e.g. its spellings);
 - :meth:`Dfa.is_empty`, :meth:`Dfa.accepts`, :meth:`Dfa.length_range`,
   :meth:`Dfa.minimize` (Hopcroft's algorithm on the trimmed, partial automaton, a
   numba kernel in :mod:`treegram.ir._minimize`).
@@ -350,6 +351,41 @@ class Dfa:
         if shortest >= lo and (hi is None or (longest is not None and longest <= hi)):
             return self
         return self.intersect(Dfa.length(lo, hi))
+
+    def substitute(self, encode) -> Dfa:
+        """The strings obtained from the accepted strings by writing each character as any
+        string of ``encode(ranges)``, where ``ranges`` (a tuple of inclusive code point
+        intervals) are the characters of one transition: a regular substitution.
+
+        The JSON Schema frontend turns a language of decoded strings into the language of
+        their JSON spellings this way (``encode`` gives every encoding of a character
+        class), so that constraints on the written text can be applied exactly.
+
+        Parameters
+        ----------
+        encode : callable
+            ``ranges -> Expr or None``: a decoded-character IR expression (``None``: the
+            characters cannot be written, the transition is dropped).
+
+        Raises
+        ------
+        DfaLimitError
+            The result needs more than :data:`MAX_STATES` states.
+        """
+        nfa = _Nfa()
+        states = [nfa.state() for _ in self.trans]
+        final = nfa.state()
+        for s, row in enumerate(self.trans):
+            if self.accept[s]:
+                nfa.eps[states[s]].append(final)
+            by_target: dict[int, list[tuple[int, int]]] = {}
+            for lo, hi, t in row:
+                by_target.setdefault(t, []).append((lo, hi))
+            for t, ranges in by_target.items():
+                expr = encode(tuple(ranges))
+                if expr is not None:
+                    nfa.eps[nfa.build(expr, states[s])].append(states[t])
+        return _determinize(nfa, states[0], final).minimize()
 
     def trim(self) -> Dfa:
         """The same language with only states reachable from the start that can reach an

@@ -78,11 +78,15 @@ Expr = Bytes | CharClass | Seq | Choice | Repeat | RuleRef
 @dataclass(frozen=True)
 class Rule:
     """A named rule. ``lookahead`` is an optional assertion on what follows the rule
-    (EBNF ``(= ...)``); it never changes the language and is used as a hint only."""
+    (EBNF ``(= ...)``); it never changes the language and is used as a hint only.
+    ``temperature`` is xgrammar's ``[temperature=T]`` attribute: the sampling temperature
+    of the tokens generated inside the rule (the innermost such rule wins); it never
+    changes the language either."""
 
     name: str
     body: Expr
     lookahead: Expr | None = None
+    temperature: float | None = None
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,8 @@ def _grammar_to_ebnf(ir: GrammarIR) -> str:
     rules = sorted(ir.rules, key=lambda r: r.name != ir.root)
     lines = []
     for rule in rules:
-        line = f"{_name(rule.name)} ::= {_expr(rule.body, _CHOICE)}"
+        attrs = "" if rule.temperature is None else f"[temperature={rule.temperature!r}]"
+        line = f"{_name(rule.name)}{attrs} ::= {_expr(rule.body, _CHOICE)}"
         if rule.lookahead is not None:
             line += f" (= {_expr(rule.lookahead, _CHOICE)})"
         lines.append(line)

@@ -15,12 +15,14 @@ from ..errors import (
     DraftTreeError,
     InvalidTokenIdError,
     MatcherStateError,
+    TemperatureError,
 )
 from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK, TIMEOUT
 from ..kernels import batch as _batch
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
 from ._bitmask import as_bitmask_array
 from ._matcher import GrammarMatcher, _encode_utf8, _is_token_id
+from ._temperature import as_temperature_array
 from ._tree_input import (
     as_index_array,
     check_draft_input,
@@ -405,6 +407,57 @@ class BatchGrammarMatcher:
                     "no matcher was changed"
                 )
         return [m.accept_string(s) for m, s in zip(matchers, data, strict=True)]
+
+    @staticmethod
+    def batch_fill_temperature(matchers, temperatures, indices=None) -> None:
+        """Write each matcher's :attr:`GrammarMatcher.temperature` into ``temperatures``
+        (``-1`` where it is ``None``), as xgrammar's static method of that name.
+
+        Parameters
+        ----------
+        matchers : list of GrammarMatcher
+        temperatures : float32 [M] (numpy or CPU torch)
+            Output; entries no matcher writes are left as they are.
+        indices : list of int, optional
+            The entry of each matcher (default: ``matchers[k]`` writes entry ``k``).
+
+        Raises
+        ------
+        TemperatureError
+            A bad ``temperatures`` tensor, ``indices`` of another length than
+            ``matchers``, or an index outside ``temperatures``; nothing is written then.
+        ArgumentError
+            An entry of ``matchers`` is not a matcher.
+        """
+        matchers = _hold(matchers)
+        _slots(matchers)  # every entry must be a matcher
+        out = as_temperature_array(temperatures)
+        if indices is None:
+            rows = list(range(len(matchers)))
+        else:
+            if not isinstance(indices, (list, tuple)) and not hasattr(indices, "tolist"):
+                raise TemperatureError(
+                    f"indices must be a list of ints, got {type(indices).__name__}"
+                )
+            rows = list(indices.tolist() if hasattr(indices, "tolist") else indices)
+            if len(rows) != len(matchers):
+                raise TemperatureError(
+                    f"indices size ({len(rows)}) must equal the number of matchers "
+                    f"({len(matchers)})"
+                )
+        if len(rows) > out.shape[0] and indices is None:
+            raise TemperatureError(
+                f"temperatures tensor has {out.shape[0]} entries for {len(rows)} matchers"
+            )
+        for k, row in enumerate(rows):
+            if not _is_token_id(row) or not 0 <= row < out.shape[0]:
+                raise TemperatureError(
+                    f"indices[{k}] = {row!r} is out of bounds for temperatures of size "
+                    f"{out.shape[0]}"
+                )
+        values = [m._temperature_value() for m in matchers]
+        for row, value in zip(rows, values, strict=True):
+            out[row] = value
 
     @staticmethod
     @_claiming(0)

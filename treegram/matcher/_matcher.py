@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..errors import (
     DraftTreeError,
     InvalidTokenIdError,
     MatcherStateError,
+    TemperatureError,
 )
 from ..kernels import (
     BUFS_FULL,
@@ -41,6 +43,12 @@ from ..kernels import (
     traverse_entry,
 )
 from ._bitmask import as_bitmask_array, check_row_index
+from ._temperature import (
+    TemperatureTable,
+    as_temperature_array,
+    check_default_temperature,
+    temperature_table,
+)
 from ._tree_input import (
     as_index_array,
     check_draft_tokens,
@@ -117,6 +125,9 @@ class GrammarMatcher:
         stop tokens are not accepted (xgrammar semantics).
     max_rollback_tokens : int, default -1
         Kept for xgrammar compatibility; rollback depth is always unbounded.
+    default_temperature : float or None, default None
+        The sampling temperature of tokens outside every rule with a
+        ``[temperature=T]`` attribute (see :attr:`temperature`).
 
     Notes
     -----
@@ -147,6 +158,7 @@ class GrammarMatcher:
         override_stop_tokens: int | list[int] | None = None,
         terminate_without_stop_token: bool = False,
         max_rollback_tokens: int = -1,
+        default_temperature: float | None = None,
     ) -> None:
         if not isinstance(compiled_grammar, CompiledGrammar):
             kind = type(compiled_grammar)
@@ -183,6 +195,9 @@ class GrammarMatcher:
             raise TypeError(
                 f"max_rollback_tokens must be an int, got {type(max_rollback_tokens).__name__}"
             )
+        self._default_temp = check_default_temperature(default_temperature)
+        self._temp_table: TemperatureTable | None = None  # built on first use
+        self._temp_warned = False
         self._stop_ids = np.array(sorted(set(int(t) for t in stops)), dtype=np.int32)
         a = compiled_grammar.automaton
         self._ab = a.packed
@@ -479,6 +494,41 @@ class GrammarMatcher:
         return -1
 
     @property
+    def temperature(self) -> float | None:
+        """The sampling temperature of the next token (xgrammar's per-rule temperature).
+
+        The innermost rule with a ``[temperature=T]`` attribute around the next token's
+        position gives it. When several parses are live and name different temperatures,
+        the highest wins (with a warning, once per matcher); when none is inside such a
+        rule, ``default_temperature`` applies. ``None`` when neither applies.
+        """
+        value = self._temperature_value()
+        return None if value < 0 else value
+
+    @_exclusive
+    def _temperature_value(self) -> float:
+        """:attr:`temperature` as a float, ``-1`` for none."""
+        if self._meta[M_STOPPED]:
+            return self._default_temp
+        table = self._temp_table
+        if table is None:
+            table = self._temp_table = temperature_table(self._compiled)
+        value, conflict = table.temperature(
+            self._items_s,
+            self._items_o,
+            self._set_starts,
+            int(self._meta[M_TOP]),
+            self._default_temp,
+        )
+        if conflict and not self._temp_warned:
+            self._temp_warned = True
+            warnings.warn(
+                "several live parses name different rule temperatures; the highest is used",
+                stacklevel=3,
+            )
+        return value
+
+    @property
     def compiled_grammar(self) -> CompiledGrammar:
         """The compiled grammar this matcher runs."""
         return self._compiled
@@ -581,6 +631,7 @@ class GrammarMatcher:
         draft_tokens,
         token_bitmask,
         time_threshold: float = -1.0,
+        temperatures=None,
         *,
         root_position: int = 0,
     ) -> bool:
@@ -601,6 +652,9 @@ class GrammarMatcher:
             Output rows, one per node.
         time_threshold : float, default -1
             Seconds after which the traversal stops and returns False (<= 0: no limit).
+        temperatures : float32 [N] (numpy or CPU torch), optional
+            Filled with the :attr:`temperature` at each visited node (the temperature of
+            the token after it); ``-1`` where there is none and at nodes not visited.
         root_position : int, keyword-only, default 0
             Index of the root node.
 
@@ -619,6 +673,8 @@ class GrammarMatcher:
             ``time_threshold`` is not a number or is NaN (``inf`` means no limit).
         BitmaskError
             ``token_bitmask`` has the wrong dtype, layout or fewer than N rows.
+        TemperatureError
+            ``temperatures`` is not a float32 1-D CPU array of at least N entries.
         """
         next_token = as_index_array(retrieve_next_token, "retrieve_next_token")
         next_sibling = as_index_array(retrieve_next_sibling, "retrieve_next_sibling")
@@ -644,8 +700,36 @@ class GrammarMatcher:
                 f"token_bitmask needs one row per node ({next_token.shape[0]}), "
                 f"got {out.shape[0]} rows"
             )
-        stack = self._stack if self._stack.shape[0] > n else np.zeros(n + 1, dtype=np.int32)
-        self._stack = stack
+        temps = None
+        if temperatures is not None:
+            temps = as_temperature_array(temperatures)
+            if temps.shape[0] < n:
+                raise TemperatureError(
+                    f"temperatures tensor needs one entry per node ({n}), got {temps.shape[0]}"
+                )
+        if self._stack.shape[0] <= n:
+            self._stack = np.zeros(n + 1, dtype=np.int32)
+        done = self._traverse(next_token, next_sibling, draft, out, root_position, deadline)
+        if temps is not None:
+            temps[:n] = -1.0
+            if done:
+                self._tree_temperatures(next_token, next_sibling, draft, root_position, temps)
+        return done
+
+    def _tree_temperatures(self, next_token, next_sibling, draft, node: int, temps) -> None:
+        """The temperature at ``node`` and every node below it that the traversal visits:
+        the same walk (a child is visited when its token is accepted), accepting and
+        rolling back, so the matcher ends as it started."""
+        temps[node] = self._temperature_value()
+        child = int(next_token[node])
+        while child >= 0:
+            if not self._meta[M_STOPPED] and self.accept_token(int(draft[child])):
+                self._tree_temperatures(next_token, next_sibling, draft, child, temps)
+                self.rollback(1)
+            child = int(next_sibling[child])
+
+    def _traverse(self, next_token, next_sibling, draft, out, root_position, deadline) -> bool:
+        stack = self._stack
         sv = self._sv
         while True:
             st = traverse_entry(

@@ -12,7 +12,8 @@ Modules, from the entry point down (each imports only modules below it):
   converter);
 - ``_validate``: treegram's own validator of a value against a subschema;
 - ``_strings``, ``_string_dfa``, ``_dfa_expr``, ``_pattern``, ``_formats``: strings through
-  code point DFAs, back to IR;
+  code point DFAs, back to IR; ``_excludes``: strings without excluded texts (xgrammar's
+  ``JSONSchemaFormat.excludes``);
 - ``_lex``, ``_fraction``, ``_share``, ``_refs``, ``_check``: lexemes and number ranges, rule
   sharing, ``$ref`` resolution, schema shape checks;
 - ``_keywords``, ``_options``, ``_context``: the keyword vocabulary every module shares;

@@ -24,6 +24,7 @@ class ConversionContext(Protocol):
     objects: Any  # _objects.ObjectBuilder
     nesting_limit: int
     merging: int
+    excludes: Any  # _excludes.Exclusions: the texts no free string may contain
 
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
         """Refuse ``keyword`` at ``ptr`` (or warn and drop it when downgraded)."""

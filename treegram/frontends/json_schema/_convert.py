@@ -26,6 +26,7 @@ from treegram._json import get_max_recursion_depth
 from treegram.errors import GrammarError, UnsupportedSchemaError
 from treegram.frontends.json_schema._check import check_schema_shapes
 from treegram.frontends.json_schema._dfa_expr import dfa_expr
+from treegram.frontends.json_schema._excludes import Exclusions, check_excludes, free_string
 from treegram.frontends.json_schema._formats import REFUSED as REFUSED_FORMATS
 from treegram.frontends.json_schema._fraction import fractional_range
 from treegram.frontends.json_schema._keywords import (
@@ -44,7 +45,6 @@ from treegram.frontends.json_schema._lex import (
     NUMBER,
     ZERO_FRACTION,
     alt,
-    canonical_text,
     decimal_range,
     int_range,
     lit,
@@ -147,6 +147,7 @@ class Converter:
         unknown_format: str = "warn",
         canonical_integers: bool = True,
         any_order: bool = False,
+        excludes: tuple[str, ...] = (),
     ):
         self.refs = refs if refs is not None else RefIndex(root)
         self.root = self.refs.root  # every $ref in it is a canonical absolute URI
@@ -164,6 +165,7 @@ class Converter:
         self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
         self.merging = 0  # merge_all_of calls in progress
         self._validator: Validator | None = None
+        self.excludes = Exclusions(self, excludes)
 
     # -- errors -------------------------------------------------------------------------
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
@@ -230,9 +232,10 @@ class Converter:
     def _any_body(self, _schema, depth: int) -> Expr:
         lay = self.layout
         inner = self.any_value(depth + 1)
-        obj = self.objects.homogeneous("{}", seq(any_string(), lay.colon(), inner), 0, None, depth)
+        text = self.excludes.any_string(any_string())
+        obj = self.objects.homogeneous("{}", seq(text, lay.colon(), inner), 0, None, depth)
         arr = self.objects.homogeneous("[]", inner, 0, None, depth)
-        return alt(lit("null"), lit("true"), lit("false"), NUMBER, any_string(), obj, arr)
+        return alt(lit("null"), lit("true"), lit("false"), NUMBER, text, obj, arr)
 
     def ref_rule(self, key: str, schema, depth: int, body_fn) -> Expr:
         """A rule for ``schema`` at ``depth``, created once; recursion is allowed."""
@@ -351,29 +354,31 @@ class Converter:
             and not (rest.get(FRACTIONAL) and json_type(v) != "number")
         ]
 
-    def literal(self, value, depth: int) -> Expr:
-        """Every encoding of the JSON value ``value`` in this layout."""
+    def literal(self, value, depth: int) -> Expr | None:
+        """Every encoding of the JSON value ``value`` in this layout (``None``: a string
+        in it can only be written with an excluded text)."""
         lay = self.layout
         if isinstance(value, str):
-            return string_of(canonical_text(value))
+            return self.excludes.literal(value)
         if isinstance(value, dict):
             if not value:
                 return lay.empty("{}")
             items = [
-                seq(string_of(canonical_text(k)), lay.colon(), self.literal(v, depth + 1))
+                seq(self.excludes.literal(k), lay.colon(), self.literal(v, depth + 1))
                 for k, v in value.items()
             ]
-            return self._container("{}", items, depth)
+            return None if None in items else self._container("{}", items, depth)
         if isinstance(value, list):
             if not value:
                 return lay.empty("[]")
-            return self._container("[]", [self.literal(v, depth + 1) for v in value], depth)
+            items = [self.literal(v, depth + 1) for v in value]
+            return None if None in items else self._container("[]", items, depth)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             # every plain spelling of the same value: 1 and 1.0 are equal in JSON Schema
             return decimal_range(value, False, value, False)
         return lit(json.dumps(value))
 
-    def _container(self, brackets: str, items: list[Expr], depth: int) -> Expr:
+    def _container(self, brackets: str, items: list, depth: int) -> Expr:
         lay = self.layout
         out = [lit(brackets[0]), lay.open(depth), items[0]]
         for it in items[1:]:
@@ -523,6 +528,8 @@ class Converter:
         hi = self.count(schema, "maxLength", ptr)
         has_len = lo > 0 or hi is not None
         fmt, pattern = schema.get("format"), schema.get("pattern")
+        if self.excludes and free_string(schema):
+            return self._excluded_string(lo, hi, fmt, ptr)
         regular = (pattern is not None) + (fmt is not None) + len(schema.get(PATTERNS_KEY, ()))
         if regular > 1 or (regular and has_len):
             return constrained_string(self, schema, ptr)  # an intersection: a code point DFA
@@ -543,6 +550,26 @@ class Converter:
         if body is None:
             return length_string(lo, hi)
         return string_of(body)
+
+    def _excluded_string(self, lo: int, hi: int | None, fmt, ptr: str) -> Expr | None:
+        """A string the schema leaves free (lengths, a format without a language) when
+        texts are excluded: exact, or, past the automaton limit, without the lengths
+        (as an unsupported keyword: refused unless downgraded)."""
+        if fmt is not None:
+            if fmt in REFUSED_FORMATS:
+                self.unsupported("format", f"{ptr}/format", f"{REFUSED_FORMATS[fmt]} ({fmt!r})")
+            else:
+                self.unknown_format(fmt, f"{ptr}/format")
+        if hi is not None and hi < lo:
+            return None
+        if lo == 0 and hi is None:
+            return self.excludes.any_string(any_string())
+        try:
+            return self.excludes.bounded_string(lo, hi)
+        except DfaLimitError as exc:
+            keyword = "maxLength" if hi is not None else "minLength"
+            self.unsupported(keyword, f"{ptr}/{keyword}", f"length bounds with excludes: {exc}")
+            return self.excludes.any_string(any_string())
 
 
 _NOTHING = Choice((Seq((CharClass(((0, 0x10FFFF),), negated=True),)),))
@@ -723,6 +750,7 @@ def json_schema_to_ir(
     canonical_integers: bool = True,
     remote_schemas: Mapping[str, dict | bool] | None = None,
     any_order: bool = False,
+    excludes: Collection[str] = (),
 ) -> GrammarIR:
     """Compile a JSON Schema to grammar IR.
 
@@ -769,6 +797,13 @@ def json_schema_to_ir(
         key's value schema is checked; required keys may be missing and keys may repeat.
         The member count lies between ``max(minProperties, len(required))`` and
         ``maxProperties``. Applies to every object, nested ones included.
+    excludes : list or tuple of str, default ()
+        xgrammar's ``JSONSchemaFormat.excludes``: texts that no JSON string the schema
+        leaves free may contain as written (escapes included), keys and
+        ``enum``/``const`` strings included; strings under a ``pattern`` or a known
+        ``format`` are kept as they are (see :mod:`._excludes`). Length bounds stay
+        exact. With exclusions a schema may admit no value at all; the grammar then
+        accepts nothing instead of raising.
 
     Returns
     -------
@@ -797,6 +832,7 @@ def json_schema_to_ir(
     if indent is not None and (not isinstance(indent, int) or indent < 0):
         raise GrammarError(f"indent must be a non-negative integer, got {indent!r}")
     remotes = check_remotes(remote_schemas)
+    excluded = check_excludes(excludes)
     root = _load(schema)
     deep = _scan(root, "schema")
     check_schema_shapes(root)
@@ -815,7 +851,7 @@ def json_schema_to_ir(
         remote_schemas=remotes,
         any_order=any_order,
     )
-    args = (root, options)
+    args = (root, options, excluded)
     # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
     # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
     if not deep:
@@ -830,7 +866,12 @@ class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
     """Raised on the caller's stack past ``_SHALLOW_NESTING``: compile again deeper."""
 
 
-def _convert(root, options: JsonSchemaOptions, nesting_limit: int = MAX_NESTING_DEPTH) -> GrammarIR:
+def _convert(
+    root,
+    options: JsonSchemaOptions,
+    excludes: tuple[str, ...] = (),
+    nesting_limit: int = MAX_NESTING_DEPTH,
+) -> GrammarIR:
     o = options
     layout = Layout(o.any_whitespace, o.indent, o.separators, o.max_whitespace_cnt)
     conv = Converter(
@@ -842,10 +883,13 @@ def _convert(root, options: JsonSchemaOptions, nesting_limit: int = MAX_NESTING_
         unknown_format=o.unknown_format,
         canonical_integers=o.canonical_integers,
         any_order=o.any_order,
+        excludes=excludes,
     )
     conv.nesting_limit = nesting_limit
     conv.rules["root"] = None
     body = conv.value(conv.root, "", 0)
+    if body is None and excludes:
+        body = _NOTHING  # the exclusions removed every value: a grammar that accepts nothing
     if body is None:
         raise GrammarError("the schema admits no JSON value")
     conv.rules["root"] = body

@@ -101,8 +101,9 @@ class KeySpace:
             self.conv.unsupported("propertyNames", f"{self.ptr}/propertyNames", str(exc))
             return Dfa.any()
 
-    def atoms(self, declared: list[str]) -> list[tuple[Dfa, object, str]] | None:
-        """``(key language, value schema, value pointer)`` for the undeclared keys; ``None``
+    def atoms(self, declared: list[str]) -> list[tuple[Dfa, object, str, bool]] | None:
+        """``(key language, value schema, value pointer, matched by a pattern)`` for the
+        undeclared keys; ``None``
         when ``propertyNames`` is outside the DFA subset (the caller falls back)."""
         base = self.names_dfa()
         if base is None:
@@ -138,9 +139,9 @@ class KeySpace:
         for lang, hits in parts:
             if not hits:
                 if self.additional is not False:
-                    out.append((lang, self.additional, f"{self.ptr}/additionalProperties"))
+                    out.append((lang, self.additional, f"{self.ptr}/additionalProperties", False))
                 continue
             vptr = f"{self.ptr}/patternProperties/{_esc(pats[hits[0]][0])}"
             subs = [pats[i][1] for i in hits]
-            out.append((lang, subs[0] if len(subs) == 1 else {"allOf": subs}, vptr))
+            out.append((lang, subs[0] if len(subs) == 1 else {"allOf": subs}, vptr, True))
         return out

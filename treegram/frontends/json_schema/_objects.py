@@ -19,15 +19,14 @@ from treegram.frontends.json_schema._arrays import (
 )
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import dfa_string_expr
+from treegram.frontends.json_schema._excludes import free_string
 from treegram.frontends.json_schema._keys import KeySpace
 from treegram.frontends.json_schema._keywords import CONTAINS_ALL, OPEN
 from treegram.frontends.json_schema._lex import (
     EMPTY,
     alt,
-    canonical_text,
     lit,
     seq,
-    string_of,
 )
 from treegram.frontends.json_schema._strings import any_string
 from treegram.frontends.json_schema._validate import UndecidedError
@@ -88,7 +87,11 @@ class ObjectBuilder:
                 if name in required:
                     return None
                 continue
-            key = string_of(canonical_text(name))
+            key = conv.excludes.literal(name)
+            if key is None:  # the name itself holds an excluded text
+                if name in required:
+                    return None
+                continue
             slots.append((seq(key, lay.colon(), val), name in required))
         # A required key without a schema is an additional property that must appear.
         named = [
@@ -131,10 +134,11 @@ class ObjectBuilder:
         if keys.names_schema is not None and not _name_ok(conv, keys.names_schema, name):
             return None
         sub, vptr = keys.undeclared(name)
-        val = conv.value(sub, vptr, depth + 1)
+        key = conv.excludes.literal(name)
+        val = None if key is None else conv.value(sub, vptr, depth + 1)
         if val is None:
             return None
-        return seq(string_of(canonical_text(name)), conv.layout.colon(), val)
+        return seq(key, conv.layout.colon(), val)
 
     def _additional_schema(self, schema: dict):
         if "additionalProperties" in schema:
@@ -153,7 +157,9 @@ class ObjectBuilder:
             if add is False:
                 return None
             return seq(
-                any_string(), colon, conv.value(add, f"{ptr}/additionalProperties", depth + 1)
+                conv.excludes.any_string(any_string()),
+                colon,
+                conv.value(add, f"{ptr}/additionalProperties", depth + 1),
             )
         atoms = keys.atoms(declared)
         if atoms is None:  # propertyNames outside the DFA subset: only without patterns
@@ -166,13 +172,19 @@ class ObjectBuilder:
                 return None
             key = conv.value(_as_string(names_schema), f"{ptr}/propertyNames", 0)
             return seq(key, colon, conv.value(add, f"{ptr}/additionalProperties", depth + 1))
+        # Keys that no pattern constrains are filtered by the excluded texts.
+        free_names = conv.excludes and (names_schema is None or free_string(names_schema))
         parts = []
-        for lang, sub, vptr in atoms:
+        for lang, sub, vptr, patterned in atoms:
             val = conv.value(sub, vptr, depth + 1)
             if val is None:
                 continue
             try:
-                parts.append(seq(dfa_string_expr(conv, lang, "key"), colon, val))
+                if free_names and not patterned:
+                    key = conv.excludes.language(lang, "key")
+                else:
+                    key = dfa_string_expr(conv, lang, "key")
+                parts.append(seq(key, colon, val))
             except DfaLimitError as exc:
                 conv.unsupported(
                     "patternProperties" if keys.patterns else "propertyNames",

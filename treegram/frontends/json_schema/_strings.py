@@ -10,6 +10,7 @@ from __future__ import annotations
 from treegram.frontends._regex import regex_to_expr
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import dfa_string_expr
+from treegram.frontends.json_schema._excludes import free_string
 from treegram.frontends.json_schema._formats import format_expr
 from treegram.frontends.json_schema._keywords import NOT_STRING, PATTERNS_KEY
 from treegram.frontends.json_schema._lex import (
@@ -87,13 +88,20 @@ def constrained_string(conv: ConversionContext, schema: dict, ptr: str) -> Expr 
     if NOT_STRING in schema:  # strings outside these (from not): complement automata
         spec["allOf"] = [{"not": sub} for sub in schema[NOT_STRING]]
     try:
-        return dfa_string_expr(conv, string_dfa(spec, conv))
+        dfa = string_dfa(spec, conv)
+        if conv.excludes and free_string(schema):
+            return conv.excludes.language(dfa, "str")
+        return dfa_string_expr(conv, dfa)
     except StringConstraintError as exc:
         keyword, why = exc.keyword, str(exc)
     except DfaLimitError as exc:
-        keyword = next(k for k in ("maxLength", "minLength", "pattern", "format") if k in schema)
+        keyword = next(
+            (k for k in ("maxLength", "minLength", "pattern", "format") if k in schema), "not"
+        )
         keyword, why = keyword, f"together with the other string keywords: {exc}"
     conv.unsupported(keyword, f"{ptr}/{keyword}", why)
+    if conv.excludes and free_string(schema):
+        return conv.excludes.any_string(any_string())
     return length_string(schema.get("minLength", 0), schema.get("maxLength"))
 
 
