@@ -130,6 +130,44 @@ def test_contexts_are_used_and_masks_equal_the_unsplit_grammar(info, monkeypatch
     )
 
 
+PATTERNS = {
+    "type": "object",
+    "properties": {
+        "css": {"type": "string", "pattern": "^[\\w\\s-]+$"},
+        "when": {"type": "string", "format": "date-time"},
+        "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}},
+        "a": {"type": "string", "maxLength": 300},
+    },
+}
+PATTERN_TEXT = json.dumps(
+    {"css": "main-block wide", "when": "2024-01-02T03:04:05Z", "tags": ["x", "yz"], "a": "é" * 90}
+)
+
+
+@pytest.mark.parametrize("schema,text", [(LONG_STRINGS, TEXT), (PATTERNS, PATTERN_TEXT)])
+def test_context_classes_refined_from_the_own_class_equal_a_full_walk(info, schema, text):
+    """A context class is built from its state's own class, walking only the tokens that
+    class leaves uncertain; it must equal the class of a walk of every token in context."""
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        schema, any_whitespace=False
+    )
+    matcher = tg.GrammarMatcher(compiled)
+    bitmask = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    for k in range(0, len(text), 3):
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        assert matcher.accept_string(text[k : k + 3])
+    store = compiled._store
+    refined = 0
+    for key in store._contexts:
+        own = int(own_classes(store._state_class[key[0]]))
+        if own < 0:
+            continue
+        digest, _ = store._refined(own, key[0], key[1:])
+        assert digest == store._class_of(key[0], [], key[1:])[0], key
+        refined += 1
+    assert refined > 0
+
+
 def test_string_blocks_go_to_their_context_first(info):
     """States inside a long string's blocks are marked CONTEXT_FIRST and classified in
     their context, never alone (their own class would leave most tokens uncertain); the

@@ -42,6 +42,9 @@ _NO_BASE = np.zeros(0, dtype=np.int32)
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
 WALK_BUDGET = 4096
+# A context class is refined from its state's own class (only the own class's UNCERTAIN
+# tokens walked) when that class leaves at most this many uncertain.
+REFINE_MAX_UNCERTAIN = 16384
 
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
@@ -288,7 +291,11 @@ class MaskStore:
                     key = tuple(requests[i + 1 : i - s])
                     i -= s
                     if key not in self._contexts:
-                        digest, encoded = self._class_of(key[0], scratch, key[1:])
+                        own = int(own_classes(self._state_class[key[0]]))
+                        if own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN:
+                            digest, encoded = self._refined(own, key[0], key[1:])
+                        else:
+                            digest, encoded = self._class_of(key[0], scratch, key[1:])
                         self._add_context(key, *self._insert(digest, *encoded))
                     continue
                 i += 1
@@ -414,20 +421,55 @@ class MaskStore:
                 if hit is not None:
                     return hit[0], hit[1:]
             walked = self._walk(s, string_slice, reach, 0, context)
-        bitset, n_accepted, accepted, uncertain = walked
+        key, encoded = self._encoded(*walked)
+        if signature is not None:
+            self._shared.put(signature, (key, *encoded))
+        return key, encoded
+
+    def _encoded(
+        self, bitset: np.ndarray, n_accepted: int, accepted: np.ndarray, uncertain: np.ndarray
+    ) -> tuple[bytes, tuple]:
+        """(digest, (kind, payload, uncertain)) of a class: its accepted tokens as a bitset
+        (``n_accepted`` of them; ``accepted`` lists the sorted positions of those a walk
+        met), stored as a bitset or, when shorter, a token-id list."""
         if n_accepted >= self._n_words:
             encoded = (KIND_BITSET, bitset, uncertain)
         else:
             if n_accepted == accepted.shape[0]:  # every accepted token was walked
                 ids = np.sort(self._sorted_vocab.token_ids[accepted]).astype(np.int32)
-            else:  # a few slice tokens too: read them off the bitset
+            else:  # others too: read them off the bitset
                 bits = np.unpackbits(bitset.view(np.uint8), bitorder="little")
                 ids = np.flatnonzero(bits).astype(np.int32)
             encoded = (KIND_LIST, ids, uncertain)
-        key = _digest(*encoded)
-        if signature is not None:
-            self._shared.put(signature, (key, *encoded))
-        return key, encoded
+        return _digest(*encoded), encoded
+
+    def _refined(self, own: int, s: int, context_key: tuple[int, ...]) -> tuple[bytes, tuple]:
+        """(digest, (kind, payload, uncertain)) of state ``s`` in the context ``context_key``,
+        from its own class ``own``: a token ACCEPTED alone is read inside the state's rule
+        whatever the callers, and a REJECTED one fails before the rule could end, so only
+        the own class's UNCERTAIN tokens are walked, in the context."""
+        _, a_off, a_len, u_off, u_len = (int(v) for v in self._cls_meta[own])
+        sv = self._sorted_vocab
+        if self._cls_meta[own, 0] == KIND_BITSET:
+            base = self._acc.data[a_off : a_off + a_len].copy()
+            n_base = int(np.bitwise_count(base.view(np.uint32)).sum())
+        else:
+            ids = self._acc.data[a_off : a_off + a_len]
+            every = np.arange(a_len, dtype=np.int32)
+            base = positions_to_bitset(ids, every, self._n_words, _NO_BASE)
+            n_base = a_len
+        candidates = self._unc.data[u_off : u_off + u_len]
+        states, n_top, _, _, follow = self._context_of(s, context_key)
+        if u_len:
+            trie = sv.subset_trie(candidates)
+            accepted, uncertain = classify(
+                self._automaton_arrays, s, follow, trie, u_len, sv.max_len, 0, states, n_top
+            )
+            accepted, uncertain = candidates[accepted], candidates[uncertain]
+        else:
+            accepted = uncertain = _NO_CONTEXT
+        bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
+        return self._encoded(bitset, n_base + accepted.shape[0], accepted, uncertain)
 
     def _context_of(self, s: int, context_key: tuple[int, ...]) -> tuple:
         """The classification context of ``s``: ``(states, n_top, chain_targets,
