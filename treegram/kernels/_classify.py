@@ -30,10 +30,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._clock import monotonic_ns
 from ._earley import closure, scan_byte
-from ._layout import OVER_BUDGET, OVERFLOW, REJECT
+from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
+
+
+class DeadlineExceededError(Exception):
+    """A classification walk stopped at its deadline (nothing was classified)."""
 
 
 @njit(nogil=True, cache=True)
@@ -72,6 +77,8 @@ def classify_state(
     acc,
     unc,
     budget,
+    deadline,
+    clock,
 ):
     """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
 
@@ -97,12 +104,15 @@ def classify_state(
         increasing order; every other token is REJECTED.
     budget : int
         Stop with OVER_BUDGET after scanning this many trie nodes (0: no limit).
+    deadline : int
+        Stop with TIMEOUT once the monotonic clock passes it (nanoseconds, checked every
+        1,024 nodes; 0: none). ``clock`` is the clock's int64 [2] scratch.
 
     Returns
     -------
     (int, int, int)
         (status, n_acc, n_unc): status 0, OVERFLOW if the scratch chart is too small
-        (retry with larger arrays), or OVER_BUDGET.
+        (retry with larger arrays), OVER_BUDGET or TIMEOUT.
     """
     # set 0 is the virtual caller set (empty); the context's levels follow (the top level
     # in set 1, then one chain state per set), then set `base` with the seed item.
@@ -163,6 +173,8 @@ def classify_state(
         n_scanned += 1
         if n_scanned == budget:
             return OVER_BUDGET, 0, 0
+        if deadline > 0 and (n_scanned & 1023) == 0 and monotonic_ns(clock) > deadline:
+            return TIMEOUT, 0, 0
         d = node_depth[k]
         b = node_byte[k]
         if d == 1 and not first[byte_class[b]]:
@@ -215,10 +227,16 @@ def classify(
     budget: int = 0,
     context: np.ndarray = _NO_CONTEXT,
     n_top: int = 0,
+    deadline: int = 0,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Classify the ``n_tokens`` tokens of ``trie`` for ``state`` (in ``context``, see
     ``classify_state``); grows the scratch chart as needed. Returns None when the walk
     would scan more than ``budget`` trie nodes (0: no limit).
+
+    Raises
+    ------
+    DeadlineExceededError
+        The monotonic clock passed ``deadline`` (nanoseconds, 0: none) during the walk.
 
     Returns
     -------
@@ -230,6 +248,7 @@ def classify(
     acc = np.empty(n_tokens, dtype=np.int32)
     unc = np.empty(n_tokens, dtype=np.int32)
     cap = 1024
+    clock = np.zeros(2, dtype=np.int64)
     set_starts = np.zeros(int(max_len) + 4 + context.shape[0], dtype=np.int32)
     while True:
         items_s = np.zeros(cap, dtype=np.int32)
@@ -247,9 +266,13 @@ def classify(
             acc,
             unc,
             budget,
+            deadline,
+            clock,
         )
         if st == OVER_BUDGET:
             return None
+        if st == TIMEOUT:
+            raise DeadlineExceededError
         if st != OVERFLOW:
             return acc[:n_acc].copy(), unc[:n_unc].copy()
         cap *= 4

@@ -275,7 +275,7 @@ class BatchGrammarMatcher:
                 if past_deadline(deadline):
                     status[k] = TIMEOUT
                     break
-                matcher._resolve(int(status[k]), extra_bytes)
+                matcher._resolve(int(status[k]), extra_bytes, deadline)
                 rerun(int(k))
 
     # ------------------------------------------------------------ operations

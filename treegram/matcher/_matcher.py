@@ -330,15 +330,17 @@ class GrammarMatcher:
         self._cand = np.zeros(self._cand.shape[0] * 4, dtype=np.int32)
         self._arrays_changed()
 
-    def _resolve(self, status: int, extra_bytes: int | None = 0) -> None:
+    def _resolve(self, status: int, extra_bytes: int | None = 0, deadline: int = 0) -> None:
         """Make room or classify so that an operation that returned ``status`` can retry.
 
         ``extra_bytes`` is how far above the top the operation reads; ``None`` when that
         is unknown (a traversal: its depth), in which case the whole chart doubles.
+        Classification stops at ``deadline`` (monotonic nanoseconds, 0: none); the caller
+        then finds the deadline passed.
         """
         if status <= NEED_CLASSIFY:
             requests = self._bufs[1, : NEED_CLASSIFY - status].copy()
-            self._store.classify_states(requests, from_mask=True)
+            self._store.classify_states(requests, from_mask=True, deadline=deadline)
         elif status == HIST_FULL:
             self._grow_hist()
         elif status == BUFS_FULL:
@@ -756,7 +758,7 @@ class GrammarMatcher:
                 return True
             if st == TIMEOUT or past_deadline(deadline):
                 return False  # classifying between kernel runs spends the same budget
-            self._resolve(st, None)
+            self._resolve(st, None, deadline)
 
     # ------------------------------------------------------------------ chains
     @_exclusive
