@@ -24,6 +24,8 @@ class ConversionContext(Protocol):
     objects: Any  # _objects.ObjectBuilder
     nesting_limit: int
     merging: int
+    # code point ranges -> their encoding in a JSON string, one object per conversion
+    string_classes: dict[tuple, Expr | None]
 
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
         """Refuse ``keyword`` at ``ptr`` (or warn and drop it when downgraded)."""

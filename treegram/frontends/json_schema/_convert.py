@@ -163,6 +163,7 @@ class Converter:
         self.nesting = 0  # value() calls in progress: nested schemas and $ref chains
         self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
         self.merging = 0  # merge_all_of calls in progress
+        self.string_classes: dict[tuple, Expr | None] = {}  # see dfa_string_expr
         self._validator: Validator | None = None
 
     # -- errors -------------------------------------------------------------------------

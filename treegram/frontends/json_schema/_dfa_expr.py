@@ -45,7 +45,27 @@ def dfa_string_expr(conv: ConversionContext, dfa: Dfa, base: str = "str") -> Exp
         The minimal automaton has more than :data:`MAX_GRAMMAR_STATES` states.
     """
     # Lone surrogates have no JSON spelling that decodes to one character.
-    return string_of(dfa_expr(conv, dfa.intersect(_WRITABLE), base, encoded_class))
+    return string_of(dfa_expr(conv, dfa.intersect(_WRITABLE), base, _string_encoder(conv)))
+
+
+def _string_encoder(conv: ConversionContext):
+    """``encoded_class`` with one result per class for the whole conversion, shared by
+    identity: the same class in many automata (every object's "any key but the declared
+    names" excludes its own first letters) is then one node, hoisted into one rule by
+    ``share_rules``, instead of a fresh copy per automaton that every later stage walks
+    again."""
+    cache = conv.string_classes
+
+    def encode(ranges: tuple) -> Expr | None:
+        got = cache.get(ranges, _MISSING)
+        if got is _MISSING:
+            got = cache[ranges] = encoded_class(ranges)
+        return got  # type: ignore[return-value]
+
+    return encode
+
+
+_MISSING = object()
 
 
 def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
