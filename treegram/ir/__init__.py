@@ -11,7 +11,7 @@
   the deep-stack runner (:func:`run_deep`).
 """
 
-from treegram.ir._charset import MAX_STATES, Dfa, DfaLimitError
+from treegram.ir._charset import MAX_STATES, Dfa, DfaLimitError, LoopSplit
 from treegram.ir._deep import (
     MAX_EXPR_DEPTH,
     MAX_NESTING_DEPTH,
@@ -58,6 +58,7 @@ __all__ = [
     "intersect_ranges",
     "Dfa",
     "DfaLimitError",
+    "LoopSplit",
     "MAX_STATES",
     "grammar_to_ebnf",
     "MACRO_NAMES",

@@ -30,14 +30,16 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
+from treegram.ir._graphs import cycles_of_two_or_more
 from treegram.ir._minimize import canonical, product
 from treegram.ir._nodes import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
 from treegram.ir._ranges import complement_ranges, normalize_ranges
 
-__all__ = ["MAX_STATES", "Dfa", "DfaLimitError"]
+__all__ = ["MAX_STATES", "Dfa", "DfaLimitError", "LoopSplit"]
 
 MAX_STATES = 50_000
 # NFA states allowed while building (copies of counted repeats add up quickly).
@@ -351,6 +353,44 @@ class Dfa:
             return self
         return self.intersect(Dfa.length(lo, hi))
 
+    def loop_split(self) -> LoopSplit | None:
+        """The language as ``avoid | prefix loop* suffix`` with fixed-length ``prefix``
+        and ``suffix``, when this (minimal) automaton allows it; else ``None``.
+
+        It does when exactly one state ``L`` loops on itself, no cycle passes through two
+        or more states, every path from the start to ``L`` has one length and every path
+        from ``L`` to acceptance (without the loop) one length. Then a length bound on the
+        whole string is a bound on the number of loop rounds, a counter instead of one
+        state per length (JSON Schema's ``maxLength`` beside a ``pattern``).
+        """
+        n = len(self)
+        loops = [s for s in range(n) if any(t == s for _, _, t in self.trans[s])]
+        succ = [sorted({t for _, _, t in row if t != s}) for s, row in enumerate(self.trans)]
+        if len(loops) != 1 or cycles_of_two_or_more(succ):
+            return None
+        (loop,) = loops
+        lengths = _path_lengths(succ, 0, [s == loop for s in range(n)])
+        if lengths is None:  # the start cannot reach the loop (not trimmed)
+            return None
+        back = _path_lengths(succ, loop, self.accept)
+        if back is None or lengths[0] != lengths[1] or back[0] != back[1]:
+            return None
+        ranges = tuple((lo, hi) for lo, hi, t in self.trans[loop] if t == loop)
+        rows = [tuple(e for e in row if e[2] != loop) for row in self.trans]
+        avoid = Dfa.nothing() if loop == 0 else Dfa(rows, list(self.accept)).trim()
+        prefix = Dfa(
+            [() if s == loop else row for s, row in enumerate(self.trans)],
+            [s == loop for s in range(n)],
+        ).trim()
+        # the suffix starts at the loop's state: renumber it to 0
+        order = [loop] + [s for s in range(n) if s != loop]
+        new = {s: i for i, s in enumerate(order)}
+        suffix = Dfa(
+            [tuple((lo, hi, new[t]) for lo, hi, t in rows[s]) for s in order],
+            [self.accept[s] for s in order],
+        ).trim()
+        return LoopSplit(avoid, prefix, ranges, suffix, lengths[0], back[0])
+
     def trim(self) -> Dfa:
         """The same language with only states reachable from the start that can reach an
         accepting state, numbered breadth-first."""
@@ -392,6 +432,50 @@ class Dfa:
     def minimize(self) -> Dfa:
         """The minimal automaton of the same language (trimmed, partial)."""
         return _from_flat(*canonical(*_flat(self)))
+
+
+@dataclass(frozen=True)
+class LoopSplit:
+    """A language as ``avoid | prefix loop* suffix`` (see :meth:`Dfa.loop_split`).
+
+    Attributes
+    ----------
+    avoid : Dfa
+        The accepted strings that never reach the looping state (a finite language).
+    prefix, suffix : Dfa
+        The strings that lead to the looping state, and from it (without looping) to
+        acceptance; all of length ``prefix_length``, resp. ``suffix_length``.
+    loop : tuple of (int, int)
+        The code point ranges the looping state reads and stays.
+    """
+
+    avoid: Dfa
+    prefix: Dfa
+    loop: tuple[tuple[int, int], ...]
+    suffix: Dfa
+    prefix_length: int
+    suffix_length: int
+
+
+def _path_lengths(succ: list[list[int]], source: int, target: list[bool]) -> tuple[int, int] | None:
+    """Shortest and longest path from ``source`` to a ``target`` state in the acyclic graph
+    ``succ`` (a path may end at any target it meets); ``None`` when none is reachable."""
+    best: dict[int, tuple[int, int] | None] = {}
+    stack = [(source, False)]
+    while stack:
+        s, expanded = stack.pop()
+        if s in best:
+            continue
+        if not expanded:
+            stack.append((s, True))
+            stack.extend((t, False) for t in succ[s] if t not in best)
+            continue
+        got = [best[t] for t in succ[s]]
+        spans = [(lo + 1, hi + 1) for lo, hi in filter(None, got)]
+        if target[s]:
+            spans.append((0, 0))
+        best[s] = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+    return best[source]
 
 
 def _longest(d: Dfa) -> int | None:

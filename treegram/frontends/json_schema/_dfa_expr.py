@@ -16,7 +16,14 @@ from treegram.ir import (
     cycles_of_two_or_more,
 )
 
-__all__ = ["MAX_GRAMMAR_STATES", "dfa_string_expr", "dfa_expr"]
+__all__ = [
+    "MAX_GRAMMAR_STATES",
+    "NOT_COUNTED",
+    "NotCounted",
+    "counted_string_expr",
+    "dfa_string_expr",
+    "dfa_expr",
+]
 
 # States of a (minimal) automaton turned into grammar rules: beyond this the grammar
 # compiles too slowly (10,000 states: about 4 s with a 128k vocabulary).
@@ -46,6 +53,53 @@ def dfa_string_expr(conv: ConversionContext, dfa: Dfa, base: str = "str") -> Exp
     """
     # Lone surrogates have no JSON spelling that decodes to one character.
     return string_of(dfa_expr(conv, dfa.intersect(_WRITABLE), base, _string_encoder(conv)))
+
+
+def counted_string_expr(
+    conv: ConversionContext, dfa: Dfa, lo: int, hi: int | None, base: str = "str"
+) -> Expr | None | NotCounted:
+    """A JSON string literal whose decoded content ``dfa`` accepts and has ``lo`` to
+    ``hi`` characters, with the length bound as a counted repetition of the automaton's
+    one loop (see :meth:`~treegram.ir.Dfa.loop_split`) rather than a state per length:
+    ``^[a-z0-9 ]*$`` with ``maxLength: 10000`` is ``"[a-z0-9 ]{0,10000}"``, which the
+    automaton builder turns into a few doubling block rules.
+
+    Returns
+    -------
+    Expr, None or NOT_COUNTED
+        ``None`` when no string qualifies; :data:`NOT_COUNTED` when the automaton has no
+        such form (the caller intersects it with the length automaton instead).
+    """
+    d = dfa.intersect(_WRITABLE)
+    if d.is_empty():
+        return None
+    split = d.loop_split()
+    if split is None:
+        return NOT_COUNTED
+    encode = _string_encoder(conv)
+    parts = []
+    span = split.avoid.length_range()  # finite: the avoiding strings never loop
+    if span is not None and span[0] <= (span[1] if hi is None else hi) and span[1] >= lo:  # type: ignore[operator]
+        top = span[1] if hi is None else min(hi, span[1])  # type: ignore[type-var]
+        parts.append(dfa_expr(conv, split.avoid.with_length(lo, top), base, encode))
+    fixed = split.prefix_length + split.suffix_length
+    least = max(0, lo - fixed)
+    most = None if hi is None else hi - fixed
+    if most is None or least <= most:
+        prefix = dfa_expr(conv, split.prefix, base, encode)
+        suffix = dfa_expr(conv, split.suffix, base, encode)
+        step = encode(split.loop)
+        if prefix is not None and suffix is not None and step is not None:
+            parts.append(seq(prefix, Repeat(step, least, most), suffix))
+    parts = [p for p in parts if p is not None]
+    return string_of(alt(*parts)) if parts else None
+
+
+class NotCounted:
+    """The type of :data:`NOT_COUNTED`."""
+
+
+NOT_COUNTED = NotCounted()
 
 
 def _string_encoder(conv: ConversionContext):
