@@ -30,6 +30,7 @@ from treegram.ir import (
     Repeat,
     RuleRef,
     Seq,
+    collector_paused,
     complement_ranges,
     cycles_of_two_or_more,
     expr_depth_error,
@@ -432,7 +433,8 @@ def build_automaton(ir: GrammarIR) -> Automaton:
     if depth > MAX_EXPR_DEPTH:
         raise expr_depth_error("build_automaton")
     # The NFA construction recurses per expression level: deep IR goes to a large stack.
-    return run_sized(depth > SHALLOW_DEPTH, _build, ir)
+    with collector_paused():  # what it allocates is acyclic: collections would free nothing
+        return run_sized(depth > SHALLOW_DEPTH, _build, ir)
 
 
 def _build(ir: GrammarIR) -> Automaton:

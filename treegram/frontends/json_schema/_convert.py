@@ -75,6 +75,7 @@ from treegram.ir import (
     Repeat,
     RuleRef,
     Seq,
+    collector_paused,
     run_deep,
 )
 
@@ -817,14 +818,15 @@ def json_schema_to_ir(
         any_order=any_order,
     )
     args = (root, options)
-    # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
-    # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
-    if not deep:
-        try:
-            return _convert(*args, nesting_limit=_SHALLOW_NESTING)
-        except (_NeedsDeepStack, RecursionError):
-            pass  # e.g. a $ref cycle through allOf: again, where the full limit applies
-    return run_deep(_convert, *args)
+    with collector_paused():  # the IR is acyclic: collections would free nothing
+        # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
+        # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
+        if not deep:
+            try:
+                return _convert(*args, nesting_limit=_SHALLOW_NESTING)
+            except (_NeedsDeepStack, RecursionError):
+                pass  # e.g. a $ref cycle through allOf: again, where the full limit applies
+        return run_deep(_convert, *args)
 
 
 class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
