@@ -135,3 +135,14 @@ def test_patterns_without_one_loop_keep_the_state_limit():
         json_schema_to_ir({"type": "string", "maxLength": 20000, "pattern": "abc"})
     cg = compile_schema({"type": "string", "maxLength": 5, "pattern": "abc"})
     assert matcher_accepts(cg, '"xabcx"') and not matcher_accepts(cg, '"xabcxy"')
+
+
+def test_integral_float_bounds_count_like_ints():
+    cg = compile_schema({"type": "string", "minLength": 2.0, "maxLength": 3.0, "pattern": "^a*$"})
+    assert [matcher_accepts(cg, json.dumps("a" * n)) for n in range(5)] == [
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]

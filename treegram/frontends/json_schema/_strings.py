@@ -98,7 +98,8 @@ def constrained_string(conv: ConversionContext, schema: dict, ptr: str) -> Expr 
     try:
         dfa = string_dfa(spec, conv)
         if bounds and dfa is not None:
-            lo, hi = bounds.get("minLength", 0), bounds.get("maxLength")
+            # as ints: JSON Schema allows 5.0 for a count
+            lo, hi = conv.count(schema, "minLength", ptr, 0), conv.count(schema, "maxLength", ptr)
             counted = counted_string_expr(conv, dfa, lo, hi)
             if counted is not NOT_COUNTED:
                 return counted  # type: ignore[return-value]
