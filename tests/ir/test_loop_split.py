@@ -22,30 +22,40 @@ def _in_split(split, text: str) -> bool:
     """Whether ``text`` is in ``avoid | prefix loop* suffix``."""
     if split.avoid.accepts(text):
         return True
-    a, b = split.prefix_length, split.suffix_length
-    if len(text) < a + b:
-        return False
-    middle = text[a : len(text) - b]
-    looped = all(any(lo <= ord(ch) <= hi for lo, hi in split.loop) for ch in middle)
-    return split.prefix.accepts(text[:a]) and looped and split.suffix.accepts(text[len(text) - b :])
+    for a in split.prefix_lengths:
+        for b in split.suffix_lengths:
+            if len(text) < a + b:
+                continue
+            middle = text[a : len(text) - b]
+            looped = all(any(lo <= ord(ch) <= hi for lo, hi in split.loop) for ch in middle)
+            if (
+                looped
+                and split.prefix.accepts(text[:a])
+                and split.suffix.accepts(text[len(text) - b :])
+            ):
+                return True
+    return False
 
 
 @pytest.mark.parametrize(
     ("regex", "lengths"),
     [
-        ("[a-z0-9 ]*", (0, 0)),
-        ("x[0-9]*y", (1, 1)),
-        ("(ab|xy)[01]*", (2, 0)),
-        ("a[0-9]*(xy|ab)", (1, 2)),
-        ("b|a[0-9]*", (1, 0)),  # "b" never reaches the loop
-        ("xy|x1*y0", (2, 2)),  # the loop starts after "x1"; "xy" and "xy0" avoid it
+        ("[a-z0-9 ]*", ((0,), (0,))),
+        ("x[0-9]*y", ((1,), (1,))),
+        ("(ab|xy)[01]*", ((2,), (0,))),
+        ("a[0-9]*(xy|ab)", ((1,), (2,))),
+        ("b|a[0-9]*", ((1,), (0,))),  # "b" never reaches the loop
+        ("xy|x1*y0", ((2,), (2,))),  # the loop starts after "x1"; "xy" and "xy0" avoid it
+        ("(a|bx)[0-9]*", ((1, 2), (0,))),
+        ("[0-9]*(a|bx|)", ((0,), (0, 1, 2))),
+        ("(a|bx|yyy|0000)1*", ((1, 2, 3, 4), (0,))),
     ],
 )
 def test_split_is_the_same_language(regex, lengths):
     d = _dfa(regex)
     split = d.loop_split()
     assert split is not None
-    assert (split.prefix_length, split.suffix_length) == lengths
+    assert (split.prefix_lengths, split.suffix_lengths) == lengths
     for n in range(6):
         for chars in itertools.product(ALPHABET, repeat=n):
             text = "".join(chars)
@@ -57,9 +67,7 @@ def test_split_is_the_same_language(regex, lengths):
     [
         "(ab)*",  # a cycle through two states
         "a*b*",  # two looping states
-        "(a|bx)[0-9]*",  # prefixes of two lengths
-        "[0-9]*(a|bx)",  # suffixes of two lengths
-        "[0-9]*a?",  # the loop state and the state after it both accept
+        "(a|bx|yyy|0000|11111)[0-9]*",  # prefixes of more than LOOP_SPLIT_LENGTHS lengths
         "ab|x",  # no loop: a finite language
         ".*abc.*",  # a search: cycles through several states
     ],

@@ -39,7 +39,7 @@ from treegram.ir._minimize import canonical, product
 from treegram.ir._nodes import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
 from treegram.ir._ranges import complement_ranges, normalize_ranges
 
-__all__ = ["MAX_STATES", "Dfa", "DfaLimitError", "LoopSplit"]
+__all__ = ["MAX_STATES", "LOOP_SPLIT_LENGTHS", "Dfa", "DfaLimitError", "LoopSplit"]
 
 MAX_STATES = 50_000
 # NFA states allowed while building (copies of counted repeats add up quickly).
@@ -354,14 +354,15 @@ class Dfa:
         return self.intersect(Dfa.length(lo, hi))
 
     def loop_split(self) -> LoopSplit | None:
-        """The language as ``avoid | prefix loop* suffix`` with fixed-length ``prefix``
-        and ``suffix``, when this (minimal) automaton allows it; else ``None``.
+        """The language as ``avoid | prefix loop* suffix`` where the prefixes and suffixes
+        have a few lengths, when this (minimal) automaton allows it; else ``None``.
 
         It does when exactly one state ``L`` loops on itself, no cycle passes through two
-        or more states, every path from the start to ``L`` has one length and every path
-        from ``L`` to acceptance (without the loop) one length. Then a length bound on the
-        whole string is a bound on the number of loop rounds, a counter instead of one
-        state per length (JSON Schema's ``maxLength`` beside a ``pattern``).
+        or more states, and the paths from the start to ``L`` and from ``L`` to acceptance
+        (without the loop) have at most :data:`LOOP_SPLIT_LENGTHS` distinct lengths each.
+        Then a length bound on the whole string is a bound on the number of loop rounds
+        for each pair of lengths, a counter instead of one state per length (JSON
+        Schema's ``maxLength`` beside a ``pattern``).
         """
         n = len(self)
         loops = [s for s in range(n) if any(t == s for _, _, t in self.trans[s])]
@@ -369,11 +370,9 @@ class Dfa:
         if len(loops) != 1 or cycles_of_two_or_more(succ):
             return None
         (loop,) = loops
-        lengths = _path_lengths(succ, 0, [s == loop for s in range(n)])
-        if lengths is None:  # the start cannot reach the loop (not trimmed)
-            return None
-        back = _path_lengths(succ, loop, self.accept)
-        if back is None or lengths[0] != lengths[1] or back[0] != back[1]:
+        before = _path_lengths(succ, 0, [s == loop for s in range(n)])
+        after = _path_lengths(succ, loop, self.accept)
+        if not before or not after:  # too many lengths (or the loop is not trimmed)
             return None
         ranges = tuple((lo, hi) for lo, hi, t in self.trans[loop] if t == loop)
         rows = [tuple(e for e in row if e[2] != loop) for row in self.trans]
@@ -389,7 +388,7 @@ class Dfa:
             [tuple((lo, hi, new[t]) for lo, hi, t in rows[s]) for s in order],
             [self.accept[s] for s in order],
         ).trim()
-        return LoopSplit(avoid, prefix, ranges, suffix, lengths[0], back[0])
+        return LoopSplit(avoid, prefix, ranges, suffix, before, after)
 
     def trim(self) -> Dfa:
         """The same language with only states reachable from the start that can reach an
@@ -444,23 +443,32 @@ class LoopSplit:
         The accepted strings that never reach the looping state (a finite language).
     prefix, suffix : Dfa
         The strings that lead to the looping state, and from it (without looping) to
-        acceptance; all of length ``prefix_length``, resp. ``suffix_length``.
+        acceptance, of the lengths ``prefix_lengths``, resp. ``suffix_lengths``.
     loop : tuple of (int, int)
         The code point ranges the looping state reads and stays.
+    prefix_lengths, suffix_lengths : tuple of int
+        The lengths, ascending.
     """
 
     avoid: Dfa
     prefix: Dfa
     loop: tuple[tuple[int, int], ...]
     suffix: Dfa
-    prefix_length: int
-    suffix_length: int
+    prefix_lengths: tuple[int, ...]
+    suffix_lengths: tuple[int, ...]
 
 
-def _path_lengths(succ: list[list[int]], source: int, target: list[bool]) -> tuple[int, int] | None:
-    """Shortest and longest path from ``source`` to a ``target`` state in the acyclic graph
-    ``succ`` (a path may end at any target it meets); ``None`` when none is reachable."""
-    best: dict[int, tuple[int, int] | None] = {}
+# Distinct prefix (and suffix) lengths a loop split takes: each pair of lengths is one
+# counted repetition in the grammar.
+LOOP_SPLIT_LENGTHS = 4
+
+
+def _path_lengths(succ: list[list[int]], source: int, target: list[bool]) -> tuple[int, ...]:
+    """The lengths of the paths from ``source`` to a ``target`` state in the acyclic graph
+    ``succ`` (a path may end at any target it meets), ascending; empty when none is
+    reachable or when there are more than :data:`LOOP_SPLIT_LENGTHS`."""
+    too_many = frozenset((-1,))
+    best: dict[int, frozenset[int]] = {}
     stack = [(source, False)]
     while stack:
         s, expanded = stack.pop()
@@ -470,12 +478,15 @@ def _path_lengths(succ: list[list[int]], source: int, target: list[bool]) -> tup
             stack.append((s, True))
             stack.extend((t, False) for t in succ[s] if t not in best)
             continue
-        got = [best[t] for t in succ[s]]
-        spans = [(lo + 1, hi + 1) for lo, hi in filter(None, got)]
-        if target[s]:
-            spans.append((0, 0))
-        best[s] = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
-    return best[source]
+        got: set[int] = {0} if target[s] else set()
+        for t in succ[s]:
+            if best[t] is too_many:
+                got = set(too_many)
+                break
+            got.update(k + 1 for k in best[t])
+        best[s] = too_many if -1 in got or len(got) > LOOP_SPLIT_LENGTHS else frozenset(got)
+    out = best[source]
+    return () if out is too_many else tuple(sorted(out))
 
 
 def _longest(d: Dfa) -> int | None:

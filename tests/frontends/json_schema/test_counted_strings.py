@@ -19,6 +19,10 @@ from treegram.errors import UnsupportedSchemaError
 from treegram.frontends.json_schema._convert import json_schema_to_ir
 from treegram.ir import Choice, Repeat, Seq
 
+# prefixes of three lengths before the loop (a MaskBench schema has it with maxLength 32767)
+_DATA_URL = "^data:image/(jpg|jpeg|png|svg\\+xml);base64,[0-9a-zA-Z+/=]*$"
+_PNG = "data:image/png;base64,"
+
 COUNTED = [
     # (schema, a valid string's prefix, loop characters, suffix; characters outside)
     ({"type": "string", "maxLength": 10000, "pattern": "^[a-z0-9 ]*$"}, ("", "az9 ", ""), "A-é"),
@@ -38,7 +42,13 @@ COUNTED = [
         "éc",
     ),
     ({"type": "string", "maxLength": 3, "pattern": "^(b|a[0-9]*)$"}, ("a", "01", ""), "ab"),
-    ({"type": "string", "minLength": 5, "pattern": "^[0-9]+$"}, ("", "09", ""), "a"),
+    ({"type": "string", "minLength": 5, "pattern": "^[0-9]+$"}, ("0", "09", ""), "a"),
+    ({"type": "string", "maxLength": 40, "pattern": _DATA_URL}, (_PNG, "aZ9+/=", ""), "-_"),
+    (
+        {"type": "string", "minLength": 3, "maxLength": 8, "pattern": "^[0-9]*(a|bx)?$"},
+        ("", "0189", "bx"),
+        "ac",
+    ),
 ]
 
 
@@ -90,12 +100,14 @@ def _texts(index: int, seed: int) -> list[str]:
 
 @pytest.mark.parametrize("index", range(len(COUNTED)))
 def test_bounds_count_loop_rounds(index):
-    schema = COUNTED[index][0]
+    schema, (prefix, _, suffix), _ = COUNTED[index]
     ir = json_schema_to_ir(schema)
-    counted = [r for rule in ir.rules for r in _repeats(rule.body) if r.max != 1]
-    hi = schema.get("maxLength")
-    # one repetition carries the bound, less the pattern's fixed prefix and suffix
-    assert any(r.max is not None and hi - 2 <= r.max <= hi for r in counted) or hi is None
+    bounds = {(r.min, r.max) for rule in ir.rules for r in _repeats(rule.body)}
+    lo, hi = schema.get("minLength", 0), schema.get("maxLength")
+    # a repetition of the loop counts the rounds that the bounds leave beside the
+    # prefix and suffix of a valid string
+    fixed = len(prefix) + len(suffix)
+    assert (max(0, lo - fixed), None if hi is None else hi - fixed) in bounds
     assert len(ir.rules) < 10
 
 
@@ -146,3 +158,11 @@ def test_integral_float_bounds_count_like_ints():
         True,
         False,
     ]
+
+
+def test_a_bound_past_the_former_state_limit_with_prefixes_of_several_lengths():
+    cg = compile_schema({"type": "string", "maxLength": 12000, "pattern": _DATA_URL})
+    longest = "data:image/svg+xml;base64," + "A" * (12000 - 26)
+    assert matcher_accepts(cg, json.dumps(longest))
+    assert not matcher_accepts(cg, json.dumps(longest + "A"))
+    assert matcher_accepts(cg, json.dumps(_PNG + "=" * 100))

@@ -60,7 +60,8 @@ def counted_string_expr(
 ) -> Expr | None | NotCounted:
     """A JSON string literal whose decoded content ``dfa`` accepts and has ``lo`` to
     ``hi`` characters, with the length bound as a counted repetition of the automaton's
-    one loop (see :meth:`~treegram.ir.Dfa.loop_split`) rather than a state per length:
+    one loop (see :meth:`~treegram.ir.Dfa.loop_split`; one repetition per pair of prefix
+    and suffix lengths) rather than a state per length:
     ``^[a-z0-9 ]*$`` with ``maxLength: 10000`` is ``"[a-z0-9 ]{0,10000}"``, which the
     automaton builder turns into a few doubling block rules.
 
@@ -82,15 +83,23 @@ def counted_string_expr(
     if span is not None and span[0] <= (span[1] if hi is None else hi) and span[1] >= lo:  # type: ignore[operator]
         top = span[1] if hi is None else min(hi, span[1])  # type: ignore[type-var]
         parts.append(dfa_expr(conv, split.avoid.with_length(lo, top), base, encode))
-    fixed = split.prefix_length + split.suffix_length
-    least = max(0, lo - fixed)
-    most = None if hi is None else hi - fixed
-    if most is None or least <= most:
-        prefix = dfa_expr(conv, split.prefix, base, encode)
-        suffix = dfa_expr(conv, split.suffix, base, encode)
-        step = encode(split.loop)
-        if prefix is not None and suffix is not None and step is not None:
-            parts.append(seq(prefix, Repeat(step, least, most), suffix))
+    step = encode(split.loop)
+    prefixes = {
+        a: dfa_expr(conv, split.prefix.with_length(a, a), base, encode)
+        for a in split.prefix_lengths
+    }
+    suffixes = {
+        b: dfa_expr(conv, split.suffix.with_length(b, b), base, encode)
+        for b in split.suffix_lengths
+    }
+    for a, prefix in prefixes.items():
+        for b, suffix in suffixes.items():
+            least = max(0, lo - a - b)
+            most = None if hi is None else hi - a - b
+            if step is None or prefix is None or suffix is None:
+                continue
+            if most is None or least <= most:
+                parts.append(seq(prefix, Repeat(step, least, most), suffix))
     parts = [p for p in parts if p is not None]
     return string_of(alt(*parts)) if parts else None
 
