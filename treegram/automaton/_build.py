@@ -30,6 +30,7 @@ from treegram.ir import (
     Repeat,
     RuleRef,
     Seq,
+    collector_paused,
     complement_ranges,
     cycles_of_two_or_more,
     expr_depth_error,
@@ -41,7 +42,7 @@ from treegram.ir import (
 from ..errors import GrammarError, UndefinedRuleError
 from ..kernels import layout
 from ._follow import follow_sets
-from ._nfa import FlatIr, build_nfa
+from ._nfa import FlatIr, build_nfa, tail_calls
 from ._repeats import split_long_repeats
 from ._subset import determinize, fill_transitions
 from ._utf8 import utf8_sequences
@@ -288,36 +289,14 @@ def _only_ends(nfa: _Nfa, q: int, accept: int) -> bool:
     return ends
 
 
-def _tail_refs(expr: Expr, memo: dict[int, frozenset[str]] | None = None) -> frozenset[str]:
-    """Names of the rules ``expr`` may call as its very last step (an over-approximation
-    is harmless: the NFA decides each call site with :func:`_only_ends`). ``memo`` (keyed
-    by identity) answers a node shared by many rules once."""
-    memo = {} if memo is None else memo
-    got = memo.get(id(expr))
-    if got is not None:
-        return got
-    out: frozenset[str] = frozenset()
-    if isinstance(expr, RuleRef):
-        out = frozenset((expr.name,))
-    elif isinstance(expr, Choice):
-        out = frozenset().union(*(_tail_refs(x, memo) for x in expr.items))
-    elif isinstance(expr, Seq):
-        items = [x for x in expr.items if not (isinstance(x, Bytes) and not x.data)]
-        out = _tail_refs(items[-1], memo) if items else out
-    elif isinstance(expr, Repeat) and expr.max == 1:
-        out = _tail_refs(expr.item, memo)
-    memo[id(expr)] = out
-    return out
-
-
-def _tail_cycles(bodies, rule_ids: dict[str, int]) -> dict[int, frozenset[int]]:
+def _tail_cycles(flat: FlatIr, roots: list[int]) -> dict[int, frozenset[int]]:
     """Rules that reach themselves through a cycle of two or more tail calls: rule id ->
-    the other rules of its cycle (a strongly connected component of the tail-call graph,
-    found with an iterative Tarjan walk)."""
-    memo: dict[int, frozenset[str]] = {}
-    graph = [
-        sorted({rule_ids[n] for n in _tail_refs(body, memo) if n in rule_ids}) for _, body in bodies
-    ]
+    the other rules of its cycle (a strongly connected component of the tail-call graph
+    that :func:`._nfa.tail_calls` finds on the flattened bodies)."""
+    kind, a, b, kid_at, kids = flat.arrays()[:5]
+    ptr, callee = tail_calls(np.array(roots, dtype=np.int64), len(roots), kind, a, b, kid_at, kids)
+    ptr_l, callee_l = ptr.tolist(), callee.tolist()
+    graph = [callee_l[ptr_l[r] : ptr_l[r + 1]] for r in range(len(roots))]
     return {w: frozenset(comp) - {w} for comp in cycles_of_two_or_more(graph) for w in comp}
 
 
@@ -454,7 +433,8 @@ def build_automaton(ir: GrammarIR) -> Automaton:
     if depth > MAX_EXPR_DEPTH:
         raise expr_depth_error("build_automaton")
     # The NFA construction recurses per expression level: deep IR goes to a large stack.
-    return run_sized(depth > SHALLOW_DEPTH, _build, ir)
+    with collector_paused():  # what it allocates is acyclic: collections would free nothing
+        return run_sized(depth > SHALLOW_DEPTH, _build, ir)
 
 
 def _build(ir: GrammarIR) -> Automaton:
@@ -467,14 +447,14 @@ def _build(ir: GrammarIR) -> Automaton:
             bodies.append((r.name + LOOKAHEAD_SUFFIX, r.lookahead))
     rule_ids = {name: i for i, (name, _) in enumerate(bodies[: len(ir.rules)])}
 
-    tail_cycles = _tail_cycles(bodies[: len(ir.rules)], rule_ids)
+    flat = FlatIr(rule_ids, _class_sequences)
+    roots = [flat.add(body) for _, body in bodies]  # every shared node flattened once
+    tail_cycles = _tail_cycles(flat, roots[: len(ir.rules)])
     # A rule with a temperature keeps its own states (the matcher reads the temperature
     # from the rule that owns a state), so it is never inlined into a caller.
     hot = {i for i, r in enumerate(ir.rules) if r.temperature is not None}
     if hot:
         tail_cycles = {w: c - hot for w, c in tail_cycles.items() if c - hot}
-    flat = FlatIr(rule_ids, _class_sequences)
-    roots = [flat.add(body) for _, body in bodies]  # every shared node flattened once
     parts = []  # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
     done: dict[int, tuple] = {}  # flat root -> (called rules, DFA): equal bodies once
     for rid, (name, body) in enumerate(bodies):

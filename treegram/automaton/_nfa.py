@@ -15,7 +15,7 @@ from numba import njit
 
 from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq
 
-__all__ = ["FlatIr", "build_nfa"]
+__all__ = ["FlatIr", "build_nfa", "tail_calls"]
 
 BYTES, CLASS, SEQ, CHOICE, REPEAT, REF = range(6)
 
@@ -378,3 +378,58 @@ def build_nfa(root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi):  # noqa: C
         n_states, eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule,
         ref_to,
     )  # fmt: skip
+
+
+@njit(nogil=True, cache=True)
+def tail_calls(roots, n_rules, kind, a, b, kid_at, kids):
+    """Per rule body (node ``roots[r]``), the rules it may call as its very last step, as
+    CSR: offsets [len(roots) + 1] and rule ids, sorted, each once. The last item of a
+    Seq that is not the empty string, every alternative of a Choice and the item of a
+    ``{0,1}`` / ``{1,1}`` Repeat are in tail position (an over-approximation is harmless:
+    the NFA decides each call site). Each node is visited once per rule (stamps)."""
+    n_nodes = kind.shape[0]
+    stamp = np.full(n_nodes, -1, dtype=np.int64)
+    rule_stamp = np.full(n_rules, -1, dtype=np.int64)
+    stack = np.empty(max(n_nodes, 1), dtype=np.int64)
+    ptr = np.zeros(roots.shape[0] + 1, dtype=np.int64)
+    out = np.empty(16, dtype=np.int64)
+    n_out = 0
+    for r in range(roots.shape[0]):
+        first = n_out
+        stack[0] = roots[r]
+        stamp[roots[r]] = r
+        top = 1
+        while top > 0:
+            top -= 1
+            v = stack[top]
+            k = kind[v]
+            nxt = np.int64(-1)
+            if k == REF:
+                rid = a[v]
+                if rid >= 0 and rule_stamp[rid] != r:
+                    rule_stamp[rid] = r
+                    out = _grow(out, n_out + 1)
+                    out[n_out] = rid
+                    n_out += 1
+            elif k == CHOICE:
+                for j in range(b[v]):
+                    c = kids[a[v] + j]
+                    if stamp[c] != r:
+                        stamp[c] = r
+                        stack[top] = c
+                        top += 1
+            elif k == SEQ:
+                for j in range(b[v] - 1, -1, -1):
+                    c = kids[a[v] + j]
+                    if not (kind[c] == BYTES and b[c] == 0):  # empty strings are skipped
+                        nxt = c
+                        break
+            elif k == REPEAT and b[v] == 1:
+                nxt = kids[kid_at[v]]
+            if nxt >= 0 and stamp[nxt] != r:
+                stamp[nxt] = r
+                stack[top] = nxt
+                top += 1
+        out[first:n_out] = np.sort(out[first:n_out])
+        ptr[r + 1] = n_out
+    return ptr, out[:n_out].copy()

@@ -8,10 +8,12 @@
   expression;
 - the EBNF printer (:func:`grammar_to_ebnf`), the inverse of the EBNF frontend;
 - the nesting limits every frontend checks (``MAX_NESTING_DEPTH``, ``MAX_EXPR_DEPTH``) and
-  the deep-stack runner (:func:`run_deep`).
+  the deep-stack runner (:func:`run_deep`);
+- :func:`collector_paused`, the garbage collector paused while a grammar is built.
 """
 
-from treegram.ir._charset import MAX_STATES, Dfa, DfaLimitError
+from treegram.ir._charset import MAX_STATES, Dfa, DfaLimitError, LoopSplit
+from treegram.ir._collector import collector_paused
 from treegram.ir._deep import (
     MAX_EXPR_DEPTH,
     MAX_NESTING_DEPTH,
@@ -58,6 +60,7 @@ __all__ = [
     "intersect_ranges",
     "Dfa",
     "DfaLimitError",
+    "LoopSplit",
     "MAX_STATES",
     "grammar_to_ebnf",
     "MACRO_NAMES",
@@ -74,4 +77,5 @@ __all__ = [
     "IrFacts",
     "expr_depth_error",
     "cycles_of_two_or_more",
+    "collector_paused",
 ]

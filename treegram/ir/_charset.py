@@ -31,14 +31,16 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
+from treegram.ir._graphs import cycles_of_two_or_more
 from treegram.ir._minimize import canonical, product
 from treegram.ir._nodes import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
 from treegram.ir._ranges import complement_ranges, normalize_ranges
 
-__all__ = ["MAX_STATES", "Dfa", "DfaLimitError"]
+__all__ = ["MAX_STATES", "LOOP_SPLIT_LENGTHS", "Dfa", "DfaLimitError", "LoopSplit"]
 
 MAX_STATES = 50_000
 # NFA states allowed while building (copies of counted repeats add up quickly).
@@ -387,6 +389,43 @@ class Dfa:
                     nfa.eps[nfa.build(expr, states[s])].append(states[t])
         return _determinize(nfa, states[0], final).minimize()
 
+    def loop_split(self) -> LoopSplit | None:
+        """The language as ``avoid | prefix loop* suffix`` where the prefixes and suffixes
+        have a few lengths, when this (minimal) automaton allows it; else ``None``.
+
+        It does when exactly one state ``L`` loops on itself, no cycle passes through two
+        or more states, and the paths from the start to ``L`` and from ``L`` to acceptance
+        (without the loop) have at most :data:`LOOP_SPLIT_LENGTHS` distinct lengths each.
+        Then a length bound on the whole string is a bound on the number of loop rounds
+        for each pair of lengths, a counter instead of one state per length (JSON
+        Schema's ``maxLength`` beside a ``pattern``).
+        """
+        n = len(self)
+        loops = [s for s in range(n) if any(t == s for _, _, t in self.trans[s])]
+        succ = [sorted({t for _, _, t in row if t != s}) for s, row in enumerate(self.trans)]
+        if len(loops) != 1 or cycles_of_two_or_more(succ):
+            return None
+        (loop,) = loops
+        before = _path_lengths(succ, 0, [s == loop for s in range(n)])
+        after = _path_lengths(succ, loop, self.accept)
+        if not before or not after:  # too many lengths (or the loop is not trimmed)
+            return None
+        ranges = tuple((lo, hi) for lo, hi, t in self.trans[loop] if t == loop)
+        rows = [tuple(e for e in row if e[2] != loop) for row in self.trans]
+        avoid = Dfa.nothing() if loop == 0 else Dfa(rows, list(self.accept)).trim()
+        prefix = Dfa(
+            [() if s == loop else row for s, row in enumerate(self.trans)],
+            [s == loop for s in range(n)],
+        ).trim()
+        # the suffix starts at the loop's state: renumber it to 0
+        order = [loop] + [s for s in range(n) if s != loop]
+        new = {s: i for i, s in enumerate(order)}
+        suffix = Dfa(
+            [tuple((lo, hi, new[t]) for lo, hi, t in rows[s]) for s in order],
+            [self.accept[s] for s in order],
+        ).trim()
+        return LoopSplit(avoid, prefix, ranges, suffix, before, after)
+
     def trim(self) -> Dfa:
         """The same language with only states reachable from the start that can reach an
         accepting state, numbered breadth-first."""
@@ -428,6 +467,62 @@ class Dfa:
     def minimize(self) -> Dfa:
         """The minimal automaton of the same language (trimmed, partial)."""
         return _from_flat(*canonical(*_flat(self)))
+
+
+@dataclass(frozen=True)
+class LoopSplit:
+    """A language as ``avoid | prefix loop* suffix`` (see :meth:`Dfa.loop_split`).
+
+    Attributes
+    ----------
+    avoid : Dfa
+        The accepted strings that never reach the looping state (a finite language).
+    prefix, suffix : Dfa
+        The strings that lead to the looping state, and from it (without looping) to
+        acceptance, of the lengths ``prefix_lengths``, resp. ``suffix_lengths``.
+    loop : tuple of (int, int)
+        The code point ranges the looping state reads and stays.
+    prefix_lengths, suffix_lengths : tuple of int
+        The lengths, ascending.
+    """
+
+    avoid: Dfa
+    prefix: Dfa
+    loop: tuple[tuple[int, int], ...]
+    suffix: Dfa
+    prefix_lengths: tuple[int, ...]
+    suffix_lengths: tuple[int, ...]
+
+
+# Distinct prefix (and suffix) lengths a loop split takes: each pair of lengths is one
+# counted repetition in the grammar.
+LOOP_SPLIT_LENGTHS = 4
+
+
+def _path_lengths(succ: list[list[int]], source: int, target: list[bool]) -> tuple[int, ...]:
+    """The lengths of the paths from ``source`` to a ``target`` state in the acyclic graph
+    ``succ`` (a path may end at any target it meets), ascending; empty when none is
+    reachable or when there are more than :data:`LOOP_SPLIT_LENGTHS`."""
+    too_many = frozenset((-1,))
+    best: dict[int, frozenset[int]] = {}
+    stack = [(source, False)]
+    while stack:
+        s, expanded = stack.pop()
+        if s in best:
+            continue
+        if not expanded:
+            stack.append((s, True))
+            stack.extend((t, False) for t in succ[s] if t not in best)
+            continue
+        got: set[int] = {0} if target[s] else set()
+        for t in succ[s]:
+            if best[t] is too_many:
+                got = set(too_many)
+                break
+            got.update(k + 1 for k in best[t])
+        best[s] = too_many if -1 in got or len(got) > LOOP_SPLIT_LENGTHS else frozenset(got)
+    out = best[source]
+    return () if out is too_many else tuple(sorted(out))
 
 
 def _longest(d: Dfa) -> int | None:

@@ -25,6 +25,8 @@ class ConversionContext(Protocol):
     nesting_limit: int
     merging: int
     excludes: Any  # _excludes.Exclusions: the texts no free string may contain
+    # code point ranges -> their encoding in a JSON string, one object per conversion
+    string_classes: dict[tuple, Expr | None]
 
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
         """Refuse ``keyword`` at ``ptr`` (or warn and drop it when downgraded)."""

@@ -75,6 +75,7 @@ from treegram.ir import (
     Repeat,
     RuleRef,
     Seq,
+    collector_paused,
     run_deep,
 )
 
@@ -164,6 +165,7 @@ class Converter:
         self.nesting = 0  # value() calls in progress: nested schemas and $ref chains
         self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
         self.merging = 0  # merge_all_of calls in progress
+        self.string_classes: dict[tuple, Expr | None] = {}  # see dfa_string_expr
         self._validator: Validator | None = None
         self.excludes = Exclusions(self, excludes)
 
@@ -852,14 +854,15 @@ def json_schema_to_ir(
         any_order=any_order,
     )
     args = (root, options, excluded)
-    # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
-    # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
-    if not deep:
-        try:
-            return _convert(*args, nesting_limit=_SHALLOW_NESTING)
-        except (_NeedsDeepStack, RecursionError):
-            pass  # e.g. a $ref cycle through allOf: again, where the full limit applies
-    return run_deep(_convert, *args)
+    with collector_paused():  # the IR is acyclic: collections would free nothing
+        # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
+        # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
+        if not deep:
+            try:
+                return _convert(*args, nesting_limit=_SHALLOW_NESTING)
+            except (_NeedsDeepStack, RecursionError):
+                pass  # e.g. a $ref cycle through allOf: again, where the full limit applies
+        return run_deep(_convert, *args)
 
 
 class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes

@@ -16,7 +16,14 @@ from treegram.ir import (
     cycles_of_two_or_more,
 )
 
-__all__ = ["MAX_GRAMMAR_STATES", "dfa_string_expr", "dfa_expr"]
+__all__ = [
+    "MAX_GRAMMAR_STATES",
+    "NOT_COUNTED",
+    "NotCounted",
+    "counted_string_expr",
+    "dfa_string_expr",
+    "dfa_expr",
+]
 
 # States of a (minimal) automaton turned into grammar rules: beyond this the grammar
 # compiles too slowly (10,000 states: about 4 s with a 128k vocabulary).
@@ -45,7 +52,83 @@ def dfa_string_expr(conv: ConversionContext, dfa: Dfa, base: str = "str") -> Exp
         The minimal automaton has more than :data:`MAX_GRAMMAR_STATES` states.
     """
     # Lone surrogates have no JSON spelling that decodes to one character.
-    return string_of(dfa_expr(conv, dfa.intersect(_WRITABLE), base, encoded_class))
+    return string_of(dfa_expr(conv, dfa.intersect(_WRITABLE), base, _string_encoder(conv)))
+
+
+def counted_string_expr(
+    conv: ConversionContext, dfa: Dfa, lo: int, hi: int | None, base: str = "str"
+) -> Expr | None | NotCounted:
+    """A JSON string literal whose decoded content ``dfa`` accepts and has ``lo`` to
+    ``hi`` characters, with the length bound as a counted repetition of the automaton's
+    one loop (see :meth:`~treegram.ir.Dfa.loop_split`; one repetition per pair of prefix
+    and suffix lengths) rather than a state per length:
+    ``^[a-z0-9 ]*$`` with ``maxLength: 10000`` is ``"[a-z0-9 ]{0,10000}"``, which the
+    automaton builder turns into a few doubling block rules.
+
+    Returns
+    -------
+    Expr, None or NOT_COUNTED
+        ``None`` when no string qualifies; :data:`NOT_COUNTED` when the automaton has no
+        such form (the caller intersects it with the length automaton instead).
+    """
+    d = dfa.intersect(_WRITABLE)
+    if d.is_empty():
+        return None
+    split = d.loop_split()
+    if split is None:
+        return NOT_COUNTED
+    encode = _string_encoder(conv)
+    parts = []
+    span = split.avoid.length_range()  # finite: the avoiding strings never loop
+    if span is not None and span[0] <= (span[1] if hi is None else hi) and span[1] >= lo:  # type: ignore[operator]
+        top = span[1] if hi is None else min(hi, span[1])  # type: ignore[type-var]
+        parts.append(dfa_expr(conv, split.avoid.with_length(lo, top), base, encode))
+    step = encode(split.loop)
+    prefixes = {
+        a: dfa_expr(conv, split.prefix.with_length(a, a), base, encode)
+        for a in split.prefix_lengths
+    }
+    suffixes = {
+        b: dfa_expr(conv, split.suffix.with_length(b, b), base, encode)
+        for b in split.suffix_lengths
+    }
+    for a, prefix in prefixes.items():
+        for b, suffix in suffixes.items():
+            least = max(0, lo - a - b)
+            most = None if hi is None else hi - a - b
+            if step is None or prefix is None or suffix is None:
+                continue
+            if most is None or least <= most:
+                parts.append(seq(prefix, Repeat(step, least, most), suffix))
+    parts = [p for p in parts if p is not None]
+    return string_of(alt(*parts)) if parts else None
+
+
+class NotCounted:
+    """The type of :data:`NOT_COUNTED`."""
+
+
+NOT_COUNTED = NotCounted()
+
+
+def _string_encoder(conv: ConversionContext):
+    """``encoded_class`` with one result per class for the whole conversion, shared by
+    identity: the same class in many automata (every object's "any key but the declared
+    names" excludes its own first letters) is then one node, hoisted into one rule by
+    ``share_rules``, instead of a fresh copy per automaton that every later stage walks
+    again."""
+    cache = conv.string_classes
+
+    def encode(ranges: tuple) -> Expr | None:
+        got = cache.get(ranges, _MISSING)
+        if got is _MISSING:
+            got = cache[ranges] = encoded_class(ranges)
+        return got  # type: ignore[return-value]
+
+    return encode
+
+
+_MISSING = object()
 
 
 def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:

@@ -31,7 +31,7 @@ from treegram.frontends.json_schema._pattern import (
 )
 from treegram.ir import MAX_CODEPOINT, CharClass, Choice, Dfa, DfaLimitError, Expr, Repeat, Seq
 
-__all__ = ["StringConstraintError", "pattern_dfa", "string_dfa"]
+__all__ = ["StringConstraintError", "pattern_dfa", "string_dfa", "with_length_bounds"]
 
 
 class StringConstraintError(ValueError):
@@ -188,29 +188,40 @@ def string_dfa(
     if out is _ANY_DFA_MARK:
         out = Dfa.any()
     if "minLength" in schema or "maxLength" in schema:
-        lo, hi = schema.get("minLength", 0), schema.get("maxLength")
-        span = out.length_range()
-        if (
-            hi is not None
-            and span is not None
-            and span[1] is None
-            and hi >= MAX_GRAMMAR_STATES + len(out)
-        ):
-            # An infinite language has a string of every length up to len(out) apart, and an
-            # automaton accepting a string of length n without cycles has n + 1 states.
-            raise StringConstraintError(
-                "maxLength",
-                f"maxLength {hi} with a pattern or format "
-                f"needs more than {MAX_GRAMMAR_STATES} automaton states",
-            )
-        try:
-            out = out.with_length(lo, hi)
-        except DfaLimitError as exc:
-            raise StringConstraintError(
-                "maxLength" if hi is not None else "minLength",
-                f"length bounds with pattern or format: {exc}",
-            ) from None
+        out = with_length_bounds(out, schema.get("minLength", 0), schema.get("maxLength"))
     return out
+
+
+def with_length_bounds(dfa: Dfa, lo: int, hi: int | None) -> Dfa:
+    """The strings of ``dfa`` with ``lo`` to ``hi`` characters, as one automaton (a state
+    per length where the language is infinite).
+
+    Raises
+    ------
+    StringConstraintError
+        The automaton would need more than ``MAX_GRAMMAR_STATES`` states.
+    """
+    span = dfa.length_range()
+    if (
+        hi is not None
+        and span is not None
+        and span[1] is None
+        and hi >= MAX_GRAMMAR_STATES + len(dfa)
+    ):
+        # An infinite language has a string of every length up to len(dfa) apart, and an
+        # automaton accepting a string of length n without cycles has n + 1 states.
+        raise StringConstraintError(
+            "maxLength",
+            f"maxLength {hi} with a pattern or format "
+            f"needs more than {MAX_GRAMMAR_STATES} automaton states",
+        )
+    try:
+        return dfa.with_length(lo, hi)
+    except DfaLimitError as exc:
+        raise StringConstraintError(
+            "maxLength" if hi is not None else "minLength",
+            f"length bounds with pattern or format: {exc}",
+        ) from None
 
 
 def _keyword_dfa(

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from treegram.frontends._regex import regex_to_expr
 from treegram.frontends.json_schema._context import ConversionContext
-from treegram.frontends.json_schema._dfa_expr import dfa_string_expr
+from treegram.frontends.json_schema._dfa_expr import (
+    NOT_COUNTED,
+    counted_string_expr,
+    dfa_string_expr,
+)
 from treegram.frontends.json_schema._excludes import free_string
 from treegram.frontends.json_schema._formats import format_expr
 from treegram.frontends.json_schema._keywords import NOT_STRING, PATTERNS_KEY
@@ -27,7 +31,11 @@ from treegram.frontends.json_schema._pattern import (
     split_alternatives,
     strip_anchors,
 )
-from treegram.frontends.json_schema._string_dfa import StringConstraintError, string_dfa
+from treegram.frontends.json_schema._string_dfa import (
+    StringConstraintError,
+    string_dfa,
+    with_length_bounds,
+)
 from treegram.ir import DfaLimitError, Expr, Repeat
 
 __all__ = [
@@ -87,11 +95,23 @@ def constrained_string(conv: ConversionContext, schema: dict, ptr: str) -> Expr 
     spec = {k: schema[k] for k in keys if k in schema}
     if NOT_STRING in schema:  # strings outside these (from not): complement automata
         spec["allOf"] = [{"not": sub} for sub in schema[NOT_STRING]]
+    bounds = {k: spec.pop(k) for k in ("minLength", "maxLength") if k in spec}
     try:
         dfa = string_dfa(spec, conv)
         if conv.excludes and free_string(schema):
+            if bounds:  # the exclusions are taken out of the bounded language itself
+                dfa = string_dfa({**spec, **bounds}, conv)
             return conv.excludes.language(dfa, "str")
-        return dfa_string_expr(conv, dfa)
+        if bounds and dfa is not None:
+            # as ints: JSON Schema allows 5.0 for a count
+            lo, hi = conv.count(schema, "minLength", ptr, 0), conv.count(schema, "maxLength", ptr)
+            counted = counted_string_expr(conv, dfa, lo, hi)
+            if counted is not NOT_COUNTED:
+                return counted  # type: ignore[return-value]
+            dfa = with_length_bounds(dfa, lo, hi)
+        elif bounds:  # a keyword string_dfa does not decide: as before, in one call
+            dfa = string_dfa({**spec, **bounds}, conv)
+        return dfa_string_expr(conv, dfa)  # type: ignore[arg-type]
     except StringConstraintError as exc:
         keyword, why = exc.keyword, str(exc)
     except DfaLimitError as exc:
