@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -51,6 +52,12 @@ REFINE_MAX_UNCERTAIN = 16384
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = np.zeros(0, dtype=np.int64)
 UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
+
+
+def _check_deadline(deadline: int) -> None:
+    """Raise DeadlineExceededError once the monotonic clock is past ``deadline`` (0: none)."""
+    if deadline > 0 and time.monotonic_ns() > deadline:
+        raise DeadlineExceededError
 
 
 def own_classes(state_class):
@@ -291,6 +298,8 @@ class MaskStore:
             scratch: list = []  # the signature kernel's scratch, made on first need
             i = 0
             while i < len(requests):
+                if deadline > 0 and time.monotonic_ns() > deadline:
+                    return False
                 s = requests[i]
                 if s < 0:  # a context key: s, m, the chain, the top-level callers
                     key = tuple(requests[i + 1 : i - s])
@@ -424,10 +433,12 @@ class MaskStore:
         context = self._context_of(s, context_key)
         signature = None
         string_slice, reach = self._string_slice(s, context)
+        _check_deadline(deadline)  # the slice check is not interrupted: look after it
         walked = self._walk(s, string_slice, reach, WALK_BUDGET, context, deadline)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
             signature = self._signature(s, scratch, context)
+            _check_deadline(deadline)
             if signature is not None:
                 hit = self._shared.get(signature)
                 if hit is not None:
@@ -476,6 +487,7 @@ class MaskStore:
         states, n_top, _, _, follow = self._context_of(s, context_key)
         if u_len:
             trie = sv.subset_trie(candidates)
+            _check_deadline(deadline)
             accepted, uncertain = classify(
                 self._automaton_arrays,
                 s,
