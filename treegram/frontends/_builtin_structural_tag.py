@@ -10,11 +10,12 @@ xgrammar's for the same arguments (tests/frontends/test_builtin_structural_tag.p
 
 Model keys: ``llama`` (Llama 3.x JSON calls), ``qwen_3`` (Qwen3 ``<tool_call>``),
 ``exaone`` (EXAONE 4.0), ``kimi`` (Kimi-K2), ``deepseek_r1`` and ``deepseek_v3_1``
-(DeepSeek's tool-call special tokens) and ``harmony`` (OpenAI gpt-oss). xgrammar's
-XML-argument models (``qwen_3_coder``/``qwen_3_5``, ``mimo``, ``minimax``, ``glm_4_7``,
-``kimi_k3``, ``cohere``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``) need the XML
-``json_schema`` styles, which treegram does not compile: they are registered, and asking
-for one raises :class:`~treegram.errors.UnsupportedStructuralTagError` naming the style.
+(DeepSeek's tool-call special tokens) and ``harmony`` (OpenAI gpt-oss); the models whose
+calls carry XML arguments (``qwen_3_coder``/``qwen_3_5``, ``mimo``, ``minimax``,
+``glm_4_7``, ``kimi_k3``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``) are built in
+:mod:`._builtin_structural_tag_xml`. ``minimax_m3`` and ``cohere`` need XML styles that
+treegram does not compile: they are registered, and asking for one raises
+:class:`~treegram.errors.UnsupportedStructuralTagError` naming the style.
 Each model also has xgrammar's per-model function (``get_llama_structural_tag``...).
 """
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from treegram.errors import ArgumentError, UnsupportedStructuralTagError
+from treegram.frontends._builtin_structural_tag_xml import XML_MODEL_BUILDERS
 from treegram.frontends._structural_tag_formats import (
     AnyTextFormat,
     ConstStringFormat,
@@ -640,8 +642,10 @@ def get_model_structural_tag(
     ----------
     model : str
         A model key: ``"llama"``, ``"qwen_3"``, ``"exaone"``, ``"kimi"``,
-        ``"deepseek_r1"``, ``"deepseek_v3_1"``, ``"harmony"`` (see
-        :func:`builtin_structural_tag_models`).
+        ``"deepseek_r1"``, ``"deepseek_v3_1"``, ``"harmony"``, or one with XML arguments:
+        ``"qwen_3_5"``, ``"qwen_3_coder"``, ``"mimo"``, ``"deepseek_v3_2"``,
+        ``"deepseek_v4"``, ``"deepseek_v4_1"``, ``"minimax"``, ``"glm_4_7"``, ``"kimi_k3"``
+        (see :func:`builtin_structural_tag_models`).
     tools : list, optional
         OpenAI Chat Completions tools (``{"type": "function", "function": {...}}``) and
         builtin tools (``{"type": ..., "name": ..., "parameters": ...}``), as dicts, the
@@ -723,21 +727,11 @@ get_builtin_structural_tag = get_model_structural_tag
 
 
 # ----------------------------------------------------------------------------- per model
-# xgrammar's models whose calls carry XML arguments, with the ``json_schema`` style each
-# needs; treegram does not compile XML styles, so asking for these models says so.
-_XML_MODELS = {
-    "qwen_3_5": "qwen_xml",
-    "qwen_3_coder": "qwen_xml",
-    "mimo": "qwen_xml",
-    "kimi_k3": "kimi_k3_xml",
-    "deepseek_v3_2": "deepseek_xml",
-    "deepseek_v4": "deepseek_xml",
-    "deepseek_v4_1": "deepseek_v4_1_xml",
-    "minimax": "minimax_xml",
-    "minimax_m3": "minimax_m3_xml",
-    "glm_4_7": "glm_xml",
-    "cohere": "cohere_xml",
-}
+for _name, _build in XML_MODEL_BUILDERS.items():
+    _REGISTRY[_name] = (_build, True)
+
+# xgrammar's models whose XML argument styles treegram does not compile, with the style.
+_UNCOMPILED_XML_MODELS = {"minimax_m3": "minimax_m3_xml", "cohere": "cohere_xml"}
 
 
 def _xml_model(name: str, style: str) -> _Builder:
@@ -750,7 +744,7 @@ def _xml_model(name: str, style: str) -> _Builder:
     return build
 
 
-for _name, _style in _XML_MODELS.items():
+for _name, _style in _UNCOMPILED_XML_MODELS.items():
     _REGISTRY[_name] = (_xml_model(_name, _style), True)
 
 

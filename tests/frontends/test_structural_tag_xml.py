@@ -1,0 +1,306 @@
+"""XML argument styles of ``JSONSchemaFormat`` (treegram/frontends/_structural_tag_xml.py).
+
+Hand-written tool-call arguments are accepted or rejected as written here and as xgrammar
+0.2.8 decides; masks equal xgrammar's bit for bit along random paths on a small vocabulary
+of XML pieces. (tests/frontends/test_builtin_structural_tag.py checks the models' tool-call
+formats on the DeepSeek-V4 vocabulary.)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import treegram as tg
+from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
+from treegram.testing import _is_grammar_accept_string
+
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer"},
+        "unit": {"enum": ["C", "F"]},
+        "where": {"type": "object", "properties": {"lat": {"type": "number"}}},
+    },
+    "required": ["city", "days"],
+}
+DS = "\uff5cDSML\uff5c"
+
+
+def _tag(style: str, schema, **kw) -> dict:
+    fmt = {"type": "json_schema", "json_schema": schema, "style": style, **kw}
+    return {"type": "structural_tag", "format": fmt}
+
+
+# (style, schema, [(arguments, accepted)])
+CASES = [
+    (
+        "qwen_xml",
+        WEATHER,
+        [
+            ("<parameter=city>Paris, France</parameter><parameter=days>3</parameter>", True),
+            ("\n<parameter=city>\n  Paris </parameter>\n<parameter=days> 3\n</parameter>\n", True),
+            ("<parameter=city>P</parameter><parameter=days>3</parameter>"
+             "<parameter=unit>F</parameter>", True),
+            ("<parameter=city>P</parameter><parameter=days>3</parameter>"
+             '<parameter=where>{"lat": 1.5}</parameter>', True),
+            ("<parameter=city><b>bold</b> text</parameter><parameter=days>3</parameter>", True),
+            # order, required, value types, closing tags, unknown keys
+            ("<parameter=days>3</parameter><parameter=city>P</parameter>", False),
+            ("<parameter=city>P</parameter>", False),
+            ("<parameter=city>P</parameter><parameter=days>three</parameter>", False),
+            ("<parameter=city>P</parameter><parameter=days>3.0</parameter>", False),
+            ("<parameter=city>P</parameter></parameter><parameter=days>3</parameter>", False),
+            ("<parameter=city>P</parameter><parameter=days>3</parameter>"
+             "<parameter=unit>K</parameter>", False),
+            ("<parameter=city>P</parameter><parameter=days>3</parameter>"
+             "<parameter=x>1</parameter>", False),
+            ('<parameter=city>"P"</parameter><parameter=days>3</parameter>'
+             "<parameter=where>lat=1</parameter>", False),
+            ('{"city": "P", "days": 3}', False),
+        ],
+    ),
+    (
+        "qwen_xml",
+        {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": True},
+        [
+            ("<parameter=a>x</parameter><parameter=extra_1>anything</parameter>", True),
+            ('<parameter=b>[1, 2]</parameter><parameter=c>{"k": null}</parameter>', True),
+            ("", True),
+            ("<parameter=1bad>x</parameter>", False),
+        ],
+    ),
+    (
+        "minimax_xml",
+        WEATHER,
+        [
+            ('<parameter name="city">Oslo</parameter><parameter name="days">2</parameter>', True),
+            ('<parameter name="city">Oslo</parameter>\n<parameter name="days">2</parameter>', True),
+            ("<parameter=city>Oslo</parameter><parameter=days>2</parameter>", False),
+            ('<parameter name="city">Oslo</parameter><parameter name="days">"2"</parameter>',
+             False),
+        ],
+    ),
+    (
+        "glm_xml",
+        WEATHER,
+        [
+            ("<arg_key>city</arg_key><arg_value>Oslo</arg_value>"
+             "<arg_key>days</arg_key>\n<arg_value>2</arg_value>", True),
+            ("<arg_key>city</arg_key><arg_value>Oslo</arg_value>"
+             "<arg_key>days</arg_key><arg_value>x</arg_value>", False),
+            ("<arg_key>city</arg_key>Oslo</arg_value><arg_key>days</arg_key>"
+             "<arg_value>2</arg_value>", False),
+        ],
+    ),
+    (
+        "deepseek_xml",
+        {
+            "type": "object",
+            "properties": {
+                "q": {"type": "string"},
+                "n": {"type": ["integer", "null"]},
+                "v": {"anyOf": [{"type": "string"}, {"type": "boolean"}]},
+            },
+            "required": ["q"],
+        },
+        [
+            (f'<{DS}parameter name="q" string="true">rain?</{DS}parameter>', True),
+            (f'<{DS}parameter name="q" string="true"> rain </{DS}parameter>'
+             f'<{DS}parameter name="n" string="false"> 5 </{DS}parameter>', True),
+            (f'<{DS}parameter name="q" string="true">a</{DS}parameter>'
+             f'<{DS}parameter name="v" string="false">true</{DS}parameter>', True),
+            (f'<{DS}parameter name="q" string="true">a</{DS}parameter>'
+             f'<{DS}parameter name="v" string="true">true</{DS}parameter>', True),
+            (f'<{DS}parameter name="q" string="false">rain?</{DS}parameter>', False),
+            (f'<{DS}parameter name="q" string="true">a</{DS}parameter>'
+             f'<{DS}parameter name="n" string="true">5</{DS}parameter>', False),
+            (f'<{DS}parameter name="q" string="true">a</{DS}parameter>'
+             f'<{DS}parameter name="v" string="false">yes</{DS}parameter>', False),
+        ],
+    ),
+    (
+        "deepseek_v4_1_xml",
+        WEATHER,
+        [
+            (f'<{DS} parameter name="city" string="true">Oslo</{DS} parameter>'
+             f'<{DS} parameter name="days" string="false">2</{DS} parameter>', True),
+            (f'<{DS}parameter name="city" string="true">Oslo</{DS}parameter>'
+             f'<{DS}parameter name="days" string="false">2</{DS}parameter>', False),
+        ],
+    ),
+    (
+        "kimi_k3_xml",
+        WEATHER,
+        [
+            ('<|open|>argument key="city" type="string"<|sep|>Oslo<|close|>argument<|sep|>'
+             '<|open|>argument key="days" type="number"<|sep|>2<|close|>argument<|sep|>', True),
+            ('<|open|>argument key="city" type="string"<|sep|>Oslo<|close|>argument<|sep|>'
+             '<|open|>argument key="days" type="integer"<|sep|>2<|close|>argument<|sep|>', False),
+        ],
+    ),
+    (
+        "qwen_xml",
+        {
+            "type": "object",
+            "properties": {
+                "when": {"type": "string", "format": "date"},
+                "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                "tag": {"type": "string", "maxLength": 3},
+                "ref": {"$ref": "#/$defs/Level"},
+            },
+            "$defs": {"Level": {"type": "integer", "minimum": 1, "maximum": 5}},
+        },
+        [
+            ("<parameter=when>2024-02-29</parameter><parameter=code>OSL</parameter>", True),
+            ("<parameter=tag>abc</parameter><parameter=ref>5</parameter>", True),
+            ("<parameter=when>2024-13-01</parameter>", False),
+            ("<parameter=code>osl</parameter>", False),
+            ("<parameter=tag>abcd</parameter>", False),
+            ("<parameter=ref>6</parameter>", False),
+        ],
+    ),
+    (
+        "qwen_xml",
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+         "required": ["a", "b"]},
+        [
+            ("<parameter=b>1</parameter><parameter=a>2</parameter>", True),
+            ("<parameter=a>1</parameter>", False),
+        ],
+    ),
+]  # fmt: skip
+# the last case is compiled with any_order=True
+IDS = [f"{c[0]}-{i}" for i, c in enumerate(CASES)]
+
+
+def _options(i: int) -> dict:
+    return {"any_order": True} if i == len(CASES) - 1 else {}
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=IDS)
+def test_arguments_accepted_as_written_and_as_xgrammar_does(i):
+    style, schema, inputs = CASES[i]
+    tag = _tag(style, schema, **_options(i))
+    ours = tg.Grammar.from_structural_tag(tag)
+    xgr = pytest.importorskip("xgrammar")
+    theirs = xgr.Grammar.from_structural_tag(json.dumps(tag))
+    from xgrammar.testing import _is_grammar_accept_string as xgr_accepts
+
+    for text, accepted in inputs:
+        assert _is_grammar_accept_string(ours, text) == accepted, text
+        assert xgr_accepts(theirs, text) == accepted, text
+
+
+def test_unconstrained_arguments_are_any_parameter_list():
+    for schema in ({}, True, {"type": "object"}, {"$defs": {"A": {}}, "$ref": "#/$defs/A"}):
+        grammar = tg.Grammar.from_structural_tag(_tag("qwen_xml", schema))
+        for text in ("", "<parameter=t>raw</parameter> <parameter=d>[1, null]</parameter>"):
+            assert _is_grammar_accept_string(grammar, text), (schema, text)
+        for text in ("raw", '{"t": "raw"}', "<parameter=t>unclosed"):
+            assert not _is_grammar_accept_string(grammar, text), (schema, text)
+
+
+# ---------------------------------------------------------------- masks, small vocabulary
+SMALL_VOCAB = [
+    s.encode()
+    for s in [
+        "<parameter=", "<parameter name=\"", "\">", "</parameter>", "</", "param", "eter>",
+        "city", "days", "unit", "where", ">", "<", "O", "slo", " ", "\n", "1", "2", ".", "5",
+        "C", "F", '{"', 'lat"', ":", "}", "null", "<arg_key>", "</arg_key>", "<arg_value>",
+        "</arg_value>", f'<{DS}parameter name="', f"</{DS}parameter>", '" string="',
+        "true", "false", '">', "a", "é", "</s>",
+    ]
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def small():
+    xgr = pytest.importorskip("xgrammar")
+    stop = len(SMALL_VOCAB) - 1
+    info = tg.TokenizerInfo(SMALL_VOCAB, stop_token_ids=[stop])
+    xinfo = xgr.TokenizerInfo(
+        SMALL_VOCAB, xgr.VocabType.RAW, vocab_size=len(SMALL_VOCAB), stop_token_ids=[stop]
+    )
+    return xgr, tg.GrammarCompiler(info, max_threads=1), xgr.GrammarCompiler(xinfo), stop
+
+
+@pytest.mark.parametrize(
+    "style", ["qwen_xml", "minimax_xml", "glm_xml", "deepseek_xml", "deepseek_v4_1_xml"]
+)
+def test_masks_match_xgrammar_on_random_paths(small, style):
+    xgr, tc, xc, stop = small
+    n = len(SMALL_VOCAB)
+    words = (n + 31) // 32
+    for schema in (WEATHER, {"type": "object", "additionalProperties": {"type": "integer"}}):
+        tag = _tag(style, schema)
+        ours = tc.compile_structural_tag(tag)
+        theirs = xc.compile_structural_tag(json.dumps(tag))
+        r = random.Random(style)
+        for _ in range(6):
+            m, xm = tg.GrammarMatcher(ours), xgr.GrammarMatcher(theirs)
+            path: list[bytes] = []
+            for _ in range(30):
+                a = np.zeros((1, words), dtype=np.int32)
+                b = xgr.allocate_token_bitmask(1, n)
+                m.fill_next_token_bitmask(a, 0)
+                xm.fill_next_token_bitmask(b, 0)
+                ours_ids = [t for t in range(n) if a[0, t // 32] >> (t % 32) & 1]
+                their_ids = [t for t in range(n) if int(b[0, t // 32]) >> (t % 32) & 1]
+                assert ours_ids == their_ids, (style, schema, path)
+                if not ours_ids:
+                    break
+                t = r.choice(ours_ids)
+                path.append(SMALL_VOCAB[t])
+                assert m.accept_token(t) and xm.accept_token(t)
+                if t == stop:
+                    break
+
+
+# ---------------------------------------------------------------- errors
+@pytest.mark.parametrize(
+    "fmt,error,match",
+    [
+        (
+            {"style": "cohere_xml"},
+            UnsupportedStructuralTagError,
+            r"format\.style 'cohere_xml' is not supported by treegram",
+        ),
+        (
+            {"style": "minimax_m3_xml"},
+            UnsupportedStructuralTagError,
+            r"'minimax_m3_xml' is not supported",
+        ),
+        ({"style": "yaml"}, InvalidStructuralTagError, r"format\.style must be one of"),
+        (
+            {"style": "qwen_xml", "excludes": ["<|sep|>"]},
+            UnsupportedStructuralTagError,
+            r"format\.excludes is not supported",
+        ),
+        (
+            {
+                "style": "qwen_xml",
+                "json_schema": {
+                    "type": "object",
+                    "properties": {"a": {"$ref": "#/$defs/A"}},
+                    "$defs": {"A": {"$ref": "#/$defs/A"}},
+                },
+            },
+            UnsupportedStructuralTagError,
+            r"recursive parameter reference",
+        ),
+        (
+            {"style": "qwen_xml", "json_schema": {"type": "object", "dependentRequired": {}}},
+            UnsupportedStructuralTagError,
+            r"keyword\(s\) \['dependentRequired'\] on the argument object",
+        ),
+    ],
+)
+def test_refused_styles_and_schemas(fmt, error, match):
+    value = {"type": "json_schema", "json_schema": WEATHER, **fmt}
+    with pytest.raises(error, match=match):
+        tg.Grammar.from_structural_tag({"type": "structural_tag", "format": value})

@@ -1,0 +1,487 @@
+"""Tool-call arguments in XML styles: ``JSONSchemaFormat(style=...)`` other than ``"json"``.
+
+The language is xgrammar 0.2.8's. The argument object of a tool call is written as a list
+of parameters instead of a JSON object; for Qwen (``qwen_xml``)::
+
+    <parameter=city>Paris, France</parameter>
+    <parameter=days>3</parameter>
+
+Three layers, as in xgrammar:
+
+- the *argument object* (the root schema) is a parameter list: optional whitespace, then
+  the parameters, each followed by optional whitespace. Declared properties come in schema
+  order (optional ones may be left out), further keys (``additionalProperties``,
+  ``patternProperties``) after them; with ``any_order`` any mix of keys, counted only.
+  An unconstrained root (``{}``, ``true``, ``{"type": "object"}``) is any parameter list
+  whose names are identifiers;
+- a *parameter value* is raw text where the schema says string: an unconstrained string is
+  any text without the style's closing tag, a ``pattern``/``format`` or length-bounded
+  string is exactly that language; a ``const``/``enum`` value is its raw text (a string
+  without quotes, anything else as JSON). Any other value (numbers, booleans, null, arrays,
+  objects) is JSON, padded with optional whitespace; ``anyOf``/``oneOf``/type lists choose
+  per branch;
+- inside a JSON value, everything is JSON (the JSON Schema frontend).
+
+DeepSeek's styles tag every value with ``string="true"`` (raw text, no padding) or
+``string="false"`` (JSON, padded); a union carries the attribute per branch. Kimi-K3 writes
+the value's JSON type into the key (``type="number"``), or any of the types when the schema
+does not fix one. ``minimax_m3_xml`` and ``cohere_xml`` (recursive XML values) and
+``excludes`` are not compiled.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
+from treegram.frontends._regex import regex_to_ir
+from treegram.frontends.json_schema import format_expr, json_schema_to_ir
+from treegram.ir import (
+    MAX_CODEPOINT,
+    Bytes,
+    CharClass,
+    Choice,
+    Expr,
+    GrammarIR,
+    Repeat,
+    RuleRef,
+    Seq,
+)
+
+__all__ = ["XML_STYLES", "UNSUPPORTED_XML_STYLES", "XmlBuilder", "xml_arguments_expr"]
+
+
+@dataclass(frozen=True)
+class _Style:
+    key_prefix: str  # before the parameter name
+    key_suffix: str  # after the name (Kimi-K3: built per value type)
+    value_prefix: str  # before the value (GLM), after optional whitespace
+    end: str  # closes the parameter
+    kind: str = "plain"  # "plain", "deepseek" (string= attribute) or "kimi" (type= attribute)
+
+
+XML_STYLES: dict[str, _Style] = {
+    "qwen_xml": _Style("<parameter=", ">", "", "</parameter>"),
+    "minimax_xml": _Style('<parameter name="', '">', "", "</parameter>"),
+    "glm_xml": _Style("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+    "deepseek_xml": _Style(
+        '<\uff5cDSML\uff5cparameter name="', "", "", "</\uff5cDSML\uff5cparameter>", "deepseek"
+    ),
+    "deepseek_v4_1_xml": _Style(
+        '<\uff5cDSML\uff5c parameter name="', "", "", "</\uff5cDSML\uff5c parameter>", "deepseek"
+    ),
+    "kimi_k3_xml": _Style('<|open|>argument key="', "", "", "<|close|>argument<|sep|>", "kimi"),
+}
+
+# Styles xgrammar 0.2.8 defines that treegram does not compile, with the reason.
+UNSUPPORTED_XML_STYLES = {
+    "minimax_m3_xml": "its recursive element-per-value XML is not compiled",
+    "cohere_xml": "its typed recursive value wrappers are not compiled",
+}
+
+_KIMI_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+_ANNOTATIONS = frozenset(
+    {"$schema", "$id", "$comment", "title", "description", "examples", "default", "$defs",
+     "definitions", "deprecated", "readOnly", "writeOnly"}
+)  # fmt: skip
+_OBJECT_KEYS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "unevaluatedProperties",
+     "patternProperties", "propertyNames", "minProperties", "maxProperties"}
+)  # fmt: skip
+_WS_CHARS = ((9, 10), (13, 13), (32, 32))
+_ANY_CHAR = CharClass(((0, MAX_CODEPOINT),))
+_EMPTY = Bytes(b"")
+
+
+class XmlBuilder(Protocol):
+    """What the XML conversion needs from the structural tag builder."""
+
+    def _rule(self, base: str, body: Expr) -> RuleRef: ...
+
+    def _embed(self, ir: GrammarIR) -> RuleRef: ...
+
+    def _free_text(
+        self, pairs: list[tuple[str, RuleRef]], excludes: list[str], *, loop: bool, path: str
+    ) -> Expr: ...
+
+
+def xml_arguments_expr(
+    b: XmlBuilder,
+    schema: Any,
+    style: str,
+    *,
+    max_whitespace_cnt: int | None,
+    any_order: bool,
+    path: str,
+) -> Expr:
+    """The expression of tool-call arguments valid against ``schema``, written in ``style``.
+
+    Raises
+    ------
+    UnsupportedStructuralTagError
+        A style or schema construct that is not compiled (the message names it).
+    InvalidStructuralTagError
+        ``style`` is not one of xgrammar's.
+    """
+    if style in UNSUPPORTED_XML_STYLES:
+        raise UnsupportedStructuralTagError(
+            f"{path}.style {style!r} is not supported by treegram ({UNSUPPORTED_XML_STYLES[style]})"
+        )
+    if style not in XML_STYLES:
+        known = ["json", *XML_STYLES, *UNSUPPORTED_XML_STYLES]
+        raise InvalidStructuralTagError(f"{path}.style must be one of {known}, got {style!r}")
+    return _Converter(b, schema, XML_STYLES[style], max_whitespace_cnt, any_order, path).root()
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if value is None:
+        return "null"
+    return "object" if isinstance(value, dict) else "array"
+
+
+def _raw(value: Any) -> bytes:
+    """A constant as raw parameter text: a string without quotes, anything else as JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return text.encode("utf-8")
+
+
+def _is_any(schema: Any) -> bool:
+    return schema is True or (isinstance(schema, dict) and set(schema) <= _ANNOTATIONS)
+
+
+class _Converter:
+    def __init__(
+        self,
+        b: XmlBuilder,
+        schema: Any,
+        style: _Style,
+        max_ws: int | None,
+        any_order: bool,
+        path: str,
+    ) -> None:
+        if not isinstance(schema, (bool, dict)):
+            raise InvalidStructuralTagError(f"{path}.json_schema must be an object or a boolean")
+        self.b = b
+        self.doc = schema
+        self.style = style
+        self.max_ws = max_ws
+        self.any_order = any_order
+        self.path = path
+        self.ws: Expr = Repeat(CharClass(_WS_CHARS), 0, max_ws)
+        self._memo: dict[str, RuleRef] = {}
+        self._json_memo: dict[str, RuleRef] = {}
+
+    # ------------------------------------------------------------------ helpers
+    def _once(self, key: str, make) -> RuleRef:
+        if key not in self._memo:
+            self._memo[key] = self.b._rule(key, make())
+        return self._memo[key]
+
+    def _unsupported(self, what: str) -> UnsupportedStructuralTagError:
+        return UnsupportedStructuralTagError(
+            f"{self.path}.json_schema: {what} is not supported in XML argument styles"
+        )
+
+    def _resolve(self, schema: Any, seen: frozenset[str]) -> tuple[Any, frozenset[str]]:
+        """Follow a ``$ref`` that stands alone (local JSON pointers only)."""
+        while isinstance(schema, dict) and "$ref" in schema:
+            if set(schema) - _ANNOTATIONS - {"$ref"}:
+                break  # $ref with sibling keywords: left to the JSON Schema frontend
+            ref = schema["$ref"]
+            if not isinstance(ref, str) or not ref.startswith("#"):
+                raise self._unsupported(f"$ref {ref!r}")
+            if ref in seen:
+                raise self._unsupported(f"a recursive parameter reference ({ref!r})")
+            seen = seen | {ref}
+            target: Any = self.doc
+            for part in ref[1:].split("/")[1:]:
+                part = part.replace("~1", "/").replace("~0", "~")
+                try:
+                    target = target[int(part)] if isinstance(target, list) else target[part]
+                except (KeyError, IndexError, ValueError, TypeError):
+                    raise InvalidStructuralTagError(
+                        f"{self.path}.json_schema: $ref {ref!r} does not resolve"
+                    ) from None
+            schema = target
+        return schema, seen
+
+    def json(self, schema: Any) -> RuleRef:
+        """A JSON value valid against ``schema`` (the root's definitions in scope)."""
+        if isinstance(schema, dict) and isinstance(self.doc, dict):
+            schema = dict(schema)
+            for key in ("$defs", "definitions"):
+                if key in self.doc and key not in schema:
+                    schema[key] = self.doc[key]
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._json_memo:
+            ir = json_schema_to_ir(schema, max_whitespace_cnt=self.max_ws, any_order=self.any_order)
+            self._json_memo[key] = self.b._embed(ir)
+        return self._json_memo[key]
+
+    def xml_string(self) -> RuleRef:
+        """Raw text that does not contain the closing tag."""
+        return self._once(
+            "xml_string",
+            lambda: self.b._free_text([], [self.style.end], loop=False, path=self.path),
+        )
+
+    def any_value(self) -> RuleRef:
+        """An unconstrained parameter value: raw text, or a JSON array or object."""
+        return self._once(
+            "xml_any",
+            lambda: Choice(
+                (self.xml_string(), self.json({"type": "array"}), self.json({"type": "object"}))
+            ),
+        )
+
+    def variable_name(self) -> Expr:
+        return Seq(
+            (
+                CharClass(((65, 90), (95, 95), (97, 122))),
+                Repeat(CharClass(((48, 57), (65, 90), (95, 95), (97, 122))), 0, None),
+            )
+        )
+
+    # ------------------------------------------------------------------ values
+    def value(self, schema: Any, seen: frozenset[str] = frozenset()) -> tuple[Expr, bool]:
+        """The expression of one parameter's value; True when it is the unconstrained raw
+        string (which takes no padding: it contains any whitespace already)."""
+        schema, seen = self._resolve(schema, seen)
+        if schema is False:
+            raise self._unsupported("a false schema")
+        if _is_any(schema):
+            return self.any_value(), False
+        if "const" in schema:
+            return Bytes(_raw(schema["const"])), False
+        if "enum" in schema:
+            values = schema["enum"]
+            if not isinstance(values, list) or not values:
+                raise InvalidStructuralTagError(f"{self.path}.json_schema: bad enum {values!r}")
+            return _alt([Bytes(_raw(v)) for v in values]), False
+        options = _options(schema)
+        if options is not None:
+            return _alt([self.value(o, seen)[0] for o in options]), False
+        if schema.get("type") == "string":
+            return self._string(schema)
+        if schema.get("type") == "object" and set(schema) - _ANNOTATIONS == {"type"}:
+            return self.json({"type": "object"}), False
+        return self.json(schema), False
+
+    def _string(self, schema: dict) -> tuple[Expr, bool]:
+        fmt = schema.get("format")
+        if fmt is not None:
+            expr = format_expr(fmt)
+            if expr is not None:
+                return expr, False
+        if "pattern" in schema:
+            return self.b._embed(regex_to_ir(schema["pattern"])), False
+        lo = schema.get("minLength", 0)
+        hi = schema.get("maxLength")
+        if lo or hi is not None or fmt is not None:
+            return Repeat(_ANY_CHAR, lo, hi), False
+        return self.xml_string(), True
+
+    def pinned_type(self, schema: Any) -> str | None:
+        """The one JSON type every value of ``schema`` is written as, if there is one."""
+        if not isinstance(schema, dict) or "$ref" in schema:
+            return None
+        if "const" in schema:
+            return _json_type(schema["const"])
+        if "enum" in schema:
+            types = {_json_type(v) for v in schema["enum"]} if schema["enum"] else set()
+            return types.pop() if len(types) == 1 else None
+        if _options(schema) is not None or "allOf" in schema:
+            return None
+        kind = schema.get("type")
+        if isinstance(kind, str):
+            return "number" if kind == "integer" else kind
+        return None
+
+    # ------------------------------------------------------------------ parameters
+    def parameter(self, key: Expr, schema: Any) -> Expr:
+        """One parameter: the name ``key`` and a value valid against ``schema``."""
+        st = self.style
+        if st.kind == "deepseek":
+            return Seq((Bytes(st.key_prefix.encode()), key, self._deepseek(schema, frozenset())))
+        items: list[Expr] = [Bytes(st.key_prefix.encode()), key]
+        if st.kind == "kimi":
+            pinned = self.pinned_type(schema)
+            kind = (
+                Bytes(pinned.encode()) if pinned else _alt([Bytes(t.encode()) for t in _KIMI_TYPES])
+            )
+            items += [Bytes(b'" type="'), kind, Bytes(b'"<|sep|>')]
+        else:
+            items.append(Bytes(st.key_suffix.encode()))
+        if st.value_prefix:
+            items += [self.ws, Bytes(st.value_prefix.encode())]
+        value, plain = self.value(schema)
+        items += [value] if plain else [self.ws, value, self.ws]
+        items.append(Bytes(st.end.encode()))
+        return Seq(tuple(items))
+
+    def _deepseek(self, schema: Any, seen: frozenset[str]) -> Expr:
+        """``" string="true|false">value</...parameter>``, the attribute per branch."""
+        schema, seen = self._resolve(schema, seen)
+        end = Bytes(self.style.end.encode())
+
+        def wrap(value: Expr, is_string: bool) -> Expr:
+            if is_string:
+                return Seq((Bytes(b'" string="true">'), value, end))
+            return Seq((Bytes(b'" string="false">'), self.ws, value, self.ws, end))
+
+        pinned = self.pinned_type(schema)
+        if pinned is not None:
+            return wrap(self.value(schema, seen)[0], pinned == "string")
+        options: list[Any] | None = None
+        if isinstance(schema, dict):
+            options = _options(schema)
+            if options is None and isinstance(schema.get("allOf"), list):
+                options = schema["allOf"] if len(schema["allOf"]) == 1 else None
+            if options is None and "enum" in schema:
+                options = [{"const": v} for v in schema["enum"]]
+        if not options:
+            other = {"type": ["number", "boolean", "null", "array", "object"]}
+            return Choice((wrap(self.xml_string(), True), wrap(self.json(other), False)))
+        return _alt([self._deepseek(o, seen) for o in options])
+
+    # ------------------------------------------------------------------ the argument object
+    def root(self) -> Expr:
+        return self._arguments(self.doc, frozenset())
+
+    def _arguments(self, schema: Any, seen: frozenset[str]) -> Expr:
+        schema, seen = self._resolve(schema, seen)
+        if schema is False:
+            raise self._unsupported("a false schema")
+        if _is_any(schema) or (
+            isinstance(schema, dict)
+            and set(schema) - _ANNOTATIONS == {"type"}
+            and schema["type"] == "object"
+        ):
+            return self._any_arguments()
+        if "const" in schema and isinstance(schema["const"], dict):
+            fixed = schema["const"]
+            return self._object(
+                {
+                    "properties": {k: {"const": v} for k, v in fixed.items()},
+                    "required": list(fixed),
+                },
+                any_order=False,
+            )
+        options = _options(schema)
+        if options is not None:
+            return _alt([self._arguments(o, seen) for o in options])
+        if schema.get("type", "object") == "object" and not ({"const", "enum"} & set(schema)):
+            return self._object(schema, any_order=self.any_order)
+        return self.value(schema, seen)[0]  # a scalar root: the value on its own
+
+    def _any_arguments(self) -> RuleRef:
+        def make() -> Expr:
+            one = self.parameter(self.variable_name(), True)
+            some = Seq((self.ws, one, Repeat(Seq((self.ws, one)), 0, None), self.ws))
+            return Choice((some, self.ws))
+
+        return self._once("xml_object", make)
+
+    def _object(self, schema: dict, *, any_order: bool) -> Expr:
+        unknown = set(schema) - _OBJECT_KEYS - _ANNOTATIONS
+        if unknown:
+            raise self._unsupported(f"keyword(s) {sorted(unknown)} on the argument object")
+        props = schema.get("properties", {})
+        required = set(schema.get("required", []))
+        if not isinstance(props, dict):
+            raise InvalidStructuralTagError(f"{self.path}.json_schema.properties must be an object")
+        lo = schema.get("minProperties", 0)
+        hi = schema.get("maxProperties")
+        declared = [
+            (self.parameter(Bytes(_key_text(self.style, name)), sub), name in required)
+            for name, sub in props.items()
+        ]
+        extra = self._extra(schema)
+        ws = self.ws
+        if hi == 0:
+            return ws
+        if any_order:
+            items = [p for p, _ in declared] + ([extra] if extra is not None else [])
+            if not items:
+                return ws
+            item = self.b._rule("xml_item", _alt(items))
+            least = max(lo, len(required), 1)
+            more = Repeat(Seq((ws, item)), least - 1, None if hi is None else hi - 1)
+            body: Expr = Seq((ws, item, more, ws))
+            return Choice((body, ws)) if not required and lo == 0 else body
+        # declared properties in order, then further keys; the count in [lo, hi]
+        memo: dict[tuple[int, int], Expr | None] = {}
+
+        def tail(i: int, count: int) -> Expr | None:
+            key = (i, count)
+            if key in memo:
+                return memo[key]
+            if i == len(declared):
+                if extra is None:
+                    out: Expr | None = _EMPTY if count >= lo else None
+                else:
+                    need = max(lo - count, 0)
+                    room = None if hi is None else hi - count
+                    out = Repeat(Seq((ws, extra)), need, room)
+            else:
+                param, is_required = declared[i]
+                nxt = count + 1 if hi is not None else min(count + 1, lo)
+                parts: list[Expr] = []
+                if hi is None or count < hi:
+                    rest = tail(i + 1, nxt)
+                    if rest is not None:
+                        parts.append(Seq((ws, param, rest)))
+                if not is_required:
+                    rest = tail(i + 1, count)
+                    if rest is not None:
+                        parts.append(rest)
+                out = self.b._rule("xml_part", _alt(parts)) if parts else None
+            memo[key] = out
+            return out
+
+        content = tail(0, 0)
+        if content is None:
+            raise self._unsupported("an argument object no value satisfies")
+        return Seq((content, ws))
+
+    def _extra(self, schema: dict) -> Expr | None:
+        """One further parameter (``patternProperties``, ``additionalProperties``)."""
+        alts: list[Expr] = []
+        for pattern, sub in schema.get("patternProperties", {}).items():
+            alts.append(self.parameter(self.b._embed(regex_to_ir(pattern)), sub))
+        additional = schema.get("additionalProperties", schema.get("unevaluatedProperties", False))
+        if additional is not False:
+            names = schema.get("propertyNames")
+            key = self.variable_name() if names is None else self.value(names)[0]
+            alts.append(self.parameter(key, additional))
+        return _alt(alts) if alts else None
+
+
+def _key_text(style: _Style, name: str) -> bytes:
+    if style.kind == "kimi":  # Kimi-K3 escapes attribute values
+        name = name.replace("&", "&amp;").replace('"', "&quot;")
+    return name.encode("utf-8")
+
+
+def _options(schema: dict) -> list[Any] | None:
+    """The branches of a union (``anyOf``, ``oneOf``, a type list), or None."""
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and set(schema) - _ANNOTATIONS == {key}:
+            return schema[key]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        rest = {k: v for k, v in schema.items() if k != "type"}
+        return [{**rest, "type": t} for t in kind]
+    return None
+
+
+def _alt(items: list[Expr]) -> Expr:
+    return items[0] if len(items) == 1 else Choice(tuple(items))
