@@ -165,6 +165,59 @@ CASES = [
         ],
     ),
     (
+        "deepseek_v4_1_xml",
+        {
+            "type": "object",
+            "$defs": {
+                "V": {"anyOf": [{"const": "fixed"}, {"$ref": "#/$defs/W"}]},
+                "W": {"oneOf": [{"type": "integer", "minimum": 1}, {"$ref": "#/$defs/V"}]},
+            },
+            "properties": {"a": {"$ref": "#/$defs/V"}, "b": {"$ref": "#/$defs/W"}},
+            "required": ["a"],
+        },
+        [
+            (f'<{DS} parameter name="a" string="true">fixed</{DS} parameter>', True),
+            (f'<{DS} parameter name="a" string="false"> 2 </{DS} parameter>'
+             f'<{DS} parameter name="b" string="true">fixed</{DS} parameter>', True),
+            (f'<{DS} parameter name="a" string="false">fixed</{DS} parameter>', False),
+            (f'<{DS} parameter name="a" string="true">2</{DS} parameter>', False),
+            (f'<{DS} parameter name="a" string="false">0</{DS} parameter>', False),
+        ],
+    ),
+    (
+        "kimi_k3_xml",
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "patternProperties": {"^x_[a-z]+$": {"type": "integer"}},
+        },
+        [
+            ('<|open|>argument key="name" type="string"<|sep|>n<|close|>argument<|sep|>'
+             '<|open|>argument key="x_ab" type="number"<|sep|>3<|close|>argument<|sep|>', True),
+            ('<|open|>argument key="x_ab" type="string"<|sep|>3<|close|>argument<|sep|>', False),
+            ('<|open|>argument key="y_ab" type="number"<|sep|>3<|close|>argument<|sep|>', False),
+        ],
+    ),
+    (
+        "glm_xml",
+        {"type": "object", "propertyNames": {"pattern": "^[a-z_]+$"}},
+        [
+            ("<arg_key>x_key</arg_key><arg_value>v</arg_value>", True),
+            ("<arg_key>x_key</arg_key><arg_value>[1]</arg_value>", True),
+            ("<arg_key>Bad</arg_key><arg_value>v</arg_value>", False),
+        ],
+    ),
+    (
+        "minimax_xml",
+        {"enum": [{"s": "hi"}, {"n": 4}]},
+        [
+            ('<parameter name="s">hi</parameter>', True),
+            ('\n<parameter name="n"> 4 </parameter>\n', True),
+            ('<parameter name="s">hi</parameter><parameter name="n">4</parameter>', False),
+            ('{"s": "hi"}', False),
+        ],
+    ),
+    (
         "qwen_xml",
         {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
          "required": ["a", "b"]},
@@ -291,7 +344,7 @@ def test_masks_match_xgrammar_on_random_paths(small, style):
                 },
             },
             UnsupportedStructuralTagError,
-            r"recursive parameter reference",
+            r"a \$ref cycle through '#/\$defs/A' with no value",
         ),
         (
             {"style": "qwen_xml", "json_schema": {"type": "object", "dependentRequired": {}}},

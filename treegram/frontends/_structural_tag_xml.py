@@ -46,6 +46,7 @@ from treegram.ir import (
     Expr,
     GrammarIR,
     Repeat,
+    Rule,
     RuleRef,
     Seq,
 )
@@ -97,6 +98,10 @@ _EMPTY = Bytes(b"")
 
 class XmlBuilder(Protocol):
     """What the XML conversion needs from the structural tag builder."""
+
+    rules: list[Rule]
+
+    def _fresh(self, base: str) -> str: ...
 
     def _rule(self, base: str, body: Expr) -> RuleRef: ...
 
@@ -177,6 +182,8 @@ class _Converter:
         self.path = path
         self.ws: Expr = Repeat(CharClass(_WS_CHARS), 0, max_ws)
         self._memo: dict[str, RuleRef] = {}
+        self._value_refs: dict[str, RuleRef] = {}
+        self._deepseek_refs: dict[str, RuleRef] = {}
         self._json_memo: dict[str, RuleRef] = {}
 
     # ------------------------------------------------------------------ helpers
@@ -190,28 +197,44 @@ class _Converter:
             f"{self.path}.json_schema: {what} is not supported in XML argument styles"
         )
 
-    def _resolve(self, schema: Any, seen: frozenset[str]) -> tuple[Any, frozenset[str]]:
-        """Follow a ``$ref`` that stands alone (local JSON pointers only)."""
-        while isinstance(schema, dict) and "$ref" in schema:
-            if set(schema) - _ANNOTATIONS - {"$ref"}:
-                break  # $ref with sibling keywords: left to the JSON Schema frontend
+    def _target(self, ref: Any) -> Any:
+        """The subschema a local ``$ref`` points to."""
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise self._unsupported(f"$ref {ref!r}")
+        target: Any = self.doc
+        for part in ref[1:].split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            try:
+                target = target[int(part)] if isinstance(target, list) else target[part]
+            except (KeyError, IndexError, ValueError, TypeError):
+                raise InvalidStructuralTagError(
+                    f"{self.path}.json_schema: $ref {ref!r} does not resolve"
+                ) from None
+        return target
+
+    def _resolve(self, schema: Any) -> Any:
+        """Follow ``$ref`` chains that stand alone (no sibling keywords)."""
+        chain: set[str] = set()
+        while _bare_ref(schema):
             ref = schema["$ref"]
-            if not isinstance(ref, str) or not ref.startswith("#"):
-                raise self._unsupported(f"$ref {ref!r}")
-            if ref in seen:
-                raise self._unsupported(f"a recursive parameter reference ({ref!r})")
-            seen = seen | {ref}
-            target: Any = self.doc
-            for part in ref[1:].split("/")[1:]:
-                part = part.replace("~1", "/").replace("~0", "~")
-                try:
-                    target = target[int(part)] if isinstance(target, list) else target[part]
-                except (KeyError, IndexError, ValueError, TypeError):
-                    raise InvalidStructuralTagError(
-                        f"{self.path}.json_schema: $ref {ref!r} does not resolve"
-                    ) from None
-            schema = target
-        return schema, seen
+            if ref in chain:
+                raise self._unsupported(f"a $ref cycle through {ref!r} with no value")
+            chain.add(ref)
+            schema = self._target(ref)
+        return schema
+
+    def _by_ref(self, memo: dict[str, RuleRef], schema: Any, make) -> Expr | None:
+        """For a bare ``$ref``: one rule per reference, made once, so recursive and
+        shared references stay linear; None for any other schema."""
+        if not _bare_ref(schema):
+            return None
+        ref = schema["$ref"]
+        if ref not in memo:
+            self._resolve(schema)  # a cycle of bare references has no value
+            name = self.b._fresh("xml_ref")
+            memo[ref] = RuleRef(name)
+            self.b.rules.append(Rule(name, make(self._target(ref))))
+        return memo[ref]
 
     def json(self, schema: Any) -> RuleRef:
         """A JSON value valid against ``schema`` (the root's definitions in scope)."""
@@ -251,10 +274,12 @@ class _Converter:
         )
 
     # ------------------------------------------------------------------ values
-    def value(self, schema: Any, seen: frozenset[str] = frozenset()) -> tuple[Expr, bool]:
+    def value(self, schema: Any) -> tuple[Expr, bool]:
         """The expression of one parameter's value; True when it is the unconstrained raw
         string (which takes no padding: it contains any whitespace already)."""
-        schema, seen = self._resolve(schema, seen)
+        shared = self._by_ref(self._value_refs, schema, lambda s: self.value(s)[0])
+        if shared is not None:
+            return shared, False
         if schema is False:
             raise self._unsupported("a false schema")
         if _is_any(schema):
@@ -268,7 +293,14 @@ class _Converter:
             return _alt([Bytes(_raw(v)) for v in values]), False
         options = _options(schema)
         if options is not None:
-            return _alt([self.value(o, seen)[0] for o in options]), False
+            return _alt([self.value(o)[0] for o in options]), False
+        all_of = schema.get("allOf")
+        if (
+            isinstance(all_of, list)
+            and len(all_of) == 1
+            and set(schema) - _ANNOTATIONS == {"allOf"}
+        ):
+            return self.value(all_of[0])
         if schema.get("type") == "string":
             return self._string(schema)
         if schema.get("type") == "object" and set(schema) - _ANNOTATIONS == {"type"}:
@@ -310,7 +342,7 @@ class _Converter:
         """One parameter: the name ``key`` and a value valid against ``schema``."""
         st = self.style
         if st.kind == "deepseek":
-            return Seq((Bytes(st.key_prefix.encode()), key, self._deepseek(schema, frozenset())))
+            return Seq((Bytes(st.key_prefix.encode()), key, self._deepseek(schema)))
         items: list[Expr] = [Bytes(st.key_prefix.encode()), key]
         if st.kind == "kimi":
             pinned = self.pinned_type(schema)
@@ -327,9 +359,11 @@ class _Converter:
         items.append(Bytes(st.end.encode()))
         return Seq(tuple(items))
 
-    def _deepseek(self, schema: Any, seen: frozenset[str]) -> Expr:
+    def _deepseek(self, schema: Any) -> Expr:
         """``" string="true|false">value</...parameter>``, the attribute per branch."""
-        schema, seen = self._resolve(schema, seen)
+        shared = self._by_ref(self._deepseek_refs, schema, self._deepseek)
+        if shared is not None:
+            return shared
         end = Bytes(self.style.end.encode())
 
         def wrap(value: Expr, is_string: bool) -> Expr:
@@ -339,7 +373,7 @@ class _Converter:
 
         pinned = self.pinned_type(schema)
         if pinned is not None:
-            return wrap(self.value(schema, seen)[0], pinned == "string")
+            return wrap(self.value(schema)[0], pinned == "string")
         options: list[Any] | None = None
         if isinstance(schema, dict):
             options = _options(schema)
@@ -350,14 +384,14 @@ class _Converter:
         if not options:
             other = {"type": ["number", "boolean", "null", "array", "object"]}
             return Choice((wrap(self.xml_string(), True), wrap(self.json(other), False)))
-        return _alt([self._deepseek(o, seen) for o in options])
+        return _alt([self._deepseek(o) for o in options])
 
     # ------------------------------------------------------------------ the argument object
     def root(self) -> Expr:
-        return self._arguments(self.doc, frozenset())
+        return self._arguments(self.doc)
 
-    def _arguments(self, schema: Any, seen: frozenset[str]) -> Expr:
-        schema, seen = self._resolve(schema, seen)
+    def _arguments(self, schema: Any) -> Expr:
+        schema = self._resolve(schema)
         if schema is False:
             raise self._unsupported("a false schema")
         if _is_any(schema) or (
@@ -366,21 +400,25 @@ class _Converter:
             and schema["type"] == "object"
         ):
             return self._any_arguments()
-        if "const" in schema and isinstance(schema["const"], dict):
-            fixed = schema["const"]
-            return self._object(
-                {
-                    "properties": {k: {"const": v} for k, v in fixed.items()},
-                    "required": list(fixed),
-                },
-                any_order=False,
-            )
+        if "const" in schema or "enum" in schema:
+            # an object constant is a fixed parameter list (in its own order); any other
+            # constant is its raw text
+            values = [schema["const"]] if "const" in schema else schema["enum"]
+            if not isinstance(values, list) or not values:
+                raise InvalidStructuralTagError(f"{self.path}.json_schema: bad enum {values!r}")
+            return _alt([self._fixed(v) for v in values])
         options = _options(schema)
         if options is not None:
-            return _alt([self._arguments(o, seen) for o in options])
-        if schema.get("type", "object") == "object" and not ({"const", "enum"} & set(schema)):
+            return _alt([self._arguments(o) for o in options])
+        if schema.get("type", "object") == "object":
             return self._object(schema, any_order=self.any_order)
-        return self.value(schema, seen)[0]  # a scalar root: the value on its own
+        return self.value(schema)[0]  # a scalar root: the value on its own
+
+    def _fixed(self, value: Any) -> Expr:
+        if not isinstance(value, dict):
+            return Bytes(_raw(value))
+        fixed = {"properties": {k: {"const": v} for k, v in value.items()}, "required": list(value)}
+        return self._object(fixed, any_order=False)
 
     def _any_arguments(self) -> RuleRef:
         def make() -> Expr:
@@ -453,16 +491,27 @@ class _Converter:
         return Seq((content, ws))
 
     def _extra(self, schema: dict) -> Expr | None:
-        """One further parameter (``patternProperties``, ``additionalProperties``)."""
-        alts: list[Expr] = []
-        for pattern, sub in schema.get("patternProperties", {}).items():
-            alts.append(self.parameter(self.b._embed(regex_to_ir(pattern)), sub))
+        """One further parameter (``patternProperties``, ``additionalProperties``,
+        ``propertyNames``), as xgrammar combines them."""
         additional = schema.get("additionalProperties", schema.get("unevaluatedProperties", False))
-        if additional is not False:
-            names = schema.get("propertyNames")
-            key = self.variable_name() if names is None else self.value(names)[0]
-            alts.append(self.parameter(key, additional))
-        return _alt(alts) if alts else None
+        names = schema.get("propertyNames")
+        patterns = schema.get("patternProperties", {})
+        alts = [self.parameter(self.b._embed(regex_to_ir(p)), sub) for p, sub in patterns.items()]
+        if patterns and not schema.get("properties"):
+            return _alt(alts) if alts else None  # the patterns alone
+        if additional is False and (names is None or patterns or schema.get("properties")):
+            return _alt(alts) if alts else None
+        key = self.variable_name()
+        if names is not None and not patterns:
+            key = self._string({**names, "type": "string"})[0] if isinstance(names, dict) else key
+        alts.append(self.parameter(key, True if additional is False else additional))
+        return _alt(alts)
+
+
+def _bare_ref(schema: Any) -> bool:
+    return (
+        isinstance(schema, dict) and "$ref" in schema and not set(schema) - _ANNOTATIONS - {"$ref"}
+    )
 
 
 def _key_text(style: _Style, name: str) -> bytes:
