@@ -208,6 +208,17 @@ CASES = [
         ],
     ),
     (
+        "qwen_xml",  # constants are written as xgrammar writes JSON numbers
+        {"type": "object", "properties": {"b": {"enum": [0.1, 2.0, {"k": "\u00e9", "n": 1.0}]}}},
+        [
+            ("<parameter=b>0.10000000000000001</parameter>", True),
+            ("<parameter=b>2</parameter>", True),
+            ('<parameter=b>{"k":"\u00e9","n":1}</parameter>', True),
+            ("<parameter=b>0.1</parameter>", False),
+            ("<parameter=b>2.0</parameter>", False),
+        ],
+    ),
+    (
         "minimax_xml",
         {"enum": [{"s": "hi"}, {"n": 4}]},
         [

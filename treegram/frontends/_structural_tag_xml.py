@@ -153,9 +153,25 @@ def _json_type(value: Any) -> str:
 
 
 def _raw(value: Any) -> bytes:
-    """A constant as raw parameter text: a string without quotes, anything else as JSON."""
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-    return text.encode("utf-8")
+    """A constant as raw parameter text: a string without quotes, anything else as JSON,
+    numbers written as xgrammar writes them (an integral float without a fraction, others
+    with 17 significant digits)."""
+    return (value if isinstance(value, str) else _json_text(value)).encode("utf-8")
+
+
+def _json_text(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        value = float(value)  # beyond int64: read as a double
+    if isinstance(value, float):
+        if abs(value) < 2**53 and value.is_integer():
+            return f"{abs(value) if value == 0 else value:.0f}"
+        return f"{value:.17g}"
+    if isinstance(value, dict):
+        items = (f"{json.dumps(k, ensure_ascii=False)}:{_json_text(v)}" for k, v in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json_text(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _is_any(schema: Any) -> bool:
