@@ -382,14 +382,7 @@ def test_qwen_3_coder_is_qwen_3_5():
     )
 
 
-def test_kimi_k3_arguments_exclude_markers_which_do_not_compile():
-    tag = tg.get_model_structural_tag("kimi_k3", tools=TOOLS[:1], tool_choice="required")
-    with pytest.raises(tg.UnsupportedStructuralTagError, match="excludes is not supported"):
-        tg.Grammar.from_structural_tag(tag)
-    tag = tg.get_model_structural_tag(
-        "kimi_k3", tools=TOOLS[:1], tool_choice="required", exclude_special_tokens=False
-    )
-    grammar = tg.Grammar.from_structural_tag(tag)
+def test_kimi_k3_arguments_exclude_the_markers():
     from treegram.testing import _is_grammar_accept_string as accepts
 
     text = (
@@ -398,8 +391,24 @@ def test_kimi_k3_arguments_exclude_markers_which_do_not_compile():
         '<|open|>argument key="city" type="string"<|sep|>Oslo<|close|>argument<|sep|>'
         "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>"
     )
-    assert accepts(grammar, text)
-    assert not accepts(grammar, text.replace('type="string"', 'type="number"'))
+    for exclude in (True, False):
+        tag = tg.get_model_structural_tag(
+            "kimi_k3", tools=TOOLS[:1], tool_choice="required", exclude_special_tokens=exclude
+        )
+        grammar = tg.Grammar.from_structural_tag(tag)
+        assert accepts(grammar, text)
+        assert not accepts(grammar, text.replace('type="string"', 'type="number"'))
+        # a marker inside a string value: excluded unless exclude_special_tokens=False
+        assert accepts(grammar, text.replace("Oslo", "Os<|sep|>lo")) is not exclude
+    # markers inside JSON strings (an array of strings) would need JSON Schema excludes
+    nested = {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+    }
+    tools = [{"type": "function", "function": {"name": "f", "parameters": nested}}]
+    tag = tg.get_model_structural_tag("kimi_k3", tools=tools, tool_choice="required")
+    with pytest.raises(tg.UnsupportedStructuralTagError, match="JSON value that may hold strings"):
+        tg.Grammar.from_structural_tag(tag)
 
 
 def test_per_model_function_arguments_are_checked():

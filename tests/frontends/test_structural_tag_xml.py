@@ -239,6 +239,42 @@ CASES = [
     ),
 ]  # fmt: skip
 # the last case is compiled with any_order=True
+
+EXCLUDES_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "note": {"type": "string", "maxLength": 3},  # the bound is dropped, as in xgrammar
+        "mode": {"enum": ["fast", "<|x|>slow"]},
+        "n": {"type": "integer"},
+        "bad<|": {"type": "string"},  # a name holding an excluded string is never written
+    },
+    "required": ["note"],
+    "additionalProperties": {"type": "boolean"},
+}
+EXCLUDES_CASES = [
+    ('<|open|>argument key="note" type="string"<|sep|>a long note<|close|>argument<|sep|>', True),
+    ('<|open|>argument key="note" type="string"<|sep|>a <|x|> b<|close|>argument<|sep|>', False),
+    ('<|open|>argument key="note" type="string"<|sep|>a<|close|>argument<|sep|>'
+     '<|open|>argument key="mode" type="string"<|sep|>fast<|close|>argument<|sep|>', True),
+    ('<|open|>argument key="note" type="string"<|sep|>a<|close|>argument<|sep|>'
+     '<|open|>argument key="mode" type="string"<|sep|><|x|>slow<|close|>argument<|sep|>', False),
+    ('<|open|>argument key="note" type="string"<|sep|>a<|close|>argument<|sep|>'
+     '<|open|>argument key="extra" type="boolean"<|sep|>true<|close|>argument<|sep|>', True),
+]  # fmt: skip
+
+
+def test_excludes_keep_marker_strings_out_of_values_and_names():
+    tag = _tag("kimi_k3_xml", EXCLUDES_SCHEMA, excludes=["<|x|>", "<|"])
+    ours = tg.Grammar.from_structural_tag(tag)
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string as xgr_accepts
+
+    theirs = xgr.Grammar.from_structural_tag(json.dumps(tag))
+    for text, accepted in EXCLUDES_CASES:
+        assert _is_grammar_accept_string(ours, text) == accepted, text
+        assert xgr_accepts(theirs, text) == accepted, text
+
+
 IDS = [f"{c[0]}-{i}" for i, c in enumerate(CASES)]
 
 
@@ -341,7 +377,17 @@ def test_masks_match_xgrammar_on_random_paths(small, style):
         ),
         ({"style": "yaml"}, InvalidStructuralTagError, r"format\.style must be one of"),
         (
-            {"style": "qwen_xml", "excludes": ["<|sep|>"]},
+            {"style": "qwen_xml", "excludes": ["<|sep|>"]},  # WEATHER's "where" is JSON
+            UnsupportedStructuralTagError,
+            r"excludes with a JSON value that may hold strings",
+        ),
+        (
+            {"style": "qwen_xml", "excludes": ["x "]},
+            InvalidStructuralTagError,
+            r"format\.excludes: XML styles need non-empty strings",
+        ),
+        (
+            {"style": "json", "excludes": ["x"]},
             UnsupportedStructuralTagError,
             r"format\.excludes is not supported",
         ),

@@ -301,8 +301,6 @@ class _Builder:
         raise InvalidStructuralTagError(f"{path}: not a structural tag format: {fmt!r}")
 
     def _json(self, fmt: JSONSchemaFormat, path: str) -> Expr:
-        if fmt.excludes:
-            raise UnsupportedStructuralTagError(f"{path}.excludes is not supported")
         if fmt.style != "json":
             return xml_arguments_expr(
                 self,
@@ -311,7 +309,10 @@ class _Builder:
                 max_whitespace_cnt=fmt.max_whitespace_cnt,
                 any_order=fmt.any_order,
                 path=path,
+                excludes=fmt.excludes,
             )
+        if fmt.excludes:
+            raise UnsupportedStructuralTagError(f"{path}.excludes is not supported")
         ir = json_schema_to_ir(
             fmt.json_schema, max_whitespace_cnt=fmt.max_whitespace_cnt, any_order=fmt.any_order
         )

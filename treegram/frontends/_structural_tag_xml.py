@@ -25,13 +25,15 @@ Three layers, as in xgrammar:
 DeepSeek's styles tag every value with ``string="true"`` (raw text, no padding) or
 ``string="false"`` (JSON, padded); a union carries the attribute per branch. Kimi-K3 writes
 the value's JSON type into the key (``type="number"``), or any of the types when the schema
-does not fix one. ``minimax_m3_xml`` and ``cohere_xml`` (recursive XML values) and
-``excludes`` are not compiled.
+does not fix one. ``minimax_m3_xml`` and ``cohere_xml`` (recursive XML values) are not
+compiled. ``excludes`` keep strings out of raw values and parameter names; where a JSON value
+could hold a string (which xgrammar would filter too) they are refused.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -120,15 +122,22 @@ def xml_arguments_expr(
     max_whitespace_cnt: int | None,
     any_order: bool,
     path: str,
+    excludes: list[str] | None = None,
 ) -> Expr:
     """The expression of tool-call arguments valid against ``schema``, written in ``style``.
+
+    ``excludes``: strings that may not occur in raw string values (those without
+    ``pattern``/``format``; a length bound is dropped for them, as xgrammar does) nor in
+    parameter names; constant alternatives containing one are left out. Where a JSON value
+    could hold a string (where xgrammar filters JSON strings too), they are refused.
 
     Raises
     ------
     UnsupportedStructuralTagError
         A style or schema construct that is not compiled (the message names it).
     InvalidStructuralTagError
-        ``style`` is not one of xgrammar's.
+        ``style`` is not one of xgrammar's, or an excluded string is empty or starts or
+        ends with whitespace.
     """
     if style in UNSUPPORTED_XML_STYLES:
         raise UnsupportedStructuralTagError(
@@ -137,7 +146,16 @@ def xml_arguments_expr(
     if style not in XML_STYLES:
         known = ["json", *XML_STYLES, *UNSUPPORTED_XML_STYLES]
         raise InvalidStructuralTagError(f"{path}.style must be one of {known}, got {style!r}")
-    return _Converter(b, schema, XML_STYLES[style], max_whitespace_cnt, any_order, path).root()
+    banned = sorted(set(excludes or []))
+    for text in banned:
+        if not text or text[0] in " \t\r\n" or text[-1] in " \t\r\n":
+            raise InvalidStructuralTagError(
+                f"{path}.excludes: XML styles need non-empty strings that neither start nor end "
+                f"with whitespace, got {text!r}"
+            )
+    conv = _Converter(b, schema, XML_STYLES[style], max_whitespace_cnt, any_order, path)
+    conv.excludes = banned
+    return conv.root()
 
 
 def _json_type(value: Any) -> str:
@@ -201,6 +219,10 @@ class _Converter:
         self._value_refs: dict[str, RuleRef] = {}
         self._deepseek_refs: dict[str, RuleRef] = {}
         self._json_memo: dict[str, RuleRef] = {}
+        self.excludes: list[str] = []
+
+    def _banned(self, text: str) -> bool:
+        return any(e in text for e in self.excludes)
 
     # ------------------------------------------------------------------ helpers
     def _once(self, key: str, make) -> RuleRef:
@@ -262,6 +284,8 @@ class _Converter:
         key = json.dumps(schema, sort_keys=True)
         if key not in self._json_memo:
             ir = json_schema_to_ir(schema, max_whitespace_cnt=self.max_ws, any_order=self.any_order)
+            if self.excludes and _may_write_quote(ir):
+                raise self._unsupported("excludes with a JSON value that may hold strings")
             self._json_memo[key] = self.b._embed(ir)
         return self._json_memo[key]
 
@@ -269,7 +293,9 @@ class _Converter:
         """Raw text that does not contain the closing tag."""
         return self._once(
             "xml_string",
-            lambda: self.b._free_text([], [self.style.end], loop=False, path=self.path),
+            lambda: self.b._free_text(
+                [], [*self.excludes, self.style.end], loop=False, path=self.path
+            ),
         )
 
     def any_value(self) -> RuleRef:
@@ -300,13 +326,11 @@ class _Converter:
             raise self._unsupported("a false schema")
         if _is_any(schema):
             return self.any_value(), False
-        if "const" in schema:
-            return Bytes(_raw(schema["const"])), False
-        if "enum" in schema:
-            values = schema["enum"]
+        if "const" in schema or "enum" in schema:
+            values = [schema["const"]] if "const" in schema else schema["enum"]
             if not isinstance(values, list) or not values:
                 raise InvalidStructuralTagError(f"{self.path}.json_schema: bad enum {values!r}")
-            return _alt([Bytes(_raw(v)) for v in values]), False
+            return _alt([Bytes(_raw(v)) for v in self._allowed(values)]), False
         options = _options(schema)
         if options is not None:
             return _alt([self.value(o)[0] for o in options]), False
@@ -323,6 +347,20 @@ class _Converter:
             return self.json({"type": "object"}), False
         return self.json(schema), False
 
+    def _allowed(self, values: list[Any]) -> list[Any]:
+        """The constants that contain no excluded string (xgrammar drops the others)."""
+        if not self.excludes:
+            return values
+        out = []
+        for v in values:
+            if isinstance(v, (dict, list)) and self._banned(_json_text(v)):
+                raise self._unsupported("excludes with a constant object or array holding one")
+            if not (isinstance(v, str) and self._banned(v)):
+                out.append(v)
+        if not out:
+            raise self._unsupported("a constant whose every alternative is excluded")
+        return out
+
     def _string(self, schema: dict) -> tuple[Expr, bool]:
         fmt = schema.get("format")
         if fmt is not None:
@@ -333,7 +371,7 @@ class _Converter:
             return self.b._embed(regex_to_ir(schema["pattern"])), False
         lo = schema.get("minLength", 0)
         hi = schema.get("maxLength")
-        if lo or hi is not None or fmt is not None:
+        if not self.excludes and (lo or hi is not None or fmt is not None):
             return Repeat(_ANY_CHAR, lo, hi), False
         return self.xml_string(), True
 
@@ -422,7 +460,7 @@ class _Converter:
             values = [schema["const"]] if "const" in schema else schema["enum"]
             if not isinstance(values, list) or not values:
                 raise InvalidStructuralTagError(f"{self.path}.json_schema: bad enum {values!r}")
-            return _alt([self._fixed(v) for v in values])
+            return _alt([self._fixed(v) for v in self._allowed(values)])
         options = _options(schema)
         if options is not None:
             return _alt([self._arguments(o) for o in options])
@@ -454,10 +492,14 @@ class _Converter:
             raise InvalidStructuralTagError(f"{self.path}.json_schema.properties must be an object")
         lo = schema.get("minProperties", 0)
         hi = schema.get("maxProperties")
-        declared = [
-            (self.parameter(Bytes(_key_text(self.style, name)), sub), name in required)
-            for name, sub in props.items()
-        ]
+        declared = []
+        for name, sub in props.items():
+            if self._banned(_key_text(self.style, name).decode("utf-8")):
+                if name in required:
+                    raise self._unsupported(f"a required name holding an excluded string: {name!r}")
+                continue  # a name holding an excluded string is never written
+            param = self.parameter(Bytes(_key_text(self.style, name)), sub)
+            declared.append((param, name in required))
         extra = self._extra(schema)
         ws = self.ws
         if hi == 0:
@@ -512,16 +554,42 @@ class _Converter:
         additional = schema.get("additionalProperties", schema.get("unevaluatedProperties", False))
         names = schema.get("propertyNames")
         patterns = schema.get("patternProperties", {})
+        if self.excludes and (names is not None or patterns):
+            raise self._unsupported("excludes with patternProperties or propertyNames")
         alts = [self.parameter(self.b._embed(regex_to_ir(p)), sub) for p, sub in patterns.items()]
         if patterns and not schema.get("properties"):
             return _alt(alts) if alts else None  # the patterns alone
         if additional is False and (names is None or patterns or schema.get("properties")):
             return _alt(alts) if alts else None
         key = self.variable_name()
+        if any(_IDENTIFIER.fullmatch(e) for e in self.excludes):
+            raise self._unsupported("an excluded string that can occur inside a parameter name")
         if names is not None and not patterns:
             key = self._string({**names, "type": "string"})[0] if isinstance(names, dict) else key
         alts.append(self.parameter(key, True if additional is False else additional))
         return _alt(alts)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
+_QUOTE = ord('"')
+
+
+def _may_write_quote(ir: GrammarIR) -> bool:
+    """Whether a grammar may write ``"`` (so it may hold a JSON string)."""
+
+    def walk(e: Expr) -> bool:
+        if isinstance(e, Bytes):
+            return b'"' in e.data
+        if isinstance(e, CharClass):
+            inside = any(lo <= _QUOTE <= hi for lo, hi in e.ranges)
+            return inside != e.negated
+        if isinstance(e, (Seq, Choice)):
+            return any(walk(x) for x in e.items)
+        if isinstance(e, Repeat):
+            return walk(e.item)
+        return False  # a rule call: the rule is walked on its own
+
+    return any(walk(r.body) for r in ir.rules)
 
 
 def _bare_ref(schema: Any) -> bool:
