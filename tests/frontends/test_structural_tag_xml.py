@@ -414,3 +414,43 @@ def test_refused_styles_and_schemas(fmt, error, match):
     value = {"type": "json_schema", "json_schema": WEATHER, **fmt}
     with pytest.raises(error, match=match):
         tg.Grammar.from_structural_tag({"type": "structural_tag", "format": value})
+
+
+# ---------------------------------------------------------------- property counts
+def _p(key: str, value: int) -> str:
+    return f"<parameter={key}>{value}</parameter>"
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [
+        {"minProperties": 2},
+        {"maxProperties": 1},
+        {"minProperties": 1, "maxProperties": 2, "additionalProperties": True},
+        {"minProperties": 1, "maxProperties": 1},
+        {"maxProperties": 2, "required": ["b"], "any_order": True},
+    ],
+)
+def test_property_counts_as_xgrammar(counts):
+    counts = dict(counts)
+    any_order = counts.pop("any_order", False)
+    props = {k: {"type": "integer"} for k in "abc"}
+    schema = {"type": "object", "properties": props, "additionalProperties": False, **counts}
+    tag = _tag("qwen_xml", schema, any_order=any_order)
+    ours = tg.Grammar.from_structural_tag(tag)
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string as xgr_accepts
+
+    theirs = xgr.Grammar.from_structural_tag(json.dumps(tag))
+    texts = [
+        "",
+        _p("a", 1),
+        _p("b", 1),
+        _p("a", 1) + _p("b", 2),
+        _p("b", 1) + _p("a", 2),
+        _p("a", 1) + _p("b", 2) + _p("c", 3),
+        _p("a", 1) + _p("z", 2),
+        _p("b", 1) + _p("z", 1) + _p("y", 2),
+    ]
+    for text in texts:
+        assert _is_grammar_accept_string(ours, text) == xgr_accepts(theirs, text), text

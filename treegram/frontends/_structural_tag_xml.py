@@ -510,9 +510,14 @@ class _Converter:
                 return ws
             item = self.b._rule("xml_item", _alt(items))
             least = max(lo, len(required), 1)
+            can_be_empty = not required and lo == 0
+            if hi is not None and least > hi:
+                if can_be_empty:
+                    return ws
+                raise self._unsupported("an argument object no value satisfies")
             more = Repeat(Seq((ws, item)), least - 1, None if hi is None else hi - 1)
             body: Expr = Seq((ws, item, more, ws))
-            return Choice((body, ws)) if not required and lo == 0 else body
+            return Choice((body, ws)) if can_be_empty else body
         # declared properties in order, then further keys; the count in [lo, hi]
         memo: dict[tuple[int, int], Expr | None] = {}
 
@@ -526,7 +531,8 @@ class _Converter:
                 else:
                     need = max(lo - count, 0)
                     room = None if hi is None else hi - count
-                    out = Repeat(Seq((ws, extra)), need, room)
+                    fits = room is None or need <= room
+                    out = Repeat(Seq((ws, extra)), need, room) if fits else None
             else:
                 param, is_required = declared[i]
                 nxt = count + 1 if hi is not None else min(count + 1, lo)
