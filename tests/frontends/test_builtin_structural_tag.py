@@ -67,6 +67,7 @@ MODELS = [
     "deepseek_v4_1",
     "minimax",
     "glm_4_7",
+    "cohere",  # builds; its cohere_xml arguments do not compile
 ]
 
 
@@ -359,7 +360,14 @@ def test_per_model_functions_match_xgrammar(model):
     assert ours_fn(functions) == tg.get_model_structural_tag(model, tools=TOOLS)
 
 
-UNCOMPILED_XML_MODELS = {"minimax_m3": "minimax_m3_xml", "cohere": "cohere_xml"}
+UNCOMPILED_XML_MODELS = {"minimax_m3": "minimax_m3_xml"}
+
+
+def test_cohere_tag_builds_but_its_arguments_do_not_compile():
+    tag = tg.get_model_structural_tag("cohere", tools=TOOLS[:1], tool_choice="required")
+    assert '"style": "cohere_xml"' in tag.to_json()
+    with pytest.raises(tg.UnsupportedStructuralTagError, match="'cohere_xml' is not supported"):
+        tg.Grammar.from_structural_tag(tag)
 
 
 @pytest.mark.parametrize("model", sorted(UNCOMPILED_XML_MODELS))

@@ -13,9 +13,9 @@ Model keys: ``llama`` (Llama 3.x JSON calls), ``qwen_3`` (Qwen3 ``<tool_call>``)
 (DeepSeek's tool-call special tokens) and ``harmony`` (OpenAI gpt-oss); the models whose
 calls carry XML arguments (``qwen_3_coder``/``qwen_3_5``, ``mimo``, ``minimax``,
 ``glm_4_7``, ``kimi_k3``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``) are built in
-:mod:`._builtin_structural_tag_xml`. ``minimax_m3`` and ``cohere`` need XML styles that
-treegram does not compile: they are registered, and asking for one raises
-:class:`~treegram.errors.UnsupportedStructuralTagError` naming the style.
+:mod:`._builtin_structural_tag_xml`; so is ``cohere``'s, whose ``cohere_xml`` arguments
+do not compile (compiling the tag raises :class:`~treegram.errors.UnsupportedStructuralTagError`).
+``minimax_m3`` is registered, and asking for it raises that error naming its style.
 Each model also has xgrammar's per-model function (``get_llama_structural_tag``...).
 """
 
@@ -731,7 +731,7 @@ for _name, _build in XML_MODEL_BUILDERS.items():
     _REGISTRY[_name] = (_build, True)
 
 # xgrammar's models whose XML argument styles treegram does not compile, with the style.
-_UNCOMPILED_XML_MODELS = {"minimax_m3": "minimax_m3_xml", "cohere": "cohere_xml"}
+_UNCOMPILED_XML_MODELS = {"minimax_m3": "minimax_m3_xml"}
 
 
 def _xml_model(name: str, style: str) -> _Builder:

@@ -8,10 +8,10 @@ with the model's XML ``style`` (:mod:`._structural_tag_xml` compiles them).
 Model keys: ``qwen_3_5`` / ``qwen_3_coder`` (``<tool_call>\\n<function=f>\\n``...),
 ``mimo`` (the same without the newlines), ``deepseek_v3_2``, ``deepseek_v4`` and
 ``deepseek_v4_1`` (DSML ``invoke`` blocks), ``minimax`` (``<minimax:tool_call>``),
-``glm_4_7`` (``<tool_call>f<arg_key>...``) and ``kimi_k3`` (``<|open|>call ...``; its
-arguments exclude the special markers, which treegram does not compile: with
-``exclude_special_tokens=True`` compiling the tag raises
-:class:`~treegram.errors.UnsupportedStructuralTagError`).
+``glm_4_7`` (``<tool_call>f<arg_key>...``), ``kimi_k3`` (``<|open|>call ...``; its
+arguments exclude the special markers, refused where an argument's JSON value could hold a
+string) and ``cohere`` (``<cofl:tool_calls>``; its ``cohere_xml`` arguments do not compile,
+so compiling the tag raises :class:`~treegram.errors.UnsupportedStructuralTagError`).
 """
 
 from __future__ import annotations
@@ -359,6 +359,63 @@ def _kimi_k3(o: _Options) -> StructuralTag:
     return StructuralTag(format=SequenceFormat(elements=elements))
 
 
+# ----------------------------------------------------------------------------- Cohere
+def _cohere(o: _Options) -> StructuralTag:
+    # <cofl:tool_calls><cofl:tool_call id="N" name="f">args</cofl:tool_call>...
+    # </cofl:tool_calls>; the cohere_xml arguments do not compile in treegram (the tag builds)
+    _need_tools(o)
+    think = ["<|START_THINKING|>", "<|END_THINKING|>"]
+    begin_block, end_block = "<cofl:tool_calls>", "</cofl:tool_calls>"
+
+    def call(fn: Any) -> TagFormat:
+        return TagFormat(
+            begin='<cofl:tool_call id="',
+            content=SequenceFormat(
+                elements=[
+                    RegexFormat(pattern=r"\d+"),
+                    ConstStringFormat(value=f'" name="{fn.name}">'),
+                    _args(o, fn, "cohere_xml"),
+                ]
+            ),
+            end="</cofl:tool_call>",
+        )
+
+    tags = [call(t.function) for t in o.tools]
+    body: Format
+    if o.choice == "forced":
+        body = SequenceFormat(
+            elements=[
+                ConstStringFormat(value=begin_block),
+                tags[0],
+                ConstStringFormat(value=end_block),
+            ]
+        )
+    elif not tags:
+        body = AnyTextFormat(excludes=_banned(o, think))
+    else:
+        calls = TagsWithSeparatorFormat(
+            tags=tags, separator="", at_least_one=True, stop_after_first=not o.parallel
+        )
+        if o.choice == "required":
+            body = SequenceFormat(
+                elements=[
+                    ConstStringFormat(value=begin_block),
+                    calls,
+                    ConstStringFormat(value=end_block),
+                ]
+            )
+        else:
+            body = TriggeredTagsFormat(
+                triggers=[begin_block],
+                tags=[TagFormat(begin=begin_block, content=calls, end=end_block)],
+                excludes=_banned(o, think),
+                stop_after_first=not o.parallel,
+            )
+    excludes = [] if o.reasoning == "enabled" else think
+    prefix = _reasoning(o, begin=think[0], end=think[1], excludes=excludes)
+    return _assemble(prefix, body)
+
+
 XML_MODEL_BUILDERS: dict[str, Callable[[Any], StructuralTag]] = {
     "qwen_3_5": _qwen_3_5,
     "qwen_3_coder": _qwen_3_5,
@@ -369,4 +426,5 @@ XML_MODEL_BUILDERS: dict[str, Callable[[Any], StructuralTag]] = {
     "deepseek_v4_1": _deepseek_v4_1,
     "minimax": _minimax,
     "glm_4_7": _glm_4_7,
+    "cohere": _cohere,
 }
