@@ -67,7 +67,7 @@ MODELS = [
     "deepseek_v4_1",
     "minimax",
     "glm_4_7",
-    "cohere",  # builds; its cohere_xml arguments do not compile
+    "cohere",
 ]
 
 
@@ -189,6 +189,15 @@ OUTPUTS = [
         "<think>hm</think><\uff5cDSML\uff5cfunction_calls>\n"
         '<\uff5cDSML\uff5cinvoke name="get_weather">\n'
         '<\uff5cDSML\uff5cparameter name="city" string="false">',
+    ),
+    (
+        "cohere",
+        "auto",
+        "disabled",
+        'Let me check.<cofl:tool_calls><cofl:tool_call id="0" name="get_weather">'
+        '<cofl:value name="city" type="raw">Oslo</cofl:value></cofl:tool_call></cofl:tool_calls>',
+        '<cofl:tool_calls><cofl:tool_call id="0" name="get_weather">'
+        '<cofl:value name="city" type="json">',
     ),
     (
         "glm_4_7",
@@ -361,13 +370,6 @@ def test_per_model_functions_match_xgrammar(model):
 
 
 UNCOMPILED_XML_MODELS = {"minimax_m3": "minimax_m3_xml"}
-
-
-def test_cohere_tag_builds_but_its_arguments_do_not_compile():
-    tag = tg.get_model_structural_tag("cohere", tools=TOOLS[:1], tool_choice="required")
-    assert '"style": "cohere_xml"' in tag.to_json()
-    with pytest.raises(tg.UnsupportedStructuralTagError, match="'cohere_xml' is not supported"):
-        tg.Grammar.from_structural_tag(tag)
 
 
 @pytest.mark.parametrize("model", sorted(UNCOMPILED_XML_MODELS))

@@ -219,6 +219,44 @@ CASES = [
         ],
     ),
     (
+        "cohere_xml",
+        {
+            "type": "object",
+            "properties": {
+                "q": {"type": "string"},
+                "n": {"type": ["integer", "null"]},
+                "opts": {"type": "object", "properties": {"a&b": {"type": "boolean"}}},
+                "ids": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
+                "any": {},
+            },
+            "required": ["q"],
+            "additionalProperties": {"type": "string"},
+        },
+        [
+            ('<cofl:value name="q" type="raw">rain?</cofl:value>', True),
+            ('<cofl:value name="q" type="raw">a</cofl:value> <cofl:value name="n" type="json"> 5 '
+             '</cofl:value><cofl:value name="n" type="json">null</cofl:value>', False),
+            ('<cofl:value name="q" type="raw">a</cofl:value><cofl:value name="n" type="json">'
+             '5</cofl:value>', True),
+            ('<cofl:value name="q" type="raw">a</cofl:value><cofl:value name="opts" type="dict">'
+             '<cofl:value name="a&amp;b" type="json">true</cofl:value></cofl:value>', True),
+            ('<cofl:value name="q" type="raw">a</cofl:value><cofl:value name="opts" type="dict">'
+             '<cofl:value name="a&b" type="json">true</cofl:value></cofl:value>', False),
+            ('<cofl:value name="q" type="raw">a</cofl:value><cofl:value name="ids" type="list">'
+             '<cofl:value type="json">1</cofl:value><cofl:value type="json">2</cofl:value>'
+             '</cofl:value>', True),
+            ('<cofl:value name="q" type="raw">a</cofl:value><cofl:value name="ids" type="list">'
+             '[1, 2]</cofl:value>', False),
+            ('<cofl:value name="q" type="raw">a</cofl:value><cofl:value name="any" type="list">'
+             '<cofl:value type="raw">x</cofl:value></cofl:value>', True),
+            ('<cofl:value name="q" type="raw">a</cofl:value>'
+             '<cofl:value name="other" type="raw">x</cofl:value>', True),
+            ('<cofl:value name="q" type="raw">a</cofl:value>'
+             '<cofl:value name="other" type="json">1</cofl:value>', False),
+            ('<cofl:value name="q" type="json">"a"</cofl:value>', False),
+        ],
+    ),
+    (
         "minimax_xml",
         {"enum": [{"s": "hi"}, {"n": 4}]},
         [
@@ -313,7 +351,8 @@ SMALL_VOCAB = [
         "city", "days", "unit", "where", ">", "<", "O", "slo", " ", "\n", "1", "2", ".", "5",
         "C", "F", '{"', 'lat"', ":", "}", "null", "<arg_key>", "</arg_key>", "<arg_value>",
         "</arg_value>", f'<{DS}parameter name="', f"</{DS}parameter>", '" string="',
-        "true", "false", '">', "a", "é", "</s>",
+        "true", "false", '">', "a", "é", "<cofl:value", ' name="', ' type="', "raw", "json",
+        "dict", "</cofl:value>", "</s>",
     ]
 ]  # fmt: skip
 
@@ -330,7 +369,8 @@ def small():
 
 
 @pytest.mark.parametrize(
-    "style", ["qwen_xml", "minimax_xml", "glm_xml", "deepseek_xml", "deepseek_v4_1_xml"]
+    "style",
+    ["qwen_xml", "minimax_xml", "glm_xml", "deepseek_xml", "deepseek_v4_1_xml", "cohere_xml"],
 )
 def test_masks_match_xgrammar_on_random_paths(small, style):
     xgr, tc, xc, stop = small
@@ -366,9 +406,9 @@ def test_masks_match_xgrammar_on_random_paths(small, style):
     "fmt,error,match",
     [
         (
-            {"style": "cohere_xml"},
-            UnsupportedStructuralTagError,
-            r"format\.style 'cohere_xml' is not supported by treegram",
+            {"style": "cohere_xml", "excludes": ["x"]},
+            InvalidStructuralTagError,
+            r"format\.excludes must be empty with style 'cohere_xml'",
         ),
         (
             {"style": "minimax_m3_xml"},

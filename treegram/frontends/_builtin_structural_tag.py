@@ -12,10 +12,10 @@ Model keys: ``llama`` (Llama 3.x JSON calls), ``qwen_3`` (Qwen3 ``<tool_call>``)
 ``exaone`` (EXAONE 4.0), ``kimi`` (Kimi-K2), ``deepseek_r1`` and ``deepseek_v3_1``
 (DeepSeek's tool-call special tokens) and ``harmony`` (OpenAI gpt-oss); the models whose
 calls carry XML arguments (``qwen_3_coder``/``qwen_3_5``, ``mimo``, ``minimax``,
-``glm_4_7``, ``kimi_k3``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``) are built in
-:mod:`._builtin_structural_tag_xml`; so is ``cohere``'s, whose ``cohere_xml`` arguments
-do not compile (compiling the tag raises :class:`~treegram.errors.UnsupportedStructuralTagError`).
-``minimax_m3`` is registered, and asking for it raises that error naming its style.
+``glm_4_7``, ``kimi_k3``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``, ``cohere``)
+are built in :mod:`._builtin_structural_tag_xml`. ``minimax_m3`` needs an XML style that
+treegram does not compile: it is registered, and asking for it raises
+:class:`~treegram.errors.UnsupportedStructuralTagError` naming the style.
 Each model also has xgrammar's per-model function (``get_llama_structural_tag``...).
 """
 
@@ -644,7 +644,8 @@ def get_model_structural_tag(
         A model key: ``"llama"``, ``"qwen_3"``, ``"exaone"``, ``"kimi"``,
         ``"deepseek_r1"``, ``"deepseek_v3_1"``, ``"harmony"``, or one with XML arguments:
         ``"qwen_3_5"``, ``"qwen_3_coder"``, ``"mimo"``, ``"deepseek_v3_2"``,
-        ``"deepseek_v4"``, ``"deepseek_v4_1"``, ``"minimax"``, ``"glm_4_7"``, ``"kimi_k3"``
+        ``"deepseek_v4"``, ``"deepseek_v4_1"``, ``"minimax"``, ``"glm_4_7"``, ``"kimi_k3"``,
+        ``"cohere"``
         (see :func:`builtin_structural_tag_models`).
     tools : list, optional
         OpenAI Chat Completions tools (``{"type": "function", "function": {...}}``) and

@@ -10,8 +10,8 @@ Model keys: ``qwen_3_5`` / ``qwen_3_coder`` (``<tool_call>\\n<function=f>\\n``..
 ``deepseek_v4_1`` (DSML ``invoke`` blocks), ``minimax`` (``<minimax:tool_call>``),
 ``glm_4_7`` (``<tool_call>f<arg_key>...``), ``kimi_k3`` (``<|open|>call ...``; its
 arguments exclude the special markers, refused where an argument's JSON value could hold a
-string) and ``cohere`` (``<cofl:tool_calls>``; its ``cohere_xml`` arguments do not compile,
-so compiling the tag raises :class:`~treegram.errors.UnsupportedStructuralTagError`).
+string) and ``cohere`` (``<cofl:tool_calls><cofl:tool_call id="N" name="f">``, arguments
+as ``<cofl:value>`` elements).
 """
 
 from __future__ import annotations
@@ -362,7 +362,7 @@ def _kimi_k3(o: _Options) -> StructuralTag:
 # ----------------------------------------------------------------------------- Cohere
 def _cohere(o: _Options) -> StructuralTag:
     # <cofl:tool_calls><cofl:tool_call id="N" name="f">args</cofl:tool_call>...
-    # </cofl:tool_calls>; the cohere_xml arguments do not compile in treegram (the tag builds)
+    # </cofl:tool_calls>
     _need_tools(o)
     think = ["<|START_THINKING|>", "<|END_THINKING|>"]
     begin_block, end_block = "<cofl:tool_calls>", "</cofl:tool_calls>"

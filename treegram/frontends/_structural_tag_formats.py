@@ -130,11 +130,13 @@ class JSONSchemaFormat(_Format):
     (``<parameter=key>value</parameter>``), ``"minimax_xml"`` (``<parameter
     name="key">value</parameter>``), ``"deepseek_xml"`` and ``"deepseek_v4_1_xml"``
     (DeepSeek's DSML parameters with a ``string="true|false"`` attribute), ``"glm_xml"``
-    (``<arg_key>key</arg_key><arg_value>value</arg_value>``) and ``"kimi_k3_xml"``; string
-    values are raw text, other values JSON (:mod:`treegram.frontends._structural_tag_xml`).
-    ``"minimax_m3_xml"`` and ``"cohere_xml"`` are refused. ``excludes`` (strings kept out of
-    raw string values and parameter names) only with an XML style whose JSON values hold no
-    strings. ``any_order``: object members in any order (see ``Grammar.from_json_schema``).
+    (``<arg_key>key</arg_key><arg_value>value</arg_value>``) and ``"kimi_k3_xml"``: string
+    values are raw text, other values JSON; ``"cohere_xml"``: every value a typed
+    ``<cofl:value>`` element, objects and arrays nested as elements
+    (:mod:`treegram.frontends._structural_tag_xml`). ``"minimax_m3_xml"`` is refused.
+    ``excludes`` (strings kept out of raw string values and parameter names) only with an XML
+    style other than ``"cohere_xml"`` whose JSON values hold no strings. ``any_order``:
+    object members in any order (see ``Grammar.from_json_schema``).
     """
 
     json_schema: bool | dict[str, Any]
