@@ -45,8 +45,8 @@ def test_schema_and_regex_text_round_trip():
     qwen = testing._json_schema_to_ebnf(schema, json_format="qwen_xml")
     assert testing._is_grammar_accept_string(qwen, "<parameter=n> true </parameter>")
     assert not testing._is_grammar_accept_string(qwen, '{"n": true}')
-    with pytest.raises(tg.UnsupportedStructuralTagError, match="'minimax_m3_xml' is not supp"):
-        testing._json_schema_to_ebnf(schema, json_format="minimax_m3_xml")
+    m3 = testing._json_schema_to_ebnf(schema, json_format="minimax_m3_xml")
+    assert testing._is_grammar_accept_string(m3, "]<]minimax[>[<n>true]<]minimax[>[</n>")
     with pytest.raises(tg.InvalidStructuralTagError, match="style must be one of"):
         testing._json_schema_to_ebnf(schema, json_format="yaml")
     any_order = testing._json_schema_to_ebnf(

@@ -68,6 +68,7 @@ MODELS = [
     "minimax",
     "glm_4_7",
     "cohere",
+    "minimax_m3",
 ]
 
 
@@ -189,6 +190,15 @@ OUTPUTS = [
         "<think>hm</think><\uff5cDSML\uff5cfunction_calls>\n"
         '<\uff5cDSML\uff5cinvoke name="get_weather">\n'
         '<\uff5cDSML\uff5cparameter name="city" string="false">',
+    ),
+    (
+        "minimax_m3",
+        "required",
+        "disabled",
+        ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="get_weather">'
+        "]<]minimax[>[<city>Oslo]<]minimax[>[</city>]<]minimax[>[</invoke>\n"
+        "]<]minimax[>[</tool_call>",
+        ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="get_weather">]<]minimax[>[<town>',
     ),
     (
         "cohere",
@@ -366,21 +376,10 @@ def test_per_model_functions_match_xgrammar(model):
             continue
         assert ours.to_dict() == theirs.model_dump(mode="json"), (choice, reasoning)
     # same as going through get_model_structural_tag
-    assert ours_fn(functions) == tg.get_model_structural_tag(model, tools=TOOLS)
-
-
-UNCOMPILED_XML_MODELS = {"minimax_m3": "minimax_m3_xml"}
-
-
-@pytest.mark.parametrize("model", sorted(UNCOMPILED_XML_MODELS))
-def test_uncompiled_xml_argument_models_are_refused_by_name(model):
-    import treegram.structural_tag as st
-
-    assert model in builtin_structural_tag_models()
-    with pytest.raises(tg.UnsupportedStructuralTagError, match=UNCOMPILED_XML_MODELS[model]):
-        tg.get_model_structural_tag(model, tools=TOOLS)
-    with pytest.raises(tg.UnsupportedStructuralTagError, match=f"model '{model}'"):
-        getattr(st, f"get_{model}_structural_tag")()
+    # (minimax_m3's own function defaults to reasoning="auto", as xgrammar's)
+    assert ours_fn(functions, reasoning="enabled") == tg.get_model_structural_tag(
+        model, tools=TOOLS
+    )
 
 
 def test_qwen_3_coder_is_qwen_3_5():

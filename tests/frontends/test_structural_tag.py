@@ -584,10 +584,6 @@ def test_invalid_structural_tags(value, match):
     [
         ({"type": "token", "token": 5}, r"format: format type 'token' is not supported"),
         ({"type": "any_tokens"}, r"format type 'any_tokens' is not supported"),
-        (
-            {"type": "json_schema", "json_schema": {}, "style": "minimax_m3_xml"},
-            r"format\.style 'minimax_m3_xml' is not supported by treegram",
-        ),
         ({"type": "any_text", "max_chars": 5}, r"format\.max_chars: token and character budgets"),
         (
             {

@@ -257,6 +257,37 @@ CASES = [
         ],
     ),
     (
+        "minimax_m3_xml",
+        {
+            "type": "object",
+            "properties": {
+                "q": {"type": "string"},
+                "n": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+                "pos": {"type": "object", "properties": {"x": {"type": "number"}}},
+                "mode": {"const": {"a": [1, "b"]}},
+            },
+            "required": ["q"],
+        },
+        [
+            ("]<]minimax[>[<q>rain?]<]minimax[>[</q>", True),
+            ("\n]<]minimax[>[<q>a]<]minimax[>[</q>\n]<]minimax[>[<n>5]<]minimax[>[</n>\n", True),
+            ("]<]minimax[>[<q>a]<]minimax[>[</q>]<]minimax[>[<tags> ]<]minimax[>[<item>x"
+             "]<]minimax[>[</item> ]<]minimax[>[</tags>", True),
+            ("]<]minimax[>[<q>a]<]minimax[>[</q>]<]minimax[>[<tags>]<]minimax[>[</tags>", True),
+            ("]<]minimax[>[<q>a]<]minimax[>[</q>]<]minimax[>[<pos>]<]minimax[>[<x>1.5"
+             "]<]minimax[>[</x>]<]minimax[>[</pos>", True),
+            ("]<]minimax[>[<q>a]<]minimax[>[</q>]<]minimax[>[<mode>]<]minimax[>[<a>"
+             "]<]minimax[>[<item>1]<]minimax[>[</item>]<]minimax[>[<item>b]<]minimax[>[</item>"
+             "]<]minimax[>[</a>]<]minimax[>[</mode>", True),
+            ("]<]minimax[>[<q>a]<]minimax[>[</q>]<]minimax[>[<n>x]<]minimax[>[</n>", False),
+            ("]<]minimax[>[<q> a ]<]minimax[>[<q>", False),
+            ("]<]minimax[>[<n>5]<]minimax[>[</n>", False),
+            ("]<]minimax[>[<q>a]<]minimax[>[</q>]<]minimax[>[<pos>{\"x\": 1}"
+             "]<]minimax[>[</pos>", False),
+        ],
+    ),
+    (
         "minimax_xml",
         {"enum": [{"s": "hi"}, {"n": 4}]},
         [
@@ -411,9 +442,28 @@ def test_masks_match_xgrammar_on_random_paths(small, style):
             r"format\.excludes must be empty with style 'cohere_xml'",
         ),
         (
-            {"style": "minimax_m3_xml"},
-            UnsupportedStructuralTagError,
-            r"'minimax_m3_xml' is not supported",
+            {"style": "minimax_m3_xml", "json_schema": {}},
+            InvalidStructuralTagError,
+            r"minimax_m3_xml does not support unconstrained schemas",
+        ),
+        (
+            {
+                "style": "minimax_m3_xml",
+                "json_schema": {
+                    "type": "object",
+                    "properties": {"s": {"type": "string", "minLength": 1}},
+                },
+            },
+            InvalidStructuralTagError,
+            r"String pattern, recognized format, and length constraints are not supported",
+        ),
+        (
+            {
+                "style": "minimax_m3_xml",
+                "json_schema": {"type": "object", "additionalProperties": True},
+            },
+            InvalidStructuralTagError,
+            r"requires fixed object property names",
         ),
         ({"style": "yaml"}, InvalidStructuralTagError, r"format\.style must be one of"),
         (

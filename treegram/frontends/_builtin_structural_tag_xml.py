@@ -26,6 +26,7 @@ from treegram.frontends._structural_tag_formats import (
     Format,
     JSONSchemaFormat,
     OptionalFormat,
+    OrFormat,
     RegexFormat,
     SequenceFormat,
     StructuralTag,
@@ -416,6 +417,55 @@ def _cohere(o: _Options) -> StructuralTag:
     return _assemble(prefix, body)
 
 
+# ----------------------------------------------------------------------------- MiniMax-M3
+_M3 = "]<]minimax[>["
+
+
+def _minimax_m3(o: _Options) -> StructuralTag:
+    # NS<tool_call>\nNS<invoke name="f">args NS</invoke>\n ... NS</tool_call>, NS the
+    # namespace marker; reasoning in <mm:think>...</mm:think>
+    if o.builtins:
+        raise ArgumentError("MiniMax M3 does not support builtin tools")
+    _need_tools(o)
+    think = ["<mm:think>", "</mm:think>"]
+    trigger, block_end = f"{_M3}<tool_call>", f"{_M3}</tool_call>"
+    # the bare marker is not excluded: every element and the trigger share it
+    stray = [block_end, f"{_M3}<invoke", f"{_M3}</invoke>"]
+    suffix_excludes = [*think, *stray]
+    reasoning_excludes = [trigger, *suffix_excludes]
+    invokes = _calls(
+        o, lambda n: f'{_M3}<invoke name="{n}">', f"{_M3}</invoke>\n", "minimax_m3_xml"
+    )
+
+    def block(tags: list[TagFormat], many: bool = True) -> TagFormat:
+        content: Format = (
+            TagsWithSeparatorFormat(
+                tags=tags, separator="", at_least_one=True, stop_after_first=not o.parallel
+            )
+            if many
+            else tags[0]
+        )
+        return TagFormat(begin=f"{trigger}\n", content=content, end=block_end)
+
+    body: Format
+    if o.choice == "forced":
+        body = block([invokes[0]], many=False)
+    elif invokes:
+        body = TriggeredTagsFormat(
+            triggers=[trigger],
+            tags=[block(invokes)],
+            excludes=_banned(o, suffix_excludes),
+            at_least_one=o.choice == "required",
+            stop_after_first=not o.parallel,
+        )
+    else:
+        body = AnyTextFormat(excludes=_banned(o, [trigger, *suffix_excludes]))
+    prefix = _reasoning(o, begin=think[0], end=think[1], excludes=reasoning_excludes)
+    if isinstance(prefix, OptionalFormat):  # skipping reasoning may write a lone closing marker
+        prefix.content = OrFormat(elements=[prefix.content, ConstStringFormat(value=think[1])])
+    return _assemble(prefix, body)
+
+
 XML_MODEL_BUILDERS: dict[str, Callable[[Any], StructuralTag]] = {
     "qwen_3_5": _qwen_3_5,
     "qwen_3_coder": _qwen_3_5,
@@ -427,4 +477,5 @@ XML_MODEL_BUILDERS: dict[str, Callable[[Any], StructuralTag]] = {
     "minimax": _minimax,
     "glm_4_7": _glm_4_7,
     "cohere": _cohere,
+    "minimax_m3": _minimax_m3,
 }

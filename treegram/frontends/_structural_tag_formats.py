@@ -132,10 +132,11 @@ class JSONSchemaFormat(_Format):
     (DeepSeek's DSML parameters with a ``string="true|false"`` attribute), ``"glm_xml"``
     (``<arg_key>key</arg_key><arg_value>value</arg_value>``) and ``"kimi_k3_xml"``: string
     values are raw text, other values JSON; ``"cohere_xml"``: every value a typed
-    ``<cofl:value>`` element, objects and arrays nested as elements
-    (:mod:`treegram.frontends._structural_tag_xml`). ``"minimax_m3_xml"`` is refused.
-    ``excludes`` (strings kept out of raw string values and parameter names) only with an XML
-    style other than ``"cohere_xml"`` whose JSON values hold no strings. ``any_order``:
+    ``<cofl:value>`` element, objects and arrays nested as elements; ``"minimax_m3_xml"``:
+    namespaced elements, objects and arrays nested (fixed property names only)
+    (:mod:`treegram.frontends._structural_tag_xml`). ``excludes`` (strings kept out of raw
+    string values and parameter names) only with the other XML styles, whose JSON values
+    must hold no strings. ``any_order``:
     object members in any order (see ``Grammar.from_json_schema``).
     """
 

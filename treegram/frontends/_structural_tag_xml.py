@@ -1,22 +1,23 @@
 """The entry of the XML argument styles of ``JSONSchemaFormat``: checks the style and the
-excluded strings, and picks the converter (:mod:`._xml_arguments`, and
-:mod:`._xml_arguments_cohere` for ``cohere_xml``)."""
+excluded strings, and picks the converter (:mod:`._xml_arguments`;
+:mod:`._xml_arguments_cohere` for ``cohere_xml``, :mod:`._xml_arguments_minimax_m3` for
+``minimax_m3_xml``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
+from treegram.errors import InvalidStructuralTagError
 from treegram.frontends._xml_arguments import (
-    UNSUPPORTED_XML_STYLES,
     XML_STYLES,
     Converter,
     XmlBuilder,
 )
 from treegram.frontends._xml_arguments_cohere import CohereConverter
+from treegram.frontends._xml_arguments_minimax_m3 import MiniMaxM3Converter
 from treegram.ir import Expr
 
-__all__ = ["xml_arguments_expr", "XML_STYLES", "UNSUPPORTED_XML_STYLES"]
+__all__ = ["xml_arguments_expr", "XML_STYLES"]
 
 
 def xml_arguments_expr(
@@ -39,17 +40,15 @@ def xml_arguments_expr(
     Raises
     ------
     UnsupportedStructuralTagError
-        A style or schema construct that is not compiled (the message names it).
+        A schema construct that is not compiled (the message names it).
     InvalidStructuralTagError
-        ``style`` is not one of xgrammar's, or an excluded string is empty or starts or
-        ends with whitespace.
+        ``style`` is not one of xgrammar's; an excluded string is empty, starts or ends
+        with whitespace, or given with ``cohere_xml`` / ``minimax_m3_xml``; a schema that
+        xgrammar refuses for the style (``minimax_m3_xml``: unconstrained values, open
+        objects, constrained strings).
     """
-    if style in UNSUPPORTED_XML_STYLES:
-        raise UnsupportedStructuralTagError(
-            f"{path}.style {style!r} is not supported by treegram ({UNSUPPORTED_XML_STYLES[style]})"
-        )
     if style not in XML_STYLES:
-        known = ["json", *XML_STYLES, *UNSUPPORTED_XML_STYLES]
+        known = ["json", *XML_STYLES]
         raise InvalidStructuralTagError(f"{path}.style must be one of {known}, got {style!r}")
     banned = sorted(set(excludes or []))
     for text in banned:
@@ -58,9 +57,11 @@ def xml_arguments_expr(
                 f"{path}.excludes: XML styles need non-empty strings that neither start nor end "
                 f"with whitespace, got {text!r}"
             )
-    if style == "cohere_xml" and banned:
-        raise InvalidStructuralTagError(f"{path}.excludes must be empty with style 'cohere_xml'")
-    kind = CohereConverter if style == "cohere_xml" else Converter
+    if style in ("cohere_xml", "minimax_m3_xml") and banned:
+        raise InvalidStructuralTagError(f"{path}.excludes must be empty with style {style!r}")
+    kind = {"cohere_xml": CohereConverter, "minimax_m3_xml": MiniMaxM3Converter}.get(
+        style, Converter
+    )
     conv = kind(b, schema, XML_STYLES[style], max_whitespace_cnt, any_order, path)
     conv.excludes = banned
     return conv.root()

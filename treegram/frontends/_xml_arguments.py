@@ -26,7 +26,8 @@ Three layers, as in xgrammar:
 DeepSeek's styles tag every value with ``string="true"`` (raw text, no padding) or
 ``string="false"`` (JSON, padded); a union carries the attribute per branch. Kimi-K3 writes
 the value's JSON type into the key (``type="number"``), or any of the types when the schema
-does not fix one. Cohere's recursive elements are :mod:`._xml_arguments_cohere`.
+does not fix one. Cohere's and MiniMax-M3's recursive elements are
+:mod:`._xml_arguments_cohere` and :mod:`._xml_arguments_minimax_m3`.
 ``excludes`` keep strings out of raw values and parameter names; where a JSON value could
 hold a string (which xgrammar would filter too) they are refused.
 """
@@ -56,7 +57,6 @@ from treegram.ir import (
 
 __all__ = [
     "XML_STYLES",
-    "UNSUPPORTED_XML_STYLES",
     "XmlBuilder",
     "Converter",
     "Style",
@@ -65,6 +65,7 @@ __all__ = [
     "EMPTY",
     "COHERE_ENTITIES",
     "is_any",
+    "json_text",
     "union_options",
     "alt",
 ]
@@ -91,12 +92,10 @@ XML_STYLES: dict[str, Style] = {
     ),
     "kimi_k3_xml": Style('<|open|>argument key="', "", "", "<|close|>argument<|sep|>", "kimi"),
     "cohere_xml": Style("<cofl:value", ">", "", "</cofl:value>", "cohere"),
+    "minimax_m3_xml": Style("", "", "", "", "minimax_m3"),  # elements: _xml_arguments_minimax_m3
 }
 
 # Styles xgrammar 0.2.8 defines that treegram does not compile, with the reason.
-UNSUPPORTED_XML_STYLES = {
-    "minimax_m3_xml": "its recursive element-per-value XML is not compiled",
-}
 
 _KIMI_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 ANNOTATIONS = frozenset(
@@ -144,10 +143,10 @@ def _raw(value: Any) -> bytes:
     """A constant as raw parameter text: a string without quotes, anything else as JSON,
     numbers written as xgrammar writes them (an integral float without a fraction, others
     with 17 significant digits)."""
-    return (value if isinstance(value, str) else _json_text(value)).encode("utf-8")
+    return (value if isinstance(value, str) else json_text(value)).encode("utf-8")
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
         value = float(value)  # beyond int64: read as a double
     if isinstance(value, float):
@@ -155,10 +154,10 @@ def _json_text(value: Any) -> str:
             return f"{abs(value) if value == 0 else value:.0f}"
         return f"{value:.17g}"
     if isinstance(value, dict):
-        items = (f"{json.dumps(k, ensure_ascii=False)}:{_json_text(v)}" for k, v in value.items())
+        items = (f"{json.dumps(k, ensure_ascii=False)}:{json_text(v)}" for k, v in value.items())
         return "{" + ",".join(items) + "}"
     if isinstance(value, list):
-        return "[" + ",".join(_json_text(v) for v in value) + "]"
+        return "[" + ",".join(json_text(v) for v in value) + "]"
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -323,7 +322,7 @@ class Converter:
             return values
         out = []
         for v in values:
-            if isinstance(v, (dict, list)) and self._banned(_json_text(v)):
+            if isinstance(v, (dict, list)) and self._banned(json_text(v)):
                 raise self._unsupported("excludes with a constant object or array holding one")
             if not (isinstance(v, str) and self._banned(v)):
                 out.append(v)
