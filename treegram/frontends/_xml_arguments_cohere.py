@@ -60,7 +60,7 @@ class CohereConverter(Converter):
         return self.value(schema)[0]
 
     # elements
-    def parameter(self, key: Expr | None, schema: Any) -> Expr:  # type: ignore[override]
+    def parameter(self, key: Expr | None, schema: Any) -> Expr:
         """An element: ``<cofl:value``, the name (None: unnamed), the typed value."""
         head: list[Expr] = [Bytes(b"<cofl:value")]
         if key is not None:
@@ -191,8 +191,9 @@ class CohereConverter(Converter):
         fmt, lo, hi = schema.get("format"), schema.get("minLength", 0), schema.get("maxLength")
         if fmt is None and "pattern" not in schema and not lo and hi is None:
             return self.xml_string(), True
-        if fmt is not None and format_expr(fmt) is not None:
-            return format_expr(fmt), False  # type: ignore[return-value]
+        known = None if fmt is None else format_expr(fmt)
+        if known is not None:
+            return known, False
         if "pattern" in schema:
             return self.b._embed(regex_to_ir(schema["pattern"])), False
         if lo or hi is not None:
@@ -239,7 +240,7 @@ def _cohere_type(schema: Any) -> str:
     kind = schema.get("type")
     if kind is None and "properties" in schema:
         kind = "object"
-    return {"string": "raw", "object": "dict", "array": "list"}.get(kind, "json")
+    return {"string": "raw", "object": "dict", "array": "list"}.get(str(kind), "json")
 
 
 def _cohere_options(schema: Any) -> list[Any] | None:

@@ -30,7 +30,7 @@ from treegram.frontends._xml_arguments import (
     union_options,
 )
 from treegram.frontends.json_schema import format_expr
-from treegram.ir import Bytes, Choice, Expr, Repeat, Seq
+from treegram.ir import Bytes, Choice, Expr, Repeat, RuleRef, Seq
 
 __all__ = ["MiniMaxM3Converter", "NAMESPACE"]
 
@@ -47,7 +47,7 @@ class MiniMaxM3Converter(Converter):
     def root(self) -> Expr:
         return self.value(self.doc)[0]
 
-    def xml_string(self):  # type: ignore[no-untyped-def]
+    def xml_string(self) -> RuleRef:
         """Raw text without the namespace marker."""
         return self._once(
             "m3_string", lambda: self.b._free_text([], [NAMESPACE], loop=False, path=self.path)
