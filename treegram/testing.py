@@ -85,7 +85,7 @@ def _json_schema_to_ebnf(
     Options are ``Grammar.from_json_schema``'s. ``json_format``: ``"json"``, or an XML
     argument style of ``JSONSchemaFormat`` (``"qwen_xml"``, ``"minimax_xml"``,
     ``"deepseek_xml"``, ``"deepseek_v4_1_xml"``, ``"glm_xml"``, ``"kimi_k3_xml"``), which
-    takes only ``max_whitespace_cnt`` and ``any_order``.
+    takes only ``max_whitespace_cnt``, ``any_order`` and ``strict_mode``.
 
     Raises
     ------
@@ -98,7 +98,11 @@ def _json_schema_to_ebnf(
     """
     if json_format != "json":
         ir = xml_arguments_to_ir(
-            schema, json_format, max_whitespace_cnt=max_whitespace_cnt, any_order=any_order
+            schema,
+            json_format,
+            max_whitespace_cnt=max_whitespace_cnt,
+            any_order=any_order,
+            strict_mode=strict_mode,
         )
         return Grammar(ir).to_ebnf()
     return Grammar.from_json_schema(

@@ -460,6 +460,19 @@ def test_masks_match_xgrammar_on_random_paths(small, style):
         (
             {
                 "style": "minimax_m3_xml",
+                "json_schema": {
+                    "type": "object",
+                    "properties": {
+                        "a": {"type": "array", "items": {"type": "integer"}, "minItems": 2**31}
+                    },
+                },
+            },
+            InvalidStructuralTagError,
+            r"minItems must not exceed 2\*\*31 - 1",
+        ),
+        (
+            {
+                "style": "minimax_m3_xml",
                 "json_schema": {"type": "object", "additionalProperties": True},
             },
             InvalidStructuralTagError,

@@ -148,7 +148,12 @@ def _to_ir(structural_tag: Any) -> GrammarIR:
 
 
 def xml_arguments_to_ir(
-    schema: Any, style: str, *, max_whitespace_cnt: int | None = None, any_order: bool = False
+    schema: Any,
+    style: str,
+    *,
+    max_whitespace_cnt: int | None = None,
+    any_order: bool = False,
+    strict_mode: bool = True,
 ) -> GrammarIR:
     """The grammar of tool-call arguments valid against ``schema``, written in the XML
     ``style`` (see :class:`JSONSchemaFormat`); its root rule is ``"root"``.
@@ -175,6 +180,7 @@ def xml_arguments_to_ir(
         max_whitespace_cnt=max_whitespace_cnt,
         any_order=any_order,
         path="format",
+        strict_mode=strict_mode,
     )
     return GrammarIR((Rule("root", root), *b.rules), "root")
 

@@ -29,6 +29,7 @@ def xml_arguments_expr(
     any_order: bool,
     path: str,
     excludes: list[str] | None = None,
+    strict_mode: bool = True,
 ) -> Expr:
     """The expression of tool-call arguments valid against ``schema``, written in ``style``.
 
@@ -36,6 +37,8 @@ def xml_arguments_expr(
     ``pattern``/``format``; a length bound is dropped for them, as xgrammar does) nor in
     parameter names; constant alternatives containing one are left out. Where a JSON value
     could hold a string (where xgrammar filters JSON strings too), they are refused.
+    ``strict_mode=False``: absent ``additionalProperties`` and array ``items`` allow more
+    (structural tags are always strict).
 
     Raises
     ------
@@ -64,4 +67,5 @@ def xml_arguments_expr(
     )
     conv = kind(b, schema, XML_STYLES[style], max_whitespace_cnt, any_order, path)
     conv.excludes = banned
+    conv.strict = strict_mode
     return conv.root()

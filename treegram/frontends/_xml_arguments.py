@@ -189,6 +189,7 @@ class Converter:
         self._deepseek_refs: dict[str, RuleRef] = {}
         self._json_memo: dict[str, RuleRef] = {}
         self.excludes: list[str] = []
+        self.strict = True
 
     def _banned(self, text: str) -> bool:
         return any(e in text for e in self.excludes)
@@ -256,7 +257,12 @@ class Converter:
                     schema[key] = self.doc[key]
         key = json.dumps(schema, sort_keys=True)
         if key not in self._json_memo:
-            ir = json_schema_to_ir(schema, max_whitespace_cnt=self.max_ws, any_order=self.any_order)
+            ir = json_schema_to_ir(
+                schema,
+                max_whitespace_cnt=self.max_ws,
+                any_order=self.any_order,
+                strict_mode=self.strict,
+            )
             if self.excludes and _may_write_quote(ir):
                 raise self._unsupported("excludes with a JSON value that may hold strings")
             self._json_memo[key] = self.b._embed(ir)
@@ -530,7 +536,11 @@ class Converter:
     def _extra(self, schema: dict) -> Expr | None:
         """One further parameter (``patternProperties``, ``additionalProperties``,
         ``propertyNames``), as xgrammar combines them."""
-        additional = schema.get("additionalProperties", schema.get("unevaluatedProperties", False))
+        # strict mode (structural tags always): absent means no further keys
+        open_default = not self.strict
+        additional = schema.get(
+            "additionalProperties", schema.get("unevaluatedProperties", open_default)
+        )
         names = schema.get("propertyNames")
         patterns = schema.get("patternProperties", {})
         if self.excludes and (names is not None or patterns):

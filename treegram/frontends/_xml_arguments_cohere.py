@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from treegram.errors import InvalidStructuralTagError
 from treegram.frontends._regex import regex_to_ir
 from treegram.frontends._xml_arguments import (
     ANNOTATIONS,
@@ -202,10 +203,16 @@ class CohereConverter(Converter):
 
     def _list(self, schema: dict) -> Expr:
         prefix = schema.get("prefixItems", [])
-        items = schema.get("items", not prefix)
+        items = schema.get("items", not prefix or not self.strict)
         if isinstance(items, list):  # draft 4-7 tuple form
             prefix, items = items, schema.get("additionalItems", False)
         lo, hi = schema.get("minItems", 0), schema.get("maxItems")
+        if hi is not None and hi >= 2**31:
+            hi = None  # beyond a repeat's range: unbounded, as xgrammar reads it
+        if lo >= 2**31:
+            raise InvalidStructuralTagError(
+                f"{self.path}.json_schema: minItems must not exceed 2**31 - 1, got {lo}"
+            )
         heads = [self.parameter(None, p) for p in prefix]
         extra = None if items is False else self.parameter(None, items)
         if not heads:

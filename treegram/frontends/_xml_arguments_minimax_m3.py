@@ -123,7 +123,7 @@ class MiniMaxM3Converter(Converter):
 
     def _elements(self, schema: dict) -> Expr:
         open_keys = {"additionalProperties", "unevaluatedProperties"}
-        if any(schema.get(k, False) is not False for k in open_keys) or (
+        if any(schema.get(k, not self.strict) is not False for k in open_keys) or (
             "patternProperties" in schema or "propertyNames" in schema
         ):
             raise self._invalid(
@@ -195,7 +195,7 @@ class MiniMaxM3Converter(Converter):
 
     def _items(self, schema: dict) -> Expr:
         prefix = schema.get("prefixItems", [])
-        items = schema.get("items", not prefix)
+        items = schema.get("items", not prefix or not self.strict)
         if isinstance(items, list):  # draft 4-7 tuple form
             prefix, items = items, schema.get("additionalItems", False)
         if items is True or is_any(items):
@@ -203,6 +203,8 @@ class MiniMaxM3Converter(Converter):
         lo, hi = schema.get("minItems", 0), schema.get("maxItems")
         if hi is not None and hi >= 2**31:
             hi = None  # beyond a repeat's range: unbounded, as xgrammar reads it
+        if lo >= 2**31:
+            raise self._invalid(f"minItems must not exceed 2**31 - 1, got {lo}")
         heads = [self.element("item", self.value(p)[0]) for p in prefix]
         extra = None if items is False else self.element("item", self.value(items)[0])
         ws = self.ws
