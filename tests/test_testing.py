@@ -42,8 +42,18 @@ def test_schema_and_regex_text_round_trip():
     assert testing._regex_to_ebnf("a[0-9]+", with_rule_name=False) == '"a" [0-9]+'
     grammar = testing._ebnf_to_grammar_no_normalization(testing._regex_to_ebnf("a|bc"))
     assert testing._is_grammar_accept_string(grammar, "bc")
-    with pytest.raises(ArgumentError, match="json_format: only 'json'"):
-        testing._json_schema_to_ebnf(schema, json_format="qwen_xml")
+    qwen = testing._json_schema_to_ebnf(schema, json_format="qwen_xml")
+    assert testing._is_grammar_accept_string(qwen, "<parameter=n> true </parameter>")
+    assert not testing._is_grammar_accept_string(qwen, '{"n": true}')
+    # strict_mode=False: an absent additionalProperties allows further parameters
+    loose = testing._json_schema_to_ebnf(schema, json_format="qwen_xml", strict_mode=False)
+    extra = "<parameter=n>true</parameter><parameter=more>x</parameter>"
+    assert testing._is_grammar_accept_string(loose, extra)
+    assert not testing._is_grammar_accept_string(qwen, extra)
+    m3 = testing._json_schema_to_ebnf(schema, json_format="minimax_m3_xml")
+    assert testing._is_grammar_accept_string(m3, "]<]minimax[>[<n>true]<]minimax[>[</n>")
+    with pytest.raises(tg.InvalidStructuralTagError, match="style must be one of"):
+        testing._json_schema_to_ebnf(schema, json_format="yaml")
     any_order = testing._json_schema_to_ebnf(
         {"properties": {"a": {"type": "integer"}, "b": {"type": "null"}}}, any_order=True
     )

@@ -21,6 +21,7 @@ import numpy as np
 from treegram.automaton import Automaton, build_automaton
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import ArgumentError, ArgumentTypeError, BitmaskError, GrammarError
+from treegram.frontends import xml_arguments_to_ir
 from treegram.grammar import Grammar
 from treegram.ir import Choice, GrammarIR, Repeat, RuleRef, Seq
 from treegram.matcher import (
@@ -81,17 +82,29 @@ def _json_schema_to_ebnf(
 ) -> str:
     """The grammar of a JSON Schema (str, dict or pydantic model class) as EBNF text.
 
-    Options are ``Grammar.from_json_schema``'s. Only ``json_format="json"`` is supported.
+    Options are ``Grammar.from_json_schema``'s. ``json_format``: ``"json"``, or an XML
+    argument style of ``JSONSchemaFormat`` (``"qwen_xml"``, ``"minimax_xml"``,
+    ``"deepseek_xml"``, ``"deepseek_v4_1_xml"``, ``"glm_xml"``, ``"kimi_k3_xml"``), which
+    takes only ``max_whitespace_cnt``, ``any_order`` and ``strict_mode``.
 
     Raises
     ------
-    ArgumentError
+    InvalidStructuralTagError
         Another ``json_format``.
+    UnsupportedStructuralTagError
+        An XML style or schema construct that is not compiled.
     UnsupportedSchemaError
         A keyword that cannot be compiled exactly.
     """
     if json_format != "json":
-        raise ArgumentError(f"json_format: only 'json' is supported, got {json_format!r}")
+        ir = xml_arguments_to_ir(
+            schema,
+            json_format,
+            max_whitespace_cnt=max_whitespace_cnt,
+            any_order=any_order,
+            strict_mode=strict_mode,
+        )
+        return Grammar(ir).to_ebnf()
     return Grammar.from_json_schema(
         schema,
         any_whitespace=any_whitespace,

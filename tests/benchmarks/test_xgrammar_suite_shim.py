@@ -75,3 +75,9 @@ def test_failure_causes():
     assert cause("failed", "AssertionError: 3 != 4") == "different behaviour (assertion)"
     assert cause("timeout", "") == "timeout"
     assert cause("failed", "treegram.errors.GrammarError: no") == "exception (GrammarError)"
+    assert "XML argument style" in cause(
+        "failed", "UnsupportedStructuralTagError: format.style 'cohere_xml' is not supported"
+    )
+    assert "excludes" in cause(
+        "failed", "format.json_schema: excludes with a JSON value that may hold strings is not"
+    )

@@ -49,7 +49,27 @@ CHOICES = [
     },
     {"type": "web_search_preview"},
 ]
-MODELS = ["llama", "qwen_3", "exaone", "kimi", "deepseek_r1", "deepseek_v3_1", "harmony"]
+MODELS = [
+    "llama",
+    "qwen_3",
+    "exaone",
+    "kimi",
+    "deepseek_r1",
+    "deepseek_v3_1",
+    "harmony",
+    # calls with XML arguments
+    "qwen_3_5",
+    "qwen_3_coder",
+    "mimo",
+    "kimi_k3",
+    "deepseek_v3_2",
+    "deepseek_v4",
+    "deepseek_v4_1",
+    "minimax",
+    "glm_4_7",
+    "cohere",
+    "minimax_m3",
+]
 
 
 def _outcome(fn, *args, **kwargs):
@@ -142,6 +162,59 @@ OUTPUTS = [
         "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>"
         'commentary to=functions.get_weather<|constrain|>json<|message|>{"city": "Oslo"}<|call|>',
         "<|channel|>commentary to=functions.ping<|constrain|>json<|message|>{}<|call|>",
+    ),
+    (
+        "qwen_3_5",
+        "auto",
+        "disabled",
+        "Let me check.<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo, Norway\n"
+        "</parameter>\n\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=town>Oslo</parameter>",
+    ),
+    (
+        "minimax",
+        "required",
+        "enabled",
+        'Weather.</think>\n\n\n<minimax:tool_call>\n<invoke name="get_weather">\n'
+        '<parameter name="city">Oslo</parameter>\n</invoke>\n</minimax:tool_call>',
+        "Weather.</think>\n\nIt is sunny.",
+    ),
+    (
+        "deepseek_v3_2",
+        "auto",
+        "auto",
+        "<think>hm</think>Checking.<\uff5cDSML\uff5cfunction_calls>\n"
+        '<\uff5cDSML\uff5cinvoke name="get_weather">\n'
+        '<\uff5cDSML\uff5cparameter name="city" string="true">Oslo</\uff5cDSML\uff5cparameter>\n'
+        "</\uff5cDSML\uff5cinvoke>\n</\uff5cDSML\uff5cfunction_calls>",
+        "<think>hm</think><\uff5cDSML\uff5cfunction_calls>\n"
+        '<\uff5cDSML\uff5cinvoke name="get_weather">\n'
+        '<\uff5cDSML\uff5cparameter name="city" string="false">',
+    ),
+    (
+        "minimax_m3",
+        "required",
+        "disabled",
+        ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="get_weather">'
+        "]<]minimax[>[<city>Oslo]<]minimax[>[</city>]<]minimax[>[</invoke>\n"
+        "]<]minimax[>[</tool_call>",
+        ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="get_weather">]<]minimax[>[<town>',
+    ),
+    (
+        "cohere",
+        "auto",
+        "disabled",
+        'Let me check.<cofl:tool_calls><cofl:tool_call id="0" name="get_weather">'
+        '<cofl:value name="city" type="raw">Oslo</cofl:value></cofl:tool_call></cofl:tool_calls>',
+        '<cofl:tool_calls><cofl:tool_call id="0" name="get_weather">'
+        '<cofl:value name="city" type="json">',
+    ),
+    (
+        "glm_4_7",
+        {"type": "function", "function": {"name": "get_weather"}},
+        "disabled",
+        "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value></tool_call>",
+        "<tool_call>get_weather<arg_key>town</arg_key>",
     ),
 ]
 
@@ -287,7 +360,7 @@ def test_per_model_functions_match_xgrammar(model):
     xbst = pytest.importorskip("xgrammar.builtin_structural_tag")
     ours_fn = getattr(st, f"get_{model}_structural_tag")
     theirs_fn = getattr(xbst, f"get_{model}_structural_tag")
-    assert ours_fn.__name__ == f"get_{model}_structural_tag"
+    assert ours_fn.__name__ == theirs_fn.__name__  # qwen_3_coder is an alias in both
     functions, builtins, _ = tg.normalize_tool_choice(TOOLS + BUILTINS, "auto")
     their_functions = [xbst._TOOL_ADAPTER.validate_python(t) for t in TOOLS]
     their_builtins = [xbst._TOOL_ADAPTER.validate_python(t) for t in BUILTINS]
@@ -303,35 +376,48 @@ def test_per_model_functions_match_xgrammar(model):
             continue
         assert ours.to_dict() == theirs.model_dump(mode="json"), (choice, reasoning)
     # same as going through get_model_structural_tag
-    assert ours_fn(functions) == tg.get_model_structural_tag(model, tools=TOOLS)
+    # (minimax_m3's own function defaults to reasoning="auto", as xgrammar's)
+    assert ours_fn(functions, reasoning="enabled") == tg.get_model_structural_tag(
+        model, tools=TOOLS
+    )
 
 
-XML_MODELS = {
-    "qwen_3_5": "qwen_xml",
-    "qwen_3_coder": "qwen_xml",
-    "mimo": "qwen_xml",
-    "kimi_k3": "kimi_k3_xml",
-    "deepseek_v3_2": "deepseek_xml",
-    "deepseek_v4": "deepseek_xml",
-    "deepseek_v4_1": "deepseek_v4_1_xml",
-    "minimax": "minimax_xml",
-    "minimax_m3": "minimax_m3_xml",
-    "glm_4_7": "glm_xml",
-    "cohere": "cohere_xml",
-}
-
-
-@pytest.mark.parametrize("model", sorted(XML_MODELS))
-def test_xml_argument_models_are_refused_by_name(model):
+def test_qwen_3_coder_is_qwen_3_5():
     import treegram.structural_tag as st
 
-    assert model in builtin_structural_tag_models()
-    with pytest.raises(tg.UnsupportedStructuralTagError, match=XML_MODELS[model]):
-        tg.get_model_structural_tag(model, tools=TOOLS)
-    # qwen_3_coder is qwen_3_5's format under a second name, as in xgrammar
-    named = "qwen_3_5" if model == "qwen_3_coder" else model
-    with pytest.raises(tg.UnsupportedStructuralTagError, match=f"model '{named}'"):
-        getattr(st, f"get_{model}_structural_tag")()
+    assert st.get_qwen_3_coder_structural_tag is st.get_qwen_3_5_structural_tag
+    assert tg.get_model_structural_tag("qwen_3_coder", tools=TOOLS) == (
+        tg.get_model_structural_tag("qwen_3_5", tools=TOOLS)
+    )
+
+
+def test_kimi_k3_arguments_exclude_the_markers():
+    from treegram.testing import _is_grammar_accept_string as accepts
+
+    text = (
+        "hm<|close|>think<|sep|><|open|>response<|sep|>ok<|close|>response<|sep|>"
+        '<|open|>tools<|sep|><|open|>call tool="get_weather" index="0"<|sep|>'
+        '<|open|>argument key="city" type="string"<|sep|>Oslo<|close|>argument<|sep|>'
+        "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>"
+    )
+    for exclude in (True, False):
+        tag = tg.get_model_structural_tag(
+            "kimi_k3", tools=TOOLS[:1], tool_choice="required", exclude_special_tokens=exclude
+        )
+        grammar = tg.Grammar.from_structural_tag(tag)
+        assert accepts(grammar, text)
+        assert not accepts(grammar, text.replace('type="string"', 'type="number"'))
+        # a marker inside a string value: excluded unless exclude_special_tokens=False
+        assert accepts(grammar, text.replace("Oslo", "Os<|sep|>lo")) is not exclude
+    # markers inside JSON strings (an array of strings) would need JSON Schema excludes
+    nested = {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+    }
+    tools = [{"type": "function", "function": {"name": "f", "parameters": nested}}]
+    tag = tg.get_model_structural_tag("kimi_k3", tools=tools, tool_choice="required")
+    with pytest.raises(tg.UnsupportedStructuralTagError, match="JSON value that may hold strings"):
+        tg.Grammar.from_structural_tag(tag)
 
 
 def test_per_model_function_arguments_are_checked():

@@ -584,10 +584,6 @@ def test_invalid_structural_tags(value, match):
     [
         ({"type": "token", "token": 5}, r"format: format type 'token' is not supported"),
         ({"type": "any_tokens"}, r"format type 'any_tokens' is not supported"),
-        (
-            {"type": "json_schema", "json_schema": {}, "style": "qwen_xml"},
-            r"format\.style: only 'json' is supported, got 'qwen_xml'",
-        ),
         ({"type": "any_text", "max_chars": 5}, r"format\.max_chars: token and character budgets"),
         (
             {
@@ -598,10 +594,6 @@ def test_invalid_structural_tags(value, match):
             },
             r"format\.begin: token-id formats are not supported",
         ),
-        (
-            {"type": "qwen_xml_parameter", "json_schema": {}},
-            r"format type 'qwen_xml_parameter' is not supported .*XML argument styles",
-        ),
     ],
 )
 def test_unsupported_structural_tags(value, match):
@@ -609,7 +601,7 @@ def test_unsupported_structural_tags(value, match):
         tg.Grammar.from_structural_tag(_st(value))
 
 
-def test_deprecated_qwen_xml_parameter_format_builds_but_does_not_compile():
+def test_deprecated_qwen_xml_parameter_format_compiles_as_qwen_xml():
     from treegram.structural_tag import QwenXMLParameterFormat
 
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
@@ -618,8 +610,12 @@ def test_deprecated_qwen_xml_parameter_format_builds_but_does_not_compile():
     xst = pytest.importorskip("xgrammar.structural_tag")
     theirs = xst.QwenXMLParameterFormat(json_schema=schema).model_dump(mode="json")
     assert fmt.to_dict() == theirs
-    with pytest.raises(UnsupportedStructuralTagError, match="XML argument styles"):
-        tg.Grammar.from_structural_tag(tg.StructuralTag(format=fmt))  # type: ignore[arg-type]
+    from treegram.testing import _is_grammar_accept_string as accepts
+
+    for tag in (tg.StructuralTag(format=fmt), _st(fmt.to_dict())):
+        grammar = tg.Grammar.from_structural_tag(tag)
+        assert accepts(grammar, "<parameter=a>x y</parameter>")
+        assert not accepts(grammar, '{"a": "x y"}')
     with pytest.raises(InvalidStructuralTagError, match="type must be 'qwen_xml_parameter'"):
         QwenXMLParameterFormat(json_schema=schema, type="json_schema")
 

@@ -43,6 +43,7 @@ from treegram.frontends._structural_tag import (
     structural_tag_from_args,
     structural_tag_key,
     structural_tag_to_ir,
+    xml_arguments_to_ir,
 )
 from treegram.frontends._structural_tag_formats import (
     AnyTextFormat,
@@ -89,6 +90,7 @@ __all__ = [
     "structural_tag_to_ir",
     "structural_tag_from_args",
     "structural_tag_key",
+    "xml_arguments_to_ir",
     "parse_structural_tag",
     "StructuralTag",
     "StructuralTagItem",

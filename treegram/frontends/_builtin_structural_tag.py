@@ -10,11 +10,10 @@ xgrammar's for the same arguments (tests/frontends/test_builtin_structural_tag.p
 
 Model keys: ``llama`` (Llama 3.x JSON calls), ``qwen_3`` (Qwen3 ``<tool_call>``),
 ``exaone`` (EXAONE 4.0), ``kimi`` (Kimi-K2), ``deepseek_r1`` and ``deepseek_v3_1``
-(DeepSeek's tool-call special tokens) and ``harmony`` (OpenAI gpt-oss). xgrammar's
-XML-argument models (``qwen_3_coder``/``qwen_3_5``, ``mimo``, ``minimax``, ``glm_4_7``,
-``kimi_k3``, ``cohere``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``) need the XML
-``json_schema`` styles, which treegram does not compile: they are registered, and asking
-for one raises :class:`~treegram.errors.UnsupportedStructuralTagError` naming the style.
+(DeepSeek's tool-call special tokens) and ``harmony`` (OpenAI gpt-oss); the models whose
+calls carry XML arguments (``qwen_3_coder``/``qwen_3_5``, ``mimo``, ``minimax``,
+``glm_4_7``, ``kimi_k3``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``, ``cohere``,
+``minimax_m3``) are built in :mod:`._builtin_structural_tag_xml`.
 Each model also has xgrammar's per-model function (``get_llama_structural_tag``...).
 """
 
@@ -24,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from treegram.errors import ArgumentError, UnsupportedStructuralTagError
+from treegram.errors import ArgumentError
+from treegram.frontends._builtin_structural_tag_xml import XML_MODEL_BUILDERS
 from treegram.frontends._structural_tag_formats import (
     AnyTextFormat,
     ConstStringFormat,
@@ -640,8 +640,11 @@ def get_model_structural_tag(
     ----------
     model : str
         A model key: ``"llama"``, ``"qwen_3"``, ``"exaone"``, ``"kimi"``,
-        ``"deepseek_r1"``, ``"deepseek_v3_1"``, ``"harmony"`` (see
-        :func:`builtin_structural_tag_models`).
+        ``"deepseek_r1"``, ``"deepseek_v3_1"``, ``"harmony"``, or one with XML arguments:
+        ``"qwen_3_5"``, ``"qwen_3_coder"``, ``"mimo"``, ``"deepseek_v3_2"``,
+        ``"deepseek_v4"``, ``"deepseek_v4_1"``, ``"minimax"``, ``"glm_4_7"``, ``"kimi_k3"``,
+        ``"cohere"``, ``"minimax_m3"``
+        (see :func:`builtin_structural_tag_models`).
     tools : list, optional
         OpenAI Chat Completions tools (``{"type": "function", "function": {...}}``) and
         builtin tools (``{"type": ..., "name": ..., "parameters": ...}``), as dicts, the
@@ -723,35 +726,8 @@ get_builtin_structural_tag = get_model_structural_tag
 
 
 # ----------------------------------------------------------------------------- per model
-# xgrammar's models whose calls carry XML arguments, with the ``json_schema`` style each
-# needs; treegram does not compile XML styles, so asking for these models says so.
-_XML_MODELS = {
-    "qwen_3_5": "qwen_xml",
-    "qwen_3_coder": "qwen_xml",
-    "mimo": "qwen_xml",
-    "kimi_k3": "kimi_k3_xml",
-    "deepseek_v3_2": "deepseek_xml",
-    "deepseek_v4": "deepseek_xml",
-    "deepseek_v4_1": "deepseek_v4_1_xml",
-    "minimax": "minimax_xml",
-    "minimax_m3": "minimax_m3_xml",
-    "glm_4_7": "glm_xml",
-    "cohere": "cohere_xml",
-}
-
-
-def _xml_model(name: str, style: str) -> _Builder:
-    def build(o: _Options) -> StructuralTag:
-        raise UnsupportedStructuralTagError(
-            f"model {name!r}: its tool calls carry XML arguments (json_schema style "
-            f"{style!r}), which treegram does not compile"
-        )
-
-    return build
-
-
-for _name, _style in _XML_MODELS.items():
-    _REGISTRY[_name] = (_xml_model(_name, _style), True)
+for _name, _build in XML_MODEL_BUILDERS.items():
+    _REGISTRY[_name] = (_build, True)
 
 
 def _tools_of(value: Any, name: str, kind: type) -> list:
@@ -766,7 +742,7 @@ def _tools_of(value: Any, name: str, kind: type) -> list:
     return out
 
 
-def _model_function(key: str) -> Callable[..., StructuralTag]:
+def _model_function(key: str, reasoning_default: str = "enabled") -> Callable[..., StructuralTag]:
     """xgrammar's per-model function for ``key``: tools already normalized (function and
     builtin tools apart, ``tool_choice`` one of ``"auto"``, ``"required"``, ``"forced"``)."""
 
@@ -774,7 +750,7 @@ def _model_function(key: str) -> Callable[..., StructuralTag]:
         tools: list | None = None,
         builtin_tools: list | None = None,
         tool_choice: str = "auto",
-        reasoning: bool | str = "enabled",
+        reasoning: bool | str = reasoning_default,
         any_order: bool = False,
         exclude_special_tokens: bool = True,
         max_whitespace_cnt: int | None = None,
@@ -831,6 +807,6 @@ get_deepseek_v3_2_structural_tag = _model_function("deepseek_v3_2")
 get_deepseek_v4_structural_tag = _model_function("deepseek_v4")
 get_deepseek_v4_1_structural_tag = _model_function("deepseek_v4_1")
 get_minimax_structural_tag = _model_function("minimax")
-get_minimax_m3_structural_tag = _model_function("minimax_m3")
+get_minimax_m3_structural_tag = _model_function("minimax_m3", reasoning_default="auto")
 get_glm_4_7_structural_tag = _model_function("glm_4_7")
 get_cohere_structural_tag = _model_function("cohere")

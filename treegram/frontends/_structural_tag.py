@@ -36,6 +36,7 @@ from treegram.frontends._structural_tag_formats import (
     OptionalFormat,
     OrFormat,
     PlusFormat,
+    QwenXMLParameterFormat,
     RegexFormat,
     RepeatFormat,
     SequenceFormat,
@@ -47,6 +48,7 @@ from treegram.frontends._structural_tag_formats import (
     legacy_structural_tag,
     parse_structural_tag,
 )
+from treegram.frontends._structural_tag_xml import xml_arguments_expr
 from treegram.frontends.json_schema import json_schema_to_ir
 from treegram.ir import (
     MAX_CODEPOINT,
@@ -63,7 +65,12 @@ from treegram.ir import (
     run_sized,
 )
 
-__all__ = ["structural_tag_to_ir", "structural_tag_from_args", "structural_tag_key"]
+__all__ = [
+    "structural_tag_to_ir",
+    "structural_tag_from_args",
+    "structural_tag_key",
+    "xml_arguments_to_ir",
+]
 
 _EMPTY = Bytes(b"")
 _ANY_CHAR = CharClass(((0, MAX_CODEPOINT),))
@@ -140,6 +147,44 @@ def _to_ir(structural_tag: Any) -> GrammarIR:
     return GrammarIR((Rule("root", root), *b.rules), "root")
 
 
+def xml_arguments_to_ir(
+    schema: Any,
+    style: str,
+    *,
+    max_whitespace_cnt: int | None = None,
+    any_order: bool = False,
+    strict_mode: bool = True,
+) -> GrammarIR:
+    """The grammar of tool-call arguments valid against ``schema``, written in the XML
+    ``style`` (see :class:`JSONSchemaFormat`); its root rule is ``"root"``.
+
+    Raises
+    ------
+    InvalidStructuralTagError
+        ``style`` is not one of xgrammar's, or the schema is malformed.
+    UnsupportedStructuralTagError
+        A style or schema construct that is not compiled.
+    """
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        schema = schema.model_json_schema()  # a pydantic model class
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as exc:
+            raise InvalidStructuralTagError(f"schema is not valid JSON: {exc}") from None
+    b = _Builder()
+    root = xml_arguments_expr(
+        b,
+        schema,
+        style,
+        max_whitespace_cnt=max_whitespace_cnt,
+        any_order=any_order,
+        path="format",
+        strict_mode=strict_mode,
+    )
+    return GrammarIR((Rule("root", root), *b.rules), "root")
+
+
 def _unlimited(fmt: Format) -> bool:
     """Whether ``fmt`` can run on indefinitely as free text (so a tag needs an end)."""
     if isinstance(fmt, (AnyTextFormat, TriggeredTagsFormat)):
@@ -196,6 +241,15 @@ class _Builder:
             return Bytes(fmt.value.encode("utf-8"))
         if isinstance(fmt, JSONSchemaFormat):
             return self._json(fmt, path)
+        if isinstance(fmt, QwenXMLParameterFormat):
+            return xml_arguments_expr(
+                self,
+                fmt.json_schema,
+                "qwen_xml",
+                max_whitespace_cnt=None,
+                any_order=False,
+                path=path,
+            )
         if isinstance(fmt, AnyTextFormat):
             for key in ("max_tokens", "max_chars"):
                 if getattr(fmt, key) is not None:
@@ -254,8 +308,14 @@ class _Builder:
 
     def _json(self, fmt: JSONSchemaFormat, path: str) -> Expr:
         if fmt.style != "json":
-            raise UnsupportedStructuralTagError(
-                f"{path}.style: only 'json' is supported, got {fmt.style!r}"
+            return xml_arguments_expr(
+                self,
+                fmt.json_schema,
+                fmt.style,
+                max_whitespace_cnt=fmt.max_whitespace_cnt,
+                any_order=fmt.any_order,
+                path=path,
+                excludes=fmt.excludes,
             )
         excludes = fmt.excludes
         if not isinstance(excludes, (list, tuple)) or not all(

@@ -12,8 +12,8 @@ a dict, one of these objects, or any object with pydantic's ``model_dump`` (xgra
 format models included). Every field is checked, and a bad one raises
 :class:`~treegram.errors.InvalidStructuralTagError` naming its path
 (``format.tags[1].begin``). Formats that work on token ids rather than text (``token``,
-``exclude_token``, ``any_tokens``, ``token_triggered_tags``, ``token_dispatch``) and the XML
-argument styles are refused with :class:`~treegram.errors.UnsupportedStructuralTagError`.
+``exclude_token``, ``any_tokens``, ``token_triggered_tags``, ``token_dispatch``) are refused
+with :class:`~treegram.errors.UnsupportedStructuralTagError`.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ __all__ = [
     "parse_structural_tag",
     "parse_format",
     "legacy_structural_tag",
+    "JSON_SCHEMA_STYLES",
 ]
 
 # Formats xgrammar 0.2.8 defines that treegram does not compile, with the reason.
@@ -57,8 +58,21 @@ _UNSUPPORTED_TYPES = {
     "any_tokens": "token-id formats are not supported",
     "token_triggered_tags": "token-id formats are not supported",
     "token_dispatch": "token-id formats are not supported",
-    "qwen_xml_parameter": "XML argument styles are not supported",
 }
+
+
+# JSONSchemaFormat.style values of xgrammar 0.2.8 (not all compile, see _structural_tag_xml)
+JSON_SCHEMA_STYLES = (
+    "json",
+    "qwen_xml",
+    "minimax_xml",
+    "minimax_m3_xml",
+    "deepseek_xml",
+    "glm_xml",
+    "cohere_xml",
+    "kimi_k3_xml",
+    "deepseek_v4_1_xml",
+)
 
 
 class _Format:
@@ -109,11 +123,22 @@ class ConstStringFormat(_Format):
 
 @dataclass(eq=True)
 class JSONSchemaFormat(_Format):
-    """A JSON document valid against ``json_schema`` (any whitespace between tokens).
+    """A JSON document valid against ``json_schema`` (any whitespace between tokens), or,
+    with an XML ``style``, tool-call arguments written as XML parameters.
 
-    Only ``style="json"`` compiles. ``excludes``: texts that no string the schema leaves
-    free (values and keys; not strings under a ``pattern`` or a known ``format``) may
-    contain as written. ``any_order``: object members in any order (see
+    ``style``: ``"json"``, or one of xgrammar's XML argument styles: ``"qwen_xml"``
+    (``<parameter=key>value</parameter>``), ``"minimax_xml"`` (``<parameter
+    name="key">value</parameter>``), ``"deepseek_xml"`` and ``"deepseek_v4_1_xml"``
+    (DeepSeek's DSML parameters with a ``string="true|false"`` attribute), ``"glm_xml"``
+    (``<arg_key>key</arg_key><arg_value>value</arg_value>``) and ``"kimi_k3_xml"``: string
+    values are raw text, other values JSON; ``"cohere_xml"``: every value a typed
+    ``<cofl:value>`` element, objects and arrays nested as elements; ``"minimax_m3_xml"``:
+    namespaced elements, objects and arrays nested (fixed property names only)
+    (:mod:`treegram.frontends._structural_tag_xml`). ``excludes``: with ``"json"``, texts
+    that no string the schema leaves free (values and keys; not strings under a
+    ``pattern`` or a known ``format``) may contain as written; with the other XML styles,
+    strings kept out of raw string values and parameter names (their JSON values must
+    then hold no strings). ``any_order``: object members in any order (see
     ``Grammar.from_json_schema``).
     """
 
@@ -256,9 +281,7 @@ class DispatchFormat(_Format):
 @dataclass(eq=True)
 class QwenXMLParameterFormat(_Format):
     """Deprecated in xgrammar (``JSONSchemaFormat(style="qwen_xml")`` replaced it): the
-    arguments of ``json_schema`` as Qwen XML parameters. Kept so that structural tags naming
-    it build and print; compiling one raises
-    :class:`~treegram.errors.UnsupportedStructuralTagError` (XML styles are not compiled)."""
+    arguments of ``json_schema`` as Qwen XML parameters; compiles as that format."""
 
     json_schema: bool | dict[str, Any]
     type: str = "qwen_xml_parameter"
@@ -280,6 +303,7 @@ Format = (
     | StarFormat
     | RepeatFormat
     | DispatchFormat
+    | QwenXMLParameterFormat
 )
 
 _FORMAT_CLASSES: dict[str, type] = {
@@ -461,26 +485,15 @@ def parse_format(obj: Any, path: str = "format", depth: int = 0) -> Format:
     if kind == "const_string":
         out = ConstStringFormat(value=r.text("value"))
     elif kind == "json_schema":
-        schema = r.raw("json_schema")
-        if isinstance(schema, str):  # a schema given as JSON text
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as exc:
-                raise InvalidStructuralTagError(
-                    f"{path}.json_schema is not valid JSON: {exc}"
-                ) from None
-        if not isinstance(schema, (bool, dict)):
-            raise InvalidStructuralTagError(
-                f"{path}.json_schema must be a JSON object or a boolean, "
-                f"got {type(schema).__name__}"
-            )
         out = JSONSchemaFormat(
-            json_schema=schema,
-            style=r.text("style", "json"),
+            json_schema=_schema_field(r, path),
+            style=_style(r, path),
             any_order=r.flag("any_order", False),
             max_whitespace_cnt=r.integer("max_whitespace_cnt", None, optional=True),
             excludes=r.nonempty_texts("excludes"),
         )
+    elif kind == "qwen_xml_parameter":
+        out = QwenXMLParameterFormat(json_schema=_schema_field(r, path))
     elif kind == "any_text":
         out = AnyTextFormat(
             excludes=r.texts("excludes"),
@@ -540,6 +553,31 @@ def parse_format(obj: Any, path: str = "format", depth: int = 0) -> Format:
         out = DispatchFormat(rules=rules, loop=r.flag("loop", True), excludes=r.texts("excludes"))
     r.done()
     return out
+
+
+def _style(r: _Reader, path: str) -> str:
+    style = r.text("style", "json")
+    if style not in JSON_SCHEMA_STYLES:
+        raise InvalidStructuralTagError(
+            f"{path}.style must be one of {list(JSON_SCHEMA_STYLES)}, got {style!r}"
+        )
+    return style
+
+
+def _schema_field(r: _Reader, path: str) -> bool | dict[str, Any]:
+    schema = r.raw("json_schema")
+    if isinstance(schema, str):  # a schema given as JSON text
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as exc:
+            raise InvalidStructuralTagError(
+                f"{path}.json_schema is not valid JSON: {exc}"
+            ) from None
+    if not isinstance(schema, (bool, dict)):
+        raise InvalidStructuralTagError(
+            f"{path}.json_schema must be a JSON object or a boolean, got {type(schema).__name__}"
+        )
+    return schema
 
 
 def _parse_tag(r: _Reader, depth: int) -> TagFormat:

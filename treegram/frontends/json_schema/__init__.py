@@ -27,6 +27,7 @@ from treegram.frontends.json_schema._convert import (
     json_schema_to_ir,
 )
 from treegram.frontends.json_schema._dfa_expr import dfa_expr
+from treegram.frontends.json_schema._formats import format_expr
 from treegram.frontends.json_schema._options import JsonSchemaOptions
 from treegram.frontends.json_schema._refs import check_remotes
 
@@ -37,4 +38,5 @@ __all__ = [
     "downgraded_keywords",
     "check_remotes",
     "dfa_expr",
+    "format_expr",
 ]
