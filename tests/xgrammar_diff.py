@@ -16,7 +16,7 @@ import numpy as np
 from treegram import GrammarMatcher, TokenizerInfo
 from treegram.matcher import allowed_token_ids
 
-__all__ = ["deepseek_infos", "walk_and_compare"]
+__all__ = ["deepseek_env", "deepseek_infos", "walk_and_compare"]
 
 
 def deepseek_infos(xgr) -> tuple[TokenizerInfo, object]:
@@ -38,6 +38,33 @@ def deepseek_infos(xgr) -> tuple[TokenizerInfo, object]:
         stop_token_ids=ours.stop_token_ids,
     )
     return ours, theirs
+
+
+def deepseek_env(xgr) -> dict:
+    """Both engines on the DeepSeek-V4 vocabulary, as the structural-tag and JSON Schema
+    differential tests use them: ``xgr``, ``info``, ``tok`` (the HF tokenizer), ``tc`` and
+    ``xc`` (the compilers), ``words`` (bitmask width) and ``stop`` (the stop token)."""
+    import tokenizers
+
+    from treegram import GrammarCompiler
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
+
+    info = TokenizerInfo.deepseek_v4()
+    xinfo = xgr.TokenizerInfo(
+        info.decoded_vocab,
+        xgr.VocabType.RAW,
+        vocab_size=info.vocab_size,
+        stop_token_ids=info.stop_token_ids,
+    )
+    return dict(
+        xgr=xgr,
+        info=info,
+        tok=tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json())),
+        tc=GrammarCompiler(info, max_threads=1),
+        xc=xgr.GrammarCompiler(xinfo),
+        words=(info.vocab_size + 31) // 32,
+        stop=info.stop_token_ids[0],
+    )
 
 
 def walk_and_compare(

@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 import pytest
+from xgrammar_diff import deepseek_env
 
 import treegram as tg
 from treegram.errors import ArgumentError
@@ -221,27 +222,8 @@ OUTPUTS = [
 
 @pytest.fixture(scope="module")
 def env():
-    xgr = pytest.importorskip("xgrammar")
-    tokenizers = pytest.importorskip("tokenizers")
-    from treegram.tokenizer import deepseek_v4_tokenizer_json
-
-    info = tg.TokenizerInfo.deepseek_v4()
-    xinfo = xgr.TokenizerInfo(
-        info.decoded_vocab,
-        xgr.VocabType.RAW,
-        vocab_size=info.vocab_size,
-        stop_token_ids=info.stop_token_ids,
-    )
-    tok = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
-    return dict(
-        xgr=xgr,
-        info=info,
-        tok=tok,
-        tc=tg.GrammarCompiler(info, max_threads=1),
-        xc=xgr.GrammarCompiler(xinfo),
-        words=(info.vocab_size + 31) // 32,
-        stop=info.stop_token_ids[0],
-    )
+    pytest.importorskip("tokenizers")
+    return deepseek_env(pytest.importorskip("xgrammar"))
 
 
 @pytest.mark.parametrize("model,choice,reasoning,good,bad", OUTPUTS, ids=[o[0] for o in OUTPUTS])

@@ -490,11 +490,6 @@ def test_masks_match_xgrammar_on_random_paths(small, style):
             r"format\.excludes: XML styles need non-empty strings",
         ),
         (
-            {"style": "json", "excludes": ["x"]},
-            UnsupportedStructuralTagError,
-            r"format\.excludes is not supported",
-        ),
-        (
             {
                 "style": "qwen_xml",
                 "json_schema": {
