@@ -203,7 +203,8 @@ class MaskStore:
         """
         with self._lock:
             n = self._n_classes
-            # not the contexts, and plain class ids (a loader marks CONTEXT_FIRST again)
+            # not the contexts, and plain class ids (a loaded store marks CONTEXT_FIRST again
+            # when a mask first requests such a state)
             state_class = own_classes(self._state_class[: self._n_states])
             meta = self._cls_meta[:n].copy()
             acc = self._acc.data[: self._acc.size].copy()
