@@ -333,21 +333,9 @@ class MaskStore:
     def _context_first(self, s: int) -> bool:
         """Whether the mask should look state ``s`` up in context before classifying it
         alone (see :meth:`classify_states`)."""
-        a = self._automaton_arrays
-        whole, reps = self._whole_slice()
         return bool(
             wide_near_rule_end(
-                whole.dfa,
-                reps,
-                a[layout.A_RULE_START],
-                a[layout.A_RULE_NULLABLE],
-                a[layout.A_STATE_FINAL],
-                a[layout.A_BYTE_CLASS],
-                a[layout.A_N_CLASSES],
-                a[layout.A_TRANS],
-                a[layout.A_REF_PTR],
-                a[layout.A_REF_RULE],
-                a[layout.A_REF_TARGET],
+                *self._slice_arguments(),
                 s,
                 self._sorted_vocab.max_len,
             )
@@ -549,27 +537,17 @@ class MaskStore:
                 return int(a[layout.A_REF_TARGET][e])
         raise KeyError(f"state {caller} does not call rule {rule}")  # a corrupt key
 
-    def _whole_slice(self) -> tuple[StringSlice, np.ndarray]:
-        """The vocabulary's whole JSON string slice, and one byte of each class of bytes
-        that neither its DFA nor this automaton tells apart."""
+    def _slice_arguments(self) -> tuple:
+        """The arguments that ``slice_reach`` and ``wide_near_rule_end`` take before the
+        state: the whole JSON string slice's DFA, one byte of each class of bytes that
+        neither that DFA nor this automaton tells apart, then the automaton's arrays."""
+        a = self._automaton_arrays
         whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
         if self._slice_reps is None:
-            a = self._automaton_arrays
             self._slice_reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
-        return whole, self._slice_reps
-
-    def _string_slice(self, s: int, context: tuple) -> tuple[StringSlice | None, int]:
-        """The JSON string slice that state ``s`` is checked against, and how many of its
-        tokens' characters it accepts without a walk: ``(whole slice, max_len)`` when it
-        accepts every slice token; ``(whole slice, n)`` when it accepts exactly the slice
-        tokens of at most ``n`` characters (the longer ones are rejected); ``(slice of the
-        tokens of at most n bytes, n)`` when it accepts at least those; ``(None, 0)``."""
-        a = self._automaton_arrays
-        sv = self._sorted_vocab
-        whole, reps = self._whole_slice()
-        reach, exact = slice_reach(
+        return (
             whole.dfa,
-            reps,
+            self._slice_reps,
             a[layout.A_RULE_START],
             a[layout.A_RULE_NULLABLE],
             a[layout.A_STATE_FINAL],
@@ -579,6 +557,18 @@ class MaskStore:
             a[layout.A_REF_PTR],
             a[layout.A_REF_RULE],
             a[layout.A_REF_TARGET],
+        )
+
+    def _string_slice(self, s: int, context: tuple) -> tuple[StringSlice | None, int]:
+        """The JSON string slice that state ``s`` is checked against, and how many of its
+        tokens' characters it accepts without a walk: ``(whole slice, max_len)`` when it
+        accepts every slice token; ``(whole slice, n)`` when it accepts exactly the slice
+        tokens of at most ``n`` characters (the longer ones are rejected); ``(slice of the
+        tokens of at most n bytes, n)`` when it accepts at least those; ``(None, 0)``."""
+        sv = self._sorted_vocab
+        whole = self._shared.string_slice(self._n_words, sv.max_len)
+        reach, exact = slice_reach(
+            *self._slice_arguments(),
             s,
             context[2],
             context[3],
