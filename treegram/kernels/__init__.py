@@ -40,6 +40,7 @@ from treegram.kernels._ops import (
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import state_signature
 from treegram.kernels._slices import (
+    bitset_positions,
     joint_byte_classes,
     json_string_slice_dfa,
     positions_to_bitset,
@@ -87,6 +88,7 @@ __all__ = [
     "state_signature",
     "joint_byte_classes",
     "json_string_slice_dfa",
+    "bitset_positions",
     "positions_to_bitset",
     "slice_members",
     "slice_reach",

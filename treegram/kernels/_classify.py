@@ -164,6 +164,15 @@ def classify_state(
     # read next may follow R; a token that fails below such a node depends on the callers.
     ends = np.zeros(set_starts.shape[0], dtype=np.bool_)
     unsure = np.zeros(set_starts.shape[0], dtype=np.bool_)
+    # A scan depends on the byte's class only, so siblings of one class share its outcome.
+    # parent[d] stamps the set the depth-d nodes are read from (a new stamp each time that
+    # set is rebuilt); seen[d * n_classes + c] is +stamp after class c was read from it, and
+    # -stamp after it was rejected; built[d] is the class whose set lies at depth d now.
+    parent = np.zeros(set_starts.shape[0], dtype=np.int32)
+    seen = np.zeros(set_starts.shape[0] * n_classes, dtype=np.int32)
+    built = np.full(set_starts.shape[0], -1, dtype=np.int32)
+    stamps = 1
+    parent[1] = 1
     n_acc = 0
     n_unc = 0
     n_nodes = node_byte.shape[0]
@@ -181,25 +190,40 @@ def classify_state(
             k = node_end[k]
             continue
         u = unsure[d - 1] or (ends[d - 1] and follow[b] != 0)
-        st = scan_byte(
-            rule_start,
-            rule_nullable,
-            state_rule,
-            state_final,
-            byte_class,
-            n_classes,
-            trans,
-            ref_ptr,
-            ref_rule,
-            ref_target,
-            items_s,
-            items_o,
-            set_starts,
-            base - 1 + d,
-            b,
-        )
-        if st == OVERFLOW:
-            return OVERFLOW, 0, 0
+        c = byte_class[b]
+        memo = d * n_classes + c
+        if seen[memo] == -parent[d]:
+            st = REJECT
+        elif seen[memo] == parent[d] and built[d] == c:
+            st = 0  # the set at depth d is this class's already: keep it and its subtree memo
+        else:
+            st = scan_byte(
+                rule_start,
+                rule_nullable,
+                state_rule,
+                state_final,
+                byte_class,
+                n_classes,
+                trans,
+                ref_ptr,
+                ref_rule,
+                ref_target,
+                items_s,
+                items_o,
+                set_starts,
+                base - 1 + d,
+                b,
+            )
+            if st == OVERFLOW:
+                return OVERFLOW, 0, 0
+            if st == REJECT:
+                seen[memo] = -parent[d]
+            else:
+                seen[memo] = parent[d]
+                built[d] = c
+                stamps += 1
+                parent[d + 1] = stamps
+                ends[d] = _rule_ends(state_final, items_s, items_o, set_starts, base + d)
         if st == REJECT:
             # The whole subtree fails at this byte, with the same verdict.
             if u:
@@ -208,7 +232,6 @@ def classify_state(
                     n_unc += 1
             k = node_end[k]
             continue
-        ends[d] = _rule_ends(state_final, items_s, items_o, set_starts, base + d)
         unsure[d] = u
         for p in range(node_tok_lo[k], node_tok_hi[k]):
             acc[n_acc] = p

@@ -555,3 +555,27 @@ def positions_to_bitset(token_ids, positions, n_words, base):
         t = token_ids[positions[q]]
         out[t >> 5] |= np.int32(1) << np.int32(t & 31)
     return out
+
+
+@njit(nogil=True, cache=True)
+def bitset_positions(bitset):
+    """int32 [n]: the indices of the set bits of ``bitset`` (int32 words, bit ``i & 31``
+    of word ``i >> 5``), increasing."""
+    n = 0
+    for w in range(bitset.shape[0]):
+        v = np.uint32(bitset[w])
+        while v:
+            v &= v - np.uint32(1)
+            n += 1
+    out = np.empty(n, dtype=np.int32)
+    n = 0
+    for w in range(bitset.shape[0]):
+        v = np.uint32(bitset[w])
+        b = 0
+        while v:
+            if v & np.uint32(1):
+                out[n] = 32 * w + b
+                n += 1
+            v >>= np.uint32(1)
+            b += 1
+    return out
