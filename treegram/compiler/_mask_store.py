@@ -27,6 +27,7 @@ from ..kernels import (
     positions_to_bitset,
     slice_reach,
     state_signature,
+    string_text_readers,
     wide_near_rule_end,
 )
 from ._class_cache import SIGNATURE_CAP, StringSlice, class_cache_for
@@ -45,6 +46,8 @@ _NO_BASE = np.zeros(0, dtype=np.int32)
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
 WALK_BUDGET = 4096
+# automaton arrays string_text_readers takes after the slice DFA and its byte representatives
+_READER_ARRAYS = (layout.A_BYTE_CLASS, layout.A_N_CLASSES, layout.A_TRANS, layout.A_REF_PTR)
 # A context class is refined from its state's own class (only the own class's UNCERTAIN
 # tokens walked) when that class leaves at most this many uncertain.
 REFINE_MAX_UNCERTAIN = 16384
@@ -146,6 +149,7 @@ class MaskStore:
         self._shared = class_cache_for(sorted_vocab)
         self._n_rules = automaton.n_rules
         self._slice_reps = None  # joint byte classes of the slice DFA and the automaton
+        self._text_readers = None  # string_text_readers, made on first need
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
         self._n_states = automaton.n_states
@@ -334,13 +338,23 @@ class MaskStore:
     def _context_first(self, s: int) -> bool:
         """Whether the mask should look state ``s`` up in context before classifying it
         alone (see :meth:`classify_states`)."""
-        return bool(
+        return self._reads_string_text(s) and bool(
             wide_near_rule_end(
                 *self._slice_arguments(),
                 s,
                 self._sorted_vocab.max_len,
             )
         )
+
+    def _reads_string_text(self, s: int) -> bool:
+        """False when state ``s``, without a context, surely cannot read string text (see
+        ``kernels.string_text_readers``); computed for every state on first need."""
+        if self._text_readers is None:
+            args = self._slice_arguments()
+            self._text_readers = string_text_readers(
+                args[0], args[1], *(self._automaton_arrays[i] for i in _READER_ARRAYS)
+            )
+        return bool(self._text_readers[s])
 
     def classify_all(self) -> None:
         """Classify every state now (eager compilation)."""
@@ -570,6 +584,8 @@ class MaskStore:
         accepts every slice token; ``(whole slice, n)`` when it accepts exactly the slice
         tokens of at most ``n`` characters (the longer ones are rejected); ``(slice of the
         tokens of at most n bytes, n)`` when it accepts at least those; ``(None, 0)``."""
+        if not (context[2].shape[0] or context[3].shape[0] or self._reads_string_text(s)):
+            return None, 0
         sv = self._sorted_vocab
         whole = self._shared.string_slice(self._n_words, sv.max_len)
         reach, exact = slice_reach(

@@ -46,6 +46,7 @@ from treegram.kernels._slices import (
     positions_to_bitset,
     slice_members,
     slice_reach,
+    string_text_readers,
     wide_near_rule_end,
 )
 from treegram.kernels._trie import build_trie
@@ -92,6 +93,7 @@ __all__ = [
     "positions_to_bitset",
     "slice_members",
     "slice_reach",
+    "string_text_readers",
     "wide_near_rule_end",
     "build_trie",
 ]

@@ -200,6 +200,32 @@ def _grown_table(table, node_hash, n_nodes):
 
 
 @njit(nogil=True, cache=True)
+def string_text_readers(dfa, reps, byte_class, n_classes, trans, ref_ptr):
+    """bool [n_states]: the states that may read every first byte of a slice character
+    without a context: those with a call (``_reads_every_lead`` decides them) and those
+    with a transition on each such byte. For the others ``_reads_every_lead`` is False
+    with no context, so ``slice_reach`` gives no reach and ``wide_near_rule_end`` is
+    False: one pass here spares a kernel call per classified state."""
+    n_states = ref_ptr.shape[0] - 1
+    leads = np.zeros(n_classes, dtype=np.bool_)
+    for k in range(reps.shape[0]):
+        if dfa[0, reps[k]] >= 0:
+            leads[byte_class[reps[k]]] = True
+    out = np.zeros(n_states, dtype=np.bool_)
+    for x in range(n_states):
+        if ref_ptr[x + 1] > ref_ptr[x]:
+            out[x] = True
+            continue
+        every = True
+        for c in range(n_classes):
+            if leads[c] and trans[x * n_classes + c] < 0:
+                every = False
+                break
+        out[x] = every
+    return out
+
+
+@njit(nogil=True, cache=True)
 def wide_near_rule_end(
     dfa,
     reps,
