@@ -405,6 +405,7 @@ def slice_reach(
     frame_parent = np.empty(_MAX_FRAMES, dtype=np.int64)
     cl = np.empty(_MAX_CLOSURE, dtype=np.int64)
     succ = np.empty(_MAX_CLOSURE, dtype=np.int64)
+    prev = np.empty(_MAX_CLOSURE, dtype=np.int64)
     n_frames = 0
     node_q[0] = 0
     node_d[0] = 0
@@ -482,6 +483,8 @@ def slice_reach(
                         ok = False
             if not ok:
                 break
+            prev_q2 = -1  # the previous byte's successor (before sorting), often the same
+            n_prev = -1
             for k in range(reps.shape[0]):
                 b = reps[k]
                 q2 = dfa[q, b]
@@ -504,6 +507,18 @@ def slice_reach(
                             break
                 if not ok:
                     break
+                if q2 == prev_q2 and n_succ == n_prev:
+                    same = True
+                    for j in range(n_succ):
+                        if prev[j] != succ[j]:
+                            same = False
+                            break
+                    if same:
+                        continue  # the same node as the previous byte's: already done
+                prev_q2 = q2
+                n_prev = n_succ
+                for j in range(n_succ):
+                    prev[j] = succ[j]
                 if n_succ == 0:
                     fail_leads = min(fail_leads, max(d2, 1))
                     if fail_leads <= 1 or (deepest >= fail_leads and fail_leads <= min_inexact):
