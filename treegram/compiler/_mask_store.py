@@ -436,8 +436,7 @@ class MaskStore:
         before, else from a walk of the token trie (then shared)."""
         context = self._context_of(s, context_key)
         signature = None
-        string_slice, reach = self._string_slice(s, context)
-        _check_deadline(deadline)  # the slice check is not interrupted: look after it
+        string_slice, reach = self._string_slice(s, context, deadline)
         walked = self._walk(s, string_slice, reach, WALK_BUDGET, context, deadline)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
@@ -578,12 +577,20 @@ class MaskStore:
             a[layout.A_REF_TARGET],
         )
 
-    def _string_slice(self, s: int, context: tuple) -> tuple[StringSlice | None, int]:
+    def _string_slice(
+        self, s: int, context: tuple, deadline: int = 0
+    ) -> tuple[StringSlice | None, int]:
         """The JSON string slice that state ``s`` is checked against, and how many of its
         tokens' characters it accepts without a walk: ``(whole slice, max_len)`` when it
         accepts every slice token; ``(whole slice, n)`` when it accepts exactly the slice
         tokens of at most ``n`` characters (the longer ones are rejected); ``(slice of the
-        tokens of at most n bytes, n)`` when it accepts at least those; ``(None, 0)``."""
+        tokens of at most n bytes, n)`` when it accepts at least those; ``(None, 0)``.
+
+        Raises
+        ------
+        DeadlineExceededError
+            The monotonic clock passed ``deadline`` (nanoseconds, 0: none) during the check.
+        """
         if not (context[2].shape[0] or context[3].shape[0] or self._reads_string_text(s)):
             return None, 0
         sv = self._sorted_vocab
@@ -596,7 +603,11 @@ class MaskStore:
             sv.max_len,
             _SLICE_BYTES[0],
             SLICE_CHECK_CAP,
+            deadline,
+            np.zeros(2, dtype=np.int64),
         )
+        if reach < 0:
+            raise DeadlineExceededError
         if reach >= sv.max_len or (exact and reach > 0):
             return whole, reach
         limits = [n for n in _SLICE_BYTES if n <= reach]

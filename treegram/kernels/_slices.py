@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._clock import monotonic_ns
 from ._mask import _sort_unique
 
 DEAD = -1
@@ -329,6 +330,8 @@ def slice_reach(
     max_leads,
     min_inexact,
     cap,
+    deadline,
+    clock,
 ):
     """How many characters of slice text the walk seeded at ``state`` surely accepts.
 
@@ -366,6 +369,9 @@ def slice_reach(
         as the answer is known to be of no use.
     cap : int
         Give up after this many nodes.
+    deadline : int
+        Stop once the monotonic clock passes it (nanoseconds, checked every 64 nodes; 0:
+        none); ``clock`` is the clock's int64 [2] scratch.
 
     Returns
     -------
@@ -373,7 +379,8 @@ def slice_reach(
         ``(reach, exact)``: every slice text of at most ``reach`` characters is read
         (``reach == max_leads``: all of them); ``exact`` when moreover no slice text of
         more characters is read and the seed's rule cannot end on the way, so a longer slice
-        token is REJECTED. ``(0, False)`` when a limit was reached.
+        token is REJECTED. ``(0, False)`` when a limit was reached, ``(-1, False)`` at the
+        deadline.
     """
     if not _reads_every_lead(
         dfa,
@@ -439,6 +446,8 @@ def slice_reach(
         while i_cur < n_cur and ok:
             c = cur[i_cur]
             i_cur += 1
+            if deadline > 0 and (c & 63) == 0 and monotonic_ns(clock) > deadline:
+                return -1, False
             if node_d[c] >= fail_leads:
                 continue  # already beyond the reach: its existence is all that counts
             q = node_q[c]
