@@ -135,6 +135,25 @@ for _grammar_text, (_, _rules) in GRAMMARS.items():
             _rules + 'tag ::= (("<" root_0 ">"))\nroot ::= ((tag))\n',
         )
     )
+# regexes (each text checked against xgrammar 0.2.8; xgrammar writes literals a character
+# at a time)
+REGEXES = {
+    "(foo|bar)baz?": (
+        ["foobaz", "barba"],
+        'root_0 ::= ((root_2 "b" "a" root_1))\n'
+        'root_1 ::= ("" | ("z"))\n'
+        'root_2 ::= (("f" "o" "o") | ("b" "a" "r"))\n',
+    ),
+    "[0-9]{3}-(ab)*\\.x.y": (
+        ["123-.xay", "000-abab.x\u00e9y"],
+        'root_0 ::= ((root_1{3, 3} "-" root_2 "." "x" [\\0-\\U0010ffff] "y"))\n'
+        "root_1 ::= (([0-9]))\n"
+        'root_2 ::= ("" | ("a" "b" root_2))\n',
+    ),
+}
+for _pattern, (_, _rules) in REGEXES.items():
+    DERIVED.append((_tag("<", {"type": "regex", "pattern": _pattern}, ">"),
+                    _rules + 'tag ::= (("<" root_0 ">"))\nroot ::= ((tag))\n'))  # fmt: skip
 JSON_SAMPLES = {
     "number": ["0", "-1.5e3", "12", "3.25E-2"],
     "integer": ["0", "-7", "42"],
@@ -210,13 +229,12 @@ def test_derived_texts(fmt: dict, text: str) -> None:
 
 
 def test_other_contents_print_as_treegram_ebnf() -> None:
-    # regexes, EBNF with macros, JSON Schemas other than the scalar types and the XML
+    # EBNF with macros or lookaheads, JSON Schemas other than the scalar types and the XML
     # styles are not rendered: the grammar prints as before
     for content in (
         {"type": "json_schema", "json_schema": {"type": "object"}},
         {"type": "json_schema", "json_schema": {"type": "integer"}, "max_whitespace_cnt": 2},
         {"type": "json_schema", "json_schema": {"type": "object"}, "style": "qwen_xml"},
-        {"type": "regex", "pattern": "[0-9]+"},
         {"type": "grammar", "grammar": 'root ::= "x" Regex("[0-9]")'},
         {"type": "grammar", "grammar": 'root ::= "x" (= "<")'},
     ):
@@ -293,6 +311,10 @@ def _sample(fmt: dict, rng: random.Random) -> str:
         samples[RECORDED_EBNF] = ["Hello!0", "Hello!123"]
         samples.update({g: v[0] for g, v in GRAMMARS.items()})
         return rng.choice(samples[fmt["grammar"]])
+    if kind == "regex":
+        samples = {"Hello![0-9]+": ["Hello!0", "Hello!42"], "[simple]?": ["", "m"]}
+        samples.update({p: v[0] for p, v in REGEXES.items()})
+        return rng.choice(samples[fmt["pattern"]])
     if kind == "dispatch":
         pattern, content = rng.choice(fmt["rules"])
         return "x" + pattern + _sample(content, rng)
@@ -343,3 +365,24 @@ def test_deep_formats_print_in_linear_time() -> None:
     assert text.endswith(
         "sequence_899 ::= ((sequence_898 const_string_1))\nroot ::= ((sequence_899))\n"
     )
+
+
+JSON_EDGES = {
+    "number": ["0", "-0", "01", "1.", "1.5", "1e5", "1E+5", "1e-05", "-", "+1", ".5", "1.2.3"],
+    "integer": ["0", "-0", "00", "12", "-12", "1.0", "1e2", "-", "+3"],
+    "string": ['"a"', '"\\u00e9"', '"\\uZZZZ"', '"\\x"', '"\t"', '"\\""', '"', '"a\\"', '"é"'],
+    "boolean": ["true", "false", "True", "tru"],
+    "null": ["null", "nul", "None"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(JSON_EDGES))
+def test_json_scalar_text_has_the_schema_language(kind: str) -> None:
+    # the text of a JSON scalar is xgrammar's basic rules, not treegram's own grammar of
+    # the schema: both must accept the same documents, edge cases included
+    direct = _grammar({"type": "json_schema", "json_schema": {"type": kind}})
+    parsed = tg.Grammar.from_ebnf(str(direct))
+    m_direct = _get_matcher_from_grammar(direct)
+    m_parsed = _get_matcher_from_grammar(parsed)
+    for s in JSON_EDGES[kind]:
+        assert _accepts(m_parsed, s) == _accepts(m_direct, s), s

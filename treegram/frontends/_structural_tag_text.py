@@ -17,12 +17,20 @@ recorded outputs show:
 - an empty string written as a literal (a tag's empty ``begin``) stays ``""`` in a
   sequence, an empty alternative (an empty ``end``) is dropped from it.
 
+Contents written in another language are rendered from treegram's own grammar of them,
+in the normal form xgrammar's EBNF parser gives (:class:`_NormalForm`): EBNF grammars,
+regular expressions (literals one character at a time, as xgrammar's regex converter
+writes them) and the JSON Schemas of one scalar type (xgrammar's basic JSON rules). A
+character class prints its ranges sorted, where xgrammar keeps them as written. Other
+JSON Schemas, the XML argument styles, and EBNF with macros or lookaheads are not
+rendered: :func:`structural_tag_text` returns None for a tree holding one, and the
+grammar prints as treegram's own EBNF.
+
 The text describes exactly the grammar treegram compiles: ``Grammar.from_ebnf`` parses it
 (``TagDispatch`` is treegram's macro, ``{m, -1}`` its unbounded repetition) to a grammar
 accepting the same strings (tests/frontends/test_structural_tag_text.py checks both).
-Formats whose contents are other frontends' grammars (JSON Schema, regex, EBNF, the XML
-argument styles) are not rendered: :func:`structural_tag_text` returns None for a tree
-holding one, and the grammar prints as treegram's own EBNF.
+Where xgrammar's printer would write a text that reads back differently (a NUL ends its
+literal; ``\\xe9`` before a hex digit reads on), the true text is printed instead.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from dataclasses import fields
 from typing import Any
 
 from treegram.frontends._ebnf import parse_ebnf
+from treegram.frontends._regex import regex_to_ir
 from treegram.frontends._structural_tag_formats import (
     AnyTextFormat,
     ConstStringFormat,
@@ -43,6 +52,7 @@ from treegram.frontends._structural_tag_formats import (
     OptionalFormat,
     OrFormat,
     PlusFormat,
+    RegexFormat,
     RepeatFormat,
     SequenceFormat,
     StarFormat,
@@ -282,6 +292,9 @@ class _Printer:
         if isinstance(fmt, GrammarFormat) and not _EBNF_EXTRAS.search(fmt.grammar):
             ir = parse_ebnf(fmt.grammar)
             return self.embed(_NormalForm(ir).rules(), ir.root)
+        if isinstance(fmt, RegexFormat):
+            ir = regex_to_ir(fmt.pattern)
+            return self.embed(_NormalForm(ir, per_character=True).rules(), ir.root)
         raise _UnprintedError(type(fmt).__name__)
 
     def _json(self, fmt: JSONSchemaFormat) -> str:
@@ -365,7 +378,9 @@ class _NormalForm:
     more rule, added last. Lookaheads and temperatures are not rendered.
     """
 
-    def __init__(self, ir: Any) -> None:
+    def __init__(self, ir: Any, *, per_character: bool = False) -> None:
+        # xgrammar's regex converter writes a literal one character at a time
+        self._per_character = per_character
         self._names = _Printer()
         for rule in ir.rules:
             if rule.lookahead is not None or rule.temperature is not None:
@@ -432,6 +447,11 @@ class _NormalForm:
             if len(kept) == 1:
                 return kept[0]
             return [self._new_rule(e).name]
+        if self._per_character and isinstance(e, Bytes) and len(e.data) > 1:
+            try:
+                return [_literal(c) for c in e.data.decode("utf-8")]
+            except UnicodeDecodeError:
+                raise _UnprintedError("non-UTF-8 literal") from None
         return [_element(e)]
 
 
