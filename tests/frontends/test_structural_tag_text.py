@@ -9,6 +9,7 @@ own literals, so that both outcomes occur).
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
@@ -229,14 +230,15 @@ def test_derived_texts(fmt: dict, text: str) -> None:
 
 
 def test_other_contents_print_as_treegram_ebnf() -> None:
-    # EBNF with macros or lookaheads, JSON Schemas other than the scalar types and the XML
-    # styles are not rendered: the grammar prints as before
+    # EBNF with macros, lookaheads or names that are not identifiers, JSON Schemas other
+    # than the scalar types and the XML styles are not rendered: it prints as before
     for content in (
         {"type": "json_schema", "json_schema": {"type": "object"}},
         {"type": "json_schema", "json_schema": {"type": "integer"}, "max_whitespace_cnt": 2},
         {"type": "json_schema", "json_schema": {"type": "object"}, "style": "qwen_xml"},
         {"type": "grammar", "grammar": 'root ::= "x" Regex("[0-9]")'},
         {"type": "grammar", "grammar": 'root ::= "x" (= "<")'},
+        {"type": "grammar", "grammar": 'root ::= a-b\na-b ::= "x"'},
     ):
         g = _grammar(_tag("<a>", content, "</a>"))
         assert str(g) == g.to_ebnf()
@@ -386,3 +388,102 @@ def test_json_scalar_text_has_the_schema_language(kind: str) -> None:
     m_parsed = _get_matcher_from_grammar(parsed)
     for s in JSON_EDGES[kind]:
         assert _accepts(m_parsed, s) == _accepts(m_direct, s), s
+
+
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        {"type": "dispatch", "rules": [["tag1", _const("x")]], "excludes": ["ta"]},
+        {"type": "any_text", "excludes": [""]},
+        {"type": "dispatch", "rules": [["<", _const("ab")], ["<", _const("b<a")]]},
+        {
+            "type": "triggered_tags",
+            "triggers": ["<f"],
+            "tags": [_tag("<f>", _const("x"), "!")],
+            "excludes": ["<"],
+        },
+    ],  # fmt: skip
+)
+def test_free_text_the_macro_refuses_prints_as_treegram_ebnf(fmt: dict) -> None:
+    # TagDispatch refuses an empty exclude and one a trigger starts with (as xgrammar's
+    # does), and reads a repeated trigger otherwise than the compiled free text, so this
+    # free text is printed in treegram's own form, which parses back
+    g = _grammar(fmt)
+    assert str(g) == g.to_ebnf()
+    assert tg.Grammar.from_ebnf(str(g)) == g
+
+
+def _random_format(rng: random.Random, depth: int = 0) -> dict:
+    """A random format tree over the alphabet "ab<" (so literals, triggers, ends and
+    excludes overlap often)."""
+
+    def word(lo: int = 1, hi: int = 3) -> str:
+        return "".join(rng.choice("ab<") for _ in range(rng.randint(lo, hi)))
+
+    def tag(begin: str = "") -> dict:
+        end = word() if rng.random() < 0.7 else [word(), rng.choice(["", word()])]
+        return _tag(begin or word(0, 2), _random_format(rng, depth + 1), end)
+
+    kinds = ["const", "any"] + (
+        ["seq", "or", "tag", "opt", "rep", "tws", "tt", "disp"] * (depth < 3)
+    )
+    kind = rng.choice(kinds)
+    if kind == "const":
+        return _const(word(0, 2))
+    if kind == "any":
+        return {"type": "any_text", "excludes": [word() for _ in range(rng.randint(0, 1))]}
+    if kind in ("seq", "or"):
+        elements = [_random_format(rng, depth + 1) for _ in range(rng.randint(1, 3))]
+        return {"type": "sequence" if kind == "seq" else "or", "elements": elements}
+    if kind == "tag":
+        return tag()
+    if kind == "opt":
+        return {
+            "type": rng.choice(["optional", "star", "plus"]),
+            "content": _random_format(rng, depth + 1),
+        }
+    if kind == "rep":
+        lo = rng.randint(0, 2)
+        return {
+            "type": "repeat",
+            "min": lo,
+            "max": rng.choice([-1, lo, lo + 1]),
+            "content": _random_format(rng, depth + 1),
+        }
+    flags = {"at_least_one": rng.random() < 0.4, "stop_after_first": rng.random() < 0.3}
+    if kind == "tws":
+        tags = [tag() for _ in range(rng.randint(1, 2))]
+        return {"type": "tags_with_separator", "separator": word(0, 1), "tags": tags, **flags}
+    excludes = [word() for _ in range(rng.randint(0, 1))]
+    if kind == "tt":
+        trigger = word(1, 2)
+        tags = [tag(trigger + word(0, 1)) for _ in range(rng.randint(1, 2))]
+        return {
+            "type": "triggered_tags",
+            "triggers": [trigger],
+            "tags": tags,
+            "excludes": excludes,
+            **flags,
+        }
+    rules = [[word(1, 2), _random_format(rng, depth + 1)] for _ in range(rng.randint(1, 2))]
+    return {"type": "dispatch", "rules": rules, "loop": rng.random() < 0.5, "excludes": excludes}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_formats_print_their_language(seed: int) -> None:
+    rng = random.Random(seed)
+    strings = ["".join(p) for n in range(6) for p in itertools.product("ab<", repeat=n)]
+    rendered = 0
+    while rendered < 15:
+        try:
+            direct = _grammar(_random_format(rng))
+        except tg.GrammarError:  # an invalid random tree (a trigger without tags...)
+            continue
+        text = str(direct)
+        if text == direct.to_ebnf():  # free text the macro refuses
+            continue
+        rendered += 1
+        m_direct = _get_matcher_from_grammar(direct)
+        m_parsed = _get_matcher_from_grammar(tg.Grammar.from_ebnf(text))
+        for s in strings:
+            assert _accepts(m_parsed, s) == _accepts(m_direct, s), (s, text)

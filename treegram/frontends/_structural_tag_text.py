@@ -85,7 +85,8 @@ _ESCAPES = {
 _CLASS_ESCAPES = {0x2D: "\\-", 0x5D: "\\]"}
 _HEX = frozenset("0123456789abcdefABCDEF")
 # a rule body's tokens: literals and classes (skipped when renaming), names
-_BODY_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z_][A-Za-z0-9_]*')
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BODY_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|' + _IDENTIFIER.pattern)
 
 # xgrammar's JSON grammar of a schema starts with its basic rules, in this order, whatever
 # the schema (the ones it does not reach included); the root rule follows, then the
@@ -141,8 +142,9 @@ def structural_tag_text(tag: StructuralTag) -> str | None:
     -------
     str or None
         The text, one rule per line, ending with a newline; None when the tree holds a
-        format that is not rendered (JSON Schema, regex, EBNF grammar or XML-style
-        contents).
+        content that is not rendered (a JSON Schema other than one scalar type, an XML
+        argument style, EBNF with macros, attributes, lookaheads or rule names that are
+        not plain identifiers).
     """
     return run_sized(False, _render, tag)
 
@@ -385,6 +387,8 @@ class _NormalForm:
         for rule in ir.rules:
             if rule.lookahead is not None or rule.temperature is not None:
                 raise _UnprintedError("EBNF rule attribute")
+            if not _IDENTIFIER.fullmatch(rule.name):  # ("a-b.c", "-1": not renamed safely)
+                raise _UnprintedError("EBNF rule name")
             self._names._name(rule.name)
         self._bodies: list[list[Any]] = [[r.name, r.body] for r in ir.rules]
         self._rule = ""
@@ -515,6 +519,14 @@ def _choices(alternatives: list[list[Any]]) -> str:
 
 
 def _tag_dispatch(pairs: list[tuple[str, str]], *, loop: bool, excludes: list[str]) -> str:
+    # the macro refuses an empty exclude, or one a trigger starts with (xgrammar's does
+    # too), and offers every rule of a repeated trigger where the compiled free text
+    # takes the first: such free text is left to treegram's own printing
+    triggers = [p for p, _ in pairs]
+    if any(not e for e in excludes) or any(p.startswith(e) for e in excludes for p in triggers):
+        raise _UnprintedError("TagDispatch excludes")
+    if len(set(triggers)) != len(triggers):
+        raise _UnprintedError("TagDispatch repeated trigger")
     lines = [f"  ({_literal(p)}, {rule})," for p, rule in pairs]
     lines.append(f"  loop_after_dispatch={'true' if loop else 'false'},")
     lines.append("  excludes=(" + ", ".join(_literal(e) for e in excludes) + ")")
