@@ -116,6 +116,14 @@ GRAMMARS = {
         'd_2 ::= ("" | ("x"))\n'
         'root_1_1 ::= (("b") | ("c"))\n',
     ),
+    'root ::= "a" ("b" ("c" | "d")* | "" | "e" ("f" | "g")) "z"': (
+        ["az", "abz", "abcdcz", "aegz"],
+        'root_0 ::= (("a" root_3 "z"))\n'
+        'root_1 ::= ("" | (root_1_1 root_1))\n'
+        'root_2 ::= (("f") | ("g"))\n'
+        'root_3 ::= ("" | ("b" root_1) | ("e" root_2))\n'
+        'root_1_1 ::= (("c") | ("d"))\n',
+    ),
     'root ::= ("a" "b")? "c"+ [x]* | ""': (
         ["", "c", "abcc", "cxx"],
         'root_0 ::= ("" | (root_1 root_2 [x]*))\n'

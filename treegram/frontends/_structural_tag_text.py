@@ -403,7 +403,10 @@ class _NormalForm:
         while i < len(self._bodies):  # normalising may add rules at the end
             name, body = self._bodies[i]
             self._rule = name
-            out.append((name, _choices(self._alternatives(body))))
+            if isinstance(body, _Normalized):
+                out.append((name, _choices(body.alternatives)))
+            else:
+                out.append((name, _choices(self._alternatives(body))))
             i += 1
         return out
 
@@ -447,16 +450,23 @@ class _NormalForm:
             return [x for item in e.items for x in self._sequence(item)]
         if isinstance(e, Choice):
             alternatives = self._alternatives(e)
-            kept = [[x for x in a if x is not _EMPTY] for a in alternatives]
-            if len(kept) == 1:
-                return kept[0]
-            return [self._new_rule(e).name]
+            if len(alternatives) == 1:
+                return [x for x in alternatives[0] if x is not _EMPTY]
+            # its own rule, holding the alternatives already normalised (and their rules)
+            return [self._new_rule(_Normalized(alternatives)).name]
         if self._per_character and isinstance(e, Bytes) and len(e.data) > 1:
             try:
                 return [_literal(c) for c in e.data.decode("utf-8")]
             except UnicodeDecodeError:
                 raise _UnprintedError("non-UTF-8 literal") from None
         return [_element(e)]
+
+
+class _Normalized:
+    """A rule body already turned into alternatives of printed elements."""
+
+    def __init__(self, alternatives: list[list[Any]]) -> None:
+        self.alternatives = alternatives
 
 
 class _Counted:
