@@ -25,6 +25,7 @@ from treegram.frontends import (
     parse_ebnf,
     regex_to_ir,
     structural_tag_from_args,
+    structural_tag_text,
     structural_tag_to_ir,
 )
 from treegram.ir import (
@@ -75,11 +76,14 @@ class Grammar:
     are safe to share across threads (nothing in them ever changes).
     """
 
-    __slots__ = ("_ir", "_depth")
+    __slots__ = ("_ir", "_depth", "_text")
 
     def __init__(self, ir: GrammarIR) -> None:
         self._depth = _validate_ir(ir)
         self._ir = ir
+        # what str() prints when the frontend wrote the grammar in xgrammar's normal form
+        # (structural tags); None: treegram's own EBNF (to_ebnf)
+        self._text: str | None = None
 
     @staticmethod
     def from_ebnf(text: str, *, root_rule_name: str = "root") -> Grammar:
@@ -285,7 +289,10 @@ class Grammar:
         GrammarError
             A content's JSON Schema, regex or EBNF is invalid (its frontend's error).
         """
-        return Grammar(structural_tag_to_ir(structural_tag_from_args(args, kwargs)))
+        tag = structural_tag_from_args(args, kwargs)
+        grammar = Grammar(structural_tag_to_ir(tag))
+        grammar._text = structural_tag_text(tag)
+        return grammar
 
     @staticmethod
     def union(*grammars: Grammar) -> Grammar:
@@ -398,7 +405,10 @@ class Grammar:
             raise DeserializeFormatError(f"Grammar.deserialize_json: {exc}") from None
 
     def __str__(self) -> str:
-        return self.to_ebnf()
+        """The grammar as EBNF text: :meth:`to_ebnf`, except for a structural tag's
+        grammar, which prints in xgrammar's normal form (as xgrammar does; it parses back
+        with :meth:`from_ebnf` to a grammar accepting the same strings)."""
+        return self.to_ebnf() if self._text is None else self._text
 
     def __repr__(self) -> str:
         return f"Grammar(root_rule_name={self._ir.root!r}, num_rules={len(self._ir.rules)})"

@@ -87,6 +87,8 @@ BODIES = [
     ('"a"{2,}', Repeat(lit("a"), 2, None)),
     ('"a"{2,5}', Repeat(lit("a"), 2, 5)),
     ('"a"{ 2 , 5 }', Repeat(lit("a"), 2, 5)),
+    ('"a"{2, -1}', Repeat(lit("a"), 2, None)),  # xgrammar's printed unbounded form
+    ('"a"{0,-1}', Repeat(lit("a"), 0, None)),
     ('"a" {0}', Repeat(lit("a"), 0, 0)),
     ('"a"{02}', Repeat(lit("a"), 2, 2)),
     ('("a"*)*', Repeat(Repeat(lit("a"), 0, None), 0, None)),
@@ -173,6 +175,7 @@ ERRORS = [
     ('root ::= "a"**', GrammarSyntaxError, 1, 14, "at most one quantifier"),
     ('root ::= "a"?{2}', GrammarSyntaxError, 1, 14, "at most one quantifier"),
     ('root ::= "a"{3,2}', GrammarSyntaxError, 1, 16, "minimum 3 is larger than maximum 2"),
+    ('root ::= "a"{3,-2}', GrammarSyntaxError, 1, 16, "',' or '}' in repetition range"),
     ('root ::= "a"{,2}', GrammarSyntaxError, 1, 14, "an integer"),
     ('root ::= "a"{}', GrammarSyntaxError, 1, 14, "an integer"),
     ('root ::= "a"{-1}', GrammarSyntaxError, 1, 14, "an integer"),

@@ -67,6 +67,7 @@ from treegram.frontends._structural_tag_formats import (
     TriggeredTagsFormat,
     parse_structural_tag,
 )
+from treegram.frontends._structural_tag_text import structural_tag_text
 from treegram.frontends.json_schema import (
     JsonSchemaOptions,
     check_remotes,
@@ -88,6 +89,7 @@ __all__ = [
     "downgraded_keywords",
     "check_remotes",
     "structural_tag_to_ir",
+    "structural_tag_text",
     "structural_tag_from_args",
     "structural_tag_key",
     "xml_arguments_to_ir",

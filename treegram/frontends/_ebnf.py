@@ -16,6 +16,8 @@ points: ``\\n \\r \\t \\\\ \\" \\' \\? \\/ \\a \\b \\f \\v \\e \\0``, ``\\x`` fo
 or more hex digits (greedy, as in C and xgrammar), ``\\uXXXX`` and ``\\UXXXXXXXX``;
 classes also accept ``\\[ \\] \\- \\^``. In string literals only, ``\\x{HH}`` is one raw
 byte (a treegram extension: how the printer writes bytes that are not UTF-8).
+Repetitions are ``* + ?`` and ``{m}``, ``{m,}``, ``{m,n}``; ``{m, -1}`` is ``{m,}`` (how
+xgrammar prints an unbounded repetition).
 
 The parser is a linear scanner followed by recursive descent over the token list.
 """
@@ -560,6 +562,9 @@ class _Parser:
                         f"invalid repetition range: minimum {lo} is larger than maximum {hi}",
                         tok[2],
                     )
+            elif tok[0] == "name" and tok[1] == "-1":
+                hi = None  # xgrammar writes an unbounded repetition {m, -1}
+                self.i += 1
             else:
                 hi = None
         if self.peek()[0] != "}":
