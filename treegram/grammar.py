@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 from treegram._json import dump_json, load_json
 from treegram.errors import (
@@ -488,7 +489,9 @@ def _combine(grammars: tuple, what: str, node: type) -> Grammar:
             prefix = f"g{i}_"
             for r in g.ir.rules:
                 look = None if r.lookahead is None else _renamed(r.lookahead, prefix)
-                rules.append(Rule(prefix + r.name, _renamed(r.body, prefix), look, r.temperature))
+                rules.append(
+                    replace(r, name=prefix + r.name, body=_renamed(r.body, prefix), lookahead=look)
+                )
             roots.append(RuleRef(prefix + g.ir.root))
         return GrammarIR((Rule("root", node(tuple(roots))), *rules), "root")
 

@@ -450,11 +450,14 @@ def _build(ir: GrammarIR) -> Automaton:
     flat = FlatIr(rule_ids, _class_sequences)
     roots = [flat.add(body) for _, body in bodies]  # every shared node flattened once
     tail_cycles = _tail_cycles(flat, roots[: len(ir.rules)])
-    # A rule with a temperature keeps its own states (the matcher reads the temperature
-    # from the rule that owns a state), so it is never inlined into a caller.
-    hot = {i for i, r in enumerate(ir.rules) if r.temperature is not None}
+    # A rule with a temperature or a capture keeps its own states (the matcher reads the
+    # temperature from the rule that owns a state), so it is never inlined into a caller;
+    # a captured rule also keeps its calls of itself (each level is a completion to record).
+    captured = {i for i, r in enumerate(ir.rules) if r.capture is not None or r.marker}
+    hot = {i for i, r in enumerate(ir.rules) if r.temperature is not None} | captured
     if hot:
         tail_cycles = {w: c - hot for w, c in tail_cycles.items() if c - hot}
+    tail_cycles = {w: c for w, c in tail_cycles.items() if w not in captured}
     parts = []  # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
     done: dict[int, tuple] = {}  # flat root -> (called rules, DFA): equal bodies once
     for rid, (name, body) in enumerate(bodies):
@@ -473,7 +476,7 @@ def _build(ir: GrammarIR) -> Automaton:
         builder.build(body, start, accept)
         if rid in tail_cycles:
             _inline_tail_calls(builder.nfa, rid, accept, tail_cycles[rid], bodies, rule_ids)
-        if rid in builder.called or rid in tail_cycles:  # else no call of itself exists
+        if (rid in builder.called or rid in tail_cycles) and rid not in captured:
             _loop_tail_self_calls(builder.nfa, rid, start, accept)
         parts.append(_determinize(builder.nfa, start, accept))
 

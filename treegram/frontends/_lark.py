@@ -28,8 +28,11 @@ The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark`
   marker ``M`` a string, a regex or a terminal name: the rule is the lazy rule
   ``body M``); as in xgrammar, a lazy, suffix, stop or temperature rule is handled like
   a terminal: it references terminals (and sub-grammars) only and ``%ignore`` applies
-  after it, not inside; ``name[capture]`` / ``capture="x"`` / ``stop_capture="x"`` are
-  checked and have no effect on the language (treegram records no captures);
+  after it, not inside; ``name[capture]`` / ``capture="x"`` record the rule's text
+  (:meth:`GrammarMatcher.get_captures`; :attr:`Rule.capture`), and the marker of a
+  ``suffix`` / ``stop`` rule is left out of captures as xgrammar does (``stop_capture="x"``
+  records it; :class:`~treegram.ir.CaptureMarker`); with captures, a marker must have
+  one length in bytes;
 - xgrammar's dynamic tool-call dispatch (``start: (tool | ...)* tail`` over any-text
   heads ending in a trigger) and lazy any-text heads used on their own become the
   ``TagDispatch`` automaton (see :func:`_lower_lazy`).
@@ -58,6 +61,7 @@ from treegram._json import get_max_recursion_depth, json_text_depth
 from treegram.errors import GrammarError, GrammarSyntaxError, LarkSyntaxError, RegexSyntaxError
 from treegram.ir import (
     Bytes,
+    CaptureMarker,
     CharClass,
     Choice,
     Expr,
@@ -158,6 +162,7 @@ class _Marker:
     pos: int
     literal: str | None = None
     ref: str | None = None
+    kind: str = "suffix"  # or "stop"
 
 
 @dataclass
@@ -402,17 +407,17 @@ class _Parser:
                         "case-insensitive string literals currently support ASCII characters only",
                         pos,
                     )
-                return _Marker(_fold_literal(value), pos)
-            return _Marker(Bytes(value.encode("utf-8")), pos, value)
+                return _Marker(_fold_literal(value), pos, kind=attr)
+            return _Marker(Bytes(value.encode("utf-8")), pos, value, kind=attr)
         if c == "/":
-            return _Marker(self.read_regex(marker=True), pos)
+            return _Marker(self.read_regex(marker=True), pos, kind=attr)
         m = _LARK_NAME.match(self.text, self.pos)
         if m is None:
             self.error(f"expected a string, a regular expression or a terminal name after {attr}=")
         if not is_terminal(m.group()):
             self.error(f"{attr} terminal name must be uppercase", pos)
         self.pos = m.end()
-        return _Marker(RuleRef(m.group()), pos, ref=m.group())
+        return _Marker(RuleRef(m.group()), pos, ref=m.group(), kind=attr)
 
     def parse_directive(self) -> None:
         start = self.pos
@@ -1068,7 +1073,7 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
         taken.add(name)
         return name
 
-    dispatch_rules = _lower_lazy(parser, markers, fresh)
+    dispatch_rules, capture_markers = _lower_lazy(parser, markers, fresh)
 
     rules: list[Rule] = []
     ignore_name = fresh("lark_ignore") if parser.ignores else None
@@ -1078,7 +1083,8 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
             body = _strip_ignore(body, _IGNORE)
         else:
             body = _rename_one(body, _IGNORE, ignore_name)
-        rules.append(Rule(d.name, body))
+        capture = parser.captures.get((d.name, "capture"))
+        rules.append(Rule(d.name, body, capture=capture, marker=capture_markers.get(d.name)))
     for r in dispatch_rules:
         body = r.body
         body = (
@@ -1086,7 +1092,7 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
             if ignore_name is None
             else _rename_one(body, _IGNORE, ignore_name)
         )
-        rules.append(Rule(r.name, body))
+        rules.append(replace(r, body=body))
     from treegram.frontends._regex import regex_to_expr
 
     for alias, (name, _) in imports.items():
@@ -1103,7 +1109,9 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
         local = {r.name: fresh(f"{kind}_{r.name}") for r in ir.rules}
         for r in ir.rules:
             mapping[f"{placeholder}\0{r.name}"] = local[r.name]
-            rules.append(Rule(local[r.name], _rename(r.body, local), _la(r, local), r.temperature))
+            rules.append(
+                replace(r, name=local[r.name], body=_rename(r.body, local), lookahead=_la(r, local))
+            )
     if mapping:
         identity = {r.name: r.name for r in rules}
         identity.update(mapping)
@@ -1135,7 +1143,10 @@ def _rooted(rules: list[Rule], root: str) -> GrammarIR:
             k += 1
         names["root"] = f"root_{k}"
     names[root] = "root"
-    out = [Rule(names[r.name], _rename(r.body, names), _la(r, names), r.temperature) for r in rules]
+    out = [
+        replace(r, name=names[r.name], body=_rename(r.body, names), lookahead=_la(r, names))
+        for r in rules
+    ]
     return GrammarIR(tuple(out), "root")
 
 
@@ -1153,7 +1164,9 @@ def _apply_markers(parser: _Parser) -> dict[str, _Marker]:
     return markers
 
 
-def _lower_lazy(parser: _Parser, markers: dict[str, _Marker], fresh) -> list[Rule]:
+def _lower_lazy(
+    parser: _Parser, markers: dict[str, _Marker], fresh
+) -> tuple[list[Rule], dict[str, CaptureMarker]]:
     """Lower the lazy, ``suffix`` and ``stop`` rules; the helper rules this adds.
 
     - *Dynamic dispatch* (xgrammar's tool-call pattern): ``start: (tool | ...)* tail``,
@@ -1167,6 +1180,9 @@ def _lower_lazy(parser: _Parser, markers: dict[str, _Marker], fresh) -> list[Rul
       form is refused there, as xgrammar refuses it.
     - Any other ``suffix`` / ``stop`` rule is the lazy rule ``body marker``: it ends at
       the first place the marker completes (committed-shortest matching).
+
+    Returns the helper rules and the :class:`CaptureMarker` of each marker rule that
+    captures need (where its marker lies in its completions).
     """
     from treegram.frontends._ebnf_macros import MacroName, tag_dispatch_rules
 
@@ -1197,28 +1213,37 @@ def _lower_lazy(parser: _Parser, markers: dict[str, _Marker], fresh) -> list[Rul
                 heads[name] = (body.items[1].data.decode("utf-8"), "text")
 
     rules: list[Rule] = []
+    infos: dict[str, CaptureMarker] = {}
     pattern = _dispatch_tools(defs, heads, is_any_text)
     if pattern is not None:
         tail, consumed = pattern
-        groups: dict[str, list[Expr]] = {}
-        for _, head, rest in consumed:
-            groups.setdefault(heads[head][0], []).append(rest)
         tags = []
-        for trigger, rests in groups.items():
-            group = fresh("lark.dispatch_group")
-            rules.append(Rule(group, rests[0] if len(rests) == 1 else Choice(tuple(rests))))
-            tags.append((trigger, MacroName(group, 0)))
+        for tool, head, rest in consumed:
+            # one group per tool (a trigger given twice offers both), so that each keeps
+            # its head's marker: the trigger, right before the group
+            group = fresh(f"lark.{tool}")
+            marker = markers.get(head)
+            info = None
+            if marker is not None:
+                info = CaptureMarker(
+                    marker.kind,
+                    len(heads[head][0].encode("utf-8")),
+                    before=True,
+                    capture=parser.captures.get((head, "stop_capture")),
+                )
+            rules.append(Rule(group, rest, marker=info))
+            tags.append((heads[head][0], MacroName(group, 0)))
         expr, helpers = tag_dispatch_rules(tags, [], True, fresh("lark.dispatch"))
         rules.extend(helpers)
         defs["start"].body = expr
-        roles = {"start", tail, *(r for tool, head, _ in consumed for r in (tool, head))}
+        roles = {tail, *(r for tool, head, _ in consumed for r in (tool, head))}
         for (rule, key), _ in parser.captures.items():
-            if rule in roles:
+            if rule in roles and key == "capture":
                 parser.error(
                     f"{key} is not supported on rules consumed by dynamic dispatch",
                     parser.attr_pos[rule, key],
                 )
-        for rule in roles:
+        for rule in (*roles, "start"):
             if "max_tokens" in parser.attrs.get(rule, ({}, 0))[0]:
                 parser.error(
                     "max_tokens is not supported on rules consumed by dynamic dispatch",
@@ -1249,11 +1274,34 @@ def _lower_lazy(parser: _Parser, markers: dict[str, _Marker], fresh) -> list[Rul
         rules.extend(helpers)
         defs[name].body = expr
         parser.attrs.pop(name, None)
-        markers.pop(name, None)
+        marker = markers.pop(name, None)
+        if marker is not None:  # the trigger ends the completions that have it
+            infos[name] = CaptureMarker(
+                marker.kind,
+                text=trigger.encode("utf-8"),
+                capture=parser.captures.get((name, "stop_capture")),
+            )
+    any_capture = any(key == "capture" for _, key in parser.captures)
     for name, marker in markers.items():
         defs[name].body = Seq((defs[name].body, marker.expr))  # type: ignore[arg-type]
         parser.attrs[name][0]["lazy"] = True
-    return rules
+        stop_capture = parser.captures.get((name, "stop_capture"))
+        needed = (
+            stop_capture is not None
+            or (name, "capture") in parser.captures
+            or (marker.kind == "stop" and any_capture)
+        )
+        size = _byte_length(_inline_terminals(marker.expr, defs))
+        if size is None:
+            if not needed:
+                continue  # no capture here; one in an enclosing grammar keeps the marker
+            parser.error(
+                f"{marker.kind} marker of rule {name!r} matches texts of different lengths in "
+                "bytes; with captures, treegram needs a marker of one length",
+                marker.pos,
+            )
+        infos[name] = CaptureMarker(marker.kind, size, capture=stop_capture)
+    return rules, infos
 
 
 def _dispatch_tools(
@@ -1284,6 +1332,64 @@ def _dispatch_tools(
             return None
         out.append((tool.name, first.name, Seq(tuple(rest)) if len(rest) != 1 else rest[0]))
     return tail.name, out
+
+
+def _byte_length(expr: Expr) -> int | None:
+    """The length in UTF-8 bytes of every string ``expr`` (no rule references) matches,
+    or None when they differ."""
+    lengths = _byte_lengths(expr)
+    return lengths.pop() if lengths is not None and len(lengths) == 1 else None
+
+
+def _byte_lengths(expr: Expr) -> set[int] | None:
+    # None: unbounded, or too many lengths to follow
+    if isinstance(expr, Bytes):
+        return {len(expr.data)}
+    if isinstance(expr, CharClass):
+        ranges = complement_ranges(expr.ranges) if expr.negated else expr.ranges
+        sizes = set()
+        for lo, hi in ranges:
+            for cut, size in ((0x7F, 1), (0x7FF, 2), (0xFFFF, 3), (0x10FFFF, 4)):
+                if lo <= cut:
+                    sizes.add(size)
+                    if hi <= cut:
+                        break
+        return sizes
+    if isinstance(expr, Repeat):
+        item = _byte_lengths(expr.item)
+        if item is None:
+            return None
+        if item == {0}:
+            return {0}
+        if expr.max is None or expr.max > 64:
+            return None
+        out: set[int] = set()
+        total = {0}
+        for count in range(expr.max + 1):
+            if count >= expr.min:
+                out |= total
+            total = {a + b for a in total for b in item}
+            if len(total) > 64:
+                return None
+        return out
+    if isinstance(expr, Seq):
+        total = {0}
+        for part in map(_byte_lengths, expr.items):
+            if part is None:
+                return None
+            total = {a + b for a in total for b in part}
+            if len(total) > 64:
+                return None
+        return total
+    if isinstance(expr, Choice):
+        out = set()
+        for item in expr.items:
+            sub = _byte_lengths(item)
+            if sub is None:
+                return None
+            out |= sub
+        return out
+    return None  # a rule reference
 
 
 def _items(expr: Expr) -> tuple[Expr, ...]:

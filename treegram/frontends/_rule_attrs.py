@@ -1,8 +1,9 @@
-"""xgrammar's rule attributes ``name[lazy]``, ``name[max_chars=N]`` and
-``name[temperature=T]`` (EBNF and Lark).
+"""xgrammar's rule attributes ``name[lazy]``, ``name[max_chars=N]``,
+``name[temperature=T]`` and ``name[capture="x"]`` (EBNF and Lark).
 
-``temperature`` does not change the language: it is kept on the rule
-(:attr:`~treegram.ir.Rule.temperature`) for the matcher. ``lazy`` and ``max_chars``
+``temperature`` and ``capture`` do not change the language: they are kept on the rule
+(:attr:`~treegram.ir.Rule.temperature`, :attr:`~treegram.ir.Rule.capture`) for the
+matcher. ``lazy`` and ``max_chars``
 change the rule's language, so they are applied to the IR: the rule body (with the
 rules it references inlined; they must not be recursive) becomes a code point automaton
 (:class:`~treegram.ir.Dfa`), which is restricted and written back as
@@ -21,17 +22,33 @@ helper rules.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, Rule, RuleRef, Seq
+from treegram.ir import Bytes, CaptureMarker, CharClass, Choice, Expr, Repeat, Rule, RuleRef, Seq
 
-__all__ = ["RULE_ATTRIBUTES", "parse_rule_attributes", "apply_rule_attributes"]
+__all__ = [
+    "RULE_ATTRIBUTES",
+    "CAPTURE_NAME",
+    "parse_rule_attributes",
+    "parse_capture_name",
+    "apply_rule_attributes",
+]
 
 #: Attribute names that are applied; others are refused by the parsers.
-RULE_ATTRIBUTES = frozenset({"lazy", "max_chars", "temperature"})
+_MARKER_KEYS = frozenset(
+    f"capture_hidden_{kind}_{form}"
+    for kind in ("suffix", "stop")
+    for form in ("bytes", "text", "before_bytes")
+)
+RULE_ATTRIBUTES = frozenset(
+    {"lazy", "max_chars", "temperature", "capture", "stop_capture", *_MARKER_KEYS}
+)
+#: What a capture name may hold (xgrammar's rule).
+CAPTURE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 _NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
@@ -42,20 +59,31 @@ class RuleAttributeError(ValueError):
 
 
 def parse_rule_attributes(text: str) -> dict[str, object]:
-    """Parse the inside of ``[...]``: ``lazy``, ``max_chars=N`` and ``temperature=T``,
-    comma separated."""
+    """Parse the inside of ``[...]``: ``lazy``, ``max_chars=N``, ``temperature=T``,
+    ``capture`` / ``capture="name"`` (``True``: the rule's own name) and a capture
+    marker (``capture_hidden_{suffix,stop}_{bytes=N,text="...",before_bytes=N}``, with
+    ``stop_capture="name"``; key ``"marker"``), comma separated."""
     attrs: dict[str, object] = {}
+    marker: dict[str, object] = {}
     for part in text.split(","):
         item = part.strip()
         key, eq, value = (s.strip() for s in item.partition("="))
         if key not in RULE_ATTRIBUTES:
             raise RuleAttributeError(
                 f"rule attribute {key!r} is not supported "
-                "(supported: lazy, max_chars=N, temperature=T)"
+                '(supported: lazy, max_chars=N, temperature=T, capture="name")'
             )
-        if key in attrs:
+        if key in attrs or key in marker:
             raise RuleAttributeError(f"rule attribute {key!r} is given twice")
-        if key == "lazy":
+        if key in _MARKER_KEYS or key == "stop_capture":
+            if not eq:
+                raise RuleAttributeError(f"rule attribute {key!r} needs a value")
+            if key != "stop_capture" and any(k != "stop_capture" for k in marker):
+                raise RuleAttributeError("a rule has at most one capture_hidden_* attribute")
+            marker[key] = value
+        elif key == "capture":
+            attrs[key] = parse_capture_name(value) if eq else True
+        elif key == "lazy":
             if eq:
                 raise RuleAttributeError("rule attribute 'lazy' takes no value")
             attrs[key] = True
@@ -65,7 +93,55 @@ def parse_rule_attributes(text: str) -> dict[str, object]:
             if not (value.isascii() and value.isdigit()) or len(value) > 9:
                 raise RuleAttributeError("rule attribute max_chars needs a non-negative integer")
             attrs[key] = int(value)
+    if marker:
+        capture = marker.pop("stop_capture", None)
+        if not marker:
+            raise RuleAttributeError("stop_capture requires a capture_hidden_* attribute")
+        ((key, value),) = marker.items()
+        kind, form = key[len("capture_hidden_") :].split("_", 1)
+        size, data = 0, None
+        if form == "text":
+            try:
+                loaded = json.loads(str(value))
+            except json.JSONDecodeError:
+                loaded = None
+            if not isinstance(loaded, str) or not loaded:
+                raise RuleAttributeError(f"{key} needs a non-empty JSON string, got {value!r}")
+            data = loaded.encode("utf-8", "surrogatepass")
+        else:
+            if not (str(value).isascii() and str(value).isdigit()) or len(str(value)) > 9:
+                raise RuleAttributeError(f"{key} needs a non-negative integer, got {value!r}")
+            size = int(str(value))
+        attrs["marker"] = CaptureMarker(
+            kind,
+            size,
+            data,
+            form == "before_bytes",
+            None if capture is None else parse_capture_name(str(capture)),
+        )
     return attrs
+
+
+def parse_capture_name(text: str) -> str:
+    """The value of ``capture=``: a double-quoted name of letters, digits, ``_``, ``-``
+    and ``.``.
+
+    Raises
+    ------
+    RuleAttributeError
+        Not a quoted string, empty, or holding other characters.
+    """
+    text = text.strip()
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        raise RuleAttributeError(f"expected string literal after capture=, got {text!r}")
+    name = text[1:-1]
+    if not name:
+        raise RuleAttributeError("capture name must not be empty")
+    if not CAPTURE_NAME.fullmatch(name):
+        raise RuleAttributeError(
+            f"capture name must only contain letters, digits, '_', '-' and '.', got {name!r}"
+        )
+    return name
 
 
 def parse_temperature(text: str) -> float:
@@ -115,6 +191,11 @@ def apply_rule_attributes(
         a = dict(attrs.get(rule.name) or {})
         if "temperature" in a:
             rule = replace(rule, temperature=float(a.pop("temperature")))  # type: ignore[arg-type]
+        if "capture" in a:
+            name = a.pop("capture")
+            rule = replace(rule, capture=rule.name if name is True else str(name))
+        if "marker" in a:
+            rule = replace(rule, marker=a.pop("marker"))  # type: ignore[arg-type]
         if not a:
             out.append(rule)
             continue

@@ -21,6 +21,7 @@ their own frontends and their rules embedded under fresh names. The language is 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
@@ -230,7 +231,7 @@ class _Builder:
 
         for r in ir.rules:
             look = None if r.lookahead is None else rename(r.lookahead)
-            self.rules.append(Rule(prefix + r.name, rename(r.body), look, r.temperature))
+            self.rules.append(replace(r, name=prefix + r.name, body=rename(r.body), lookahead=look))
         return RuleRef(prefix + ir.root)
 
     # ------------------------------------------------------------------ formats

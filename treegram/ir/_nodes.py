@@ -76,17 +76,41 @@ Expr = Bytes | CharClass | Seq | Choice | Repeat | RuleRef
 
 
 @dataclass(frozen=True)
+class CaptureMarker:
+    """Where the marker of a Lark ``suffix=`` / ``stop=`` rule lies in each completion of
+    the rule that carries it, for captures (it never changes the language).
+
+    ``kind`` is ``"suffix"`` (the marker is left out of the rule's own capture only) or
+    ``"stop"`` (also out of every capture around it). The marker is the last ``size``
+    bytes of a completion; with ``text`` set, it is ``text`` when the completion ends
+    with it and absent otherwise; with ``before``, it is the ``size`` bytes right before
+    the completion. ``capture`` (``stop_capture="name"``) records the marker's bytes.
+    """
+
+    kind: str
+    size: int = 0
+    text: bytes | None = None
+    before: bool = False
+    capture: str | None = None
+
+
+@dataclass(frozen=True)
 class Rule:
     """A named rule. ``lookahead`` is an optional assertion on what follows the rule
     (EBNF ``(= ...)``); it never changes the language and is used as a hint only.
     ``temperature`` is xgrammar's ``[temperature=T]`` attribute: the sampling temperature
     of the tokens generated inside the rule (the innermost such rule wins); it never
-    changes the language either."""
+    changes the language either. ``capture`` is xgrammar's ``[capture="name"]``
+    attribute: the matcher records the text of each completion of the rule under that
+    name (:meth:`GrammarMatcher.get_captures`); ``marker`` says which bytes of those
+    completions are a suffix or stop marker. Neither changes the language."""
 
     name: str
     body: Expr
     lookahead: Expr | None = None
     temperature: float | None = None
+    capture: str | None = None
+    marker: CaptureMarker | None = None
 
 
 @dataclass(frozen=True)

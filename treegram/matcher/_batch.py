@@ -368,6 +368,10 @@ class BatchGrammarMatcher:
                 ),
                 extra_bytes=None,
             )
+            # matchers of grammars with captures keep the text they accepted
+            for k, m in enumerate(matchers):
+                if m._text is not None and status[k] == 1:
+                    m._record_token(int(toks[k]))
         return (status == 1).tolist()
 
     @staticmethod

@@ -43,6 +43,7 @@ from ..kernels import (
     traverse_entry,
 )
 from ._bitmask import as_bitmask_array, check_row_index
+from ._captures import capture_table
 from ._temperature import (
     TemperatureTable,
     as_temperature_array,
@@ -224,6 +225,9 @@ class GrammarMatcher:
         self._slot = -1  # registry slot, taken on first batch use
         self._slot_owner: object | None = None  # the token that proves ownership of the slot
         self._batch_key = -1  # (grammar slot << 32) | matcher slot once registered
+        # the accepted text, one byte per chart set, kept only for grammars with captures
+        self._captures = capture_table(compiled_grammar)
+        self._text: bytearray | None = bytearray() if self._captures.any else None
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -236,6 +240,8 @@ class GrammarMatcher:
         self._meta[M_STEPS] = 0
         self._meta[M_STOPPED] = 0
         self._memo_meta[0] = -1
+        if self._text is not None:
+            self._text.clear()
 
     @_exclusive
     def fork(self) -> GrammarMatcher:
@@ -258,6 +264,8 @@ class GrammarMatcher:
         ):
             setattr(twin, name, getattr(self, name).copy())
         twin._mask_cache = None
+        if self._text is not None:
+            twin._text = bytearray(self._text)
         twin._busy = threading.RLock()
         twin._slot = -1  # a registry slot belongs to exactly one matcher
         twin._slot_owner = None
@@ -400,6 +408,8 @@ class GrammarMatcher:
                 token_id,
             )
             if st >= 0:
+                if st == 1 and self._text is not None:
+                    self._record_token(token_id)
                 return st == 1
             self._resolve(st, int(self._tok_offsets[token_id + 1] - self._tok_offsets[token_id]))
 
@@ -444,6 +454,8 @@ class GrammarMatcher:
                 self._hist[self._meta[M_STEPS]] = top
                 self._meta[M_STEPS] += 1
                 self._meta[M_TOP] = new_top
+                if self._text is not None:
+                    self._record(input_str)
                 return True
             if new_top == REJECT:
                 return False
@@ -470,6 +482,60 @@ class GrammarMatcher:
             raise MatcherStateError(
                 f"cannot roll back {num_tokens} tokens: only {int(self._meta[M_STEPS])} accepted"
             )
+        if self._text is not None:
+            del self._text[int(self._meta[M_TOP]) :]
+
+    # ---------------------------------------------------------------- captures
+    def _record_token(self, token_id: int) -> None:
+        lo = int(self._tok_offsets[token_id])
+        self._record(self._tok_data[lo : int(self._tok_offsets[token_id + 1])].tobytes())
+
+    def _record(self, data: bytes) -> None:
+        """Append the bytes the last step read (its first ``top - len(text)`` bytes: a
+        stop token reads none)."""
+        n = int(self._meta[M_TOP]) - len(self._text)  # type: ignore[arg-type]
+        if n > 0:
+            self._text += data[:n]  # type: ignore[operator]
+
+    @_exclusive
+    def get_captures(self, deduplicate: bool = True) -> list[tuple[str, bytes]]:
+        """The text matched by the rules with a ``[capture="name"]`` attribute.
+
+        Each completion of a captured rule over the accepted text is one ``(name,
+        bytes)`` pair, in the order the rules completed (an inner rule before the rules
+        around it). The parser follows every parse at once, so one occurrence of a rule
+        may complete at several places (``/[0-9]+/`` after every digit): ``deduplicate``
+        keeps only the longest completion of each occurrence, which is exact when what
+        follows the rule cannot continue it; ``deduplicate=False`` gives every
+        completion. Captures come from accepting tokens and strings (also through
+        ``BatchGrammarMatcher.batch_accept_token`` / ``batch_accept_string``), never from
+        computing masks, and rollback removes them.
+
+        Returns
+        -------
+        list of (str, bytes)
+            Empty for a grammar without captures.
+
+        Raises
+        ------
+        MatcherStateError
+            The matcher was advanced by a kernel that does not keep the accepted text
+            (an engine step executor), so the captured bytes are unknown.
+        """
+        if not isinstance(deduplicate, (bool, np.bool_)):
+            raise TypeError(f"deduplicate must be a bool, got {type(deduplicate).__name__}")
+        if self._text is None:
+            return []
+        top = int(self._meta[M_TOP])
+        if len(self._text) != top:
+            raise MatcherStateError(
+                f"get_captures: {top} bytes were accepted but only {len(self._text)} were "
+                "recorded; captures are recorded by accept_token, accept_string and "
+                "BatchGrammarMatcher.batch_accept_token / batch_accept_string"
+            )
+        return self._captures.captures(
+            self._items_s, self._items_o, self._set_starts, top, self._text, bool(deduplicate)
+        )
 
     # ---------------------------------------------------------------- queries
     @_exclusive

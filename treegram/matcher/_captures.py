@@ -1,0 +1,139 @@
+"""Capture groups (xgrammar's ``[capture="name"]`` rule attribute).
+
+A completion of a captured rule is an item of the chart whose state is final in that
+rule: the item's origin set and the set it sits in are the byte span the rule matched.
+The chart already holds every completion of every live parse (Earley sets are only
+forgotten by rollback), so :meth:`CaptureTable.events` reads them off the chart up to the
+top set, in chart order: by end position, and inside one set in the order the parser
+derived them, so an inner rule comes before the rules it completes. Since the parser
+follows every parse at once, one occurrence (a captured rule started at one position)
+may complete at several end positions; the deduplicated list keeps the longest.
+
+The automaton keeps a captured rule's own states and its calls of itself (it is never
+inlined into a caller, and right recursion in it is not turned into a loop), so each
+completion stays an item.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+__all__ = ["CaptureTable", "capture_table"]
+
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TABLES_LOCK = threading.Lock()
+
+
+def capture_table(compiled) -> CaptureTable:
+    """The :class:`CaptureTable` of ``compiled``, built once per compiled grammar."""
+    with _TABLES_LOCK:
+        table = _TABLES.get(compiled)
+    if table is None:
+        table = CaptureTable(compiled)  # immutable: a race builds it twice, harmlessly
+        with _TABLES_LOCK:
+            _TABLES[compiled] = table
+    return table
+
+
+class CaptureTable:
+    """The captured and marker-carrying rules of a compiled grammar, and the rule each
+    automaton state completes.
+
+    Parameters
+    ----------
+    compiled : CompiledGrammar
+        The grammar (its IR gives the rules' captures and markers, its automaton the
+        states).
+    """
+
+    def __init__(self, compiled) -> None:
+        a = compiled.automaton
+        ir = getattr(compiled.grammar, "ir", None)
+        tracked = [] if ir is None else [r for r in ir.rules if r.capture or r.marker]
+        self.any = bool(tracked)
+        if not self.any:
+            return
+        self.rules = tracked  # (capture, marker) per tracked rule
+        index = {r.name: i for i, r in enumerate(tracked)}
+        rule_track = np.array([index.get(n, -1) for n in a.rule_names], dtype=np.int32)
+        # per state: the tracked rule it completes (-1: none)
+        self.state_track = np.where(a.state_final, rule_track[a.state_rule], -1).astype(np.int32)
+
+    def events(self, items_s, items_o, set_starts, top: int) -> list[tuple[int, int, int]]:
+        """``(tracked rule, start, end)`` of every completion in sets ``0..top``, in
+        chart order, each once."""
+        end = int(set_starts[top + 1])
+        track = self.state_track[items_s[:end]]
+        where = np.flatnonzero(track >= 0)
+        ends = np.searchsorted(set_starts[: top + 2], where, side="right") - 1
+        seen: set[tuple[int, int, int]] = set()
+        out = []
+        for t, o, k in zip(
+            track[where].tolist(), items_o[where].tolist(), ends.tolist(), strict=True
+        ):
+            if (t, o, k) not in seen:
+                seen.add((t, o, k))
+                out.append((t, o, k))
+        return out
+
+    def captures(
+        self, items_s, items_o, set_starts, top: int, text: bytes | bytearray, deduplicate: bool
+    ) -> list[tuple[str, bytes]]:
+        """``(name, bytes)`` of the completions; with ``deduplicate`` only the longest
+        completion of each occurrence, at the place of that completion.
+
+        A rule's own capture leaves out its own marker; a ``stop`` marker is also left
+        out of every capture whose span holds it; ``stop_capture`` records the marker.
+        """
+        events = self.events(items_s, items_o, set_starts, top)
+        if deduplicate:
+            longest: dict[tuple[int, int], int] = {}  # (rule, start) -> event index
+            for i, (t, o, k) in enumerate(events):
+                j = longest.get((t, o))
+                if j is None or events[j][2] < k:
+                    longest[t, o] = i
+            events = [events[i] for i in sorted(longest.values())]
+        spans = [self._marker_span(t, o, k, text) for t, o, k in events]
+        hidden = sorted(
+            span
+            for (t, _, _), span in zip(events, spans, strict=True)
+            if span is not None and self.rules[t].marker.kind == "stop"  # type: ignore[union-attr]
+        )
+        out: list[tuple[str, bytes]] = []
+        for (t, o, k), span in zip(events, spans, strict=True):
+            rule = self.rules[t]
+            if span is not None and rule.marker.capture is not None:  # type: ignore[union-attr]
+                out.append((rule.marker.capture, bytes(text[span[0] : span[1]])))  # type: ignore[union-attr]
+            if rule.capture is not None:
+                if span is not None and not rule.marker.before:  # type: ignore[union-attr]
+                    k = span[0]  # the own marker ends the completion
+                out.append((rule.capture, _without(text, o, k, hidden)))
+        return out
+
+    def _marker_span(
+        self, t: int, o: int, k: int, text: bytes | bytearray
+    ) -> tuple[int, int] | None:
+        m = self.rules[t].marker
+        if m is None:
+            return None
+        if m.text is not None:
+            n = len(m.text)
+            return (k - n, k) if k - o >= n and text[k - n : k] == m.text else None
+        if m.before:
+            return (o - m.size, o) if o >= m.size else None
+        return (k - m.size, k) if k - o >= m.size else None
+
+
+def _without(text: bytes | bytearray, lo: int, hi: int, hidden: list[tuple[int, int]]) -> bytes:
+    """``text[lo:hi]`` without the hidden spans that lie inside it."""
+    out = bytearray()
+    at = lo
+    for a, b in hidden:
+        if a >= at and b <= hi and a < b:
+            out += text[at:a]
+            at = b
+    out += text[at:hi]
+    return bytes(out)
