@@ -229,8 +229,6 @@ def test_errors_match_xgrammar(source: str) -> None:
 @pytest.mark.parametrize(
     "source, fragment, line, column",
     [
-        # token budgets are not built: refused where xgrammar compiles them
-        ('start: x\nx[max_tokens=3]: "a"', "'max_tokens' is not supported", 2, 3),
         # treegram grammars are over text: token-id elements are refused, with or without
         # a tokenizer (xgrammar resolves them against the vocabulary)
         ("start: <|tool|>", "special token <|tool|> is not supported", 1, 8),

@@ -450,11 +450,13 @@ def _build(ir: GrammarIR) -> Automaton:
     flat = FlatIr(rule_ids, _class_sequences)
     roots = [flat.add(body) for _, body in bodies]  # every shared node flattened once
     tail_cycles = _tail_cycles(flat, roots[: len(ir.rules)])
-    # A rule with a temperature or a capture keeps its own states (the matcher reads the
-    # temperature from the rule that owns a state), so it is never inlined into a caller;
+    # A rule with a temperature, a capture or a token budget keeps its own states (the
+    # matcher reads them from the rule that owns a state), so it is never inlined into a caller;
     # a captured rule also keeps its calls of itself (each level is a completion to record).
     captured = {i for i, r in enumerate(ir.rules) if r.capture is not None or r.marker}
-    hot = {i for i, r in enumerate(ir.rules) if r.temperature is not None} | captured
+    hot = {
+        i for i, r in enumerate(ir.rules) if r.temperature is not None or r.max_tokens
+    } | captured
     if hot:
         tail_cycles = {w: c - hot for w, c in tail_cycles.items() if c - hot}
     tail_cycles = {w: c for w, c in tail_cycles.items() if w not in captured}

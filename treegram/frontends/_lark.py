@@ -23,7 +23,8 @@ The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark`
   ``%grammar_options {"allow_initial_skip": true}`` it may also come first;
 - ``%import common.NAME [-> ALIAS]`` and ``%import common (A, B)`` for the terminals of
   Lark's ``common`` library;
-- rule attributes ``name[lazy]``, ``name[max_chars=N]`` and ``name[temperature=T]`` (see
+- rule attributes ``name[lazy]``, ``name[max_chars=N]``, ``name[max_tokens=N]`` (a token
+  budget per occurrence, enforced by the matcher) and ``name[temperature=T]`` (see
   :mod:`treegram.frontends._rule_attrs`), ``name[suffix=M]`` / ``name[stop=M]`` (the
   marker ``M`` a string, a regex or a terminal name: the rule is the lazy rule
   ``body M``); as in xgrammar, a lazy, suffix, stop or temperature rule is handled like
@@ -41,7 +42,7 @@ Refused with :class:`GrammarSyntaxError` (line and column, and the source line w
 caret under the column): priorities ``name.2``, templates, parametric grammars (``::``,
 ``%if``), ``&`` and ``~`` on terminals, ``%declare`` / ``%override`` / other
 directives, special tokens ``<|...|>`` / ``<[ids]>`` (treegram grammars are over text;
-malformed ones get their own message), ``max_tokens`` (token budgets are not built),
+malformed ones get their own message), ``max_tokens`` on the rules of a dynamic dispatch,
 ``lazy`` / ``max_chars`` on a recursive rule, terminals that reference rules or
 themselves, unknown names and imports, duplicate definitions, and a grammar without
 ``start``.
@@ -104,7 +105,7 @@ _IGNORE = "\0ignore"
 _MAX_COUNT = 10**9
 # Each group level costs about five Python frames of the recursive descent.
 _MAX_NESTING = 128
-# Rule attributes the parser reads (max_tokens is refused with its own message).
+# Rule attributes the parser reads.
 _ATTRIBUTES = frozenset(
     {"capture", "lazy", "max_chars", "max_tokens", "temperature", "suffix", "stop", "stop_capture"}
 )
@@ -316,7 +317,7 @@ class _Parser:
                 self.skip()
                 attrs[attr] = self.read_marker(attr)
             elif attr == "max_tokens":
-                # checked here, refused once the rule's role is known (_lower_lazy)
+                # not on rules consumed by dynamic dispatch (checked in _lower_lazy)
                 if self.peek() != "=":
                     self.error("expected '=' and a count after max_tokens")
                 self.pos += 1
@@ -1197,7 +1198,7 @@ def _lower_lazy(
 
     heads: dict[str, tuple[str, str]] = {}  # rule -> (trigger, form)
     for name, (attrs, _) in parser.attrs.items():
-        if set(attrs) - {"lazy"}:
+        if set(attrs) - {"lazy", "max_tokens"}:
             continue  # max_chars or temperature: the general lowering
         body = defs[name].body
         marker = markers.get(name)
@@ -1253,13 +1254,6 @@ def _lower_lazy(
             parser.attrs.pop(head, None)
             markers.pop(head, None)
             heads.pop(head, None)
-    for rule, (attrs, _) in parser.attrs.items():
-        if "max_tokens" in attrs:
-            parser.error(
-                "rule attribute 'max_tokens' is not supported (treegram does not build token "
-                "budgets)",
-                parser.attr_pos[rule, "max_tokens"],
-            )
     for name, (trigger, form) in heads.items():
         if form == "regex":
             parser.error(
@@ -1273,7 +1267,7 @@ def _lower_lazy(
         )
         rules.extend(helpers)
         defs[name].body = expr
-        parser.attrs.pop(name, None)
+        parser.attrs[name][0].pop("lazy", None)  # a budget stays
         marker = markers.pop(name, None)
         if marker is not None:  # the trigger ends the completions that have it
             infos[name] = CaptureMarker(

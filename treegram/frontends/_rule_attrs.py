@@ -33,6 +33,7 @@ from treegram.ir import Bytes, CaptureMarker, CharClass, Choice, Expr, Repeat, R
 __all__ = [
     "RULE_ATTRIBUTES",
     "CAPTURE_NAME",
+    "MAX_TOKENS",
     "parse_rule_attributes",
     "parse_capture_name",
     "apply_rule_attributes",
@@ -45,8 +46,10 @@ _MARKER_KEYS = frozenset(
     for form in ("bytes", "text", "before_bytes")
 )
 RULE_ATTRIBUTES = frozenset(
-    {"lazy", "max_chars", "temperature", "capture", "stop_capture", *_MARKER_KEYS}
+    {"lazy", "max_chars", "max_tokens", "temperature", "capture", "stop_capture", *_MARKER_KEYS}
 )
+#: The largest token budget (``max_tokens``), as in xgrammar.
+MAX_TOKENS = 1_000_000
 #: What a capture name may hold (xgrammar's rule).
 CAPTURE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
@@ -89,6 +92,14 @@ def parse_rule_attributes(text: str) -> dict[str, object]:
             attrs[key] = True
         elif key == "temperature":
             attrs[key] = parse_temperature(value)
+        elif key == "max_tokens":
+            if not (value.isascii() and value.isdigit()) or len(value) > 9:
+                raise RuleAttributeError("rule attribute max_tokens needs a positive integer")
+            if not 1 <= int(value) <= MAX_TOKENS:
+                raise RuleAttributeError(
+                    f"max_tokens must be between 1 and {MAX_TOKENS:,}, got {int(value)}"
+                )
+            attrs[key] = int(value)
         else:
             if not (value.isascii() and value.isdigit()) or len(value) > 9:
                 raise RuleAttributeError("rule attribute max_chars needs a non-negative integer")
@@ -196,6 +207,8 @@ def apply_rule_attributes(
             rule = replace(rule, capture=rule.name if name is True else str(name))
         if "marker" in a:
             rule = replace(rule, marker=a.pop("marker"))  # type: ignore[arg-type]
+        if "max_tokens" in a:
+            rule = replace(rule, max_tokens=int(a.pop("max_tokens")))  # type: ignore[call-overload]
         if not a:
             out.append(rule)
             continue

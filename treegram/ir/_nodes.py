@@ -103,7 +103,10 @@ class Rule:
     changes the language either. ``capture`` is xgrammar's ``[capture="name"]``
     attribute: the matcher records the text of each completion of the rule under that
     name (:meth:`GrammarMatcher.get_captures`); ``marker`` says which bytes of those
-    completions are a suffix or stop marker. Neither changes the language."""
+    completions are a suffix or stop marker. Neither changes the language.
+    ``max_tokens`` is xgrammar's token budget: each occurrence of the rule may read at
+    most that many tokens; once they are spent, the matcher ends the occurrence where it
+    can end (the language of a whole text does not change)."""
 
     name: str
     body: Expr
@@ -111,6 +114,7 @@ class Rule:
     temperature: float | None = None
     capture: str | None = None
     marker: CaptureMarker | None = None
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -186,6 +186,8 @@ def _grammar_to_ebnf(ir: GrammarIR) -> str:
     lines = []
     for rule in rules:
         parts = [] if rule.temperature is None else [f"temperature={rule.temperature!r}"]
+        if rule.max_tokens is not None:
+            parts.append(f"max_tokens={rule.max_tokens}")
         if rule.capture is not None:
             parts.append(f'capture="{rule.capture}"')
         if rule.marker is not None:

@@ -80,15 +80,31 @@ class CaptureTable:
         return out
 
     def captures(
-        self, items_s, items_o, set_starts, top: int, text: bytes | bytearray, deduplicate: bool
+        self,
+        items_s,
+        items_o,
+        set_starts,
+        top: int,
+        text: bytes | bytearray,
+        deduplicate: bool,
+        closed: list[tuple[int, int, int]] | None = None,
     ) -> list[tuple[str, bytes]]:
-        """``(name, bytes)`` of the completions; with ``deduplicate`` only the longest
-        completion of each occurrence, at the place of that completion.
+        """``(name, bytes)`` of the completions (``closed``: more of them, as
+        ``(tracked rule, start, end)``); with ``deduplicate`` only the longest completion
+        of each occurrence, at the place of that completion.
 
         A rule's own capture leaves out its own marker; a ``stop`` marker is also left
         out of every capture whose span holds it; ``stop_capture`` records the marker.
         """
         events = self.events(items_s, items_o, set_starts, top)
+        if closed:
+            # completions that closing a spent token budget took out of the chart (in
+            # sets up to the top), each before the completions that stayed in its set
+            order = sorted(
+                [(k, 0, i) for i, (_, _, k) in enumerate(closed)]
+                + [(k, 1, i) for i, (_, _, k) in enumerate(events)]
+            )
+            events = [(closed if src == 0 else events)[i] for _, src, i in order]
         if deduplicate:
             longest: dict[tuple[int, int], int] = {}  # (rule, start) -> event index
             for i, (t, o, k) in enumerate(events):
