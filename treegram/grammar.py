@@ -490,7 +490,13 @@ def _combine(grammars: tuple, what: str, node: type) -> Grammar:
             for r in g.ir.rules:
                 look = None if r.lookahead is None else _renamed(r.lookahead, prefix)
                 rules.append(
-                    replace(r, name=prefix + r.name, body=_renamed(r.body, prefix), lookahead=look)
+                    replace(
+                        r,
+                        name=prefix + r.name,
+                        body=_renamed(r.body, prefix),
+                        lookahead=look,
+                        marker=r.marker and r.marker.renamed(f"{prefix}{{}}".format),
+                    )
                 )
             roots.append(RuleRef(prefix + g.ir.root))
         return GrammarIR((Rule("root", node(tuple(roots))), *rules), "root")

@@ -51,6 +51,13 @@ CASES = [
      "abEnDz", [("m", b"EnD"), ("i", b"ab"), ("o", b"abz")], None),
     ('start[capture="o"]: r "z"\nr[suffix=/X[a-z]Y/, stop_capture="m"]: /[a-z]*/', "aXbYz",
      [("m", b"XbY"), ("o", b"aXbYz")], None),
+    # markers of several lengths (in bytes: '.' is 1 to 4 of them)
+    ('start[capture="o"]: r "z"\nr[capture="i", stop=/!!+/, stop_capture="m"]: /[a-z]*/',
+     "ab!!z", [("m", b"!!"), ("i", b"ab"), ("o", b"abz")], None),
+    ('start[capture="o"]: r "Z"\nr[capture="i", suffix=/b?a/, stop_capture="m"]: "b"', "baZ",
+     [("m", b"a"), ("i", b"b"), ("o", b"baZ")], None),
+    ('start[capture="o"]: r "z"\nr[capture="i", stop=/X.Y/s]: /[a-z]*/', "aX\u00e9Yz",
+     [("i", b"a"), ("o", b"az")], None),
     # an any-text rule ending at a string marker: text with no marker completes too
     (f'start[capture="outer"]: r\nr[capture="inner", suffix="<e>"]: TEXT\n{TEXT}', "plain",
      [("inner", b"plain"), ("outer", b"plain")], None),
@@ -207,15 +214,27 @@ def test_ebnf_capture_attribute_errors(source: str, fragment: str) -> None:
 
 
 @pytest.mark.parametrize("attribute", ["suffix", "stop"])
-def test_variable_length_marker_with_captures_is_refused(attribute: str) -> None:
-    # the marker's bytes could not be told from the body's; without captures it is fine
-    source = f'start[capture="o"]: r "z"\nr[{attribute}=/!!+/]: /[a-z]*/'
-    if attribute == "stop":
-        with pytest.raises(GrammarSyntaxError, match="marker of one length") as info:
-            Grammar.from_lark(source)
-        assert (info.value.line, info.value.column) == (2, 8)
-    else:  # a suffix marker stays in the enclosing capture: nothing to locate
-        m = _matcher(Grammar.from_lark(source))
-        assert m.accept_string("ab!!z") and m.get_captures() == [("o", b"ab!!z")]
-    plain = _matcher(Grammar.from_lark(f'start: r "z"\nr[{attribute}=/!!+/]: /[a-z]*/'))
-    assert plain.accept_string("ab!!z") and plain.get_captures() == []
+@pytest.mark.parametrize(
+    "marker, body, extra, text, inner, mark",
+    [
+        ("/!!+/", "/[a-z]*/", "", "ab!!", b"ab", b"!!"),
+        ("/b?a/", '"b"', "", "ba", b"b", b"a"),  # "ba" as the marker would leave no body
+        ("/x?/", '"a"', "", "a", b"a", b""),
+        ("END", "/[a-z]+/", '\nEND: /!!+/ | "??"', "ab??", b"ab", b"??"),
+    ],
+)
+def test_markers_of_several_lengths_split_each_completion(
+    attribute: str, marker: str, body: str, extra: str, text: str, inner: bytes, mark: bytes
+) -> None:
+    # the marker is the shortest end of the completion it matches while the body matches
+    # the rest; this survives printing (the two automata are rules of the grammar)
+    source = (
+        f'start[capture="o"]: r "z"\n'
+        f'r[capture="i", {attribute}={marker}, stop_capture="m"]: {body}{extra}'
+    )
+    grammar = Grammar.from_lark(source)
+    outer = (inner if attribute == "stop" else text.encode()) + b"z"
+    for candidate in (grammar, Grammar.from_ebnf(str(grammar))):
+        m = _matcher(candidate)
+        assert m.accept_string(text + "z")
+        assert m.get_captures() == [("m", mark), ("i", inner), ("o", outer)]

@@ -32,8 +32,7 @@ The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark`
   after it, not inside; ``name[capture]`` / ``capture="x"`` record the rule's text
   (:meth:`GrammarMatcher.get_captures`; :attr:`Rule.capture`), and the marker of a
   ``suffix`` / ``stop`` rule is left out of captures as xgrammar does (``stop_capture="x"``
-  records it; :class:`~treegram.ir.CaptureMarker`); with captures, a marker must have
-  one length in bytes;
+  records it; :class:`~treegram.ir.CaptureMarker`);
 - xgrammar's dynamic tool-call dispatch (``start: (tool | ...)* tail`` over any-text
   heads ending in a trigger) and lazy any-text heads used on their own become the
   ``TagDispatch`` automaton (see :func:`_lower_lazy`).
@@ -1111,7 +1110,13 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
         for r in ir.rules:
             mapping[f"{placeholder}\0{r.name}"] = local[r.name]
             rules.append(
-                replace(r, name=local[r.name], body=_rename(r.body, local), lookahead=_la(r, local))
+                replace(
+                    r,
+                    name=local[r.name],
+                    body=_rename(r.body, local),
+                    lookahead=_la(r, local),
+                    marker=r.marker and r.marker.renamed(local.__getitem__),
+                )
             )
     if mapping:
         identity = {r.name: r.name for r in rules}
@@ -1145,7 +1150,13 @@ def _rooted(rules: list[Rule], root: str) -> GrammarIR:
         names["root"] = f"root_{k}"
     names[root] = "root"
     out = [
-        replace(r, name=names[r.name], body=_rename(r.body, names), lookahead=_la(r, names))
+        replace(
+            r,
+            name=names[r.name],
+            body=_rename(r.body, names),
+            lookahead=_la(r, names),
+            marker=r.marker and r.marker.renamed(names.__getitem__),
+        )
         for r in rules
     ]
     return GrammarIR(tuple(out), "root")
@@ -1275,26 +1286,21 @@ def _lower_lazy(
                 text=trigger.encode("utf-8"),
                 capture=parser.captures.get((name, "stop_capture")),
             )
-    any_capture = any(key == "capture" for _, key in parser.captures)
     for name, marker in markers.items():
-        defs[name].body = Seq((defs[name].body, marker.expr))  # type: ignore[arg-type]
+        body = defs[name].body
+        defs[name].body = Seq((body, marker.expr))  # type: ignore[arg-type]
         parser.attrs[name][0]["lazy"] = True
         stop_capture = parser.captures.get((name, "stop_capture"))
-        needed = (
-            stop_capture is not None
-            or (name, "capture") in parser.captures
-            or (marker.kind == "stop" and any_capture)
-        )
         size = _byte_length(_inline_terminals(marker.expr, defs))
-        if size is None:
-            if not needed:
-                continue  # no capture here; one in an enclosing grammar keeps the marker
-            parser.error(
-                f"{marker.kind} marker of rule {name!r} matches texts of different lengths in "
-                "bytes; with captures, treegram needs a marker of one length",
-                marker.pos,
-            )
-        infos[name] = CaptureMarker(marker.kind, size, capture=stop_capture)
+        if size is not None:
+            infos[name] = CaptureMarker(marker.kind, size, capture=stop_capture)
+            continue
+        # markers of several lengths: the matcher splits each completion with the
+        # automata of the body and the marker, kept as two rules nothing calls
+        split = (fresh(f"lark.{name}.body"), fresh(f"lark.{name}.marker"))
+        rules.append(Rule(split[0], body))  # type: ignore[arg-type]
+        rules.append(Rule(split[1], marker.expr))
+        infos[name] = CaptureMarker(marker.kind, capture=stop_capture, split=split)
     return rules, infos
 
 

@@ -43,7 +43,7 @@ __all__ = [
 _MARKER_KEYS = frozenset(
     f"capture_hidden_{kind}_{form}"
     for kind in ("suffix", "stop")
-    for form in ("bytes", "text", "before_bytes")
+    for form in ("bytes", "text", "before_bytes", "split")
 )
 RULE_ATTRIBUTES = frozenset(
     {"lazy", "max_chars", "max_tokens", "temperature", "capture", "stop_capture", *_MARKER_KEYS}
@@ -110,8 +110,15 @@ def parse_rule_attributes(text: str) -> dict[str, object]:
             raise RuleAttributeError("stop_capture requires a capture_hidden_* attribute")
         ((key, value),) = marker.items()
         kind, form = key[len("capture_hidden_") :].split("_", 1)
-        size, data = 0, None
-        if form == "text":
+        size, data, split = 0, None, None
+        if form == "split":
+            names = str(value)[1:-1].split() if str(value)[:1] == '"' == str(value)[-1:] else []
+            if len(names) != 2:
+                raise RuleAttributeError(
+                    f'{key} needs "body_rule marker_rule" (two rule names), got {value!r}'
+                )
+            split = (names[0], names[1])
+        elif form == "text":
             try:
                 loaded = json.loads(str(value))
             except json.JSONDecodeError:
@@ -129,6 +136,7 @@ def parse_rule_attributes(text: str) -> dict[str, object]:
             data,
             form == "before_bytes",
             None if capture is None else parse_capture_name(str(capture)),
+            split,
         )
     return attrs
 

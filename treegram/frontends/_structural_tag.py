@@ -231,7 +231,10 @@ class _Builder:
 
         for r in ir.rules:
             look = None if r.lookahead is None else rename(r.lookahead)
-            self.rules.append(replace(r, name=prefix + r.name, body=rename(r.body), lookahead=look))
+            marker = r.marker and r.marker.renamed(f"{prefix}{{}}".format)
+            self.rules.append(
+                replace(r, name=prefix + r.name, body=rename(r.body), lookahead=look, marker=marker)
+            )
         return RuleRef(prefix + ir.root)
 
     # ------------------------------------------------------------------ formats

@@ -8,7 +8,7 @@ consumes it. Nodes are immutable and hashable so frontends can share sub-trees.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = [
     "Bytes",
@@ -84,7 +84,10 @@ class CaptureMarker:
     ``"stop"`` (also out of every capture around it). The marker is the last ``size``
     bytes of a completion; with ``text`` set, it is ``text`` when the completion ends
     with it and absent otherwise; with ``before``, it is the ``size`` bytes right before
-    the completion. ``capture`` (``stop_capture="name"``) records the marker's bytes.
+    the completion; with ``split`` (the names of two rules of the grammar, used only for
+    this), the marker is the shortest end of the completion that the second rule matches
+    while the first matches the rest (markers of several lengths).
+    ``capture`` (``stop_capture="name"``) records the marker's bytes.
     """
 
     kind: str
@@ -92,6 +95,13 @@ class CaptureMarker:
     text: bytes | None = None
     before: bool = False
     capture: str | None = None
+    split: tuple[str, str] | None = None
+
+    def renamed(self, names) -> CaptureMarker:
+        """This marker with the rule names of ``split`` mapped through ``names``."""
+        if self.split is None:
+            return self
+        return replace(self, split=(names(self.split[0]), names(self.split[1])))
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,8 @@ def _marker_attributes(m: CaptureMarker) -> list[str]:
         text = json.dumps(m.text.decode("utf-8"), ensure_ascii=True)
         text = text.replace(",", "\\u002c").replace("]", "\\u005d")
         out = [f"capture_hidden_{m.kind}_text={text}"]
+    elif m.split is not None:
+        out = [f'capture_hidden_{m.kind}_split="{m.split[0]} {m.split[1]}"']
     elif m.before:
         out = [f"capture_hidden_{m.kind}_before_bytes={m.size}"]
     else:

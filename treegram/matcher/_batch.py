@@ -94,9 +94,8 @@ def _claiming(position: int):
 def _close_spent_budgets(matchers) -> None:
     """Close the spent token budgets of the matchers that have budgets (see
     ``_budgets``) before a batch kernel reads their charts."""
-    for m in matchers:
-        if m._counted is not None:
-            m._close_spent()
+    for m in [m for m in matchers if m._counted is not None]:
+        m._close_spent()
 
 
 def _check_distinct(mslots: np.ndarray, positions: np.ndarray | None = None) -> None:
@@ -379,9 +378,9 @@ class BatchGrammarMatcher:
                 extra_bytes=None,
             )
             # matchers of grammars with captures or budgets keep the text and steps
-            for k, m in enumerate(matchers):
-                if status[k] == 1 and (m._text is not None or m._counted is not None):
-                    m._after_token(int(toks[k]))
+            for k in [k for k, m in enumerate(matchers) if m._tracks]:
+                if status[k] == 1:
+                    matchers[k]._after_token(int(toks[k]))
         return (status == 1).tolist()
 
     @staticmethod
@@ -515,9 +514,8 @@ class BatchGrammarMatcher:
                 _batch.batch_rollback(mlist, mslots, counts)
         finally:
             REGISTRY_LOCK.release_read()
-        for m in matchers:
-            if m._text is not None or m._counted is not None:
-                m._after_rollback()
+        for m in [m for m in matchers if m._tracks]:
+            m._after_rollback()
 
     @_claiming(1)
     def batch_traverse_draft_tree(

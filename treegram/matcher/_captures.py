@@ -21,6 +21,8 @@ import weakref
 
 import numpy as np
 
+from ..ir import Choice, Dfa, Repeat, RuleRef, Seq
+
 __all__ = ["CaptureTable", "capture_table"]
 
 _TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -57,6 +59,13 @@ class CaptureTable:
         if not self.any:
             return
         self.rules = tracked  # (capture, marker) per tracked rule
+        # markers of several lengths: the automata that split a completion (body, marker)
+        self.splits: dict[int, tuple] = {}
+        for i, r in enumerate(tracked):
+            if r.marker is not None and r.marker.split is not None:
+                self.splits[i] = tuple(
+                    Dfa.from_expr(_inlined(ir.rule(name).body, ir)) for name in r.marker.split
+                )
         index = {r.name: i for i, r in enumerate(tracked)}
         rule_track = np.array([index.get(n, -1) for n in a.rule_names], dtype=np.int32)
         # per state: the tracked rule it completes (-1: none)
@@ -135,12 +144,40 @@ class CaptureTable:
         m = self.rules[t].marker
         if m is None:
             return None
+        if m.split is not None:
+            return _split(text, o, k, *self.splits[t])
         if m.text is not None:
             n = len(m.text)
             return (k - n, k) if k - o >= n and text[k - n : k] == m.text else None
         if m.before:
             return (o - m.size, o) if o >= m.size else None
         return (k - m.size, k) if k - o >= m.size else None
+
+
+def _split(text, o: int, k: int, body, marker) -> tuple[int, int] | None:
+    """The span of the shortest end of ``text[o:k]`` that ``marker`` matches while
+    ``body`` matches the rest (both code point automata); None if there is none."""
+    for x in range(k, o - 1, -1):
+        try:
+            tail = bytes(text[x:k]).decode("utf-8")
+            head = bytes(text[o:x]).decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # not a character boundary
+        if marker.accepts(tail) and body.accepts(head):
+            return (x, k)
+    return None
+
+
+def _inlined(expr, ir):
+    """``expr`` with rule references replaced by the rules' bodies (the rules a marker
+    or a lexical body refers to are terminals: not recursive)."""
+    if isinstance(expr, RuleRef):
+        return _inlined(ir.rule(expr.name).body, ir)
+    if isinstance(expr, (Seq, Choice)):
+        return type(expr)(tuple(_inlined(i, ir) for i in expr.items))
+    if isinstance(expr, Repeat):
+        return Repeat(_inlined(expr.item, ir), expr.min, expr.max)
+    return expr
 
 
 def _without(text: bytes | bytearray, lo: int, hi: int, hidden: list[tuple[int, int]]) -> bytes:

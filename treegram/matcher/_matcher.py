@@ -234,6 +234,7 @@ class GrammarMatcher:
         self._budgets = budget_table(compiled_grammar)
         self._counted: bytearray | None = bytearray() if self._budgets.any else None
         self._closed: list[tuple[int, int, int]] = []
+        self._tracks = self._text is not None or self._counted is not None  # one check per token
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -422,7 +423,7 @@ class GrammarMatcher:
                 token_id,
             )
             if st >= 0:
-                if st == 1:
+                if st == 1 and self._tracks:
                     self._after_token(token_id)
                 return st == 1
             self._resolve(st, int(self._tok_offsets[token_id + 1] - self._tok_offsets[token_id]))
