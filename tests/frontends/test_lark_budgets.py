@@ -185,3 +185,14 @@ def test_budget_prints_parses_back_and_caches() -> None:
 def test_ebnf_budget_errors(source: str, fragment: str) -> None:
     with pytest.raises(GrammarSyntaxError, match=fragment):
         Grammar.from_ebnf(source)
+
+
+def test_grammar_forced_nodes_refuse_budgets() -> None:
+    from treegram.errors import ArgumentError
+    from treegram.matcher import forced_chain
+
+    m = GrammarMatcher(_compile(BUDGET))
+    with pytest.raises(ArgumentError, match="token budgets"):
+        forced_chain(m)
+    plain = GrammarMatcher(_compile('start: "<t>" "1"'))
+    assert forced_chain(plain) == [5, 4]
