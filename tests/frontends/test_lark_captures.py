@@ -47,6 +47,9 @@ CASES = [
      [("outer", b"abz")], None),
     ('start[capture="outer"]: item item "z"\nitem[suffix="!"]: /[ab]*/', "a!b!z",
      [("outer", b"a!b!z")], None),
+    # a stop marker is hidden only from the captures of the parses that used its rule
+    ('start: a | c\na[capture="a"]: b "q"\nb[stop="!"]: "x"\nc[capture="c"]: "x!"', "x!",
+     [("c", b"x!")], [("c", b"x!")]),
     ('start[capture="o"]: r "z"\nr[capture="i", stop="END"i, stop_capture="m"]: /[a-z]*/',
      "abEnDz", [("m", b"EnD"), ("i", b"ab"), ("o", b"abz")], None),
     ('start[capture="o"]: r "z"\nr[suffix=/X[a-z]Y/, stop_capture="m"]: /[a-z]*/', "aXbYz",

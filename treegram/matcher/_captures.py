@@ -9,6 +9,11 @@ derived them, so an inner rule comes before the rules it completes. Since the pa
 follows every parse at once, one occurrence (a captured rule started at one position)
 may complete at several end positions; the deduplicated list keeps the longest.
 
+Markers (:class:`~treegram.ir.CaptureMarker`) say which bytes of a completion are a
+Lark ``suffix`` / ``stop`` marker: the last N bytes, a given text when present, the N bytes
+before the completion (a dynamic dispatch's trigger), or the shortest end that the
+marker's automaton matches while the body's matches the rest.
+
 The automaton keeps a captured rule's own states and its calls of itself (it is never
 inlined into a caller, and right recursion in it is not turned into a loop), so each
 completion stays an item.
@@ -67,6 +72,13 @@ class CaptureTable:
                     Dfa.from_expr(_inlined(ir.rule(name).body, ir)) for name in r.marker.split
                 )
         index = {r.name: i for i, r in enumerate(tracked)}
+        rule_index = {n: i for i, n in enumerate(a.rule_names)}
+        self.rule_ids = [rule_index[r.name] for r in tracked]  # automaton rule of each
+        # for stop markers: which rules each state calls, and each state's rule
+        self.state_rule = a.state_rule.tolist()
+        self.state_final = a.state_final.astype(bool).tolist()
+        ptr, called = a.ref_ptr.tolist(), a.ref_rule.tolist()
+        self.calls = [frozenset(called[ptr[s] : ptr[s + 1]]) for s in range(len(self.state_rule))]
         rule_track = np.array([index.get(n, -1) for n in a.rule_names], dtype=np.int32)
         # per state: the tracked rule it completes (-1: none)
         self.state_track = np.where(a.state_final, rule_track[a.state_rule], -1).astype(np.int32)
@@ -103,7 +115,8 @@ class CaptureTable:
         of each occurrence, at the place of that completion.
 
         A rule's own capture leaves out its own marker; a ``stop`` marker is also left
-        out of every capture whose span holds it; ``stop_capture`` records the marker.
+        out of the captures around it whose parse used its rule (:meth:`_within`);
+        ``stop_capture`` records the marker.
         """
         events = self.events(items_s, items_o, set_starts, top)
         if closed:
@@ -122,11 +135,12 @@ class CaptureTable:
                     longest[t, o] = i
             events = [events[i] for i in sorted(longest.values())]
         spans = [self._marker_span(t, o, k, text) for t, o, k in events]
-        hidden = sorted(
-            span
-            for (t, _, _), span in zip(events, spans, strict=True)
-            if span is not None and self.rules[t].marker.kind == "stop"  # type: ignore[union-attr]
-        )
+        stops = [
+            (span, event)
+            for event, span in zip(events, spans, strict=True)
+            if span is not None and self.rules[event[0]].marker.kind == "stop"  # type: ignore[union-attr]
+        ]
+        chart = (items_s, items_o, set_starts)
         out: list[tuple[str, bytes]] = []
         for (t, o, k), span in zip(events, spans, strict=True):
             rule = self.rules[t]
@@ -135,8 +149,48 @@ class CaptureTable:
             if rule.capture is not None:
                 if span is not None and not rule.marker.before:  # type: ignore[union-attr]
                     k = span[0]  # the own marker ends the completion
+                # the stop markers inside this span that this completion's parse used
+                hidden = sorted(
+                    sp
+                    for sp, (st, so, sk) in stops
+                    if o <= sp[0]
+                    and sp[1] <= k
+                    and (st, so, sk) != (t, o, k)
+                    and self._within(chart, self.rule_ids[st], so, sk, self.rule_ids[t], o, k)
+                )
                 out.append((rule.capture, _without(text, o, k, hidden)))
         return out
+
+    def _within(self, chart, rule: int, o: int, k: int, outer: int, oo: int, ok: int) -> bool:
+        """Whether the completion of ``rule`` over sets ``o..k`` is part of a parse of
+        the occurrence of ``outer`` started at ``oo`` (ending by ``ok``): some chain of
+        rules, each called by the next at the set it started in and completed where the
+        next goes on, leads from one to the other."""
+        items_s, items_o, set_starts = chart
+        todo = [(rule, o, k)]
+        seen = {(rule, o)}
+        while todo:
+            r, start, end = todo.pop()
+            lo, hi = int(set_starts[start]), int(set_starts[start + 1])
+            for c, co in zip(items_s[lo:hi].tolist(), items_o[lo:hi].tolist(), strict=True):
+                if r not in self.calls[c]:
+                    continue
+                parent = (self.state_rule[c], co)  # an occurrence that called this one
+                if parent == (outer, oo):
+                    return True
+                if parent in seen or co < oo:
+                    continue
+                seen.add(parent)
+                # where the caller completed, from here to the outer completion's end
+                for j in range(end, ok + 1):
+                    jlo, jhi = int(set_starts[j]), int(set_starts[j + 1])
+                    for s2, o2 in zip(
+                        items_s[jlo:jhi].tolist(), items_o[jlo:jhi].tolist(), strict=True
+                    ):
+                        if o2 == co and self.state_final[s2] and self.state_rule[s2] == parent[0]:
+                            todo.append((parent[0], co, j))
+                            break
+        return False
 
     def _marker_span(
         self, t: int, o: int, k: int, text: bytes | bytearray
