@@ -65,6 +65,10 @@ CASES = [
      ["<call>", "<call>x</call>", "x<call>12</call><call>"]),
     ("start: tool* tail\ntail: FREE\nhead[lazy]: FREE \"<call>\"\ntool: head /[0-9]+/ \"</call>\"\n"
      f"FREE: TEXT\n{TEXT}", ["free", "x<call>12</call>y"], ["<call>", "<call>12"]),
+    # a tool that is its head alone, with and without %ignore
+    (f'{LOOP}head[lazy]: TEXT "<t>"\ntool: head\n{TEXT}', ["", "a<t>b", "<t><t>", "<t"], []),
+    (f'{LOOP}head[lazy]: TEXT "<t>"\ntool: head "x"\n%ignore " "\n{TEXT}',
+     ["a<t>x", "<t>x "], ["<t>", "<t>y", "a<t> x"]),  # no %ignore right after a trigger
     # a lazy head on its own: text up to the first trigger, or text without it
     (f'start: head\nhead[lazy]: TEXT "<end>"\n{TEXT}', ["", "plain", "<end>", "plain<end>"],
      ["<end>x", "a<end>b"]),

@@ -966,9 +966,11 @@ def _rename(expr: Expr, names: Mapping[str, str]) -> Expr:
 
 def _strip_ignore(expr: Expr, name: str) -> Expr:
     """``expr`` without references to the ignore rule (there was no %ignore)."""
+    if expr == RuleRef(name):
+        return Bytes(b"")
     if isinstance(expr, Seq):
         items = tuple(_strip_ignore(i, name) for i in expr.items if i != RuleRef(name))
-        return items[0] if len(items) == 1 else Seq(items)
+        return Bytes(b"") if not items else items[0] if len(items) == 1 else Seq(items)
     if isinstance(expr, Choice):
         return Choice(tuple(_strip_ignore(i, name) for i in expr.items))
     if isinstance(expr, Repeat):
@@ -1327,10 +1329,11 @@ def _dispatch_tools(
         items = _items(defs[tool.name].body)  # type: ignore[arg-type]
         first, rest = items[0], list(items[1:])
         if isinstance(first, Seq) and first.items[1:] == (RuleRef(_IGNORE),):
-            first, rest = first.items[0], [RuleRef(_IGNORE), *rest]
+            first = first.items[0]  # as in xgrammar, %ignore does not follow the trigger
         if not (isinstance(first, RuleRef) and first.name in heads):
             return None
-        out.append((tool.name, first.name, Seq(tuple(rest)) if len(rest) != 1 else rest[0]))
+        body: Expr = Bytes(b"") if not rest else rest[0] if len(rest) == 1 else Seq(tuple(rest))
+        out.append((tool.name, first.name, body))
     return tail.name, out
 
 
