@@ -75,6 +75,20 @@ def test_masks_match_xgrammar(source: str, tokens: list[int]) -> None:
         assert _allowed(ours, len(VOCAB)) == _allowed(theirs, len(VOCAB), xgr)
 
 
+def test_a_token_that_starts_before_the_rule_is_not_counted() -> None:
+    xgr = pytest.importorskip("xgrammar")
+    vocab = [*VOCAB, "<t>ab "]  # 7 reaches from before r into it
+    theirs = xgr.GrammarMatcher(
+        xgr.GrammarCompiler(xgr.TokenizerInfo(vocab), cache_enabled=False).compile_lark(BUDGET),
+        terminate_without_stop_token=True,
+    )
+    ours = GrammarMatcher(_compile(BUDGET, vocab), terminate_without_stop_token=True)
+    for t in (7, 0, 0):
+        assert ours.accept_token(t) and theirs.accept_token(t)
+        assert _allowed(ours, len(vocab)) == _allowed(theirs, len(vocab), xgr)
+    assert _allowed(ours, len(vocab)) == [3]  # "ab ab " after the straddling token: spent
+
+
 def test_spent_budget_is_enforced_on_accept_and_rolls_back() -> None:
     m = GrammarMatcher(_compile(BUDGET), terminate_without_stop_token=True)
     for t in (5, 0, 0):
@@ -196,3 +210,22 @@ def test_grammar_forced_nodes_refuse_budgets() -> None:
         forced_chain(m)
     plain = GrammarMatcher(_compile('start: "<t>" "1"'))
     assert forced_chain(plain) == [5, 4]
+
+
+DIFFERENTIAL = {
+    "any_text": 'start: "<think>" r "</think>" ans\nr[max_tokens=4]: TEXT\nans: /[0-9]{1,4}/\n'
+    + TEXT,
+    "words": 'start: item+ "."\nitem[max_tokens=3]: /[a-z ]+,/',
+}
+
+
+@pytest.mark.parametrize("name", list(DIFFERENTIAL))
+def test_masks_match_xgrammar_on_deepseek(name: str) -> None:
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar_diff import deepseek_infos, walk_and_compare
+
+    ours_info, theirs_info = deepseek_infos(xgr)
+    source = DIFFERENTIAL[name]
+    ours = GrammarCompiler(ours_info).compile_lark(source)
+    theirs = xgr.GrammarCompiler(theirs_info).compile_lark(source)
+    walk_and_compare(ours, theirs, xgr, seed=sum(map(ord, name)), steps=120)

@@ -2,8 +2,9 @@
 
 Each occurrence of a budgeted rule (the rule started at one chart set) may read at most
 ``N`` tokens: the tokens accepted with :meth:`GrammarMatcher.accept_token` (or a batch
-accept) whose bytes reach past the set it started at; ``accept_string`` steps are not
-counted (budgets constrain generation, not validation). Once an occurrence has spent its
+accept) that start at or after the set it started at (as in xgrammar, a token that
+starts before the rule and ends inside it is not counted); ``accept_string`` steps are
+not counted (budgets constrain generation, not validation). Once an occurrence has spent its
 budget and its rule can end at the top set, the matcher *closes* it before the next mask
 or token: the items of the top set that continue the occurrence (its own items and the
 items of the rules it called) are removed, so only what follows the rule remains, exactly
@@ -68,10 +69,10 @@ class BudgetTable:
         # per state: the rules it calls
         self.calls = [frozenset(rules[ptr[s] : ptr[s + 1]]) for s in range(len(self.state_rule))]
 
-    def spent(self, items_s, items_o, set_starts, top: int, step_ends, counted):
+    def spent(self, items_s, items_o, set_starts, top: int, step_starts, counted):
         """The occurrences ``(rule, origin)`` of the top set whose budget is spent and
-        whose rule can end at ``top``. ``step_ends[i]`` is the set step ``i`` reached and
-        ``counted[i]`` whether it was a token."""
+        whose rule can end at ``top``. ``step_starts[i]`` is the set step ``i`` started
+        from and ``counted[i]`` whether it was a token."""
         lo, hi = int(set_starts[top]), int(set_starts[top + 1])
         found: dict[tuple[int, int], bool] = {}  # occurrence -> can end here
         for j in range(lo, hi):
@@ -82,7 +83,10 @@ class BudgetTable:
                 found[key] = found.get(key, False) or self.state_final[s]
         out = []
         for (r, o), can_end in found.items():
-            if can_end and int(np.count_nonzero(counted & (step_ends > o))) >= self.rule_budget[r]:
+            if (
+                can_end
+                and int(np.count_nonzero(counted & (step_starts >= o))) >= self.rule_budget[r]
+            ):
                 out.append((r, o))
         return out
 

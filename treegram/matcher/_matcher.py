@@ -526,12 +526,12 @@ class GrammarMatcher:
         if self._meta[M_STOPPED] or not self._meta[M_STEPS]:
             return
         top, steps = int(self._meta[M_TOP]), int(self._meta[M_STEPS])
-        step_ends = np.empty(steps, dtype=np.int64)
-        step_ends[:-1] = self._hist[1:steps]
-        step_ends[-1] = top
+        step_starts = self._hist[:steps].astype(np.int64)
         counted = np.frombuffer(bytes(self._counted), dtype=np.uint8).astype(bool)  # type: ignore[arg-type]
         table = self._budgets
-        spent = table.spent(self._items_s, self._items_o, self._set_starts, top, step_ends, counted)
+        spent = table.spent(
+            self._items_s, self._items_o, self._set_starts, top, step_starts, counted
+        )
         if not spent:
             return
         lo, hi = int(self._set_starts[top]), int(self._set_starts[top + 1])
