@@ -216,6 +216,10 @@ DIFFERENTIAL = {
     "any_text": 'start: "<think>" r "</think>" ans\nr[max_tokens=4]: TEXT\nans: /[0-9]{1,4}/\n'
     + TEXT,
     "words": 'start: item+ "."\nitem[max_tokens=3]: /[a-z ]+,/',
+    "nested": 'start: a "."\na[max_tokens=5]: "x" b+\nb[max_tokens=2]: /[a-z]+ /',
+    "stop_text": f'start: v "9"\nv[max_tokens=3, stop="!"]: {TEXT[6:]}',
+    "dispatch_arg": f'start: tool* tail\ntail: TEXT\nh[lazy]: TEXT "<c>"\ntool: h arg "</c>"\n'
+    f"arg[max_tokens=3]: /[0-9a-z ]+/\n{TEXT}",
 }
 
 

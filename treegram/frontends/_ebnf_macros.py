@@ -50,7 +50,7 @@ from treegram.ir import (
     intersect_ranges,
 )
 
-__all__ = ["MacroCall", "MacroName", "expand_macro", "tag_dispatch_rules", "SUPPORTED_MACROS"]
+__all__ = ["MacroCall", "expand_macro", "SUPPORTED_MACROS"]
 
 #: Macros this module expands.
 SUPPORTED_MACROS = frozenset({"Regex", "Substring", "TagDispatch"})
@@ -233,11 +233,11 @@ def _expand_tag_dispatch(call: MacroCall, prefix: str) -> tuple[Expr, list[Rule]
                 raise MacroArgumentError(
                     f"Exclude string must not be a prefix of trigger string: {ex}"
                 )
-    expr, rules = tag_dispatch_rules(tags, excludes, loop, prefix)
+    expr, rules = _tag_dispatch_rules(tags, excludes, loop, prefix)
     return expr, rules, [r for _, r in tags]
 
 
-def tag_dispatch_rules(
+def _tag_dispatch_rules(
     tags: list[tuple[str, MacroName]], excludes: list[str], loop: bool, prefix: str
 ) -> tuple[Expr, list[Rule]]:
     """One rule per live Aho-Corasick state (no tag or exclude ends there)."""

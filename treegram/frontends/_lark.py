@@ -1188,7 +1188,8 @@ def _lower_lazy(
       text up to a fixed trigger (``head[lazy]: TEXT "<t>"``, ``head[suffix="<t>"]: TEXT``,
       ``head[stop="<t>"]: TEXT`` or ``head[lazy]: /(\\n|.)*<t>/``). ``start`` becomes free
       text in which each trigger must be followed by the rest of a tool that has it, then
-      free text again (the ``TagDispatch`` automaton of the EBNF frontend).
+      free text again (the byte-level automaton of structural tags' ``triggered_tags``,
+      which is xgrammar's ``TagDispatch``).
     - A head of the first three forms used on its own matches text that ends at the first
       trigger, or text without the trigger (xgrammar's TagDispatch lowering); the regex
       form is refused there, as xgrammar refuses it.
@@ -1198,7 +1199,7 @@ def _lower_lazy(
     Returns the helper rules and the :class:`CaptureMarker` of each marker rule that
     captures need (where its marker lies in its completions).
     """
-    from treegram.frontends._ebnf_macros import MacroName, tag_dispatch_rules
+    from treegram.frontends._structural_tag import free_text_rules
 
     defs = parser.defs
     any_text: dict[str, bool] = {}
@@ -1231,10 +1232,10 @@ def _lower_lazy(
     pattern = _dispatch_tools(defs, heads, is_any_text)
     if pattern is not None:
         tail, consumed = pattern
-        tags = []
+        tags: dict[str, list[str]] = {}
         for tool, head, rest in consumed:
-            # one group per tool (a trigger given twice offers both), so that each keeps
-            # its head's marker: the trigger, right before the group
+            # one rule per tool, so that each keeps its head's marker: the trigger, right
+            # before the rule
             group = fresh(f"lark.{tool}")
             marker = markers.get(head)
             info = None
@@ -1246,8 +1247,15 @@ def _lower_lazy(
                     capture=parser.captures.get((head, "stop_capture")),
                 )
             rules.append(Rule(group, rest, marker=info))
-            tags.append((heads[head][0], MacroName(group, 0)))
-        expr, helpers = tag_dispatch_rules(tags, [], True, fresh("lark.dispatch"))
+            tags.setdefault(heads[head][0], []).append(group)
+        pairs = []
+        for trigger, groups in tags.items():  # tools that share a trigger: one of them
+            if len(groups) > 1:
+                shared = fresh("lark.trigger")
+                rules.append(Rule(shared, Choice(tuple(RuleRef(g) for g in groups))))
+                groups = [shared]
+            pairs.append((trigger, groups[0]))
+        expr, helpers = free_text_rules(pairs, loop=True, prefix=fresh("lark.dispatch") + ".")
         rules.extend(helpers)
         defs["start"].body = expr
         roles = {tail, *(r for tool, head, _ in consumed for r in (tool, head))}
@@ -1275,8 +1283,8 @@ def _lower_lazy(
             )
         end = fresh("lark.end")
         rules.append(Rule(end, Bytes(b"")))
-        expr, helpers = tag_dispatch_rules(
-            [(trigger, MacroName(end, 0))], [], False, fresh(f"lark.{name}")
+        expr, helpers = free_text_rules(
+            [(trigger, end)], loop=False, prefix=fresh(f"lark.{name}") + "."
         )
         rules.extend(helpers)
         defs[name].body = expr

@@ -71,6 +71,7 @@ __all__ = [
     "structural_tag_from_args",
     "structural_tag_key",
     "xml_arguments_to_ir",
+    "free_text_rules",
 ]
 
 _EMPTY = Bytes(b"")
@@ -197,16 +198,31 @@ def _unlimited(fmt: Format) -> bool:
     return False
 
 
+def free_text_rules(
+    pairs: list[tuple[str, str]], *, loop: bool, prefix: str
+) -> tuple[Expr, list[Rule]]:
+    """Free text in which each trigger is followed by a call of its rule (then, with
+    ``loop``, free text again; otherwise nothing): the byte-level automaton of
+    ``triggered_tags`` and ``dispatch`` (see :meth:`_Builder._free_text`), for other
+    frontends (Lark's dynamic dispatch). ``pairs`` are ``(trigger, rule name)``; the
+    helper rules are named ``prefix`` + a number + ``_text``.
+    """
+    b = _Builder(prefix)
+    start = b._free_text([(t, RuleRef(r)) for t, r in pairs], [], loop=loop, path="dispatch")
+    return start, b.rules
+
+
 class _Builder:
     """Collects the rules of one translation; every name it makes is unique."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "st") -> None:
         self.rules: list[Rule] = []
         self._n = 0
+        self._prefix = prefix
 
     def _fresh(self, base: str) -> str:
         self._n += 1
-        return f"st{self._n}_{base}"
+        return f"{self._prefix}{self._n}_{base}"
 
     def _rule(self, base: str, body: Expr) -> RuleRef:
         name = self._fresh(base)
