@@ -191,8 +191,8 @@ def test_budget_prints_parses_back_and_caches() -> None:
 @pytest.mark.parametrize(
     "source, fragment",
     [
-        ('root ::= v\nv[max_tokens=0] ::= "q"', "max_tokens must be between 1 and 1,000,000"),
-        ('root ::= v\nv[max_tokens=1000001] ::= "q"', "max_tokens must be between"),
+        ('root ::= v\nv[max_tokens=0] ::= "q"', "max_tokens must be between 1 and 2,147,483,647"),
+        ('root ::= v\nv[max_tokens=2147483648] ::= "q"', "max_tokens must be between"),
         ('root ::= v\nv[max_tokens=x] ::= "q"', "max_tokens needs a positive integer"),
     ],
 )
@@ -233,3 +233,37 @@ def test_masks_match_xgrammar_on_deepseek(name: str) -> None:
     ours = GrammarCompiler(ours_info).compile_lark(source)
     theirs = xgr.GrammarCompiler(theirs_info).compile_lark(source)
     walk_and_compare(ours, theirs, xgr, seed=sum(map(ord, name)), steps=120)
+
+
+BUDGET_VOCAB = ["<think>", "a", "b", "c", "</", "think>", "a</", "<eos>"]
+
+
+def _tag_budget(max_tokens):
+    from treegram import GrammarCompiler as Compiler
+
+    info = TokenizerInfo(BUDGET_VOCAB, stop_token_ids=[7])
+    content = {"type": "any_text", "excludes": ["</think>"], "max_tokens": max_tokens}
+    tag = {
+        "type": "structural_tag",
+        "format": {"type": "tag", "begin": "<think>", "content": content, "end": "</think>"},
+    }
+    return Compiler(info, cache_enabled=False).compile_structural_tag(tag)
+
+
+def _walk(compiled, tokens) -> bool:
+    m = GrammarMatcher(compiled)
+    for t in tokens:
+        if t not in _allowed(m, len(BUDGET_VOCAB)) or not m.accept_token(t):
+            return False
+    return m.is_completed()
+
+
+def test_structural_tag_any_text_budget() -> None:
+    compiled = _tag_budget(2)
+    assert _walk(compiled, [0, 1, 2, 4, 5])
+    assert _walk(compiled, [0, 1, 6, 5])  # "a</" starts inside the text, then the end
+    assert not _walk(compiled, [0, 1, 2, 3, 4, 5])
+    assert _walk(_tag_budget(0), [0, 4, 5]) and not _walk(_tag_budget(0), [0, 1, 4, 5])
+    assert "max_tokens=2" in str(compiled.grammar)
+    with pytest.raises(ValueError, match=r"max_tokens must be an integer in \[0, 2\*\*31\)"):
+        _tag_budget(2**31)

@@ -48,8 +48,9 @@ _MARKER_KEYS = frozenset(
 RULE_ATTRIBUTES = frozenset(
     {"lazy", "max_chars", "max_tokens", "temperature", "capture", "stop_capture", *_MARKER_KEYS}
 )
-#: The largest token budget (``max_tokens``), as in xgrammar.
-MAX_TOKENS = 1_000_000
+#: The largest token budget of an EBNF rule (Lark's own limit, 1,000,000, is checked by the
+#: Lark parser; structural tags' any_text allows up to 2**31 - 1 and prints as EBNF).
+MAX_TOKENS = 2**31 - 1
 #: What a capture name may hold (xgrammar's rule).
 CAPTURE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
@@ -93,7 +94,7 @@ def parse_rule_attributes(text: str) -> dict[str, object]:
         elif key == "temperature":
             attrs[key] = parse_temperature(value)
         elif key == "max_tokens":
-            if not (value.isascii() and value.isdigit()) or len(value) > 9:
+            if not (value.isascii() and value.isdigit()) or len(value) > 10:
                 raise RuleAttributeError("rule attribute max_tokens needs a positive integer")
             if not 1 <= int(value) <= MAX_TOKENS:
                 raise RuleAttributeError(

@@ -271,15 +271,30 @@ class _Builder:
                 path=path,
             )
         if isinstance(fmt, AnyTextFormat):
-            for key in ("max_tokens", "max_chars"):
-                if getattr(fmt, key) is not None:
-                    raise UnsupportedStructuralTagError(
-                        f"{path}.{key}: token and character budgets are not supported"
-                    )
+            if fmt.max_chars is not None:
+                raise UnsupportedStructuralTagError(
+                    f"{path}.max_chars: character budgets are not supported"
+                )
+            budget = fmt.max_tokens
+            if budget is not None and (
+                isinstance(budget, bool) or not isinstance(budget, int) or not 0 <= budget < 2**31
+            ):
+                raise InvalidStructuralTagError(
+                    f"{path}.max_tokens must be an integer in [0, 2**31), got {budget!r}"
+                )
+            if budget == 0:
+                return _EMPTY  # no token may be spent in it
             excludes = _unique([*fmt.excludes, *ends])
             if not excludes:
-                return Repeat(_ANY_CHAR, 0, None)
-            return self._free_text([], excludes, loop=False, path=path)
+                text: Expr = Repeat(_ANY_CHAR, 0, None)
+            else:
+                text = self._free_text([], excludes, loop=False, path=path)
+            # a token budget is enforced by the matcher on the rule (Rule.max_tokens)
+            if budget is None:
+                return text
+            name = self._fresh("any_text")
+            self.rules.append(Rule(name, text, max_tokens=budget))
+            return RuleRef(name)
         if isinstance(fmt, GrammarFormat):
             return self._embed(parse_ebnf(fmt.grammar))
         if isinstance(fmt, RegexFormat):
