@@ -652,6 +652,8 @@ class GrammarMatcher:
         """:attr:`temperature` as a float, ``-1`` for none."""
         if self._meta[M_STOPPED]:
             return self._default_temp
+        if self._counted is not None:
+            self._close_spent()  # a spent budget decides which rules the next token is in
         table = self._temp_table
         if table is None:
             table = self._temp_table = temperature_table(self._compiled)
