@@ -69,32 +69,35 @@ class BudgetTable:
         # per state: the rules it calls
         self.calls = [frozenset(rules[ptr[s] : ptr[s + 1]]) for s in range(len(self.state_rule))]
 
-    def spent(self, items_s, items_o, set_starts, top: int, step_starts, counted):
+    def spent(self, items_s, items_o, set_starts, top: int, tokens_since):
         """The occurrences ``(rule, origin)`` of the top set whose budget is spent and
-        whose rule can end at ``top``. ``step_starts[i]`` is the set step ``i`` started
-        from and ``counted[i]`` whether it was a token."""
+        whose rule can end at ``top``; ``tokens_since(origin)`` counts the tokens read
+        since ``origin``."""
         lo, hi = int(set_starts[top]), int(set_starts[top + 1])
         found: dict[tuple[int, int], bool] = {}  # occurrence -> can end here
-        for j in range(lo, hi):
-            s = int(items_s[j])
+        for s, o in zip(items_s[lo:hi].tolist(), items_o[lo:hi].tolist(), strict=True):
             r = self.state_rule[s]
             if self.rule_budget[r]:
-                key = (r, int(items_o[j]))
-                found[key] = found.get(key, False) or self.state_final[s]
-        out = []
-        for (r, o), can_end in found.items():
-            if (
-                can_end
-                and int(np.count_nonzero(counted & (step_starts >= o))) >= self.rule_budget[r]
-            ):
-                out.append((r, o))
-        return out
+                found[r, o] = found.get((r, o), False) or self.state_final[s]
+        return [
+            (r, o)
+            for (r, o), can_end in found.items()
+            if can_end and tokens_since(o) >= self.rule_budget[r]
+        ]
 
     def inside(self, items_s, items_o, set_starts, top: int, rule: int, origin: int) -> np.ndarray:
         """For each item of the top set, whether it continues the occurrence of ``rule``
         started at ``origin`` (see the module docstring)."""
+        # only the sets that items (of the top set, then of those sets) started in matter
+        needed, todo = {top}, [top]
+        while todo:
+            k = todo.pop()
+            for o in set(items_o[int(set_starts[k]) : int(set_starts[k + 1])].tolist()):
+                if origin <= o < k and o not in needed:
+                    needed.add(o)
+                    todo.append(o)
         flags: dict[int, list[bool]] = {}  # set -> per item: inside
-        for k in range(origin, top + 1):
+        for k in sorted(needed):
             lo, hi = int(set_starts[k]), int(set_starts[k + 1])
             states = items_s[lo:hi].tolist()
             origins = items_o[lo:hi].tolist()

@@ -234,6 +234,7 @@ class GrammarMatcher:
         self._budgets = budget_table(compiled_grammar)
         self._counted: bytearray | None = bytearray() if self._budgets.any else None
         self._closed: list[tuple[int, int, int]] = []
+        self._budget_checked: tuple[int, int] | None = None  # (steps, top) last checked
         self._tracks = self._text is not None or self._counted is not None  # one check per token
         self.reset()
 
@@ -252,6 +253,7 @@ class GrammarMatcher:
         if self._counted is not None:
             self._counted.clear()
             self._closed = []
+            self._budget_checked = None
 
     @_exclusive
     def fork(self) -> GrammarMatcher:
@@ -510,6 +512,7 @@ class GrammarMatcher:
             del self._counted[int(self._meta[M_STEPS]) :]
             top = int(self._meta[M_TOP])
             self._closed = [e for e in self._closed if e[2] <= top]
+            self._budget_checked = None  # the same (steps, top) may hold another chart
 
     # ---------------------------------------------------------------- budgets
     def _after_token(self, token_id: int) -> None:
@@ -526,12 +529,18 @@ class GrammarMatcher:
         if self._meta[M_STOPPED] or not self._meta[M_STEPS]:
             return
         top, steps = int(self._meta[M_TOP]), int(self._meta[M_STEPS])
-        step_starts = self._hist[:steps].astype(np.int64)
-        counted = np.frombuffer(bytes(self._counted), dtype=np.uint8).astype(bool)  # type: ignore[arg-type]
+        if self._budget_checked == (steps, top):
+            return  # nothing changed since the last check (a fill, then an accept)
+        self._budget_checked = (steps, top)
+        starts = self._hist[:steps]  # non-decreasing: the set each step started from
+        counted = self._counted
+
+        def tokens_since(origin: int) -> int:
+            # the tokens that start at or after ``origin``
+            return counted.count(1, int(np.searchsorted(starts, origin)))  # type: ignore[union-attr]
+
         table = self._budgets
-        spent = table.spent(
-            self._items_s, self._items_o, self._set_starts, top, step_starts, counted
-        )
+        spent = table.spent(self._items_s, self._items_o, self._set_starts, top, tokens_since)
         if not spent:
             return
         lo, hi = int(self._set_starts[top]), int(self._set_starts[top + 1])
