@@ -35,7 +35,8 @@ The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark`
   records it; :class:`~treegram.ir.CaptureMarker`);
 - xgrammar's dynamic tool-call dispatch (``start: (tool | ...)* tail`` over any-text
   heads ending in a trigger) and lazy any-text heads used on their own become the
-  ``TagDispatch`` automaton (see :func:`_lower_lazy`).
+  byte-level free text of structural tags, xgrammar's ``TagDispatch`` (see
+  :func:`_lower_lazy`).
 
 Refused with :class:`GrammarSyntaxError` (line and column, and the source line with a
 caret under the column): priorities ``name.2``, templates, parametric grammars (``::``,
@@ -86,7 +87,8 @@ _BLANK = re.compile(r"(?:[ \t\r\f]+|//[^\n]*|#[^\n]*)*")
 # A newline (plus blank and comment lines) that a '|' continues.
 _CONTINUATION = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*)*\|")
 _SPACE = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*)*")
-# Rules marked [lazy] or [temperature=...]: xgrammar handles them like terminals.
+# Rules marked [lazy], [suffix=...], [stop=...] or [temperature=...]: xgrammar handles them
+# like terminals.
 _LEXICAL_RULE = re.compile(
     r"^[ \t]*[?!]?([A-Za-z_][A-Za-z0-9_-]*)[ \t]*\[[^\n]*?\b(?:lazy|temperature|suffix|stop)\b",
     re.M,
@@ -194,8 +196,8 @@ class _Parser:
 
     def __init__(self, text: str, embed) -> None:
         self.src = _Source(text)
-        # names of the rules marked [lazy] or [temperature=...], known before any
-        # reference is parsed
+        # names of the rules handled like terminals (lazy, suffix, stop, temperature),
+        # known before any reference is parsed
         self.lazy = set(_LEXICAL_RULE.findall(text))
         self.hot = set(_TEMPERATURE_RULE.findall(text))  # these may hold sub-grammars
         self.text = text
