@@ -286,3 +286,27 @@ def test_masks_match_xgrammar(infos, name: str) -> None:
     theirs = xgr.GrammarCompiler(theirs_info).compile_lark(source)
     # bit for bit, also on tokens that cut a character: free text reads bytes in both
     walk_and_compare(ours, theirs, xgr, seed=sum(map(ord, name)), steps=120)
+
+
+def test_lazy_is_kept_on_the_rule_and_printed_back() -> None:
+    from treegram import GrammarCompiler, GrammarMatcher, TokenizerInfo
+
+    grammar = Grammar.from_lark('start: "<" r ">"\nr[lazy, capture="x", max_tokens=3]: /[a-z]+/')
+    printed = str(grammar)
+    assert 'r[max_tokens=3, capture="x", lazy] ::= [a-z]+' in printed
+    reordered = Grammar.from_ebnf(
+        'root ::= "<" r ">"\nr[lazy, capture="x", max_tokens=3] ::= [a-z]+'
+    )
+    assert str(reordered) == printed
+    for candidate in (
+        Grammar.from_ebnf(printed),
+        Grammar.deserialize_json(grammar.serialize_json()),
+    ):
+        assert candidate == grammar
+        for cache in (False, True):
+            compiled = GrammarCompiler(TokenizerInfo([]), cache_enabled=cache).compile_grammar(
+                candidate
+            )
+            m = GrammarMatcher(compiled, terminate_without_stop_token=True)
+            assert not m.accept_string("<ab>")
+            assert m.accept_string("<a>") and m.get_captures() == [("x", b"a")]

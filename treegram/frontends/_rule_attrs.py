@@ -3,11 +3,11 @@
 
 ``temperature`` and ``capture`` do not change the language: they are kept on the rule
 (:attr:`~treegram.ir.Rule.temperature`, :attr:`~treegram.ir.Rule.capture`) for the
-matcher. ``lazy`` and ``max_chars``
-change the rule's language, so they are applied to the IR: the rule body (with the
-rules it references inlined; they must not be recursive) becomes a code point automaton
-(:class:`~treegram.ir.Dfa`), which is restricted and written back as
-helper rules.
+matcher. ``lazy`` alone is kept on the rule too (:attr:`~treegram.ir.Rule.lazy`, with the
+rules its body references inlined; they must not be recursive) and applied by the
+automaton builder. ``max_chars`` (with or without ``lazy``) changes the rule's language
+here: the rule body (inlined the same way) becomes a code point automaton
+(:class:`~treegram.ir.Dfa`), which is restricted and written back as helper rules.
 
 ``lazy``
     The rule matches as little as it can: it keeps the strings none of whose proper
@@ -225,6 +225,11 @@ def apply_rule_attributes(
             expr = _inline(rule.body, by_name, (rule.name,))
         except RuleAttributeError as err:
             on_error(rule.name, str(err))
+        if set(a) == {"lazy"}:
+            # kept on the rule (printed back as [lazy]); the automaton builder restricts
+            # the rule's automaton, so its body only needs to call no rule
+            out.append(replace(rule, body=expr, lazy=True))
+            continue
         try:
             d = Dfa.from_expr(expr)
             if "max_chars" in a:

@@ -116,7 +116,10 @@ class Rule:
     completions are a suffix or stop marker. Neither changes the language.
     ``max_tokens`` is xgrammar's token budget: each occurrence of the rule may read at
     most that many tokens; once they are spent, the matcher ends the occurrence where it
-    can end (the language of a whole text does not change)."""
+    can end (the language of a whole text does not change). ``lazy`` (xgrammar's
+    ``[lazy]``) keeps only the strings of ``body`` none of whose proper prefixes it
+    matches (committed-shortest matching); the body must call no rule, and the automaton
+    builder applies it."""
 
     name: str
     body: Expr
@@ -125,6 +128,7 @@ class Rule:
     capture: str | None = None
     marker: CaptureMarker | None = None
     max_tokens: int | None = None
+    lazy: bool = False
 
 
 @dataclass(frozen=True)

@@ -194,6 +194,8 @@ def _grammar_to_ebnf(ir: GrammarIR) -> str:
             parts.append(f'capture="{rule.capture}"')
         if rule.marker is not None:
             parts.extend(_marker_attributes(rule.marker))
+        if rule.lazy:
+            parts.append("lazy")
         attrs = f"[{', '.join(parts)}]" if parts else ""
         line = f"{_name(rule.name)}{attrs} ::= {_expr(rule.body, _CHOICE)}"
         if rule.lookahead is not None:
