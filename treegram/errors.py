@@ -76,10 +76,16 @@ class GrammarSyntaxError(GrammarError):
 
 class LarkSyntaxError(GrammarSyntaxError):
     """Lark grammar text could not be parsed; the message reads ``Lark error at line L,
-    column C: ...``, as xgrammar's does."""
+    column C: ...``, as xgrammar's does, followed by the offending source line and a
+    caret under the column when ``source_line`` is given."""
 
-    def __init__(self, message: str, line: int, column: int) -> None:
-        GrammarError.__init__(self, f"Lark error at line {line}, column {column}: {message}")
+    def __init__(
+        self, message: str, line: int, column: int, source_line: str | None = None
+    ) -> None:
+        text = f"Lark error at line {line}, column {column}: {message}"
+        if source_line is not None:
+            text += f"\n{source_line}\n{' ' * (column - 1)}^"
+        GrammarError.__init__(self, text)
         self.line = line
         self.column = column
 

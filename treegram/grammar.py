@@ -9,7 +9,9 @@
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 from treegram._json import dump_json, load_json
 from treegram.errors import (
@@ -51,6 +53,7 @@ from treegram.tokenizer import TokenizerInfo
 
 __all__ = [
     "Grammar",
+    "check_named_grammars",
     "parse_ebnf",
     "grammar_to_ebnf",
     "Bytes",
@@ -175,6 +178,10 @@ class Grammar:
         GrammarSyntaxError
             Malformed or unsupported Lark (priorities, templates, special tokens,
             ``%declare``...); ``line``/``column`` locate it.
+        ArgumentTypeError
+            ``named_grammars`` is not a mapping of str to Grammar or str.
+        GrammarError
+            A name of ``named_grammars`` is not a valid grammar name.
         """
         from .frontends import lark_to_ir
 
@@ -183,7 +190,7 @@ class Grammar:
                 "tokenizer_info must be a TokenizerInfo or None, got "
                 f"{type(tokenizer_info).__name__}"
             )
-        return Grammar(lark_to_ir(text, named_grammars))
+        return Grammar(lark_to_ir(text, check_named_grammars(named_grammars)))
 
     @staticmethod
     def from_json_schema(
@@ -492,9 +499,56 @@ def _combine(grammars: tuple, what: str, node: type) -> Grammar:
             prefix = f"g{i}_"
             for r in g.ir.rules:
                 look = None if r.lookahead is None else _renamed(r.lookahead, prefix)
-                rules.append(Rule(prefix + r.name, _renamed(r.body, prefix), look, r.temperature))
+                rules.append(
+                    replace(
+                        r,
+                        name=prefix + r.name,
+                        body=_renamed(r.body, prefix),
+                        lookahead=look,
+                        marker=r.marker and r.marker.renamed(f"{prefix}{{}}".format),
+                    )
+                )
             roots.append(RuleRef(prefix + g.ir.root))
         return GrammarIR((Rule("root", node(tuple(roots))), *rules), "root")
 
     deep = max(g._depth for g in grammars) > SHALLOW_DEPTH
     return Grammar(run_sized(deep, build))
+
+
+_GRAMMAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def check_named_grammars(named_grammars: object) -> dict[str, Grammar | str]:
+    """``named_grammars`` of ``from_lark`` / ``compile_lark`` as a dict, checked.
+
+    Raises
+    ------
+    ArgumentTypeError
+        Not a mapping, a key that is not a str, or a value that is neither a Grammar
+        nor Lark text.
+    GrammarError
+        A key that ``@name`` cannot spell (letters, digits, ``_`` and ``-``).
+    """
+    if named_grammars is None:
+        return {}
+    if not isinstance(named_grammars, Mapping):
+        raise ArgumentTypeError(
+            "named_grammars must be a dictionary of names to Grammar or Lark text, got "
+            f"{type(named_grammars).__name__}"
+        )
+    for key, value in named_grammars.items():
+        if not isinstance(key, str):
+            raise ArgumentTypeError(
+                f"named_grammars names must be strings, got {type(key).__name__} {key!r}"
+            )
+        if not isinstance(value, (Grammar, str)):
+            raise ArgumentTypeError(
+                "named_grammars values must be Grammar instances or Lark strings, got "
+                f"{type(value).__name__} for {key!r}"
+            )
+        if not _GRAMMAR_NAME.fullmatch(key):
+            raise GrammarError(
+                f"Invalid named grammar name {key!r}: a name holds letters, digits, '_' and "
+                "'-' and does not start with a digit or '-'"
+            )
+    return dict(named_grammars)

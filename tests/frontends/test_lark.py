@@ -16,6 +16,8 @@ from schema_matching import accepts, byte_compiler
 from xgrammar_diff import deepseek_infos, walk_and_compare
 
 from treegram import Grammar, GrammarCompiler, GrammarError, GrammarSyntaxError
+from treegram.errors import ArgumentTypeError
+from treegram.testing import _is_grammar_accept_string
 
 # (lark, accepted, rejected)
 CASES = [
@@ -145,7 +147,7 @@ ERRORS = [
     ('start: "a"{2', "expected '}' to close the repetition", 1, 13),
     ('start: "a"{}', "expected a repetition count", 1, 8),
     ('start: "a"{2}*', "expected grammar expression", 1, 14),
-    ('start: %lark { item: "a" }', "in nested %lark grammar", 1, 8),
+    ('start: %lark { item: "a" }', "failed to compile nested Lark grammar", 1, 8),
     ('start: TOKEN\nTOKEN: %lark { start: "a" }', "%lark cannot be used in terminals", 2, 8),
     ('start: %lark { start: "a" ', "unterminated %lark block", 1, 8),
     ('start: foo{x}\nfoo: "a"', "templates are not supported", 1, 8),
@@ -165,8 +167,8 @@ ERRORS = [
     ('start: x\nx[foo]: "a"', "rule attribute 'foo' is not supported", 2, 3),
     ('start: X\nX[capture]: "a"', "attributes are only supported on rules", 2, 2),
     ('start: x\nx[max_chars=q]: "a"', "expected an integer after max_chars=", 2, 13),
-    ('start: x\nx[lazy]: "a" x | "b"', "circular reference in terminal 'x'", 2, 1),
-    ('start: x\nx[lazy]: "a" y\ny: "b"', "terminal 'x' cannot reference rule 'y'", 2, 1),
+    ('start: x\nx[lazy]: "a" x | "b"', "terminal cannot reference rule 'x'", 2, 14),
+    ('start: x\nx[lazy]: "a" y\ny: "b"', "terminal cannot reference rule 'y'", 2, 14),
     ("start: %json {bad", "failed to parse JSON value after %json", 1, 8),
     ('start: X\nX: %json {"type": "integer"}', "%json cannot be used in terminals", 2, 4),
     ("start: @sub", "unknown named grammar '@sub'", 1, 8),
@@ -194,7 +196,7 @@ def test_tokenizer_info_is_accepted_and_checked() -> None:
     assert not _is_grammar_accept_string(grammar, "b")
     with pytest.raises(TypeError, match="tokenizer_info must be a TokenizerInfo or None"):
         Grammar.from_lark('start: "a"', tokenizer_info="vocab")  # type: ignore[arg-type]
-    with pytest.raises(GrammarSyntaxError, match="named special tokens"):
+    with pytest.raises(GrammarSyntaxError, match="special token <|eot|> is not supported"):
         Grammar.from_lark("start: <|eot|>", tokenizer_info=info)
 
 
@@ -208,7 +210,7 @@ def test_errors_match_xgrammar(source: str) -> None:
 @pytest.mark.parametrize(
     "source, fragment",
     [
-        ("start: <|im_end|>", "named special tokens"),
+        ("start: <|im_end|>", "special token <|im_end|> is not supported"),
     ],
 )
 def test_deliberately_refused(source: str, fragment: str) -> None:
@@ -239,10 +241,18 @@ def test_named_grammars(compiler) -> None:
         Grammar.from_lark("start: @s", named_grammars={"s": "start: @t", "t": "start: @s"})
     with pytest.raises(GrammarSyntaxError, match="named grammars cannot be used in terminals"):
         Grammar.from_lark("start: X\nX: @s", named_grammars={"s": 'start: "a"'})
-    with pytest.raises(GrammarError, match=r"named_grammars\['s'\] must be a Grammar"):
-        compiler.compile_lark("start: @s", named_grammars={"s": 3})
-    with pytest.raises(GrammarError, match=r"named_grammars\['s'\] must be a Grammar"):
-        Grammar.from_lark("start: @s", named_grammars={"s": 3})
+    for call in (compiler.compile_lark, Grammar.from_lark):
+        with pytest.raises(ArgumentTypeError, match="values must be Grammar instances or Lark"):
+            call("start: @s", named_grammars={"s": 3})
+        with pytest.raises(ArgumentTypeError, match="named_grammars must be a dictionary"):
+            call("start: @s", named_grammars=[("s", 'start: "a"')])
+        with pytest.raises(ArgumentTypeError, match="named_grammars names must be strings"):
+            call("start: @s", named_grammars={1: 'start: "a"'})
+        with pytest.raises(GrammarError, match="Invalid named grammar name 'a b'"):
+            call("start: @s", named_grammars={"a b": 'start: "a"'})
+    # names may hold '-', as @name references do
+    dashed = Grammar.from_lark("start: @my-item", named_grammars={"my-item": 'start: "q"'})
+    assert _is_grammar_accept_string(dashed, "q")
 
 
 def test_helper_names_do_not_clash(compiler) -> None:
@@ -270,7 +280,12 @@ def test_compile_lark_is_cached_and_checks_types(compiler) -> None:
 
 def test_lark_grammar_prints_and_parses_back() -> None:
     g = Grammar.from_lark('start: x+ /[0-9]{2}/i\nx: "a"i | %json {"type": "boolean"}\n%ignore " "')
-    assert Grammar.from_ebnf(g.to_ebnf(), root_rule_name="start") == g
+    # Lark's start is the root rule 'root', as in xgrammar, so the printed text parses back
+    # with from_ebnf's default root name; a user rule named 'root' moves aside
+    assert Grammar.from_ebnf(g.to_ebnf()) == g
+    clash = Grammar.from_lark('start: root "b"\nroot: "a"')
+    assert clash.root_rule_name == "root"
+    assert _is_grammar_accept_string(Grammar.from_ebnf(clash.to_ebnf()), "ab")
 
 
 DIFFERENTIAL = {

@@ -567,7 +567,7 @@ def test_invalid_structural_tags(value, match):
     [
         ({"type": "token", "token": 5}, r"format: format type 'token' is not supported"),
         ({"type": "any_tokens"}, r"format type 'any_tokens' is not supported"),
-        ({"type": "any_text", "max_chars": 5}, r"format\.max_chars: token and character budgets"),
+        ({"type": "any_text", "max_chars": 5}, r"format\.max_chars: character budgets are not"),
         (
             {
                 "type": "tag",

@@ -450,11 +450,19 @@ def _build(ir: GrammarIR) -> Automaton:
     flat = FlatIr(rule_ids, _class_sequences)
     roots = [flat.add(body) for _, body in bodies]  # every shared node flattened once
     tail_cycles = _tail_cycles(flat, roots[: len(ir.rules)])
-    # A rule with a temperature keeps its own states (the matcher reads the temperature
-    # from the rule that owns a state), so it is never inlined into a caller.
-    hot = {i for i, r in enumerate(ir.rules) if r.temperature is not None}
+    # A rule with a temperature, a capture or a token budget keeps its own states (the
+    # matcher reads them from the rule that owns a state), so it is never inlined into a caller;
+    # a captured rule also keeps its calls of itself (each level is a completion to record).
+    captured = {i for i, r in enumerate(ir.rules) if r.capture is not None or r.marker}
+    lazy = {i for i, r in enumerate(ir.rules) if r.lazy}
+    hot = (
+        {i for i, r in enumerate(ir.rules) if r.temperature is not None or r.max_tokens}
+        | captured
+        | lazy
+    )
     if hot:
         tail_cycles = {w: c - hot for w, c in tail_cycles.items() if c - hot}
+    tail_cycles = {w: c for w, c in tail_cycles.items() if w not in captured}
     parts = []  # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
     done: dict[int, tuple] = {}  # flat root -> (called rules, DFA): equal bodies once
     for rid, (name, body) in enumerate(bodies):
@@ -464,7 +472,7 @@ def _build(ir: GrammarIR) -> Automaton:
                 nfa = build_nfa(roots[rid], *flat.arrays())
                 got = done[roots[rid]] = (nfa[8], determinize(*nfa, 0, 1))
             if not (got[0] == rid).any():  # no call of itself to turn into a loop
-                parts.append(got[1])
+                parts.append(_committed_shortest(got[1]) if rid in lazy else got[1])
                 continue
         # Calls to rewrite, or an error to raise: the Python builder (the same NFA).
         builder = _NfaBuilder(rule_ids, name)
@@ -473,9 +481,10 @@ def _build(ir: GrammarIR) -> Automaton:
         builder.build(body, start, accept)
         if rid in tail_cycles:
             _inline_tail_calls(builder.nfa, rid, accept, tail_cycles[rid], bodies, rule_ids)
-        if rid in builder.called or rid in tail_cycles:  # else no call of itself exists
+        if (rid in builder.called or rid in tail_cycles) and rid not in captured:
             _loop_tail_self_calls(builder.nfa, rid, start, accept)
-        parts.append(_determinize(builder.nfa, start, accept))
+        part = _determinize(builder.nfa, start, accept)
+        parts.append(_committed_shortest(part) if rid in lazy else part)
 
     # One global state space: each rule's states follow the previous rule's.
     sizes = np.array([p[0].shape[0] for p in parts], dtype=np.int64)
@@ -530,6 +539,20 @@ def _build(ir: GrammarIR) -> Automaton:
         ref_target=ref_target,
         rule_follow=rule_follow,
     )
+
+
+def _committed_shortest(part: tuple) -> tuple:
+    """A rule DFA (``determinize``'s arrays) that stops at its first accepting state: the
+    byte edges out of accepting states are dropped (xgrammar's ``[lazy]``). The DFA is
+    deterministic and reaches an accepting state only after whole characters, so this
+    keeps exactly the strings none of whose proper prefixes the rule matches."""
+    final, byte_ptr, lo, hi, to = part[:5]
+    counts = np.diff(byte_ptr)
+    counts[final.astype(bool)] = 0
+    keep = np.repeat(~final.astype(bool), np.diff(byte_ptr))
+    new_ptr = np.zeros_like(byte_ptr)
+    np.cumsum(counts, out=new_ptr[1:])
+    return (final, new_ptr, lo[keep], hi[keep], to[keep], *part[5:])
 
 
 def _concat_ptr(ptrs: list[np.ndarray]) -> np.ndarray:

@@ -28,7 +28,7 @@ from ..frontends import (
     structural_tag_from_args,
     structural_tag_key,
 )
-from ..grammar import Grammar
+from ..grammar import Grammar, check_named_grammars
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
 from ..tokenizer import TokenizerInfo
 from ._compiled import CompiledGrammar, deserialize_compiled, serialize_compiled
@@ -292,12 +292,7 @@ class GrammarCompiler:
         """
         if not isinstance(text, str):
             raise GrammarError(f"lark text must be a str, got {type(text).__name__}")
-        named = dict(named_grammars or {})
-        for k, v in named.items():
-            if not isinstance(v, (Grammar, str)):
-                raise GrammarError(
-                    f"named_grammars[{k!r}] must be a Grammar or Lark text, got {type(v).__name__}"
-                )
+        named = check_named_grammars(named_grammars)
         key = tuple(
             (k, v.root_rule_name, str(v)) if isinstance(v, Grammar) else (k, None, v)
             for k, v in sorted(named.items(), key=lambda kv: str(kv[0]))

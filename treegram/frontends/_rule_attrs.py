@@ -1,12 +1,13 @@
-"""xgrammar's rule attributes ``name[lazy]``, ``name[max_chars=N]`` and
-``name[temperature=T]`` (EBNF and Lark).
+"""xgrammar's rule attributes ``name[lazy]``, ``name[max_chars=N]``,
+``name[temperature=T]`` and ``name[capture="x"]`` (EBNF and Lark).
 
-``temperature`` does not change the language: it is kept on the rule
-(:attr:`~treegram.ir.Rule.temperature`) for the matcher. ``lazy`` and ``max_chars``
-change the rule's language, so they are applied to the IR: the rule body (with the
-rules it references inlined; they must not be recursive) becomes a code point automaton
-(:class:`~treegram.ir.Dfa`), which is restricted and written back as
-helper rules.
+``temperature`` and ``capture`` do not change the language: they are kept on the rule
+(:attr:`~treegram.ir.Rule.temperature`, :attr:`~treegram.ir.Rule.capture`) for the
+matcher. ``lazy`` alone is kept on the rule too (:attr:`~treegram.ir.Rule.lazy`, with the
+rules its body references inlined; they must not be recursive) and applied by the
+automaton builder. ``max_chars`` (with or without ``lazy``) changes the rule's language
+here: the rule body (inlined the same way) becomes a code point automaton
+(:class:`~treegram.ir.Dfa`), which is restricted and written back as helper rules.
 
 ``lazy``
     The rule matches as little as it can: it keeps the strings none of whose proper
@@ -21,17 +22,37 @@ helper rules.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, Rule, RuleRef, Seq
+from treegram.ir import Bytes, CaptureMarker, CharClass, Choice, Expr, Repeat, Rule, RuleRef, Seq
 
-__all__ = ["RULE_ATTRIBUTES", "parse_rule_attributes", "apply_rule_attributes"]
+__all__ = [
+    "RULE_ATTRIBUTES",
+    "CAPTURE_NAME",
+    "MAX_TOKENS",
+    "parse_rule_attributes",
+    "parse_capture_name",
+    "apply_rule_attributes",
+]
 
 #: Attribute names that are applied; others are refused by the parsers.
-RULE_ATTRIBUTES = frozenset({"lazy", "max_chars", "temperature"})
+_MARKER_KEYS = frozenset(
+    f"capture_hidden_{kind}_{form}"
+    for kind in ("suffix", "stop")
+    for form in ("bytes", "text", "before_bytes", "split")
+)
+RULE_ATTRIBUTES = frozenset(
+    {"lazy", "max_chars", "max_tokens", "temperature", "capture", "stop_capture", *_MARKER_KEYS}
+)
+#: The largest token budget of an EBNF rule (Lark's own limit, 1,000,000, is checked by the
+#: Lark parser; structural tags' any_text allows up to 2**31 - 1 and prints as EBNF).
+MAX_TOKENS = 2**31 - 1
+#: What a capture name may hold (xgrammar's rule).
+CAPTURE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 _NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
@@ -42,30 +63,105 @@ class RuleAttributeError(ValueError):
 
 
 def parse_rule_attributes(text: str) -> dict[str, object]:
-    """Parse the inside of ``[...]``: ``lazy``, ``max_chars=N`` and ``temperature=T``,
-    comma separated."""
+    """Parse the inside of ``[...]``: ``lazy``, ``max_chars=N``, ``temperature=T``,
+    ``capture`` / ``capture="name"`` (``True``: the rule's own name) and a capture
+    marker (``capture_hidden_{suffix,stop}_{bytes=N,text="...",before_bytes=N}``, with
+    ``stop_capture="name"``; key ``"marker"``), comma separated."""
     attrs: dict[str, object] = {}
+    marker: dict[str, object] = {}
     for part in text.split(","):
         item = part.strip()
         key, eq, value = (s.strip() for s in item.partition("="))
         if key not in RULE_ATTRIBUTES:
             raise RuleAttributeError(
                 f"rule attribute {key!r} is not supported "
-                "(supported: lazy, max_chars=N, temperature=T)"
+                '(supported: lazy, max_chars=N, temperature=T, capture="name")'
             )
-        if key in attrs:
+        if key in attrs or key in marker:
             raise RuleAttributeError(f"rule attribute {key!r} is given twice")
-        if key == "lazy":
+        if key in _MARKER_KEYS or key == "stop_capture":
+            if not eq:
+                raise RuleAttributeError(f"rule attribute {key!r} needs a value")
+            if key != "stop_capture" and any(k != "stop_capture" for k in marker):
+                raise RuleAttributeError("a rule has at most one capture_hidden_* attribute")
+            marker[key] = value
+        elif key == "capture":
+            attrs[key] = parse_capture_name(value) if eq else True
+        elif key == "lazy":
             if eq:
                 raise RuleAttributeError("rule attribute 'lazy' takes no value")
             attrs[key] = True
         elif key == "temperature":
             attrs[key] = parse_temperature(value)
+        elif key == "max_tokens":
+            if not (value.isascii() and value.isdigit()) or len(value) > 10:
+                raise RuleAttributeError("rule attribute max_tokens needs a positive integer")
+            if not 1 <= int(value) <= MAX_TOKENS:
+                raise RuleAttributeError(
+                    f"max_tokens must be between 1 and {MAX_TOKENS:,}, got {int(value)}"
+                )
+            attrs[key] = int(value)
         else:
             if not (value.isascii() and value.isdigit()) or len(value) > 9:
                 raise RuleAttributeError("rule attribute max_chars needs a non-negative integer")
             attrs[key] = int(value)
+    if marker:
+        capture = marker.pop("stop_capture", None)
+        if not marker:
+            raise RuleAttributeError("stop_capture requires a capture_hidden_* attribute")
+        ((key, value),) = marker.items()
+        kind, form = key[len("capture_hidden_") :].split("_", 1)
+        size, data, split = 0, None, None
+        if form == "split":
+            names = str(value)[1:-1].split() if str(value)[:1] == '"' == str(value)[-1:] else []
+            if len(names) != 2:
+                raise RuleAttributeError(
+                    f'{key} needs "body_rule marker_rule" (two rule names), got {value!r}'
+                )
+            split = (names[0], names[1])
+        elif form == "text":
+            try:
+                loaded = json.loads(str(value))
+            except json.JSONDecodeError:
+                loaded = None
+            if not isinstance(loaded, str) or not loaded:
+                raise RuleAttributeError(f"{key} needs a non-empty JSON string, got {value!r}")
+            data = loaded.encode("utf-8", "surrogatepass")
+        else:
+            if not (str(value).isascii() and str(value).isdigit()) or len(str(value)) > 9:
+                raise RuleAttributeError(f"{key} needs a non-negative integer, got {value!r}")
+            size = int(str(value))
+        attrs["marker"] = CaptureMarker(
+            kind,
+            size,
+            data,
+            form == "before_bytes",
+            None if capture is None else parse_capture_name(str(capture)),
+            split,
+        )
     return attrs
+
+
+def parse_capture_name(text: str) -> str:
+    """The value of ``capture=``: a double-quoted name of letters, digits, ``_``, ``-``
+    and ``.``.
+
+    Raises
+    ------
+    RuleAttributeError
+        Not a quoted string, empty, or holding other characters.
+    """
+    text = text.strip()
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        raise RuleAttributeError(f"expected string literal after capture=, got {text!r}")
+    name = text[1:-1]
+    if not name:
+        raise RuleAttributeError("capture name must not be empty")
+    if not CAPTURE_NAME.fullmatch(name):
+        raise RuleAttributeError(
+            f"capture name must only contain letters, digits, '_', '-' and '.', got {name!r}"
+        )
+    return name
 
 
 def parse_temperature(text: str) -> float:
@@ -115,6 +211,13 @@ def apply_rule_attributes(
         a = dict(attrs.get(rule.name) or {})
         if "temperature" in a:
             rule = replace(rule, temperature=float(a.pop("temperature")))  # type: ignore[arg-type]
+        if "capture" in a:
+            name = a.pop("capture")
+            rule = replace(rule, capture=rule.name if name is True else str(name))
+        if "marker" in a:
+            rule = replace(rule, marker=a.pop("marker"))  # type: ignore[arg-type]
+        if "max_tokens" in a:
+            rule = replace(rule, max_tokens=int(a.pop("max_tokens")))  # type: ignore[call-overload]
         if not a:
             out.append(rule)
             continue
@@ -122,6 +225,11 @@ def apply_rule_attributes(
             expr = _inline(rule.body, by_name, (rule.name,))
         except RuleAttributeError as err:
             on_error(rule.name, str(err))
+        if set(a) == {"lazy"}:
+            # kept on the rule (printed back as [lazy]); the automaton builder restricts
+            # the rule's automaton, so its body only needs to call no rule
+            out.append(replace(rule, body=expr, lazy=True))
+            continue
         try:
             d = Dfa.from_expr(expr)
             if "max_chars" in a:

@@ -21,6 +21,7 @@ their own frontends and their rules embedded under fresh names. The language is 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
@@ -70,6 +71,7 @@ __all__ = [
     "structural_tag_from_args",
     "structural_tag_key",
     "xml_arguments_to_ir",
+    "free_text_rules",
 ]
 
 _EMPTY = Bytes(b"")
@@ -196,16 +198,31 @@ def _unlimited(fmt: Format) -> bool:
     return False
 
 
+def free_text_rules(
+    pairs: list[tuple[str, str]], *, loop: bool, prefix: str
+) -> tuple[Expr, list[Rule]]:
+    """Free text in which each trigger is followed by a call of its rule (then, with
+    ``loop``, free text again; otherwise nothing): the byte-level automaton of
+    ``triggered_tags`` and ``dispatch`` (see :meth:`_Builder._free_text`), for other
+    frontends (Lark's dynamic dispatch). ``pairs`` are ``(trigger, rule name)``; the
+    helper rules are named ``prefix`` + a number + ``_text``.
+    """
+    b = _Builder(prefix)
+    start = b._free_text([(t, RuleRef(r)) for t, r in pairs], [], loop=loop, path="dispatch")
+    return start, b.rules
+
+
 class _Builder:
     """Collects the rules of one translation; every name it makes is unique."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "st") -> None:
         self.rules: list[Rule] = []
         self._n = 0
+        self._prefix = prefix
 
     def _fresh(self, base: str) -> str:
         self._n += 1
-        return f"st{self._n}_{base}"
+        return f"{self._prefix}{self._n}_{base}"
 
     def _rule(self, base: str, body: Expr) -> RuleRef:
         name = self._fresh(base)
@@ -230,7 +247,10 @@ class _Builder:
 
         for r in ir.rules:
             look = None if r.lookahead is None else rename(r.lookahead)
-            self.rules.append(Rule(prefix + r.name, rename(r.body), look, r.temperature))
+            marker = r.marker and r.marker.renamed(f"{prefix}{{}}".format)
+            self.rules.append(
+                replace(r, name=prefix + r.name, body=rename(r.body), lookahead=look, marker=marker)
+            )
         return RuleRef(prefix + ir.root)
 
     # ------------------------------------------------------------------ formats
@@ -251,15 +271,30 @@ class _Builder:
                 path=path,
             )
         if isinstance(fmt, AnyTextFormat):
-            for key in ("max_tokens", "max_chars"):
-                if getattr(fmt, key) is not None:
-                    raise UnsupportedStructuralTagError(
-                        f"{path}.{key}: token and character budgets are not supported"
-                    )
+            if fmt.max_chars is not None:
+                raise UnsupportedStructuralTagError(
+                    f"{path}.max_chars: character budgets are not supported"
+                )
+            budget = fmt.max_tokens
+            if budget is not None and (
+                isinstance(budget, bool) or not isinstance(budget, int) or not 0 <= budget < 2**31
+            ):
+                raise InvalidStructuralTagError(
+                    f"{path}.max_tokens must be an integer in [0, 2**31), got {budget!r}"
+                )
+            if budget == 0:
+                return _EMPTY  # no token may be spent in it
             excludes = _unique([*fmt.excludes, *ends])
             if not excludes:
-                return Repeat(_ANY_CHAR, 0, None)
-            return self._free_text([], excludes, loop=False, path=path)
+                text: Expr = Repeat(_ANY_CHAR, 0, None)
+            else:
+                text = self._free_text([], excludes, loop=False, path=path)
+            # a token budget is enforced by the matcher on the rule (Rule.max_tokens)
+            if budget is None:
+                return text
+            name = self._fresh("any_text")
+            self.rules.append(Rule(name, text, max_tokens=budget))
+            return RuleRef(name)
         if isinstance(fmt, GrammarFormat):
             return self._embed(parse_ebnf(fmt.grammar))
         if isinstance(fmt, RegexFormat):

@@ -153,7 +153,8 @@ class JSONSchemaFormat(_Format):
 @dataclass(eq=True)
 class AnyTextFormat(_Format):
     """Any text without the strings ``excludes``; inside a tag, also without the tag's end
-    strings (so the end string closes the tag). ``max_tokens``/``max_chars`` must be None."""
+    strings (so the end string closes the tag). ``max_tokens``: at most that many tokens
+    (enforced by the matcher; 0: empty); ``max_chars`` must be None (not built)."""
 
     excludes: list[str] = field(default_factory=list)
     max_tokens: int | None = None

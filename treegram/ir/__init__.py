@@ -31,6 +31,7 @@ from treegram.ir._graphs import cycles_of_two_or_more
 from treegram.ir._nodes import (
     MAX_CODEPOINT,
     Bytes,
+    CaptureMarker,
     CharClass,
     Choice,
     Expr,
@@ -52,6 +53,7 @@ __all__ = [
     "RuleRef",
     "Expr",
     "Rule",
+    "CaptureMarker",
     "GrammarIR",
     "MAX_CODEPOINT",
     "Ranges",

@@ -8,7 +8,7 @@ consumes it. Nodes are immutable and hashable so frontends can share sub-trees.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = [
     "Bytes",
@@ -76,17 +76,59 @@ Expr = Bytes | CharClass | Seq | Choice | Repeat | RuleRef
 
 
 @dataclass(frozen=True)
+class CaptureMarker:
+    """Where the marker of a Lark ``suffix=`` / ``stop=`` rule lies in each completion of
+    the rule that carries it, for captures (it never changes the language).
+
+    ``kind`` is ``"suffix"`` (the marker is left out of the rule's own capture only) or
+    ``"stop"`` (also out of every capture around it). The marker is the last ``size``
+    bytes of a completion; with ``text`` set, it is ``text`` when the completion ends
+    with it and absent otherwise; with ``before``, it is the ``size`` bytes right before
+    the completion; with ``split`` (the names of two rules of the grammar, used only for
+    this), the marker is the shortest end of the completion that the second rule matches
+    while the first matches the rest (markers of several lengths).
+    ``capture`` (``stop_capture="name"``) records the marker's bytes.
+    """
+
+    kind: str
+    size: int = 0
+    text: bytes | None = None
+    before: bool = False
+    capture: str | None = None
+    split: tuple[str, str] | None = None
+
+    def renamed(self, names) -> CaptureMarker:
+        """This marker with the rule names of ``split`` mapped through ``names``."""
+        if self.split is None:
+            return self
+        return replace(self, split=(names(self.split[0]), names(self.split[1])))
+
+
+@dataclass(frozen=True)
 class Rule:
     """A named rule. ``lookahead`` is an optional assertion on what follows the rule
     (EBNF ``(= ...)``); it never changes the language and is used as a hint only.
     ``temperature`` is xgrammar's ``[temperature=T]`` attribute: the sampling temperature
     of the tokens generated inside the rule (the innermost such rule wins); it never
-    changes the language either."""
+    changes the language either. ``capture`` is xgrammar's ``[capture="name"]``
+    attribute: the matcher records the text of each completion of the rule under that
+    name (:meth:`GrammarMatcher.get_captures`); ``marker`` says which bytes of those
+    completions are a suffix or stop marker. Neither changes the language.
+    ``max_tokens`` is xgrammar's token budget: each occurrence of the rule may read at
+    most that many tokens; once they are spent, the matcher ends the occurrence where it
+    can end (the language of a whole text does not change). ``lazy`` (xgrammar's
+    ``[lazy]``) keeps only the strings of ``body`` none of whose proper prefixes it
+    matches (committed-shortest matching); the body must call no rule, and the automaton
+    builder applies it."""
 
     name: str
     body: Expr
     lookahead: Expr | None = None
     temperature: float | None = None
+    capture: str | None = None
+    marker: CaptureMarker | None = None
+    max_tokens: int | None = None
+    lazy: bool = False
 
 
 @dataclass(frozen=True)

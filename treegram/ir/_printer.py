@@ -7,6 +7,7 @@ produces, and to a language-equivalent IR otherwise (one-item ``Seq``/``Choice``
 
 from __future__ import annotations
 
+import json
 import re
 
 from treegram.errors import GrammarError
@@ -14,6 +15,7 @@ from treegram.ir._deep import SHALLOW_DEPTH, ir_depth, run_sized
 from treegram.ir._nodes import (
     MAX_CODEPOINT,
     Bytes,
+    CaptureMarker,
     CharClass,
     Choice,
     Expr,
@@ -163,11 +165,38 @@ def grammar_to_ebnf(ir: GrammarIR) -> str:
     return run_sized(ir_depth(ir) > SHALLOW_DEPTH, _grammar_to_ebnf, ir)
 
 
+def _marker_attributes(m: CaptureMarker) -> list[str]:
+    """A capture marker as rule attributes (parsed back by ``frontends._rule_attrs``)."""
+    if m.text is not None:
+        # JSON escapes, with ',' and ']' escaped too so the attribute list splits on ','
+        text = json.dumps(m.text.decode("utf-8"), ensure_ascii=True)
+        text = text.replace(",", "\\u002c").replace("]", "\\u005d")
+        out = [f"capture_hidden_{m.kind}_text={text}"]
+    elif m.split is not None:
+        out = [f'capture_hidden_{m.kind}_split="{m.split[0]} {m.split[1]}"']
+    elif m.before:
+        out = [f"capture_hidden_{m.kind}_before_bytes={m.size}"]
+    else:
+        out = [f"capture_hidden_{m.kind}_bytes={m.size}"]
+    if m.capture is not None:
+        out.append(f'stop_capture="{m.capture}"')
+    return out
+
+
 def _grammar_to_ebnf(ir: GrammarIR) -> str:
     rules = sorted(ir.rules, key=lambda r: r.name != ir.root)
     lines = []
     for rule in rules:
-        attrs = "" if rule.temperature is None else f"[temperature={rule.temperature!r}]"
+        parts = [] if rule.temperature is None else [f"temperature={rule.temperature!r}"]
+        if rule.max_tokens is not None:
+            parts.append(f"max_tokens={rule.max_tokens}")
+        if rule.capture is not None:
+            parts.append(f'capture="{rule.capture}"')
+        if rule.marker is not None:
+            parts.extend(_marker_attributes(rule.marker))
+        if rule.lazy:
+            parts.append("lazy")
+        attrs = f"[{', '.join(parts)}]" if parts else ""
         line = f"{_name(rule.name)}{attrs} ::= {_expr(rule.body, _CHOICE)}"
         if rule.lookahead is not None:
             line += f" (= {_expr(rule.lookahead, _CHOICE)})"

@@ -91,6 +91,13 @@ def _claiming(position: int):
     return decorate
 
 
+def _close_spent_budgets(matchers) -> None:
+    """Close the spent token budgets of the matchers that have budgets (see
+    ``_budgets``) before a batch kernel reads their charts."""
+    for m in [m for m in matchers if m._counted is not None]:
+        m._close_spent()
+
+
 def _check_distinct(mslots: np.ndarray, positions: np.ndarray | None = None) -> None:
     """Raise ArgumentError if one matcher appears twice (live matchers have distinct
     slots): its state would be changed twice, or by two workers at once."""
@@ -303,6 +310,7 @@ class BatchGrammarMatcher:
         if rows.min() < 0 or rows.max() >= out.shape[0]:
             raise BitmaskError(f"indices must be rows in [0, {out.shape[0]}), got {rows}")
         self._check_not_stopped(matchers, mslots)
+        _close_spent_budgets(matchers)
         status = np.zeros(b, dtype=np.int64)
 
         def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
@@ -343,6 +351,7 @@ class BatchGrammarMatcher:
             raise InvalidTokenIdError(
                 f"tokens[{bad}] = {int(toks[bad])} is not a token id in [0, {vocab})"
             )
+        _close_spent_budgets(matchers)
         status = np.zeros(len(mslots), dtype=np.int64)
 
         def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
@@ -368,6 +377,10 @@ class BatchGrammarMatcher:
                 ),
                 extra_bytes=None,
             )
+            # matchers of grammars with captures or budgets keep the text and steps
+            for k in [k for k, m in enumerate(matchers) if m._tracks]:
+                if status[k] == 1:
+                    matchers[k]._after_token(int(toks[k]))
         return (status == 1).tolist()
 
     @staticmethod
@@ -501,6 +514,8 @@ class BatchGrammarMatcher:
                 _batch.batch_rollback(mlist, mslots, counts)
         finally:
             REGISTRY_LOCK.release_read()
+        for m in [m for m in matchers if m._tracks]:
+            m._after_rollback()
 
     @_claiming(1)
     def batch_traverse_draft_tree(
@@ -613,6 +628,18 @@ class BatchGrammarMatcher:
             extra_bytes=None,
             deadline=deadline,
         )
+        # token budgets close occurrences between the nodes of a tree, which the batch
+        # kernel does not do: those matchers walk their trees node by node
+        for j, r in enumerate(requests.tolist()):
+            m = matchers[r]
+            if m._counted is not None:
+                tree = r if next_token.shape[0] > 1 else 0
+                rows = out[r * n : (r + 1) * n]
+                rows[:] = 0
+                done = m._traverse_by_steps(
+                    next_token[tree], next_sibling[tree], draft[r], rows, int(roots[j]), deadline
+                )
+                status[j] = 0 if done else 1
         return (status == 0).tolist()
 
     @staticmethod

@@ -223,7 +223,8 @@ def extend_draft_trees(
     ------
     ArgumentError, DraftTreeError, InvalidTokenIdError, BitmaskError
         Malformed input (as for ``batch_traverse_draft_tree``), a negative budget, a bad
-        ``max_per_leaf``, matchers of different tokenizers, or a ``batch`` that is not a
+        ``max_per_leaf``, matchers of different tokenizers, a matcher whose grammar has
+        token budgets (``[max_tokens=N]``, not applied here), or a ``batch`` that is not a
         BatchGrammarMatcher. Everything is checked before any work starts; nothing is
         changed then.
     MatcherStateError
@@ -259,6 +260,13 @@ def extend_draft_trees(
     if b:
         check_draft_input(next_token, next_sibling, roots, draft, vocab)
         _check_one_vocabulary(matchers)
+        budgeted = [i for i, mt in enumerate(matchers) if mt._counted is not None]
+        if budgeted:
+            # the forced-node kernels read the chart without closing spent budgets
+            raise ArgumentError(
+                f"matchers[{budgeted[0]}]'s grammar has token budgets ([max_tokens=N]), which "
+                "grammar-forced draft nodes do not apply; use traverse_draft_tree"
+            )
     m = n + most
     words = (vocab + 31) // 32
     with_masks = token_bitmask is not None

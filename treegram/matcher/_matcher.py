@@ -43,6 +43,8 @@ from ..kernels import (
     traverse_entry,
 )
 from ._bitmask import as_bitmask_array, check_row_index
+from ._budgets import budget_table
+from ._captures import capture_table
 from ._temperature import (
     TemperatureTable,
     as_temperature_array,
@@ -224,6 +226,16 @@ class GrammarMatcher:
         self._slot = -1  # registry slot, taken on first batch use
         self._slot_owner: object | None = None  # the token that proves ownership of the slot
         self._batch_key = -1  # (grammar slot << 32) | matcher slot once registered
+        # the accepted text, one byte per chart set, kept only for grammars with captures
+        self._captures = capture_table(compiled_grammar)
+        self._text: bytearray | None = bytearray() if self._captures.any else None
+        # token budgets: per step, whether it was a token (accept_string steps are free),
+        # and the completions of captured rules that closing an occurrence removed
+        self._budgets = budget_table(compiled_grammar)
+        self._counted: bytearray | None = bytearray() if self._budgets.any else None
+        self._closed: list[tuple[int, int, int]] = []
+        self._budget_checked: tuple[int, int] | None = None  # (steps, top) last checked
+        self._tracks = self._text is not None or self._counted is not None  # one check per token
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -236,6 +248,12 @@ class GrammarMatcher:
         self._meta[M_STEPS] = 0
         self._meta[M_STOPPED] = 0
         self._memo_meta[0] = -1
+        if self._text is not None:
+            self._text.clear()
+        if self._counted is not None:
+            self._counted.clear()
+            self._closed = []
+            self._budget_checked = None
 
     @_exclusive
     def fork(self) -> GrammarMatcher:
@@ -258,6 +276,11 @@ class GrammarMatcher:
         ):
             setattr(twin, name, getattr(self, name).copy())
         twin._mask_cache = None
+        if self._text is not None:
+            twin._text = bytearray(self._text)
+        if self._counted is not None:
+            twin._counted = bytearray(self._counted)
+            twin._closed = list(self._closed)
         twin._busy = threading.RLock()
         twin._slot = -1  # a registry slot belongs to exactly one matcher
         twin._slot_owner = None
@@ -386,6 +409,8 @@ class GrammarMatcher:
             raise InvalidTokenIdError(
                 f"token_id must be an int in [0, {self._vocab_size}), got {token_id!r}"
             )
+        if self._counted is not None:
+            self._close_spent()
         while True:
             st = accept_token_entry(
                 self._ab,
@@ -400,6 +425,8 @@ class GrammarMatcher:
                 token_id,
             )
             if st >= 0:
+                if st == 1 and self._tracks:
+                    self._after_token(token_id)
                 return st == 1
             self._resolve(st, int(self._tok_offsets[token_id + 1] - self._tok_offsets[token_id]))
 
@@ -444,6 +471,10 @@ class GrammarMatcher:
                 self._hist[self._meta[M_STEPS]] = top
                 self._meta[M_STEPS] += 1
                 self._meta[M_TOP] = new_top
+                if self._text is not None:
+                    self._record(input_str)
+                if self._counted is not None:
+                    self._counted.append(0)  # accept_string does not spend token budgets
                 return True
             if new_top == REJECT:
                 return False
@@ -470,6 +501,124 @@ class GrammarMatcher:
             raise MatcherStateError(
                 f"cannot roll back {num_tokens} tokens: only {int(self._meta[M_STEPS])} accepted"
             )
+        self._after_rollback()
+
+    def _after_rollback(self) -> None:
+        """Forget the accepted text, counted steps and closed completions past the state
+        the chart was rolled back to."""
+        if self._text is not None:
+            del self._text[int(self._meta[M_TOP]) :]
+        if self._counted is not None:
+            del self._counted[int(self._meta[M_STEPS]) :]
+            top = int(self._meta[M_TOP])
+            self._closed = [e for e in self._closed if e[2] <= top]
+            self._budget_checked = None  # the same (steps, top) may hold another chart
+
+    # ---------------------------------------------------------------- budgets
+    def _after_token(self, token_id: int) -> None:
+        """Bookkeeping of an accepted token: its bytes (captures), and one counted step
+        (token budgets) unless it was a stop token."""
+        if self._text is not None:
+            self._record_token(token_id)
+        if self._counted is not None and len(self._counted) < int(self._meta[M_STEPS]):
+            self._counted.append(1)
+
+    def _close_spent(self) -> None:
+        """Close the occurrences of budgeted rules whose budget is spent and that can end
+        at the top set (``_budgets`` explains how); a no-op otherwise."""
+        if self._meta[M_STOPPED] or not self._meta[M_STEPS]:
+            return
+        top, steps = int(self._meta[M_TOP]), int(self._meta[M_STEPS])
+        if self._budget_checked == (steps, top):
+            return  # nothing changed since the last check (a fill, then an accept)
+        self._budget_checked = (steps, top)
+        starts = self._hist[:steps]  # non-decreasing: the set each step started from
+        counted = self._counted
+
+        def tokens_since(origin: int) -> int:
+            # the tokens that start at or after ``origin``
+            return counted.count(1, int(np.searchsorted(starts, origin)))  # type: ignore[union-attr]
+
+        table = self._budgets
+        spent = table.spent(self._items_s, self._items_o, self._set_starts, top, tokens_since)
+        if not spent:
+            return
+        lo, hi = int(self._set_starts[top]), int(self._set_starts[top + 1])
+        drop = np.zeros(hi - lo, dtype=bool)
+        root = int(self._compiled.automaton.root_rule)
+        for rule, origin in spent:
+            inside = table.inside(self._items_s, self._items_o, self._set_starts, top, rule, origin)
+            if rule == root:  # the text may end here: keep the root's completions
+                inside &= ~np.array([table.state_final[s] for s in self._items_s[lo:hi].tolist()])
+            drop |= inside
+        if self._captures.any:  # completions of captured rules that leave the chart
+            track = self._captures.state_track[self._items_s[lo:hi]]
+            for j in np.flatnonzero(drop & (track >= 0)).tolist():
+                self._closed.append((int(track[j]), int(self._items_o[lo + j]), top))
+        keep = ~drop
+        n = int(np.count_nonzero(keep))
+        self._items_s[lo : lo + n] = self._items_s[lo:hi][keep]
+        self._items_o[lo : lo + n] = self._items_o[lo:hi][keep]
+        self._set_starts[top + 1] = lo + n
+        self._memo_meta[0] = -1  # the top set changed
+
+    # ---------------------------------------------------------------- captures
+    def _record_token(self, token_id: int) -> None:
+        lo = int(self._tok_offsets[token_id])
+        self._record(self._tok_data[lo : int(self._tok_offsets[token_id + 1])].tobytes())
+
+    def _record(self, data: bytes) -> None:
+        """Append the bytes the last step read (its first ``top - len(text)`` bytes: a
+        stop token reads none)."""
+        n = int(self._meta[M_TOP]) - len(self._text)  # type: ignore[arg-type]
+        if n > 0:
+            self._text += data[:n]  # type: ignore[operator]
+
+    @_exclusive
+    def get_captures(self, deduplicate: bool = True) -> list[tuple[str, bytes]]:
+        """The text matched by the rules with a ``[capture="name"]`` attribute.
+
+        Each completion of a captured rule over the accepted text is one ``(name,
+        bytes)`` pair, in the order the rules completed (an inner rule before the rules
+        around it). The parser follows every parse at once, so one occurrence of a rule
+        may complete at several places (``/[0-9]+/`` after every digit): ``deduplicate``
+        keeps only the longest completion of each occurrence, which is exact when what
+        follows the rule cannot continue it; ``deduplicate=False`` gives every
+        completion. Captures come from accepting tokens and strings (also through
+        ``BatchGrammarMatcher.batch_accept_token`` / ``batch_accept_string``), never from
+        computing masks, and rollback removes them.
+
+        Returns
+        -------
+        list of (str, bytes)
+            Empty for a grammar without captures.
+
+        Raises
+        ------
+        MatcherStateError
+            The matcher was advanced by a kernel that does not keep the accepted text
+            (an engine step executor), so the captured bytes are unknown.
+        """
+        if not isinstance(deduplicate, (bool, np.bool_)):
+            raise TypeError(f"deduplicate must be a bool, got {type(deduplicate).__name__}")
+        if self._text is None:
+            return []
+        top = int(self._meta[M_TOP])
+        if len(self._text) != top:
+            raise MatcherStateError(
+                f"get_captures: {top} bytes were accepted but only {len(self._text)} were "
+                "recorded; captures are recorded by accept_token, accept_string and "
+                "BatchGrammarMatcher.batch_accept_token / batch_accept_string"
+            )
+        return self._captures.captures(
+            self._items_s,
+            self._items_o,
+            self._set_starts,
+            top,
+            self._text,
+            bool(deduplicate),
+            self._closed,
+        )
 
     # ---------------------------------------------------------------- queries
     @_exclusive
@@ -512,6 +661,8 @@ class GrammarMatcher:
         """:attr:`temperature` as a float, ``-1`` for none."""
         if self._meta[M_STOPPED]:
             return self._default_temp
+        if self._counted is not None:
+            self._close_spent()  # a spent budget decides which rules the next token is in
         table = self._temp_table
         if table is None:
             table = self._temp_table = temperature_table(self._compiled)
@@ -569,6 +720,8 @@ class GrammarMatcher:
             raise MatcherStateError(
                 "the matcher accepted a stop token; roll back or reset before asking for a mask"
             )
+        if self._counted is not None:
+            self._close_spent()
         self._fill_row(arr, r)
         return not row_allows_all(arr[r], self._vocab_size)
 
@@ -718,6 +871,29 @@ class GrammarMatcher:
                 self._tree_temperatures(next_token, next_sibling, draft, root_position, temps)
         return done
 
+    def _traverse_by_steps(self, next_token, next_sibling, draft, out, node: int, deadline) -> bool:
+        """The draft-tree walk of ``traverse_draft_tree`` one node at a time (fill, accept,
+        recurse, roll back), for grammars with token budgets: a budget may be spent at any
+        node, and closing it is a step of the matcher the tree kernel does not take.
+        ``out``'s rows must be zero."""
+        if past_deadline(deadline):
+            return False
+        if not self._meta[M_STOPPED]:
+            self._close_spent()
+            self._fill_row(out, node)
+        child = int(next_token[node])
+        while child >= 0:
+            t = int(draft[child])
+            if (int(out[node, t >> 5]) >> (t & 31)) & 1 and self.accept_token(t):
+                done = self._traverse_by_steps(
+                    next_token, next_sibling, draft, out, child, deadline
+                )
+                self.rollback(1)
+                if not done:
+                    return False
+            child = int(next_sibling[child])
+        return True
+
     def _tree_temperatures(self, next_token, next_sibling, draft, node: int, temps) -> None:
         """The temperature at ``node`` and every node below it that the traversal visits:
         the same walk (a child is visited when its token is accepted), accepting and
@@ -731,6 +907,11 @@ class GrammarMatcher:
             child = int(next_sibling[child])
 
     def _traverse(self, next_token, next_sibling, draft, out, root_position, deadline) -> bool:
+        if self._counted is not None:
+            out[: next_token.shape[0]] = 0
+            return self._traverse_by_steps(
+                next_token, next_sibling, draft, out, int(root_position), deadline
+            )
         stack = self._stack
         sv = self._sv
         while True:
@@ -821,6 +1002,8 @@ class GrammarMatcher:
         end or branch). Does not change the state."""
         if self._meta[M_STOPPED]:
             return ""
+        if self._counted is not None:
+            self._close_spent()
         out = np.zeros(_JUMP_FORWARD_LIMIT, dtype=np.uint8)
         while True:
             top = int(self._meta[M_TOP])
