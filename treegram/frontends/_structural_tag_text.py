@@ -22,9 +22,9 @@ in the normal form xgrammar's EBNF parser gives (:class:`_NormalForm`): EBNF gra
 regular expressions (literals one character at a time, as xgrammar's regex converter
 writes them) and the JSON Schemas of one scalar type (xgrammar's basic JSON rules). A
 character class prints its ranges sorted, where xgrammar keeps them as written. Other
-JSON Schemas, the XML argument styles, and EBNF with macros or lookaheads are not
-rendered: :func:`structural_tag_text` returns None for a tree holding one, and the
-grammar prints as treegram's own EBNF.
+JSON Schemas, the XML argument styles, EBNF with macros or lookaheads, and free text
+with a token budget are not rendered: :func:`structural_tag_text` returns None for a
+tree holding one, and the grammar prints as treegram's own EBNF.
 
 The text describes exactly the grammar treegram compiles: ``Grammar.from_ebnf`` parses it
 (``TagDispatch`` is treegram's macro, ``{m, -1}`` its unbounded repetition) to a grammar
@@ -144,7 +144,7 @@ def structural_tag_text(tag: StructuralTag) -> str | None:
         The text, one rule per line, ending with a newline; None when the tree holds a
         content that is not rendered (a JSON Schema other than one scalar type, an XML
         argument style, EBNF with macros, attributes, lookaheads or rule names that are
-        not plain identifiers).
+        not plain identifiers, free text with a token budget).
     """
     return run_sized(False, _render, tag)
 
@@ -252,6 +252,8 @@ class _Printer:
             value = _literal(fmt.value) if fmt.value else _EMPTY
             return self.add("const_string", _choices([[value]]))
         if isinstance(fmt, AnyTextFormat):
+            if fmt.max_tokens is not None:  # a budget: treegram's own text prints it
+                raise _UnprintedError
             excludes = [*fmt.excludes, *(e for e in ends if e)]
             if excludes:
                 return self.add("any_text", _tag_dispatch([], loop=False, excludes=excludes))
