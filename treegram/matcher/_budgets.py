@@ -24,26 +24,11 @@ is spent, never the vocabulary.
 
 from __future__ import annotations
 
-import threading
-import weakref
-
 import numpy as np
 
+from ._per_grammar import PerGrammar
+
 __all__ = ["BudgetTable", "budget_table"]
-
-_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_TABLES_LOCK = threading.Lock()
-
-
-def budget_table(compiled) -> BudgetTable:
-    """The :class:`BudgetTable` of ``compiled``, built once per compiled grammar."""
-    with _TABLES_LOCK:
-        table = _TABLES.get(compiled)
-    if table is None:
-        table = BudgetTable(compiled)  # immutable: a race builds it twice, harmlessly
-        with _TABLES_LOCK:
-            _TABLES[compiled] = table
-    return table
 
 
 class BudgetTable:
@@ -133,3 +118,7 @@ class BudgetTable:
                         changed = True
             flags[k] = mine
         return np.array(flags[top], dtype=bool)
+
+
+# each compiled grammar's token budgets, built once and shared by its matchers
+budget_table: PerGrammar[BudgetTable] = PerGrammar(BudgetTable)

@@ -21,28 +21,12 @@ completion stays an item.
 
 from __future__ import annotations
 
-import threading
-import weakref
-
 import numpy as np
 
 from ..ir import Choice, Dfa, Repeat, RuleRef, Seq
+from ._per_grammar import PerGrammar
 
 __all__ = ["CaptureTable", "capture_table"]
-
-_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_TABLES_LOCK = threading.Lock()
-
-
-def capture_table(compiled) -> CaptureTable:
-    """The :class:`CaptureTable` of ``compiled``, built once per compiled grammar."""
-    with _TABLES_LOCK:
-        table = _TABLES.get(compiled)
-    if table is None:
-        table = CaptureTable(compiled)  # immutable: a race builds it twice, harmlessly
-        with _TABLES_LOCK:
-            _TABLES[compiled] = table
-    return table
 
 
 class CaptureTable:
@@ -244,3 +228,7 @@ def _without(text: bytes | bytearray, lo: int, hi: int, hidden: list[tuple[int, 
             at = b
     out += text[at:hi]
     return bytes(out)
+
+
+# each compiled grammar's captures, built once and shared by its matchers
+capture_table: PerGrammar[CaptureTable] = PerGrammar(CaptureTable)

@@ -17,12 +17,11 @@ small fixpoint over those calls rather than by recursion.
 from __future__ import annotations
 
 import math
-import threading
-import weakref
 
 import numpy as np
 
 from ..errors import TemperatureError
+from ._per_grammar import PerGrammar
 
 __all__ = [
     "TemperatureTable",
@@ -30,22 +29,6 @@ __all__ = [
     "check_default_temperature",
     "as_temperature_array",
 ]
-
-_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_TABLES_LOCK = threading.Lock()
-
-
-def temperature_table(compiled) -> TemperatureTable:
-    """The :class:`TemperatureTable` of ``compiled``, built once per compiled grammar (the
-    matchers of one grammar share it; it goes with the grammar)."""
-    with _TABLES_LOCK:
-        table = _TABLES.get(compiled)
-    if table is None:
-        table = TemperatureTable(compiled)  # immutable: a race builds it twice, harmlessly
-        with _TABLES_LOCK:
-            _TABLES[compiled] = table
-    return table
-
 
 _NONE = -1.0  # no temperature (the float32 convention of the batch and tree outputs)
 
@@ -190,3 +173,7 @@ class TemperatureTable:
         if not temps:
             return default, False
         return max(temps), len(temps) > 1
+
+
+# each compiled grammar's rule temperatures, built once and shared by its matchers
+temperature_table: PerGrammar[TemperatureTable] = PerGrammar(TemperatureTable)
