@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from treegram import GrammarMatcher, TokenizerInfo
+from treegram import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from treegram.matcher import allowed_token_ids
 
-__all__ = ["deepseek_env", "deepseek_infos", "walk_and_compare"]
+__all__ = ["compare_source", "deepseek_env", "deepseek_infos", "walk_and_compare"]
 
 
 def deepseek_infos(xgr) -> tuple[TokenizerInfo, object]:
@@ -142,3 +142,15 @@ def walk_and_compare(
         assert ours_m.accept_token(token) and theirs_m.accept_token(token)
         depth += 1
         assert ours_m.is_completed() == theirs_m.is_completed(), f"step {step}"
+
+
+def compare_source(
+    infos, xgr, method: str, source: str, name: str, steps: int, utf8_only: bool = False
+) -> None:
+    """Compile ``source`` with ``GrammarCompiler.<method>`` (``compile_lark``,
+    ``compile_grammar``) in both engines, on ``infos`` from :func:`deepseek_infos`, and
+    :func:`walk_and_compare` them with a seed derived from ``name``."""
+    ours_info, theirs_info = infos
+    ours = getattr(GrammarCompiler(ours_info), method)(source)
+    theirs = getattr(xgr.GrammarCompiler(theirs_info), method)(source)
+    walk_and_compare(ours, theirs, xgr, sum(map(ord, name)), steps, utf8_only=utf8_only)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 from schema_matching import accepts, byte_compiler
-from xgrammar_diff import deepseek_infos, walk_and_compare
+from xgrammar_diff import compare_source
 
 from treegram import Grammar, GrammarCompiler, GrammarSyntaxError, UndefinedRuleError
 from treegram.grammar import Bytes, Choice, RuleRef, parse_ebnf
@@ -202,21 +202,13 @@ r2 ::= "x" | "yz"
 }
 
 
-@pytest.fixture(scope="module")
-def infos():
-    xgr = pytest.importorskip("xgrammar")
-    return deepseek_infos(xgr)
-
-
 @pytest.mark.parametrize("name", list(DIFFERENTIAL))
 def test_masks_match_xgrammar(infos, name: str) -> None:
     xgr = pytest.importorskip("xgrammar")
-    ours_info, theirs_info = infos
-    source = DIFFERENTIAL[name]
-    ours = GrammarCompiler(ours_info).compile_grammar(source)
-    theirs = xgr.GrammarCompiler(theirs_info).compile_grammar(source)
     # TagDispatch's free text and a lazy rule's automaton read any byte in xgrammar and
     # UTF-8 text in treegram: compare on the tokens that are UTF-8 text (on the others
     # treegram allows a subset).
     utf8_only = name.startswith("tag_dispatch") or name == "rule_attributes"
-    walk_and_compare(ours, theirs, xgr, seed=sum(map(ord, name)), steps=200, utf8_only=utf8_only)
+    compare_source(
+        infos, xgr, "compile_grammar", DIFFERENTIAL[name], name, steps=200, utf8_only=utf8_only
+    )

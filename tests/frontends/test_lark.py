@@ -13,7 +13,7 @@ import json
 
 import pytest
 from schema_matching import accepts, byte_compiler
-from xgrammar_diff import deepseek_infos, walk_and_compare
+from xgrammar_diff import compare_source
 
 from treegram import Grammar, GrammarCompiler, GrammarError, GrammarSyntaxError
 from treegram.errors import ArgumentTypeError
@@ -327,20 +327,10 @@ line: "a".."f" ~ 2 /.{1,5}/ | /x.y/s
 }
 
 
-@pytest.fixture(scope="module")
-def infos():
-    xgr = pytest.importorskip("xgrammar")
-    return deepseek_infos(xgr)
-
-
 @pytest.mark.parametrize("name", list(DIFFERENTIAL))
 def test_masks_match_xgrammar(infos, name: str) -> None:
     xgr = pytest.importorskip("xgrammar")
-    ours_info, theirs_info = infos
-    source = DIFFERENTIAL[name]
-    ours = GrammarCompiler(ours_info).compile_lark(source)
-    theirs = xgr.GrammarCompiler(theirs_info).compile_lark(source)
-    walk_and_compare(ours, theirs, xgr, seed=sum(map(ord, name)), steps=200)
+    compare_source(infos, xgr, "compile_lark", DIFFERENTIAL[name], name, steps=200)
 
 
 def test_batch_and_draft_tree_apis(compiler) -> None:

@@ -11,7 +11,7 @@ import json
 
 import pytest
 from schema_matching import accepts, byte_compiler
-from xgrammar_diff import deepseek_infos, walk_and_compare
+from xgrammar_diff import compare_source
 
 from treegram import Grammar, GrammarCompiler, GrammarSyntaxError
 
@@ -271,21 +271,11 @@ DIFFERENTIAL = {
 }
 
 
-@pytest.fixture(scope="module")
-def infos():
-    xgr = pytest.importorskip("xgrammar")
-    return deepseek_infos(xgr)
-
-
 @pytest.mark.parametrize("name", list(DIFFERENTIAL))
 def test_masks_match_xgrammar(infos, name: str) -> None:
     xgr = pytest.importorskip("xgrammar")
-    ours_info, theirs_info = infos
-    source = DIFFERENTIAL[name]
-    ours = GrammarCompiler(ours_info).compile_lark(source)
-    theirs = xgr.GrammarCompiler(theirs_info).compile_lark(source)
     # bit for bit, also on tokens that cut a character: free text reads bytes in both
-    walk_and_compare(ours, theirs, xgr, seed=sum(map(ord, name)), steps=120)
+    compare_source(infos, xgr, "compile_lark", DIFFERENTIAL[name], name, steps=120)
 
 
 def test_lazy_is_kept_on_the_rule_and_printed_back() -> None:
