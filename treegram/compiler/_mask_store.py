@@ -42,6 +42,11 @@ SLICE_CHECK_CAP = 16384
 # n characters of string text but not provably exactly n walks the tokens outside the
 # largest limited slice that fits.
 _SLICE_BYTES = (8, 16, 32, 64)
+# Characters of string text the slice check looks ahead at most. The check's cost grows
+# with its depth (a length-bounded string makes new nodes at every character), and only
+# a few dozen tokens are longer than 64 characters: a state that reads every text of 64
+# characters takes the 64-byte slice and walks the rest, a 16 % larger trie.
+_SLICE_SEARCH_CHARS = _SLICE_BYTES[-1]
 _NO_BASE = np.zeros(0, dtype=np.int32)
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
@@ -595,12 +600,13 @@ class MaskStore:
             return None, 0
         sv = self._sorted_vocab
         whole = self._shared.string_slice(self._n_words, sv.max_len)
+        horizon = min(sv.max_len, _SLICE_SEARCH_CHARS)
         reach, exact = slice_reach(
             *self._slice_arguments(),
             s,
             context[2],
             context[3],
-            sv.max_len,
+            horizon,
             _SLICE_BYTES[0],
             SLICE_CHECK_CAP,
             deadline,
@@ -608,7 +614,7 @@ class MaskStore:
         )
         if reach < 0:
             raise DeadlineExceededError
-        if reach >= sv.max_len or (exact and reach > 0):
+        if reach >= sv.max_len or (exact and 0 < reach < horizon):
             return whole, reach
         limits = [n for n in _SLICE_BYTES if n <= reach]
         if limits:

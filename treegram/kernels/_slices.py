@@ -312,6 +312,23 @@ def wide_near_rule_end(
 
 
 @njit(nogil=True, cache=True)
+def _bytes_by_slice_state(dfa, reps):
+    """(ptr int64 [n_q + 1], bytes int64): the bytes of ``reps`` that each slice state
+    reads, ``bytes[ptr[q]:ptr[q + 1]]`` for state ``q``."""
+    n_q = dfa.shape[0]
+    ptr = np.zeros(n_q + 1, dtype=np.int64)
+    out = np.empty(n_q * reps.shape[0], dtype=np.int64)
+    for q in range(n_q):
+        at = ptr[q]
+        for k in range(reps.shape[0]):
+            if dfa[q, reps[k]] >= 0:
+                out[at] = reps[k]
+                at += 1
+        ptr[q + 1] = at
+    return ptr, out
+
+
+@njit(nogil=True, cache=True)
 def slice_reach(
     dfa,
     reps,
@@ -413,6 +430,10 @@ def slice_reach(
     cl = np.empty(_MAX_CLOSURE, dtype=np.int64)
     succ = np.empty(_MAX_CLOSURE, dtype=np.int64)
     prev = np.empty(_MAX_CLOSURE, dtype=np.int64)
+    cl_x = np.empty(_MAX_CLOSURE, dtype=np.int64)  # a closure's states, times n_classes
+    cl_f = np.empty(_MAX_CLOSURE, dtype=np.int64)  # and their frames (+ 1)
+    # the bytes each slice state reads: inside a character, only continuation bytes
+    q_rep_ptr, q_reps = _bytes_by_slice_state(dfa, reps)
     n_frames = 0
     node_q[0] = 0
     node_d[0] = 0
@@ -492,30 +513,26 @@ def slice_reach(
                         ok = False
             if not ok:
                 break
+            for j in range(n_cl):  # split the keys once, not once per byte
+                cl_x[j] = cl[j] // _FRAME_SPAN * n_classes
+                cl_f[j] = cl[j] % _FRAME_SPAN
             prev_q2 = -1  # the previous byte's successor (before sorting), often the same
             n_prev = -1
-            for k in range(reps.shape[0]):
-                b = reps[k]
+            for k in range(q_rep_ptr[q], q_rep_ptr[q + 1]):
+                b = q_reps[k]
                 q2 = dfa[q, b]
-                if q2 < 0:
-                    continue
                 d2 = node_d[c] + (1 if q == 0 else 0)
                 if d2 > max_leads:
                     continue
                 n_succ = 0
                 cls = byte_class[b]
+                # one successor at most per configuration: no overflow; the sort below
+                # drops duplicates
                 for j in range(n_cl):
-                    x = cl[j] // _FRAME_SPAN
-                    t = trans[x * n_classes + cls]
+                    t = trans[cl_x[j] + cls]
                     if t >= 0:
-                        n_succ = _add_key(
-                            succ, n_succ, np.int64(t) * _FRAME_SPAN + cl[j] % _FRAME_SPAN
-                        )
-                        if n_succ < 0:
-                            ok = False
-                            break
-                if not ok:
-                    break
+                        succ[n_succ] = np.int64(t) * _FRAME_SPAN + cl_f[j]
+                        n_succ += 1
                 if q2 == prev_q2 and n_succ == n_prev:
                     same = True
                     for j in range(n_succ):
@@ -533,7 +550,7 @@ def slice_reach(
                     if fail_leads <= 1 or (deepest >= fail_leads and fail_leads <= min_inexact):
                         return 0, False  # no reach, or an inexact one too short to use
                     continue
-                _sort_unique(succ, n_succ)  # canonical order, then look the node up
+                n_succ = _sort_unique(succ, n_succ)  # canonical order, then look it up
                 h = np.uint64(q2) * np.uint64(0x9E3779B97F4A7C15)
                 for j in range(n_succ):
                     h = (h ^ np.uint64(succ[j])) * np.uint64(0xBF58476D1CE4E5B9)
