@@ -104,3 +104,30 @@ def test_string_text_readers_agree_with_the_slice_check(compiler):
         assert store._string_slice(int(s), context) == (None, 0)
         assert not store._context_first(int(s))
         store._text_readers = readers
+
+
+def test_a_string_with_hundreds_of_return_frames_keeps_its_slice(compiler):
+    """Five alternatives that call a one-character rule at every position make 5 x 64
+    distinct return frames within the 64-character look-ahead: the slice check still
+    proves that the state after the quote reads every string text of up to 64 characters
+    (it gave up at 256 frames and the state walked the whole trie), and its class equals
+    the plain walk's."""
+    n_alt = 5
+    rules = [
+        'root ::= "\\"" (' + " | ".join(f"a{k}" for k in range(n_alt)) + ') "\\""',
+        f"ch ::= {CHAR}",
+        *(f'a{k} ::= {" ".join(["ch"] * 100)} "{k}"' for k in range(n_alt)),
+    ]
+    compiled = compiler.compile_grammar(tg.Grammar.from_ebnf("\n".join(rules)))
+    a = compiled.automaton.arrays()
+    start = int(a[layout.A_RULE_START][compiled.automaton.rule_names.index("root")])
+    n_classes = int(a[layout.A_N_CLASSES])
+    state = int(a[layout.A_TRANS][start * n_classes + a[layout.A_BYTE_CLASS][ord('"')]])
+    store = compiled._store
+    context = store._context_of(state, ())
+    string_slice, reach = store._string_slice(state, context)
+    assert string_slice is not None and reach == 64
+    with_slice = store._walk(state, string_slice, reach, 0, context)
+    plain = store._walk(state, None, 0, 0, context)
+    assert with_slice[1] == plain[1] > 100_000
+    assert np.array_equal(with_slice[0], plain[0])

@@ -79,7 +79,7 @@ def slice_members(dfa, offsets, data):
 
 _MAX_CLOSURE = 256  # configurations in one zero-byte closure
 _NO_FRAMES = np.zeros(0, dtype=np.int64)
-_MAX_FRAMES = 256  # distinct return frames
+_MAX_FRAMES = 1024  # distinct return frames (a key of many names makes hundreds)
 _FRAME_SPAN = _MAX_FRAMES + 1  # a configuration key is state * _FRAME_SPAN + frame + 1
 
 
