@@ -1,5 +1,6 @@
-"""``kernels._slices.wide_near_rule_end``: which states the mask looks up in their callers'
-context before classifying them alone (string bodies that may end within a token)."""
+"""``kernels._slices``: which states the mask looks up in their callers' context before
+classifying them alone (``wide_near_rule_end``: string bodies that may end within a token),
+the bitset helpers, and the string slice check (``slice_reach``) on hard cases."""
 
 from __future__ import annotations
 
