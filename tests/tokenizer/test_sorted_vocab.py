@@ -90,6 +90,17 @@ def test_random_vocab_matches_reference(vocab: list[bytes], data: st.DataObject)
     _check_against_reference(info)
 
 
+@settings(max_examples=200, deadline=None)
+@given(vocab=st.one_of(_TOKENS, _SHARED_PREFIX_TOKENS), data=st.data())
+def test_subset_trie_matches_reference(vocab: list[bytes], data: st.DataObject) -> None:
+    """The trie of any subset of the sorted tokens, its positions indexing the subset."""
+    sv = TokenizerInfo(vocab).sorted_vocab
+    chosen = sorted(data.draw(st.sets(st.integers(0, max(len(sv) - 1, 0)))) if len(sv) else [])
+    trie = sv.subset_trie(np.array(chosen, dtype=np.int64))
+    expected = _reference_trie([sv.token_bytes(i) for i in chosen])
+    assert [array.tolist() for array in trie] == expected
+
+
 def test_small_example() -> None:
     vocab = [b"ab", b"a", b"", b"abc", b"b", b"ab", b"</s>", b"ac"]
     sv = TokenizerInfo(vocab, vocab_size=10).sorted_vocab

@@ -49,7 +49,7 @@ from treegram.kernels._slices import (
     string_text_readers,
     wide_near_rule_end,
 )
-from treegram.kernels._trie import build_trie
+from treegram.kernels._trie import build_trie, subset_tokens
 
 __all__ = [
     "batch",
@@ -96,4 +96,5 @@ __all__ = [
     "string_text_readers",
     "wide_near_rule_end",
     "build_trie",
+    "subset_tokens",
 ]

@@ -85,3 +85,34 @@ def build_trie(offsets, data, lcp):
             node_tok_lo[last] = i
         node_tok_hi[last] = i + 1
     return node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi
+
+
+@njit(nogil=True, cache=True)
+def subset_tokens(offsets, data, lcp, positions):
+    """The sorted tokens at ``positions`` (increasing sorted positions) as ``build_trie``
+    takes them: (offsets int64 [m + 1], data uint8, lcp int32 [m]).
+
+    Two sorted tokens share the smallest common prefix of the neighbours between them, so
+    each prefix length is the minimum of ``lcp`` over the skipped positions: one pass over
+    the vocabulary's ``lcp`` at most, no byte comparisons.
+    """
+    m = positions.shape[0]
+    sub_offsets = np.zeros(m + 1, dtype=np.int64)
+    for i in range(m):
+        p = positions[i]
+        sub_offsets[i + 1] = sub_offsets[i] + offsets[p + 1] - offsets[p]
+    sub_data = np.empty(sub_offsets[m], dtype=np.uint8)
+    sub_lcp = np.zeros(m, dtype=np.int32)
+    for i in range(m):
+        p = positions[i]
+        at = sub_offsets[i]
+        for j in range(offsets[p], offsets[p + 1]):
+            sub_data[at] = data[j]
+            at += 1
+        if i > 0:
+            shared = lcp[p]
+            for q in range(positions[i - 1] + 1, p):
+                if lcp[q] < shared:
+                    shared = lcp[q]
+            sub_lcp[i] = shared
+    return sub_offsets, sub_data, sub_lcp

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels import build_trie
+from ..kernels import build_trie, subset_tokens
 
 __all__ = ["SortedVocab", "build_sorted_vocab"]
 
@@ -54,12 +54,7 @@ class SortedVocab:
         """The trie (as ``trie``) of the tokens at sorted ``positions`` (increasing); its
         token positions index ``positions``."""
         positions = np.asarray(positions, dtype=np.int64)
-        lengths = self.offsets[positions + 1] - self.offsets[positions]
-        offsets = np.zeros(positions.shape[0] + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        starts = np.repeat(self.offsets[positions] - offsets[:-1], lengths)
-        data = self.data[starts + np.arange(offsets[-1])]
-        return build_trie(offsets, data, _adjacent_lcp(data, offsets, lengths))
+        return build_trie(*subset_tokens(self.offsets, self.data, self.lcp, positions))
 
     def token_bytes(self, position: int) -> bytes:
         """Return the bytes of the token at sorted ``position``."""
