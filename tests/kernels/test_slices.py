@@ -87,24 +87,26 @@ def test_bitset_positions_lists_the_set_bits_in_order(n_ids):
 
 
 def test_string_text_readers_agree_with_the_slice_check(compiler):
-    """Every state the readers pass rules out gets no reach from the full slice check."""
+    """Every state the per-state reader check rules out gets no reach from the full slice
+    check, and is not looked up in context first."""
     import json
 
     schema = {
         "type": "object",
         "properties": {"a": {"type": "string", "maxLength": 300}, "b": {"type": "integer"}},
     }
-    store = compiler.compile_json_schema(json.dumps(schema))._store
-    store._reads_string_text(0)  # builds the table
-    readers = store._text_readers
+    compiled = compiler.compile_json_schema(json.dumps(schema))
+    store = compiled._store
+    states = range(compiled.automaton.n_states)
+    readers = np.array([store._reads_string_text(s) for s in states])
     assert readers.any() and not readers.all()
+    assert (store._text_readers == readers).all()  # each answer kept
+    store._text_readers = np.ones_like(store._text_readers)  # the full check, to compare
     for s in np.flatnonzero(~readers):
         context = store._context_of(int(s), ())
         assert context[2].shape[0] == context[3].shape[0] == 0
-        store._text_readers = np.ones_like(readers)  # the full check, for comparison
         assert store._string_slice(int(s), context) == (None, 0)
         assert not store._context_first(int(s))
-        store._text_readers = readers
 
 
 def test_a_string_with_hundreds_of_return_frames_keeps_its_slice(compiler):

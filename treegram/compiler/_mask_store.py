@@ -25,9 +25,9 @@ from ..kernels import (
     joint_byte_classes,
     layout,
     positions_to_bitset,
+    reads_string_text,
     slice_reach,
     state_signature,
-    string_text_readers,
     wide_near_rule_end,
 )
 from ._class_cache import SIGNATURE_CAP, StringSlice, class_cache_for
@@ -51,7 +51,7 @@ _NO_BASE = np.zeros(0, dtype=np.int32)
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
 WALK_BUDGET = 4096
-# automaton arrays string_text_readers takes after the slice DFA and its byte representatives
+# automaton arrays reads_string_text takes after the slice DFA and its byte representatives
 _READER_ARRAYS = (layout.A_BYTE_CLASS, layout.A_N_CLASSES, layout.A_TRANS, layout.A_REF_PTR)
 # A context class is refined from its state's own class (only the own class's UNCERTAIN
 # tokens walked) when that class leaves at most this many uncertain.
@@ -154,7 +154,7 @@ class MaskStore:
         self._shared = class_cache_for(sorted_vocab)
         self._n_rules = automaton.n_rules
         self._slice_reps = None  # joint byte classes of the slice DFA and the automaton
-        self._text_readers = None  # string_text_readers, made on first need
+        self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
         self._n_states = automaton.n_states
@@ -353,13 +353,16 @@ class MaskStore:
 
     def _reads_string_text(self, s: int) -> bool:
         """False when state ``s``, without a context, surely cannot read string text (see
-        ``kernels.string_text_readers``); computed for every state on first need."""
-        if self._text_readers is None:
+        ``kernels.reads_string_text``); computed per state on first need."""
+        known = self._text_readers
+        if known is None:
+            known = self._text_readers = np.full(self._n_states, -1, dtype=np.int8)
+        if known[s] < 0:
             args = self._slice_arguments()
-            self._text_readers = string_text_readers(
-                args[0], args[1], *(self._automaton_arrays[i] for i in _READER_ARRAYS)
+            known[s] = reads_string_text(
+                args[0], args[1], *(self._automaton_arrays[i] for i in _READER_ARRAYS), int(s)
             )
-        return bool(self._text_readers[s])
+        return bool(known[s])
 
     def classify_all(self) -> None:
         """Classify every state now (eager compilation)."""
@@ -439,6 +442,7 @@ class MaskStore:
         ``context_key`` = ``(m, chain.., callers..)``, see :meth:`_context_of`): from the
         vocabulary's shared class cache when a state with the same signature was classified
         before, else from a walk of the token trie (then shared)."""
+        _check_deadline(deadline)  # the caller's checks may be a while ago (_context_first)
         context = self._context_of(s, context_key)
         signature = None
         string_slice, reach = self._string_slice(s, context, deadline)

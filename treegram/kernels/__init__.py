@@ -44,9 +44,9 @@ from treegram.kernels._slices import (
     joint_byte_classes,
     json_string_slice_dfa,
     positions_to_bitset,
+    reads_string_text,
     slice_members,
     slice_reach,
-    string_text_readers,
     wide_near_rule_end,
 )
 from treegram.kernels._trie import build_trie, subset_tokens
@@ -93,7 +93,7 @@ __all__ = [
     "positions_to_bitset",
     "slice_members",
     "slice_reach",
-    "string_text_readers",
+    "reads_string_text",
     "wide_near_rule_end",
     "build_trie",
     "subset_tokens",

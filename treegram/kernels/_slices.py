@@ -201,29 +201,19 @@ def _grown_table(table, node_hash, n_nodes):
 
 
 @njit(nogil=True, cache=True)
-def string_text_readers(dfa, reps, byte_class, n_classes, trans, ref_ptr):
-    """bool [n_states]: the states that may read every first byte of a slice character
-    without a context: those with a call (``_reads_every_lead`` decides them) and those
-    with a transition on each such byte. For the others ``_reads_every_lead`` is False
-    with no context, so ``slice_reach`` gives no reach and ``wide_near_rule_end`` is
-    False: one pass here spares a kernel call per classified state."""
-    n_states = ref_ptr.shape[0] - 1
-    leads = np.zeros(n_classes, dtype=np.bool_)
+def reads_string_text(dfa, reps, byte_class, n_classes, trans, ref_ptr, state):
+    """Whether ``state`` may read every first byte of a slice character without a context:
+    it has a call (``_reads_every_lead`` decides it) or a transition on each such byte.
+    Otherwise ``_reads_every_lead`` is False with no context, so ``slice_reach`` gives no
+    reach and ``wide_near_rule_end`` is False: a check of the state's own row spares those
+    kernels (and asks nothing of the rest of the automaton, so a grammar's first mask
+    does not pay for a pass over all its states)."""
+    if ref_ptr[state + 1] > ref_ptr[state]:
+        return True
     for k in range(reps.shape[0]):
-        if dfa[0, reps[k]] >= 0:
-            leads[byte_class[reps[k]]] = True
-    out = np.zeros(n_states, dtype=np.bool_)
-    for x in range(n_states):
-        if ref_ptr[x + 1] > ref_ptr[x]:
-            out[x] = True
-            continue
-        every = True
-        for c in range(n_classes):
-            if leads[c] and trans[x * n_classes + c] < 0:
-                every = False
-                break
-        out[x] = every
-    return out
+        if dfa[0, reps[k]] >= 0 and trans[state * n_classes + byte_class[reps[k]]] < 0:
+            return False
+    return True
 
 
 @njit(nogil=True, cache=True)
