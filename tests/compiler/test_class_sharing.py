@@ -247,3 +247,47 @@ def test_cache_is_bounded(info):
         cache.put((i, i), entry)
     assert cache.size_bytes <= 10_000 and len(cache) == 2
     assert cache.get((0, 0)) is None and cache.get((9, 9)) is entry
+
+
+@pytest.mark.parametrize(
+    ("pattern", "shortcut"),
+    [
+        # a loop over every character but ':' and white space (some of it multi-byte)
+        (r"^[^:\s]+:[^:\s]+(:[^\s]+)?$", True),
+        (r"^[A-Za-z0-9_.\-]+@[A-Za-z0-9.\-]+$", True),
+        # '.', '/', ' ' and '-' leave each loop: little of the vocabulary is skipped
+        (r"^(https?:\/\/)?([\da-z\.-]+)\.([a-z\.]{2,6})([\/\w \.-]*)*\/?$", False),
+    ],
+)
+def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut):
+    """A state that loops on most ASCII characters of a pattern gets a restricted slice, and
+    its walk (subtrees of that text accepted whole) gives the plain walk's class."""
+    from treegram.kernels import NO_SKIP
+
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps({"type": "string", "pattern": pattern})
+    )
+    store = compiled._store
+    used = shortened = 0
+    for s in range(compiled.automaton.n_states):
+        context = store._context_of(s, ())
+        if store._string_slice(s, context)[0] is not None:
+            continue
+        skip = store._restricted_slice(s)
+        if skip is NO_SKIP:
+            continue
+        used += 1
+        bitset, n_accepted, met, uncertain = store._walk(s, None, 0, 0, context, 0, skip)
+        plain_bits, plain_unc = _plain(compiled, s)
+        if bitset is None:
+            ids = store._sorted_vocab.token_ids
+            bitset = positions_to_bitset(ids, met, plain_bits.shape[0], _NO_BASE)
+        assert np.array_equal(bitset, plain_bits), (pattern, s)
+        assert np.array_equal(uncertain, plain_unc), (pattern, s)
+        assert n_accepted > 1000  # such loops accept much of the vocabulary
+        # the shortcut is taken: within a node budget the plain walk cannot keep
+        budget = 4096
+        shortened += store._walk(s, None, 0, budget, context, 0, skip) is not None and (
+            store._walk(s, None, 0, budget, context) is None
+        )
+    assert used >= 1 and (shortened >= 1 or not shortcut)

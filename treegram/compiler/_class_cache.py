@@ -23,7 +23,13 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..kernels import json_string_slice_dfa, positions_to_bitset, slice_members
+from ..kernels import (
+    json_string_slice_dfa,
+    positions_to_bitset,
+    slice_members,
+    subtree_max_leads,
+    subtree_text_summary,
+)
 
 __all__ = ["ClassCache", "StringSlice", "class_cache_for"]
 
@@ -118,6 +124,7 @@ class ClassCache:
     def __init__(self, sorted_vocab, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._sorted_vocab = weakref.ref(sorted_vocab)
         self._slices: dict[tuple[int, int], StringSlice] = {}
+        self._summary: tuple[np.ndarray, np.ndarray] | None = None
         words = np.frombuffer(os.urandom(16), dtype=np.uint64)
         self.key0 = np.uint64(words[0])
         self.key1 = np.uint64(words[1])
@@ -155,10 +162,12 @@ class ClassCache:
 
     def string_slice(self, n_words: int, max_bytes: int) -> StringSlice:
         """The JSON string slice of tokens of at most ``max_bytes`` bytes, for bitsets of
-        ``n_words`` words (built on first use)."""
+        ``n_words`` words (built on first use; the whole slice with the trie's
+        :meth:`text_summary`, both a first string's cost)."""
         key = (n_words, max_bytes)
         found = self._slices.get(key)
         if found is None:
+            created = False
             with self._lock:
                 found = self._slices.get(key)
                 if found is None:
@@ -170,6 +179,30 @@ class ClassCache:
                         None if known is None else known.leads,
                     )
                     self._slices[key] = found
+                    created = True
+            if created and max_bytes == self._sorted_vocab().max_len:
+                self.text_summary(n_words)
+        return found
+
+    def text_summary(self, n_words: int) -> tuple[np.ndarray, np.ndarray]:
+        """``kernels.subtree_text_summary`` of the vocabulary's trie: the characters below
+        each node and their longest slice text (built on first use)."""
+        found = self._summary
+        if found is None:
+            leads = self.string_slice(n_words, self._sorted_vocab().max_len).leads
+            with self._lock:
+                found = self._summary
+                if found is None:
+                    sv = self._sorted_vocab()
+                    found = (
+                        subtree_text_summary(
+                            sv.offsets, sv.data, sv.trie[2], sv.trie[4], sv.trie[5]
+                        ),
+                        subtree_max_leads(leads, sv.trie[2], sv.trie[4], sv.trie[5]),
+                    )
+                    for array in found:
+                        array.flags.writeable = False
+                    self._summary = found
         return found
 
     @property

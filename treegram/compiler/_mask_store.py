@@ -18,14 +18,18 @@ import weakref
 import numpy as np
 
 from ..kernels import (
+    NO_SKIP,
     DeadlineExceededError,
+    ascii_loops,
     bitset_positions,
     classify,
     context_hash,
     joint_byte_classes,
     layout,
+    looping_leads,
     positions_to_bitset,
     reads_string_text,
+    restricted_slice_dfa,
     slice_reach,
     state_signature,
     wide_near_rule_end,
@@ -47,6 +51,9 @@ _SLICE_BYTES = (8, 16, 32, 64)
 # a few dozen tokens are longer than 64 characters: a state that reads every text of 64
 # characters takes the 64-byte slice and walks the rest, a 16 % larger trie.
 _SLICE_SEARCH_CHARS = _SLICE_BYTES[-1]
+# ASCII characters a state must read and stay in (a loop of a pattern such as [^:\s]+)
+# before a restricted slice is tried for it.
+_RESTRICTED_MIN_LOOP = 16
 _NO_BASE = np.zeros(0, dtype=np.int32)
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
@@ -154,6 +161,8 @@ class MaskStore:
         self._shared = class_cache_for(sorted_vocab)
         self._n_rules = automaton.n_rules
         self._slice_reps = None  # joint byte classes of the slice DFA and the automaton
+        # restricted slices by their excluded characters: (slice DFA, its byte classes)
+        self._restricted: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
@@ -446,7 +455,10 @@ class MaskStore:
         context = self._context_of(s, context_key)
         signature = None
         string_slice, reach = self._string_slice(s, context, deadline)
-        walked = self._walk(s, string_slice, reach, WALK_BUDGET, context, deadline)
+        skip = NO_SKIP
+        if string_slice is None and not context_key:
+            skip = self._restricted_slice(s, deadline)
+        walked = self._walk(s, string_slice, reach, WALK_BUDGET, context, deadline, skip)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
             signature = self._signature(s, scratch, context)
@@ -455,7 +467,7 @@ class MaskStore:
                 hit = self._shared.get(signature)
                 if hit is not None:
                     return hit[0], hit[1:]
-            walked = self._walk(s, string_slice, reach, 0, context, deadline)
+            walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
         key, encoded = self._encoded(*walked)
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
@@ -625,6 +637,67 @@ class MaskStore:
             return self._shared.string_slice(self._n_words, limits[-1]), limits[-1]
         return None, 0
 
+    def _restricted_slice(self, s: int, deadline: int = 0) -> tuple:
+        """A restricted JSON string slice that state ``s`` reads (no context), as
+        ``classify`` takes it, or ``NO_SKIP``.
+
+        A state that loops on most ASCII characters without reading every string character
+        (``[^:\\s]+`` in a pattern) gets no JSON string slice, and its walk visits every
+        token it accepts: tens of thousands, milliseconds. The slice without the characters
+        it does not read back into itself (its own row for ASCII, ``looping_leads`` for
+        multi-byte characters; then, if that fails, without any multi-byte character) is
+        checked like the JSON string slice (``slice_reach``). When the state reads that
+        text up to at least 8 characters, the walk accepts each subtree made only of it
+        whole (``kernels.subtree_text_summary``), however the tokens end.
+
+        Raises
+        ------
+        DeadlineExceededError
+            The monotonic clock passed ``deadline`` (nanoseconds, 0: none).
+        """
+        a = self._automaton_arrays
+        whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
+        n_classes = int(a[layout.A_N_CLASSES])
+        byte_class, trans = a[layout.A_BYTE_CLASS], a[layout.A_TRANS]
+        if ascii_loops(whole.dfa, byte_class, n_classes, trans, s) < _RESTRICTED_MIN_LOOP:
+            return NO_SKIP  # most states: keys, punctuation, numbers
+        text = np.flatnonzero(whole.dfa[0, :128] >= 0)  # the slice's ASCII characters
+        leaves = trans[s * n_classes + byte_class[text].astype(np.int64)] != s
+        loops = looping_leads(whole.dfa, byte_class, n_classes, trans, a[layout.A_REF_PTR], s)
+        leads = np.flatnonzero(whole.dfa[0, 128:] >= 0) + 128
+        excluded = np.zeros(4, dtype=np.uint64)
+        for b in [*text[leaves].tolist(), *leads[~loops[leads]].tolist()]:
+            excluded[b >> 6] |= np.uint64(1 << (b & 63))
+        every_lead = excluded.copy()
+        for b in leads.tolist():
+            every_lead[b >> 6] |= np.uint64(1 << (b & 63))
+        horizon = min(self._sorted_vocab.max_len, _SLICE_SEARCH_CHARS)
+        for attempt in (excluded, every_lead):
+            key = attempt.tobytes()
+            found = self._restricted.get(key)
+            if found is None:
+                dfa = restricted_slice_dfa(whole.dfa, attempt)
+                found = self._restricted[key] = (dfa, joint_byte_classes(dfa, byte_class))
+            reach, _ = slice_reach(
+                *found,
+                *self._slice_arguments()[2:],
+                s,
+                _NO_TARGETS,
+                _NO_TARGETS,
+                horizon,
+                _SLICE_BYTES[0],
+                SLICE_CHECK_CAP,
+                deadline,
+                np.zeros(2, dtype=np.int64),
+            )
+            if reach < 0:
+                raise DeadlineExceededError
+            if reach >= _SLICE_BYTES[0]:
+                return (*self._shared.text_summary(self._n_words), attempt, reach)
+            if np.array_equal(attempt, every_lead):
+                break
+        return NO_SKIP
+
     def _walk(
         self,
         s: int,
@@ -633,6 +706,7 @@ class MaskStore:
         budget: int,
         context: tuple,
         deadline: int = 0,
+        skip: tuple = NO_SKIP,
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
         """Classify state ``s`` by a trie walk: (accepted token-id bitset, number accepted,
         sorted positions of the accepted tokens that the walk met, sorted positions of the
@@ -640,7 +714,8 @@ class MaskStore:
         are too few for one), or None past ``budget`` trie nodes (0: no limit). With the
         JSON string slice that the state contains (:meth:`_string_slice`), only the tokens
         outside it are walked; the slice's own tokens (up to ``reach`` characters) are all
-        accepted."""
+        accepted. Without it, a restricted slice the state reads (``skip``, see
+        :meth:`_restricted_slice`) is accepted subtree by subtree during the walk."""
         a = self._automaton_arrays
         sv = self._sorted_vocab
         states, n_top, _, _, follow = context
@@ -670,7 +745,7 @@ class MaskStore:
             n_accepted = n_base + accepted.shape[0]
         else:
             walked = classify(
-                a, s, follow, sv.trie, len(sv), sv.max_len, budget, states, n_top, deadline
+                a, s, follow, sv.trie, len(sv), sv.max_len, budget, states, n_top, deadline, skip
             )
             if walked is None:
                 return None

@@ -13,7 +13,7 @@ from treegram.kernels import _batch as batch
 from treegram.kernels import _forced as forced
 from treegram.kernels import _layout as layout
 from treegram.kernels import _tree as tree
-from treegram.kernels._classify import DeadlineExceededError, classify
+from treegram.kernels._classify import NO_SKIP, DeadlineExceededError, classify
 from treegram.kernels._earley import accept_bytes, chart_can_end, start_chart
 from treegram.kernels._jump import jump_forward, row_allows_all
 from treegram.kernels._layout import (
@@ -40,13 +40,18 @@ from treegram.kernels._ops import (
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import state_signature
 from treegram.kernels._slices import (
+    ascii_loops,
     bitset_positions,
     joint_byte_classes,
     json_string_slice_dfa,
+    looping_leads,
     positions_to_bitset,
     reads_string_text,
+    restricted_slice_dfa,
     slice_members,
     slice_reach,
+    subtree_max_leads,
+    subtree_text_summary,
     wide_near_rule_end,
 )
 from treegram.kernels._trie import build_trie, subset_tokens
@@ -57,6 +62,7 @@ __all__ = [
     "layout",
     "tree",
     "classify",
+    "NO_SKIP",
     "DeadlineExceededError",
     "context_hash",
     "CONTEXT_MAX_CALLERS",
@@ -93,7 +99,12 @@ __all__ = [
     "positions_to_bitset",
     "slice_members",
     "slice_reach",
+    "subtree_max_leads",
+    "subtree_text_summary",
+    "looping_leads",
+    "ascii_loops",
     "reads_string_text",
+    "restricted_slice_dfa",
     "wide_near_rule_end",
     "build_trie",
     "subset_tokens",

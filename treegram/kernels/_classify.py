@@ -35,6 +35,8 @@ from ._earley import closure, scan_byte
 from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
+# no restricted slice: (subtree bits, subtree leads, excluded characters, reach)
+NO_SKIP = (np.zeros((0, 4), dtype=np.uint64), _NO_CONTEXT, np.zeros(4, dtype=np.uint64), 0)
 
 
 class DeadlineExceededError(Exception):
@@ -79,6 +81,10 @@ def classify_state(
     budget,
     deadline,
     clock,
+    skip_bits,
+    skip_leads,
+    excluded,
+    skip_reach,
 ):
     """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
 
@@ -107,6 +113,12 @@ def classify_state(
     deadline : int
         Stop with TIMEOUT once the monotonic clock passes it (nanoseconds, checked every
         1,024 nodes; 0: none). ``clock`` is the clock's int64 [2] scratch.
+    skip_bits, skip_leads, excluded, skip_reach : arrays, int
+        A restricted slice the state is known to read (``kernels.subtree_text_summary`` and
+        ``subtree_max_leads`` of this trie, the lead bytes of the characters left out of the
+        slice, and how many characters of its text the state reads; empty arrays: none). A
+        subtree whose tokens are all such text of at most ``skip_reach`` characters is
+        ACCEPTED whole, without a scan.
 
     Returns
     -------
@@ -176,6 +188,7 @@ def classify_state(
     n_acc = 0
     n_unc = 0
     n_nodes = node_byte.shape[0]
+    skipping = skip_leads.shape[0] > 0
     k = 0
     n_scanned = 0
     while k < n_nodes:
@@ -184,6 +197,19 @@ def classify_state(
             return OVER_BUDGET, 0, 0
         if deadline > 0 and (n_scanned & 1023) == 0 and monotonic_ns(clock) > deadline:
             return TIMEOUT, 0, 0
+        if (
+            skipping
+            and 0 <= skip_leads[k] <= skip_reach
+            and (skip_bits[k, 0] & excluded[0]) == 0
+            and (skip_bits[k, 1] & excluded[1]) == 0
+            and (skip_bits[k, 2] & excluded[2]) == 0
+            and (skip_bits[k, 3] & excluded[3]) == 0
+        ):
+            for p in range(node_first[k], node_first[node_end[k]]):
+                acc[n_acc] = p
+                n_acc += 1
+            k = node_end[k]
+            continue
         d = node_depth[k]
         b = node_byte[k]
         if d == 1 and not first[byte_class[b]]:
@@ -251,10 +277,12 @@ def classify(
     context: np.ndarray = _NO_CONTEXT,
     n_top: int = 0,
     deadline: int = 0,
+    skip: tuple = NO_SKIP,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Classify the ``n_tokens`` tokens of ``trie`` for ``state`` (in ``context``, see
     ``classify_state``); grows the scratch chart as needed. Returns None when the walk
-    would scan more than ``budget`` trie nodes (0: no limit).
+    would scan more than ``budget`` trie nodes (0: no limit). ``skip`` is a restricted
+    slice the state reads (see ``classify_state``; ``trie`` must be the whole vocabulary's).
 
     Raises
     ------
@@ -291,6 +319,7 @@ def classify(
             budget,
             deadline,
             clock,
+            *skip,
         )
         if st == OVER_BUDGET:
             return None

@@ -83,6 +83,115 @@ _MAX_FRAMES = 1024  # distinct return frames (a key of many names makes hundreds
 _FRAME_SPAN = _MAX_FRAMES + 1  # a configuration key is state * _FRAME_SPAN + frame + 1
 
 
+def restricted_slice_dfa(dfa: np.ndarray, excluded: np.ndarray) -> np.ndarray:
+    """The slice DFA without the characters that start with a byte of ``excluded``
+    (uint64 [4], bit ``b & 63`` of word ``b >> 6`` for byte ``b``): an ASCII character or
+    the multi-byte characters of one lead byte."""
+    out = dfa.copy()
+    for b in range(256):
+        if excluded[b >> 6] >> np.uint64(b & 63) & np.uint64(1):
+            out[0, b] = DEAD
+    return out
+
+
+@njit(nogil=True, cache=True)
+def ascii_loops(dfa, byte_class, n_classes, trans, state):
+    """How many ASCII characters of the slice ``state`` reads back into itself."""
+    n = 0
+    row = state * n_classes
+    for b in range(128):
+        if dfa[0, b] >= 0 and trans[row + byte_class[b]] == state:
+            n += 1
+    return n
+
+
+@njit(nogil=True, cache=True)
+def looping_leads(dfa, byte_class, n_classes, trans, ref_ptr, state):
+    """bool [256]: the lead bytes of multi-byte slice characters that ``state`` reads back
+    into itself, every character that starts with them (by its own transitions; a call
+    on the way counts as not)."""
+    out = np.zeros(256, dtype=np.bool_)
+    stack_q = np.empty(256, dtype=np.int64)
+    stack_x = np.empty(256, dtype=np.int64)
+    for lead in range(0x80, 256):
+        q1 = dfa[0, lead]
+        if q1 <= 0:
+            continue
+        ok = True
+        n = 1
+        stack_q[0] = q1
+        stack_x[0] = trans[state * n_classes + byte_class[lead]]
+        while n > 0 and ok:
+            n -= 1
+            q, x = stack_q[n], stack_x[n]
+            if x < 0 or ref_ptr[x + 1] > ref_ptr[x]:
+                ok = False
+            elif q == 0:
+                ok = x == state
+            else:
+                prev = -1
+                for b in range(0x80, 0xC0):
+                    q2 = dfa[q, b]
+                    if q2 < 0:
+                        continue
+                    x2 = trans[x * n_classes + byte_class[b]]
+                    key = q2 * 1_000_003 + x2
+                    if key == prev:  # the same step as the byte before
+                        continue
+                    prev = key
+                    if n >= stack_q.shape[0]:
+                        ok = False
+                        break
+                    stack_q[n] = q2
+                    stack_x[n] = x2
+                    n += 1
+        out[lead] = ok
+    return out
+
+
+@njit(nogil=True, cache=True)
+def subtree_text_summary(offsets, data, node_end, node_tok_lo, node_tok_hi):
+    """uint64 [n_nodes, 4]: the bytes of the tokens below each trie node (bit ``b & 63`` of
+    word ``b >> 6`` when some token of the subtree holds byte ``b``), for restricted
+    slices: a subtree without an excluded byte is made of the restricted slice's text when
+    it is made of slice text."""
+    n_nodes = node_end.shape[0]
+    bits = np.zeros((n_nodes, 4), dtype=np.uint64)
+    for k in range(n_nodes - 1, -1, -1):  # children (later in preorder) first
+        for p in range(node_tok_lo[k], node_tok_hi[k]):
+            for j in range(offsets[p], offsets[p + 1]):
+                b = data[j]
+                bits[k, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        u = k + 1
+        while u < node_end[k]:  # the children
+            for w in range(4):
+                bits[k, w] |= bits[u, w]
+            u = node_end[u]
+    return bits
+
+
+@njit(nogil=True, cache=True)
+def subtree_max_leads(leads, node_end, node_tok_lo, node_tok_hi):
+    """int32 [n_nodes]: the most characters of a token below each trie node when every
+    one of them is slice text (``leads >= 0``, see ``slice_members``), else -1."""
+    n_nodes = node_end.shape[0]
+    out = np.zeros(n_nodes, dtype=np.int32)
+    for k in range(n_nodes - 1, -1, -1):
+        for p in range(node_tok_lo[k], node_tok_hi[k]):
+            if leads[p] < 0:
+                out[k] = -1
+            elif out[k] >= 0 and leads[p] > out[k]:
+                out[k] = leads[p]
+        u = k + 1
+        while u < node_end[k]:
+            if out[u] < 0:
+                out[k] = -1
+            elif out[k] >= 0 and out[u] > out[k]:
+                out[k] = out[u]
+            u = node_end[u]
+    return out
+
+
 @njit(nogil=True, cache=True, inline="always")
 def _frame(frame_target, frame_parent, n_frames, target, parent):
     """Intern the frame (return to ``target``, then to frame ``parent``); returns
