@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
 from treegram.frontends._regex import regex_to_ir
-from treegram.frontends.json_schema import dfa_expr, format_expr, json_schema_to_ir
+from treegram.frontends.json_schema import format_expr, json_schema_to_ir
 from treegram.ir import (
     MAX_CODEPOINT,
     Bytes,
@@ -128,6 +128,8 @@ class XmlBuilder(Protocol):
     def _rule(self, base: str, body: Expr) -> RuleRef: ...
 
     def _embed(self, ir: GrammarIR) -> RuleRef: ...
+
+    def _dfa(self, d: Dfa, base: str) -> Expr | None: ...
 
     def _free_text(
         self, pairs: list[tuple[str, RuleRef]], excludes: list[str], *, loop: bool, path: str
@@ -309,13 +311,10 @@ class Converter:
         string, as an exact automaton difference written back as helper rules."""
         texts = tuple(Bytes(e.encode("utf-8")) for e in self.excludes)
         search = Dfa.from_expr(Seq((_ANY_STAR, alt(list(texts)), _ANY_STAR)))
-        helpers = _Helpers(self.b)
         try:
-            kept = Dfa.from_expr(expr).difference(search).minimize()
-            body = dfa_expr(helpers, kept, "xml_name", _code_points)
+            body = self.b._dfa(Dfa.from_expr(expr).difference(search).minimize(), "xml_name")
         except DfaLimitError as err:
             raise self._unsupported(f"excludes on parameter names ({err})") from None
-        self.b.rules.extend(Rule(n, e) for n, e in helpers.rules.items())
         return NOTHING if body is None else body
 
     # ------------------------------------------------------------------ values
@@ -588,21 +587,6 @@ class Converter:
 # an excluded string made of these characters only can occur inside an identifier
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
 _ANY_STAR = Repeat(ANY_CHAR, 0, None)
-
-
-class _Helpers:
-    """The ``conv`` that :func:`dfa_expr` writes its helper rules into."""
-
-    def __init__(self, b: XmlBuilder) -> None:
-        self.b = b
-        self.rules: dict[str, Expr] = {}
-
-    def new_rule(self, base: str) -> str:
-        return self.b._fresh(base)
-
-
-def _code_points(ranges: tuple[tuple[int, int], ...]) -> Expr:
-    return CharClass(ranges)
 
 
 def _written_strings(value: Any):
