@@ -391,15 +391,26 @@ def test_kimi_k3_arguments_exclude_the_markers():
         assert not accepts(grammar, text.replace('type="string"', 'type="number"'))
         # a marker inside a string value: excluded unless exclude_special_tokens=False
         assert accepts(grammar, text.replace("Oslo", "Os<|sep|>lo")) is not exclude
-    # markers inside JSON strings (an array of strings) would need JSON Schema excludes
+    # markers inside the strings of a JSON value (an array of strings): JSON Schema excludes
     nested = {
         "type": "object",
         "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
     }
     tools = [{"type": "function", "function": {"name": "f", "parameters": nested}}]
-    tag = tg.get_model_structural_tag("kimi_k3", tools=tools, tool_choice="required")
-    with pytest.raises(tg.UnsupportedStructuralTagError, match="JSON value that may hold strings"):
-        tg.Grammar.from_structural_tag(tag)
+    call = (
+        '<|open|>tools<|sep|><|open|>call tool="f" index="0"<|sep|>'
+        '<|open|>argument key="tags" type="array"<|sep|>{}<|close|>argument<|sep|>'
+        "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>"
+    )
+    text = "hm<|close|>think<|sep|><|open|>response<|sep|>ok<|close|>response<|sep|>" + call
+    for exclude in (True, False):
+        tag = tg.get_model_structural_tag(
+            "kimi_k3", tools=tools, tool_choice="required", exclude_special_tokens=exclude
+        )
+        grammar = tg.Grammar.from_structural_tag(tag)
+        assert accepts(grammar, text.format('["a", "b"]'))
+        assert accepts(grammar, text.format('["a<|sep|>b"]')) is not exclude
+        assert accepts(grammar, text.format('["a<|open|>"]')) is not exclude
 
 
 def test_per_model_function_arguments_are_checked():

@@ -567,7 +567,10 @@ def test_invalid_structural_tags(value, match):
     [
         ({"type": "token", "token": 5}, r"format: format type 'token' is not supported"),
         ({"type": "any_tokens"}, r"format type 'any_tokens' is not supported"),
-        ({"type": "any_text", "max_chars": 5}, r"format\.max_chars: character budgets are not"),
+        (
+            {"type": "any_text", "max_chars": 10**6, "excludes": ["x"]},
+            r"format\.max_chars: a budget of 1000000 characters beside the excluded strings",
+        ),
         (
             {
                 "type": "tag",
@@ -806,3 +809,112 @@ def test_free_text_rules(fmt, text, accepted):
     xinfo = xgr.TokenizerInfo(["a", "</s>"], stop_token_ids=[1])
     xm = xgr.GrammarMatcher(xgr.GrammarCompiler(xinfo).compile_structural_tag(json.dumps(_st(fmt))))
     assert (xm.accept_string(text) and xm.accept_token(1)) is accepted
+
+
+# ---------------------------------------------------------------- any_text max_chars
+_BUDGET_BYTES = [b"<think>", b"a", b"ab", b"\xe4", b"\xb8", b"\xad", "中".encode(), b"\xff",
+                 b"</", b"think>", b"</think>", b"a</think>", b"<eos>"]  # fmt: skip
+
+
+def _think(content: dict) -> dict:
+    return _st({"type": "tag", "begin": "<think>", "content": content, "end": "</think>"})
+
+
+@pytest.mark.parametrize(
+    "content,texts",
+    [
+        # code points, whatever their UTF-8 length
+        ({"type": "any_text", "max_chars": 3}, [
+            ("<think>中中中</think>", True), ("<think>中🦋a</think>", True),
+            ("<think>abcd</think>", False), ("<think></think>", True),
+        ]),
+        ({"type": "any_text", "max_chars": 2, "excludes": ["xy"]}, [
+            ("<think>yx</think>", True), ("<think>xy</think>", False),
+            ("<think>x</</think>", False), ("<think><</think>", True),
+        ]),
+        ({"type": "any_text", "max_chars": 0}, [
+            ("<think></think>", True), ("<think>a</think>", False),
+        ]),
+        ({"type": "any_text", "max_chars": 4, "max_tokens": 2}, [
+            ("<think>abcd</think>", True), ("<think>abcde</think>", False),
+        ]),
+    ],
+)  # fmt: skip
+def test_any_text_max_chars_as_written_and_as_xgrammar_does(content, texts):
+    from treegram.testing import _is_grammar_accept_string as accepts
+
+    ours = tg.Grammar.from_structural_tag(_think(content))
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string as xgr_accepts
+
+    theirs = xgr.Grammar.from_structural_tag(json.dumps(_think(content)))
+    for text, accepted in texts:
+        assert accepts(ours, text) == accepted, text
+        assert xgr_accepts(theirs, text) == accepted, text
+    root = tg.Grammar.from_structural_tag(_st({"type": "any_text", "max_chars": 2}))
+    assert accepts(root, "中a") and not accepts(root, "abc")
+
+
+@pytest.mark.parametrize("excludes", [["xy"], ["</think>"]])
+def test_any_text_max_chars_masks_match_xgrammar_on_bytes(excludes):
+    # With excludes the free text is bytes: every byte but a UTF-8 continuation byte counts
+    # one character, a stray continuation byte is free while the budget lasts, and once it
+    # is spent only the end may follow. (One case is left out: a token that ends inside a
+    # character exactly at the budget; xgrammar checks the budget per token and refuses the
+    # rest of that character, treegram lets it complete.)
+    xgr = pytest.importorskip("xgrammar")
+    import random
+
+    n = len(_BUDGET_BYTES)
+    info = tg.TokenizerInfo(_BUDGET_BYTES, stop_token_ids=[n - 1])
+    xinfo = xgr.TokenizerInfo(
+        _BUDGET_BYTES, xgr.VocabType.RAW, vocab_size=n, stop_token_ids=[n - 1]
+    )
+    tag = _think({"type": "any_text", "max_chars": 3, "excludes": excludes})
+    ours = tg.GrammarCompiler(info, max_threads=1).compile_structural_tag(tag)
+    theirs = xgr.GrammarCompiler(xinfo).compile_structural_tag(json.dumps(tag))
+    r = random.Random(str(excludes))
+    lead_only = {i for i, t in enumerate(_BUDGET_BYTES) if t in (b"\xe4",)}
+    for _ in range(40):
+        m, xm = tg.GrammarMatcher(ours), xgr.GrammarMatcher(theirs)
+        used, path = 0, []
+        for _ in range(10):
+            a = np.zeros((1, 1), dtype=np.int32)
+            b = xgr.allocate_token_bitmask(1, n)
+            m.fill_next_token_bitmask(a)
+            xm.fill_next_token_bitmask(b)
+            ours_ids = [t for t in range(n) if a[0, 0] >> t & 1]
+            assert ours_ids == [t for t in range(n) if int(b[0, 0]) >> t & 1], path
+            # keep out of the one case above: a lone lead byte that spends the budget
+            choices = [t for t in ours_ids if not (t in lead_only and used == 2)]
+            if not choices:
+                break
+            t = r.choice(choices)
+            path.append(_BUDGET_BYTES[t])
+            assert m.accept_token(t) and xm.accept_token(t)
+            if t:  # characters of the text (not of the begin string)
+                used += sum(1 for byte in _BUDGET_BYTES[t] if not 0x80 <= byte <= 0xBF)
+            if t == n - 1:
+                break
+
+
+def test_any_text_max_chars_masks_match_xgrammar_on_deepseek_v4(infos):
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar_diff import compare_source
+
+    content = {"type": "any_text", "max_chars": 12, "excludes": ["</think>"]}
+    source = json.dumps(_think(content))
+    compare_source(infos, xgr, "compile_structural_tag", source, "chars", steps=150, utf8_only=True)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True, 2**31])
+@pytest.mark.parametrize("key", ["max_chars", "max_tokens"])
+def test_any_text_budgets_must_be_32_bit_counts(key, bad):
+    for tag in (
+        _st({"type": "any_text", key: bad}),
+        StructuralTag(format=AnyTextFormat(**{key: bad})),
+    ):
+        with pytest.raises(
+            InvalidStructuralTagError, match=f"format.{key} must be a non-negative 32-bit integer"
+        ):
+            tg.Grammar.from_structural_tag(tag)

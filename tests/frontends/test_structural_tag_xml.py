@@ -13,6 +13,7 @@ import random
 
 import numpy as np
 import pytest
+from xgrammar_diff import compare_source
 
 import treegram as tg
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
@@ -344,6 +345,173 @@ def test_excludes_keep_marker_strings_out_of_values_and_names():
         assert xgr_accepts(theirs, text) == accepted, text
 
 
+def _k3(key: str, kind: str, value: str) -> str:
+    return f'<|open|>argument key="{key}" type="{kind}"<|sep|>{value}<|close|>argument<|sep|>'
+
+
+def _one(value_schema, required: bool = True) -> dict:
+    return {
+        "type": "object",
+        "properties": {"v": value_schema},
+        "required": ["v"] if required else [],
+        "additionalProperties": False,
+    }
+
+
+_NODE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {"next": {"$ref": "#/$defs/node"}},
+            "additionalProperties": True,
+        }
+    }
+}
+_QW = "<parameter=v>{}</parameter>"
+_DS41 = f'<{DS} parameter name="v" string="{{}}">{{}}</{DS} parameter>'
+
+# JSON Schema excludes inside the JSON values of XML arguments:
+# (style, schema, excludes, [(arguments, accepted)]), as written here and as xgrammar decides.
+JSON_EXCLUDES_CASES = [
+    # strings and keys of a JSON value, matched as written (an escape is not the text)
+    ("kimi_k3_xml", _one({"type": "object"}), ["BAD"], [
+        (_k3("v", "object", '{"a": "x"}'), True),
+        (_k3("v", "object", '{"a": "xBADy"}'), False),
+        (_k3("v", "object", '{"BAD": 1}'), False),
+        (_k3("v", "object", '{"a": "\\u0042AD"}'), True),
+        (_k3("v", "object", '{"a": ["ok", {"b": "BAD"}]}'), False),
+    ]),
+    # recursive references, the control tokens of Kimi-K3
+    ("kimi_k3_xml", {**_one({"type": "array", "items": {"$ref": "#/$defs/node"}}), **_NODE},
+     ["<|open|>", "<|close|>", "<|sep|>"], [
+        (_k3("v", "array", '[{"next": {"text": "你好", "n": 42}}]'), True),
+        (_k3("v", "array", '[{"next": {"text": "a<|open|>b"}}]'), False),
+        (_k3("v", "array", '[{"next": {"a<|close|>b": "t"}}]'), False),
+    ]),
+    # an unconstrained value: raw text or any JSON value, filtered both ways
+    ("kimi_k3_xml", _one({}), ["BAD"], [
+        (_k3("v", "string", "xBADy"), False),
+        (_k3("v", "string", "ok"), True),
+        (_k3("v", "array", '["BAD"]'), False),
+        (_k3("v", "array", '["ok", 1]'), True),
+        (_k3("v", "number", "1"), True),
+    ]),
+    ("deepseek_v4_1_xml", _one({}), ["BAD"], [
+        (_DS41.format("false", '["BAD"]'), False),
+        (_DS41.format("false", '{"k": "ok"}'), True),
+        (_DS41.format("true", "BAD"), False),
+    ]),
+    ("qwen_xml", _one({"type": "array", "items": {"type": "string"}}), ["</parameter>"], [
+        (_QW.format('["ok"]'), True),
+        (_QW.format('["</parameter>"]'), False),
+        (_QW.format('["<\\/parameter>"]'), True),
+    ]),
+    # object and array constants: dropped when one of their strings, as JSON writes it,
+    # holds an excluded text (a text never spans two strings)
+    ("qwen_xml", _one({"enum": [{"a": "b"}, ["x", {"k": "BAD"}], 7]}), ["BAD", ":"], [
+        (_QW.format('{"a":"b"}'), True),
+        (_QW.format('["x",{"k":"BAD"}]'), False),
+        (_QW.format("7"), True),
+    ]),
+    ("qwen_xml", _one({"enum": [{"a": 'x"y'}, 7]}), ["\\"], [
+        (_QW.format('{"a":"x\\"y"}'), False),
+        (_QW.format("7"), True),
+    ]),
+    ("qwen_xml", _one({"enum": [{"a": 'x"y'}, 7]}), ['x"y'], [
+        (_QW.format('{"a":"x\\"y"}'), True),
+    ]),
+    # no constant left: the value admits nothing; an optional parameter can be left out
+    ("qwen_xml", _one({"const": {"a": "BAD"}}), ["BAD"], [
+        (_QW.format('{"a":"BAD"}'), False),
+        ("", False),
+    ]),
+    ("qwen_xml", _one({"const": {"a": "BAD"}}, required=False), ["BAD"], [
+        (_QW.format('{"a":"BAD"}'), False),
+        ("", True),
+    ]),
+    ("kimi_k3_xml", _one({"anyOf": [{"const": "BAD"}, {"const": "safe"}]}), ["BAD"], [
+        (_k3("v", "string", "safe"), True),
+        (_k3("v", "string", "BAD"), False),
+    ]),
+    # a required name holding an excluded string: no argument object
+    ("deepseek_v4_1_xml", {"type": "object", "properties": {"xBADy": {"type": "integer"}},
+                           "required": ["xBADy"], "additionalProperties": False}, ["BAD"], [
+        ("", False),
+        (f'<{DS} parameter name="xBADy" string="false">1</{DS} parameter>', False),
+    ]),
+    # further parameter names are identifiers without an excluded string; names under a
+    # pattern are the schema's own contract and kept as they are
+    ("qwen_xml", {"type": "object", "properties": {"a": {"type": "integer"}},
+                  "additionalProperties": {"type": "integer"}}, ["b_d", "-"], [
+        ("<parameter=a>1</parameter><parameter=xa>1</parameter>", True),
+        ("<parameter=a>1</parameter><parameter=xb_dy>1</parameter>", False),
+        ("<parameter=a>1</parameter><parameter=b_>1</parameter>", True),
+    ]),
+    ("kimi_k3_xml", {"type": "object", "additionalProperties": True}, ["bad"], [
+        (_k3("good", "number", "1"), True),
+        (_k3("xbady", "number", "1"), False),
+    ]),
+    ("qwen_xml", {"type": "object", "properties": {"a": {"type": "integer"}},
+                  "patternProperties": {"^x[a-z]*$": {"type": "integer"}},
+                  "additionalProperties": False}, ["bad"], [
+        ("<parameter=a>1</parameter><parameter=xa>1</parameter>", True),
+        ("<parameter=a>1</parameter><parameter=xbad>1</parameter>", True),
+    ]),
+    ("qwen_xml", {"type": "object", "propertyNames": {"pattern": "^x[a-z]*$"},
+                  "additionalProperties": {"type": "integer"}}, ["bad"], [
+        ("<parameter=xbad>1</parameter>", True),
+        ("<parameter=ybad>1</parameter>", False),
+    ]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(len(JSON_EXCLUDES_CASES)))
+def test_json_value_excludes_as_written_and_as_xgrammar_does(i):
+    style, schema, excludes, inputs = JSON_EXCLUDES_CASES[i]
+    tag = _tag(style, schema, excludes=excludes)
+    ours = tg.Grammar.from_structural_tag(tag)
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string as xgr_accepts
+
+    theirs = xgr.Grammar.from_structural_tag(json.dumps(tag))
+    for text, accepted in inputs:
+        assert _is_grammar_accept_string(ours, text) == accepted, text
+        assert xgr_accepts(theirs, text) == accepted, text
+
+
+def test_json_value_excludes_keep_length_bounds_exact():
+    # xgrammar drops minLength/maxLength of a filtered JSON string (with a warning);
+    # treegram keeps them: the string's spellings minus the excluded texts.
+    items = {"type": "string", "minLength": 2, "maxLength": 3}
+    schema = _one({"type": "array", "items": items})
+    grammar = tg.Grammar.from_structural_tag(_tag("qwen_xml", schema, excludes=["BAD"]))
+    for value, accepted in [("a", False), ("ab", True), ("abc", True), ("abcd", False),
+                            ("BAD", False), ("aBA", True), ("你好", True)]:  # fmt: skip
+        text = _QW.format(json.dumps([value], ensure_ascii=False))
+        assert _is_grammar_accept_string(grammar, text) == accepted, value
+
+
+@pytest.mark.parametrize(
+    "style,excludes",
+    [("kimi_k3_xml", ["<|open|>", "<|close|>", "<|sep|>"]), ("deepseek_v4_1_xml", ["BAD", "</"])],
+)
+def test_json_value_excludes_masks_match_xgrammar_on_deepseek_v4(infos, style, excludes):
+    # kimi_k3's default exclude_special_tokens=True puts its control tokens on every
+    # argument, JSON values included; masks equal xgrammar's along random walks
+    xgr = pytest.importorskip("xgrammar")
+    schema = {
+        "type": "object",
+        "properties": {
+            "q": {"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "note": {"type": "string"},
+        },
+        "required": ["q"],
+    }
+    source = json.dumps(_tag(style, schema, excludes=excludes))
+    compare_source(infos, xgr, "compile_structural_tag", source, style, steps=150, utf8_only=True)
+
+
 IDS = [f"{c[0]}-{i}" for i, c in enumerate(CASES)]
 
 
@@ -439,7 +607,7 @@ def test_masks_match_xgrammar_on_random_paths(small, style):
         (
             {"style": "cohere_xml", "excludes": ["x"]},
             InvalidStructuralTagError,
-            r"format\.excludes must be empty with style 'cohere_xml'",
+            r"format\.excludes is not supported for cohere_xml",
         ),
         (
             {"style": "minimax_m3_xml", "json_schema": {}},
@@ -480,14 +648,9 @@ def test_masks_match_xgrammar_on_random_paths(small, style):
         ),
         ({"style": "yaml"}, InvalidStructuralTagError, r"format\.style must be one of"),
         (
-            {"style": "qwen_xml", "excludes": ["<|sep|>"]},  # WEATHER's "where" is JSON
-            UnsupportedStructuralTagError,
-            r"excludes with a JSON value that may hold strings",
-        ),
-        (
             {"style": "qwen_xml", "excludes": ["x "]},
             InvalidStructuralTagError,
-            r"format\.excludes: XML styles need non-empty strings",
+            r"format\.excludes: XML styles need non-empty strings that must not start or end",
         ),
         (
             {

@@ -46,16 +46,19 @@ from treegram.frontends._structural_tag_formats import (
     TagFormat,
     TagsWithSeparatorFormat,
     TriggeredTagsFormat,
+    check_budget,
     legacy_structural_tag,
     parse_structural_tag,
 )
 from treegram.frontends._structural_tag_xml import xml_arguments_expr
-from treegram.frontends.json_schema import json_schema_to_ir
+from treegram.frontends.json_schema import MAX_GRAMMAR_STATES, dfa_expr, json_schema_to_ir
 from treegram.ir import (
     MAX_CODEPOINT,
     Bytes,
     CharClass,
     Choice,
+    Dfa,
+    DfaLimitError,
     Expr,
     GrammarIR,
     Repeat,
@@ -76,6 +79,7 @@ __all__ = [
 
 _EMPTY = Bytes(b"")
 _ANY_CHAR = CharClass(((0, MAX_CODEPOINT),))
+_ANY_BYTES = Repeat(CharClass(((0, 0xFF),)), 0, None)  # bytes as the symbols 0-255
 
 
 def structural_tag_from_args(args: tuple, kwargs: dict[str, Any]) -> StructuralTag:
@@ -229,6 +233,21 @@ class _Builder:
         self.rules.append(Rule(name, body))
         return RuleRef(name)
 
+    def _dfa(self, d: Dfa, base: str, encode=None) -> Expr | None:
+        """The strings of the code point automaton ``d`` as an expression, its helper
+        rules added under fresh names; None when ``d`` accepts nothing. ``encode``
+        writes the symbols of one transition (default: as code points).
+
+        Raises
+        ------
+        DfaLimitError
+            ``d`` has more states than a grammar is built from.
+        """
+        helpers = _DfaRules(self)
+        body = dfa_expr(helpers, d, base, encode or _code_points)
+        self.rules.extend(Rule(n, e) for n, e in helpers.rules.items())
+        return body
+
     def _embed(self, ir: GrammarIR) -> RuleRef:
         """Add the rules of a frontend's grammar under fresh names; a call of its root."""
         self._n += 1
@@ -271,22 +290,15 @@ class _Builder:
                 path=path,
             )
         if isinstance(fmt, AnyTextFormat):
-            if fmt.max_chars is not None:
-                raise UnsupportedStructuralTagError(
-                    f"{path}.max_chars: character budgets are not supported"
-                )
-            budget = fmt.max_tokens
-            if budget is not None and (
-                isinstance(budget, bool) or not isinstance(budget, int) or not 0 <= budget < 2**31
-            ):
-                raise InvalidStructuralTagError(
-                    f"{path}.max_tokens must be an integer in [0, 2**31), got {budget!r}"
-                )
-            if budget == 0:
-                return _EMPTY  # no token may be spent in it
+            budget = check_budget(fmt.max_tokens, f"{path}.max_tokens")
+            chars = check_budget(fmt.max_chars, f"{path}.max_chars")
+            if budget == 0 or chars == 0:
+                return _EMPTY  # no token may be spent in it, or no character written
             excludes = _unique([*fmt.excludes, *ends])
-            if not excludes:
-                text: Expr = Repeat(_ANY_CHAR, 0, None)
+            if chars is not None:
+                text: Expr = self._bounded_text(excludes, chars, path)
+            elif not excludes:
+                text = Repeat(_ANY_CHAR, 0, None)
             else:
                 text = self._free_text([], excludes, loop=False, path=path)
             # a token budget is enforced by the matcher on the rule (Rule.max_tokens)
@@ -433,6 +445,29 @@ class _Builder:
         return some if fmt.at_least_one else Choice((_EMPTY, some))
 
     # ------------------------------------------------------------------ free text
+    def _bounded_text(self, excludes: list[str], max_chars: int, path: str) -> Expr:
+        """Text of at most ``max_chars`` characters without the strings ``excludes``, as
+        xgrammar 0.2.8 counts them: without excludes, code points; with them, the free
+        text is bytes (as :meth:`_free_text`) counted by :func:`_byte_budget`. With
+        excludes it is the exact automaton of that free text cut to the budget, one state
+        per count and partial match, so the budget times the excluded strings' length is
+        bounded."""
+        if not excludes:
+            return Repeat(_ANY_CHAR, 0, max_chars)
+        try:
+            if max_chars + 1 > MAX_GRAMMAR_STATES:  # one state per count at least
+                raise DfaLimitError(f"more than {MAX_GRAMMAR_STATES} automaton states")
+            budget = _byte_budget(max_chars)
+            hits = [Seq(tuple(CharClass(((b, b),)) for b in e.encode("utf-8"))) for e in excludes]
+            search = Dfa.from_expr(Seq((_ANY_BYTES, _alt(hits), _ANY_BYTES)))
+            body = self._dfa(budget.difference(search).minimize(), "any_text", _bytes_of)
+        except DfaLimitError as err:
+            raise UnsupportedStructuralTagError(
+                f"{path}.max_chars: a budget of {max_chars} characters beside the excluded "
+                f"strings {excludes} is too large to build ({err})"
+            ) from None
+        return _EMPTY if body is None else body
+
     def _free_text(
         self, pairs: list[tuple[str, RuleRef]], excludes: list[str], *, loop: bool, path: str
     ) -> Expr:
@@ -555,6 +590,57 @@ class _Builder:
             body = rest if loop_back is None else Seq((loop_back, rest))
             self.rules.append(Rule(names[s], body))
         return start
+
+
+def _byte_budget(max_chars: int) -> Dfa:
+    """Byte texts (bytes as the symbols 0-255) of at most ``max_chars`` characters, where
+    every byte but a UTF-8 continuation byte (``0x80``-``0xBF``) starts a character, as
+    xgrammar's free text counts them: a stray continuation byte is free while the budget
+    lasts. Once it is spent, only the continuation bytes of the last character may follow
+    (xgrammar checks the budget per token, so it also refuses them when the character is
+    cut between two tokens at that point; a text is never left cut here)."""
+    trans: list[tuple[tuple[int, int, int], ...]] = []
+    spent = max_chars  # states max_chars + p: spent, p continuation bytes still due
+
+    def lead(c: int, lo: int, hi: int, due: int) -> tuple[int, int, int]:
+        return (lo, hi, c + 1 if c + 1 < max_chars else spent + due)
+
+    for c in range(max_chars):
+        trans.append(
+            (
+                lead(c, 0x00, 0x7F, 0),
+                (0x80, 0xBF, c),
+                lead(c, 0xC0, 0xDF, 1),
+                lead(c, 0xE0, 0xEF, 2),
+                lead(c, 0xF0, 0xF7, 3),
+                lead(c, 0xF8, 0xFF, 0),
+            )
+        )
+    trans.append(())
+    trans += [((0x80, 0xBF, spent + due - 1),) for due in (1, 2, 3)]
+    return Dfa(trans, [True] * len(trans))
+
+
+class _DfaRules:
+    """The ``conv`` that :func:`dfa_expr` writes its helper rules into."""
+
+    def __init__(self, b: _Builder) -> None:
+        self.b = b
+        self.rules: dict[str, Expr] = {}
+
+    def new_rule(self, base: str) -> str:
+        return self.b._fresh(base)
+
+
+def _bytes_of(ranges: tuple[tuple[int, int], ...]) -> Expr:
+    """The symbols 0-255 of ``ranges`` as bytes (see :func:`_byte_class`)."""
+    return _byte_class([b for lo, hi in ranges for b in range(lo, hi + 1)])
+
+
+def _code_points(ranges: tuple[tuple[int, int], ...]) -> Expr:
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return Bytes(chr(ranges[0][0]).encode("utf-8"))
+    return CharClass(ranges)
 
 
 def _byte_class(byte_set: list[int]) -> Expr:

@@ -26,6 +26,7 @@ from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagE
 from treegram.ir import MAX_NESTING_DEPTH
 
 __all__ = [
+    "check_budget",
     "ConstStringFormat",
     "JSONSchemaFormat",
     "AnyTextFormat",
@@ -150,11 +151,31 @@ class JSONSchemaFormat(_Format):
     type: str = "json_schema"
 
 
+def check_budget(value: Any, name: str) -> int | None:
+    """A length budget of ``any_text`` (``max_tokens``, ``max_chars``): None or an integer
+    in [0, 2**31).
+
+    Raises
+    ------
+    InvalidStructuralTagError
+        Anything else (the message names ``name``).
+    """
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31
+    ):
+        raise InvalidStructuralTagError(
+            f"{name} must be a non-negative 32-bit integer, got {value!r}"
+        )
+    return value
+
+
 @dataclass(eq=True)
 class AnyTextFormat(_Format):
     """Any text without the strings ``excludes``; inside a tag, also without the tag's end
     strings (so the end string closes the tag). ``max_tokens``: at most that many tokens
-    (enforced by the matcher; 0: empty); ``max_chars`` must be None (not built)."""
+    (enforced by the matcher; 0: empty); ``max_chars``: at most that many characters, as
+    xgrammar counts them (code points; with excludes, bytes other than UTF-8 continuation
+    bytes), built into the text's automaton (0: empty)."""
 
     excludes: list[str] = field(default_factory=list)
     max_tokens: int | None = None
@@ -413,6 +434,9 @@ class _Reader:
             )
         return v
 
+    def budget(self, key: str) -> int | None:
+        return check_budget(self._get(key, None), f"{self.path}.{key}")
+
     def texts(self, key: str, *, required: bool = False) -> list[str]:
         v = self._get(key, _REQUIRED if required else [])
         if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
@@ -498,8 +522,8 @@ def parse_format(obj: Any, path: str = "format", depth: int = 0) -> Format:
     elif kind == "any_text":
         out = AnyTextFormat(
             excludes=r.texts("excludes"),
-            max_tokens=r.integer("max_tokens", None, optional=True),
-            max_chars=r.integer("max_chars", None, optional=True),
+            max_tokens=r.budget("max_tokens"),
+            max_chars=r.budget("max_chars"),
         )
     elif kind == "grammar":
         out = GrammarFormat(grammar=r.text("grammar"))

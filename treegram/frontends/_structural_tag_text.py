@@ -252,7 +252,8 @@ class _Printer:
             value = _literal(fmt.value) if fmt.value else _EMPTY
             return self.add("const_string", _choices([[value]]))
         if isinstance(fmt, AnyTextFormat):
-            if fmt.max_tokens is not None:  # a budget: treegram's own text prints it
+            if fmt.max_tokens is not None or fmt.max_chars is not None:
+                # a budget: treegram's own text prints it
                 raise _UnprintedError
             excludes = [*fmt.excludes, *(e for e in ends if e)]
             if excludes:

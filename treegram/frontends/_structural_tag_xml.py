@@ -34,9 +34,11 @@ def xml_arguments_expr(
     """The expression of tool-call arguments valid against ``schema``, written in ``style``.
 
     ``excludes``: strings that may not occur in raw string values (those without
-    ``pattern``/``format``; a length bound is dropped for them, as xgrammar does) nor in
-    parameter names; constant alternatives containing one are left out. Where a JSON value
-    could hold a string (where xgrammar filters JSON strings too), they are refused.
+    ``pattern``/``format``; a length bound is dropped for them, as xgrammar does), in
+    parameter names (declared names holding one are left out) nor in the strings of JSON
+    values (as JSON Schema ``excludes``: written content, escapes included, length bounds
+    kept exact); constant alternatives holding one are left out, and a value or argument
+    object with none left admits no text.
     ``strict_mode=False``: absent ``additionalProperties`` and array ``items`` allow more
     (structural tags are always strict).
 
@@ -57,11 +59,13 @@ def xml_arguments_expr(
     for text in banned:
         if not text or text[0] in " \t\r\n" or text[-1] in " \t\r\n":
             raise InvalidStructuralTagError(
-                f"{path}.excludes: XML styles need non-empty strings that neither start nor end "
-                f"with whitespace, got {text!r}"
+                f"{path}.excludes: XML styles need non-empty strings that must not start or end "
+                f"with formatting whitespace, got {text!r}"
             )
     if style in ("cohere_xml", "minimax_m3_xml") and banned:
-        raise InvalidStructuralTagError(f"{path}.excludes must be empty with style {style!r}")
+        raise InvalidStructuralTagError(
+            f"{path}.excludes is not supported for {style}: it must be empty, got {banned!r}"
+        )
     kind = {"cohere_xml": CohereConverter, "minimax_m3_xml": MiniMaxM3Converter}.get(
         style, Converter
     )

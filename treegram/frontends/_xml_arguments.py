@@ -28,8 +28,12 @@ DeepSeek's styles tag every value with ``string="true"`` (raw text, no padding) 
 the value's JSON type into the key (``type="number"``), or any of the types when the schema
 does not fix one. Cohere's and MiniMax-M3's recursive elements are
 :mod:`._xml_arguments_cohere` and :mod:`._xml_arguments_minimax_m3`.
-``excludes`` keep strings out of raw values and parameter names; where a JSON value could
-hold a string (which xgrammar would filter too) they are refused.
+``excludes`` keep strings out of raw values, parameter names (a further parameter's name
+is an identifier minus the names holding one, an exact automaton difference) and the
+strings of JSON values (JSON Schema ``excludes``, :mod:`.json_schema._excludes`: the
+written content, escapes included); constants holding one are left out (those of an object
+or array by each string as JSON writes it). As in xgrammar, a value with no constant left,
+or an argument object with a required name holding one, admits no text.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ from treegram.ir import (
     Bytes,
     CharClass,
     Choice,
+    Dfa,
+    DfaLimitError,
     Expr,
     GrammarIR,
     Repeat,
@@ -109,6 +115,7 @@ _OBJECT_KEYS = frozenset(
 _WS_CHARS = ((9, 10), (13, 13), (32, 32))
 ANY_CHAR = CharClass(((0, MAX_CODEPOINT),))
 EMPTY = Bytes(b"")
+NOTHING = CharClass(((0, MAX_CODEPOINT),), negated=True)  # no text matches it
 
 
 class XmlBuilder(Protocol):
@@ -121,6 +128,8 @@ class XmlBuilder(Protocol):
     def _rule(self, base: str, body: Expr) -> RuleRef: ...
 
     def _embed(self, ir: GrammarIR) -> RuleRef: ...
+
+    def _dfa(self, d: Dfa, base: str) -> Expr | None: ...
 
     def _free_text(
         self, pairs: list[tuple[str, RuleRef]], excludes: list[str], *, loop: bool, path: str
@@ -262,9 +271,8 @@ class Converter:
                 max_whitespace_cnt=self.max_ws,
                 any_order=self.any_order,
                 strict_mode=self.strict,
+                excludes=self.excludes,
             )
-            if self.excludes and _may_write_quote(ir):
-                raise self._unsupported("excludes with a JSON value that may hold strings")
             self._json_memo[key] = self.b._embed(ir)
         return self._json_memo[key]
 
@@ -287,12 +295,27 @@ class Converter:
         )
 
     def variable_name(self) -> Expr:
-        return Seq(
+        """An identifier (a further parameter's name) that holds no excluded string."""
+        name = Seq(
             (
                 CharClass(((65, 90), (95, 95), (97, 122))),
                 Repeat(CharClass(((48, 57), (65, 90), (95, 95), (97, 122))), 0, None),
             )
         )
+        if not any(_IDENTIFIER.fullmatch(e) for e in self.excludes):
+            return name
+        return self._once("xml_variable_name", lambda: self._without_excluded(name))
+
+    def _without_excluded(self, expr: Expr) -> Expr:
+        """``expr`` (a language without rule calls) minus the texts holding an excluded
+        string, as an exact automaton difference written back as helper rules."""
+        texts = tuple(Bytes(e.encode("utf-8")) for e in self.excludes)
+        search = Dfa.from_expr(Seq((_ANY_STAR, alt(list(texts)), _ANY_STAR)))
+        try:
+            body = self.b._dfa(Dfa.from_expr(expr).difference(search).minimize(), "xml_name")
+        except DfaLimitError as err:
+            raise self._unsupported(f"excludes on parameter names ({err})") from None
+        return NOTHING if body is None else body
 
     # ------------------------------------------------------------------ values
     def value(self, schema: Any) -> tuple[Expr, bool]:
@@ -307,9 +330,7 @@ class Converter:
             return self.any_value(), False
         if "const" in schema or "enum" in schema:
             values = [schema["const"]] if "const" in schema else schema["enum"]
-            if not isinstance(values, list) or not values:
-                raise InvalidStructuralTagError(f"{self.path}.json_schema: bad enum {values!r}")
-            return alt([Bytes(_raw(v)) for v in self._allowed(values)]), False
+            return self.constants(values, lambda v: Bytes(_raw(v))), False
         options = union_options(schema)
         if options is not None:
             return alt([self.value(o)[0] for o in options]), False
@@ -322,19 +343,27 @@ class Converter:
             return self.json({"type": "object"}), False
         return self.json(schema), False
 
-    def _allowed(self, values: list[Any]) -> list[Any]:
-        """The constants that contain no excluded string (xgrammar drops the others)."""
+    def _allowed(self, values: list[Any], *, root: bool = False) -> list[Any]:
+        """The constants that contain no excluded string (xgrammar drops the others): a
+        string constant as its raw text, an object or array constant by each string in it
+        (keys too) as JSON writes it, so a text never spans two strings. An object at the
+        root is a parameter list, whose names and values :meth:`_object` checks."""
         if not self.excludes:
             return values
-        out = []
-        for v in values:
-            if isinstance(v, (dict, list)) and self._banned(json_text(v)):
-                raise self._unsupported("excludes with a constant object or array holding one")
-            if not (isinstance(v, str) and self._banned(v)):
-                out.append(v)
-        if not out:
-            raise self._unsupported("a constant whose every alternative is excluded")
-        return out
+        return [
+            v
+            for v in values
+            if (root and isinstance(v, dict)) or not any(map(self._banned, _written_strings(v)))
+        ]
+
+    def constants(self, values: Any, write, *, root: bool = False) -> Expr:
+        """The alternatives ``write(v)`` of the constants ``values`` that hold no excluded
+        string; when none is left, an expression no text matches (as xgrammar, the value
+        is then impossible, and an optional parameter can only be left out)."""
+        if not isinstance(values, list) or not values:
+            raise InvalidStructuralTagError(f"{self.path}.json_schema: bad enum {values!r}")
+        kept = self._allowed(values, root=root)
+        return alt([write(v) for v in kept]) if kept else NOTHING
 
     def _string(self, schema: dict) -> tuple[Expr, bool]:
         fmt = schema.get("format")
@@ -433,9 +462,7 @@ class Converter:
             # an object constant is a fixed parameter list (in its own order); any other
             # constant is its raw text
             values = [schema["const"]] if "const" in schema else schema["enum"]
-            if not isinstance(values, list) or not values:
-                raise InvalidStructuralTagError(f"{self.path}.json_schema: bad enum {values!r}")
-            return alt([self._fixed(v) for v in self._allowed(values)])
+            return self.constants(values, self._fixed, root=True)
         options = union_options(schema)
         if options is not None:
             return alt([self._arguments(o) for o in options])
@@ -446,6 +473,8 @@ class Converter:
     def _fixed(self, value: Any) -> Expr:
         if not isinstance(value, dict):
             return Bytes(_raw(value))
+        if any(self._banned(_key_text(self.style, k).decode("utf-8")) for k in value):
+            return NOTHING  # a name holding an excluded string: the constant is left out
         fixed = {"properties": {k: {"const": v} for k, v in value.items()}, "required": list(value)}
         return self._object(fixed, any_order=False)
 
@@ -471,7 +500,7 @@ class Converter:
         for name, sub in props.items():
             if self._banned(_key_text(self.style, name).decode("utf-8")):
                 if name in required:
-                    raise self._unsupported(f"a required name holding an excluded string: {name!r}")
+                    return NOTHING  # xgrammar: no argument object can be written
                 continue  # a name holding an excluded string is never written
             param = self.parameter(Bytes(_key_text(self.style, name)), sub)
             declared.append((param, name in required))
@@ -543,42 +572,42 @@ class Converter:
         )
         names = schema.get("propertyNames")
         patterns = schema.get("patternProperties", {})
-        if self.excludes and (names is not None or patterns):
-            raise self._unsupported("excludes with patternProperties or propertyNames")
         alts = [self.parameter(self.b._embed(regex_to_ir(p)), sub) for p, sub in patterns.items()]
         if patterns and not schema.get("properties"):
             return alt(alts) if alts else None  # the patterns alone
         if additional is False and (names is None or patterns or schema.get("properties")):
             return alt(alts) if alts else None
         key = self._additional_key(schema)
-        if any(_IDENTIFIER.fullmatch(e) for e in self.excludes):
-            raise self._unsupported("an excluded string that can occur inside a parameter name")
         if names is not None and not patterns:
             key = self._string({**names, "type": "string"})[0] if isinstance(names, dict) else key
         alts.append(self.parameter(key, True if additional is False else additional))
         return alt(alts)
 
 
+# an excluded string made of these characters only can occur inside an identifier
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
-_QUOTE = ord('"')
+_ANY_STAR = Repeat(ANY_CHAR, 0, None)
 
 
-def _may_write_quote(ir: GrammarIR) -> bool:
-    """Whether a grammar may write ``"`` (so it may hold a JSON string)."""
+def _written_strings(value: Any):
+    """The contents of the JSON strings of ``value`` (keys included) as :func:`json_text`
+    writes them, escapes included; a string on its own is its raw text."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield json.dumps(k, ensure_ascii=False)[1:-1]
+            yield from _inner_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _inner_strings(v)
 
-    def walk(e: Expr) -> bool:
-        if isinstance(e, Bytes):
-            return b'"' in e.data
-        if isinstance(e, CharClass):
-            inside = any(lo <= _QUOTE <= hi for lo, hi in e.ranges)
-            return inside != e.negated
-        if isinstance(e, (Seq, Choice)):
-            return any(walk(x) for x in e.items)
-        if isinstance(e, Repeat):
-            return walk(e.item)
-        return False  # a rule call: the rule is walked on its own
 
-    return any(walk(r.body) for r in ir.rules)
+def _inner_strings(value: Any):
+    if isinstance(value, str):
+        yield json.dumps(value, ensure_ascii=False)[1:-1]
+    else:
+        yield from _written_strings(value)
 
 
 def _bare_ref(schema: Any) -> bool:

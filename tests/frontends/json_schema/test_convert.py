@@ -494,6 +494,42 @@ KNOWN_DIFFERENCES = {
 }
 
 
+# The two acceptance differences of xgrammar 0.2.8's test_json_schema_converter.py, with the
+# instance each expects otherwise: treegram agrees with the `jsonschema` package on both,
+# xgrammar departs from the specification (it anchors patterns, and lets ``enum`` values
+# through whatever their sibling ``type`` says).
+SPEC_OVER_XGRAMMAR = {
+    "test_complex_restrictions": (
+        {
+            "type": "object",
+            "properties": {
+                "restricted_string": {"type": "string", "pattern": '[^\\"]*'},
+                "restricted_value": {"type": "integer", "minimum": 0, "exclusiveMaximum": 44},
+            },
+            "required": ["restricted_string", "restricted_value"],
+        },
+        {"restricted_string": '"', "restricted_value": 42},  # [^"]* matches its empty prefix
+    ),
+    "test_utf8_object_array_in_enum": (
+        {"type": "object", "enum": [{"key": "你好"}, [123, "你好", "\n"]]},
+        [123, "你好", "\n"],  # an array: not an object, whatever the enum holds
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPEC_OVER_XGRAMMAR))
+def test_xgrammar_differences_follow_jsonschema(name):
+    schema, instance = SPEC_OVER_XGRAMMAR[name]
+    text = json.dumps(instance, ensure_ascii=False, separators=(",", ":"))
+    valid = jsonschema.Draft202012Validator(schema).is_valid(instance)
+    assert accepts(compiled(schema), text) == valid
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string
+
+    theirs = xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
+    assert _is_grammar_accept_string(theirs, text) != valid  # xgrammar's departure
+
+
 def _run_cases():
     rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
     groups = collections.defaultdict(list)

@@ -26,7 +26,7 @@ from treegram.frontends.json_schema._convert import (
     downgraded_keywords,
     json_schema_to_ir,
 )
-from treegram.frontends.json_schema._dfa_expr import dfa_expr
+from treegram.frontends.json_schema._dfa_expr import MAX_GRAMMAR_STATES, dfa_expr
 from treegram.frontends.json_schema._formats import format_expr
 from treegram.frontends.json_schema._options import JsonSchemaOptions
 from treegram.frontends.json_schema._refs import check_remotes
@@ -38,5 +38,6 @@ __all__ = [
     "downgraded_keywords",
     "check_remotes",
     "dfa_expr",
+    "MAX_GRAMMAR_STATES",
     "format_expr",
 ]
