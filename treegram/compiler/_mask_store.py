@@ -616,13 +616,34 @@ class MaskStore:
             return None, 0
         sv = self._sorted_vocab
         whole = self._shared.string_slice(self._n_words, sv.max_len)
-        horizon = min(sv.max_len, _SLICE_SEARCH_CHARS)
+        dfa_reps = self._slice_arguments()[:2]
+        reach, exact = self._reach(dfa_reps, s, context[2], context[3], deadline)
+        if reach >= sv.max_len or (exact and 0 < reach < min(sv.max_len, _SLICE_SEARCH_CHARS)):
+            return whole, reach
+        limits = [n for n in _SLICE_BYTES if n <= reach]
+        if limits:
+            return self._shared.string_slice(self._n_words, limits[-1]), limits[-1]
+        return None, 0
+
+    def _reach(
+        self, dfa_reps: tuple, s: int, chain_targets, top_targets, deadline: int
+    ) -> tuple[int, bool]:
+        """``slice_reach`` of state ``s`` (in the context given by its return targets) for
+        the slice DFA and byte classes ``dfa_reps``, looking ``_SLICE_SEARCH_CHARS``
+        ahead at most.
+
+        Raises
+        ------
+        DeadlineExceededError
+            The monotonic clock passed ``deadline`` (nanoseconds, 0: none).
+        """
         reach, exact = slice_reach(
-            *self._slice_arguments(),
+            *dfa_reps,
+            *self._slice_arguments()[2:],
             s,
-            context[2],
-            context[3],
-            horizon,
+            chain_targets,
+            top_targets,
+            min(self._sorted_vocab.max_len, _SLICE_SEARCH_CHARS),
             _SLICE_BYTES[0],
             SLICE_CHECK_CAP,
             deadline,
@@ -630,12 +651,7 @@ class MaskStore:
         )
         if reach < 0:
             raise DeadlineExceededError
-        if reach >= sv.max_len or (exact and 0 < reach < horizon):
-            return whole, reach
-        limits = [n for n in _SLICE_BYTES if n <= reach]
-        if limits:
-            return self._shared.string_slice(self._n_words, limits[-1]), limits[-1]
-        return None, 0
+        return int(reach), bool(exact)
 
     def _restricted_slice(self, s: int, deadline: int = 0) -> tuple:
         """A restricted JSON string slice that state ``s`` reads (no context), as
@@ -671,27 +687,13 @@ class MaskStore:
         every_lead = excluded.copy()
         for b in leads.tolist():
             every_lead[b >> 6] |= np.uint64(1 << (b & 63))
-        horizon = min(self._sorted_vocab.max_len, _SLICE_SEARCH_CHARS)
         for attempt in (excluded, every_lead):
             key = attempt.tobytes()
             found = self._restricted.get(key)
             if found is None:
                 dfa = restricted_slice_dfa(whole.dfa, attempt)
                 found = self._restricted[key] = (dfa, joint_byte_classes(dfa, byte_class))
-            reach, _ = slice_reach(
-                *found,
-                *self._slice_arguments()[2:],
-                s,
-                _NO_TARGETS,
-                _NO_TARGETS,
-                horizon,
-                _SLICE_BYTES[0],
-                SLICE_CHECK_CAP,
-                deadline,
-                np.zeros(2, dtype=np.int64),
-            )
-            if reach < 0:
-                raise DeadlineExceededError
+            reach, _ = self._reach(found, s, _NO_TARGETS, _NO_TARGETS, deadline)
             if reach >= _SLICE_BYTES[0]:
                 return (*self._shared.text_summary(self._n_words), attempt, reach)
             if np.array_equal(attempt, every_lead):
