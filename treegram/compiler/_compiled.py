@@ -8,6 +8,8 @@ import threading
 import weakref
 from collections.abc import Callable
 
+import numpy as np
+
 from .._json import dump_json, load_json
 from ..automaton import Automaton
 from ..errors import ArgumentError, DeserializeFormatError
@@ -55,6 +57,9 @@ class CompiledGrammar:
     def __init__(self, grammar, tokenizer_info, automaton: Automaton) -> None:
         self.grammar = grammar
         self.tokenizer_info = tokenizer_info
+        # token-id elements become bitsets over this vocabulary (never a special token)
+        never = np.asarray(tokenizer_info.special_token_ids, dtype=np.int64)
+        automaton = automaton.with_vocabulary(tokenizer_info.vocab_size, never)
         self._automaton = automaton
         self._store = MaskStore(automaton, tokenizer_info.sorted_vocab, tokenizer_info.vocab_size)
         self._tokens = tokenizer_info.token_table

@@ -55,7 +55,9 @@ from treegram.ir import (
     Rule,
     RuleRef,
     Seq,
+    TokenSet,
     run_sized,
+    token_rule,
 )
 
 __all__ = ["parse_ebnf", "MACRO_NAMES", "NAME_PATTERN"]
@@ -84,7 +86,10 @@ _CLASS_ONLY_ESCAPES = {"[": 0x5B, "]": 0x5D, "-": 0x2D, "^": 0x5E}
 
 _PUNCT = frozenset("|*+?{},)")
 _QUANTIFIERS = frozenset("*+?{")
-_ELEMENT_START = frozenset({"str", "class", "(", "name", "macro"})
+_ELEMENT_START = frozenset({"str", "class", "(", "name", "macro", "tokens"})
+# xgrammar's token-id elements: ``Token(1, 2)``, ``ExcludeToken(1, 2)``.
+_TOKEN_ELEMENTS = frozenset({"Token", "ExcludeToken"})
+_TOKEN_ID = re.compile(r"-?[0-9]+")
 
 # Token: (kind, value, pos, end, first_on_line).
 _Token = tuple
@@ -290,7 +295,10 @@ def _tokenize(src: _Source) -> list[_Token]:
             tok = ("name", m.group(), pos, m.end(), newline)
             # Macro arguments use syntax (``key=value``) the scanner would trip on.
             paren = _SKIP.match(text, m.end()).end()
-            if m.group() in MACRO_NAMES and text.startswith("(", paren):
+            if m.group() in _TOKEN_ELEMENTS and text.startswith("(", paren):
+                tokens_set, end = _scan_token_ids(src, m.group(), paren)
+                tok = ("tokens", tokens_set, pos, end, newline)
+            elif m.group() in MACRO_NAMES and text.startswith("(", paren):
                 if m.group() not in SUPPORTED_MACROS:
                     _macro_error(src, m.group(), pos)
                 call, end = _scan_macro(src, m.group(), paren)
@@ -298,6 +306,27 @@ def _tokenize(src: _Source) -> list[_Token]:
         tokens.append(tok)
         pos = tok[3]
         newline = False
+
+
+def _scan_token_ids(src: _Source, name: str, paren: int) -> tuple[TokenSet, int]:
+    """Scan the id list of a token-id element ``name(...)`` whose ``(`` is at ``paren``:
+    one or more non-negative integers, kept sorted and distinct (as xgrammar does)."""
+    text, n = src.text, len(src.text)
+    ids: list[int] = []
+    pos = _SKIP.match(text, paren + 1).end()
+    while pos < n and text[pos] != ")":
+        m = _TOKEN_ID.match(text, pos)
+        if m is None or m.group().startswith("-"):
+            src.error(f"{name}() arguments must be non-negative integers", pos)
+        if m.end() - pos > _MAX_COUNT_DIGITS:
+            src.error(f"{name}(): token id {text[pos : pos + 12]}... is too large", pos)
+        ids.append(int(m.group()))
+        pos = _next_macro_item(src, name, m.end(), paren)
+    if pos >= n:
+        src.error(f"{name}(...): unclosed argument list", paren)
+    if not ids:
+        src.error(f"{name}() requires at least one integer argument", paren)
+    return TokenSet(tuple(sorted(set(ids))), exclude=name == "ExcludeToken"), pos + 1
 
 
 _MACRO_VALUE = re.compile(r"true\b|false\b|[0-9]+")
@@ -441,6 +470,8 @@ class _Parser:
         self.attrs: dict[str, tuple[dict, int]] = {}
         self.rule_name = ""
         self.in_lookahead = False
+        # the rules of token-id elements, by name (one per distinct element)
+        self.token_rules: dict[str, tuple[Rule, int]] = {}
 
     # helpers -------------------------------------------------------------------------
     def peek(self, k: int = 0) -> _Token:
@@ -477,7 +508,7 @@ class _Parser:
             elif self.peek()[0] != "eof" and not self.at_rule_start():
                 self.fail("an element, '|', a lookahead '(= ...)' or a new rule definition")
             rules.append((Rule(name_tok[1], body, lookahead), name_tok[2]))
-        return rules + self.macro_rules
+        return rules + self.macro_rules + list(self.token_rules.values())
 
     def parse_lookahead(self) -> Expr:
         open_tok = self.peek()
@@ -582,6 +613,10 @@ class _Parser:
             return tok[1]
         if kind == "macro":
             return self.expand(tok)
+        if kind == "tokens":
+            rule = token_rule(tok[1])
+            self.token_rules.setdefault(rule.name, (rule, tok[2]))
+            return RuleRef(rule.name)
         if kind == "name":
             name = tok[1]
             nxt = self.peek()

@@ -20,6 +20,8 @@ __all__ = [
     "Expr",
     "Rule",
     "GrammarIR",
+    "TokenSet",
+    "token_rule",
     "MAX_CODEPOINT",
 ]
 
@@ -105,6 +107,22 @@ class CaptureMarker:
 
 
 @dataclass(frozen=True)
+class TokenSet:
+    """xgrammar's token-id elements: one whole token whose id is in ``ids``
+    (``Token(...)``), or, with ``exclude``, any one token whose id is not
+    (``ExcludeToken(...)``). ``ids`` are sorted and distinct. Special and stop tokens never
+    match one (a stop token ends the text; a special token has no text)."""
+
+    ids: tuple[int, ...]
+    exclude: bool = False
+
+    @property
+    def text(self) -> str:
+        """The element as EBNF: ``Token(1, 2)`` or ``ExcludeToken(1, 2)``."""
+        return f"{'ExcludeToken' if self.exclude else 'Token'}({', '.join(map(str, self.ids))})"
+
+
+@dataclass(frozen=True)
 class Rule:
     """A named rule. ``lookahead`` is an optional assertion on what follows the rule
     (EBNF ``(= ...)``); it never changes the language and is used as a hint only.
@@ -119,7 +137,9 @@ class Rule:
     can end (the language of a whole text does not change). ``lazy`` (xgrammar's
     ``[lazy]``) keeps only the strings of ``body`` none of whose proper prefixes it
     matches (committed-shortest matching); the body must call no rule, and the automaton
-    builder applies it."""
+    builder applies it. ``tokens`` makes the rule a token-id element (:class:`TokenSet`):
+    it reads one whole token by id, never bytes, and its ``body`` (an empty
+    :class:`CharClass`) is not used; :func:`token_rule` builds one."""
 
     name: str
     body: Expr
@@ -129,6 +149,13 @@ class Rule:
     marker: CaptureMarker | None = None
     max_tokens: int | None = None
     lazy: bool = False
+    tokens: TokenSet | None = None
+
+
+def token_rule(tokens: TokenSet) -> Rule:
+    """The rule of a token-id element, named by its EBNF text (no EBNF rule name has
+    parentheses, so it cannot clash with one), referenced with ``RuleRef(rule.name)``."""
+    return Rule(tokens.text, CharClass(()), tokens=tokens)
 
 
 @dataclass(frozen=True)
