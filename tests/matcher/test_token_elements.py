@@ -255,6 +255,63 @@ def test_serialized_grammar_keeps_its_token_elements():
     assert snapshot(a) == snapshot(b)
 
 
+def test_exclude_token_without_ids_is_any_token():
+    # xgrammar prints ExcludeToken() for "any token" (its parser refuses it; ours reads it)
+    m = _matcher('root ::= ExcludeToken() "cc"')
+    assert _allowed(m) == {0, 2, 3, 4, 5}
+    assert str(m.compiled_grammar.grammar).startswith('root ::= ExcludeToken() "cc"')
+
+
+# ---------------------------------------------------------------- TokenTagDispatch
+
+TTD_VOCAB = ["<s>", "</s>", "hello", "trig", "content", "blocked", "x"]
+
+
+@pytest.mark.parametrize(
+    ("grammar", "walk"),
+    [
+        (
+            "body ::= Token(4)\nroot ::= TokenTagDispatch((3, body))",
+            [((), set(range(7))), ((3,), {4}), ((3, 4), set(range(7))), ((3, 6), None)],
+        ),
+        (
+            "body ::= Token(4)\nroot ::= TokenTagDispatch((3, body), excludes=(5,), "
+            "loop_after_dispatch=false)",
+            [((), {0, 1, 2, 3, 4, 6}), ((3,), {4}), ((3, 4), {1}), ((3, 4, 2), None)],
+        ),
+        (
+            'body ::= "x"\nroot ::= TokenTagDispatch((3, body), excludes=(5, 2)) "hello"',
+            [((), {0, 2, 3, 4, 6}), ((3,), {6}), ((2,), {1}), ((3, 6), {0, 2, 3, 4, 6})],
+        ),
+        ("root ::= TokenTagDispatch(excludes=(5,))", [((), {0, 1, 2, 3, 4, 6})]),
+    ],
+)
+def test_token_tag_dispatch(grammar, walk):
+    # expected sets from xgrammar 0.2.8; None: the last token is rejected
+    for tokens, expected in walk:
+        m = _matcher(grammar, vocab=TTD_VOCAB)
+        ok = all(m.accept_token(t) for t in tokens)
+        if expected is None:
+            assert not ok
+        else:
+            assert ok and _allowed(m) == expected
+
+
+@pytest.mark.parametrize(
+    ("grammar", "message"),
+    [
+        ("b ::= Token(4)\nroot ::= TokenTagDispatch((3, b), excludes=(3,))", "must not overlap"),
+        ('b ::= Token(4)\nroot ::= TokenTagDispatch(("a", b))', "non-negative integer"),
+        ("root ::= TokenTagDispatch((3,))", "must be a pair"),
+        ("root ::= TokenTagDispatch(foo=1)", "Unknown named argument"),
+        ("root ::= TokenTagDispatch(excludes=(-1,))", "non-negative integers"),
+    ],
+)
+def test_malformed_token_tag_dispatch(grammar, message):
+    with pytest.raises(GrammarSyntaxError, match=message):
+        Grammar.from_ebnf(grammar)
+
+
 # ---------------------------------------------------------------- bad input
 
 
@@ -262,7 +319,6 @@ def test_serialized_grammar_keeps_its_token_elements():
     ("grammar", "message"),
     [
         ("root ::= Token()", "requires at least one integer"),
-        ("root ::= ExcludeToken()", "requires at least one integer"),
         ("root ::= Token(-1)", "non-negative integers"),
         ('root ::= Token("a")', "non-negative integers"),
         ("root ::= Token(1, 2", "unclosed"),

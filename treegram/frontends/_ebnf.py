@@ -324,7 +324,8 @@ def _scan_token_ids(src: _Source, name: str, paren: int) -> tuple[TokenSet, int]
         pos = _next_macro_item(src, name, m.end(), paren)
     if pos >= n:
         src.error(f"{name}(...): unclosed argument list", paren)
-    if not ids:
+    if not ids and name == "Token":
+        # ``ExcludeToken()`` is any one token: xgrammar prints it (its parser refuses it)
         src.error(f"{name}() requires at least one integer argument", paren)
     return TokenSet(tuple(sorted(set(ids))), exclude=name == "ExcludeToken"), pos + 1
 
@@ -401,6 +402,11 @@ def _scan_macro_value(src: _Source, name: str, pos: int) -> tuple[object, int]:
             if text.startswith('"', pos):
                 item, pos = _scan_macro_text(src, name, pos)
                 items.append(item)
+            elif name == "TokenTagDispatch" and (m := _TOKEN_ID.match(text, pos)):
+                if m.group().startswith("-") or m.end() - pos > _MAX_COUNT_DIGITS:
+                    src.error(f"{name}(...): token ids must be non-negative integers", pos)
+                items.append(int(m.group()))
+                pos = m.end()
             else:
                 m = _NAME.match(text, pos)
                 if m is None:
@@ -654,7 +660,11 @@ class _Parser:
         self.refs.extend((ref.name, ref.pos, False) for ref in refs)
         self.taken.update(r.name for r in rules)
         self.taken.add(prefix)
-        self.macro_rules.extend((r, tok[2]) for r in rules)
+        for r in rules:
+            if r.tokens is not None:  # one rule per token-id element, shared with the text
+                self.token_rules.setdefault(r.name, (r, tok[2]))
+            else:
+                self.macro_rules.append((r, tok[2]))
         return expr
 
 
