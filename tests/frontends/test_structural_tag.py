@@ -565,18 +565,7 @@ def test_invalid_structural_tags(value, match):
 @pytest.mark.parametrize(
     "value,match",
     [
-        ({"type": "token", "token": 5}, r"format: format type 'token' is not supported"),
-        ({"type": "any_tokens"}, r"format type 'any_tokens' is not supported"),
         ({"type": "any_text", "max_chars": 5}, r"format\.max_chars: character budgets are not"),
-        (
-            {
-                "type": "tag",
-                "begin": {"type": "token", "token": 1},
-                "content": {"type": "const_string", "value": "a"},
-                "end": "b",
-            },
-            r"format\.begin: token-id formats are not supported",
-        ),
     ],
 )
 def test_unsupported_structural_tags(value, match):

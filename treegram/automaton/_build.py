@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
 
@@ -115,15 +116,19 @@ class Automaton:
     token_rules: tuple[tuple[int, TokenSet], ...] = ()
     token_bits: np.ndarray | None = None
 
-    def with_vocabulary(self, vocab_size: int, never: np.ndarray) -> Automaton:
+    def with_vocabulary(
+        self, vocab_size: int, never: np.ndarray, lookup: Callable[[str], list[int]]
+    ) -> Automaton:
         """This automaton with its token sets bound to a vocabulary of ``vocab_size`` ids,
-        leaving out the ids in ``never`` (special and stop tokens: a stop token ends the
-        text, a special token is no text). Returns ``self`` when there are no token sets.
+        leaving out the ids in ``never`` (special tokens: they have no text); ``lookup``
+        gives the ids of the tokens spelled by a token name (``TokenSet.names``). Returns
+        ``self`` when there are no token sets.
 
         Raises
         ------
         GrammarError
-            A token id of the grammar is not in ``[0, vocab_size)``.
+            A token id of the grammar is not in ``[0, vocab_size)``, or no token of the
+            vocabulary is spelled like one of its token names.
         """
         if not self.token_rules:
             return self
@@ -139,8 +144,17 @@ class Automaton:
                     f"token id {bad[0]} of {ts.text} in the grammar is out of the "
                     f"vocabulary range [0, {vocab_size})"
                 )
+            ids = list(ts.ids)
+            for name in ts.names:
+                found = lookup(name)
+                if not found:
+                    raise GrammarError(
+                        f"token {name!r} of {ts.text} in the grammar is not a token of the "
+                        "vocabulary"
+                    )
+                ids.extend(found)
             allowed[:] = ts.exclude
-            allowed[list(ts.ids)] = not ts.exclude
+            allowed[ids] = not ts.exclude
             allowed[vocab_size:] = False
             allowed[never] = False
             bits[2 + k] = rid

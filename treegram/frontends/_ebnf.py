@@ -310,11 +310,18 @@ def _tokenize(src: _Source) -> list[_Token]:
 
 def _scan_token_ids(src: _Source, name: str, paren: int) -> tuple[TokenSet, int]:
     """Scan the id list of a token-id element ``name(...)`` whose ``(`` is at ``paren``:
-    one or more non-negative integers, kept sorted and distinct (as xgrammar does)."""
+    non-negative integers (at least one for ``Token``), kept sorted and distinct (as
+    xgrammar does), and, a treegram extension, tokens given by their text as strings."""
     text, n = src.text, len(src.text)
     ids: list[int] = []
+    names: list[str] = []
     pos = _SKIP.match(text, paren + 1).end()
     while pos < n and text[pos] != ")":
+        if text[pos] == '"':  # a token by its text (treegram: how token names print)
+            name_text, pos = _scan_macro_text(src, name, pos)
+            names.append(name_text)
+            pos = _next_macro_item(src, name, pos, paren)
+            continue
         m = _TOKEN_ID.match(text, pos)
         if m is None or m.group().startswith("-"):
             src.error(f"{name}() arguments must be non-negative integers", pos)
@@ -324,10 +331,11 @@ def _scan_token_ids(src: _Source, name: str, paren: int) -> tuple[TokenSet, int]
         pos = _next_macro_item(src, name, m.end(), paren)
     if pos >= n:
         src.error(f"{name}(...): unclosed argument list", paren)
-    if not ids and name == "Token":
+    if not ids and not names and name == "Token":
         # ``ExcludeToken()`` is any one token: xgrammar prints it (its parser refuses it)
         src.error(f"{name}() requires at least one integer argument", paren)
-    return TokenSet(tuple(sorted(set(ids))), exclude=name == "ExcludeToken"), pos + 1
+    exclude = name == "ExcludeToken"
+    return TokenSet(tuple(sorted(set(ids))), exclude, tuple(sorted(set(names)))), pos + 1
 
 
 _MACRO_VALUE = re.compile(r"true\b|false\b|[0-9]+")

@@ -71,8 +71,10 @@ from treegram.ir import (
     Rule,
     RuleRef,
     Seq,
+    TokenSet,
     complement_ranges,
     normalize_ranges,
+    token_rule,
 )
 
 __all__ = ["lark_to_ir"]
@@ -213,6 +215,7 @@ class _Parser:
         self.attrs: dict[str, tuple[dict[str, object], int]] = {}
         self.regex_atoms: set[int] = set()  # ids of the expressions of /regex/ atoms
         self.helpers: list[Rule] = []  # rules of %regex substrings (names start _HELPER)
+        self.token_rules: dict[str, Rule] = {}  # the rules of special tokens, by name
         self.options: dict[str, object] = {}  # %grammar_options, merged
         self.attr_pos: dict[tuple[str, str], int] = {}  # (rule, attribute) -> position
         # (rule, "capture" or "stop_capture") -> capture name; captures are not recorded
@@ -760,7 +763,7 @@ class _Parser:
             self.pos = m.end()
             return self.embed("named", m.group(), start), True
         if c == "<":
-            self.read_special_token()
+            return self.read_special_token(), True
         if c == "&":
             self.error("terminal intersection '&' is not supported")
         if c == "~":
@@ -838,9 +841,10 @@ class _Parser:
         self.helpers.extend(rules)
         return expr
 
-    def read_special_token(self) -> NoReturn:
-        """Check the syntax of a special-token element (``<|name|>``, ``<name>``,
-        ``<[ids]>``) for a precise error, then refuse it: treegram grammars are over text."""
+    def read_special_token(self) -> Expr:
+        """A special-token element: one whole token, named by its exact text (``<|name|>``,
+        ``<name>``: every vocabulary entry spelled so), by ids and id ranges (``<[1,3-5]>``),
+        by the ids it is not (``<[^1,3]>``) or any (``<[*]>``); a token-id rule."""
         start, text = self.pos, self.text
         if self.in_terminal():
             self.error("special tokens cannot be used in terminals")
@@ -850,6 +854,9 @@ class _Parser:
         if end >= len(text) or text[end] != ">":
             self.error("unterminated special token")
         inner = text[start + 1 : end]
+        ids: list[int] = []
+        exclude = False
+        names: tuple[str, ...] = ()
         if inner.startswith("[") and inner.endswith("]"):
             body = inner[1:-1]
             negated = body.startswith("^")
@@ -862,7 +869,9 @@ class _Parser:
                     self.error("negated wildcard special token is not supported")
                 if len(items) > 1:
                     self.error("wildcard cannot be mixed with token ids or ranges")
+                exclude = True  # any token: none excluded
             else:
+                exclude = negated
                 for item in items:
                     bounds = item.split("-")
                     if len(bounds) > 2 or not all(b.isascii() and b.isdigit() for b in bounds):
@@ -875,12 +884,16 @@ class _Parser:
                             f"special-token range is too large ({item!r} spans more than "
                             f"{_MAX_TOKEN_RANGE:,} ids)"
                         )
+                    ids.extend(range(lo, hi + 1))
         elif not inner or any(ch.isspace() for ch in inner):
             self.error(f"invalid special token <{inner}>")
-        self.error(
-            f"special token <{inner}> is not supported: treegram grammars are over text, "
-            "not token ids"
-        )
+        else:
+            names = (f"<{inner}>",)
+        self.pos = end + 1
+        rule = token_rule(TokenSet(tuple(sorted(set(ids))), exclude, names))
+        if rule.name not in self.token_rules:
+            self.token_rules[rule.name] = rule
+        return RuleRef(rule.name)
 
     def read_string(self) -> str:
         start, text = self.pos, self.text
@@ -1108,6 +1121,7 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
     # helper rules of %regex substrings and embedded grammars: give them free names and
     # point the placeholders at them
     rules.extend(parser.helpers)
+    rules.extend(parser.token_rules.values())
     mapping: dict[str, str] = {}
     for placeholder, kind, ir in embedded:
         local = {r.name: fresh(f"{kind}_{r.name}") for r in ir.rules}

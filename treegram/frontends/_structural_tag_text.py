@@ -37,12 +37,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 from treegram.frontends._ebnf import parse_ebnf
 from treegram.frontends._regex import regex_to_ir
 from treegram.frontends._structural_tag_formats import (
+    TOKEN_FORMATS,
     AnyTextFormat,
     ConstStringFormat,
     DispatchFormat,
@@ -149,7 +150,20 @@ def structural_tag_text(tag: StructuralTag) -> str | None:
     return run_sized(False, _render, tag)
 
 
+def _reads_tokens(value: Any) -> bool:
+    """Whether a format tree holds a token format (a tag's token begin or end included)."""
+    if isinstance(value, TOKEN_FORMATS):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_reads_tokens(v) for v in value)
+    if is_dataclass(value):
+        return any(_reads_tokens(getattr(value, f.name)) for f in fields(value))
+    return False
+
+
 def _render(tag: StructuralTag) -> str | None:
+    if _reads_tokens(tag.format):  # token formats print as treegram's own EBNF
+        return None
     printer = _Printer()
     try:
         top = printer.visit(tag.format, ())

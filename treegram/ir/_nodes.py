@@ -8,6 +8,7 @@ consumes it. Nodes are immutable and hashable so frontends can share sub-trees.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 
 __all__ = [
@@ -110,16 +111,20 @@ class CaptureMarker:
 class TokenSet:
     """xgrammar's token-id elements: one whole token whose id is in ``ids``
     (``Token(...)``), or, with ``exclude``, any one token whose id is not
-    (``ExcludeToken(...)``). ``ids`` are sorted and distinct. Special and stop tokens never
-    match one (a stop token ends the text; a special token has no text)."""
+    (``ExcludeToken(...)``). ``names`` are tokens given by their exact text (structural
+    tags), looked up in the vocabulary when the grammar is compiled. ``ids`` and ``names``
+    are sorted and distinct. Special and stop tokens never match one (a stop token ends
+    the text; a special token has no text)."""
 
     ids: tuple[int, ...]
     exclude: bool = False
+    names: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
-        """The element as EBNF: ``Token(1, 2)`` or ``ExcludeToken(1, 2)``."""
-        return f"{'ExcludeToken' if self.exclude else 'Token'}({', '.join(map(str, self.ids))})"
+        """The element as EBNF: ``Token(1, 2)`` or ``ExcludeToken(1, 2, "<end>")``."""
+        items = [*map(str, self.ids), *(json.dumps(n, ensure_ascii=False) for n in self.names)]
+        return f"{'ExcludeToken' if self.exclude else 'Token'}({', '.join(items)})"
 
 
 @dataclass(frozen=True)
