@@ -235,6 +235,19 @@ def test_draft_tree_walks_follow_token_edges():
     assert np.array_equal(out[len(draft) :], _expected_rows(compiled, draft, paths1))
 
 
+def test_captures_read_the_text_of_a_token_read_by_id():
+    # a token read by id still spans its bytes: the chart keeps one set per byte
+    info = TokenizerInfo(["a", "<|tool|>", "b", "</s>"], stop_token_ids=[3])
+    grammar = Grammar.from_lark('start: wrap\nwrap[capture]: "a" <|tool|> "b"')
+    m = GrammarMatcher(GrammarCompiler(info).compile_grammar(grammar))
+    for tok in (0, 1, 2):
+        assert m.accept_token(tok)
+    assert m.get_captures() == [("wrap", b"a<|tool|>b")]
+    m.rollback(2)
+    assert m.accept_token(1) and m.accept_token(2)
+    assert m.get_captures() == [("wrap", b"a<|tool|>b")]
+
+
 # ---------------------------------------------------------------- printing, serialization
 
 
@@ -320,7 +333,7 @@ def test_malformed_token_tag_dispatch(grammar, message):
     [
         ("root ::= Token()", "requires at least one integer"),
         ("root ::= Token(-1)", "non-negative integers"),
-        ('root ::= Token("a")', "non-negative integers"),
+        ("root ::= Token(x)", "non-negative integers"),
         ("root ::= Token(1, 2", "unclosed"),
         ("root ::= Token(1,)", "expected an argument"),
     ],

@@ -252,20 +252,22 @@ def scan_token(
     top,
     new_top,
     token,
+    n_bytes,
 ):
-    """Read ``token`` by id from set ``top``: every token rule waiting there whose set
-    holds it completes, in the set the token's bytes reached (``new_top``, already
-    built) or, when they were rejected (``new_top < 0``), in a new set ``top + 1``.
+    """Read ``token`` (``n_bytes`` >= 1 bytes long) by id from set ``top``: every token
+    rule waiting there whose set holds it completes, in set ``top + n_bytes``: the set its
+    bytes reached (``new_top``, already built) or, when they were rejected
+    (``new_top < 0``), a new one after empty sets. Sets stay byte positions, so captures
+    read the token's text off them like any other.
 
-    A token read by id is one chart set whatever its length: sets are positions, and only
-    captures (kept off grammars with token elements) read bytes off them. Returns the new
-    top, REJECT when neither way reads the token (nothing is written then), or OVERFLOW.
+    Returns the new top, REJECT when neither way reads the token (nothing is written
+    then), or OVERFLOW.
     """
     n_tok = tokens[0]
     if new_top < 0:
-        if top + 2 >= set_starts.shape[0]:
+        pos = top + n_bytes
+        if pos + 1 >= set_starts.shape[0]:
             return OVERFLOW
-        pos = top + 1
         lo = set_starts[top + 1]  # the end of set top: the sets above are scratch
         n = lo
     else:
@@ -291,6 +293,9 @@ def scan_token(
                         added = True
     if not added:
         return new_top if new_top >= 0 else REJECT
+    if new_top < 0:
+        for p in range(top + 2, pos + 1):  # the bytes inside the token: empty sets
+            set_starts[p] = lo
     # predict and complete from the new items (the set's old items are closed already;
     # closure over them again only finds what is there)
     n = closure(

@@ -73,7 +73,7 @@ def accept_token_op(
     lo = tok_offsets[token]
     hi = tok_offsets[token + 1]
     tokens = A[A_TOKENS]
-    if lo == hi and tokens[0] == 0:
+    if lo == hi:  # no text: a special token (token-id elements never hold one)
         return 0
     new_top = REJECT
     if lo < hi:  # the token's bytes, through the text elements
@@ -98,7 +98,7 @@ def accept_token_op(
         )
         if new_top < 0 and new_top != REJECT:
             return new_top
-    if tokens[0] > 0:  # and its id, through the token-id elements waiting at top
+    if tokens[0] > 0 and lo < hi:  # and its id, through the token-id elements at top
         new_top = scan_token(
             A[A_RULE_START],
             A[A_RULE_NULLABLE],
@@ -114,6 +114,7 @@ def accept_token_op(
             top,
             new_top,
             token,
+            hi - lo,
         )
         if new_top < 0 and new_top != REJECT:
             return new_top
