@@ -204,9 +204,12 @@ def test_tokenizer_info_is_accepted_and_checked() -> None:
     assert not _is_grammar_accept_string(grammar, "b")
     with pytest.raises(TypeError, match="tokenizer_info must be a TokenizerInfo or None"):
         Grammar.from_lark('start: "a"', tokenizer_info="vocab")  # type: ignore[arg-type]
-    # a special token is looked up when the grammar is compiled for a vocabulary
-    eot = Grammar.from_lark("start: <|eot|>", tokenizer_info=info)
-    with pytest.raises(GrammarError, match="token '<|eot|>' .* is not a token of the vocabulary"):
+    # a named special token must be a token of the vocabulary given (located error) ...
+    with pytest.raises(GrammarSyntaxError, match=r"column 8: unknown special token <\|eot\|>"):
+        Grammar.from_lark("start: <|eot|>", tokenizer_info=info)
+    # ... and of the vocabulary it is compiled for (without a tokenizer_info, only then)
+    eot = Grammar.from_lark("start: <|eot|>")
+    with pytest.raises(GrammarError, match=r"unknown special token <\|eot\|>: no token"):
         GrammarCompiler(info).compile_grammar(eot)
 
 

@@ -149,8 +149,8 @@ class Automaton:
                 found = lookup(name)
                 if not found:
                     raise GrammarError(
-                        f"token {name!r} of {ts.text} in the grammar is not a token of the "
-                        "vocabulary"
+                        f"unknown special token {name}: no token of the vocabulary is "
+                        f"spelled {name!r} ({ts.text} in the grammar)"
                     )
                 ids.extend(found)
             allowed[:] = ts.exclude

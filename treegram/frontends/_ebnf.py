@@ -1,9 +1,11 @@
 """EBNF frontend: grammar text -> :class:`GrammarIR`.
 
-The dialect is the one xgrammar accepts (its ``Regex``, ``Substring`` and
-``TagDispatch`` macros are expanded by :mod:`treegram.frontends._ebnf_macros`, its rule
+The dialect is the one xgrammar accepts (its ``Regex``, ``Substring``, ``TagDispatch`` and
+``TokenTagDispatch`` macros are expanded by :mod:`treegram.frontends._ebnf_macros`, its rule
 attributes ``[lazy]`` and ``[max_chars=N]`` applied by :mod:`treegram.frontends._rule_attrs`;
-its token-id macros and other attributes are refused)::
+its token-id elements ``Token(1, 2)`` / ``ExcludeToken(3)`` become token rules, see
+:class:`treegram.ir.TokenSet`; ``ExcludeToken()`` (any token, as xgrammar prints it) and
+tokens named by text, ``Token("<end>")``, are treegram extensions)::
 
     root ::= "{" ws pair ("," ws pair)* "}"   # comment
     pair ::= name ":" [0-9]+ | "" (= ws)     # lookahead assertion at the end of a body

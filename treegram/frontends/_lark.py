@@ -41,8 +41,9 @@ The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark`
 Refused with :class:`GrammarSyntaxError` (line and column, and the source line with a
 caret under the column): priorities ``name.2``, templates, parametric grammars (``::``,
 ``%if``), ``&`` and ``~`` on terminals, ``%declare`` / ``%override`` / other
-directives, special tokens ``<|...|>`` / ``<[ids]>`` (treegram grammars are over text;
-malformed ones get their own message), ``max_tokens`` on the rules of a dynamic dispatch,
+directives, malformed special tokens (each with its own message; well-formed ones,
+``<|name|>``, ``<name>``, ``<[1,3-5]>``, ``<[^1]>`` and ``<[*]>``, are token-id elements
+that read one whole token), ``max_tokens`` on the rules of a dynamic dispatch,
 ``lazy`` / ``max_chars`` on a recursive rule, terminals that reference rules or
 themselves, unknown names and imports, duplicate definitions, and a grammar without
 ``start``.
@@ -54,7 +55,7 @@ import bisect
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import NoReturn
 
@@ -216,6 +217,7 @@ class _Parser:
         self.regex_atoms: set[int] = set()  # ids of the expressions of /regex/ atoms
         self.helpers: list[Rule] = []  # rules of %regex substrings (names start _HELPER)
         self.token_rules: dict[str, Rule] = {}  # the rules of special tokens, by name
+        self.known_token: Callable[[str], bool] | None = None  # see lark_to_ir
         self.options: dict[str, object] = {}  # %grammar_options, merged
         self.attr_pos: dict[tuple[str, str], int] = {}  # (rule, attribute) -> position
         # (rule, "capture" or "stop_capture") -> capture name; captures are not recorded
@@ -889,6 +891,8 @@ class _Parser:
             self.error(f"invalid special token <{inner}>")
         else:
             names = (f"<{inner}>",)
+            if self.known_token is not None and not self.known_token(names[0]):
+                self.error(f"unknown special token {names[0]}", start)
         self.pos = end + 1
         rule = token_rule(TokenSet(tuple(sorted(set(ids))), exclude, names))
         if rule.name not in self.token_rules:
@@ -993,7 +997,13 @@ def _strip_ignore(expr: Expr, name: str) -> Expr:
     return expr
 
 
-def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = ()) -> GrammarIR:
+def lark_to_ir(
+    text: str,
+    named_grammars: Mapping | None = None,
+    _seen: tuple = (),
+    *,
+    known_token: Callable[[str], bool] | None = None,
+) -> GrammarIR:
     """Translate Lark grammar text into a :class:`GrammarIR` rooted at ``start``.
 
     Parameters
@@ -1003,6 +1013,9 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
     named_grammars : mapping of str to Grammar or str, optional
         Grammars that ``@name`` refers to: a :class:`Grammar` or Lark text with its own
         ``start`` rule; keys are the names without ``@``.
+    known_token : callable, optional
+        Whether a vocabulary has a token spelled like a named special token (``<|eot|>``);
+        given, an unknown one is a located error here instead of at compile time.
 
     Returns
     -------
@@ -1035,7 +1048,7 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
                 parser.error(f"failed to compile inline JSON schema: {err}", pos)
         elif kind == "lark":
             try:
-                ir = lark_to_ir(value, named, _seen)
+                ir = lark_to_ir(value, named, _seen, known_token=known_token)
             except GrammarSyntaxError as err:
                 parser.error(f"failed to compile nested Lark grammar: {err}", pos)
         else:
@@ -1049,6 +1062,7 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
         return RuleRef(f"{placeholder}\0{ir.root}")
 
     parser = _Parser(text, embed)
+    parser.known_token = known_token
     parser.parse()
     defs, imports = parser.defs, parser.imports
     if "start" not in defs:
