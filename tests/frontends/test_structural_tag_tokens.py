@@ -125,6 +125,46 @@ def test_a_token_read_as_any_token_or_as_end_text_keeps_both_parses():
     assert m.accept_token(STOP)
 
 
+PRINTED = {
+    "token": _tok(42),
+    "tag": _tag(_tok(10), {"type": "const_string", "value": "X"}, _tok(20)),
+    "exclude_in_tag": _tag(_tok(1), {"type": "exclude_token", "exclude_tokens": [5]}, _tok(99)),
+    "any_tokens_budget": {"type": "any_tokens", "exclude_tokens": [5, 10], "max_tokens": 3},
+    "any_tokens_in_tag": _tag(_tok(1), {"type": "any_tokens", "exclude_tokens": [5]}, _tok(9)),
+    "triggered": {
+        "type": "token_triggered_tags",
+        "trigger_tokens": [10, 20],
+        "tags": [
+            _tag(_tok(10), {"type": "const_string", "value": "A"}, _tok(99)),
+            _tag(_tok(20), {"type": "const_string", "value": "B"}, _tok(99)),
+        ],
+        "exclude_tokens": [50],
+    },
+    "dispatch": {
+        "type": "token_dispatch",
+        "rules": [[10, {"type": "const_string", "value": "A"}], [20, _tok(3)]],
+        "loop": False,
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRINTED))
+def test_prints_xgrammars_text_which_parses_back(name):
+    stag = _stag(PRINTED[name])
+    text = str(Grammar.from_structural_tag(stag))
+    xgr = pytest.importorskip("xgrammar")
+    assert text == str(xgr.Grammar.from_structural_tag(stag))
+    # the text is EBNF that compiles to the same masks on a vocabulary with these ids
+    vocab = [f"t{i}" for i in range(100)]
+    info = TokenizerInfo(vocab, stop_token_ids=[0])
+    a = GrammarMatcher(GrammarCompiler(info).compile_structural_tag(stag))
+    b = GrammarMatcher(GrammarCompiler(info).compile_grammar(Grammar.from_ebnf(text)))
+    for t in (1, 10, 20, 42, 7, 99):
+        assert _allowed(a, 100) == _allowed(b, 100)
+        if t in _allowed(a, 100):
+            assert a.accept_token(t) and b.accept_token(t)
+
+
 def test_token_names_are_looked_up_at_compile():
     g = Grammar.from_structural_tag(_stag(CASES["token_begin_end"]))
     text = str(g)
@@ -150,7 +190,10 @@ def test_token_names_are_looked_up_at_compile():
     [
         ({"type": "token", "token": -1}, r"format\.token must be a non-negative token id"),
         ({"type": "token", "token": ""}, r"format\.token must be a non-empty token string"),
-        ({"type": "token", "token": 1.5}, r"format\.token must be a token id or a token string"),
+        (
+            {"type": "token", "token": 1.5},
+            r"format\.token must be an integer token id or a token string",
+        ),
         ({"type": "exclude_token", "exclude_tokens": 3}, r"exclude_tokens must be a list"),
         (
             {"type": "token_triggered_tags", "trigger_tokens": [2], "tags": []},
@@ -162,7 +205,7 @@ def test_token_names_are_looked_up_at_compile():
                 "trigger_tokens": [2],
                 "tags": [_tag(_tok(3), {"type": "const_string", "value": "a"}, _tok(4))],
             },
-            r"format\.tags\[0\]\.begin must be a token format whose token is one of",
+            r"format\.tags\[0\]\.begin must be a token format begin whose token is one",
         ),
         (
             {
@@ -170,7 +213,7 @@ def test_token_names_are_looked_up_at_compile():
                 "triggers": ["<"],
                 "tags": [_tag(_tok(3), {"type": "const_string", "value": "a"}, "b")],
             },
-            r"format\.tags\[0\]\.begin must be a string",
+            r"format\.tags\[0\]\.begin must be a string begin",
         ),
         (_tag({"type": "const_string", "value": "a"}, _tok(1), "b"), r"format\.begin must be"),
     ],

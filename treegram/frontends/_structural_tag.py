@@ -491,8 +491,8 @@ class _Builder:
         for i, tag in enumerate(fmt.tags):
             if not isinstance(tag.begin, TokenFormat) or tag.begin.token not in fmt.trigger_tokens:
                 raise InvalidStructuralTagError(
-                    f"{path}.tags[{i}].begin must be a token format whose token is one of "
-                    f"trigger_tokens {fmt.trigger_tokens}"
+                    f"{path}.tags[{i}].begin must be a token format begin whose token is one "
+                    f"of trigger_tokens {fmt.trigger_tokens}"
                 )
             pairs.append((tag.begin.token, self._tag(tag, f"{path}.tags[{i}]", skip=-1)))
         unused = [t for t in fmt.trigger_tokens if all(t != p for p, _ in pairs)]
@@ -520,7 +520,7 @@ class _Builder:
         for i, tag in enumerate(fmt.tags):
             if not isinstance(tag.begin, str):
                 raise InvalidStructuralTagError(
-                    f"{path}.tags[{i}].begin must be a string (token begins need "
+                    f"{path}.tags[{i}].begin must be a string begin (token begins need "
                     "token_triggered_tags)"
                 )
             hits = [t for t in groups if tag.begin.startswith(t)]

@@ -685,7 +685,7 @@ def _token_ref(value: Any, path: str) -> TokenRef:
     """A token id (a non-negative int) or a token's text (a non-empty str)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise InvalidStructuralTagError(
-            f"{path} must be a token id or a token string, got {type(value).__name__}"
+            f"{path} must be an integer token id or a token string, got {type(value).__name__}"
         )
     if isinstance(value, int) and value < 0:
         raise InvalidStructuralTagError(f"{path} must be a non-negative token id, got {value}")
