@@ -15,7 +15,7 @@ from matcher_rows import mask_of, snapshot
 from treegram import BatchGrammarMatcher, Grammar, GrammarCompiler, GrammarMatcher, TokenizerInfo
 from treegram.compiler import deserialize_compiled, serialize_compiled
 from treegram.errors import GrammarError, GrammarSyntaxError
-from treegram.matcher import allowed_token_ids
+from treegram.matcher import allowed_token_ids, forced_chain
 
 VOCAB = ["<s>", "</s>", "aa", "bb", "cc", "dd"]
 STOP = 1
@@ -131,6 +131,18 @@ def test_jump_forward_reads_text_only():
     m = _matcher('root ::= "aa" Token(3) "bb"')
     assert m.accept_token(2) and m.find_jump_forward_string() == ""
     assert m.accept_token(3) and m.find_jump_forward_string() == "bb"
+
+
+def test_forced_chains_stop_where_a_token_may_be_read_by_id():
+    # after "aa" the text alone would force "bbcc"; Token(4) is another way on
+    m = _matcher('root ::= "aa" (Token(4) | "bb") "cc"')
+    assert forced_chain(m) == [2]
+    assert m.accept_token(2)
+    assert forced_chain(m) == []
+    assert m.accept_token(4)
+    assert forced_chain(m) == [4, STOP]  # "cc", then the stop token, the only choice
+    m = _matcher('root ::= "aa" "bb" "cc"')
+    assert forced_chain(m) == [2, 3, 4, STOP]
 
 
 # ---------------------------------------------------------------- rollback
