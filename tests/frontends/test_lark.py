@@ -234,7 +234,30 @@ SPECIAL_TOKEN_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", SPECIAL_TOKEN_CASES, ids=[c[0] for c in SPECIAL_TOKEN_CASES])
+TOKEN_DISPATCH = r"""
+start: call* tail
+tail: TEXT
+call: TEXT <|call|> "x" "</call>"
+TEXT: /(\n|.)*/
+"""
+SPECIAL_TOKEN_CASES.append(
+    # dynamic dispatch on a special token reads whole tokens: any token but the trigger,
+    # or the trigger and its tool (so the trigger never stands alone)
+    (TOKEN_DISPATCH, ["plain", "<|call|>", "x", "</call>"], None,
+     [[0], [1, 2, 3], [0, 1, 2, 3, 0, 0]], [[1], [1, 3], [1, 2]])
+)  # fmt: skip
+
+
+def test_dynamic_dispatch_cannot_mix_string_and_token_triggers() -> None:
+    source = (
+        'start: (foo | bar)* tail\ntail: TEXT\nfoo_head[lazy]: TEXT "<foo>"\nfoo: foo_head "x"\n'
+        'bar: TEXT <|bar|> "x"\nTEXT: /(\\n|.)*/'
+    )
+    with pytest.raises(GrammarSyntaxError, match="cannot mix string and token triggers"):
+        Grammar.from_lark(source)
+
+
+@pytest.mark.parametrize("case", SPECIAL_TOKEN_CASES, ids=[c[0][:40] for c in SPECIAL_TOKEN_CASES])
 def test_special_tokens_read_whole_tokens(case) -> None:
     source, vocab, stops, accepted, rejected = case
     info = TokenizerInfo(vocab, stop_token_ids=stops)

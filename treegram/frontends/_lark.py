@@ -1260,7 +1260,33 @@ def _lower_lazy(
     rules: list[Rule] = []
     infos: dict[str, CaptureMarker] = {}
     pattern = _dispatch_tools(defs, heads, is_any_text)
-    if pattern is not None:
+    token_pattern = _token_dispatch_tools(defs, parser.token_rules, is_any_text, heads)
+    if token_pattern == "mixed":
+        parser.error("dynamic dispatch cannot mix string and token triggers", defs["start"].pos)
+    if isinstance(token_pattern, tuple):
+        # ``tool: TEXT <|tool|> rest``: the dispatch reads whole tokens, as xgrammar's:
+        # any token but the triggers, or a trigger and its tool's rest (the tail is the
+        # free tokens)
+        tail, token_tools = token_pattern
+        triggers = [parser.token_rules[trigger].tokens for _, trigger, _ in token_tools]
+        ids = sorted({i for ts in triggers for i in ts.ids})  # type: ignore[union-attr]
+        names = sorted({n for ts in triggers for n in ts.names})  # type: ignore[union-attr]
+        free = token_rule(TokenSet(tuple(ids), True, tuple(names)))
+        parser.token_rules.setdefault(free.name, free)
+        branches: list[Expr] = [RuleRef(free.name)]
+        for tool, trigger, rest in token_tools:
+            group = fresh(f"lark.{tool}")
+            rules.append(Rule(group, rest))
+            branches.append(Seq((RuleRef(trigger), RuleRef(group))))
+        defs["start"].body = Repeat(Choice(tuple(branches)), 0, None)
+        for rule in (tail, *(tool for tool, _, _ in token_tools)):
+            for key in ("capture", "max_tokens"):
+                if key in parser.attrs.get(rule, ({}, 0))[0] or (rule, key) in parser.captures:
+                    parser.error(
+                        f"{key} is not supported on rules consumed by dynamic dispatch",
+                        parser.attr_pos.get((rule, key), defs[rule].pos),
+                    )
+    if pattern is not None and token_pattern is None:  # (a tuple and a pattern: "mixed")
         tail, consumed = pattern
         tags: dict[str, list[str]] = {}
         for tool, head, rest in consumed:
@@ -1373,6 +1399,54 @@ def _dispatch_tools(
         body: Expr = Bytes(b"") if not rest else rest[0] if len(rest) == 1 else Seq(tuple(rest))
         out.append((tool.name, first.name, body))
     return tail.name, out
+
+
+def _token_dispatch_tools(
+    defs: dict[str, _Definition], token_rules: Mapping[str, Rule], is_any_text, heads
+) -> tuple[str, list[tuple[str, str, Expr]]] | str | None:
+    """When ``start`` is ``(tool | ...)* tail`` with every tool ``TEXT <token> rest``
+    (free text, then a special token that is not negated): the tail rule, and the tool,
+    the trigger's token rule and the rest of every tool. ``"mixed"`` when some tools are
+    that and the others start with a string-trigger head (``heads``)."""
+    body = defs["start"].body
+    if not (isinstance(body, Seq) and len(body.items) == 2):
+        return None
+    loop, tail = body.items
+    if not (isinstance(loop, Repeat) and loop.min == 0 and loop.max is None):
+        return None
+    if not (isinstance(tail, RuleRef) and tail.name in defs and not defs[tail.name].terminal):
+        return None
+    if not is_any_text(defs[tail.name].body):
+        return None
+    out = []
+    string_tools = 0
+    for tool in loop.item.items if isinstance(loop.item, Choice) else (loop.item,):
+        if not (isinstance(tool, RuleRef) and tool.name in defs and tool.name != "start"):
+            return None
+        items = [_unignored(x) for x in _items(defs[tool.name].body)]  # type: ignore[arg-type]
+        if isinstance(items[0], RuleRef) and items[0].name in heads:
+            string_tools += 1
+            continue
+        if len(items) < 2 or not is_any_text(items[0]):
+            return None
+        trigger = items[1]
+        if not (isinstance(trigger, RuleRef) and trigger.name in token_rules):
+            return None
+        if token_rules[trigger.name].tokens.exclude:  # type: ignore[union-attr]
+            return None
+        rest = items[2:]
+        expr: Expr = Bytes(b"") if not rest else rest[0] if len(rest) == 1 else Seq(tuple(rest))
+        out.append((tool.name, trigger.name, expr))
+    if string_tools:
+        return "mixed" if out else None
+    return tail.name, out
+
+
+def _unignored(expr: Expr) -> Expr:
+    """``x`` for ``x %ignore`` (the ignored text after a lexical item), else ``expr``."""
+    if isinstance(expr, Seq) and expr.items[1:] == (RuleRef(_IGNORE),):
+        return expr.items[0]
+    return expr
 
 
 def _byte_length(expr: Expr) -> int | None:
