@@ -209,6 +209,12 @@ ERRORS = [
     ("start: <[*,1]>", "wildcard cannot be mixed", 1, 8),
     ("start: <[0-1000001]>", "special-token range is too large", 1, 8),
     ("start: TOKEN\nTOKEN: <[1]>", "special tokens cannot be used in terminals", 2, 8),
+    ("start: head\nhead[lazy]: TEXT <[^1]>\nTEXT: /(\\n|.)*/",
+     "lazy special-token trigger cannot be negated", 2, 18),
+    ("start: head\nhead[lazy]: TEXT <|t|>\nTEXT: /(\\n|.)*/",
+     "lazy special-token triggers) are not supported", 2, 18),
+    ('start: tool* tail\ntail: TEXT\ntool: TEXT <[^1]> "x"\nTEXT: /(\\n|.)*/',
+     "dynamic special-token trigger cannot be negated", 1, 1),
     ("start: " + "(" * 2000 + '"a"' + ")" * 2000, "nested deeper than", 1, 136),
 ]  # fmt: skip
 

@@ -849,6 +849,13 @@ class _Parser:
         by the ids it is not (``<[^1,3]>``) or any (``<[*]>``); a token-id rule."""
         start, text = self.pos, self.text
         if self.in_terminal():
+            cur = self.current
+            if cur is not None and "lazy" in self.attrs.get(cur.name, ({}, 0))[0]:
+                if text.startswith("<[^", start):
+                    self.error("lazy special-token trigger cannot be negated")
+                self.error(
+                    "special tokens in lazy rules (lazy special-token triggers) are not supported"
+                )
             self.error("special tokens cannot be used in terminals")
         end = start + 1
         while end < len(text) and text[end] not in ">\n":
@@ -1263,6 +1270,8 @@ def _lower_lazy(
     token_pattern = _token_dispatch_tools(defs, parser.token_rules, is_any_text, heads)
     if token_pattern == "mixed":
         parser.error("dynamic dispatch cannot mix string and token triggers", defs["start"].pos)
+    if token_pattern == "negated":
+        parser.error("dynamic special-token trigger cannot be negated", defs["start"].pos)
     if isinstance(token_pattern, tuple):
         # ``tool: TEXT <|tool|> rest``: the dispatch reads whole tokens, as xgrammar's:
         # any token but the triggers, or a trigger and its tool's rest (the tail is the
@@ -1407,7 +1416,8 @@ def _token_dispatch_tools(
     """When ``start`` is ``(tool | ...)* tail`` with every tool ``TEXT <token> rest``
     (free text, then a special token that is not negated): the tail rule, and the tool,
     the trigger's token rule and the rest of every tool. ``"mixed"`` when some tools are
-    that and the others start with a string-trigger head (``heads``)."""
+    that and the others start with a string-trigger head (``heads``); ``"negated"`` when
+    a trigger is a negated token set."""
     body = defs["start"].body
     if not (isinstance(body, Seq) and len(body.items) == 2):
         return None
@@ -1433,7 +1443,7 @@ def _token_dispatch_tools(
         if not (isinstance(trigger, RuleRef) and trigger.name in token_rules):
             return None
         if token_rules[trigger.name].tokens.exclude:  # type: ignore[union-attr]
-            return None
+            return "negated"
         rest = items[2:]
         expr: Expr = Bytes(b"") if not rest else rest[0] if len(rest) == 1 else Seq(tuple(rest))
         out.append((tool.name, trigger.name, expr))
