@@ -143,6 +143,9 @@ def test_forced_chains_stop_where_a_token_may_be_read_by_id():
     assert forced_chain(m) == [4, STOP]  # "cc", then the stop token, the only choice
     m = _matcher('root ::= "aa" "bb" "cc"')
     assert forced_chain(m) == [2, 3, 4, STOP]
+    # a token element as the only choice is forced too; beside the stop token it is not
+    assert forced_chain(_matcher('root ::= "aa" Token(5) "bb"')) == [2, 5, 3, STOP]
+    assert forced_chain(_matcher('root ::= "aa" Token(5)?')) == [2]
 
 
 # ---------------------------------------------------------------- rollback

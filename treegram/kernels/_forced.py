@@ -383,9 +383,14 @@ def extend_op(
                                     n_single += 1
                         if n_single + n_stop >= 2:
                             break  # at least two single tokens allowed: a real choice
-                        if n_any == 0 and n_stop == 0:
+                        # a token-id element waiting here allows tokens no byte shows:
+                        # only the mask tells
+                        waits = A[A_TOKENS][0] > 0 and waits_on_token(
+                            A[A_TOKENS], A[A_RULE_START], items_s, set_starts, top
+                        )
+                        if n_any == 0 and n_stop == 0 and not waits:
                             break  # nothing allowed
-                        if n_any == 0 and n_stop == 1:
+                        if n_any == 0 and n_stop == 1 and not waits:
                             tok = stop_ids[0]
                         elif with_masks:
                             tok = _single_token(out, row_base + prev, vocab_size)
