@@ -162,9 +162,9 @@ class Grammar:
             (flags ``i s u``), ``? * + ~n ~n..m``, ``%ignore``, ``%import common.X``,
             ``%json {schema}`` and ``@name`` (see ``treegram.frontends._lark``).
         tokenizer_info : TokenizerInfo, optional
-            xgrammar resolves named special tokens (``<|eot|>``) against it. treegram's
-            grammars are over text and refuse special tokens with or without it, so it is
-            only checked to be a ``TokenizerInfo``.
+            Named special tokens (``<|eot|>``) must be tokens of its vocabulary (an
+            unknown one is a located error). They are looked up again in the vocabulary
+            of the compiler that compiles the grammar, with or without it.
         named_grammars : mapping of str to Grammar or str, optional
             The grammars ``@name`` refers to (Lark text with its own ``start`` rule, or a
             Grammar); keys are the names without ``@``.
@@ -190,7 +190,8 @@ class Grammar:
                 "tokenizer_info must be a TokenizerInfo or None, got "
                 f"{type(tokenizer_info).__name__}"
             )
-        return Grammar(lark_to_ir(text, check_named_grammars(named_grammars)))
+        known = None if tokenizer_info is None else _spelled_in(tokenizer_info)
+        return Grammar(lark_to_ir(text, check_named_grammars(named_grammars), known_token=known))
 
     @staticmethod
     def from_json_schema(
@@ -430,6 +431,21 @@ class Grammar:
 
     def __hash__(self) -> int:
         return run_sized(self._depth > SHALLOW_DEPTH, hash, self._ir)
+
+
+def _spelled_in(tokenizer_info: TokenizerInfo):
+    """Whether some token of the vocabulary (not a special one) is spelled ``name``."""
+    spelled: set[bytes] | None = None
+
+    def known(name: str) -> bool:
+        nonlocal spelled
+        if spelled is None:
+            special = set(tokenizer_info.special_token_ids)
+            vocab = tokenizer_info.decoded_vocab
+            spelled = {bytes(t) for i, t in enumerate(vocab) if i not in special}
+        return name.encode("utf-8") in spelled
+
+    return known
 
 
 def _validate_ir(ir: GrammarIR) -> int:

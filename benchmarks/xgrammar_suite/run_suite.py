@@ -69,8 +69,6 @@ _KNOWN = [
     (r"excludes is not supported|excludes with a JSON value that may hold strings",
      "JSON Schema string excludes not built"),
     (r"'\w+_xml' is not supported|carry XML arguments", "XML argument style not built"),
-    (r"token-id formats|TokenTagDispatch|Token\(|ExcludeToken|got integer \d|"
-     r"named special tokens|special-token", "token-id elements not built"),
     (r"token and character budgets|rule attribute '(max_tokens|suffix|stop)'|"
      r"'max_tokens' is not supported", "token / character budgets and Lark stop/suffix"),
     (r"temperature|batch_fill_temperature", "per-rule temperature not built"),

@@ -25,7 +25,7 @@ from treegram.ir._deep import MAX_EXPR_DEPTH
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "xgrammar_ebnf_sources.json"
 # xgrammar's macros; Regex, Substring and TagDispatch are expanded
-# (tests/grammar/test_ebnf_macros.py), TokenTagDispatch is refused.
+# (tests/grammar/test_ebnf_macros.py), TokenTagDispatch too (tests/matcher/test_token_elements.py).
 MACRO_RE = re.compile(r"\b(TagDispatch|TokenTagDispatch|Regex|Substring)\s*\(")
 
 
@@ -196,14 +196,16 @@ ERRORS = [
     ('root ::= "a"\nr[foo] ::= "b"', GrammarSyntaxError, 2, 2, "rule attribute 'foo' is not"),
     ('root ::= "a"\nr[max_chars=x] ::= "b"', GrammarSyntaxError, 2, 2, "non-negative integer"),
     ('root ::= r\nr[lazy] ::= "a" r | ""', GrammarSyntaxError, 2, 1, "not recursive (r -> r)"),
-    ('root ::= TokenTagDispatch("a")', GrammarSyntaxError, 1, 10, "TokenTagDispatch(...) is not"),
+    ('root ::= TokenTagDispatch("a")', GrammarSyntaxError, 1, 10, "must be a pair (token_id"),
     ('root ::= "x"\n  Regex ("a", flags="q")', GrammarSyntaxError, 2, 3, "Regex flag 'q'"),
     ('root ::= Regex("a", "b")', GrammarSyntaxError, 1, 10, "exactly one string argument"),
     ('root ::= Regex("\\x{ff}")', GrammarSyntaxError, 1, 16, "must be text, not raw bytes"),
     ('root ::= Regex("a", foo="b")', GrammarSyntaxError, 1, 10, "no argument named 'foo'"),
     ('root ::= Substring(flags="i")', GrammarSyntaxError, 1, 10, "only string arguments"),
     ("root ::= TagDispatch", GrammarSyntaxError, 1, 10, "must be called with arguments"),
-    ("root ::= TokenTagDispatch", GrammarSyntaxError, 1, 10, "macro TokenTagDispatch(...)"),
+    ("root ::= TokenTagDispatch", GrammarSyntaxError, 1, 10, "must be called with arguments"),
+    ("root ::= Token()", GrammarSyntaxError, 1, 15, "requires at least one integer"),
+    ("root ::= Token(1, -2)", GrammarSyntaxError, 1, 19, "must be non-negative integers"),
     ('root ::= Foo("a")', GrammarSyntaxError, 1, 10, "looks like a macro call"),
     ("root ::= x", UndefinedRuleError, 1, 10, "rule 'x' is not defined"),
     ('root ::= "a"\n  | y z\ny ::= "y"', UndefinedRuleError, 2, 7, "rule 'z' is not defined"),
@@ -279,11 +281,11 @@ def test_xgrammar_macro_sources_parse(entry: dict) -> None:
 
 
 # Dialect conformance: xgrammar must accept every valid text above and reject the
-# syntax errors, except where treegram is deliberately different: it rejects the
-# TokenTagDispatch macro, lazy / max_chars on a recursive rule (it applies them exactly,
-# as automata), code points above U+10FFFF (xgrammar wraps them) and absurdly deep
-# nesting; it accepts choices in lookahead assertions.
-DELIBERATE = ("TokenTagDispatch", "not recursive", "above U+10FFFF", "nested deeper")
+# syntax errors, except where treegram is deliberately different: it rejects lazy /
+# max_chars on a recursive rule (it applies them exactly, as automata), code points above
+# U+10FFFF (xgrammar wraps them) and absurdly deep nesting; it accepts choices in
+# lookahead assertions.
+DELIBERATE = ("not recursive", "above U+10FFFF", "nested deeper")
 
 
 def test_dialect_matches_xgrammar() -> None:

@@ -2,9 +2,10 @@
 
 The accepted subset and its meaning follow xgrammar 0.2.8; every acceptance case and
 every refused text is also checked against xgrammar (the oracle), and several grammars
-walk the DeepSeek-V4 vocabulary with masks compared bit for bit. Deliberate differences:
-named special tokens (``<|eot|>``) are refused (treegram grammars are over text), and
-``max_chars`` bounds the whole rule (see test_ebnf_macros.py).
+walk the DeepSeek-V4 vocabulary with masks compared bit for bit. Special tokens
+(``<|eot|>``, ``<[ids]>``) are token-id elements, looked up in the vocabulary when the
+grammar is compiled (xgrammar needs the tokenizer already in ``from_lark``). Deliberate
+difference: ``max_chars`` bounds the whole rule (see test_ebnf_macros.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ import pytest
 from schema_matching import accepts, byte_compiler
 from xgrammar_diff import compare_source
 
-from treegram import Grammar, GrammarCompiler, GrammarError, GrammarSyntaxError
+from treegram import (
+    Grammar,
+    GrammarCompiler,
+    GrammarError,
+    GrammarMatcher,
+    GrammarSyntaxError,
+    TokenizerInfo,
+)
 from treegram.errors import ArgumentTypeError
 from treegram.testing import _is_grammar_accept_string
 
@@ -196,8 +204,13 @@ def test_tokenizer_info_is_accepted_and_checked() -> None:
     assert not _is_grammar_accept_string(grammar, "b")
     with pytest.raises(TypeError, match="tokenizer_info must be a TokenizerInfo or None"):
         Grammar.from_lark('start: "a"', tokenizer_info="vocab")  # type: ignore[arg-type]
-    with pytest.raises(GrammarSyntaxError, match="special token <|eot|> is not supported"):
+    # a named special token must be a token of the vocabulary given (located error) ...
+    with pytest.raises(GrammarSyntaxError, match=r"column 8: unknown special token <\|eot\|>"):
         Grammar.from_lark("start: <|eot|>", tokenizer_info=info)
+    # ... and of the vocabulary it is compiled for (without a tokenizer_info, only then)
+    eot = Grammar.from_lark("start: <|eot|>")
+    with pytest.raises(GrammarError, match=r"unknown special token <\|eot\|>: no token"):
+        GrammarCompiler(info).compile_grammar(eot)
 
 
 @pytest.mark.parametrize("source", [e[0] for e in ERRORS])
@@ -207,16 +220,52 @@ def test_errors_match_xgrammar(source: str) -> None:
         xgr.Grammar.from_lark(source)
 
 
-@pytest.mark.parametrize(
-    "source, fragment",
-    [
-        ("start: <|im_end|>", "special token <|im_end|> is not supported"),
-    ],
-)
-def test_deliberately_refused(source: str, fragment: str) -> None:
-    # xgrammar accepts special tokens given a tokenizer; treegram refuses them.
-    with pytest.raises(GrammarSyntaxError, match=fragment):
+SPECIAL_TOKEN_CASES = [
+    # (grammar, vocabulary, stop ids, accepted token sequences, rejected ones): xgrammar's
+    ("start: <[0,2]> | <|tool|>", ["a", "<|tool|>", "b", "</s>"], [3], [[0], [1], [2]],
+     [[3], [0, 1], []]),
+    ("start: <[0-2,1-3,3]>", list("abcde"), None, [[0], [1], [2], [3]], [[4]]),
+    ("start: <[^1,3]>", list("abcde"), None, [[0], [2], [4]], [[1], [3]]),
+    ("start: <[*]>", list("abcde"), None, [[0], [1], [2], [3], [4]], []),
+    ("start: <[0]> <[2-3]>", list("abcde"), None, [[0, 2], [0, 3]], [[0], [2, 0]]),
+    ("start: <dup>", ["<dup>", "x", "<dup>", "dup", "<other>"], None, [[0], [2]],
+     [[1], [3], [4]]),
+    ('start: <|tool|> "x"', ["<|tool|>", "x", "y"], None, [[0, 1]], [[0], [0, 2], [1]]),
+]  # fmt: skip
+
+
+TOKEN_DISPATCH = r"""
+start: call* tail
+tail: TEXT
+call: TEXT <|call|> "x" "</call>"
+TEXT: /(\n|.)*/
+"""
+SPECIAL_TOKEN_CASES.append(
+    # dynamic dispatch on a special token reads whole tokens: any token but the trigger,
+    # or the trigger and its tool (so the trigger never stands alone)
+    (TOKEN_DISPATCH, ["plain", "<|call|>", "x", "</call>"], None,
+     [[0], [1, 2, 3], [0, 1, 2, 3, 0, 0]], [[1], [1, 3], [1, 2]])
+)  # fmt: skip
+
+
+def test_dynamic_dispatch_cannot_mix_string_and_token_triggers() -> None:
+    source = (
+        'start: (foo | bar)* tail\ntail: TEXT\nfoo_head[lazy]: TEXT "<foo>"\nfoo: foo_head "x"\n'
+        'bar: TEXT <|bar|> "x"\nTEXT: /(\\n|.)*/'
+    )
+    with pytest.raises(GrammarSyntaxError, match="cannot mix string and token triggers"):
         Grammar.from_lark(source)
+
+
+@pytest.mark.parametrize("case", SPECIAL_TOKEN_CASES, ids=[c[0][:40] for c in SPECIAL_TOKEN_CASES])
+def test_special_tokens_read_whole_tokens(case) -> None:
+    source, vocab, stops, accepted, rejected = case
+    info = TokenizerInfo(vocab, stop_token_ids=stops)
+    compiled = GrammarCompiler(info).compile_lark(source)
+    for tokens, want in [*((t, True) for t in accepted), *((t, False) for t in rejected)]:
+        m = GrammarMatcher(compiled, terminate_without_stop_token=True)
+        got = all(m.accept_token(t) for t in tokens) and m.is_completed()
+        assert got == want, (source, tokens)
 
 
 def test_named_grammar_inside_nested_lark() -> None:

@@ -199,7 +199,7 @@ ERRORS = [
     ("start: @", "empty grammar reference", 1, 8),
     ('start: x->y\nx-: "q"', "unexpected character '>'", 1, 10),
     ("start: %json []", "failed to compile inline JSON schema", 1, 8),
-    # special tokens: malformed ones are named precisely; well-formed ones are refused
+    # special tokens: malformed ones are named precisely
     ("start: <unterminated", "unterminated special token", 1, 8),
     ("start: <bad token>", "invalid special token", 1, 8),
     ("start: <[1-2-3]>", "invalid numeric special-token range", 1, 8),
@@ -209,6 +209,12 @@ ERRORS = [
     ("start: <[*,1]>", "wildcard cannot be mixed", 1, 8),
     ("start: <[0-1000001]>", "special-token range is too large", 1, 8),
     ("start: TOKEN\nTOKEN: <[1]>", "special tokens cannot be used in terminals", 2, 8),
+    ("start: head\nhead[lazy]: TEXT <[^1]>\nTEXT: /(\\n|.)*/",
+     "lazy special-token trigger cannot be negated", 2, 18),
+    ("start: head\nhead[lazy]: TEXT <|t|>\nTEXT: /(\\n|.)*/",
+     "lazy special-token triggers) are not supported", 2, 18),
+    ('start: tool* tail\ntail: TEXT\ntool: TEXT <[^1]> "x"\nTEXT: /(\\n|.)*/',
+     "dynamic special-token trigger cannot be negated", 1, 1),
     ("start: " + "(" * 2000 + '"a"' + ")" * 2000, "nested deeper than", 1, 136),
 ]  # fmt: skip
 
@@ -228,21 +234,6 @@ def test_errors_match_xgrammar(source: str) -> None:
     xgr = pytest.importorskip("xgrammar")
     with pytest.raises(RuntimeError, match="Lark error"):
         xgr.Grammar.from_lark(source)
-
-
-@pytest.mark.parametrize(
-    "source, fragment, line, column",
-    [
-        # treegram grammars are over text: token-id elements are refused, with or without
-        # a tokenizer (xgrammar resolves them against the vocabulary)
-        ("start: <|tool|>", "special token <|tool|> is not supported", 1, 8),
-    ],
-)
-def test_deliberately_refused(source: str, fragment: str, line: int, column: int) -> None:
-    with pytest.raises(GrammarSyntaxError) as info:
-        Grammar.from_lark(source)
-    assert fragment in str(info.value)
-    assert (info.value.line, info.value.column) == (line, column)
 
 
 def test_error_shows_the_source_line_and_a_caret() -> None:

@@ -565,20 +565,9 @@ def test_invalid_structural_tags(value, match):
 @pytest.mark.parametrize(
     "value,match",
     [
-        ({"type": "token", "token": 5}, r"format: format type 'token' is not supported"),
-        ({"type": "any_tokens"}, r"format type 'any_tokens' is not supported"),
         (
             {"type": "any_text", "max_chars": 10**6, "excludes": ["x"]},
             r"format\.max_chars: a budget of 1000000 characters beside the excluded strings",
-        ),
-        (
-            {
-                "type": "tag",
-                "begin": {"type": "token", "token": 1},
-                "content": {"type": "const_string", "value": "a"},
-                "end": "b",
-            },
-            r"format\.begin: token-id formats are not supported",
         ),
     ],
 )

@@ -13,7 +13,9 @@ and :func:`_inline_tail_calls`), which keeps the language and makes the chart li
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
 
@@ -30,6 +32,7 @@ from treegram.ir import (
     Repeat,
     RuleRef,
     Seq,
+    TokenSet,
     collector_paused,
     complement_ranges,
     cycles_of_two_or_more,
@@ -87,6 +90,13 @@ class Automaton:
     rule_follow : uint8 [n_rules, 256]
         1 where the byte may come right after the rule ends in some context (an LL(1)
         follow set); token classification uses it to decide tokens that run past a rule.
+    token_rules : tuple of (int, TokenSet)
+        The token-id rules (``Rule.tokens``) by rule id. Such a rule is one state with no
+        edge: bytes never enter it, and the matcher completes it when it accepts a token
+        of its set (see ``kernels._earley.scan_token``).
+    token_bits : int32 array or None
+        The token sets over a vocabulary (:meth:`with_vocabulary`), as the kernels read
+        them: ``[n, n_words, rule ids..., n bitsets of n_words words]``; None until bound.
     """
 
     rule_names: tuple[str, ...]
@@ -103,6 +113,54 @@ class Automaton:
     ref_rule: np.ndarray
     ref_target: np.ndarray
     rule_follow: np.ndarray
+    token_rules: tuple[tuple[int, TokenSet], ...] = ()
+    token_bits: np.ndarray | None = None
+
+    def with_vocabulary(
+        self, vocab_size: int, never: np.ndarray, lookup: Callable[[str], list[int]]
+    ) -> Automaton:
+        """This automaton with its token sets bound to a vocabulary of ``vocab_size`` ids,
+        leaving out the ids in ``never`` (special tokens: they have no text); ``lookup``
+        gives the ids of the tokens spelled by a token name (``TokenSet.names``). Returns
+        ``self`` when there are no token sets.
+
+        Raises
+        ------
+        GrammarError
+            A token id of the grammar is not in ``[0, vocab_size)``, or no token of the
+            vocabulary is spelled like one of its token names.
+        """
+        if not self.token_rules:
+            return self
+        n_words = (vocab_size + 31) // 32
+        n = len(self.token_rules)
+        bits = np.zeros(2 + n + n * n_words, dtype=np.int32)
+        bits[0], bits[1] = n, n_words
+        allowed = np.zeros(n_words * 32, dtype=bool)
+        for k, (rid, ts) in enumerate(self.token_rules):
+            bad = [t for t in ts.ids if not 0 <= t < vocab_size]
+            if bad:
+                raise GrammarError(
+                    f"token id {bad[0]} of {ts.text} in the grammar is out of the "
+                    f"vocabulary range [0, {vocab_size})"
+                )
+            ids = list(ts.ids)
+            for name in ts.names:
+                found = lookup(name)
+                if not found:
+                    raise GrammarError(
+                        f"unknown special token {name}: no token of the vocabulary is "
+                        f"spelled {name!r} ({ts.text} in the grammar)"
+                    )
+                ids.extend(found)
+            allowed[:] = ts.exclude
+            allowed[ids] = not ts.exclude
+            allowed[vocab_size:] = False
+            allowed[never] = False
+            bits[2 + k] = rid
+            words = np.packbits(allowed, bitorder="little").view(np.int32)
+            bits[2 + n + k * n_words : 2 + n + (k + 1) * n_words] = words
+        return dataclasses.replace(self, token_bits=bits)
 
     @property
     def n_states(self) -> int:
@@ -133,6 +191,7 @@ class Automaton:
                 self.ref_ptr,
                 self.ref_rule,
                 self.ref_target,
+                self._token_data(),
             ]
             buf = np.empty(layout.PACK_HEADER + sum(p.shape[0] for p in parts), dtype=np.int32)
             buf[: layout.PACK_HEADER] = 0
@@ -148,6 +207,16 @@ class Automaton:
             buf[layout.PACK_OFFSETS + len(parts)] = offset
             object.__setattr__(self, "_packed", buf)
         return buf
+
+    def _token_data(self) -> np.ndarray:
+        if self.token_bits is not None:
+            return self.token_bits
+        if self.token_rules:
+            raise GrammarError(
+                "the grammar has token-id elements: bind it to a vocabulary first "
+                "(Automaton.with_vocabulary; GrammarCompiler does)"
+            )
+        return np.zeros(2, dtype=np.int32)
 
     def arrays(self) -> tuple:
         """The arrays in the order the kernels take them."""
@@ -538,6 +607,7 @@ def _build(ir: GrammarIR) -> Automaton:
         ref_rule=ref_rule,
         ref_target=ref_target,
         rule_follow=rule_follow,
+        token_rules=tuple((i, r.tokens) for i, r in enumerate(ir.rules) if r.tokens is not None),
     )
 
 

@@ -8,6 +8,8 @@ import threading
 import weakref
 from collections.abc import Callable
 
+import numpy as np
+
 from .._json import dump_json, load_json
 from ..automaton import Automaton
 from ..errors import ArgumentError, DeserializeFormatError
@@ -55,6 +57,11 @@ class CompiledGrammar:
     def __init__(self, grammar, tokenizer_info, automaton: Automaton) -> None:
         self.grammar = grammar
         self.tokenizer_info = tokenizer_info
+        # token-id elements become bitsets over this vocabulary (never a special token)
+        never = np.asarray(tokenizer_info.special_token_ids, dtype=np.int64)
+        automaton = automaton.with_vocabulary(
+            tokenizer_info.vocab_size, never, _token_lookup(tokenizer_info)
+        )
         self._automaton = automaton
         self._store = MaskStore(automaton, tokenizer_info.sorted_vocab, tokenizer_info.vocab_size)
         self._tokens = tokenizer_info.token_table
@@ -304,6 +311,23 @@ def save_compiled(compiled: CompiledGrammar, path) -> None:
     a torn write.
     """
     write_atomic(path, serialize_compiled(compiled))
+
+
+def _token_lookup(tokenizer_info) -> Callable[[str], list[int]]:
+    """Token ids by exact text (the decoded vocabulary), for token names in grammars."""
+    table: dict[bytes, list[int]] | None = None
+
+    def lookup(name: str) -> list[int]:
+        nonlocal table
+        if table is None:
+            table = {}
+            special = set(tokenizer_info.special_token_ids)
+            for i, text in enumerate(tokenizer_info.decoded_vocab):
+                if i not in special:
+                    table.setdefault(bytes(text), []).append(i)
+        return table.get(name.encode("utf-8"), [])
+
+    return lookup
 
 
 def deserialize_compiled(data, tokenizer_info, *, cache_key: str | None = None) -> CompiledGrammar:

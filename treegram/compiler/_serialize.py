@@ -481,6 +481,13 @@ def _validate_grammar(s: dict, names: tuple, n_real: int, rule_lookahead, root_r
     return grammar
 
 
+def _token_rules(grammar, names: tuple) -> tuple:
+    """The token-id rules of ``grammar`` by automaton rule id (``_validate_grammar`` has
+    checked that the grammar and the automaton name the same rules)."""
+    ids = {name: i for i, name in enumerate(names)}
+    return tuple((ids[r.name], r.tokens) for r in grammar.ir.rules if r.tokens is not None)
+
+
 def _validate_contexts(words: np.ndarray, n_states: int, n_classes: int) -> np.ndarray:
     """Check the context entries (``MaskStore.export_classes``); returns their class ids."""
     cids = []
@@ -686,6 +693,8 @@ def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> tuple:
         ref_rule=s["ref_rule"],
         ref_target=s["ref_target"],
         rule_follow=s["rule_follow"].reshape(n_rules, 256),
+        # token-id rules are named in the grammar source (their states have no edges)
+        token_rules=_token_rules(grammar, names),
     )
     classes = (
         s["state_class"],

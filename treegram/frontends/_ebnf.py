@@ -1,9 +1,11 @@
 """EBNF frontend: grammar text -> :class:`GrammarIR`.
 
-The dialect is the one xgrammar accepts (its ``Regex``, ``Substring`` and
-``TagDispatch`` macros are expanded by :mod:`treegram.frontends._ebnf_macros`, its rule
+The dialect is the one xgrammar accepts (its ``Regex``, ``Substring``, ``TagDispatch`` and
+``TokenTagDispatch`` macros are expanded by :mod:`treegram.frontends._ebnf_macros`, its rule
 attributes ``[lazy]`` and ``[max_chars=N]`` applied by :mod:`treegram.frontends._rule_attrs`;
-its token-id macros and other attributes are refused)::
+its token-id elements ``Token(1, 2)`` / ``ExcludeToken(3)`` become token rules, see
+:class:`treegram.ir.TokenSet`; ``ExcludeToken()`` (any token, as xgrammar prints it) and
+tokens named by text, ``Token("<end>")``, are treegram extensions)::
 
     root ::= "{" ws pair ("," ws pair)* "}"   # comment
     pair ::= name ":" [0-9]+ | "" (= ws)     # lookahead assertion at the end of a body
@@ -55,7 +57,9 @@ from treegram.ir import (
     Rule,
     RuleRef,
     Seq,
+    TokenSet,
     run_sized,
+    token_rule,
 )
 
 __all__ = ["parse_ebnf", "MACRO_NAMES", "NAME_PATTERN"]
@@ -84,7 +88,10 @@ _CLASS_ONLY_ESCAPES = {"[": 0x5B, "]": 0x5D, "-": 0x2D, "^": 0x5E}
 
 _PUNCT = frozenset("|*+?{},)")
 _QUANTIFIERS = frozenset("*+?{")
-_ELEMENT_START = frozenset({"str", "class", "(", "name", "macro"})
+_ELEMENT_START = frozenset({"str", "class", "(", "name", "macro", "tokens"})
+# xgrammar's token-id elements: ``Token(1, 2)``, ``ExcludeToken(1, 2)``.
+_TOKEN_ELEMENTS = frozenset({"Token", "ExcludeToken"})
+_TOKEN_ID = re.compile(r"-?[0-9]+")
 
 # Token: (kind, value, pos, end, first_on_line).
 _Token = tuple
@@ -290,7 +297,10 @@ def _tokenize(src: _Source) -> list[_Token]:
             tok = ("name", m.group(), pos, m.end(), newline)
             # Macro arguments use syntax (``key=value``) the scanner would trip on.
             paren = _SKIP.match(text, m.end()).end()
-            if m.group() in MACRO_NAMES and text.startswith("(", paren):
+            if m.group() in _TOKEN_ELEMENTS and text.startswith("(", paren):
+                tokens_set, end = _scan_token_ids(src, m.group(), paren)
+                tok = ("tokens", tokens_set, pos, end, newline)
+            elif m.group() in MACRO_NAMES and text.startswith("(", paren):
                 if m.group() not in SUPPORTED_MACROS:
                     _macro_error(src, m.group(), pos)
                 call, end = _scan_macro(src, m.group(), paren)
@@ -298,6 +308,36 @@ def _tokenize(src: _Source) -> list[_Token]:
         tokens.append(tok)
         pos = tok[3]
         newline = False
+
+
+def _scan_token_ids(src: _Source, name: str, paren: int) -> tuple[TokenSet, int]:
+    """Scan the id list of a token-id element ``name(...)`` whose ``(`` is at ``paren``:
+    non-negative integers (at least one for ``Token``), kept sorted and distinct (as
+    xgrammar does), and, a treegram extension, tokens given by their text as strings."""
+    text, n = src.text, len(src.text)
+    ids: list[int] = []
+    names: list[str] = []
+    pos = _SKIP.match(text, paren + 1).end()
+    while pos < n and text[pos] != ")":
+        if text[pos] == '"':  # a token by its text (treegram: how token names print)
+            name_text, pos = _scan_macro_text(src, name, pos)
+            names.append(name_text)
+            pos = _next_macro_item(src, name, pos, paren)
+            continue
+        m = _TOKEN_ID.match(text, pos)
+        if m is None or m.group().startswith("-"):
+            src.error(f"{name}() arguments must be non-negative integers", pos)
+        if m.end() - pos > _MAX_COUNT_DIGITS:
+            src.error(f"{name}(): token id {text[pos : pos + 12]}... is too large", pos)
+        ids.append(int(m.group()))
+        pos = _next_macro_item(src, name, m.end(), paren)
+    if pos >= n:
+        src.error(f"{name}(...): unclosed argument list", paren)
+    if not ids and not names and name == "Token":
+        # ``ExcludeToken()`` is any one token: xgrammar prints it (its parser refuses it)
+        src.error(f"{name}() requires at least one integer argument", paren)
+    exclude = name == "ExcludeToken"
+    return TokenSet(tuple(sorted(set(ids))), exclude, tuple(sorted(set(names)))), pos + 1
 
 
 _MACRO_VALUE = re.compile(r"true\b|false\b|[0-9]+")
@@ -372,6 +412,11 @@ def _scan_macro_value(src: _Source, name: str, pos: int) -> tuple[object, int]:
             if text.startswith('"', pos):
                 item, pos = _scan_macro_text(src, name, pos)
                 items.append(item)
+            elif name == "TokenTagDispatch" and (m := _TOKEN_ID.match(text, pos)):
+                if m.group().startswith("-") or m.end() - pos > _MAX_COUNT_DIGITS:
+                    src.error(f"{name}(...): token ids must be non-negative integers", pos)
+                items.append(int(m.group()))
+                pos = m.end()
             else:
                 m = _NAME.match(text, pos)
                 if m is None:
@@ -441,6 +486,8 @@ class _Parser:
         self.attrs: dict[str, tuple[dict, int]] = {}
         self.rule_name = ""
         self.in_lookahead = False
+        # the rules of token-id elements, by name (one per distinct element)
+        self.token_rules: dict[str, tuple[Rule, int]] = {}
 
     # helpers -------------------------------------------------------------------------
     def peek(self, k: int = 0) -> _Token:
@@ -477,7 +524,7 @@ class _Parser:
             elif self.peek()[0] != "eof" and not self.at_rule_start():
                 self.fail("an element, '|', a lookahead '(= ...)' or a new rule definition")
             rules.append((Rule(name_tok[1], body, lookahead), name_tok[2]))
-        return rules + self.macro_rules
+        return rules + self.macro_rules + list(self.token_rules.values())
 
     def parse_lookahead(self) -> Expr:
         open_tok = self.peek()
@@ -582,6 +629,10 @@ class _Parser:
             return tok[1]
         if kind == "macro":
             return self.expand(tok)
+        if kind == "tokens":
+            rule = token_rule(tok[1])
+            self.token_rules.setdefault(rule.name, (rule, tok[2]))
+            return RuleRef(rule.name)
         if kind == "name":
             name = tok[1]
             nxt = self.peek()
@@ -619,7 +670,11 @@ class _Parser:
         self.refs.extend((ref.name, ref.pos, False) for ref in refs)
         self.taken.update(r.name for r in rules)
         self.taken.add(prefix)
-        self.macro_rules.extend((r, tok[2]) for r in rules)
+        for r in rules:
+            if r.tokens is not None:  # one rule per token-id element, shared with the text
+                self.token_rules.setdefault(r.name, (r, tok[2]))
+            else:
+                self.macro_rules.append((r, tok[2]))
         return expr
 
 

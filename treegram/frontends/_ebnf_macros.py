@@ -46,14 +46,16 @@ from treegram.ir import (
     Rule,
     RuleRef,
     Seq,
+    TokenSet,
     complement_ranges,
     intersect_ranges,
+    token_rule,
 )
 
 __all__ = ["MacroCall", "expand_macro", "SUPPORTED_MACROS"]
 
 #: Macros this module expands.
-SUPPORTED_MACROS = frozenset({"Regex", "Substring", "TagDispatch"})
+SUPPORTED_MACROS = frozenset({"Regex", "Substring", "TagDispatch", "TokenTagDispatch"})
 
 _REGEX_FLAGS = frozenset("isu")
 # What a JSON string may hold without escapes.
@@ -98,6 +100,8 @@ def expand_macro(call: MacroCall, helper_prefix: str) -> tuple[Expr, list[Rule],
         return _expand_regex(call), [], []
     if call.name == "Substring":
         return (*_expand_substring(call, helper_prefix), [])
+    if call.name == "TokenTagDispatch":
+        return _expand_token_tag_dispatch(call)
     return _expand_tag_dispatch(call, helper_prefix)
 
 
@@ -235,6 +239,55 @@ def _expand_tag_dispatch(call: MacroCall, prefix: str) -> tuple[Expr, list[Rule]
                 )
     expr, rules = _tag_dispatch_rules(tags, excludes, loop, prefix)
     return expr, rules, [r for _, r in tags]
+
+
+def _expand_token_tag_dispatch(call: MacroCall) -> tuple[Expr, list[Rule], list[MacroName]]:
+    """``TokenTagDispatch((id, rule), ..., excludes=(id, ...), loop_after_dispatch=b)``:
+    any tokens but the triggers and the excludes, where a trigger token (read by id)
+    calls its rule; after the rule the free tokens start again, or, without the loop, the
+    macro ends. The text is token-id elements: ``(ExcludeToken(triggers, excludes) |
+    Token(t) rule | ...)*``. Returns the expression, its token rules and the rules it
+    calls."""
+    tags: list[tuple[int, MacroName]] = []
+    for arg in call.positional:
+        if not (isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[1], MacroName)):
+            raise MacroArgumentError(
+                "Each TokenTagDispatch element must be a pair (token_id, rule)"
+            )
+        if not isinstance(arg[0], int) or isinstance(arg[0], bool):
+            raise MacroArgumentError("Token trigger ID must be a non-negative integer")
+        tags.append((arg[0], arg[1]))
+    excludes: set[int] = set()
+    loop = True
+    for key, value in call.named:
+        if key == "excludes":
+            if not isinstance(value, tuple) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value
+            ):
+                raise MacroArgumentError("excludes must be a tuple of non-negative integers")
+            excludes.update(value)  # type: ignore[arg-type]
+        elif key == "loop_after_dispatch":
+            if not isinstance(value, bool):
+                raise MacroArgumentError("loop_after_dispatch must be a boolean literal")
+            loop = value
+        else:
+            raise MacroArgumentError(f"Unknown named argument for TokenTagDispatch: {key}")
+    for t, _ in tags:
+        if t in excludes:
+            raise MacroArgumentError(f"Token trigger ID {t} must not overlap with exclude token ID")
+    free = token_rule(TokenSet(tuple(sorted(excludes | {t for t, _ in tags})), exclude=True))
+    rules = {free.name: free}
+    dispatch: list[Expr] = []
+    for t, rule in tags:
+        trigger = token_rule(TokenSet((t,)))
+        rules[trigger.name] = trigger
+        dispatch.append(Seq((RuleRef(trigger.name), RuleRef(rule.name))))
+    if loop:
+        expr: Expr = Repeat(Choice((RuleRef(free.name), *dispatch)), 0, None)
+    else:
+        tail: list[Expr] = [Repeat(Choice(tuple(dispatch)), 0, 1)] if dispatch else []
+        expr = Seq((Repeat(RuleRef(free.name), 0, None), *tail))
+    return expr, list(rules.values()), [r for _, r in tags]
 
 
 def _tag_dispatch_rules(

@@ -41,8 +41,9 @@ The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark`
 Refused with :class:`GrammarSyntaxError` (line and column, and the source line with a
 caret under the column): priorities ``name.2``, templates, parametric grammars (``::``,
 ``%if``), ``&`` and ``~`` on terminals, ``%declare`` / ``%override`` / other
-directives, special tokens ``<|...|>`` / ``<[ids]>`` (treegram grammars are over text;
-malformed ones get their own message), ``max_tokens`` on the rules of a dynamic dispatch,
+directives, malformed special tokens (each with its own message; well-formed ones,
+``<|name|>``, ``<name>``, ``<[1,3-5]>``, ``<[^1]>`` and ``<[*]>``, are token-id elements
+that read one whole token), ``max_tokens`` on the rules of a dynamic dispatch,
 ``lazy`` / ``max_chars`` on a recursive rule, terminals that reference rules or
 themselves, unknown names and imports, duplicate definitions, and a grammar without
 ``start``.
@@ -54,7 +55,7 @@ import bisect
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import NoReturn
 
@@ -71,8 +72,10 @@ from treegram.ir import (
     Rule,
     RuleRef,
     Seq,
+    TokenSet,
     complement_ranges,
     normalize_ranges,
+    token_rule,
 )
 
 __all__ = ["lark_to_ir"]
@@ -213,6 +216,8 @@ class _Parser:
         self.attrs: dict[str, tuple[dict[str, object], int]] = {}
         self.regex_atoms: set[int] = set()  # ids of the expressions of /regex/ atoms
         self.helpers: list[Rule] = []  # rules of %regex substrings (names start _HELPER)
+        self.token_rules: dict[str, Rule] = {}  # the rules of special tokens, by name
+        self.known_token: Callable[[str], bool] | None = None  # see lark_to_ir
         self.options: dict[str, object] = {}  # %grammar_options, merged
         self.attr_pos: dict[tuple[str, str], int] = {}  # (rule, attribute) -> position
         # (rule, "capture" or "stop_capture") -> capture name; captures are not recorded
@@ -760,7 +765,7 @@ class _Parser:
             self.pos = m.end()
             return self.embed("named", m.group(), start), True
         if c == "<":
-            self.read_special_token()
+            return self.read_special_token(), True
         if c == "&":
             self.error("terminal intersection '&' is not supported")
         if c == "~":
@@ -838,11 +843,19 @@ class _Parser:
         self.helpers.extend(rules)
         return expr
 
-    def read_special_token(self) -> NoReturn:
-        """Check the syntax of a special-token element (``<|name|>``, ``<name>``,
-        ``<[ids]>``) for a precise error, then refuse it: treegram grammars are over text."""
+    def read_special_token(self) -> Expr:
+        """A special-token element: one whole token, named by its exact text (``<|name|>``,
+        ``<name>``: every vocabulary entry spelled so), by ids and id ranges (``<[1,3-5]>``),
+        by the ids it is not (``<[^1,3]>``) or any (``<[*]>``); a token-id rule."""
         start, text = self.pos, self.text
         if self.in_terminal():
+            cur = self.current
+            if cur is not None and "lazy" in self.attrs.get(cur.name, ({}, 0))[0]:
+                if text.startswith("<[^", start):
+                    self.error("lazy special-token trigger cannot be negated")
+                self.error(
+                    "special tokens in lazy rules (lazy special-token triggers) are not supported"
+                )
             self.error("special tokens cannot be used in terminals")
         end = start + 1
         while end < len(text) and text[end] not in ">\n":
@@ -850,6 +863,9 @@ class _Parser:
         if end >= len(text) or text[end] != ">":
             self.error("unterminated special token")
         inner = text[start + 1 : end]
+        ids: list[int] = []
+        exclude = False
+        names: tuple[str, ...] = ()
         if inner.startswith("[") and inner.endswith("]"):
             body = inner[1:-1]
             negated = body.startswith("^")
@@ -862,7 +878,9 @@ class _Parser:
                     self.error("negated wildcard special token is not supported")
                 if len(items) > 1:
                     self.error("wildcard cannot be mixed with token ids or ranges")
+                exclude = True  # any token: none excluded
             else:
+                exclude = negated
                 for item in items:
                     bounds = item.split("-")
                     if len(bounds) > 2 or not all(b.isascii() and b.isdigit() for b in bounds):
@@ -875,12 +893,18 @@ class _Parser:
                             f"special-token range is too large ({item!r} spans more than "
                             f"{_MAX_TOKEN_RANGE:,} ids)"
                         )
+                    ids.extend(range(lo, hi + 1))
         elif not inner or any(ch.isspace() for ch in inner):
             self.error(f"invalid special token <{inner}>")
-        self.error(
-            f"special token <{inner}> is not supported: treegram grammars are over text, "
-            "not token ids"
-        )
+        else:
+            names = (f"<{inner}>",)
+            if self.known_token is not None and not self.known_token(names[0]):
+                self.error(f"unknown special token {names[0]}", start)
+        self.pos = end + 1
+        rule = token_rule(TokenSet(tuple(sorted(set(ids))), exclude, names))
+        if rule.name not in self.token_rules:
+            self.token_rules[rule.name] = rule
+        return RuleRef(rule.name)
 
     def read_string(self) -> str:
         start, text = self.pos, self.text
@@ -980,7 +1004,13 @@ def _strip_ignore(expr: Expr, name: str) -> Expr:
     return expr
 
 
-def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = ()) -> GrammarIR:
+def lark_to_ir(
+    text: str,
+    named_grammars: Mapping | None = None,
+    _seen: tuple = (),
+    *,
+    known_token: Callable[[str], bool] | None = None,
+) -> GrammarIR:
     """Translate Lark grammar text into a :class:`GrammarIR` rooted at ``start``.
 
     Parameters
@@ -990,6 +1020,9 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
     named_grammars : mapping of str to Grammar or str, optional
         Grammars that ``@name`` refers to: a :class:`Grammar` or Lark text with its own
         ``start`` rule; keys are the names without ``@``.
+    known_token : callable, optional
+        Whether a vocabulary has a token spelled like a named special token (``<|eot|>``);
+        given, an unknown one is a located error here instead of at compile time.
 
     Returns
     -------
@@ -1022,7 +1055,7 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
                 parser.error(f"failed to compile inline JSON schema: {err}", pos)
         elif kind == "lark":
             try:
-                ir = lark_to_ir(value, named, _seen)
+                ir = lark_to_ir(value, named, _seen, known_token=known_token)
             except GrammarSyntaxError as err:
                 parser.error(f"failed to compile nested Lark grammar: {err}", pos)
         else:
@@ -1036,6 +1069,7 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
         return RuleRef(f"{placeholder}\0{ir.root}")
 
     parser = _Parser(text, embed)
+    parser.known_token = known_token
     parser.parse()
     defs, imports = parser.defs, parser.imports
     if "start" not in defs:
@@ -1108,6 +1142,7 @@ def lark_to_ir(text: str, named_grammars: Mapping | None = None, _seen: tuple = 
     # helper rules of %regex substrings and embedded grammars: give them free names and
     # point the placeholders at them
     rules.extend(parser.helpers)
+    rules.extend(parser.token_rules.values())
     mapping: dict[str, str] = {}
     for placeholder, kind, ir in embedded:
         local = {r.name: fresh(f"{kind}_{r.name}") for r in ir.rules}
@@ -1232,7 +1267,35 @@ def _lower_lazy(
     rules: list[Rule] = []
     infos: dict[str, CaptureMarker] = {}
     pattern = _dispatch_tools(defs, heads, is_any_text)
-    if pattern is not None:
+    token_pattern = _token_dispatch_tools(defs, parser.token_rules, is_any_text, heads)
+    if token_pattern == "mixed":
+        parser.error("dynamic dispatch cannot mix string and token triggers", defs["start"].pos)
+    if token_pattern == "negated":
+        parser.error("dynamic special-token trigger cannot be negated", defs["start"].pos)
+    if isinstance(token_pattern, tuple):
+        # ``tool: TEXT <|tool|> rest``: the dispatch reads whole tokens, as xgrammar's:
+        # any token but the triggers, or a trigger and its tool's rest (the tail is the
+        # free tokens)
+        tail, token_tools = token_pattern
+        triggers = [parser.token_rules[trigger].tokens for _, trigger, _ in token_tools]
+        ids = sorted({i for ts in triggers for i in ts.ids})  # type: ignore[union-attr]
+        names = sorted({n for ts in triggers for n in ts.names})  # type: ignore[union-attr]
+        free = token_rule(TokenSet(tuple(ids), True, tuple(names)))
+        parser.token_rules.setdefault(free.name, free)
+        branches: list[Expr] = [RuleRef(free.name)]
+        for tool, trigger, rest in token_tools:
+            group = fresh(f"lark.{tool}")
+            rules.append(Rule(group, rest))
+            branches.append(Seq((RuleRef(trigger), RuleRef(group))))
+        defs["start"].body = Repeat(Choice(tuple(branches)), 0, None)
+        for rule in (tail, *(tool for tool, _, _ in token_tools)):
+            for key in ("capture", "max_tokens"):
+                if key in parser.attrs.get(rule, ({}, 0))[0] or (rule, key) in parser.captures:
+                    parser.error(
+                        f"{key} is not supported on rules consumed by dynamic dispatch",
+                        parser.attr_pos.get((rule, key), defs[rule].pos),
+                    )
+    if pattern is not None and token_pattern is None:  # (a tuple and a pattern: "mixed")
         tail, consumed = pattern
         tags: dict[str, list[str]] = {}
         for tool, head, rest in consumed:
@@ -1345,6 +1408,55 @@ def _dispatch_tools(
         body: Expr = Bytes(b"") if not rest else rest[0] if len(rest) == 1 else Seq(tuple(rest))
         out.append((tool.name, first.name, body))
     return tail.name, out
+
+
+def _token_dispatch_tools(
+    defs: dict[str, _Definition], token_rules: Mapping[str, Rule], is_any_text, heads
+) -> tuple[str, list[tuple[str, str, Expr]]] | str | None:
+    """When ``start`` is ``(tool | ...)* tail`` with every tool ``TEXT <token> rest``
+    (free text, then a special token that is not negated): the tail rule, and the tool,
+    the trigger's token rule and the rest of every tool. ``"mixed"`` when some tools are
+    that and the others start with a string-trigger head (``heads``); ``"negated"`` when
+    a trigger is a negated token set."""
+    body = defs["start"].body
+    if not (isinstance(body, Seq) and len(body.items) == 2):
+        return None
+    loop, tail = body.items
+    if not (isinstance(loop, Repeat) and loop.min == 0 and loop.max is None):
+        return None
+    if not (isinstance(tail, RuleRef) and tail.name in defs and not defs[tail.name].terminal):
+        return None
+    if not is_any_text(defs[tail.name].body):
+        return None
+    out = []
+    string_tools = 0
+    for tool in loop.item.items if isinstance(loop.item, Choice) else (loop.item,):
+        if not (isinstance(tool, RuleRef) and tool.name in defs and tool.name != "start"):
+            return None
+        items = [_unignored(x) for x in _items(defs[tool.name].body)]  # type: ignore[arg-type]
+        if isinstance(items[0], RuleRef) and items[0].name in heads:
+            string_tools += 1
+            continue
+        if len(items) < 2 or not is_any_text(items[0]):
+            return None
+        trigger = items[1]
+        if not (isinstance(trigger, RuleRef) and trigger.name in token_rules):
+            return None
+        if token_rules[trigger.name].tokens.exclude:  # type: ignore[union-attr]
+            return "negated"
+        rest = items[2:]
+        expr: Expr = Bytes(b"") if not rest else rest[0] if len(rest) == 1 else Seq(tuple(rest))
+        out.append((tool.name, trigger.name, expr))
+    if string_tools:
+        return "mixed" if out else None
+    return tail.name, out
+
+
+def _unignored(expr: Expr) -> Expr:
+    """``x`` for ``x %ignore`` (the ignored text after a lexical item), else ``expr``."""
+    if isinstance(expr, Seq) and expr.items[1:] == (RuleRef(_IGNORE),):
+        return expr.items[0]
+    return expr
 
 
 def _byte_length(expr: Expr) -> int | None:

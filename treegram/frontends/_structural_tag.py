@@ -29,8 +29,10 @@ from treegram.frontends._ebnf import parse_ebnf
 from treegram.frontends._regex import regex_to_ir
 from treegram.frontends._structural_tag_formats import (
     AnyTextFormat,
+    AnyTokensFormat,
     ConstStringFormat,
     DispatchFormat,
+    ExcludeTokenFormat,
     Format,
     GrammarFormat,
     JSONSchemaFormat,
@@ -45,6 +47,9 @@ from treegram.frontends._structural_tag_formats import (
     StructuralTag,
     TagFormat,
     TagsWithSeparatorFormat,
+    TokenDispatchFormat,
+    TokenFormat,
+    TokenTriggeredTagsFormat,
     TriggeredTagsFormat,
     check_budget,
     legacy_structural_tag,
@@ -65,8 +70,10 @@ from treegram.ir import (
     Rule,
     RuleRef,
     Seq,
+    TokenSet,
     normalize_ranges,
     run_sized,
+    token_rule,
 )
 
 __all__ = [
@@ -223,6 +230,19 @@ class _Builder:
         self.rules: list[Rule] = []
         self._n = 0
         self._prefix = prefix
+        self._token_rules: set[str] = set()  # names of the token-id rules added
+        # the end token of the innermost enclosing tag (its content may not read it)
+        self._end_tokens: tuple[int | str, ...] = ()
+
+    def _tokens(self, refs, exclude: bool = False) -> RuleRef:
+        """A token-id element over ``refs`` (ids and token texts): one rule per set."""
+        ids = tuple(sorted({r for r in refs if isinstance(r, int)}))
+        names = tuple(sorted({r for r in refs if isinstance(r, str)}))
+        rule = token_rule(TokenSet(ids, exclude, names))
+        if rule.name not in self._token_rules:
+            self._token_rules.add(rule.name)
+            self.rules.append(rule)
+        return RuleRef(rule.name)
 
     def _fresh(self, base: str) -> str:
         self._n += 1
@@ -252,10 +272,12 @@ class _Builder:
         """Add the rules of a frontend's grammar under fresh names; a call of its root."""
         self._n += 1
         prefix = f"st{self._n}_"
+        # token-id rules keep their names (the element's text), shared with the builder's
+        tokens = {r.name for r in ir.rules if r.tokens is not None}
 
         def rename(e: Expr) -> Expr:
             if isinstance(e, RuleRef):
-                return RuleRef(prefix + e.name)
+                return e if e.name in tokens else RuleRef(prefix + e.name)
             if isinstance(e, Seq):
                 return Seq(tuple(rename(x) for x in e.items))
             if isinstance(e, Choice):
@@ -265,6 +287,11 @@ class _Builder:
             return e
 
         for r in ir.rules:
+            if r.tokens is not None:
+                if r.name not in self._token_rules:
+                    self._token_rules.add(r.name)
+                    self.rules.append(r)
+                continue
             look = None if r.lookahead is None else rename(r.lookahead)
             marker = r.marker and r.marker.renamed(f"{prefix}{{}}".format)
             self.rules.append(
@@ -342,6 +369,38 @@ class _Builder:
                 )
             hi = None if fmt.max == -1 else fmt.max
             return Repeat(self.expr(fmt.content, ends, f"{path}.content"), fmt.min, hi)
+        if isinstance(fmt, TokenFormat):
+            return self._tokens([fmt.token])
+        if isinstance(fmt, ExcludeTokenFormat):
+            return self._tokens([*fmt.exclude_tokens, *self._end_tokens], exclude=True)
+        if isinstance(fmt, AnyTokensFormat):
+            budget = fmt.max_tokens
+            if budget is not None and (
+                isinstance(budget, bool) or not isinstance(budget, int) or not 0 <= budget < 2**31
+            ):
+                raise InvalidStructuralTagError(
+                    f"{path}.max_tokens must be an integer in [0, 2**31), got {budget!r}"
+                )
+            if budget == 0:
+                return _EMPTY
+            free = self._tokens([*fmt.exclude_tokens, *self._end_tokens], exclude=True)
+            if budget is None:
+                return Repeat(free, 0, None)
+            name = self._fresh("any_tokens")
+            self.rules.append(Rule(name, Repeat(free, 0, None), max_tokens=budget))
+            return RuleRef(name)
+        if isinstance(fmt, TokenTriggeredTagsFormat):
+            return self._token_triggered(fmt, path)
+        if isinstance(fmt, TokenDispatchFormat):
+            pairs_t: list[tuple[int | str, Expr]] = []
+            for i, (token, content) in enumerate(fmt.rules):
+                body = self.expr(content, ends, f"{path}.rules[{i}][1]")
+                pairs_t.append((token, self._rule("dispatch_group", body)))
+            # as the text dispatch: the enclosing tag's end reaches the rules' formats,
+            # not the dispatch's own free tokens
+            return self._token_loop(
+                pairs_t, [*fmt.exclude_tokens, *(t for t, _ in pairs_t)], loop=fmt.loop
+            )
         if isinstance(fmt, DispatchFormat):
             pairs = []
             for i, (pattern, content) in enumerate(fmt.rules):
@@ -381,6 +440,12 @@ class _Builder:
 
     def _tag_parts(self, tag: TagFormat, path: str) -> tuple[Expr, list[str]]:
         """The content and end of a tag (without its begin string)."""
+        if isinstance(tag.end, TokenFormat):  # the content may not read the end token
+            saved, self._end_tokens = self._end_tokens, (tag.end.token,)
+            try:
+                return self.expr(tag.content, (), f"{path}.content"), []
+            finally:
+                self._end_tokens = saved
         ends = [tag.end] if isinstance(tag.end, str) else list(tag.end)
         live = tuple(_unique([e for e in ends if e]))
         if not live and _unlimited(tag.content):
@@ -388,17 +453,73 @@ class _Builder:
                 f"{path}.end: the content is unlimited free text, so at least one end "
                 "string must be non-empty"
             )
-        return self.expr(tag.content, live, f"{path}.content"), _unique(ends)
+        saved, self._end_tokens = self._end_tokens, ()
+        try:
+            return self.expr(tag.content, live, f"{path}.content"), _unique(ends)
+        finally:
+            self._end_tokens = saved
 
     def _tag(self, tag: TagFormat, path: str, skip: int = 0) -> Expr:
-        """``begin[skip:] content end`` as one rule."""
+        """``begin[skip:] content end`` as one rule (``skip=-1``: without a token begin,
+        which the trigger token of ``token_triggered_tags`` read)."""
         content, ends = self._tag_parts(tag, path)
-        end: Expr = (
-            Bytes(ends[0].encode("utf-8"))
-            if len(ends) == 1
-            else Choice(tuple(Bytes(e.encode("utf-8")) for e in ends))
-        )
-        return self._rule("tag", Seq((Bytes(tag.begin[skip:].encode("utf-8")), content, end)))
+        end: Expr
+        if isinstance(tag.end, TokenFormat):
+            end = self._tokens([tag.end.token])
+        else:
+            end = (
+                Bytes(ends[0].encode("utf-8"))
+                if len(ends) == 1
+                else Choice(tuple(Bytes(e.encode("utf-8")) for e in ends))
+            )
+        begin: Expr
+        if isinstance(tag.begin, TokenFormat):
+            begin = _EMPTY if skip < 0 else self._tokens([tag.begin.token])
+        else:
+            begin = Bytes(tag.begin[skip:].encode("utf-8"))
+        return self._rule("tag", Seq((begin, content, end)))
+
+    def _token_loop(
+        self, pairs: list[tuple[int | str, Expr]], free: list[int | str], *, loop: bool
+    ) -> Expr:
+        """Free tokens (none of ``free``) in which a trigger token calls its group; with
+        ``loop`` free tokens resume after it, otherwise the text ends there."""
+        any_free = self._tokens(free, exclude=True)
+        groups: dict[int | str, list[Expr]] = {}
+        for token, group in pairs:
+            groups.setdefault(token, []).append(group)
+        dispatch = [Seq((self._tokens([t]), _alt(g))) for t, g in groups.items()]
+        if loop:
+            return Repeat(_alt([any_free, *dispatch]), 0, None)
+        tail = [Repeat(_alt(dispatch), 0, 1)] if dispatch else []
+        return Seq((Repeat(any_free, 0, None), *tail))
+
+    def _token_triggered(self, fmt: TokenTriggeredTagsFormat, path: str) -> Expr:
+        if not fmt.trigger_tokens:
+            raise InvalidStructuralTagError(f"{path}.trigger_tokens must be non-empty")
+        if not fmt.tags:
+            raise InvalidStructuralTagError(f"{path}.tags must be non-empty")
+        pairs: list[tuple[int | str, Expr]] = []
+        for i, tag in enumerate(fmt.tags):
+            if not isinstance(tag.begin, TokenFormat) or tag.begin.token not in fmt.trigger_tokens:
+                raise InvalidStructuralTagError(
+                    f"{path}.tags[{i}].begin must be a token format begin whose token is one "
+                    f"of trigger_tokens {fmt.trigger_tokens}"
+                )
+            pairs.append((tag.begin.token, self._tag(tag, f"{path}.tags[{i}]", skip=-1)))
+        unused = [t for t in fmt.trigger_tokens if all(t != p for p, _ in pairs)]
+        if unused:
+            raise InvalidStructuralTagError(
+                f"{path}.trigger_tokens: {unused} start(s) no tag; every trigger needs a tag"
+            )
+        first = None
+        if fmt.at_least_one:
+            first = _alt([self._tag(t, f"{path}.tags[{i}]") for i, t in enumerate(fmt.tags)])
+            if fmt.stop_after_first:
+                return first
+        free = [*fmt.trigger_tokens, *fmt.exclude_tokens, *self._end_tokens]
+        text = self._token_loop(pairs, free, loop=not fmt.stop_after_first)
+        return text if first is None else Seq((first, text))
 
     def _triggered(self, fmt: TriggeredTagsFormat, ends: tuple[str, ...], path: str) -> Expr:
         if not fmt.triggers:
@@ -409,6 +530,11 @@ class _Builder:
             raise InvalidStructuralTagError(f"{path}.tags must be non-empty")
         groups: dict[str, list[Expr]] = {t: [] for t in fmt.triggers}
         for i, tag in enumerate(fmt.tags):
+            if not isinstance(tag.begin, str):
+                raise InvalidStructuralTagError(
+                    f"{path}.tags[{i}].begin must be a string begin (token begins need "
+                    "token_triggered_tags)"
+                )
             hits = [t for t in groups if tag.begin.startswith(t)]
             if len(hits) != 1:
                 what = "does not start with any trigger" if not hits else "matches triggers"

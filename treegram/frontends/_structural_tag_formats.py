@@ -11,9 +11,10 @@ The classes need no pydantic: :func:`parse_structural_tag` builds them from a JS
 a dict, one of these objects, or any object with pydantic's ``model_dump`` (xgrammar's own
 format models included). Every field is checked, and a bad one raises
 :class:`~treegram.errors.InvalidStructuralTagError` naming its path
-(``format.tags[1].begin``). Formats that work on token ids rather than text (``token``,
-``exclude_token``, ``any_tokens``, ``token_triggered_tags``, ``token_dispatch``) are refused
-with :class:`~treegram.errors.UnsupportedStructuralTagError`.
+(``format.tags[1].begin``). Formats that work on whole tokens rather than text
+(``token``, ``exclude_token``, ``any_tokens``, ``token_triggered_tags``,
+``token_dispatch``, and a tag's ``begin`` / ``end`` given as a ``token`` format) name each
+token by its id or by its exact text, which the compiler looks up in the vocabulary.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ __all__ = [
     "RepeatFormat",
     "DispatchFormat",
     "QwenXMLParameterFormat",
+    "TokenFormat",
+    "ExcludeTokenFormat",
+    "AnyTokensFormat",
+    "TokenTriggeredTagsFormat",
+    "TokenDispatchFormat",
+    "TOKEN_FORMATS",
     "Format",
     "StructuralTagItem",
     "StructuralTag",
@@ -53,13 +60,10 @@ __all__ = [
 ]
 
 # Formats xgrammar 0.2.8 defines that treegram does not compile, with the reason.
-_UNSUPPORTED_TYPES = {
-    "token": "token-id formats are not supported",
-    "exclude_token": "token-id formats are not supported",
-    "any_tokens": "token-id formats are not supported",
-    "token_triggered_tags": "token-id formats are not supported",
-    "token_dispatch": "token-id formats are not supported",
-}
+_UNSUPPORTED_TYPES: dict[str, str] = {}
+
+#: A token named by its id or by its exact text (looked up when the grammar is compiled).
+TokenRef = int | str
 
 
 # JSONSchemaFormat.style values of xgrammar 0.2.8 (not all compile, see _structural_tag_xml)
@@ -216,13 +220,68 @@ class OrFormat(_Format):
 
 
 @dataclass(eq=True)
-class TagFormat(_Format):
-    """``begin``, then ``content``, then ``end`` (one of the strings when a list)."""
+class TokenFormat(_Format):
+    """One token: ``token`` is its id or its exact text."""
 
-    begin: str
+    token: TokenRef
+    type: str = "token"
+
+
+@dataclass(eq=True)
+class ExcludeTokenFormat(_Format):
+    """One token that is none of ``exclude_tokens``; inside a tag whose end is a token,
+    not that one either."""
+
+    exclude_tokens: list[TokenRef] = field(default_factory=list)
+    type: str = "exclude_token"
+
+
+@dataclass(eq=True)
+class AnyTokensFormat(_Format):
+    """Any tokens but ``exclude_tokens`` (and the end token of the enclosing tag);
+    ``max_tokens``: at most that many (enforced by the matcher)."""
+
+    exclude_tokens: list[TokenRef] = field(default_factory=list)
+    max_tokens: int | None = None
+    type: str = "any_tokens"
+
+
+@dataclass(eq=True)
+class TagFormat(_Format):
+    """``begin``, then ``content``, then ``end`` (one of the strings when a list); a
+    :class:`TokenFormat` begin or end is that token."""
+
+    begin: str | TokenFormat
     content: Format
-    end: str | list[str]
+    end: str | list[str] | TokenFormat
     type: str = "tag"
+
+
+@dataclass(eq=True)
+class TokenTriggeredTagsFormat(_Format):
+    """Tokens in which a trigger token starts a tag (the tag whose ``begin`` is that
+    token); after the tag, free tokens again. ``at_least_one``: the output starts with a
+    tag; ``stop_after_first``: it ends after the first tag. The free tokens are none of
+    the triggers and ``exclude_tokens``."""
+
+    trigger_tokens: list[TokenRef]
+    tags: list[TagFormat]
+    exclude_tokens: list[TokenRef] = field(default_factory=list)
+    at_least_one: bool = False
+    stop_after_first: bool = False
+    type: str = "token_triggered_tags"
+
+
+@dataclass(eq=True)
+class TokenDispatchFormat(_Format):
+    """Tokens in which each token of ``rules`` starts its format; with ``loop``, free
+    tokens resume after the format, otherwise the output ends there. The free tokens are
+    none of the rules' tokens and ``exclude_tokens``."""
+
+    rules: list[tuple[TokenRef, Format]]
+    loop: bool = True
+    exclude_tokens: list[TokenRef] = field(default_factory=list)
+    type: str = "token_dispatch"
 
 
 @dataclass(eq=True)
@@ -326,6 +385,20 @@ Format = (
     | RepeatFormat
     | DispatchFormat
     | QwenXMLParameterFormat
+    | TokenFormat
+    | ExcludeTokenFormat
+    | AnyTokensFormat
+    | TokenTriggeredTagsFormat
+    | TokenDispatchFormat
+)
+
+#: The formats that read whole tokens (a TagFormat may also hold a TokenFormat).
+TOKEN_FORMATS = (
+    TokenFormat,
+    ExcludeTokenFormat,
+    AnyTokensFormat,
+    TokenTriggeredTagsFormat,
+    TokenDispatchFormat,
 )
 
 _FORMAT_CLASSES: dict[str, type] = {
@@ -551,6 +624,33 @@ def parse_format(obj: Any, path: str = "format", depth: int = 0) -> Format:
             at_least_one=r.flag("at_least_one", False),
             stop_after_first=r.flag("stop_after_first", False),
         )
+    elif kind == "token":
+        out = TokenFormat(token=_token_ref(r.raw("token"), f"{path}.token"))
+    elif kind == "exclude_token":
+        out = ExcludeTokenFormat(exclude_tokens=_token_refs(r, "exclude_tokens"))
+    elif kind == "any_tokens":
+        out = AnyTokensFormat(
+            exclude_tokens=_token_refs(r, "exclude_tokens"),
+            max_tokens=r.integer("max_tokens", None, optional=True),
+        )
+    elif kind == "token_triggered_tags":
+        out = TokenTriggeredTagsFormat(
+            trigger_tokens=_token_refs(r, "trigger_tokens", required=True),
+            tags=_parse_tags(r, sub),
+            exclude_tokens=_token_refs(r, "exclude_tokens"),
+            at_least_one=r.flag("at_least_one", False),
+            stop_after_first=r.flag("stop_after_first", False),
+        )
+    elif kind == "token_dispatch":
+        pairs = []
+        for i, item in enumerate(r.items("rules")):
+            if not (isinstance(item, (list, tuple)) and len(item) == 2):
+                raise InvalidStructuralTagError(f"{path}.rules[{i}] must be a [token, format] pair")
+            token = _token_ref(item[0], f"{path}.rules[{i}][0]")
+            pairs.append((token, parse_format(item[1], f"{path}.rules[{i}][1]", sub)))
+        out = TokenDispatchFormat(
+            rules=pairs, loop=r.flag("loop", True), exclude_tokens=_token_refs(r, "exclude_tokens")
+        )
     elif kind in ("optional", "plus", "star"):
         content = parse_format(r.raw("content"), f"{path}.content", sub)
         if kind == "optional":
@@ -605,14 +705,58 @@ def _schema_field(r: _Reader, path: str) -> bool | dict[str, Any]:
     return schema
 
 
+def _token_ref(value: Any, path: str) -> TokenRef:
+    """A token id (a non-negative int) or a token's text (a non-empty str)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidStructuralTagError(
+            f"{path} must be an integer token id or a token string, got {type(value).__name__}"
+        )
+    if isinstance(value, int) and value < 0:
+        raise InvalidStructuralTagError(f"{path} must be a non-negative token id, got {value}")
+    if isinstance(value, str) and not value:
+        raise InvalidStructuralTagError(f"{path} must be a non-empty token string")
+    return value
+
+
+def _token_refs(r: _Reader, key: str, required: bool = False) -> list[TokenRef]:
+    v = r._get(key, _REQUIRED if required else [])
+    if not isinstance(v, (list, tuple)):
+        raise InvalidStructuralTagError(
+            f"{r.path}.{key} must be a list of token ids or strings, got {type(v).__name__}"
+        )
+    return [_token_ref(x, f"{r.path}.{key}[{i}]") for i, x in enumerate(v)]
+
+
+def _token_side(value: Any, path: str) -> TokenFormat | None:
+    """A tag's begin or end given as a token format, else None."""
+    plain = _as_plain(value)
+    if not isinstance(plain, dict):
+        return None
+    tr = _Reader(plain, path)
+    if tr.obj.get("type") != "token":
+        raise InvalidStructuralTagError(f"{path} must be a string or a token format")
+    out = TokenFormat(token=_token_ref(tr.raw("token"), f"{path}.token"))
+    tr.raw("type")
+    tr.done()
+    return out
+
+
 def _parse_tag(r: _Reader, depth: int) -> TagFormat:
     begin = r.raw("begin")
     end = r.raw("end")
-    for key, value in (("begin", begin), ("end", end)):
-        if isinstance(_as_plain(value), dict):
-            raise UnsupportedStructuralTagError(
-                f"{r.path}.{key}: token-id formats are not supported by treegram"
-            )
+    begin_token = _token_side(begin, f"{r.path}.begin")
+    end_token = _token_side(end, f"{r.path}.end")
+    if begin_token is not None or end_token is not None:
+        if begin_token is None and not isinstance(begin, str):
+            raise InvalidStructuralTagError(f"{r.path}.begin must be a string or a token format")
+        if end_token is None and not isinstance(end, str):
+            raise InvalidStructuralTagError(f"{r.path}.end must be a string or a token format")
+        content = parse_format(r.raw("content"), f"{r.path}.content", depth)
+        return TagFormat(
+            begin=begin if begin_token is None else begin_token,
+            content=content,
+            end=end if end_token is None else end_token,
+        )
     if not isinstance(begin, str):
         raise InvalidStructuralTagError(f"{r.path}.begin must be a string")
     if not (isinstance(end, str) or (isinstance(end, list) and end)) or (

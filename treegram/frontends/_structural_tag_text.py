@@ -44,8 +44,10 @@ from treegram.frontends._ebnf import parse_ebnf
 from treegram.frontends._regex import regex_to_ir
 from treegram.frontends._structural_tag_formats import (
     AnyTextFormat,
+    AnyTokensFormat,
     ConstStringFormat,
     DispatchFormat,
+    ExcludeTokenFormat,
     Format,
     GrammarFormat,
     JSONSchemaFormat,
@@ -59,6 +61,9 @@ from treegram.frontends._structural_tag_formats import (
     StructuralTag,
     TagFormat,
     TagsWithSeparatorFormat,
+    TokenDispatchFormat,
+    TokenFormat,
+    TokenTriggeredTagsFormat,
     TriggeredTagsFormat,
 )
 from treegram.ir import (
@@ -70,6 +75,7 @@ from treegram.ir import (
     Repeat,
     RuleRef,
     Seq,
+    TokenSet,
     run_sized,
 )
 
@@ -156,7 +162,8 @@ def _render(tag: StructuralTag) -> str | None:
     except _UnprintedError:
         return None
     printer.add_root(top)
-    return "".join(f"{name} ::= {body}\n" for name, body in printer.rules)
+    rules = [*printer.rules, *printer.deferred]
+    return "".join(f"{name}{printer.attrs.get(name, '')} ::= {body}\n" for name, body in rules)
 
 
 class _Printer:
@@ -168,21 +175,35 @@ class _Printer:
         self._next: dict[str, int] = {}
         self._done: dict[int, str] = {}
         self._ids: dict[tuple, int] = {}
-        self._memo: dict[tuple[int, tuple[str, ...]], int] = {}
+        self._memo: dict[tuple, int] = {}
+        # the end token of the innermost enclosing tag (token formats exclude it)
+        self._end_tokens: tuple[int | str, ...] = ()
+        self.attrs: dict[str, str] = {}  # rule attributes (``[max_tokens=3]``) by name
+        self.deferred: list[list[str]] = []  # rules printed after root (TokenTagDispatch)
 
     def _fingerprint(self, fmt: Format, ends: tuple[str, ...]) -> int:
         """A number for ``fmt``'s JSON form with the end strings its free text excludes:
         formats with equal numbers have equal rules (xgrammar shares them). Numbered
         bottom up, so a deep tree costs time linear in its size."""
-        memo = (id(fmt), ends)
+        memo = (id(fmt), ends, self._end_tokens)
         if memo not in self._memo:
+            outer = self._end_tokens
             inner = _ends(fmt) if isinstance(fmt, TagFormat) else ends
+            if isinstance(fmt, TagFormat):
+                self._end_tokens = _end_tokens(fmt)
             parts: list[Any] = [type(fmt).__name__]
-            for f in fields(fmt):  # type: ignore[arg-type]
-                value = inner if f.name == "end" else getattr(fmt, f.name)
-                parts.append((f.name, self._value(value, inner)))
+            try:
+                for f in fields(fmt):  # type: ignore[arg-type]
+                    value = inner if f.name == "end" else getattr(fmt, f.name)
+                    if f.name == "end" and isinstance(fmt.end, TokenFormat):  # type: ignore[union-attr]
+                        value = fmt.end  # type: ignore[union-attr]
+                    parts.append((f.name, self._value(value, inner)))
+            finally:
+                self._end_tokens = outer
             if isinstance(fmt, (AnyTextFormat, TriggeredTagsFormat)):
                 parts.append(ends)
+            if isinstance(fmt, (ExcludeTokenFormat, AnyTokensFormat, TokenTriggeredTagsFormat)):
+                parts.append(json.dumps(list(outer)))
             self._memo[memo] = self._ids.setdefault(tuple(parts), len(self._ids))
         return self._memo[memo]
 
@@ -266,9 +287,30 @@ class _Printer:
             names = [self.visit(e, ends) for e in fmt.elements]
             return self.add("or", _choices([[n] for n in names]))
         if isinstance(fmt, TagFormat):
-            content = self.visit(fmt.content, _ends(fmt))
+            content = self._content(fmt)
             end = self._end(fmt)
-            return self.add("tag", _choices([[_literal(fmt.begin), content, end]]))
+            return self.add("tag", _choices([[_begin(fmt), content, end]]))
+        if isinstance(fmt, TokenFormat):
+            return self.add("token", _choices([[_tokens([fmt.token])]]))
+        if isinstance(fmt, ExcludeTokenFormat):
+            excluded = _tokens([*fmt.exclude_tokens, *self._end_tokens], exclude=True)
+            return self.add("exclude_token", _choices([[excluded]]))
+        if isinstance(fmt, AnyTokensFormat):
+            excluded = _tokens([*fmt.exclude_tokens, *self._end_tokens], exclude=True)
+            inner = self.add("any_tokens_inner", _choices([[excluded]]))
+            i = self.reserve("any_tokens")
+            name = self.rules[i][0]
+            if fmt.max_tokens is not None:
+                self.attrs[name] = f"[max_tokens={fmt.max_tokens}]"
+            empty_only = fmt.max_tokens == 0
+            self.rules[i][1] = _choices([[_EMPTY]] if empty_only else [[_EMPTY], [inner, name]])
+            return name
+        if isinstance(fmt, TokenTriggeredTagsFormat):
+            return self._token_triggered(fmt)
+        if isinstance(fmt, TokenDispatchFormat):
+            pairs = [(token, self.visit(content, ends)) for token, content in fmt.rules]
+            body = _token_tag_dispatch(pairs, loop=fmt.loop, excludes=list(fmt.exclude_tokens))
+            return self._with_deferred("token_tag_dispatch", body)
         if isinstance(fmt, TriggeredTagsFormat):
             return self._triggered(fmt, ends)
         if isinstance(fmt, TagsWithSeparatorFormat):
@@ -311,8 +353,47 @@ class _Printer:
         root = ("root", f"((basic_{kind}))")
         return self.embed([*_JSON_BASIC_HEAD, root, *_JSON_BASIC_TAIL], "root")
 
+    def _content(self, tag: TagFormat) -> str:
+        """The rule of a tag's content, printed with the tag's end token (if any)."""
+        outer, self._end_tokens = self._end_tokens, _end_tokens(tag)
+        try:
+            return self.visit(tag.content, _ends(tag))
+        finally:
+            self._end_tokens = outer
+
+    def _with_deferred(self, hint: str, body: str) -> str:
+        """``hint ::= ((hint_<n>))`` with ``hint_<n> ::= body`` printed after the root
+        rule, as xgrammar places its ``TokenTagDispatch`` rules."""
+        name = self._name(hint)
+        inner = self._name(hint)
+        self.rules.append([name, _choices([[inner]])])
+        self.deferred.append([inner, body])
+        return name
+
+    def _token_triggered(self, fmt: TokenTriggeredTagsFormat) -> str:
+        contents = [self._content(t) for t in fmt.tags]
+        if fmt.at_least_one and fmt.stop_after_first:
+            full = [[_begin(t), c, self._end(t)] for t, c in zip(fmt.tags, contents, strict=True)]
+            return self.add("token_triggered_tags", _choices(full))
+        if fmt.at_least_one:
+            raise _UnprintedError("token_triggered_tags at_least_one")
+        pairs = []
+        for trigger in fmt.trigger_tokens:
+            alternatives = [
+                [c, self._end(t)]
+                for t, c in zip(fmt.tags, contents, strict=True)
+                if isinstance(t.begin, TokenFormat) and t.begin.token == trigger
+            ]
+            group = self.add("token_triggered_tags_group", _choices(alternatives))
+            pairs.append((trigger, group))
+        excludes = [*fmt.exclude_tokens, *self._end_tokens]
+        body = _token_tag_dispatch(pairs, loop=not fmt.stop_after_first, excludes=excludes)
+        return self._with_deferred("token_triggered_tags", body)
+
     def _end(self, tag: TagFormat) -> Any:
         """A tag's end: a literal, the empty alternative, or a rule of the alternatives."""
+        if isinstance(tag.end, TokenFormat):
+            return _tokens([tag.end.token])
         ends = _ends(tag)
         if len(ends) == 1:
             return _literal(ends[0]) if ends[0] else _EMPTY
@@ -369,7 +450,44 @@ def _renamed(body: str, mapping: dict[str, str]) -> str:
 
 
 def _ends(tag: TagFormat) -> tuple[str, ...]:
+    if isinstance(tag.end, TokenFormat):
+        return ()
     return (tag.end,) if isinstance(tag.end, str) else tuple(tag.end)
+
+
+def _end_tokens(tag: TagFormat) -> tuple[int | str, ...]:
+    """The end token of a tag, which the token formats inside it exclude."""
+    return (tag.end.token,) if isinstance(tag.end, TokenFormat) else ()
+
+
+def _begin(tag: TagFormat) -> str:
+    if isinstance(tag.begin, TokenFormat):
+        return _tokens([tag.begin.token])
+    return _literal(tag.begin)
+
+
+def _tokens(refs: list, exclude: bool = False) -> str:
+    """A token-id element over token ids and token texts (``Token(1)``)."""
+    ids = tuple(sorted({r for r in refs if isinstance(r, int)}))
+    names = tuple(sorted({r for r in refs if isinstance(r, str)}))
+    return TokenSet(ids, exclude, names).text
+
+
+def _token_tag_dispatch(pairs: list[tuple[Any, str]], *, loop: bool, excludes: list) -> str:
+    """xgrammar's ``TokenTagDispatch`` text (the EBNF macro of the same meaning)."""
+    if len({p for p, _ in pairs}) != len(pairs) or any(isinstance(p, str) for p, _ in pairs):
+        raise _UnprintedError("TokenTagDispatch repeated or named trigger")
+    if any(isinstance(e, str) for e in excludes) or {p for p, _ in pairs} & set(excludes):
+        # a name, or a trigger also excluded: the macro refuses both
+        raise _UnprintedError("TokenTagDispatch named or overlapping exclude")
+    lines = [f"  ({p}, {rule})," for p, rule in pairs]
+    lines.append(f"  loop_after_dispatch={'true' if loop else 'false'},")
+    lines.append("  excludes=(" + ", ".join(str(e) for e in _unique_list(excludes)) + ")")
+    return "TokenTagDispatch(\n" + "\n".join(lines) + "\n)"
+
+
+def _unique_list(items: list) -> list:
+    return list(dict.fromkeys(items))
 
 
 class _NormalForm:

@@ -40,6 +40,8 @@ from treegram.ir._nodes import (
     Rule,
     RuleRef,
     Seq,
+    TokenSet,
+    token_rule,
 )
 from treegram.ir._printer import MACRO_NAMES, NAME_PATTERN, grammar_to_ebnf
 from treegram.ir._ranges import Ranges, complement_ranges, intersect_ranges, normalize_ranges
@@ -55,6 +57,8 @@ __all__ = [
     "Rule",
     "CaptureMarker",
     "GrammarIR",
+    "TokenSet",
+    "token_rule",
     "MAX_CODEPOINT",
     "Ranges",
     "normalize_ranges",

@@ -8,6 +8,7 @@ consumes it. Nodes are immutable and hashable so frontends can share sub-trees.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "Expr",
     "Rule",
     "GrammarIR",
+    "TokenSet",
+    "token_rule",
     "MAX_CODEPOINT",
 ]
 
@@ -105,6 +108,26 @@ class CaptureMarker:
 
 
 @dataclass(frozen=True)
+class TokenSet:
+    """xgrammar's token-id elements: one whole token whose id is in ``ids``
+    (``Token(...)``), or, with ``exclude``, any one token whose id is not
+    (``ExcludeToken(...)``). ``names`` are tokens given by their exact text (structural
+    tags), looked up in the vocabulary when the grammar is compiled. ``ids`` and ``names``
+    are sorted and distinct. Special and stop tokens never match one (a stop token ends
+    the text; a special token has no text)."""
+
+    ids: tuple[int, ...]
+    exclude: bool = False
+    names: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The element as EBNF: ``Token(1, 2)`` or ``ExcludeToken(1, 2, "<end>")``."""
+        items = [*map(str, self.ids), *(json.dumps(n, ensure_ascii=False) for n in self.names)]
+        return f"{'ExcludeToken' if self.exclude else 'Token'}({', '.join(items)})"
+
+
+@dataclass(frozen=True)
 class Rule:
     """A named rule. ``lookahead`` is an optional assertion on what follows the rule
     (EBNF ``(= ...)``); it never changes the language and is used as a hint only.
@@ -119,7 +142,9 @@ class Rule:
     can end (the language of a whole text does not change). ``lazy`` (xgrammar's
     ``[lazy]``) keeps only the strings of ``body`` none of whose proper prefixes it
     matches (committed-shortest matching); the body must call no rule, and the automaton
-    builder applies it."""
+    builder applies it. ``tokens`` makes the rule a token-id element (:class:`TokenSet`):
+    it reads one whole token by id, never bytes, and its ``body`` (an empty
+    :class:`CharClass`) is not used; :func:`token_rule` builds one."""
 
     name: str
     body: Expr
@@ -129,6 +154,13 @@ class Rule:
     marker: CaptureMarker | None = None
     max_tokens: int | None = None
     lazy: bool = False
+    tokens: TokenSet | None = None
+
+
+def token_rule(tokens: TokenSet) -> Rule:
+    """The rule of a token-id element, named by its EBNF text (no EBNF rule name has
+    parentheses, so it cannot clash with one), referenced with ``RuleRef(rule.name)``."""
+    return Rule(tokens.text, CharClass(()), tokens=tokens)
 
 
 @dataclass(frozen=True)

@@ -114,30 +114,33 @@ def _name(name: str) -> str:
     return name
 
 
-def _expr(e: Expr, ctx: int) -> str:
-    """Print ``e`` so that it parses back as one unit in a context of precedence ``ctx``."""
+def _expr(e: Expr, ctx: int, toks: dict[str, str] | None = None) -> str:
+    """Print ``e`` so that it parses back as one unit in a context of precedence ``ctx``.
+    ``toks`` maps the names of token-id rules to their element text."""
     if isinstance(e, Bytes):
         return _literal(e.data)
     if isinstance(e, CharClass):
         return _char_class(e)
     if isinstance(e, RuleRef):
+        if toks and e.name in toks:
+            return toks[e.name]
         return _name(e.name)
     if isinstance(e, Repeat):
-        out = _expr(e.item, _ATOM + 1) + _quantifier(e.min, e.max)
+        out = _expr(e.item, _ATOM + 1, toks) + _quantifier(e.min, e.max)
         return f"({out})" if ctx > _ATOM else out
     if isinstance(e, Seq):
         if not e.items:
             return '""'
         if len(e.items) == 1:
-            return _expr(e.items[0], ctx)
-        out = " ".join(_expr(item, _SEQ + 1) for item in e.items)
+            return _expr(e.items[0], ctx, toks)
+        out = " ".join(_expr(item, _SEQ + 1, toks) for item in e.items)
         return f"({out})" if ctx > _SEQ else out
     if isinstance(e, Choice):
         if not e.items:
             raise GrammarError("Choice with no alternatives cannot be written as EBNF")
         if len(e.items) == 1:
-            return _expr(e.items[0], ctx)
-        out = " | ".join(_expr(item, _CHOICE + 1) for item in e.items)
+            return _expr(e.items[0], ctx, toks)
+        out = " | ".join(_expr(item, _CHOICE + 1, toks) for item in e.items)
         return f"({out})" if ctx > _CHOICE else out
     raise GrammarError(f"unknown grammar expression {e!r}")
 
@@ -185,8 +188,12 @@ def _marker_attributes(m: CaptureMarker) -> list[str]:
 
 def _grammar_to_ebnf(ir: GrammarIR) -> str:
     rules = sorted(ir.rules, key=lambda r: r.name != ir.root)
+    # token-id rules print inline as their element (the parser makes them again)
+    toks = {r.name: r.tokens.text for r in rules if r.tokens is not None}
     lines = []
     for rule in rules:
+        if rule.tokens is not None:
+            continue
         parts = [] if rule.temperature is None else [f"temperature={rule.temperature!r}"]
         if rule.max_tokens is not None:
             parts.append(f"max_tokens={rule.max_tokens}")
@@ -197,8 +204,8 @@ def _grammar_to_ebnf(ir: GrammarIR) -> str:
         if rule.lazy:
             parts.append("lazy")
         attrs = f"[{', '.join(parts)}]" if parts else ""
-        line = f"{_name(rule.name)}{attrs} ::= {_expr(rule.body, _CHOICE)}"
+        line = f"{_name(rule.name)}{attrs} ::= {_expr(rule.body, _CHOICE, toks)}"
         if rule.lookahead is not None:
-            line += f" (= {_expr(rule.lookahead, _CHOICE)})"
+            line += f" (= {_expr(rule.lookahead, _CHOICE, toks)})"
         lines.append(line)
     return "\n".join(lines) + "\n"

@@ -201,6 +201,124 @@ def scan_bytes(
     return pos
 
 
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _in_token_set(tokens, k, token):
+    """Whether token set ``k`` of ``tokens`` (``A[A_TOKENS]``) holds ``token``."""
+    n = tokens[0]
+    w = tokens[2 + n + k * tokens[1] + (token >> 5)]
+    return (w >> (token & 31)) & 1
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def waits_on_token(tokens, rule_start, items_s, set_starts, pos):
+    """Whether an item of set ``pos`` waits on a token-id element (is the start of a
+    token rule): then the next token may also be read by id, not only by its bytes."""
+    n = tokens[0]
+    for j in range(set_starts[pos], set_starts[pos + 1]):
+        s = items_s[j]
+        for k in range(n):
+            if rule_start[tokens[2 + k]] == s:
+                return True
+    return False
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def or_token_sets(tokens, rule_start, items_s, set_starts, pos, out, r):
+    """OR into row ``r`` of ``out`` the token sets that items of set ``pos`` wait on."""
+    n = tokens[0]
+    n_words = min(tokens[1], out.shape[1])
+    for j in range(set_starts[pos], set_starts[pos + 1]):
+        s = items_s[j]
+        for k in range(n):
+            if rule_start[tokens[2 + k]] == s:
+                base = 2 + n + k * tokens[1]
+                for w in range(n_words):
+                    out[r, w] |= tokens[base + w]
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def scan_token(
+    rule_start,
+    rule_nullable,
+    state_rule,
+    state_final,
+    ref_ptr,
+    ref_rule,
+    ref_target,
+    tokens,
+    items_s,
+    items_o,
+    set_starts,
+    top,
+    new_top,
+    token,
+    n_bytes,
+):
+    """Read ``token`` (``n_bytes`` >= 1 bytes long) by id from set ``top``: every token
+    rule waiting there whose set holds it completes, in set ``top + n_bytes``: the set its
+    bytes reached (``new_top``, already built) or, when they were rejected
+    (``new_top < 0``), a new one after empty sets. Sets stay byte positions, so captures
+    read the token's text off them like any other.
+
+    Returns the new top, REJECT when neither way reads the token (nothing is written
+    then), or OVERFLOW.
+    """
+    n_tok = tokens[0]
+    if new_top < 0:
+        pos = top + n_bytes
+        if pos + 1 >= set_starts.shape[0]:
+            return OVERFLOW
+        lo = set_starts[top + 1]  # the end of set top: the sets above are scratch
+        n = lo
+    else:
+        pos = new_top
+        lo = set_starts[new_top]
+        n = set_starts[new_top + 1]
+    added = False
+    t_lo = set_starts[top]
+    t_hi = set_starts[top + 1]
+    for j in range(t_lo, t_hi):
+        s = items_s[j]
+        for k in range(n_tok):
+            r = tokens[2 + k]
+            if rule_start[r] != s or not _in_token_set(tokens, k, token):
+                continue
+            for j2 in range(t_lo, t_hi):  # complete r: its callers in set top step over it
+                s2 = items_s[j2]
+                for e in range(ref_ptr[s2], ref_ptr[s2 + 1]):
+                    if ref_rule[e] == r:
+                        n = add_item(items_s, items_o, lo, n, ref_target[e], items_o[j2])
+                        if n < 0:
+                            return n
+                        added = True
+    if not added:
+        return new_top if new_top >= 0 else REJECT
+    if new_top < 0:
+        for p in range(top + 2, pos + 1):  # the bytes inside the token: empty sets
+            set_starts[p] = lo
+    # predict and complete from the new items (the set's old items are closed already;
+    # closure over them again only finds what is there)
+    n = closure(
+        rule_start,
+        rule_nullable,
+        state_rule,
+        state_final,
+        ref_ptr,
+        ref_rule,
+        ref_target,
+        items_s,
+        items_o,
+        set_starts,
+        pos,
+        lo,
+        n,
+    )
+    if n < 0:
+        return n
+    set_starts[pos + 1] = n
+    return pos
+
+
 @njit(nogil=True, cache=True, _nrt=False)
 def init_chart(
     rule_start,
@@ -265,6 +383,7 @@ def unpack(ab):
         ab[ab[o + 6] : ab[o + 7]],
         ab[ab[o + 7] : ab[o + 8]],
         ab[ab[o + 8] : ab[o + 9]],
+        ab[ab[o + 9] : ab[o + 10]],
     )
 
 
@@ -273,7 +392,16 @@ def accept_bytes(ab, items_s, items_o, set_starts, top, data, lo, hi):
     """``scan_bytes`` on a packed automaton: the matcher's accept entry point."""
     a = unpack(ab)
     return scan_bytes(
-        *a,
+        a[0],
+        a[1],
+        a[2],
+        a[3],
+        a[4],
+        a[5],
+        a[6],
+        a[7],
+        a[8],
+        a[9],
         items_s,
         items_o,
         set_starts,

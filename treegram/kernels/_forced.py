@@ -26,7 +26,7 @@ from __future__ import annotations
 from numba import njit
 
 from ._batch import _grammar, _matcher
-from ._earley import OVERFLOW, can_end, scan_byte, unpack
+from ._earley import OVERFLOW, can_end, scan_byte, unpack, waits_on_token
 from ._layout import (
     A_BYTE_CLASS,
     A_N_CLASSES,
@@ -37,6 +37,7 @@ from ._layout import (
     A_RULE_START,
     A_STATE_FINAL,
     A_STATE_RULE,
+    A_TOKENS,
     A_TRANS,
     PACK_ROOT_RULE,
 )
@@ -80,6 +81,10 @@ def forced_bytes(A, root_rule, items_s, items_o, set_starts, top, fb, limit, see
             return OVERFLOW
         if can_end(A[A_STATE_RULE], A[A_STATE_FINAL], items_s, items_o, set_starts, pos, root_rule):
             break
+        if A[A_TOKENS][0] > 0 and waits_on_token(
+            A[A_TOKENS], A[A_RULE_START], items_s, set_starts, pos
+        ):
+            break  # a token may also be read by id here: no byte is forced
         byte_class = _mark_bytes(A, items_s, set_starts, pos, seen)
         only = -1
         count = 0
@@ -378,9 +383,14 @@ def extend_op(
                                     n_single += 1
                         if n_single + n_stop >= 2:
                             break  # at least two single tokens allowed: a real choice
-                        if n_any == 0 and n_stop == 0:
+                        # a token-id element waiting here allows tokens no byte shows:
+                        # only the mask tells
+                        waits = A[A_TOKENS][0] > 0 and waits_on_token(
+                            A[A_TOKENS], A[A_RULE_START], items_s, set_starts, top
+                        )
+                        if n_any == 0 and n_stop == 0 and not waits:
                             break  # nothing allowed
-                        if n_any == 0 and n_stop == 1:
+                        if n_any == 0 and n_stop == 1 and not waits:
                             tok = stop_ids[0]
                         elif with_masks:
                             tok = _single_token(out, row_base + prev, vocab_size)

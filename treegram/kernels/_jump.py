@@ -28,6 +28,7 @@ def jump_forward(ab, items_s, items_o, set_starts, top, out):
         ref_ptr,
         ref_rule,
         ref_target,
+        _tokens,  # token-id elements are not text: the forced bytes read past none
     ) = unpack(ab)
     root_rule = ab[PACK_ROOT_RULE]
     n_out = 0

@@ -66,6 +66,7 @@ __all__ = [
     "A_REF_PTR",
     "A_REF_RULE",
     "A_REF_TARGET",
+    "A_TOKENS",
     "PACK_N_STATES",
     "PACK_N_RULES",
     "PACK_N_CLASSES",
@@ -111,13 +112,16 @@ A_TRANS = 6  # int32 [states * n_classes]: byte-class transitions (-1: none)
 A_REF_PTR = 7  # int32 [states + 1]: CSR offsets of each state's rule references
 A_REF_RULE = 8  # int32 [refs]: the rule a reference calls
 A_REF_TARGET = 9  # int32 [refs]: the state after the called rule
+# int32: the token sets of token-id rules, ``[n, n_words, rule ids..., n bitsets]``
+# (``Automaton.token_bits``; ``[0, 0]`` for a grammar without any)
+A_TOKENS = 10
 
 # Header words of the packed automaton buffer.
 PACK_N_STATES = 0
 PACK_N_RULES = 1
 PACK_N_CLASSES = 2
 PACK_ROOT_RULE = 3
-PACK_OFFSETS = 4  # PACK_OFFSETS + k: start of packed array k (k = 0..8), then the end
+PACK_OFFSETS = 4  # PACK_OFFSETS + k: start of packed array k (k = 0..9), then the end
 PACK_HEADER = 16  # header words in all
 
 # (name, length axis) of each array of a grammar row: the packed automaton

@@ -17,13 +17,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._earley import can_end, scan_byte
+from ._earley import can_end, or_token_sets, scan_byte
 from ._layout import (
     A_REF_PTR,
     A_REF_RULE,
     A_REF_TARGET,
+    A_RULE_START,
     A_STATE_FINAL,
     A_STATE_RULE,
+    A_TOKENS,
     BUFS_FULL,
     CAND_FULL,
     CONTEXT_FIRST,
@@ -467,6 +469,9 @@ def fill_row(
         )
         if st < 0:
             return st
+    tokens = A[A_TOKENS]
+    if tokens[0] > 0:  # token-id elements waiting here allow their sets wholesale
+        or_token_sets(tokens, A[A_RULE_START], items_s, set_starts, top, out, r)
     # Stop tokens are stops only: allowed exactly when the root rule can end here, even if
     # their text would also match the grammar.
     ends = can_end(A[A_STATE_RULE], A[A_STATE_FINAL], items_s, items_o, set_starts, top, root)
@@ -584,6 +589,7 @@ def check_candidates(
         ref_ptr,
         ref_rule,
         ref_target,
+        _tokens,  # candidates are checked by their bytes; token ids are ORed in later
     ) = A
     if n == 0:
         return 0

@@ -25,10 +25,16 @@ from __future__ import annotations
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._earley import can_end, scan_bytes, unpack
+from ._earley import can_end, scan_bytes, scan_token, unpack
 from ._layout import (
+    A_REF_PTR,
+    A_REF_RULE,
+    A_REF_TARGET,
+    A_RULE_NULLABLE,
+    A_RULE_START,
     A_STATE_FINAL,
     A_STATE_RULE,
+    A_TOKENS,
     HIST_FULL,
     M_NO_STOP,
     M_STEPS,
@@ -66,22 +72,54 @@ def accept_token_op(
             return 1
     lo = tok_offsets[token]
     hi = tok_offsets[token + 1]
-    if lo == hi:
+    tokens = A[A_TOKENS]
+    if lo == hi:  # no text: a special token (token-id elements never hold one)
         return 0
-    new_top = scan_bytes(
-        *A,
-        items_s,
-        items_o,
-        set_starts,
-        top,
-        tok_data,
-        lo,
-        hi,
-    )
+    new_top = REJECT
+    if lo < hi:  # the token's bytes, through the text elements
+        new_top = scan_bytes(
+            A[0],
+            A[1],
+            A[2],
+            A[3],
+            A[4],
+            A[5],
+            A[6],
+            A[7],
+            A[8],
+            A[9],
+            items_s,
+            items_o,
+            set_starts,
+            top,
+            tok_data,
+            lo,
+            hi,
+        )
+        if new_top < 0 and new_top != REJECT:
+            return new_top
+    if tokens[0] > 0 and lo < hi:  # and its id, through the token-id elements at top
+        new_top = scan_token(
+            A[A_RULE_START],
+            A[A_RULE_NULLABLE],
+            A[A_STATE_RULE],
+            A[A_STATE_FINAL],
+            A[A_REF_PTR],
+            A[A_REF_RULE],
+            A[A_REF_TARGET],
+            tokens,
+            items_s,
+            items_o,
+            set_starts,
+            top,
+            new_top,
+            token,
+            hi - lo,
+        )
+        if new_top < 0 and new_top != REJECT:
+            return new_top
     if new_top == REJECT:
         return 0
-    if new_top < 0:
-        return new_top
     hist[meta[M_STEPS]] = top
     meta[M_STEPS] += 1
     meta[M_TOP] = new_top
