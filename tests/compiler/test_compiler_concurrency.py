@@ -259,3 +259,39 @@ def test_classify_argument_and_cache_accounting(info, grammars):
     compiler.clear_cache()
     assert compiler.get_cache_size_bytes() == 0
     assert compiler.compile_grammar(grammars[2]) is not lazy
+
+
+def test_masks_while_the_pool_classifies_in_the_background(info, grammars):
+    """A decoding thread fills masks (classifying what it meets) while ``precompile``
+    classifies the same grammar on the pool in another thread: every mask equals a lone
+    matcher's, during the race and after it (then from the classes both threads stored)."""
+    import numpy as np
+
+    compiler = GrammarCompiler(info, max_threads=MAX_THREADS, cache_enabled=False)
+    compiled = compiler.compile_grammar(grammars[1])
+    lone = GrammarCompiler(info, cache_enabled=False).compile_grammar(grammars[1])
+    text = (
+        "{"
+        + ", ".join(f'"f1_{k}": ' + ('"v"', "12", "true", "1.5")[(1 + k) % 4] for k in range(256))
+        + "}"
+    )
+    ours, theirs = tg.GrammarMatcher(compiled), tg.GrammarMatcher(lone)
+    rows = tg.allocate_token_bitmask(2, info.vocab_size, backend="numpy")
+    tokens = [info.decoded_vocab.index(ch.encode()) for ch in text]
+
+    def walk() -> None:
+        ours.reset()
+        theirs.reset()
+        for token in tokens:
+            ours.fill_next_token_bitmask(rows, 0)
+            theirs.fill_next_token_bitmask(rows, 1)
+            assert np.array_equal(rows[0], rows[1])
+            assert ours.accept_token(token) and theirs.accept_token(token)
+        assert ours.is_completed()
+
+    background = threading.Thread(target=compiler.precompile, args=(compiled,))
+    background.start()
+    walk()
+    background.join()
+    assert compiled._store.unclassified_states().shape[0] == 0
+    walk()
