@@ -745,3 +745,24 @@ def test_random_grammars_match_xgrammar(compilers, grammar, text):
         if not duo.string(ch):
             break
         duo.assert_mask_self_consistent(duo.check())
+
+
+@pytest.mark.parametrize(
+    ("n_letters", "grammar", "need_apply"),
+    [
+        (40, "root ::= [\\x00-\\xff]*", False),  # every token and the stop token
+        (40, "root ::= [A-Z]*", True),  # left out in the first 32-token word
+        (40, "root ::= [A-`]*", True),  # the first word whole, 'a'..'h' left out
+        (7, "root ::= [\\x00-\\xff]*", False),  # a vocabulary within one word
+        (7, "root ::= [A-F]", True),  # 'G' and the stop token left out
+    ],
+)
+def test_fill_returns_whether_the_mask_must_be_applied(n_letters, grammar, need_apply):
+    vocab = [bytes([0x41 + i]) for i in range(n_letters)] + [b"<eos>"]
+    info = tg.TokenizerInfo(vocab, stop_token_ids=[n_letters])
+    matcher = tg.GrammarMatcher(tg.GrammarCompiler(info).compile_grammar(grammar))
+    rows = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    got = matcher.fill_next_token_bitmask(rows, 0)
+    assert type(got) is bool and got == need_apply
+    allowed = np.unpackbits(rows[0].view(np.uint8), bitorder="little")[: info.vocab_size]
+    assert got == (not allowed.all())

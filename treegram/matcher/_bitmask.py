@@ -306,6 +306,8 @@ def check_row_index(index: Any, rows: int, name: str = "index") -> int:
         If ``index`` is not an integer or is out of range. It is both a
         :class:`~treegram.errors.BitmaskError` (``ValueError``) and an ``IndexError``.
     """
+    if type(index) is int and 0 <= index < rows:  # the common case, checked first
+        return index
     value = as_index(index, name, BitmaskIndexError, "an integer row index")
     if not 0 <= value < rows:
         raise BitmaskIndexError(

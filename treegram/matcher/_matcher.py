@@ -723,6 +723,8 @@ class GrammarMatcher:
         if self._counted is not None:
             self._close_spent()
         self._fill_row(arr, r)
+        if self._vocab_size >= 32 and arr[r, 0] != -1:
+            return True  # a token of the first word is left out: no kernel call needed
         return not row_allows_all(arr[r], self._vocab_size)
 
     def _bitmask_view(self, bitmask, name: str = "bitmask") -> np.ndarray:
