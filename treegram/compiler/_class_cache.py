@@ -125,6 +125,7 @@ class ClassCache:
         self._sorted_vocab = weakref.ref(sorted_vocab)
         self._slices: dict[tuple[int, int], StringSlice] = {}
         self._summary: tuple[np.ndarray, np.ndarray] | None = None
+        self._no_leads: np.ndarray | None = None
         words = np.frombuffer(os.urandom(16), dtype=np.uint64)
         self.key0 = np.uint64(words[0])
         self.key1 = np.uint64(words[1])
@@ -204,6 +205,17 @@ class ClassCache:
                         array.flags.writeable = False
                     self._summary = found
         return found
+
+    def loop_summary(self, n_words: int) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes below each trie node, zeros): :meth:`text_summary` for a walk that
+        accepts subtrees by their bytes alone (a state's byte loop, no length bound)."""
+        bits = self.text_summary(n_words)[0]
+        found = self._no_leads
+        if found is None:
+            found = np.zeros(bits.shape[0], dtype=np.int32)
+            found.flags.writeable = False
+            self._no_leads = found
+        return bits, found
 
     @property
     def size_bytes(self) -> int:

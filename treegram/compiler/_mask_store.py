@@ -22,6 +22,7 @@ from ..kernels import (
     DeadlineExceededError,
     ascii_loops,
     bitset_positions,
+    bytes_off_loop,
     classify,
     context_hash,
     joint_byte_classes,
@@ -54,6 +55,9 @@ _SLICE_SEARCH_CHARS = _SLICE_BYTES[-1]
 # ASCII characters a state must read and stay in (a loop of a pattern such as [^:\s]+)
 # before a restricted slice is tried for it.
 _RESTRICTED_MIN_LOOP = 16
+# Bytes a state must loop on before its walk skips the subtrees made of them (white space
+# has four).
+_LOOP_MIN_BYTES = 4
 _NO_BASE = np.zeros(0, dtype=np.int32)
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
@@ -456,8 +460,11 @@ class MaskStore:
         signature = None
         string_slice, reach = self._string_slice(s, context, deadline)
         skip = NO_SKIP
-        if string_slice is None and not context_key:
-            skip = self._restricted_slice(s, deadline)
+        if string_slice is None:
+            if not context_key:
+                skip = self._restricted_slice(s, deadline)
+            if skip is NO_SKIP:
+                skip = self._loop_skip(s)
         walked = self._walk(s, string_slice, reach, WALK_BUDGET, context, deadline, skip)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
@@ -652,6 +659,19 @@ class MaskStore:
         if reach < 0:
             raise DeadlineExceededError
         return int(reach), bool(exact)
+
+    def _loop_skip(self, s: int) -> tuple:
+        """The byte loop of state ``s`` as ``classify`` takes a skip, or ``NO_SKIP``: a
+        token made only of bytes on which ``s`` moves back to itself is read staying in
+        ``s``, so a trie subtree of such tokens is ACCEPTED whole (free text of a
+        structural tag, white space: thousands of tokens a walk would otherwise scan)."""
+        a = self._automaton_arrays
+        excluded, n_loop = bytes_off_loop(
+            a[layout.A_BYTE_CLASS], a[layout.A_N_CLASSES], a[layout.A_TRANS], s
+        )
+        if n_loop < _LOOP_MIN_BYTES:
+            return NO_SKIP
+        return (*self._shared.loop_summary(self._n_words), excluded, 0)
 
     def _restricted_slice(self, s: int, deadline: int = 0) -> tuple:
         """A restricted JSON string slice that state ``s`` reads (no context), as

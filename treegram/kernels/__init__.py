@@ -42,6 +42,7 @@ from treegram.kernels._signature import state_signature
 from treegram.kernels._slices import (
     ascii_loops,
     bitset_positions,
+    bytes_off_loop,
     joint_byte_classes,
     json_string_slice_dfa,
     looping_leads,
@@ -103,6 +104,7 @@ __all__ = [
     "subtree_text_summary",
     "looping_leads",
     "ascii_loops",
+    "bytes_off_loop",
     "reads_string_text",
     "restricted_slice_dfa",
     "wide_near_rule_end",

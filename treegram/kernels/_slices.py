@@ -106,6 +106,22 @@ def ascii_loops(dfa, byte_class, n_classes, trans, state):
 
 
 @njit(nogil=True, cache=True)
+def bytes_off_loop(byte_class, n_classes, trans, state):
+    """(uint64 [4], int): the bytes on which ``state`` does not move back to itself, as
+    ``subtree_text_summary`` sets bits, and how many bytes it does loop on. Any text of
+    its loop bytes is read from ``state`` staying in it, whatever else the state does."""
+    excluded = np.zeros(4, dtype=np.uint64)
+    n_loop = 0
+    row = state * n_classes
+    for b in range(256):
+        if trans[row + byte_class[b]] == state:
+            n_loop += 1
+        else:
+            excluded[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    return excluded, n_loop
+
+
+@njit(nogil=True, cache=True)
 def looping_leads(dfa, byte_class, n_classes, trans, ref_ptr, state):
     """bool [256]: the lead bytes of multi-byte slice characters that ``state`` reads back
     into itself, every character that starts with them (by its own transitions; a call
