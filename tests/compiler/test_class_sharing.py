@@ -287,8 +287,10 @@ def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut):
         assert n_accepted > 1000  # such loops accept much of the vocabulary
         # the shortcut is taken: within a node budget the plain walk cannot keep
         budget = 4096
-        shortened += store._walk(s, None, 0, budget, context, 0, skip) is not None and (
-            store._walk(s, None, 0, budget, context) is None
+        a, sv = compiled.automaton, info.sorted_vocab
+        plain = classify(a.arrays(), s, context[4], sv.trie, len(sv), sv.max_len, budget)
+        shortened += plain is None and (
+            store._walk(s, None, 0, budget, context, 0, skip) is not None
         )
     assert used >= 1 and (shortened >= 1 or not shortcut)
 
@@ -336,7 +338,9 @@ def test_byte_loop_skip_equals_the_plain_walk(info):
             assert np.array_equal(uncertain, plain_unc), s
             # a third of DeepSeek-V4's 280k trie nodes: the plain walk of free text needs all
             budget = 100_000
-            shortened += store._walk(s, None, 0, budget, context, 0, skip) is not None and (
-                store._walk(s, None, 0, budget, context) is None
+            a, sv = compiled.automaton, info.sorted_vocab
+            plain = classify(a.arrays(), s, context[4], sv.trie, len(sv), sv.max_len, budget)
+            shortened += plain is None and (
+                store._walk(s, None, 0, budget, context, 0, skip) is not None
             )
     assert used >= 3 and shortened >= 1

@@ -28,6 +28,7 @@ from ..kernels import (
     positions_to_bitset,
     slice_members,
     subtree_max_leads,
+    subtree_suffix_bits,
     subtree_text_summary,
 )
 
@@ -126,6 +127,7 @@ class ClassCache:
         self._slices: dict[tuple[int, int], StringSlice] = {}
         self._summary: tuple[np.ndarray, np.ndarray] | None = None
         self._no_leads: np.ndarray | None = None
+        self._suffix_bits: np.ndarray | None = None
         words = np.frombuffer(os.urandom(16), dtype=np.uint64)
         self.key0 = np.uint64(words[0])
         self.key1 = np.uint64(words[1])
@@ -164,7 +166,7 @@ class ClassCache:
     def string_slice(self, n_words: int, max_bytes: int) -> StringSlice:
         """The JSON string slice of tokens of at most ``max_bytes`` bytes, for bitsets of
         ``n_words`` words (built on first use; the whole slice with the trie's
-        :meth:`text_summary`, both a first string's cost)."""
+        :meth:`text_summary` and :meth:`suffix_bits`, all a first string's cost)."""
         key = (n_words, max_bytes)
         found = self._slices.get(key)
         if found is None:
@@ -183,6 +185,7 @@ class ClassCache:
                     created = True
             if created and max_bytes == self._sorted_vocab().max_len:
                 self.text_summary(n_words)
+                self.suffix_bits()
         return found
 
     def text_summary(self, n_words: int) -> tuple[np.ndarray, np.ndarray]:
@@ -204,6 +207,16 @@ class ClassCache:
                     for array in found:
                         array.flags.writeable = False
                     self._summary = found
+        return found
+
+    def suffix_bits(self) -> np.ndarray:
+        """``kernels.subtree_suffix_bits`` of the vocabulary's trie (built on first use)."""
+        found = self._suffix_bits
+        if found is None:
+            sv = self._sorted_vocab()
+            found = subtree_suffix_bits(sv.trie[0], sv.trie[2])
+            found.flags.writeable = False
+            self._suffix_bits = found
         return found
 
     def loop_summary(self, n_words: int) -> tuple[np.ndarray, np.ndarray]:

@@ -167,6 +167,7 @@ class MaskStore:
         self._slice_reps = None  # joint byte classes of the slice DFA and the automaton
         # restricted slices by their excluded characters: (slice DFA, its byte classes)
         self._restricted: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._loop_arrays: tuple | None = None  # see _loops
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
@@ -660,6 +661,18 @@ class MaskStore:
             raise DeadlineExceededError
         return int(reach), bool(exact)
 
+    def _loops(self) -> tuple:
+        """The byte-loop arrays ``classify`` takes for a walk of the whole trie (the
+        vocabulary's bytes below each node; this automaton's off-loop bytes per state,
+        filled in by the walks as they meet states)."""
+        if self._loop_arrays is None:
+            self._loop_arrays = (
+                self._shared.suffix_bits(),
+                np.zeros((self._n_states, 4), dtype=np.uint64),
+                np.zeros(self._n_states, dtype=np.int8),
+            )
+        return self._loop_arrays
+
     def _loop_skip(self, s: int) -> tuple:
         """The byte loop of state ``s`` as ``classify`` takes a skip, or ``NO_SKIP``: a
         token made only of bytes on which ``s`` moves back to itself is read staying in
@@ -767,7 +780,18 @@ class MaskStore:
             n_accepted = n_base + accepted.shape[0]
         else:
             walked = classify(
-                a, s, follow, sv.trie, len(sv), sv.max_len, budget, states, n_top, deadline, skip
+                a,
+                s,
+                follow,
+                sv.trie,
+                len(sv),
+                sv.max_len,
+                budget,
+                states,
+                n_top,
+                deadline,
+                skip,
+                self._loops(),
             )
             if walked is None:
                 return None

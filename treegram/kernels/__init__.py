@@ -13,7 +13,7 @@ from treegram.kernels import _batch as batch
 from treegram.kernels import _forced as forced
 from treegram.kernels import _layout as layout
 from treegram.kernels import _tree as tree
-from treegram.kernels._classify import NO_SKIP, DeadlineExceededError, classify
+from treegram.kernels._classify import NO_LOOPS, NO_SKIP, DeadlineExceededError, classify
 from treegram.kernels._earley import accept_bytes, chart_can_end, start_chart
 from treegram.kernels._jump import jump_forward, row_allows_all
 from treegram.kernels._layout import (
@@ -52,6 +52,7 @@ from treegram.kernels._slices import (
     slice_members,
     slice_reach,
     subtree_max_leads,
+    subtree_suffix_bits,
     subtree_text_summary,
     wide_near_rule_end,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "tree",
     "classify",
     "NO_SKIP",
+    "NO_LOOPS",
     "DeadlineExceededError",
     "context_hash",
     "CONTEXT_MAX_CALLERS",
@@ -101,6 +103,7 @@ __all__ = [
     "slice_members",
     "slice_reach",
     "subtree_max_leads",
+    "subtree_suffix_bits",
     "subtree_text_summary",
     "looping_leads",
     "ascii_loops",

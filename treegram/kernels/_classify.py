@@ -37,6 +37,14 @@ from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 # no restricted slice: (subtree bits, subtree leads, excluded characters, reach)
 NO_SKIP = (np.zeros((0, 4), dtype=np.uint64), _NO_CONTEXT, np.zeros(4, dtype=np.uint64), 0)
+# no byte loops: (bytes below each node, off-loop bytes per state, which are known)
+NO_LOOPS = (
+    np.zeros((0, 4), dtype=np.uint64),
+    np.zeros((0, 4), dtype=np.uint64),
+    np.zeros(0, dtype=np.int8),
+)
+# A subtree of fewer tokens is walked as usual: the loop check would cost more than it saves.
+_LOOP_MIN_TOKENS = 8
 
 
 class DeadlineExceededError(Exception):
@@ -85,6 +93,9 @@ def classify_state(
     skip_leads,
     excluded,
     skip_reach,
+    suffix_bits,
+    loop_off,
+    loop_known,
 ):
     """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
 
@@ -119,6 +130,12 @@ def classify_state(
         slice, and how many characters of its text the state reads; empty arrays: none). A
         subtree whose tokens are all such text of at most ``skip_reach`` characters is
         ACCEPTED whole, without a scan.
+    suffix_bits, loop_off, loop_known : arrays
+        Byte loops met on the way (empty arrays: none): the bytes below each node of this
+        trie (``kernels.subtree_suffix_bits``), and per automaton state the bytes it does
+        not move back to itself on (filled on first need where ``loop_known`` is 0). When
+        a state of the set read so far loops on every byte below a node, every token there
+        is read staying in it: the subtree is ACCEPTED whole.
 
     Returns
     -------
@@ -189,6 +206,7 @@ def classify_state(
     n_unc = 0
     n_nodes = node_byte.shape[0]
     skipping = skip_leads.shape[0] > 0
+    looping = suffix_bits.shape[0] > 0
     k = 0
     n_scanned = 0
     while k < n_nodes:
@@ -259,11 +277,50 @@ def classify_state(
             k = node_end[k]
             continue
         unsure[d] = u
+        if (
+            looping
+            and node_first[node_end[k]] - node_first[k] >= _LOOP_MIN_TOKENS
+            and _set_loops_below(
+                suffix_bits, loop_off, loop_known, byte_class, n_classes, trans,
+                items_s, set_starts[base + d], set_starts[base + d + 1], k,
+            )
+        ):  # fmt: skip
+            for p in range(node_first[k], node_first[node_end[k]]):
+                acc[n_acc] = p
+                n_acc += 1
+            k = node_end[k]
+            continue
         for p in range(node_tok_lo[k], node_tok_hi[k]):
             acc[n_acc] = p
             n_acc += 1
         k += 1
     return 0, n_acc, n_unc
+
+
+@njit(nogil=True, cache=True)
+def _set_loops_below(
+    suffix_bits, loop_off, loop_known, byte_class, n_classes, trans, items_s, lo, hi, k
+):
+    """Whether a state of the set ``items_s[lo:hi]`` moves back to itself on every byte
+    below trie node ``k`` (its off-loop bytes filled in on first need)."""
+    for j in range(lo, hi):
+        x = items_s[j]
+        if loop_known[x] == 0:
+            row = x * n_classes
+            for w in range(4):
+                loop_off[x, w] = 0
+            for b in range(256):
+                if trans[row + byte_class[b]] != x:
+                    loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            loop_known[x] = 1
+        if (
+            (suffix_bits[k, 0] & loop_off[x, 0]) == 0
+            and (suffix_bits[k, 1] & loop_off[x, 1]) == 0
+            and (suffix_bits[k, 2] & loop_off[x, 2]) == 0
+            and (suffix_bits[k, 3] & loop_off[x, 3]) == 0
+        ):
+            return True
+    return False
 
 
 def classify(
@@ -278,11 +335,13 @@ def classify(
     n_top: int = 0,
     deadline: int = 0,
     skip: tuple = NO_SKIP,
+    loops: tuple = NO_LOOPS,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Classify the ``n_tokens`` tokens of ``trie`` for ``state`` (in ``context``, see
     ``classify_state``); grows the scratch chart as needed. Returns None when the walk
     would scan more than ``budget`` trie nodes (0: no limit). ``skip`` is a restricted
-    slice the state reads (see ``classify_state``; ``trie`` must be the whole vocabulary's).
+    slice the state reads and ``loops`` the byte-loop arrays (see ``classify_state``; with
+    either, ``trie`` must be the whole vocabulary's).
 
     Raises
     ------
@@ -320,6 +379,7 @@ def classify(
             deadline,
             clock,
             *skip,
+            *loops,
         )
         if st == OVER_BUDGET:
             return None

@@ -187,6 +187,24 @@ def subtree_text_summary(offsets, data, node_end, node_tok_lo, node_tok_hi):
 
 
 @njit(nogil=True, cache=True)
+def subtree_suffix_bits(node_byte, node_end):
+    """uint64 [n_nodes, 4]: the bytes strictly below each trie node (of its descendants),
+    bit ``b & 63`` of word ``b >> 6`` for byte ``b``: what a token of the subtree reads
+    after the node's own prefix."""
+    n_nodes = node_end.shape[0]
+    bits = np.zeros((n_nodes, 4), dtype=np.uint64)
+    for k in range(n_nodes - 1, -1, -1):  # children (later in preorder) first
+        u = k + 1
+        while u < node_end[k]:
+            b = node_byte[u]
+            bits[k, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            for w in range(4):
+                bits[k, w] |= bits[u, w]
+            u = node_end[u]
+    return bits
+
+
+@njit(nogil=True, cache=True)
 def subtree_max_leads(leads, node_end, node_tok_lo, node_tok_hi):
     """int32 [n_nodes]: the most characters of a token below each trie node when every
     one of them is slice text (``leads >= 0``, see ``slice_members``), else -1."""
