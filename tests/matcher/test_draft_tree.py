@@ -313,6 +313,37 @@ def test_int32_links_and_torch_inputs(compiled, batcher):
     np.testing.assert_array_equal(out32, expected)
 
 
+def test_scalar_shape_errors_as_xgrammar_and_int32_links_accepted(compiled):
+    """xgrammar's shape assertions (test_traverse_draft_tree_shape_assertion): each is
+    refused here too, as a RuntimeError naming the argument, nothing written. Links of
+    another integer dtype are the one deliberate difference: xgrammar refuses int32
+    links, treegram converts them exactly and fills the rows int64 links give."""
+    m = GrammarMatcher(compiled["letters"])
+    nt = np.array([1, 2, -1], dtype=np.int64)
+    ns = np.full(3, -1, dtype=np.int64)
+    draft = np.array([tid("a"), tid("b"), tid("c")], dtype=np.int64)
+    before = snapshot(m)
+    cases = [
+        (nt, ns[:2], draft, np.zeros((3, W), np.int32), "retrieve_next_sibling"),
+        (nt, ns, draft, np.full((W,), SENTINEL, np.int32), "token_bitmask"),
+        (nt, ns, draft, np.full((2, W), SENTINEL, np.int32), "token_bitmask"),
+        (nt, np.array([1, -1, -1]), draft, np.full((3, W), SENTINEL, np.int32), "sibling"),
+    ]
+    for a, b, c, out, name in cases:
+        kept = out.copy()
+        with pytest.raises(RuntimeError, match=name) as info:
+            m.traverse_draft_tree(a, b, c, out)
+        assert isinstance(info.value, tg.errors.TreegramError)
+        np.testing.assert_array_equal(out, kept)
+        assert snapshot(m) == before
+    out64 = np.zeros((3, W), np.int32)
+    out32 = np.zeros((3, W), np.int32)
+    assert m.traverse_draft_tree(nt, ns, draft, out64)
+    assert m.traverse_draft_tree(nt, ns.astype(np.int32), draft.astype(np.int32), out32)
+    np.testing.assert_array_equal(out32, out64)
+    assert all(allowed(out64[i], int(draft[i + 1])) for i in range(2))
+
+
 # ------------------------------------------------- 2. indices, roots, grammars, state
 def test_sparse_indices_leave_other_rows_untouched(compiled, batcher):
     rng = np.random.default_rng(11)
