@@ -609,6 +609,61 @@ def test_deeply_nested_formats():
         tg.Grammar.from_structural_tag(nested(1200))
 
 
+def test_nesting_limit_on_json_text_is_a_clear_error():
+    """xgrammar's test_deeply_nested_formats_rejected builds the nesting as JSON text (so
+    no Python-side recursion limit is hit first). treegram's limit is MAX_NESTING_DEPTH
+    (1000, xgrammar's is 100): 300 levels compile to the exact language; 10,000 levels
+    raise InvalidStructuralTagError, not RecursionError."""
+    from treegram.testing import _is_grammar_accept_string as accepts
+
+    def nested(depth: int) -> str:
+        fmt = '{"type": "sequence", "elements": [' * depth
+        fmt += '{"type": "const_string", "value": "a"}' + "]}" * depth
+        return '{"type": "structural_tag", "format": ' + fmt + "}"
+
+    grammar = tg.Grammar.from_structural_tag(nested(300))
+    assert accepts(grammar, "a") and not accepts(grammar, "aa")
+    for depth in (1001, 10_000):
+        with pytest.raises(InvalidStructuralTagError, match="nest deeper than MAX_NESTING_DEPTH"):
+            tg.Grammar.from_structural_tag(nested(depth))
+
+
+def test_tags_with_separator_in_tag_with_empty_end_is_exact():
+    """xgrammar refuses tags_with_separator inside a tag whose end is "" (it needs an end
+    string to stop the repetition; structural_tag_error stag_format3) but accepts the same
+    content at the top level. The language is well defined (after a tag, "<sep>" goes on,
+    anything else ends it): treegram compiles it, accepting what xgrammar's top-level
+    ``"<start>" tags_with_separator`` accepts."""
+    xgr = pytest.importorskip("xgrammar")
+    from treegram.testing import _is_grammar_accept_string as accepts
+
+    tws = {
+        "type": "tags_with_separator",
+        "tags": [
+            {"begin": "<t>", "content": {"type": "const_string", "value": "X"}, "end": "</t>"}
+        ],
+        "separator": "<sep>",
+    }
+    ours = tg.Grammar.from_structural_tag(
+        _st({"type": "tag", "begin": "<start>", "content": tws, "end": ""})
+    )
+    seq = _st({"type": "sequence", "elements": [{"type": "const_string", "value": "<start>"}, tws]})
+    theirs = xgr.Grammar.from_structural_tag(seq)
+    texts = [
+        "<start>",
+        "<start><t>X</t>",
+        "<start><t>X</t><sep><t>X</t>",
+        "<start><t>X</t><sep>",
+        "<start><t>X</t><t>X</t>",
+        "<start><t>Y</t>",
+        "<t>X</t>",
+    ]
+    for text in texts:
+        assert accepts(ours, text) == xgr.testing._is_grammar_accept_string(theirs, text), text
+    assert accepts(ours, "<start><t>X</t><sep><t>X</t>")
+    assert not accepts(ours, "<start><t>X</t><sep>")
+
+
 def test_bad_arguments_and_json():
     with pytest.raises(InvalidStructuralTagError, match="not valid JSON"):
         tg.Grammar.from_structural_tag("{nope")
