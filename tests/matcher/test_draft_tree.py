@@ -1102,6 +1102,48 @@ def test_tiny_time_threshold_returns_false_and_restores(compiled, batcher):
     assert snapshot(m) == before
 
 
+def test_timed_out_traversal_still_fills_the_root_row_as_xgrammar(batcher):
+    """xgrammar's test_traverse_draft_tree_timeout_triggers: the deadline applies below the
+    root, so a traversal that times out still fills the root's row (the current mask); a
+    fresh grammar's root classification included. Rows below are those of reached nodes
+    or zero; the matcher is unchanged. Scalar, batch, and a budgeted grammar (walked node
+    by node)."""
+    xgr = pytest.importorskip("xgrammar")
+    n = 10_000
+    nt = np.arange(1, n + 1, dtype=np.int64)
+    nt[-1] = -1
+    ns = np.full(n, -1, dtype=np.int64)
+    draft = np.zeros(n, dtype=np.int64)
+    theirs_m = xgr.GrammarMatcher(
+        xgr.GrammarCompiler(
+            xgr.TokenizerInfo(["a"], vocab_size=1, stop_token_ids=[])
+        ).compile_grammar('root ::= "a" root | "a"')
+    )
+    theirs = np.zeros((n, 1), dtype=np.int32)
+    assert theirs_m.traverse_draft_tree(nt, ns, draft, theirs, time_threshold=1e-7) is False
+    for grammar in ('root ::= "a" root | "a"', 'root ::= r\nr[max_tokens=3] ::= "a"+'):
+        info = tg.TokenizerInfo(["a"], vocab_size=1, stop_token_ids=[])
+        compiler = tg.GrammarCompiler(info, cache_enabled=False)
+        m = GrammarMatcher(compiler.compile_grammar(grammar))
+        before = snapshot(m)
+        rows = np.full((n, 1), SENTINEL, dtype=np.int32)
+        assert m.traverse_draft_tree(nt, ns, draft, rows, time_threshold=1e-9) is False
+        assert snapshot(m) == before
+        current = np.zeros((1, 1), dtype=np.int32)
+        m.fill_next_token_bitmask(current)
+        # bit 0 is the one token (the bits past vocab_size are padding)
+        assert rows[0, 0] & 1 == current[0, 0] & 1 == theirs[0, 0] & 1 == 1, grammar
+        assert not (rows[1:] == SENTINEL).any()  # reached rows are masks, the rest zero
+        ms = [m, GrammarMatcher(compiler.compile_grammar(grammar))]
+        out = np.full((2 * n, 1), SENTINEL, dtype=np.int32)
+        done = batcher.batch_traverse_draft_tree(
+            ms, nt, ns, np.stack([draft, draft]), out, time_threshold=1e-9
+        )
+        assert done == [False, False]
+        assert out[0, 0] & 1 == out[n, 0] & 1 == 1 and not (out == SENTINEL).any()
+        assert snapshot(m) == before and ms[1].num_accepted_steps() == 0
+
+
 # ----------------------------------------------------- chains: fill_chain / count_acceptable
 def _manual_chain(m: GrammarMatcher, tokens: list[int]) -> tuple[np.ndarray, int, int]:
     """Rows and accepted count of a chain walk, plus count_acceptable_tokens' answer."""
