@@ -962,3 +962,74 @@ def test_any_text_budgets_must_be_32_bit_counts(key, bad):
             InvalidStructuralTagError, match=f"format.{key} must be a non-negative 32-bit integer"
         ):
             tg.Grammar.from_structural_tag(tag)
+
+
+_C = {"type": "const_string", "value": "x"}
+_TAG = {"type": "tag", "begin": "<a>", "content": _C, "end": "</a>"}
+# one JSON form of every format type
+_EVERY_FORMAT = [
+    _C,
+    {"type": "json_schema", "json_schema": {"type": "integer"}, "max_whitespace_cnt": 2},
+    {"type": "qwen_xml_parameter", "json_schema": {"type": "object"}},
+    {"type": "any_text", "excludes": ["END"], "max_tokens": 3, "max_chars": 7},
+    {"type": "grammar", "grammar": 'root ::= "a"'},
+    {"type": "regex", "pattern": "[a-z]+"},
+    {"type": "sequence", "elements": [_C, _C]},
+    {"type": "or", "elements": [_C, {"type": "regex", "pattern": "b"}]},
+    {"type": "token", "token": 5},
+    {"type": "exclude_token", "exclude_tokens": [5, "END"]},
+    {"type": "any_tokens", "exclude_tokens": [5, "END"], "max_tokens": 3},
+    _TAG,
+    {"type": "token_triggered_tags", "trigger_tokens": [7], "tags": [_TAG]},
+    {"type": "token_dispatch", "rules": [[7, _C]], "exclude_tokens": [8]},
+    {"type": "triggered_tags", "triggers": ["<a"], "tags": [_TAG], "at_least_one": True},
+    {"type": "tags_with_separator", "tags": [_TAG], "separator": ","},
+    {"type": "optional", "content": _C},
+    {"type": "plus", "content": _C},
+    {"type": "star", "content": _C},
+    {"type": "repeat", "min": 1, "max": 3, "content": _C},
+    {"type": "dispatch", "rules": [["<a", _C]], "excludes": ["!"]},
+]
+
+
+@pytest.mark.parametrize("data", _EVERY_FORMAT, ids=lambda d: d["type"])
+def test_every_format_round_trips_through_pydantic_names(data):
+    """model_validate_json / model_dump_json (xgrammar's formats are pydantic models,
+    test_length_budget_pydantic_roundtrip) on every format class, and JSON that
+    xgrammar's model of the same name reads back to an equal format."""
+    from treegram.frontends._structural_tag_formats import _FORMAT_CLASSES, parse_format
+
+    cls = _FORMAT_CLASSES[data["type"]]
+    fmt = parse_format(data)
+    assert type(fmt) is cls
+    text = fmt.model_dump_json()
+    assert cls.model_validate_json(text) == fmt
+    assert cls.model_validate_json(text.encode()) == fmt
+    assert cls.model_validate(fmt.model_dump()) == fmt
+    assert cls.model_validate({k: v for k, v in data.items() if k != "type"}) == fmt
+    tag = tg.StructuralTag(format=fmt)
+    assert tg.StructuralTag.model_validate_json(tag.model_dump_json()) == tag
+    xsx = pytest.importorskip("xgrammar.structural_tag")
+    theirs = getattr(xsx, cls.__name__).model_validate_json(text)
+    assert cls.model_validate_json(theirs.model_dump_json()) == fmt
+
+
+def test_every_format_type_has_a_round_trip_case():
+    from treegram.frontends._structural_tag_formats import _FORMAT_CLASSES
+
+    assert {d["type"] for d in _EVERY_FORMAT} == set(_FORMAT_CLASSES)
+
+
+def test_model_validate_refusals():
+    with pytest.raises(InvalidStructuralTagError, match="AnyTextFormat.type must be 'any_text'"):
+        AnyTextFormat.model_validate_json('{"type": "const_string", "value": "a"}')
+    with pytest.raises(InvalidStructuralTagError, match="AnyTextFormat JSON is not valid JSON"):
+        AnyTextFormat.model_validate_json("{nope")
+    with pytest.raises(InvalidStructuralTagError, match="must be str or bytes, got dict"):
+        AnyTextFormat.model_validate_json({"type": "any_text"})
+    with pytest.raises(InvalidStructuralTagError, match="max_tokens"):
+        AnyTextFormat.model_validate_json('{"max_tokens": -1}')
+    with pytest.raises(InvalidStructuralTagError, match="model_validate_json for text"):
+        tg.StructuralTag.model_validate('{"type": "structural_tag"}')
+    with pytest.raises(InvalidStructuralTagError, match="StructuralTag JSON is not valid JSON"):
+        tg.StructuralTag.model_validate_json("[")
