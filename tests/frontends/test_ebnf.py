@@ -308,3 +308,20 @@ def test_escapes_match_xgrammar() -> None:
             text = f"root ::= {body}"
             assert _is_grammar_accept_string(text, expected.data.decode()), text
             assert xgr.Grammar.from_ebnf(text) is not None
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'root ::= "<" body ">"\nbody[max_chars=8] ::= (Token(8) | [a-z])*',
+        'root ::= r "!"\nr[lazy] ::= Token(3) [a-z]',
+        'root ::= r "!"\nr[max_chars=4, lazy] ::= [a-z]* s\ns ::= Token(3)',
+    ],
+)
+def test_token_elements_in_lazy_or_max_chars_rules_are_refused(source: str) -> None:
+    """lazy and max_chars turn the rule into a code point automaton when the grammar is
+    built; a token-id element has no characters before a vocabulary gives it a text, so
+    it is refused by name (it used to be dropped silently, leaving an empty alternative).
+    xgrammar accepts these and counts a token's decoded text while matching."""
+    with pytest.raises(GrammarSyntaxError, match=r"reads text, not the token-id element Token\("):
+        Grammar.from_ebnf(source)

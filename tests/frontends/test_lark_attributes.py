@@ -291,3 +291,58 @@ def test_lazy_is_kept_on_the_rule_and_printed_back() -> None:
             m = GrammarMatcher(compiled, terminate_without_stop_token=True)
             assert not m.accept_string("<ab>")
             assert m.accept_string("<a>") and m.get_captures() == [("x", b"a")]
+
+
+# xgrammar accepts these; treegram refuses them, with the rule named (docs/xgrammar_compat.md,
+# "max_chars"): xgrammar ignores max_chars on the rules of a dynamic dispatch (with a
+# warning), and counts a token-id element's decoded text while matching, which treegram's
+# max_chars (a bound on the rule's language, applied before a vocabulary is known) cannot.
+REFUSED_HERE = [
+    (
+        'start: tool* tail\ntail: TEXT\nh[lazy]: TEXT "<t>"\ntool[max_chars=3]: h "x"\n' + TEXT,
+        "max_chars is not supported on rules consumed by dynamic dispatch (rule 'tool')",
+        4,
+        6,
+    ),
+    (
+        'start: tool* tail\ntail[max_chars=3]: TEXT\nh[lazy]: TEXT "<t>"\ntool: h "x"\n' + TEXT,
+        "max_chars is not supported on rules consumed by dynamic dispatch (rule 'tail')",
+        2,
+        6,
+    ),
+    (
+        'start[max_chars=5]: tool* tail\ntail: TEXT\nh[lazy]: TEXT "<t>"\ntool: h "x"\n' + TEXT,
+        "max_chars is not supported on rules consumed by dynamic dispatch (rule 'start')",
+        1,
+        7,
+    ),
+    (
+        'start: v "!"\nv[max_chars=1]: <[5]>',
+        "rule 'v': lazy and max_chars need a rule that reads text, not the token-id "
+        "element Token(5)",
+        2,
+        1,
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "fragment", "line", "column"), REFUSED_HERE)
+def test_refusals_where_xgrammar_ignores_or_overshoots(source, fragment, line, column) -> None:
+    test_errors(source, fragment, line, column)
+    xgr = pytest.importorskip("xgrammar")
+    xgr.Grammar.from_lark(source)  # accepted there
+
+
+def test_max_chars_on_a_marker_rule_bounds_the_text_and_keeps_the_marker() -> None:
+    """A deliberate difference (test_max_chars.py's suffix and stop_capture tests):
+    max_chars bounds the rule's whole text, its suffix or stop marker included, and the
+    rule always ends with its marker. xgrammar ends a rule whose budget ran out where it
+    stands, without the marker: it accepts "aa!" below and refuses "aa>!" (a marker after
+    a spent budget)."""
+    from treegram.testing import _is_grammar_accept_string as accepts
+
+    for kind in ("suffix", "stop"):
+        g = Grammar.from_lark(f'start: r "!"\nr[max_chars=2, {kind}=">"]: {TEXT[6:]}')
+        assert accepts(g, "a>!") and accepts(g, ">!")
+        assert not accepts(g, "aa!")  # no marker: xgrammar's forced close
+        assert not accepts(g, "aa>!")  # three characters with the marker

@@ -609,6 +609,61 @@ def test_deeply_nested_formats():
         tg.Grammar.from_structural_tag(nested(1200))
 
 
+def test_nesting_limit_on_json_text_is_a_clear_error():
+    """xgrammar's test_deeply_nested_formats_rejected builds the nesting as JSON text (so
+    no Python-side recursion limit is hit first). treegram's limit is MAX_NESTING_DEPTH
+    (1000, xgrammar's is 100): 300 levels compile to the exact language; 10,000 levels
+    raise InvalidStructuralTagError, not RecursionError."""
+    from treegram.testing import _is_grammar_accept_string as accepts
+
+    def nested(depth: int) -> str:
+        fmt = '{"type": "sequence", "elements": [' * depth
+        fmt += '{"type": "const_string", "value": "a"}' + "]}" * depth
+        return '{"type": "structural_tag", "format": ' + fmt + "}"
+
+    grammar = tg.Grammar.from_structural_tag(nested(300))
+    assert accepts(grammar, "a") and not accepts(grammar, "aa")
+    for depth in (1001, 10_000):
+        with pytest.raises(InvalidStructuralTagError, match="nest deeper than MAX_NESTING_DEPTH"):
+            tg.Grammar.from_structural_tag(nested(depth))
+
+
+def test_tags_with_separator_in_tag_with_empty_end_is_exact():
+    """xgrammar refuses tags_with_separator inside a tag whose end is "" (it needs an end
+    string to stop the repetition; structural_tag_error stag_format3) but accepts the same
+    content at the top level. The language is well defined (after a tag, "<sep>" goes on,
+    anything else ends it): treegram compiles it, accepting what xgrammar's top-level
+    ``"<start>" tags_with_separator`` accepts."""
+    xgr = pytest.importorskip("xgrammar")
+    from treegram.testing import _is_grammar_accept_string as accepts
+
+    tws = {
+        "type": "tags_with_separator",
+        "tags": [
+            {"begin": "<t>", "content": {"type": "const_string", "value": "X"}, "end": "</t>"}
+        ],
+        "separator": "<sep>",
+    }
+    ours = tg.Grammar.from_structural_tag(
+        _st({"type": "tag", "begin": "<start>", "content": tws, "end": ""})
+    )
+    seq = _st({"type": "sequence", "elements": [{"type": "const_string", "value": "<start>"}, tws]})
+    theirs = xgr.Grammar.from_structural_tag(seq)
+    texts = [
+        "<start>",
+        "<start><t>X</t>",
+        "<start><t>X</t><sep><t>X</t>",
+        "<start><t>X</t><sep>",
+        "<start><t>X</t><t>X</t>",
+        "<start><t>Y</t>",
+        "<t>X</t>",
+    ]
+    for text in texts:
+        assert accepts(ours, text) == xgr.testing._is_grammar_accept_string(theirs, text), text
+    assert accepts(ours, "<start><t>X</t><sep><t>X</t>")
+    assert not accepts(ours, "<start><t>X</t><sep>")
+
+
 def test_bad_arguments_and_json():
     with pytest.raises(InvalidStructuralTagError, match="not valid JSON"):
         tg.Grammar.from_structural_tag("{nope")
@@ -907,3 +962,74 @@ def test_any_text_budgets_must_be_32_bit_counts(key, bad):
             InvalidStructuralTagError, match=f"format.{key} must be a non-negative 32-bit integer"
         ):
             tg.Grammar.from_structural_tag(tag)
+
+
+_C = {"type": "const_string", "value": "x"}
+_TAG = {"type": "tag", "begin": "<a>", "content": _C, "end": "</a>"}
+# one JSON form of every format type
+_EVERY_FORMAT = [
+    _C,
+    {"type": "json_schema", "json_schema": {"type": "integer"}, "max_whitespace_cnt": 2},
+    {"type": "qwen_xml_parameter", "json_schema": {"type": "object"}},
+    {"type": "any_text", "excludes": ["END"], "max_tokens": 3, "max_chars": 7},
+    {"type": "grammar", "grammar": 'root ::= "a"'},
+    {"type": "regex", "pattern": "[a-z]+"},
+    {"type": "sequence", "elements": [_C, _C]},
+    {"type": "or", "elements": [_C, {"type": "regex", "pattern": "b"}]},
+    {"type": "token", "token": 5},
+    {"type": "exclude_token", "exclude_tokens": [5, "END"]},
+    {"type": "any_tokens", "exclude_tokens": [5, "END"], "max_tokens": 3},
+    _TAG,
+    {"type": "token_triggered_tags", "trigger_tokens": [7], "tags": [_TAG]},
+    {"type": "token_dispatch", "rules": [[7, _C]], "exclude_tokens": [8]},
+    {"type": "triggered_tags", "triggers": ["<a"], "tags": [_TAG], "at_least_one": True},
+    {"type": "tags_with_separator", "tags": [_TAG], "separator": ","},
+    {"type": "optional", "content": _C},
+    {"type": "plus", "content": _C},
+    {"type": "star", "content": _C},
+    {"type": "repeat", "min": 1, "max": 3, "content": _C},
+    {"type": "dispatch", "rules": [["<a", _C]], "excludes": ["!"]},
+]
+
+
+@pytest.mark.parametrize("data", _EVERY_FORMAT, ids=lambda d: d["type"])
+def test_every_format_round_trips_through_pydantic_names(data):
+    """model_validate_json / model_dump_json (xgrammar's formats are pydantic models,
+    test_length_budget_pydantic_roundtrip) on every format class, and JSON that
+    xgrammar's model of the same name reads back to an equal format."""
+    from treegram.frontends._structural_tag_formats import _FORMAT_CLASSES, parse_format
+
+    cls = _FORMAT_CLASSES[data["type"]]
+    fmt = parse_format(data)
+    assert type(fmt) is cls
+    text = fmt.model_dump_json()
+    assert cls.model_validate_json(text) == fmt
+    assert cls.model_validate_json(text.encode()) == fmt
+    assert cls.model_validate(fmt.model_dump()) == fmt
+    assert cls.model_validate({k: v for k, v in data.items() if k != "type"}) == fmt
+    tag = tg.StructuralTag(format=fmt)
+    assert tg.StructuralTag.model_validate_json(tag.model_dump_json()) == tag
+    xsx = pytest.importorskip("xgrammar.structural_tag")
+    theirs = getattr(xsx, cls.__name__).model_validate_json(text)
+    assert cls.model_validate_json(theirs.model_dump_json()) == fmt
+
+
+def test_every_format_type_has_a_round_trip_case():
+    from treegram.frontends._structural_tag_formats import _FORMAT_CLASSES
+
+    assert {d["type"] for d in _EVERY_FORMAT} == set(_FORMAT_CLASSES)
+
+
+def test_model_validate_refusals():
+    with pytest.raises(InvalidStructuralTagError, match="AnyTextFormat.type must be 'any_text'"):
+        AnyTextFormat.model_validate_json('{"type": "const_string", "value": "a"}')
+    with pytest.raises(InvalidStructuralTagError, match="AnyTextFormat JSON is not valid JSON"):
+        AnyTextFormat.model_validate_json("{nope")
+    with pytest.raises(InvalidStructuralTagError, match="must be str or bytes, got dict"):
+        AnyTextFormat.model_validate_json({"type": "any_text"})
+    with pytest.raises(InvalidStructuralTagError, match="max_tokens"):
+        AnyTextFormat.model_validate_json('{"max_tokens": -1}')
+    with pytest.raises(InvalidStructuralTagError, match="model_validate_json for text"):
+        tg.StructuralTag.model_validate('{"type": "structural_tag"}')
+    with pytest.raises(InvalidStructuralTagError, match="StructuralTag JSON is not valid JSON"):
+        tg.StructuralTag.model_validate_json("[")

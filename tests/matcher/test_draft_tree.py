@@ -313,6 +313,37 @@ def test_int32_links_and_torch_inputs(compiled, batcher):
     np.testing.assert_array_equal(out32, expected)
 
 
+def test_scalar_shape_errors_as_xgrammar_and_int32_links_accepted(compiled):
+    """xgrammar's shape assertions (test_traverse_draft_tree_shape_assertion): each is
+    refused here too, as a RuntimeError naming the argument, nothing written. Links of
+    another integer dtype are the one deliberate difference: xgrammar refuses int32
+    links, treegram converts them exactly and fills the rows int64 links give."""
+    m = GrammarMatcher(compiled["letters"])
+    nt = np.array([1, 2, -1], dtype=np.int64)
+    ns = np.full(3, -1, dtype=np.int64)
+    draft = np.array([tid("a"), tid("b"), tid("c")], dtype=np.int64)
+    before = snapshot(m)
+    cases = [
+        (nt, ns[:2], draft, np.zeros((3, W), np.int32), "retrieve_next_sibling"),
+        (nt, ns, draft, np.full((W,), SENTINEL, np.int32), "token_bitmask"),
+        (nt, ns, draft, np.full((2, W), SENTINEL, np.int32), "token_bitmask"),
+        (nt, np.array([1, -1, -1]), draft, np.full((3, W), SENTINEL, np.int32), "sibling"),
+    ]
+    for a, b, c, out, name in cases:
+        kept = out.copy()
+        with pytest.raises(RuntimeError, match=name) as info:
+            m.traverse_draft_tree(a, b, c, out)
+        assert isinstance(info.value, tg.errors.TreegramError)
+        np.testing.assert_array_equal(out, kept)
+        assert snapshot(m) == before
+    out64 = np.zeros((3, W), np.int32)
+    out32 = np.zeros((3, W), np.int32)
+    assert m.traverse_draft_tree(nt, ns, draft, out64)
+    assert m.traverse_draft_tree(nt, ns.astype(np.int32), draft.astype(np.int32), out32)
+    np.testing.assert_array_equal(out32, out64)
+    assert all(allowed(out64[i], int(draft[i + 1])) for i in range(2))
+
+
 # ------------------------------------------------- 2. indices, roots, grammars, state
 def test_sparse_indices_leave_other_rows_untouched(compiled, batcher):
     rng = np.random.default_rng(11)
@@ -1069,6 +1100,48 @@ def test_tiny_time_threshold_returns_false_and_restores(compiled, batcher):
     star_parents[0] = -1
     np.testing.assert_array_equal(rows, reference_rows(m, star_parents, star_draft))
     assert snapshot(m) == before
+
+
+def test_timed_out_traversal_still_fills_the_root_row_as_xgrammar(batcher):
+    """xgrammar's test_traverse_draft_tree_timeout_triggers: the deadline applies below the
+    root, so a traversal that times out still fills the root's row (the current mask); a
+    fresh grammar's root classification included. Rows below are those of reached nodes
+    or zero; the matcher is unchanged. Scalar, batch, and a budgeted grammar (walked node
+    by node)."""
+    xgr = pytest.importorskip("xgrammar")
+    n = 10_000
+    nt = np.arange(1, n + 1, dtype=np.int64)
+    nt[-1] = -1
+    ns = np.full(n, -1, dtype=np.int64)
+    draft = np.zeros(n, dtype=np.int64)
+    theirs_m = xgr.GrammarMatcher(
+        xgr.GrammarCompiler(
+            xgr.TokenizerInfo(["a"], vocab_size=1, stop_token_ids=[])
+        ).compile_grammar('root ::= "a" root | "a"')
+    )
+    theirs = np.zeros((n, 1), dtype=np.int32)
+    assert theirs_m.traverse_draft_tree(nt, ns, draft, theirs, time_threshold=1e-7) is False
+    for grammar in ('root ::= "a" root | "a"', 'root ::= r\nr[max_tokens=3] ::= "a"+'):
+        info = tg.TokenizerInfo(["a"], vocab_size=1, stop_token_ids=[])
+        compiler = tg.GrammarCompiler(info, cache_enabled=False)
+        m = GrammarMatcher(compiler.compile_grammar(grammar))
+        before = snapshot(m)
+        rows = np.full((n, 1), SENTINEL, dtype=np.int32)
+        assert m.traverse_draft_tree(nt, ns, draft, rows, time_threshold=1e-9) is False
+        assert snapshot(m) == before
+        current = np.zeros((1, 1), dtype=np.int32)
+        m.fill_next_token_bitmask(current)
+        # bit 0 is the one token (the bits past vocab_size are padding)
+        assert rows[0, 0] & 1 == current[0, 0] & 1 == theirs[0, 0] & 1 == 1, grammar
+        assert not (rows[1:] == SENTINEL).any()  # reached rows are masks, the rest zero
+        ms = [m, GrammarMatcher(compiler.compile_grammar(grammar))]
+        out = np.full((2 * n, 1), SENTINEL, dtype=np.int32)
+        done = batcher.batch_traverse_draft_tree(
+            ms, nt, ns, np.stack([draft, draft]), out, time_threshold=1e-9
+        )
+        assert done == [False, False]
+        assert out[0, 0] & 1 == out[n, 0] & 1 == 1 and not (out == SENTINEL).any()
+        assert snapshot(m) == before and ms[1].num_accepted_steps() == 0
 
 
 # ----------------------------------------------------- chains: fill_chain / count_acceptable

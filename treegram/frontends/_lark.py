@@ -1288,8 +1288,10 @@ def _lower_lazy(
             rules.append(Rule(group, rest))
             branches.append(Seq((RuleRef(trigger), RuleRef(group))))
         defs["start"].body = Repeat(Choice(tuple(branches)), 0, None)
-        for rule in (tail, *(tool for tool, _, _ in token_tools)):
-            for key in ("capture", "max_tokens"):
+        for rule in (tail, *(tool for tool, _, _ in token_tools), "start"):
+            for key in ("capture", "max_tokens", "max_chars"):
+                if rule == "start" and key != "max_chars":
+                    continue
                 if key in parser.attrs.get(rule, ({}, 0))[0] or (rule, key) in parser.captures:
                     parser.error(
                         f"{key} is not supported on rules consumed by dynamic dispatch",
@@ -1331,11 +1333,15 @@ def _lower_lazy(
                     parser.attr_pos[rule, key],
                 )
         for rule in (*roles, "start"):
-            if "max_tokens" in parser.attrs.get(rule, ({}, 0))[0]:
-                parser.error(
-                    "max_tokens is not supported on rules consumed by dynamic dispatch",
-                    parser.attr_pos[rule, "max_tokens"],
-                )
+            for key in ("max_tokens", "max_chars"):
+                # xgrammar ignores max_chars here with a warning; a bound the grammar
+                # states is not dropped here
+                if key in parser.attrs.get(rule, ({}, 0))[0]:
+                    parser.error(
+                        f"{key} is not supported on rules consumed by dynamic dispatch "
+                        f"(rule {rule!r})",
+                        parser.attr_pos[rule, key],
+                    )
         for _, head, _ in consumed:
             parser.attrs.pop(head, None)
             markers.pop(head, None)

@@ -17,7 +17,10 @@ here: the rule body (inlined the same way) becomes a code point automaton
     The rule keeps the strings of at most ``N`` characters (code points). xgrammar 0.2.8
     only counts some of the characters (in measurements, a literal alternative or text
     matched by a referenced rule could run past the bound); treegram bounds the rule's
-    whole text.
+    whole text, a suffix or stop marker included.
+
+Both need a rule whose text is characters: a recursive rule or a token-id element
+(``Token(...)``, ``<|name|>``: no text before a vocabulary gives it one) is refused.
 """
 
 from __future__ import annotations
@@ -259,6 +262,15 @@ def _encode(ranges: tuple[tuple[int, int], ...]) -> Expr:
 
 def _inline(expr: Expr, rules: Mapping[str, Rule], path: tuple[str, ...]) -> Expr:
     if isinstance(expr, RuleRef):
+        tokens = rules[expr.name].tokens
+        if tokens is not None:
+            # a token-id element has no characters before a vocabulary gives it a text
+            # (xgrammar counts its decoded length while matching); its rule's body is
+            # empty, so inlining it would silently drop the alternative
+            raise RuleAttributeError(
+                f"lazy and max_chars need a rule that reads text, not the token-id element "
+                f"{tokens.text} ({' -> '.join(path)})"
+            )
         if expr.name in path:
             raise RuleAttributeError(
                 f"lazy and max_chars need a rule that is not recursive ({' -> '.join(path)} "

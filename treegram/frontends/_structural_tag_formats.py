@@ -109,6 +109,52 @@ class _Format:
         """Same as :meth:`to_json` (pydantic's name)."""
         return self.to_json()
 
+    @classmethod
+    def model_validate(cls, obj: Any, **_: Any) -> Any:
+        """A format of this class from its JSON form (a dict; ``type`` may be left out),
+        checked as :func:`parse_format` checks it (pydantic's name).
+
+        Raises
+        ------
+        InvalidStructuralTagError
+            A malformed field, or the JSON form of another format type.
+        UnsupportedStructuralTagError
+            An option treegram does not compile.
+        """
+        expected = cls.__dataclass_fields__["type"].default  # type: ignore[attr-defined]
+        plain = _as_plain(obj)
+        if isinstance(plain, dict) and "type" not in plain:
+            plain = {**plain, "type": expected}
+        out = parse_format(plain, cls.__name__)
+        if not isinstance(out, cls):
+            raise InvalidStructuralTagError(
+                f"{cls.__name__}.type must be {expected!r}, got {out.type!r}"
+            )
+        return out
+
+    @classmethod
+    def model_validate_json(cls, data: str | bytes | bytearray, **_: Any) -> Any:
+        """:meth:`model_validate` of JSON text (pydantic's name); the inverse of
+        :meth:`model_dump_json`.
+
+        Raises
+        ------
+        InvalidStructuralTagError
+            Text that is not JSON, and everything :meth:`model_validate` raises.
+        """
+        return cls.model_validate(_load_json(data, cls.__name__))
+
+
+def _load_json(data: Any, name: str) -> Any:
+    if not isinstance(data, (str, bytes, bytearray)):
+        raise InvalidStructuralTagError(
+            f"{name} JSON must be str or bytes, got {type(data).__name__}"
+        )
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidStructuralTagError(f"{name} JSON is not valid JSON: {exc}") from None
+
 
 def _dump(value: Any) -> Any:
     if isinstance(value, _Format):
@@ -444,6 +490,21 @@ class StructuralTag:
     def model_dump_json(self, **_: Any) -> str:
         """Same as :meth:`to_json` (pydantic's name)."""
         return self.to_json()
+
+    @classmethod
+    def model_validate(cls, obj: Any, **_: Any) -> StructuralTag:
+        """:func:`parse_structural_tag` of a dict or tag object (pydantic's name)."""
+        if isinstance(obj, (str, bytes, bytearray)):
+            raise InvalidStructuralTagError(
+                "StructuralTag.model_validate takes a dict; use model_validate_json for text"
+            )
+        return parse_structural_tag(obj)
+
+    @classmethod
+    def model_validate_json(cls, data: str | bytes | bytearray, **_: Any) -> StructuralTag:
+        """:func:`parse_structural_tag` of JSON text (pydantic's name); the inverse of
+        :meth:`model_dump_json`."""
+        return parse_structural_tag(_load_json(data, "StructuralTag"))
 
     @staticmethod
     def from_json(value: str | dict[str, Any]) -> StructuralTag:

@@ -547,7 +547,8 @@ class BatchGrammarMatcher:
         root_positions : int [K], optional
             Root node of each selected request (default 0).
         time_threshold : float, default -1
-            Seconds for the whole call; requests not finished in time return False.
+            Seconds for the whole call; requests not finished in time return False, with
+            their root's row filled all the same (as the scalar call).
 
         Returns
         -------
@@ -628,6 +629,12 @@ class BatchGrammarMatcher:
             extra_bytes=None,
             deadline=deadline,
         )
+        # a request that timed out still gets its root's row, the current mask (see
+        # GrammarMatcher._fill_root_row); budgeted matchers are walked again below
+        for j in np.flatnonzero(status == TIMEOUT).tolist():
+            r = int(requests[j])
+            if matchers[r]._counted is None:
+                matchers[r]._fill_root_row(out, r * n + int(roots[j]))
         # token budgets close occurrences between the nodes of a tree, which the batch
         # kernel does not do: those matchers walk their trees node by node
         for j, r in enumerate(requests.tolist()):

@@ -797,7 +797,9 @@ class GrammarMatcher:
         Node ``root_position`` holds the last verified token (already accepted): its row is
         the current mask. A child is visited only if its parent's mask allows its token;
         it is then accepted, its row filled (unless the matcher stopped), its children
-        visited, and it is rolled back. Rows of nodes never reached are zero.
+        visited, and it is rolled back. Rows of nodes never reached are zero. The root's
+        row is filled even when the traversal times out (the deadline applies below the
+        root, as in xgrammar).
 
         Parameters
         ----------
@@ -808,7 +810,8 @@ class GrammarMatcher:
         token_bitmask : int32 [N, ceil(vocab_size / 32)]
             Output rows, one per node.
         time_threshold : float, default -1
-            Seconds after which the traversal stops and returns False (<= 0: no limit).
+            Seconds after which the traversal stops and returns False (<= 0: no limit);
+            the root's row is filled all the same.
         temperatures : float32 [N] (numpy or CPU torch), optional
             Filled with the :attr:`temperature` at each visited node (the temperature of
             the token after it); ``-1`` where there is none and at nodes not visited.
@@ -877,14 +880,15 @@ class GrammarMatcher:
         """The draft-tree walk of ``traverse_draft_tree`` one node at a time (fill, accept,
         recurse, roll back), for grammars with token budgets: a budget may be spent at any
         node, and closing it is a step of the matcher the tree kernel does not take.
-        ``out``'s rows must be zero."""
-        if past_deadline(deadline):
-            return False
+        ``out``'s rows must be zero. The deadline is checked before each child, so the
+        root's row is always filled (as by the kernel walk)."""
         if not self._meta[M_STOPPED]:
             self._close_spent()
             self._fill_row(out, node)
         child = int(next_token[node])
         while child >= 0:
+            if past_deadline(deadline):
+                return False
             t = int(draft[child])
             if (int(out[node, t >> 5]) >> (t & 31)) & 1 and self.accept_token(t):
                 done = self._traverse_by_steps(
@@ -940,8 +944,20 @@ class GrammarMatcher:
             if st == 0:
                 return True
             if st == TIMEOUT or past_deadline(deadline):
-                return False  # classifying between kernel runs spends the same budget
+                # classifying between kernel runs spends the same budget
+                self._fill_root_row(out, int(root_position))
+                return False
             self._resolve(st, None, deadline)
+
+    def _fill_root_row(self, out: np.ndarray, row: int) -> None:
+        """After a traversal timed out: fill the root's row, the current mask, without a
+        deadline (xgrammar checks its deadline below the root only; an engine that falls
+        back to one token needs this mask, and its classification is kept for the next
+        call). The kernel walk fills it before it reads the clock, so this is a memo copy
+        unless the root's own classification was what the deadline interrupted. A
+        stopped matcher's row stays zero."""
+        if not self._meta[M_STOPPED]:
+            self._fill_row(out, row)
 
     # ------------------------------------------------------------------ chains
     @_exclusive
