@@ -548,7 +548,8 @@ class BatchGrammarMatcher:
             Root node of each selected request (default 0).
         time_threshold : float, default -1
             Seconds for the whole call; requests not finished in time return False, with
-            their root's row filled all the same (as the scalar call).
+            their root's row filled all the same when its classes are known (as the
+            scalar call).
 
         Returns
         -------
@@ -629,12 +630,13 @@ class BatchGrammarMatcher:
             extra_bytes=None,
             deadline=deadline,
         )
-        # a request that timed out still gets its root's row, the current mask (see
-        # GrammarMatcher._fill_root_row); budgeted matchers are walked again below
+        # a request that timed out still gets its root's row, the current mask, when that
+        # needs no classification past the deadline (GrammarMatcher._fill_root_row);
+        # budgeted matchers are walked again below
         for j in np.flatnonzero(status == TIMEOUT).tolist():
             r = int(requests[j])
             if matchers[r]._counted is None:
-                matchers[r]._fill_root_row(out, r * n + int(roots[j]))
+                matchers[r]._fill_root_row(out, r * n + int(roots[j]), deadline)
         # token budgets close occurrences between the nodes of a tree, which the batch
         # kernel does not do: those matchers walk their trees node by node
         for j, r in enumerate(requests.tolist()):

@@ -753,7 +753,10 @@ class GrammarMatcher:
             self._mask_cache = (bitmask, arr, bitmask.shape, bitmask.data_ptr(), bitmask.stride())
         return arr
 
-    def _fill_row(self, out: np.ndarray, r: int) -> None:
+    def _fill_row(self, out: np.ndarray, r: int, deadline: int = 0) -> bool:
+        """Fill row ``r`` of ``out`` with the current mask, classifying what it needs. Past
+        ``deadline`` (monotonic nanoseconds, 0: none) no classification starts: the row is
+        left zero and False returned."""
         sv = self._sv
         while True:
             st = fill_entry(
@@ -776,8 +779,11 @@ class GrammarMatcher:
                 r,
             )
             if st >= 0:
-                return
-            self._resolve(st)
+                return True
+            if st <= NEED_CLASSIFY and past_deadline(deadline):
+                out[r] = 0
+                return False
+            self._resolve(st, 0, deadline)
 
     # ------------------------------------------------------------- draft trees
     @_exclusive
@@ -798,8 +804,8 @@ class GrammarMatcher:
         the current mask. A child is visited only if its parent's mask allows its token;
         it is then accepted, its row filled (unless the matcher stopped), its children
         visited, and it is rolled back. Rows of nodes never reached are zero. The root's
-        row is filled even when the traversal times out (the deadline applies below the
-        root, as in xgrammar).
+        row is filled even when the traversal times out, unless the root's own
+        classification is what the deadline stopped.
 
         Parameters
         ----------
@@ -811,7 +817,8 @@ class GrammarMatcher:
             Output rows, one per node.
         time_threshold : float, default -1
             Seconds after which the traversal stops and returns False (<= 0: no limit);
-            the root's row is filled all the same.
+            classification included. The root's row is filled all the same when its
+            classes are known.
         temperatures : float32 [N] (numpy or CPU torch), optional
             Filled with the :attr:`temperature` at each visited node (the temperature of
             the token after it); ``-1`` where there is none and at nodes not visited.
@@ -880,11 +887,12 @@ class GrammarMatcher:
         """The draft-tree walk of ``traverse_draft_tree`` one node at a time (fill, accept,
         recurse, roll back), for grammars with token budgets: a budget may be spent at any
         node, and closing it is a step of the matcher the tree kernel does not take.
-        ``out``'s rows must be zero. The deadline is checked before each child, so the
-        root's row is always filled (as by the kernel walk)."""
+        ``out``'s rows must be zero. The deadline is checked before each child and by each
+        row's classification."""
         if not self._meta[M_STOPPED]:
             self._close_spent()
-            self._fill_row(out, node)
+            if not self._fill_row(out, node, deadline):
+                return False
         child = int(next_token[node])
         while child >= 0:
             if past_deadline(deadline):
@@ -945,19 +953,19 @@ class GrammarMatcher:
                 return True
             if st == TIMEOUT or past_deadline(deadline):
                 # classifying between kernel runs spends the same budget
-                self._fill_root_row(out, int(root_position))
+                self._fill_root_row(out, int(root_position), deadline)
                 return False
             self._resolve(st, None, deadline)
 
-    def _fill_root_row(self, out: np.ndarray, row: int) -> None:
-        """After a traversal timed out: fill the root's row, the current mask, without a
-        deadline (xgrammar checks its deadline below the root only; an engine that falls
-        back to one token needs this mask, and its classification is kept for the next
-        call). The kernel walk fills it before it reads the clock, so this is a memo copy
-        unless the root's own classification was what the deadline interrupted. A
-        stopped matcher's row stays zero."""
+    def _fill_root_row(self, out: np.ndarray, row: int, deadline: int) -> None:
+        """After a traversal timed out: fill the root's row, the current mask, when it
+        needs no classification past ``deadline`` (an engine that falls back to one token
+        needs this mask; xgrammar fills it whatever the time). The kernel walk fills it
+        before it reads the clock, so this is a memo copy unless the root's own
+        classification was what the deadline interrupted: then the budget wins and the
+        row stays zero, as does a stopped matcher's."""
         if not self._meta[M_STOPPED]:
-            self._fill_row(out, row)
+            self._fill_row(out, row, deadline)
 
     # ------------------------------------------------------------------ chains
     @_exclusive
