@@ -1385,11 +1385,11 @@ def _lower_lazy(
     return rules, infos
 
 
-def _dispatch_tools(
-    defs: dict[str, _Definition], heads: Mapping[str, tuple[str, str]], is_any_text
-) -> tuple[str, list[tuple[str, str, Expr]]] | None:
-    """When ``start`` has the dynamic-dispatch shape: the tail rule, and the tool, head
-    and rest of every tool."""
+def _dispatch_shape(
+    defs: dict[str, _Definition], is_any_text
+) -> tuple[RuleRef, tuple[Expr, ...]] | None:
+    """When ``start`` is ``(tool | ...)* tail`` with ``tail`` a rule of free text: the
+    tail's reference and the tools (unchecked)."""
     body = defs["start"].body
     if not (isinstance(body, Seq) and len(body.items) == 2):
         return None
@@ -1400,7 +1400,18 @@ def _dispatch_tools(
         return None
     if not is_any_text(defs[tail.name].body):
         return None
-    tools = loop.item.items if isinstance(loop.item, Choice) else (loop.item,)
+    return tail, loop.item.items if isinstance(loop.item, Choice) else (loop.item,)
+
+
+def _dispatch_tools(
+    defs: dict[str, _Definition], heads: Mapping[str, tuple[str, str]], is_any_text
+) -> tuple[str, list[tuple[str, str, Expr]]] | None:
+    """When ``start`` has the dynamic-dispatch shape: the tail rule, and the tool, head
+    and rest of every tool."""
+    shape = _dispatch_shape(defs, is_any_text)
+    if shape is None:
+        return None
+    tail, tools = shape
     out = []
     for tool in tools:
         if not (isinstance(tool, RuleRef) and tool.name in defs and tool.name != "start"):
@@ -1424,19 +1435,13 @@ def _token_dispatch_tools(
     the trigger's token rule and the rest of every tool. ``"mixed"`` when some tools are
     that and the others start with a string-trigger head (``heads``); ``"negated"`` when
     a trigger is a negated token set."""
-    body = defs["start"].body
-    if not (isinstance(body, Seq) and len(body.items) == 2):
+    shape = _dispatch_shape(defs, is_any_text)
+    if shape is None:
         return None
-    loop, tail = body.items
-    if not (isinstance(loop, Repeat) and loop.min == 0 and loop.max is None):
-        return None
-    if not (isinstance(tail, RuleRef) and tail.name in defs and not defs[tail.name].terminal):
-        return None
-    if not is_any_text(defs[tail.name].body):
-        return None
+    tail, tools = shape
     out = []
     string_tools = 0
-    for tool in loop.item.items if isinstance(loop.item, Choice) else (loop.item,):
+    for tool in tools:
         if not (isinstance(tool, RuleRef) and tool.name in defs and tool.name != "start"):
             return None
         items = [_unignored(x) for x in _items(defs[tool.name].body)]  # type: ignore[arg-type]
