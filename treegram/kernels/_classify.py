@@ -35,11 +35,24 @@ from ._earley import closure, scan_byte
 from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
-# no restricted slice: (subtree bits, subtree leads, excluded characters, reach)
-NO_SKIP = (np.zeros((0, 4), dtype=np.uint64), _NO_CONTEXT, np.zeros(4, dtype=np.uint64), 0)
-# no byte loops: (bytes below each node, off-loop bytes per state, which are known)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+# No restricted slice: (subtree bits, subtree leads, excluded characters, reach); no byte
+# loops: (bytes below each node, off-loop bytes per state, which are known). Read-only as
+# the per-vocabulary arrays they stand for, so that numba compiles one specialization.
+NO_SKIP = (
+    _read_only(np.zeros((0, 4), dtype=np.uint64)),
+    _read_only(np.zeros(0, dtype=np.int32)),
+    np.zeros(4, dtype=np.uint64),
+    0,
+)
 NO_LOOPS = (
-    np.zeros((0, 4), dtype=np.uint64),
+    _read_only(np.zeros((0, 4), dtype=np.uint64)),
     np.zeros((0, 4), dtype=np.uint64),
     np.zeros(0, dtype=np.int8),
 )

@@ -54,7 +54,10 @@ class SortedVocab:
         """The trie (as ``trie``) of the tokens at sorted ``positions`` (increasing); its
         token positions index ``positions``."""
         positions = np.asarray(positions, dtype=np.int64)
-        return build_trie(*subset_tokens(self.offsets, self.data, self.lcp, positions))
+        trie = build_trie(*subset_tokens(self.offsets, self.data, self.lcp, positions))
+        for array in trie:  # read-only like the whole trie: one kernel specialization
+            array.flags.writeable = False
+        return trie
 
     def token_bytes(self, position: int) -> bytes:
         """Return the bytes of the token at sorted ``position``."""
