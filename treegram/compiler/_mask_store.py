@@ -20,7 +20,6 @@ import numpy as np
 from ..kernels import (
     NO_SKIP,
     DeadlineExceededError,
-    ascii_loops,
     bitset_positions,
     bytes_off_loop,
     classify,
@@ -168,6 +167,7 @@ class MaskStore:
         # restricted slices by their excluded characters: (slice DFA, its byte classes)
         self._restricted: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         self._loop_arrays: tuple | None = None  # see _loops
+        self._text_bits: list[int] | None = None  # see _restricted_slice
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
@@ -462,10 +462,11 @@ class MaskStore:
         string_slice, reach = self._string_slice(s, context, deadline)
         skip = NO_SKIP
         if string_slice is None:
+            loop = self._byte_loop(s)
             if not context_key:
-                skip = self._restricted_slice(s, deadline)
+                skip = self._restricted_slice(s, deadline, loop)
             if skip is NO_SKIP:
-                skip = self._loop_skip(s)
+                skip = self._loop_skip(s, loop)
         walked = self._walk(s, string_slice, reach, WALK_BUDGET, context, deadline, skip)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
@@ -673,20 +674,24 @@ class MaskStore:
             )
         return self._loop_arrays
 
-    def _loop_skip(self, s: int) -> tuple:
-        """The byte loop of state ``s`` as ``classify`` takes a skip, or ``NO_SKIP``: a
-        token made only of bytes on which ``s`` moves back to itself is read staying in
-        ``s``, so a trie subtree of such tokens is ACCEPTED whole (free text of a
-        structural tag, white space: thousands of tokens a walk would otherwise scan)."""
+    def _byte_loop(self, s: int) -> tuple[np.ndarray, int]:
+        """``kernels.bytes_off_loop`` of state ``s``: the bytes it does not move back to
+        itself on, and how many it does."""
         a = self._automaton_arrays
-        excluded, n_loop = bytes_off_loop(
-            a[layout.A_BYTE_CLASS], a[layout.A_N_CLASSES], a[layout.A_TRANS], s
-        )
+        return bytes_off_loop(a[layout.A_BYTE_CLASS], a[layout.A_N_CLASSES], a[layout.A_TRANS], s)
+
+    def _loop_skip(self, s: int, loop: tuple | None = None) -> tuple:
+        """The byte loop of state ``s`` (``loop``: its :meth:`_byte_loop`, found here when
+        None) as ``classify`` takes a skip, or ``NO_SKIP``: a token made only of bytes on
+        which ``s`` moves back to itself is read staying in ``s``, so a trie subtree of
+        such tokens is ACCEPTED whole (free text of a structural tag, white space:
+        thousands of tokens a walk would otherwise scan)."""
+        excluded, n_loop = self._byte_loop(s) if loop is None else loop
         if n_loop < _LOOP_MIN_BYTES:
             return NO_SKIP
         return (*self._shared.loop_summary(self._n_words), excluded, 0)
 
-    def _restricted_slice(self, s: int, deadline: int = 0) -> tuple:
+    def _restricted_slice(self, s: int, deadline: int = 0, loop: tuple | None = None) -> tuple:
         """A restricted JSON string slice that state ``s`` reads (no context), as
         ``classify`` takes it, or ``NO_SKIP``.
 
@@ -706,16 +711,26 @@ class MaskStore:
         """
         a = self._automaton_arrays
         whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
-        n_classes = int(a[layout.A_N_CLASSES])
-        byte_class, trans = a[layout.A_BYTE_CLASS], a[layout.A_TRANS]
-        if ascii_loops(whole.dfa, byte_class, n_classes, trans, s) < _RESTRICTED_MIN_LOOP:
+        off, _ = self._byte_loop(s) if loop is None else loop
+        text = self._text_bits
+        if text is None:  # the slice's ASCII characters, as two words of bits
+            first = whole.dfa[0].tolist()
+            text = [
+                sum(1 << (b & 63) for b in range(64 * w, 64 * w + 64) if first[b] >= 0)
+                for w in (0, 1)
+            ]
+            self._text_bits = text
+        leaves = [int(off[w]) & text[w] for w in (0, 1)]  # those s does not loop on
+        n_loops = sum((text[w] & ~leaves[w]).bit_count() for w in (0, 1))
+        if n_loops < _RESTRICTED_MIN_LOOP:
             return NO_SKIP  # most states: keys, punctuation, numbers
-        text = np.flatnonzero(whole.dfa[0, :128] >= 0)  # the slice's ASCII characters
-        leaves = trans[s * n_classes + byte_class[text].astype(np.int64)] != s
-        loops = looping_leads(whole.dfa, byte_class, n_classes, trans, a[layout.A_REF_PTR], s)
+        byte_class, trans = a[layout.A_BYTE_CLASS], a[layout.A_TRANS]
+        loops = looping_leads(
+            whole.dfa, byte_class, a[layout.A_N_CLASSES], trans, a[layout.A_REF_PTR], s
+        )
         leads = np.flatnonzero(whole.dfa[0, 128:] >= 0) + 128
-        excluded = np.zeros(4, dtype=np.uint64)
-        for b in [*text[leaves].tolist(), *leads[~loops[leads]].tolist()]:
+        excluded = np.array([*leaves, 0, 0], dtype=np.uint64)
+        for b in leads[~loops[leads]].tolist():
             excluded[b >> 6] |= np.uint64(1 << (b & 63))
         every_lead = excluded.copy()
         for b in leads.tolist():

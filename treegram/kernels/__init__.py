@@ -40,7 +40,6 @@ from treegram.kernels._ops import (
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import state_signature
 from treegram.kernels._slices import (
-    ascii_loops,
     bitset_positions,
     bytes_off_loop,
     joint_byte_classes,
@@ -106,7 +105,6 @@ __all__ = [
     "subtree_suffix_bits",
     "subtree_text_summary",
     "looping_leads",
-    "ascii_loops",
     "bytes_off_loop",
     "reads_string_text",
     "restricted_slice_dfa",

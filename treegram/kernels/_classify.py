@@ -33,6 +33,7 @@ from numba import njit
 from ._clock import monotonic_ns
 from ._earley import closure, scan_byte
 from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT
+from ._slices import bytes_off_loop
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 
@@ -319,12 +320,7 @@ def _set_loops_below(
     for j in range(lo, hi):
         x = items_s[j]
         if loop_known[x] == 0:
-            row = x * n_classes
-            for w in range(4):
-                loop_off[x, w] = 0
-            for b in range(256):
-                if trans[row + byte_class[b]] != x:
-                    loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            loop_off[x, :] = bytes_off_loop(byte_class, n_classes, trans, x)[0]
             loop_known[x] = 1
         if (
             (suffix_bits[k, 0] & loop_off[x, 0]) == 0

@@ -95,17 +95,6 @@ def restricted_slice_dfa(dfa: np.ndarray, excluded: np.ndarray) -> np.ndarray:
 
 
 @njit(nogil=True, cache=True)
-def ascii_loops(dfa, byte_class, n_classes, trans, state):
-    """How many ASCII characters of the slice ``state`` reads back into itself."""
-    n = 0
-    row = state * n_classes
-    for b in range(128):
-        if dfa[0, b] >= 0 and trans[row + byte_class[b]] == state:
-            n += 1
-    return n
-
-
-@njit(nogil=True, cache=True)
 def bytes_off_loop(byte_class, n_classes, trans, state):
     """(uint64 [4], int): the bytes on which ``state`` does not move back to itself, as
     ``subtree_text_summary`` sets bits, and how many bytes it does loop on. Any text of
