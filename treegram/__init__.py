@@ -5,6 +5,10 @@
 
 from __future__ import annotations
 
+# Before any module defines a kernel: numba picks a kernel's cache location at definition.
+from treegram import _kernel_cache  # noqa: F401
+
+# isort: split
 from treegram import structural_tag, testing
 from treegram._json import (
     get_max_recursion_depth,
@@ -66,6 +70,7 @@ from treegram.structural_tag import (
     register_model_structural_tag,
 )
 from treegram.tokenizer import TokenizerInfo, VocabType
+from treegram.warmup import WarmUpReport, warm_up
 
 __version__ = "0.1.0"
 
@@ -130,4 +135,6 @@ __all__ = [
     "GrammarMatcher",
     "BatchGrammarMatcher",
     "apply_token_bitmask_inplace",
+    "warm_up",
+    "WarmUpReport",
 ]

@@ -156,6 +156,11 @@ class MaskStore:
     Thread-safe: any number of readers; classification is serialised by a lock.
     """
 
+    # Trie nodes a walk may scan before its state's class is shared by signature. Classes
+    # do not depend on it; treegram.warm_up lowers it on a throwaway grammar so that the
+    # signature kernel is loaded before any request needs it.
+    walk_budget: int = WALK_BUDGET
+
     def __init__(self, automaton, sorted_vocab, vocab_size: int) -> None:
         self._automaton_arrays = automaton.arrays()
         self._state_rule = automaton.state_rule
@@ -467,7 +472,7 @@ class MaskStore:
                 skip = self._restricted_slice(s, deadline, loop)
             if skip is NO_SKIP:
                 skip = self._loop_skip(s, loop)
-        walked = self._walk(s, string_slice, reach, WALK_BUDGET, context, deadline, skip)
+        walked = self._walk(s, string_slice, reach, self.walk_budget, context, deadline, skip)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
             signature = self._signature(s, scratch, context)

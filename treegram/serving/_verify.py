@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
 
+from treegram import kernels
 from treegram.errors import ArgumentError, BitmaskError, DraftTreeError, MatcherStateError
 from treegram.matcher import as_index_array, check_draft_trees, link_arrays
 from treegram.serving._apply import _torch, apply_token_bitmask_inplace
@@ -80,51 +80,6 @@ class TreeVerifyResult:
     accept_index: Any
     terminated: Any
     target_tokens: Any
-
-
-# ----------------------------------------------------------------------------- kernel
-
-
-@njit(nogil=True, cache=True)
-def _walk_paths(
-    next_token, next_sibling, draft, target, roots, stops, nodes, tokens, lengths, ended
-):
-    """Walk every tree from its root along the children whose draft token is the target.
-
-    ``next_token``/``next_sibling`` int64 [T, N] (T == 1: shared by every request),
-    ``draft`` int64 [B, N], ``target`` int64 [B * N] (-1: no token), ``roots`` int64 [B],
-    ``stops`` int64 [B, S] (-1 padded). Writes ``nodes``/``tokens`` int64 [B, N] (the path
-    and the target token of each of its nodes), ``lengths`` int64 [B] and ``ended`` bool [B]
-    (the path stops at a stop token). Links were validated: every path has at most N nodes.
-    """
-    n_req = draft.shape[0]
-    n = draft.shape[1]
-    shared = next_token.shape[0] == 1
-    for b in range(n_req):
-        t = 0 if shared else b
-        node = roots[b]
-        k = 0
-        stop = False
-        while True:
-            tok = target[b * n + node]
-            if tok < 0:
-                break
-            nodes[b, k] = node
-            tokens[b, k] = tok
-            k += 1
-            for s in range(stops.shape[1]):
-                if stops[b, s] == tok:
-                    stop = True
-            if stop:
-                break
-            child = next_token[t, node]
-            while child != -1 and draft[b, child] != tok:
-                child = next_sibling[t, child]
-            if child == -1:
-                break
-            node = child
-        lengths[b] = k
-        ended[b] = stop
 
 
 # ------------------------------------------------------------------------- validation
@@ -404,7 +359,7 @@ def verify_tree(
     tokens = np.full((b, n), -1, dtype=np.int64)
     lengths = np.zeros(b, dtype=np.int64)
     ended = np.zeros(b, dtype=np.bool_)
-    _walk_paths(
+    kernels.tree.walk_target_paths(
         links_next, links_sibling, draft, target_host, roots, stops, nodes, tokens, lengths, ended
     )
     if matchers is not None:

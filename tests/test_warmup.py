@@ -1,0 +1,149 @@
+"""treegram.warm_up: after it, real work on a real vocabulary compiles no kernel.
+
+The check runs in a fresh process: warm_up() first, then a broad workload on the DeepSeek-V4
+vocabulary (grammars from every frontend, tool-call structural tags, masks, accepts,
+rollbacks, scalar and batched draft trees, forced drafts, verification, a grammar read back
+from its binary form); no treegram kernel may gain a specialization during the workload.
+A specialization the warm-up misses would be compiled inside a request.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import treegram
+from treegram.warmup import WarmUpReport, kernel_dispatchers
+
+DATA = Path(__file__).parent / "data"
+
+_WORKLOAD = textwrap.dedent(
+    r"""
+    import json, sys
+    import numpy as np
+    import treegram
+    from treegram.warmup import kernel_dispatchers
+
+    report = treegram.warm_up()
+    before = {id(d): set(d.signatures) for d in kernel_dispatchers()}
+
+    cases = json.loads(sys.argv[1])
+    info = treegram.TokenizerInfo.deepseek_v4()
+    compiler = treegram.GrammarCompiler(info, max_threads=2, cache_enabled=False)
+    weather = {"type": "object", "properties": {"city": {"type": "string"},
+               "days": {"type": "integer", "minimum": 1}}, "required": ["city"]}
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": weather}}]
+    grammars = [(compiler.compile_builtin_json_grammar(), '{"a": [1, true, "x"]}')]
+    for kind, source, text in cases:
+        method = {"json_schema": compiler.compile_json_schema, "regex": compiler.compile_regex,
+                  "ebnf": compiler.compile_grammar}[kind]
+        grammars.append((method(source), text))
+    for fmt in ("qwen_3", "llama", "harmony", "qwen_3_coder", "kimi_k3", "deepseek_v4"):
+        tag = treegram.get_model_structural_tag(fmt, tools=tools)
+        grammars.append((compiler.compile_structural_tag(tag), "Let me check."))
+    grammars.append((compiler.compile_lark('start: "[" NUM ("," NUM)* "]"\nNUM: /[0-9]+/\n'),
+                     "[1,22]"))
+    restored = treegram.CompiledGrammar.deserialize(grammars[1][0].serialize(), info)
+    grammars.append((restored, cases[0][2]))
+
+    vocab = info.vocab_size
+    mask = treegram.allocate_token_bitmask(8, vocab)
+    matchers = []
+    for compiled, text in grammars:
+        m = treegram.GrammarMatcher(compiled)
+        m.fill_next_token_bitmask(mask)
+        m.accept_string(text)
+        m.fill_next_token_bitmask(mask, 3)
+        m.find_jump_forward_string()
+        m.is_terminated()
+        if m.num_accepted_steps():
+            m.rollback(1)
+        m.reset()
+        matchers.append(m)
+    restored.classify_all_states()
+
+    from treegram.spec import links_from_tree_mask, tree_mask_from_parents
+    parents = np.array([-1, 0, 0, 1, 2, 2, 4], dtype=np.int64)
+    nt, ns = links_from_tree_mask(tree_mask_from_parents(parents))
+    n, b = len(parents), len(matchers)
+    draft = np.array([[0, 90, 515, 1, 3, 2, 9]] * b, dtype=np.int64)
+    rows = treegram.allocate_token_bitmask(b * n, vocab)
+    plain = matchers[: 1 + len(cases)]  # no token budgets: forced drafts apply
+    for m in matchers:
+        m.traverse_draft_tree(nt, ns, draft[0], rows[:n])
+        m.fill_chain_bitmask(draft[0, 1:3], rows[:3])
+    with treegram.BatchGrammarMatcher(max_threads=2) as batch:
+        batch.batch_fill_next_token_bitmask(matchers, rows)
+        batch.batch_traverse_draft_tree(matchers, nt, ns, draft, rows)
+        batch.batch_traverse_draft_tree(matchers, np.tile(nt, (b, 1)), np.tile(ns, (b, 1)),
+                                        draft, rows, time_threshold=10.0)
+        ok = batch.batch_accept_token(matchers, draft[:, 1])
+        batch.batch_rollback(matchers, [int(x) for x in ok])
+        from treegram.matcher import batch_forced_chains, extend_draft_trees, forced_chain
+        forced_chain(plain[0], 8)
+        batch_forced_chains(plain, 4, batch=batch)
+        extend_draft_trees(plain, nt, ns, draft[: len(plain)], budget=6, batch=batch)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        from treegram.serving import verify_tree
+        logits = torch.zeros(2 * n, vocab)
+        verify_tree(logits, draft[:2], nt, ns, rows[: 2 * n], matchers[:2])
+
+    fresh = []
+    for d in kernel_dispatchers():
+        for sig in set(d.signatures) - before.get(id(d), set()):
+            fresh.append(f"{d.py_func.__module__}.{d.py_func.__qualname__}{sig}")
+    print(json.dumps({"fresh": fresh, "report": report.__dict__}))
+    """
+)
+
+
+def _cases() -> list[tuple[str, object, str]]:
+    """A few accepted inputs per grammar kind from xgrammar's recorded test cases."""
+    picked: list[tuple[str, object, str]] = []
+    for kind, limit in (("json_schema", 8), ("regex", 6), ("ebnf", 6)):
+        seen = set()
+        with open(DATA / f"xgrammar_cases_{kind}.jsonl", encoding="utf-8") as f:
+            for line in f:
+                case = json.loads(line)
+                key = json.dumps(case["source"], sort_keys=True)
+                if case["kind"] != kind or case["options"] or not case["expected"] or key in seen:
+                    continue
+                seen.add(key)
+                picked.append((kind, case["source"], case["input"]))
+                if len(seen) == limit:
+                    break
+    return picked
+
+
+@pytest.mark.slow
+def test_no_kernel_compiles_after_warm_up_on_a_real_workload():
+    proc = subprocess.run(
+        [sys.executable, "-c", _WORKLOAD, json.dumps(_cases())],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["fresh"] == [], "kernels the warm-up missed:\n" + "\n".join(result["fresh"])
+    assert result["report"]["compiled"] + result["report"]["loaded"] > 0
+
+
+def test_warm_up_is_idempotent_and_reports():
+    first = treegram.warm_up()
+    assert isinstance(first, WarmUpReport)
+    assert treegram.warm_up() is first
+    future = treegram.warm_up(background=True)
+    assert future.result(timeout=60) is first
+    # every kernel the package defines has been compiled or loaded, or inlined into one
+    assert kernel_dispatchers()
+    assert first.seconds >= first.kernel_seconds >= 0

@@ -1,0 +1,209 @@
+"""Where treegram's numba kernels are cached, and the kernels a built wheel ships.
+
+numba compiles a kernel the first time it runs in a process and, with ``cache=True``, keeps
+the machine code on disk, next to the source by default. treegram routes every kernel of its
+own package through one cache root instead:
+
+1. ``$TREEGRAM_KERNEL_CACHE_DIR`` when it is set;
+2. else numba's own ``$NUMBA_CACHE_DIR`` (under ``treegram/``) when it is set;
+3. else ``treegram/_kernel_cache/`` inside the installed package, when it can be written;
+4. else the user's cache directory (``$XDG_CACHE_HOME/treegram/kernels``, by default
+   ``~/.cache/treegram/kernels``): an install directory that is read-only still gets a
+   cache, in a documented place.
+
+A wheel built from source compiles every kernel at build time (``setup.py``, through
+:func:`treegram.warm_up`) into ``treegram/_kernel_cache/``, so a fresh install's first run
+loads machine code instead of compiling it. When the root is elsewhere (cases 1, 2 and 4),
+the files a module's kernels need are copied from that shipped folder the first time the
+module's kernels are set up, unless ``TREEGRAM_KERNEL_CACHE_SEED=0``. numba itself decides
+whether a cached kernel is usable: its index records the numba version and a hash of the
+source file, and each entry the kernel's bytecode, argument types and the CPU it was built
+for, so a stale or foreign file is never loaded, only recompiled over.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+from numba.core import caching, config, event
+
+__all__ = [
+    "CACHE_DIR_ENV",
+    "SEED_ENV",
+    "SHIPPED_DIR",
+    "install",
+    "kernel_cache_dir",
+    "kernel_seconds",
+]
+
+CACHE_DIR_ENV = "TREEGRAM_KERNEL_CACHE_DIR"
+SEED_ENV = "TREEGRAM_KERNEL_CACHE_SEED"
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+SHIPPED_DIR = os.path.join(_PACKAGE_DIR, "_kernel_cache")
+
+# numba renamed its cache classes (``_CacheImpl`` -> ``CacheImpl``); accept both spellings.
+_CacheImpl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")  # noqa: B009
+_CacheLocator = caching._CacheLocator
+
+
+def _writable_dir(path: str) -> bool:
+    try:
+        os.makedirs(path, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        return False
+    return True
+
+
+def _user_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "treegram", "kernels")
+
+
+@functools.lru_cache(maxsize=1)
+def kernel_cache_dir() -> str | None:
+    """The directory treegram's kernels are cached in, for this process.
+
+    Returns
+    -------
+    str or None
+        The first of the four places in the module docstring that can be written; None
+        when none can (numba then falls back to its own locations, or does not cache).
+    """
+    numba_dir = getattr(config, "CACHE_DIR", "")
+    chosen = os.environ.get(CACHE_DIR_ENV) or (
+        os.path.join(numba_dir, "treegram") if numba_dir else None
+    )
+    candidates = [chosen] if chosen else [SHIPPED_DIR, _user_cache_dir()]
+    for path in candidates:
+        if _writable_dir(path):
+            return os.path.abspath(path)
+    return None
+
+
+_seeded: set[str] = set()
+_seed_lock = threading.Lock()
+
+
+def _seed(module_file: str, rel_dir: str, cache_path: str) -> None:
+    """Copy the shipped cache files of one module into ``cache_path`` where they are
+    missing or older than the shipped ones (a newer install)."""
+    shipped = os.path.join(SHIPPED_DIR, rel_dir)
+    if os.path.abspath(cache_path) == os.path.abspath(shipped) or not os.path.isdir(shipped):
+        return
+    prefix = os.path.splitext(os.path.basename(module_file))[0] + "."
+    with _seed_lock:
+        if module_file in _seeded:
+            return
+        _seeded.add(module_file)
+        for name in os.listdir(shipped):
+            if not (name.startswith(prefix) and name.endswith((".nbi", ".nbc"))):
+                continue
+            src, dst = os.path.join(shipped, name), os.path.join(cache_path, name)
+            try:
+                if os.path.exists(dst) and os.path.getmtime(dst) >= os.path.getmtime(src):
+                    continue
+                tmp = f"{dst}.seed.{os.getpid()}"
+                shutil.copyfile(src, tmp)
+                os.replace(tmp, dst)  # atomic: a concurrent reader sees the old or new file
+            except OSError:
+                continue  # a file that cannot be copied is compiled instead
+
+
+@functools.cache
+def _source_hash(path: str, mtime: float, size: int) -> bytes:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).digest()
+
+
+class KernelCacheLocator(_CacheLocator):
+    """numba cache locator for functions defined in treegram's own source files.
+
+    The source stamp is a hash of the file's contents, not its modification time, so a
+    cache built into a wheel stays valid after pip writes the files anew.
+    """
+
+    def __init__(self, py_func, py_file: str, cache_path: str) -> None:
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = cache_path
+
+    def get_cache_path(self) -> str:
+        return self._cache_path
+
+    def get_source_stamp(self) -> bytes:
+        st = os.stat(self._py_file)
+        return _source_hash(self._py_file, st.st_mtime, st.st_size)
+
+    def get_disambiguator(self) -> str:
+        return str(self._lineno)
+
+    @classmethod
+    def from_function(cls, py_func, py_file: str):
+        path = os.path.abspath(py_file)
+        if not path.startswith(_PACKAGE_DIR + os.sep) or not os.path.exists(path):
+            return None
+        root = kernel_cache_dir()
+        if root is None:
+            return None
+        rel_dir = os.path.relpath(os.path.dirname(path), _PACKAGE_DIR)
+        cache_path = os.path.normpath(os.path.join(root, rel_dir))
+        self = cls(py_func, path, cache_path)
+        try:
+            self.ensure_cache_path()
+        except OSError:
+            return None
+        if os.environ.get(SEED_ENV, "1") != "0":
+            _seed(path, rel_dir, cache_path)
+        return self
+
+
+class _CompilerLockClock(event.Listener):
+    """Adds up the time threads spend in numba's compiler lock (waiting for it included):
+    compiling kernels and loading them from the cache. Nested acquisitions count once."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._local = threading.local()
+
+    def on_start(self, ev) -> None:
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            self._local.t0 = time.perf_counter()
+        self._local.depth = depth + 1
+
+    def on_end(self, ev) -> None:
+        self._local.depth -= 1
+        if self._local.depth == 0:
+            self.total += time.perf_counter() - self._local.t0
+
+
+_clock = _CompilerLockClock()
+
+
+def kernel_seconds() -> float:
+    """Seconds this process has spent compiling numba code or loading it from the cache
+    (all threads, treegram's kernels and any other numba code alike)."""
+    return _clock.total
+
+
+def install() -> None:
+    """Put :class:`KernelCacheLocator` first in numba's list of cache locators.
+
+    Runs when ``treegram`` is imported, before any kernel is defined (numba picks a kernel's
+    locator when the ``@njit(cache=True)`` decorator runs). Idempotent.
+    """
+    locators = _CacheImpl._locator_classes
+    if KernelCacheLocator not in locators:
+        locators.insert(0, KernelCacheLocator)
+        event.register("numba:compiler_lock", _clock)
+
+
+install()
