@@ -186,6 +186,7 @@ def _matcher_ops(compiled: CompiledGrammar, text: str, info: TokenizerInfo) -> G
     matcher.accept_string(text.encode()[3:])
     matcher.fill_next_token_bitmask(mask)
     matcher.is_terminated()
+    matcher.is_completed()
     for stop in info.stop_token_ids:
         if matcher.accept_token(stop):
             matcher.rollback(1)
@@ -266,6 +267,8 @@ def _workload() -> None:
     tight.mask_store.walk_budget = 1
     _matcher_ops(tight, "ab1", info)
     _draft_trees(matchers[:-2] + matchers[-1:], info)
+    # a class whose accepted tokens a walk did not all meet (rare on a small vocabulary)
+    kernels.bitset_positions(np.zeros(2, dtype=np.int32))
 
 
 def _run() -> WarmUpReport:

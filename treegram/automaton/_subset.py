@@ -182,11 +182,11 @@ def determinize(
     members = np.empty(n_nfa, dtype=np.int32)
     # the subsets found so far, back to back, and a hash table over them
     pool = np.empty(64, dtype=np.int32)
-    pool_len = 0
+    pool_len = np.int64(0)  # np.int64, not a literal: one specialization of _intern
     sub_ptr = np.zeros(16, dtype=np.int64)
     sub_hash = np.empty(16, dtype=np.uint64)
-    n_sub = 0
-    table_mask = 63
+    n_sub = np.int64(0)
+    table_mask = np.int64(63)
     table = np.full(table_mask + 1, _EMPTY, dtype=np.int64)
     # the DFA
     final = np.empty(16, dtype=np.uint8)
@@ -209,7 +209,7 @@ def determinize(
 
     targets[0] = start
     gen += 1
-    k = _closure(targets, 1, gen, stamp, stack, members, important, eps_ptr, eps_to)
+    k = _closure(targets, np.int64(1), gen, stamp, stack, members, important, eps_ptr, eps_to)
     _, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask = _intern(
         members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
     )
@@ -219,7 +219,7 @@ def determinize(
         out_byte_ptr = _grow(out_byte_ptr, i + 2)
         out_ref_ptr = _grow(out_ref_ptr, i + 2)
         final[i] = 0
-        m = 0
+        m = np.int64(0)
         for p in range(sub_ptr[i], sub_ptr[i + 1]):
             s = pool[p]
             if s == accept:
@@ -241,7 +241,7 @@ def determinize(
         for c in range(n_cuts - 1):
             a = cuts[c]
             b = cuts[c + 1]  # the interval [a, b)
-            n_targets = 0
+            n_targets = np.int64(0)
             for e in range(m):
                 if e_lo[e] <= a and b - 1 <= e_hi[e]:
                     targets = _grow(targets, n_targets + 1)
@@ -266,7 +266,7 @@ def determinize(
                 n_out += 1
         out_byte_ptr[i + 1] = n_out
         # calls: one target subset per called rule, in ascending rule order
-        m = 0
+        m = np.int64(0)
         for p in range(sub_ptr[i], sub_ptr[i + 1]):
             s = pool[p]
             for e in range(ref_ptr[s], ref_ptr[s + 1]):
@@ -280,7 +280,7 @@ def determinize(
         g = 0
         while g < m:
             rid = e_lo[order[g]]
-            n_targets = 0
+            n_targets = np.int64(0)
             while g < m and e_lo[order[g]] == rid:
                 targets = _grow(targets, n_targets + 1)
                 targets[n_targets] = e_to[order[g]]

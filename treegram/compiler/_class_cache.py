@@ -32,7 +32,18 @@ from ..kernels import (
     subtree_text_summary,
 )
 
-__all__ = ["ClassCache", "StringSlice", "class_cache_for"]
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """``array``, made read-only. Arrays passed to kernels beside the per-vocabulary ones
+    are read-only like them: numba compiles a kernel once per combination of read-only and
+    writable arguments, so mixing the two compiles (and caches) every kernel twice."""
+    array.flags.writeable = False
+    return array
+
+
+NO_BASE = read_only(np.zeros(0, dtype=np.int32))  # positions_to_bitset: no base bitset
+
+__all__ = ["ClassCache", "NO_BASE", "StringSlice", "class_cache_for", "read_only"]
 
 DEFAULT_MAX_BYTES = 128 << 20
 # A signature window larger than this many states is not worth hashing: such states (deep
@@ -79,7 +90,7 @@ class StringSlice:
             sorted_vocab.token_ids,
             np.flatnonzero(member).astype(np.int32),
             n_words,
-            np.zeros(0, dtype=np.int32),
+            NO_BASE,
         )
         self.outside = np.flatnonzero(~member).astype(np.int32)
         self.outside_trie = sorted_vocab.subset_trie(self.outside)
@@ -97,7 +108,7 @@ class StringSlice:
                 self._token_ids,
                 positions.astype(np.int32),
                 self._n_words,
-                np.zeros(0, dtype=np.int32),
+                NO_BASE,
             )
             bitset.flags.writeable = False
             found = self._upto[n_chars] = (bitset, int(positions.shape[0]))

@@ -34,7 +34,7 @@ from ..kernels import (
     state_signature,
     wide_near_rule_end,
 )
-from ._class_cache import SIGNATURE_CAP, StringSlice, class_cache_for
+from ._class_cache import NO_BASE, SIGNATURE_CAP, StringSlice, class_cache_for, read_only
 
 __all__ = ["MaskStore", "context_entries"]
 
@@ -57,7 +57,6 @@ _RESTRICTED_MIN_LOOP = 16
 # Bytes a state must loop on before its walk skips the subtrees made of them (white space
 # has four).
 _LOOP_MIN_BYTES = 4
-_NO_BASE = np.zeros(0, dtype=np.int32)
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
 WALK_BUDGET = 4096
@@ -69,7 +68,7 @@ REFINE_MAX_UNCERTAIN = 16384
 
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
-_NO_TARGETS = np.zeros(0, dtype=np.int64)
+_NO_TARGETS = read_only(np.zeros(0, dtype=np.int64))
 UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
 
 
@@ -523,7 +522,7 @@ class MaskStore:
         else:
             ids = self._acc.data[a_off : a_off + a_len]
             every = np.arange(a_len, dtype=np.int32)
-            base = positions_to_bitset(ids, every, self._n_words, _NO_BASE)
+            base = positions_to_bitset(ids, every, self._n_words, NO_BASE)
             n_base = a_len
         candidates = self._unc.data[u_off : u_off + u_len]
         states, n_top, _, _, follow = self._context_of(s, context_key)
@@ -576,8 +575,8 @@ class MaskStore:
         return (
             np.array([*callers, *reversed(chain)], dtype=np.int32),
             len(callers),
-            np.array(chain_targets, dtype=np.int64),
-            np.array(top_targets, dtype=np.int64),
+            read_only(np.array(chain_targets, dtype=np.int64)),
+            read_only(np.array(top_targets, dtype=np.int64)),
             follow,
         )
 
@@ -683,7 +682,9 @@ class MaskStore:
         """``kernels.bytes_off_loop`` of state ``s``: the bytes it does not move back to
         itself on, and how many it does."""
         a = self._automaton_arrays
-        return bytes_off_loop(a[layout.A_BYTE_CLASS], a[layout.A_N_CLASSES], a[layout.A_TRANS], s)
+        return bytes_off_loop(
+            a[layout.A_BYTE_CLASS], a[layout.A_N_CLASSES], a[layout.A_TRANS], int(s)
+        )
 
     def _loop_skip(self, s: int, loop: tuple | None = None) -> tuple:
         """The byte loop of state ``s`` (``loop``: its :meth:`_byte_loop`, found here when
@@ -744,7 +745,7 @@ class MaskStore:
             key = attempt.tobytes()
             found = self._restricted.get(key)
             if found is None:
-                dfa = restricted_slice_dfa(whole.dfa, attempt)
+                dfa = read_only(restricted_slice_dfa(whole.dfa, attempt))
                 found = self._restricted[key] = (dfa, joint_byte_classes(dfa, byte_class))
             reach, _ = self._reach(found, s, _NO_TARGETS, _NO_TARGETS, deadline)
             if reach >= _SLICE_BYTES[0]:
@@ -819,7 +820,7 @@ class MaskStore:
             n_accepted = accepted.shape[0]
             if n_accepted < self._n_words:  # stored as a list: no bitset needed
                 return None, n_accepted, accepted, uncertain
-            base = _NO_BASE
+            base = NO_BASE
         bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
         return bitset, n_accepted, accepted, uncertain
 

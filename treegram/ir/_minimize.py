@@ -249,7 +249,7 @@ def canonical(n, accept, ptr, lo, hi, to):
         )  # fmt: skip
     # the live part, states renumbered densely
     new_id = np.full(n, -1, dtype=np.int64)
-    k = 0
+    k = np.int64(0)  # not a literal: one specialization of coarsest_partition
     for s in range(n):
         if live[s]:
             new_id[s] = k

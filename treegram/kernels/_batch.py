@@ -27,7 +27,16 @@ from ._layout import (
 from ._layout import N_GRAMMAR_ARRAYS as _G
 from ._layout import N_MATCHER_ARRAYS as _M
 from ._ops import accept_token_op, fill_op, rollback_op, traverse_op
-from ._views import view_i32, view_i32_2d, view_i64, view_i64_2d, view_u8
+from ._views import (
+    view_i32,
+    view_i32_2d,
+    view_i32_ro,
+    view_i64,
+    view_i64_2d,
+    view_i64_ro,
+    view_u8,
+    view_u8_ro,
+)
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -39,9 +48,9 @@ def _grammar(gtab, g):
         view_i64_2d(r[2], r[_G + 2], 5),
         view_i32(r[3], r[_G + 3], 0),
         view_i32(r[4], r[_G + 4], 0),
-        view_i32(r[5], r[_G + 5], 0),
-        view_i64(r[6], r[_G + 6], 0),
-        view_u8(r[7], r[_G + 7], 0),
+        view_i32_ro(r[5], r[_G + 5], 0),  # the sorted vocabulary: read-only, as in
+        view_i64_ro(r[6], r[_G + 6], 0),  # the scalar calls
+        view_u8_ro(r[7], r[_G + 7], 0),
         view_i64(r[8], r[_G + 8], 0),
         view_u8(r[9], r[_G + 9], 0),
     )

@@ -221,7 +221,7 @@ def classify_state(
     n_nodes = node_byte.shape[0]
     skipping = skip_leads.shape[0] > 0
     looping = suffix_bits.shape[0] > 0
-    k = 0
+    k = np.int64(0)  # not a literal: one specialization of _set_loops_below
     n_scanned = 0
     while k < n_nodes:
         n_scanned += 1
@@ -320,7 +320,7 @@ def _set_loops_below(
     for j in range(lo, hi):
         x = items_s[j]
         if loop_known[x] == 0:
-            loop_off[x, :] = bytes_off_loop(byte_class, n_classes, trans, x)[0]
+            loop_off[x, :] = bytes_off_loop(byte_class, n_classes, trans, np.int64(x))[0]
             loop_known[x] = 1
         if (
             (suffix_bits[k, 0] & loop_off[x, 0]) == 0

@@ -23,6 +23,7 @@ the status.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from ._batch import _grammar, _matcher
@@ -418,7 +419,7 @@ def extend_op(
                                 memo_row,
                                 cand,
                                 scratch_row,
-                                0,
+                                np.int64(0),  # not a literal: one specialization of fill_row
                             )
                             if status < 0:
                                 break

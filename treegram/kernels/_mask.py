@@ -285,7 +285,7 @@ def collect_classes(
     """
     n_states = state_rule.shape[0]
     n_cls = 0
-    n_missing = 0
+    n_missing = np.int64(0)  # not a literal: one specialization of context_class
     for j in range(set_starts[top], set_starts[top + 1]):
         s = items_s[j]
         o = items_o[j]
@@ -502,7 +502,7 @@ def _sort_unique(a, n):
             _sift_down(a, start, n)
         for end in range(n - 1, 0, -1):
             a[0], a[end] = a[end], a[0]
-            _sift_down(a, 0, end)
+            _sift_down(a, np.int64(0), end)
     k = 0
     for i in range(n):
         if k == 0 or a[i] != a[k - 1]:

@@ -560,7 +560,7 @@ def slice_reach(
     node_q[0] = 0
     node_d[0] = 0
     node_off[0] = 0
-    n_seed = 0
+    n_seed = np.int64(0)  # not a literal: one specialization of _sort_unique
     for i in range(max(top_targets.shape[0], 1)):
         fr = -1
         if top_targets.shape[0] > 0:
@@ -574,7 +574,7 @@ def slice_reach(
         n_seed = _add_key(pool, n_seed, np.int64(state) * _FRAME_SPAN + fr + 1)
     _sort_unique(pool, n_seed)
     node_off[1] = n_seed
-    n_nodes = 1
+    n_nodes = np.int64(1)  # not a literal: one specialization of _grown_table
     cur[0] = 0
     n_cur = 1
     fail_leads = max_leads + 1  # fewest characters of a slice text that is not read
@@ -646,7 +646,7 @@ def slice_reach(
                 d2 = node_d[c] + (1 if q == 0 else 0)
                 if d2 > max_leads:
                     continue
-                n_succ = 0
+                n_succ = np.int64(0)
                 cls = byte_class[b]
                 # one successor at most per configuration: no overflow; the sort below
                 # drops duplicates

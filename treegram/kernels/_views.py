@@ -14,11 +14,20 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
-__all__ = ["view_i32", "view_i64", "view_u8", "view_i32_2d", "view_i64_2d"]
+__all__ = [
+    "view_i32",
+    "view_i64",
+    "view_u8",
+    "view_i32_2d",
+    "view_i64_2d",
+    "view_i32_ro",
+    "view_i64_ro",
+    "view_u8_ro",
+]
 
 
-def _view_maker(nbtype, ndim: int):
-    arrty = types.Array(nbtype, ndim, "C")
+def _view_maker(nbtype, ndim: int, readonly: bool = False):
+    arrty = types.Array(nbtype, ndim, "C", readonly=readonly)
 
     @intrinsic
     def view(typingctx, addr, n0, n1):
@@ -56,3 +65,9 @@ view_i64 = _view_maker(types.int64, 1)
 view_u8 = _view_maker(types.uint8, 1)
 view_i32_2d = _view_maker(types.int32, 2)
 view_i64_2d = _view_maker(types.int64, 2)
+# Read-only views of arrays the scalar entry points receive read-only (the sorted
+# vocabulary's): the batch and scalar paths then share one compiled specialization of
+# every kernel below them (numba types a read-only array apart from a writable one).
+view_i32_ro = _view_maker(types.int32, 1, readonly=True)
+view_i64_ro = _view_maker(types.int64, 1, readonly=True)
+view_u8_ro = _view_maker(types.uint8, 1, readonly=True)

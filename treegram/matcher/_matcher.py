@@ -451,7 +451,8 @@ class GrammarMatcher:
             raise TypeError(f"input_str must be str or bytes, got {type(input_str).__name__}")
         if self._meta[M_STOPPED]:
             return False
-        data = np.frombuffer(bytes(input_str), dtype=np.uint8)
+        # writable, like the vocabulary's token bytes: one specialization of the byte scan
+        data = np.frombuffer(bytearray(input_str), dtype=np.uint8)
         while True:
             if self._meta[M_STEPS] >= self._hist.shape[0]:
                 self._grow_hist()

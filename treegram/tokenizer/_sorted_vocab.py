@@ -54,8 +54,13 @@ class SortedVocab:
         """The trie (as ``trie``) of the tokens at sorted ``positions`` (increasing); its
         token positions index ``positions``."""
         positions = np.asarray(positions, dtype=np.int64)
-        trie = build_trie(*subset_tokens(self.offsets, self.data, self.lcp, positions))
-        for array in trie:  # read-only like the whole trie: one kernel specialization
+        # read-only like the whole vocabulary's arrays: one specialization of build_trie and
+        # of every kernel that walks a trie
+        subset = subset_tokens(self.offsets, self.data, self.lcp, positions)
+        for array in subset:
+            array.flags.writeable = False
+        trie = build_trie(*subset)
+        for array in trie:
             array.flags.writeable = False
         return trie
 
@@ -90,9 +95,11 @@ def build_sorted_vocab(decoded: Sequence[bytes], excluded_ids: Iterable[int]) ->
     np.cumsum(sorted_lengths, out=offsets[1:])
     data = np.frombuffer(b"".join([decoded[i] for i in order]), dtype=np.uint8)
     lcp = _adjacent_lcp(data, offsets, sorted_lengths)
+    for array in (token_ids, offsets, data, lcp):  # before build_trie: one specialization
+        array.flags.writeable = False
     trie = build_trie(offsets, data, lcp)
     max_len = int(sorted_lengths.max()) if len(order) else 0
-    for array in (token_ids, offsets, data, lcp, *trie):
+    for array in trie:
         array.flags.writeable = False
     return SortedVocab(token_ids, offsets, data, lcp, trie, max_len)
 
