@@ -89,6 +89,7 @@ def kernel_cache_dir() -> str | None:
 
 
 _seeded: set[str] = set()
+_usable_dirs: set[str] = set()
 _seed_lock = threading.Lock()
 
 
@@ -137,6 +138,13 @@ class KernelCacheLocator(_CacheLocator):
 
     def get_cache_path(self) -> str:
         return self._cache_path
+
+    def ensure_cache_path(self) -> None:
+        # numba writes a temporary file to prove the folder writable for every kernel; one
+        # check per folder and process is enough (a hundred kernels are defined at import)
+        if self._cache_path not in _usable_dirs:
+            super().ensure_cache_path()
+            _usable_dirs.add(self._cache_path)
 
     def get_source_stamp(self) -> bytes:
         st = os.stat(self._py_file)

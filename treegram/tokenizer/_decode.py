@@ -16,6 +16,8 @@ byte, and its UTF-8 is parsed leniently (overlong forms are accepted).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
 
@@ -150,11 +152,28 @@ def _parse_utf8_lenient(data: bytes) -> list[int] | None:
     return code_points
 
 
+_OUTSIDE_ALPHABET = re.compile(
+    f"[^{re.escape(''.join(chr(cp) for cp in BYTE_LEVEL_CHAR_TO_BYTE))}]"
+)
+
+
+def _token_starts(tokens: Sequence[str]) -> list[int]:
+    """Where each token starts in ``"".join(tokens)``, and the total length last."""
+    return [0, *itertools.accumulate(map(len, tokens))]
+
+
+def _tokens_at(starts: list[int], positions: Iterable[int]) -> set[int]:
+    """Indices of the tokens holding these positions of the joined text."""
+    return {bisect.bisect_right(starts, p) - 1 for p in positions}
+
+
 def is_byte_level_spelling(tokens: Iterable[str]) -> list[bool]:
     """Tell, for each token text, whether it only uses byte-level alphabet characters."""
-    alphabet = "".join(chr(cp) for cp in BYTE_LEVEL_CHAR_TO_BYTE)
-    pattern = re.compile(f"[{re.escape(alphabet)}]*")
-    return [pattern.fullmatch(token) is not None for token in tokens]
+    tokens = list(tokens)
+    starts = _token_starts(tokens)
+    joined = "".join(tokens)
+    outside = _tokens_at(starts, (m.start() for m in _OUTSIDE_ALPHABET.finditer(joined)))
+    return [i not in outside for i in range(len(tokens))]
 
 
 def _utf8(token: str | bytes, index: int) -> bytes:
@@ -180,6 +199,23 @@ def _decode_byte_level_str(token: str | bytes, index: int) -> bytes:
     return decode_byte_level(_utf8(token, index))
 
 
+def _decode_byte_level_strs(tokens: Sequence[str]) -> list[bytes]:
+    """:func:`_decode_byte_level_str` of every token, in a few passes over their join: one
+    translation and one Latin-1 encoding of the whole text (a character either way), then
+    the tokens that keep a character past U+00FF go through the exact per-token path."""
+    starts = _token_starts(tokens)
+    translated = "".join(tokens).translate(_FAST_TABLE)
+    blob = translated.encode("latin-1", errors="replace")  # "?" keeps every length
+    odd = _tokens_at(starts, (m.start() for m in _PAST_LATIN1.finditer(translated)))
+    out = [blob[a:b] for a, b in itertools.pairwise(starts)]
+    for i in odd:
+        out[i] = _decode_byte_level_str(tokens[i], i)
+    return out
+
+
+_PAST_LATIN1 = re.compile("[^\x00-\xff]")
+
+
 def decode_vocab(tokens: Sequence[str | bytes], vocab_type: VocabType) -> list[bytes]:
     """Decode every entry of an encoded vocabulary.
 
@@ -201,6 +237,8 @@ def decode_vocab(tokens: Sequence[str | bytes], vocab_type: VocabType) -> list[b
         An entry is neither ``str`` nor ``bytes`` or is not encodable as UTF-8.
     """
     if vocab_type is VocabType.BYTE_LEVEL:
+        if all(isinstance(tok, str) for tok in tokens):
+            return _decode_byte_level_strs(tokens)  # type: ignore[arg-type]
         return [_decode_byte_level_str(tok, i) for i, tok in enumerate(tokens)]
     decode: Callable[[bytes], bytes] = (
         decode_byte_fallback if vocab_type is VocabType.BYTE_FALLBACK else decode_raw
