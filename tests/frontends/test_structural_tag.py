@@ -576,6 +576,27 @@ def test_unsupported_structural_tags(value, match):
         tg.Grammar.from_structural_tag(_st(value))
 
 
+def test_character_budgets_share_one_state_budget_per_structural_tag():
+    # one budget beside its end string builds about five states per character: 1,200 fit,
+    # eight tags of 1,000 do not (they compiled for a minute; now refused within a second)
+    from treegram.frontends import MAX_BOUNDED_TEXT_STATES
+
+    def tags(n, chars):
+        return {
+            "type": "triggered_tags",
+            "triggers": [f"<t{i}>" for i in range(n)],
+            "tags": [
+                {"begin": f"<t{i}>", "content": {"type": "any_text", "max_chars": chars},
+                 "end": f"</t{i}>"}
+                for i in range(n)
+            ],
+        }  # fmt: skip
+
+    tg.Grammar.from_structural_tag(_st(tags(1, 1200)))
+    with pytest.raises(UnsupportedStructuralTagError, match=str(MAX_BOUNDED_TEXT_STATES)):
+        tg.Grammar.from_structural_tag(_st(tags(8, 1000)))
+
+
 def test_deprecated_qwen_xml_parameter_format_compiles_as_qwen_xml():
     from treegram.structural_tag import QwenXMLParameterFormat
 

@@ -286,6 +286,29 @@ def test_batch_chains_and_budgets(compiled, batcher):
     assert forced_chain(stopped, 5) == []
 
 
+def test_large_budgets_allocate_for_what_they_use(compiled):
+    # forced_chain works in chunks: any max_tokens returns the chain there is, and chunks
+    # join where they were cut (the fixed text is longer than one chunk's budget here)
+    m = GrammarMatcher(compiled["fixed"])
+    whole = forced_chain(m, 20)
+    for max_tokens in (10**8, 10**12):
+        assert forced_chain(m, max_tokens) == whole
+    long_text = tg.GrammarCompiler(m.compiled_grammar.tokenizer_info).compile_grammar(
+        'root ::= "' + "abcdefghij" * 60 + '" [a-z]'
+    )
+    chained = GrammarMatcher(long_text)
+    assert forced_chain(chained, 10**9) == ref_chain(chained, 1000)
+    # the draft-tree calls size their outputs by the budget: checked before allocating
+    from treegram.matcher import MAX_FORCED_NODES
+
+    one = (np.full(1, -1), np.full(1, -1), np.zeros((1, 1), dtype=np.int64))
+    for bad in (MAX_FORCED_NODES + 1, 10**10, [10**10]):
+        with pytest.raises(ArgumentError, match="MAX_FORCED_NODES"):
+            extend_draft_trees([m], *one, budget=bad)
+    with pytest.raises(ArgumentError, match="max_tokens.*MAX_FORCED_NODES"):
+        batch_forced_chains([m], 10**12)
+
+
 def test_chain_bad_input(compiled):
     m = GrammarMatcher(compiled["fixed"])
     with pytest.raises(ArgumentError, match="max_tokens"):

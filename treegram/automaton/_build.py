@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
@@ -22,7 +23,11 @@ from itertools import chain
 import numpy as np
 
 from treegram.ir import (
+    MAX_AUTOMATON_STATES,
+    MAX_BUILD_SECONDS,
     MAX_EXPR_DEPTH,
+    MAX_RULE_STATES,
+    MAX_SUBSET_MEMBERS,
     SHALLOW_DEPTH,
     Bytes,
     CharClass,
@@ -37,6 +42,7 @@ from treegram.ir import (
     complement_ranges,
     cycles_of_two_or_more,
     expr_depth_error,
+    expr_excerpt,
     ir_depth,
     normalize_ranges,
     run_sized,
@@ -45,8 +51,8 @@ from treegram.ir import (
 from ..errors import GrammarError, UndefinedRuleError
 from ..kernels import layout
 from ._follow import follow_sets
-from ._nfa import FlatIr, build_nfa, tail_calls
-from ._repeats import split_long_repeats
+from ._nfa import FlatIr, build_nfa, one_byte_ranges, tail_calls
+from ._repeats import repeats_as_rules, split_long_repeats
 from ._subset import determinize, fill_transitions
 from ._utf8 import utf8_sequences
 
@@ -258,6 +264,21 @@ class _NfaBuilder:
         self.rule_ids = rule_ids
         self.rule_name = rule_name
         self.called: set[int] = set()  # rule ids this builder wrote call edges to
+        self._last: list[int] | None = None  # source state of the last byte edge written
+
+    def _byte_edge(self, src: int, lo: int, hi: int, to: int, extend: bool = False) -> None:
+        """Write a byte edge. With ``extend`` (a literal's byte), a byte right after the
+        last edge written, from the same state to the same target, extends that edge
+        instead (as ``_nfa.build_nfa`` does)."""
+        edges = self.nfa.byte_edges
+        last = self._last
+        if extend and last is not None and last[0] == src:
+            plo, phi, pto = edges[src][-1]
+            if pto == to and phi + 1 == lo:
+                edges[src][-1] = (plo, lo, to)
+                return
+        edges[src].append((lo, hi, to))
+        self._last = [src]
 
     def build(self, expr: Expr, start: int, end: int) -> None:
         nfa = self.nfa
@@ -270,14 +291,14 @@ class _NfaBuilder:
             cur, last = start, len(data) - 1
             for i, b in enumerate(data):
                 nxt = end if i == last else nfa.new_state()
-                nfa.byte_edges[cur].append((b, b, nxt))
+                self._byte_edge(cur, b, b, nxt, extend=True)
                 cur = nxt
         elif kind is CharClass:
             for seq in _class_sequences(expr):  # type: ignore[arg-type]
                 cur, last = start, len(seq) - 1
                 for i, (lo, hi) in enumerate(seq):
                     nxt = end if i == last else nfa.new_state()
-                    nfa.byte_edges[cur].append((lo, hi, nxt))
+                    self._byte_edge(cur, lo, hi, nxt)
                     cur = nxt
         elif kind is Seq:
             items = expr.items  # type: ignore[attr-defined]
@@ -290,6 +311,12 @@ class _NfaBuilder:
                 self.build(item, cur, nxt)
                 cur = nxt
         elif kind is Choice:
+            ranges = one_byte_ranges(expr)  # type: ignore[arg-type]
+            if ranges is not None:  # one edge per range (as FlatIr flattens such a choice)
+                for lo, hi in ranges:
+                    nfa.byte_edges[start].append((lo, hi, end))
+                self._last = [start]
+                return
             for item in expr.items:  # type: ignore[attr-defined]
                 self.build(item, start, end)
         elif kind is Repeat:
@@ -498,12 +525,64 @@ def build_automaton(ir: GrammarIR) -> Automaton:
     """
     if not ir.has_rule(ir.root):
         raise GrammarError(f"root rule {ir.root!r} is not defined")
-    depth = ir_depth(ir)
-    if depth > MAX_EXPR_DEPTH:
-        raise expr_depth_error("build_automaton")
-    # The NFA construction recurses per expression level: deep IR goes to a large stack.
-    with collector_paused():  # what it allocates is acyclic: collections would free nothing
-        return run_sized(depth > SHALLOW_DEPTH, _build, ir)
+    for rebuild in range(_MAX_REBUILDS + 1):
+        depth = ir_depth(ir)
+        if depth > MAX_EXPR_DEPTH:
+            raise expr_depth_error("build_automaton")
+        try:
+            # The NFA construction recurses per expression level: deep IR, large stack.
+            with collector_paused():  # its allocations are acyclic: collections free nothing
+                return run_sized(depth > SHALLOW_DEPTH, _build, ir)
+        except _RuleTooLargeError as over:
+            # the automaton tracks every position of its counted repetitions at once: let
+            # the chart follow them instead, as calls of rules (see repeats_as_rules)
+            rewritten = repeats_as_rules(ir, over.rule)
+            if rewritten is None or rebuild == _MAX_REBUILDS:
+                raise over.error() from None
+            ir = rewritten
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+# A rule over the budget is built again with its counted repetitions made rules, and those
+# rules in turn: a few rounds unless the grammar nests repetitions deeply.
+_MAX_REBUILDS = 8
+
+
+class _RuleTooLargeError(Exception):
+    """A rule's automaton would pass the budget (``ir.MAX_RULE_STATES`` states or
+    ``ir.MAX_SUBSET_MEMBERS`` subset members)."""
+
+    def __init__(self, rule: str, excerpt: str) -> None:
+        super().__init__(rule)
+        self.rule, self.excerpt = rule, excerpt
+
+    def error(self) -> GrammarError:
+        return GrammarError(
+            f"rule {self.rule!r}: its automaton needs more than {MAX_RULE_STATES} states "
+            f"(treegram.ir.MAX_RULE_STATES) or {MAX_SUBSET_MEMBERS} subset members "
+            f"(MAX_SUBSET_MEMBERS), even with its counted repetitions made rules: "
+            f"{self.excerpt}"
+        )
+
+
+def _within_budget(part: tuple, name: str, body: Expr, total: int, deadline: float) -> int:
+    """The grammar's state count with rule ``name``'s DFA ``part`` added; raises when the
+    rule or the grammar passes the budget, or the build its time."""
+    if part[0].shape[0] == 0:  # determinize's answer when over the budget
+        raise _RuleTooLargeError(name, expr_excerpt(body))
+    if time.monotonic() > deadline:
+        raise GrammarError(
+            f"building the automaton took more than {MAX_BUILD_SECONDS:g} s "
+            f"(treegram.ir.MAX_BUILD_SECONDS); it was at rule {name!r}: {expr_excerpt(body)}"
+        )
+    total += part[0].shape[0]
+    if total > MAX_AUTOMATON_STATES:
+        raise GrammarError(
+            f"the grammar needs more than {MAX_AUTOMATON_STATES} automaton states "
+            f"(treegram.ir.MAX_AUTOMATON_STATES); rule {name!r} passed it: "
+            f"{expr_excerpt(body)}"
+        )
+    return total
 
 
 def _build(ir: GrammarIR) -> Automaton:
@@ -534,6 +613,8 @@ def _build(ir: GrammarIR) -> Automaton:
     tail_cycles = {w: c for w, c in tail_cycles.items() if w not in captured}
     parts = []  # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
     done: dict[int, tuple] = {}  # flat root -> (called rules, DFA): equal bodies once
+    total = 0  # states so far
+    deadline = time.monotonic() + MAX_BUILD_SECONDS
     for rid, (name, body) in enumerate(bodies):
         if roots[rid] not in flat.bad and rid not in tail_cycles:
             got = done.get(roots[rid])
@@ -541,6 +622,7 @@ def _build(ir: GrammarIR) -> Automaton:
                 nfa = build_nfa(roots[rid], *flat.arrays())
                 got = done[roots[rid]] = (nfa[8], determinize(*nfa, 0, 1))
             if not (got[0] == rid).any():  # no call of itself to turn into a loop
+                total = _within_budget(got[1], name, body, total, deadline)
                 parts.append(_committed_shortest(got[1]) if rid in lazy else got[1])
                 continue
         # Calls to rewrite, or an error to raise: the Python builder (the same NFA).
@@ -553,6 +635,7 @@ def _build(ir: GrammarIR) -> Automaton:
         if (rid in builder.called or rid in tail_cycles) and rid not in captured:
             _loop_tail_self_calls(builder.nfa, rid, start, accept)
         part = _determinize(builder.nfa, start, accept)
+        total = _within_budget(part, name, body, total, deadline)
         parts.append(_committed_shortest(part) if rid in lazy else part)
 
     # One global state space: each rule's states follow the previous rule's.

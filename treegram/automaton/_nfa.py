@@ -15,9 +15,39 @@ from numba import njit
 
 from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq
 
-__all__ = ["FlatIr", "build_nfa", "tail_calls"]
+__all__ = ["FlatIr", "build_nfa", "one_byte_ranges", "tail_calls"]
 
 BYTES, CLASS, SEQ, CHOICE, REPEAT, REF = range(6)
+
+
+def one_byte_ranges(choice: Choice) -> tuple[tuple[int, int], ...] | None:
+    """The byte ranges of a choice of one-byte strings (single bytes, and classes of ASCII
+    characters), merged; None when an alternative is longer. Free text reads raw bytes as a
+    choice of 128 single bytes: as ranges, a handful of edges."""
+    if len(choice.items) < 2:
+        return None
+    pieces: list[tuple[int, int]] = []
+    for item in choice.items:
+        t = type(item)
+        if t is Bytes and len(item.data) == 1:  # type: ignore[union-attr]
+            pieces.append((item.data[0], item.data[0]))  # type: ignore[union-attr]
+        elif (
+            t is CharClass
+            and not item.negated  # type: ignore[union-attr]
+            and item.ranges  # type: ignore[union-attr]
+            and item.ranges[-1][1] < 0x80  # type: ignore[union-attr]
+        ):
+            pieces.extend(item.ranges)  # type: ignore[union-attr]
+        else:
+            return None
+    pieces.sort()
+    merged = [list(pieces[0])]
+    for lo, hi in pieces[1:]:
+        if lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)
 
 
 class FlatIr:
@@ -72,6 +102,10 @@ class FlatIr:
             t = type(node)
             if t is Seq or t is Choice:
                 children = node.items  # type: ignore[union-attr]
+                if t is Choice and (ranges := one_byte_ranges(node)) is not None:
+                    index[id(node)] = self._byte_ranges(ranges)
+                    keep.append(node)
+                    continue
             elif t is Repeat:
                 children = (node.item,)  # type: ignore[union-attr]
             else:
@@ -112,6 +146,24 @@ class FlatIr:
             keep.append(node)
         self._arrays = None
         return index[id(root)]
+
+    def _byte_ranges(self, ranges: tuple[tuple[int, int], ...]) -> int:
+        """The node id of a class of raw bytes: one one-byte sequence per range."""
+        key = ("bytes", ranges)
+        got = self.leaves.get(key)  # type: ignore[call-overload]
+        if got is not None:
+            return got
+        nid = len(self.kid_at)
+        self.kind.append(CLASS)
+        self.a.append(len(self.seq_ptr) - 1)
+        self.b.append(len(ranges))
+        for lo, hi in ranges:
+            self.lo.append(lo)
+            self.hi.append(hi)
+            self.seq_ptr.append(len(self.lo))
+        self.kid_at.append(len(self.kids))
+        self.leaves[key] = nid  # type: ignore[index]
+        return nid
 
     def _leaf(self, node) -> int:
         """The node id of a leaf; equal leaves share one."""
@@ -248,11 +300,21 @@ def build_nfa(root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi):  # noqa: C
                     else:
                         nxt = n_states
                         n_states += 1
-                    y_src, y_lo = _grow(y_src, n_y + 1), _grow(y_lo, n_y + 1)
-                    y_hi, y_to = _grow(y_hi, n_y + 1), _grow(y_to, n_y + 1)
                     v = data[a[node] + i]
-                    y_src[n_y], y_lo[n_y], y_hi[n_y], y_to[n_y] = cur, v, v, nxt
-                    n_y += 1
+                    if (
+                        n_y > 0
+                        and y_src[n_y - 1] == cur
+                        and y_to[n_y - 1] == nxt
+                        and y_hi[n_y - 1] + 1 == v
+                    ):
+                        # the next byte of a run to one target (raw bytes are a choice of
+                        # single bytes: 128 edges for one class) extends the last edge
+                        y_hi[n_y - 1] = v
+                    else:
+                        y_src, y_lo = _grow(y_src, n_y + 1), _grow(y_lo, n_y + 1)
+                        y_hi, y_to = _grow(y_hi, n_y + 1), _grow(y_to, n_y + 1)
+                        y_src[n_y], y_lo[n_y], y_hi[n_y], y_to[n_y] = cur, v, v, nxt
+                        n_y += 1
                     cur = nxt
             top -= 1
         elif k == 1:  # CharClass

@@ -13,6 +13,11 @@ tokens inside a string are still decided within one rule):
   ``q`` blocks" splits by the highest power of two, so every choice is decided by the
   length alone and the grammar stays unambiguous.
 
+Nested repetitions whose counts form one interval are merged first
+(``ir.merge_nested_repeat``: ``((a{1,30}){1,30}){1,30}`` is ``a{1,27000}``), and a
+repetition that would still unroll its item into more than ``ir.UNROLL_LIMIT`` states
+repeats a call of the item, made a rule (``item__N``), instead of its states.
+
 The language is unchanged; only rules are added (named after the rule they came from).
 """
 
@@ -20,9 +25,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from treegram.ir import Choice, Expr, GrammarIR, Repeat, Rule, RuleRef, Seq, ir_facts
+from treegram.ir import (
+    UNROLL_LIMIT,
+    Bytes,
+    Choice,
+    Expr,
+    GrammarIR,
+    Repeat,
+    Rule,
+    RuleRef,
+    Seq,
+    ir_facts,
+    merge_nested_repeat,
+)
 
-__all__ = ["BLOCK", "split_long_repeats"]
+__all__ = ["BLOCK", "split_long_repeats", "repeats_as_rules"]
 
 BLOCK = 64
 """Copies kept inline; longer repetitions are built from blocks of this many."""
@@ -38,9 +55,10 @@ def split_long_repeats(ir: GrammarIR) -> GrammarIR:
     extra: list[Rule] = []
     splitter = _Splitter({r.name for r in ir.rules}, extra)
     for rule in ir.rules:
-        body = splitter.rewrite(rule.body)
+        # a lazy rule's body calls no rule: its repetitions stay as they are
+        body = rule.body if rule.lazy else splitter.rewrite(rule.body)
         out.append(rule if body is rule.body else replace(rule, body=body))
-    if not extra:
+    if not extra and all(a is b for a, b in zip(out, ir.rules, strict=True)):
         return ir
     return GrammarIR(tuple(out + extra), ir.root)
 
@@ -52,6 +70,37 @@ class _Splitter:
         self.names, self.extra = names, extra
         self.families: dict[Expr, _Family] = {}
         self.memo: dict[int, Expr] = {}
+        self.sizes: dict[int, int] = {}
+        self.item_rules: dict[Expr, RuleRef] = {}
+
+    def size(self, expr: Expr) -> int:
+        """NFA states ``expr`` unrolls into, roughly (a character class counts 4: its
+        UTF-8 byte ranges); shared nodes are counted once per use, as they are built."""
+        got = self.sizes.get(id(expr))
+        if got is None:
+            if isinstance(expr, Bytes):
+                got = len(expr.data) + 1
+            elif isinstance(expr, (Seq, Choice)):
+                got = 1 + sum(self.size(e) for e in expr.items)
+            elif isinstance(expr, Repeat):
+                bound = expr.min if expr.max is None else expr.max
+                got = 1 + self.size(expr.item) * max(bound, 1)
+            elif isinstance(expr, RuleRef):
+                got = 1
+            else:
+                got = 4
+            self.sizes[id(expr)] = got
+        return got
+
+    def _callable(self, item: Expr, copies: int) -> Expr:
+        """``item``, or a call of it made a rule when ``copies`` of its states would pass
+        ``UNROLL_LIMIT``."""
+        if copies < 2 or self.size(item) * copies <= UNROLL_LIMIT or isinstance(item, RuleRef):
+            return item
+        got = self.item_rules.get(item)
+        if got is None:
+            got = self.item_rules[item] = self.new_rule(f"item{len(self.item_rules)}", item)
+        return got
 
     def rewrite(self, expr: Expr) -> Expr:
         """``expr`` with its long repetitions rewritten; a node shared in the DAG is
@@ -69,16 +118,20 @@ class _Splitter:
             return type(expr)(items)
         if not isinstance(expr, Repeat):
             return expr
-        item = self.rewrite(expr.item)
-        longest = expr.min if expr.max is None else expr.max
+        # (x?){lo,hi} is x{0,hi} (any copy may be the empty one): kept nested, every block
+        # position could hold the empty copies, and the chart would carry an item per
+        # position (a regex like `(a?){2,300}b` took seconds a byte); ((a{1,30}){1,30}){1,30}
+        # is a{1,27000}, built in blocks below instead of 27,000 unrolled states
+        merged = merge_nested_repeat(expr)
+        item = self.rewrite(merged.item)
+        lo, hi = merged.min, merged.max
+        longest = lo if hi is None else hi
         if longest <= BLOCK:
-            return expr if item is expr.item else Repeat(item, expr.min, expr.max)
-        lo, hi = expr.min, expr.max
-        if isinstance(item, Repeat) and item.min == 0 and item.max == 1:
-            # (x?){lo,hi} is x{0,hi}: any of the copies may be the empty one. Kept as it
-            # is, every block position could hold the empty copies, and the chart would
-            # carry an item per position (a regex like `(a?){2,300}b` took seconds a byte).
-            item, lo = item.item, 0
+            item = self._callable(item, longest)
+            if merged is expr and item is expr.item:
+                return expr
+            return Repeat(item, lo, hi)
+        item = self._callable(item, BLOCK)
         family = self.families.get(item)
         if family is None:
             family = self.families[item] = _Family(self, item, len(self.families))
@@ -163,3 +216,36 @@ class _Family:
             out = self._rule(f"below{q}blocks", Choice((low, high)))
         self.below[q] = out
         return out
+
+
+def repeats_as_rules(ir: GrammarIR, name: str) -> GrammarIR | None:
+    """``ir`` with every counted repetition of rule ``name`` (outermost ones, bounded, more
+    than one copy) made a rule of its own, called where it stood; None when the rule has
+    none. The rule's automaton then no longer tracks every position of those repetitions
+    at once (``[ab]*a[ab]{20}`` needs 2**21 states that way): the Earley chart follows them,
+    an item per live position."""
+    rule = next((r for r in ir.rules if r.name == name), None)
+    if rule is None or rule.lazy:
+        return None
+    names = {r.name for r in ir.rules}
+    extra: list[Rule] = []
+
+    def hoist(expr: Expr) -> Expr:
+        if isinstance(expr, (Seq, Choice)):
+            items = tuple(hoist(e) for e in expr.items)
+            same = all(a is b for a, b in zip(items, expr.items, strict=True))
+            return expr if same else type(expr)(items)
+        if isinstance(expr, Repeat) and expr.max is not None and expr.max >= 2:
+            helper, k = f"{name}__counted", len(extra)
+            while f"{helper}{k}" in names:
+                k += 1
+            names.add(f"{helper}{k}")
+            extra.append(Rule(f"{helper}{k}", expr))
+            return RuleRef(f"{helper}{k}")
+        return expr
+
+    body = hoist(rule.body)
+    if not extra:
+        return None
+    rules = tuple(replace(r, body=body) if r is rule else r for r in ir.rules)
+    return GrammarIR(rules + tuple(extra), ir.root)

@@ -16,9 +16,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from treegram.ir import MAX_RULE_STATES, MAX_SUBSET_MEMBERS
+
 __all__ = ["determinize", "fill_transitions"]
 
 _EMPTY = -1
+# compile-time constants of the kernel (see treegram.ir._budget)
+_MAX_STATES = MAX_RULE_STATES
+_MAX_MEMBERS = MAX_SUBSET_MEMBERS
 
 
 @njit(nogil=True, cache=True)
@@ -163,6 +168,9 @@ def determinize(
 
     Returns
     -------
+    A DFA of no state at all when it would need more than ``ir.MAX_RULE_STATES`` states or
+    its subsets more than ``ir.MAX_SUBSET_MEMBERS`` NFA states in all; otherwise:
+
     final : uint8 [n_dfa]
     out_byte_ptr : int32 [n_dfa + 1]
     out_lo, out_hi, out_to : int32 [n_out_byte]
@@ -206,6 +214,11 @@ def determinize(
     targets = np.empty(16, dtype=np.int32)
     cuts = np.empty(16, dtype=np.int32)
     order = np.empty(16, dtype=np.int64)
+    # per byte-interval buckets of targets: cut value -> interval, offsets, fill cursors
+    cut_at = np.zeros(257, dtype=np.int64)
+    span_ptr = np.zeros(258, dtype=np.int64)
+    cursor = np.zeros(258, dtype=np.int64)
+    span_to = np.empty(16, dtype=np.int32)
 
     targets[0] = start
     gen += 1
@@ -215,6 +228,9 @@ def determinize(
     )
     i = 0
     while i < n_sub:
+        if n_sub > _MAX_STATES or pool_len > _MAX_MEMBERS:
+            n_sub = n_out = n_out_ref = 0  # over the budget: no DFA
+            break
         final = _grow(final, i + 1)
         out_byte_ptr = _grow(out_byte_ptr, i + 2)
         out_ref_ptr = _grow(out_ref_ptr, i + 2)
@@ -238,17 +254,31 @@ def determinize(
             cuts[2 * e] = e_lo[e]
             cuts[2 * e + 1] = e_hi[e] + 1
         n_cuts = _sort_unique(cuts, 2 * m)
+        # the targets of each interval, bucketed by one pass over the edges (an edge covers
+        # the intervals from its low cut to its high one), in edge order as a scan would
+        for c in range(n_cuts):
+            cut_at[cuts[c]] = c
+            span_ptr[c + 1] = 0
+        for e in range(m):
+            for c in range(cut_at[e_lo[e]], cut_at[e_hi[e] + 1]):
+                span_ptr[c + 1] += 1
+        for c in range(n_cuts):
+            span_ptr[c + 1] += span_ptr[c]
+            cursor[c] = span_ptr[c]
+        span_to = _grow(span_to, span_ptr[n_cuts])
+        for e in range(m):
+            for c in range(cut_at[e_lo[e]], cut_at[e_hi[e] + 1]):
+                span_to[cursor[c]] = e_to[e]
+                cursor[c] += 1
         for c in range(n_cuts - 1):
             a = cuts[c]
             b = cuts[c + 1]  # the interval [a, b)
-            n_targets = np.int64(0)
-            for e in range(m):
-                if e_lo[e] <= a and b - 1 <= e_hi[e]:
-                    targets = _grow(targets, n_targets + 1)
-                    targets[n_targets] = e_to[e]
-                    n_targets += 1
+            n_targets = span_ptr[c + 1] - span_ptr[c]
             if n_targets == 0:
                 continue
+            targets = _grow(targets, n_targets)
+            for t in range(n_targets):
+                targets[t] = span_to[span_ptr[c] + t]
             gen += 1
             k = _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to)
             tid, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask = _intern(
@@ -300,11 +330,11 @@ def determinize(
         i += 1
     return (
         final[:n_sub].copy(),
-        out_byte_ptr[: n_sub + 1].copy(),
+        out_byte_ptr[: n_sub + 1 if n_sub else 0].copy(),
         out_lo[:n_out].copy(),
         out_hi[:n_out].copy(),
         out_to[:n_out].copy(),
-        out_ref_ptr[: n_sub + 1].copy(),
+        out_ref_ptr[: n_sub + 1 if n_sub else 0].copy(),
         out_rule[:n_out_ref].copy(),
         out_ref_to[:n_out_ref].copy(),
     )

@@ -40,6 +40,7 @@ from treegram.frontends._ebnf import parse_ebnf
 from treegram.frontends._lark import lark_to_ir
 from treegram.frontends._regex import regex_to_expr, regex_to_ir
 from treegram.frontends._structural_tag import (
+    MAX_BOUNDED_TEXT_STATES,
     structural_tag_from_args,
     structural_tag_key,
     structural_tag_to_ir,
@@ -83,6 +84,7 @@ from treegram.frontends.json_schema import (
 )
 
 __all__ = [
+    "MAX_BOUNDED_TEXT_STATES",
     "parse_ebnf",
     "lark_to_ir",
     "regex_to_ir",

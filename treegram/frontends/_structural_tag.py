@@ -77,6 +77,7 @@ from treegram.ir import (
 )
 
 __all__ = [
+    "MAX_BOUNDED_TEXT_STATES",
     "structural_tag_to_ir",
     "structural_tag_from_args",
     "structural_tag_key",
@@ -233,6 +234,7 @@ class _Builder:
         self._token_rules: set[str] = set()  # names of the token-id rules added
         # the end token of the innermost enclosing tag (its content may not read it)
         self._end_tokens: tuple[int | str, ...] = ()
+        self._bounded_states = 0  # automaton states of the character budgets built so far
 
     def _tokens(self, refs, exclude: bool = False) -> RuleRef:
         """A token-id element over ``refs`` (ids and token texts): one rule per set."""
@@ -586,7 +588,15 @@ class _Builder:
             budget = _byte_budget(max_chars)
             hits = [Seq(tuple(CharClass(((b, b),)) for b in e.encode("utf-8"))) for e in excludes]
             search = Dfa.from_expr(Seq((_ANY_BYTES, _alt(hits), _ANY_BYTES)))
-            body = self._dfa(budget.difference(search).minimize(), "any_text", _bytes_of)
+            text = budget.difference(search).minimize()
+            self._bounded_states += len(text)
+            if self._bounded_states > MAX_BOUNDED_TEXT_STATES:
+                raise DfaLimitError(
+                    f"the character budgets of this structural tag need more than "
+                    f"{MAX_BOUNDED_TEXT_STATES} automaton states in all "
+                    "(treegram.frontends.MAX_BOUNDED_TEXT_STATES)"
+                )
+            body = self._dfa(text, "any_text", _bytes_of)
         except DfaLimitError as err:
             raise UnsupportedStructuralTagError(
                 f"{path}.max_chars: a budget of {max_chars} characters beside the excluded "
@@ -756,6 +766,13 @@ class _DfaRules:
 
     def new_rule(self, base: str) -> str:
         return self.b._fresh(base)
+
+
+# The code point automaton states all any_text character budgets of one structural tag may
+# build together (one per count and partial match of an excluded string: max_chars 1,000
+# beside "</t0>" is 4,988, 1,200 beside "</think>" 9,555). Each becomes a rule of about ten
+# byte states, and a structural tag over this compiles for seconds: it is refused by name.
+MAX_BOUNDED_TEXT_STATES = 12_000
 
 
 def _bytes_of(ranges: tuple[tuple[int, int], ...]) -> Expr:

@@ -12,6 +12,14 @@
 - :func:`collector_paused`, the garbage collector paused while a grammar is built.
 """
 
+from treegram.ir._budget import (
+    MAX_AUTOMATON_STATES,
+    MAX_BUILD_SECONDS,
+    MAX_RULE_STATES,
+    MAX_SUBSET_MEMBERS,
+    UNROLL_LIMIT,
+    merge_nested_repeat,
+)
 from treegram.ir._charset import MAX_STATES, Dfa, DfaLimitError, LoopSplit
 from treegram.ir._collector import collector_paused
 from treegram.ir._deep import (
@@ -43,10 +51,17 @@ from treegram.ir._nodes import (
     TokenSet,
     token_rule,
 )
-from treegram.ir._printer import MACRO_NAMES, NAME_PATTERN, grammar_to_ebnf
+from treegram.ir._printer import MACRO_NAMES, NAME_PATTERN, expr_excerpt, grammar_to_ebnf
 from treegram.ir._ranges import Ranges, complement_ranges, intersect_ranges, normalize_ranges
 
 __all__ = [
+    "MAX_AUTOMATON_STATES",
+    "MAX_RULE_STATES",
+    "MAX_SUBSET_MEMBERS",
+    "MAX_BUILD_SECONDS",
+    "UNROLL_LIMIT",
+    "merge_nested_repeat",
+    "expr_excerpt",
     "Bytes",
     "CharClass",
     "Seq",

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from treegram.ir._budget import merge_nested_repeat
 from treegram.ir._graphs import cycles_of_two_or_more
 from treegram.ir._minimize import canonical, product
 from treegram.ir._nodes import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, Seq
@@ -109,6 +110,7 @@ class _Nfa:
                 self.eps[self.build(item, a)].append(e)
             return e
         if isinstance(expr, Repeat):
+            expr = merge_nested_repeat(expr)  # ((a{1,30}){1,30}){1,30}: 27,000 copies of a
             for _ in range(expr.min):
                 s = self.build(expr.item, s)
             if expr.max is None:

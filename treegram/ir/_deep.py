@@ -168,13 +168,16 @@ def expr_depth(expr, memo: dict[int, int] | None = None) -> int:
     """Nesting depth of an IR expression (a leaf is 1), without recursion.
 
     Shared sub-expressions are measured once (``memo`` is keyed by ``id``)."""
-    return _walk(expr, {} if memo is None else memo, set(), [0])
+    return _walk(expr, {} if memo is None else memo, set(), [0], {})
 
 
-def _walk(expr, memo: dict[int, int], refs: set[str], longest: list[int]) -> int:
+def _walk(
+    expr, memo: dict[int, int], refs: set[str], longest: list[int], copies: dict[int, int]
+) -> int:
     """:func:`expr_depth`, also adding the names of referenced rules to ``refs`` and
-    raising ``longest[0]`` to the largest repetition bound (``max``, or ``min`` when
-    unbounded)."""
+    raising ``longest[0]`` to the largest number of copies a repetition unrolls anything
+    into (the product of the bounds of nested repetitions; a bound is ``max``, or ``min``
+    when unbounded). ``copies`` holds that number per node."""
     from treegram.ir._nodes import Choice, Repeat, RuleRef, Seq
 
     stack = [expr]
@@ -193,6 +196,7 @@ def _walk(expr, memo: dict[int, int], refs: set[str], longest: list[int]) -> int
             if t is RuleRef:
                 refs.add(node.name)
             memo[key] = 1
+            copies[key] = 1
             stack.pop()
             continue
         pending = [c for c in children if id(c) not in memo]
@@ -200,16 +204,20 @@ def _walk(expr, memo: dict[int, int], refs: set[str], longest: list[int]) -> int
             stack.extend(pending)
             continue
         stack.pop()
-        if t is Repeat:
-            bound = node.min if node.max is None else node.max
-            if bound > longest[0]:
-                longest[0] = bound
         deepest = 0
+        most = 1
         for c in children:
             d = memo[id(c)]
             if d > deepest:
                 deepest = d
+            if copies[id(c)] > most:
+                most = copies[id(c)]
+        if t is Repeat:
+            most *= max(node.min if node.max is None else node.max, 1)
+            if most > longest[0]:
+                longest[0] = most
         memo[key] = 1 + deepest
+        copies[key] = most
     return memo[id(expr)]
 
 
@@ -224,7 +232,8 @@ class IrFacts:
     ref_names : frozenset of str
         Every rule name that a rule body or lookahead references.
     longest_repeat : int
-        The largest repetition bound (``max``, or ``min`` when unbounded); 0 without
+        The largest number of copies repetitions unroll anything into: the product of the
+        bounds (``max``, or ``min`` when unbounded) of nested repetitions; 0 without
         repetitions.
     """
 
@@ -241,13 +250,14 @@ def ir_facts(ir) -> IrFacts:
     if cached is not None:
         return cached
     memo: dict[int, int] = {}
+    copies: dict[int, int] = {}
     refs: set[str] = set()
     longest = [0]
     depth = 0
     for rule in ir.rules:
-        depth = max(depth, _walk(rule.body, memo, refs, longest))
+        depth = max(depth, _walk(rule.body, memo, refs, longest, copies))
         if rule.lookahead is not None:
-            depth = max(depth, _walk(rule.lookahead, memo, refs, longest))
+            depth = max(depth, _walk(rule.lookahead, memo, refs, longest, copies))
     facts = IrFacts(depth, frozenset(refs), longest[0])
     object.__setattr__(ir, "_facts", facts)
     return facts

@@ -25,7 +25,7 @@ from treegram.ir._nodes import (
     Seq,
 )
 
-__all__ = ["grammar_to_ebnf", "MACRO_NAMES", "NAME_PATTERN"]
+__all__ = ["expr_excerpt", "grammar_to_ebnf", "MACRO_NAMES", "NAME_PATTERN"]
 
 #: xgrammar macro names; treegram does not support them.
 MACRO_NAMES = frozenset({"TagDispatch", "TokenTagDispatch", "Regex", "Substring"})
@@ -143,6 +143,13 @@ def _expr(e: Expr, ctx: int, toks: dict[str, str] | None = None) -> str:
         out = " | ".join(_expr(item, _CHOICE + 1, toks) for item in e.items)
         return f"({out})" if ctx > _CHOICE else out
     raise GrammarError(f"unknown grammar expression {e!r}")
+
+
+def expr_excerpt(expr: Expr, limit: int = 160) -> str:
+    """The EBNF text of one expression, cut to ``limit`` characters (for error messages;
+    it recurses, so a caller with deep expressions runs it on a deep stack)."""
+    text = _expr(expr, 0)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def grammar_to_ebnf(ir: GrammarIR) -> str:

@@ -16,13 +16,20 @@ from ._bitmask import (
     get_bitmask_shape,
     reset_token_bitmask,
 )
-from ._forced import ExtendedTrees, batch_forced_chains, extend_draft_trees, forced_chain
+from ._forced import (
+    MAX_FORCED_NODES,
+    ExtendedTrees,
+    batch_forced_chains,
+    extend_draft_trees,
+    forced_chain,
+)
 from ._matcher import GrammarMatcher
 from ._tree_input import as_index_array, check_draft_trees, link_arrays
 
 __all__ = [
     "BatchGrammarMatcher",
     "ExtendedTrees",
+    "MAX_FORCED_NODES",
     "GrammarMatcher",
     "allocate_token_bitmask",
     "allowed_token_ids",

@@ -50,7 +50,23 @@ from ._bitmask import as_bitmask_array
 from ._matcher import GrammarMatcher, _is_token_id
 from ._tree_input import as_index_array, check_draft_input, link_arrays
 
-__all__ = ["ExtendedTrees", "batch_forced_chains", "extend_draft_trees", "forced_chain"]
+__all__ = [
+    "ExtendedTrees",
+    "MAX_FORCED_NODES",
+    "batch_forced_chains",
+    "extend_draft_trees",
+    "forced_chain",
+]
+
+MAX_FORCED_NODES = 1 << 16
+"""Most forced nodes per request one :func:`extend_draft_trees` or
+:func:`batch_forced_chains` call may ask for: the outputs are sized by the budget, so a
+budget is checked before anything is allocated. :func:`forced_chain` takes any
+``max_tokens`` (it works in chunks)."""
+# Output bytes one call may allocate for the extended trees (4 int64 arrays [B, N + budget]).
+_MAX_TREE_BYTES = 1 << 30
+# forced_chain asks for this many tokens at a time
+_CHAIN_CHUNK = 256
 
 # Forced bytes examined per round at most (a longer forced string takes further rounds, so
 # a long constant costs only the bytes the budget can use).
@@ -134,8 +150,10 @@ class ExtendedTrees:
 def _budgets(budget, b: int) -> tuple[np.ndarray, int]:
     """The budget per request as int64 [B], and the largest."""
     if _is_token_id(budget):
-        if budget < 0:
-            raise ArgumentError(f"budget must be >= 0, got {budget}")
+        if not 0 <= budget <= MAX_FORCED_NODES:
+            raise ArgumentError(
+                f"budget must be in [0, {MAX_FORCED_NODES}] (MAX_FORCED_NODES), got {budget}"
+            )
         most = int(budget)
         arr = np.empty(b, dtype=np.int64)
         arr.fill(most)
@@ -143,8 +161,11 @@ def _budgets(budget, b: int) -> tuple[np.ndarray, int]:
     arr = as_index_array(budget, "budget")
     if arr.shape != (b,):
         raise ArgumentError(f"budget must be an int or have shape ({b},), got {arr.shape}")
-    if b and arr.min() < 0:
-        raise ArgumentError(f"budget must be >= 0, got {arr.tolist()}")
+    if b and (arr.min() < 0 or arr.max() > MAX_FORCED_NODES):
+        bad = int(arr[(arr < 0) | (arr > MAX_FORCED_NODES)][0])
+        raise ArgumentError(
+            f"budget must be in [0, {MAX_FORCED_NODES}] (MAX_FORCED_NODES), got {bad}"
+        )
     return arr, int(arr.max(initial=0))
 
 
@@ -268,6 +289,11 @@ def extend_draft_trees(
                 "grammar-forced draft nodes do not apply; use traverse_draft_tree"
             )
     m = n + most
+    if 32 * b * m > _MAX_TREE_BYTES:
+        raise ArgumentError(
+            f"the extended trees would need {32 * b * m} bytes ({b} requests of N + budget = "
+            f"{m} nodes), more than {_MAX_TREE_BYTES}: lower the budget or split the batch"
+        )
     words = (vocab + 31) // 32
     with_masks = token_bitmask is not None
     if with_masks:
@@ -391,8 +417,10 @@ def batch_forced_chains(
 
 
 def _budgets_arg(max_tokens):
-    if _is_token_id(max_tokens) and max_tokens < 0:
-        raise ArgumentError(f"max_tokens must be >= 0, got {max_tokens}")
+    if _is_token_id(max_tokens) and not 0 <= max_tokens <= MAX_FORCED_NODES:
+        raise ArgumentError(
+            f"max_tokens must be in [0, {MAX_FORCED_NODES}] (MAX_FORCED_NODES), got {max_tokens}"
+        )
     return max_tokens
 
 
@@ -414,5 +442,19 @@ def forced_chain(matcher: GrammarMatcher, max_tokens: int = 16) -> list[int]:
         raise ArgumentError(f"matcher must be a GrammarMatcher, got {type(matcher).__name__}")
     if not _is_token_id(max_tokens) or max_tokens < 0:
         raise ArgumentError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
-    tokens, counts = batch_forced_chains([matcher], int(max_tokens))
-    return [int(t) for t in tokens[0, : int(counts[0])]]
+    # In chunks, so that a large max_tokens allocates for the chain there is, not for the
+    # bound: a chunk that comes back full goes on from where it ended, on a fork.
+    chain: list[int] = []
+    at = matcher
+    while len(chain) < max_tokens:
+        want = min(int(max_tokens) - len(chain), _CHAIN_CHUNK)
+        tokens, counts = batch_forced_chains([at], want)
+        chunk = [int(t) for t in tokens[0, : int(counts[0])]]
+        chain.extend(chunk)
+        if len(chunk) < want:
+            break
+        if at is matcher:
+            at = matcher.fork()
+        for t in chunk:
+            at.accept_token(t)
+    return chain

@@ -51,25 +51,26 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
     names = set(rules)
     # what ir_facts would find in the result, gathered on the way: depth as built (in
-    # ``size``), referenced rule names, longest repetition
+    # ``size``), referenced rule names, the most copies nested repetitions unroll
     ref_names: set[str] = set()
     longest = 0
+    copies: dict[int, int] = {}  # per node, as built (a hoisted child counts once)
     for node in order:
         t = type(node)
         if t is Seq or t is Choice:
             children = node.items  # type: ignore[union-attr]
         elif t is Repeat:
             children = (node.item,)  # type: ignore[union-attr]
-            bound = node.min if node.max is None else node.max  # type: ignore[union-attr]
-            longest = max(longest, bound)
         else:
             if t is RuleRef:
                 ref_names.add(node.name)  # type: ignore[union-attr]
             size[id(node)] = (1, 1)
+            copies[id(node)] = 1
             continue
         s = 1
         deepest = 1  # a child is at least one level
         below = False  # a hoisted or rebuilt child
+        most = 1
         for c in children:
             cid = id(c)
             name = hoisted.get(cid)
@@ -84,6 +85,11 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
                     deepest = cd
                 if not below and cid in dirty:
                     below = True
+                most = max(most, copies[cid])
+        if t is Repeat:
+            most *= max(node.min if node.max is None else node.max, 1)  # type: ignore[union-attr]
+            longest = max(longest, most)
+        copies[id(node)] = most
         size[id(node)] = (s, 1 + deepest if children else 1)
         if below:
             dirty.add(id(node))
