@@ -147,3 +147,14 @@ def test_warm_up_is_idempotent_and_reports():
     # every kernel the package defines has been compiled or loaded, or inlined into one
     assert kernel_dispatchers()
     assert first.seconds >= first.kernel_seconds >= 0
+
+
+def test_a_compiler_starts_the_warm_up():
+    info = treegram.TokenizerInfo([b"a", b"b", b"</s>"], stop_token_ids=[2])
+    report = treegram.warm_up()
+    compiler = treegram.GrammarCompiler(info, warm_up="background")
+    assert treegram.warm_up() is report  # once per process
+    assert treegram.GrammarCompiler(info, warm_up=True).tokenizer_info is info
+    assert compiler.compile_regex("ab") is not None
+    with pytest.raises(treegram.ArgumentError, match="warm_up"):
+        treegram.GrammarCompiler(info, warm_up="later")

@@ -24,7 +24,7 @@ from numba.core.registry import CPUDispatcher
 
 from treegram import kernels
 from treegram._kernel_cache import kernel_cache_dir, kernel_seconds
-from treegram.compiler import CompiledGrammar, GrammarCompiler
+from treegram.compiler import CompiledGrammar, GrammarCompiler, register_warm_up
 from treegram.matcher import (
     BatchGrammarMatcher,
     GrammarMatcher,
@@ -334,3 +334,6 @@ def _complete(future: Future[WarmUpReport]) -> None:
         future.set_exception(exc)
     else:
         future.set_result(report)
+
+
+register_warm_up(warm_up)  # GrammarCompiler(warm_up=...) starts it

@@ -7,7 +7,7 @@ from ._compiled import (
     save_compiled,
     serialize_compiled,
 )
-from ._compiler import GrammarCompiler
+from ._compiler import GrammarCompiler, register_warm_up
 from ._redis_store import RedisStore
 from ._store import CacheStore, DirectoryStore
 
@@ -17,6 +17,7 @@ __all__ = [
     "DirectoryStore",
     "GrammarCompiler",
     "RedisStore",
+    "register_warm_up",
     "serialize_compiled",
     "deserialize_compiled",
     "save_compiled",

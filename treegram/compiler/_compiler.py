@@ -8,7 +8,8 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 from .._checks import is_int
 from ..automaton import build_automaton
@@ -35,7 +36,18 @@ from ._compiled import CompiledGrammar, deserialize_compiled, serialize_compiled
 from ._serialize import FORMAT_VERSION
 from ._store import CACHE_DIR_ENV, DirectoryStore, store_key
 
-__all__ = ["GrammarCompiler"]
+__all__ = ["GrammarCompiler", "register_warm_up"]
+
+# The kernel warm-up (treegram.warm_up, defined above this layer: it runs matchers), which
+# the package registers on import so that GrammarCompiler(warm_up=...) can start it.
+_warm_up_hook: Callable[..., Any] | None = None
+
+
+def register_warm_up(hook: Callable[..., Any]) -> None:
+    """Set what ``GrammarCompiler(warm_up=...)`` calls: ``hook(background=bool)``."""
+    global _warm_up_hook
+    _warm_up_hook = hook
+
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +90,10 @@ class GrammarCompiler:
         environment variable ``TREEGRAM_CACHE_DIR`` (if set and not empty) is used. A path
         that cannot be used as a directory (a regular file, a dangling symbolic link) is
         logged and the compiler runs without a store.
+    warm_up : bool or "background", default False
+        Compile or load every numba kernel now (:func:`treegram.warm_up`), so that no
+        request waits on the JIT; ``"background"`` does it on a daemon thread. Once per
+        process, whatever the number of compilers.
 
     Notes
     -----
@@ -100,7 +116,10 @@ class GrammarCompiler:
         cache_limit_bytes: int = -1,
         cache_store=None,
         cache_dir=None,
+        warm_up: bool | str = False,
     ) -> None:
+        if warm_up not in (False, True, "background"):
+            raise ArgumentError(f"warm_up must be False, True or 'background', got {warm_up!r}")
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TokenizerError(
                 "tokenizer_info must be a treegram.TokenizerInfo, got "
@@ -158,6 +177,8 @@ class GrammarCompiler:
             ("memory_hits", "store_hits", "compiles", "store_rejects", "store_errors"), 0
         )
         self._stats["store_errors"] = store_errors
+        if warm_up and _warm_up_hook is not None:
+            _warm_up_hook(background=warm_up == "background")
 
     # ----------------------------------------------------------------- compiling
     def compile_grammar(
