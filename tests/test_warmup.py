@@ -66,6 +66,13 @@ _WORKLOAD = textwrap.dedent(
         m.reset()
         matchers.append(m)
     restored.classify_all_states()
+    # the treegram command's walk: a mask before every token of a document
+    from treegram.cli import _greedy_tokenize
+    walker = treegram.GrammarMatcher(grammars[0][0])
+    doc = '{"name": "treegram", "version": [0, 1], "fast": true, "note": "h\u00e9llo"}'
+    for token in _greedy_tokenize(info, doc):
+        walker.fill_next_token_bitmask(mask)
+        assert walker.accept_token(token)
 
     from treegram.spec import links_from_tree_mask, tree_mask_from_parents
     parents = np.array([-1, 0, 0, 1, 2, 2, 4], dtype=np.int64)

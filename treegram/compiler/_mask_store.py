@@ -516,13 +516,14 @@ class MaskStore:
         the own class's UNCERTAIN tokens are walked, in the context."""
         _, a_off, a_len, u_off, u_len = (int(v) for v in self._cls_meta[own])
         sv = self._sorted_vocab
+        # positions_to_bitset takes read-only ids and base, as everywhere (one specialization)
         if self._cls_meta[own, 0] == KIND_BITSET:
-            base = self._acc.data[a_off : a_off + a_len].copy()
+            base = read_only(self._acc.data[a_off : a_off + a_len].copy())
             n_base = int(np.bitwise_count(base.view(np.uint32)).sum())
         else:
-            ids = self._acc.data[a_off : a_off + a_len]
+            ids = read_only(self._acc.data[a_off : a_off + a_len])
             every = np.arange(a_len, dtype=np.int32)
-            base = positions_to_bitset(ids, every, self._n_words, NO_BASE)
+            base = read_only(positions_to_bitset(ids, every, self._n_words, NO_BASE))
             n_base = a_len
         candidates = self._unc.data[u_off : u_off + u_len]
         states, n_top, _, _, follow = self._context_of(s, context_key)
