@@ -22,6 +22,7 @@ from ..errors import (
 )
 from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK, TIMEOUT
 from ..kernels import batch as _batch
+from ..kernels import rows as _rows
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
 from ._bitmask import BitmaskViewCache
 from ._matcher import (
@@ -197,6 +198,25 @@ def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarr
             f"{int(tags[gslots[0]])}: one batch needs one vocabulary"
         )
     return gslots, mslots, int(tags[gslots[0]]), flags
+
+
+_NO_LAST = np.empty(0, dtype=np.int64)  # last_nodes not wanted (never written)
+
+
+def _last_nodes_array(values, k: int) -> np.ndarray:
+    """A caller's ``last_nodes`` output, checked: a writable int64 [K] numpy array (or
+    CPU torch tensor) that the kernel can write through."""
+    arr = as_index_array(values, "last_nodes")
+    if arr.shape != (k,) or not arr.flags.writeable or arr.dtype != np.int64:
+        raise ArgumentError(
+            f"last_nodes must be a writable int64 array of shape ({k},), got "
+            f"{type(values).__name__} of shape {getattr(values, 'shape', None)}"
+        )
+    if hasattr(values, "data_ptr") and k and arr.ctypes.data != values.data_ptr():
+        raise ArgumentError("last_nodes must be contiguous int64 (a copy would be written)")
+    if isinstance(values, np.ndarray) and arr is not values:
+        raise ArgumentError("last_nodes must be a C-contiguous int64 array")
+    return arr
 
 
 def _traverse_scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -587,6 +607,8 @@ class BatchGrammarMatcher:
         indices=None,
         root_positions=None,
         time_threshold: float = -1.0,
+        unfilled_rows: int = 0,
+        last_nodes=None,
     ) -> list[bool]:
         """Fill the masks of every node of every request's draft tree in one call.
 
@@ -608,6 +630,16 @@ class BatchGrammarMatcher:
             Seconds for the whole call; requests not finished in time return False, with
             their root's row filled all the same when its classes are known (as the
             scalar call).
+        unfilled_rows : {0, -1}, default 0
+            The word written across the rows of the selected requests that get no mask:
+            nodes never reached, nodes whose token is a stop token, every node of a
+            matcher that has stopped. 0 is treegram's and xgrammar's convention; -1 (every
+            token allowed) leaves those rows as an engine that allocates its masks all -1
+            and walks the tree itself leaves them (SGLang's ``traverse_tree``).
+        last_nodes : int64 [K], optional
+            Output: the last node each selected request's walk accepted, in depth-first
+            order (-1 when none), the node whose token an engine's own walk accepted last
+            (SGLang's grammar objects keep it as ``current_token``).
 
         Returns
         -------
@@ -620,9 +652,13 @@ class BatchGrammarMatcher:
             Any malformed input: bad matchers (one selected twice included), links out
             of range or beyond int64 (uint64 included), a draft token outside
             ``[0, vocab_size)`` (the roots' excepted), a NaN or non-numeric
-            ``time_threshold`` (``inf``: no limit). Checked before any work starts.
+            ``time_threshold`` (``inf``: no limit), ``unfilled_rows`` other than 0 and
+            -1, ``last_nodes`` that is not a writable int64 array of K entries. Checked
+            before any work starts.
         """
         deadline = deadline_ns(time_threshold)
+        if type(unfilled_rows) is not int or unfilled_rows not in (0, -1):
+            raise ArgumentError(f"unfilled_rows must be 0 or -1, got {unfilled_rows!r}")
         matchers = _hold(matchers)
         gslots, mslots, vocab, flags = _slot_arrays(matchers)
         b = len(mslots)
@@ -660,6 +696,8 @@ class BatchGrammarMatcher:
         out = self._views.view(token_bitmask, vocab, "token_bitmask")
         if out.shape[0] < b * n:
             raise BitmaskError(f"token_bitmask needs B * N = {b * n} rows, got {out.shape[0]}")
+        if last_nodes is not None:
+            last_nodes = _last_nodes_array(last_nodes, k)
         if k == 0:
             return []
         status = np.zeros(k, dtype=np.int64)
@@ -712,7 +750,35 @@ class BatchGrammarMatcher:
                 next_token[tree], next_sibling[tree], draft[r], rows, int(roots[j]), deadline
             )
             status[j] = 0 if done else 1
+        if unfilled_rows or last_nodes is not None:
+            self._unfilled_rows(
+                mslots,
+                (next_token, next_sibling, draft, out, requests, roots, n, vocab),
+                unfilled_rows,
+                _NO_LAST if last_nodes is None else last_nodes,
+            )
         return (status == 0).tolist()
+
+    def _unfilled_rows(self, mslots, tree, value: int, last_nodes) -> None:
+        """``kernels.rows.batch_unfilled_rows`` over the selected requests of a finished
+        traversal (``tree``: its links, tokens, output, requests, roots, N and vocab)."""
+        n = tree[6]
+        k = tree[4].shape[0]
+
+        def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
+            _rows.batch_unfilled_rows(
+                MATCHERS.table,
+                mslots,
+                *tree,
+                value,
+                last_nodes,
+                np.empty(n, dtype=np.bool_),
+                np.empty(n + 1, dtype=np.int64),
+                start,
+                stop,
+            )
+
+        self._run(kernel, k, n * tree[3].shape[1] if value else n)
 
     @staticmethod
     def _run_one(kernel, args: tuple, k: int) -> None:
