@@ -23,7 +23,7 @@ torch = require("torch")
 transformers = require("transformers")
 
 import treegram as tg  # noqa: E402
-from treegram.serving._adapters import SGLangGrammar, SGLangGrammarBackend  # noqa: E402
+from treegram.serving.sglang import SGLangGrammar, SGLangGrammarBackend  # noqa: E402
 
 SCHEMA = json.dumps(
     {

@@ -22,7 +22,7 @@ backend_types = require("vllm.v1.structured_output.backend_types")
 vllm_request = require("vllm.v1.request")
 sampling = require("vllm.sampling_params")
 
-from treegram.serving._adapters import VLLMBackend, VLLMGrammar  # noqa: E402
+from treegram.serving.vllm import VLLMBackend, VLLMGrammar  # noqa: E402
 
 SCHEMA = json.dumps(
     {
@@ -220,7 +220,7 @@ def test_vocabularies_as_vllm_filters_them(model_dir, monkeypatch):
 
 
 def test_lark_detection_is_vllms():
-    from treegram.serving._adapters import _grammar_is_lark
+    from treegram.serving.vllm import _grammar_is_lark
 
     utils = require("vllm.v1.structured_output.utils")
     for text in [

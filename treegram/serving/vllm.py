@@ -1,0 +1,375 @@
+"""treegram inside vLLM 0.33.0 (v1 structured output): the grammar object, the backend,
+the drop-ins for the structured-output manager's per-step mask loop, and the plug-in that
+loads them in every process vLLM starts.
+
+- :class:`VLLMGrammar` implements ``StructuredOutputGrammar`` and :class:`VLLMBackend`
+  ``StructuredOutputBackend`` (subclasses of vLLM's own when
+  ``vllm.v1.structured_output.backend_types`` is imported, as it always is when vLLM
+  calls them); :meth:`VLLMBackend.from_vllm` has the constructor signature vLLM calls its
+  backends with.
+- :func:`grammar_bitmask` replaces ``StructuredOutputManager.grammar_bitmask``: the rows of
+  every request whose grammar is treegram's come from one batched chain call per step,
+  the others from vLLM's own loop.
+- :func:`plugin` is the ``vllm.general_plugins`` entry point (run in every process vLLM
+  starts); ``TREEGRAM_VLLM=1`` switches it on.
+
+See docs/adapters.md. Nothing here imports vLLM at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from treegram.compiler import CompiledGrammar, GrammarCompiler
+from treegram.errors import ArgumentError
+from treegram.matcher import GrammarMatcher, allocate_token_bitmask, forced_chain
+from treegram.serving._adapters import (
+    _VLLM_MODULE,
+    _backend_vocab_size,
+    _compile,
+    _engine_class,
+    _fill_row,
+    _forced_option,
+    _is_int,
+    _stop_kwargs,
+)
+
+__all__ = ["VLLMGrammar", "VLLMBackend"]
+
+logger = logging.getLogger(__name__)
+
+
+class VLLMGrammar:
+    """A treegram matcher behind vLLM's ``StructuredOutputGrammar`` interface.
+
+    With vLLM imported, instances are ``StructuredOutputGrammar`` instances (see the
+    module docstring).
+
+    Parameters
+    ----------
+    matcher : GrammarMatcher
+        The request's matcher.
+    vocab_size : int
+        The model's vocabulary size.
+    ctx : CompiledGrammar, optional
+        The compiled grammar (default: the matcher's).
+
+    Attributes
+    ----------
+    matcher, vocab_size, ctx
+        As given.
+    num_processed_tokens : int
+        Tokens accepted and not rolled back (vLLM keeps this counter).
+
+    Notes
+    -----
+    Contract (vLLM 0.33.0's, as its xgrammar grammar implements it):
+    :meth:`accept_tokens` accepts the tokens in order and returns False at the first one
+    the grammar rejects (or that lies outside the tokenizer's vocabulary), keeping the
+    tokens before it; once the grammar has terminated, further tokens (in the same call
+    or later ones) are ignored and the call returns True, so a request that samples on
+    past its stop token (``ignore_eos``) is not failed. :meth:`validate_tokens` never
+    changes the state. One object serves one request; it is not safe to use from two
+    threads at once.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return object.__new__(_engine_class(cls, _VLLM_MODULE, "StructuredOutputGrammar"))
+
+    def __init__(
+        self, matcher: GrammarMatcher, vocab_size: int, ctx: CompiledGrammar | None = None
+    ) -> None:
+        if not isinstance(matcher, GrammarMatcher):
+            raise ArgumentError(
+                f"matcher must be a treegram.GrammarMatcher, got {type(matcher).__name__}"
+            )
+        if not _is_int(vocab_size) or vocab_size <= 0:
+            raise ArgumentError(f"vocab_size must be a positive int, got {vocab_size!r}")
+        self.matcher = matcher
+        self.vocab_size = int(vocab_size)
+        self.ctx = matcher.compiled_grammar if ctx is None else ctx
+        self.num_processed_tokens = 0
+        self._tokenizer_vocab = matcher.compiled_grammar.tokenizer_info.vocab_size
+
+    def accept_tokens(self, request_id: str, tokens: Sequence[int]) -> bool:
+        """Accept ``tokens`` in order (the tokens the step committed for ``request_id``).
+
+        Returns
+        -------
+        bool
+            False if a token is rejected or outside the tokenizer's vocabulary (the
+            tokens before it stay accepted); True otherwise. Tokens after termination
+            are ignored.
+        """
+        if self.matcher.is_terminated():
+            return True
+        for token in tokens:
+            token = int(token)
+            if not 0 <= token < self._tokenizer_vocab or not self.matcher.accept_token(token):
+                logger.debug("request %s: grammar rejected token %d", request_id, token)
+                return False
+            self.num_processed_tokens += 1
+            if self.matcher.is_terminated():
+                break
+        return True
+
+    def validate_tokens(self, tokens: Sequence[int]) -> list[int]:
+        """The longest prefix of ``tokens`` the grammar accepts in a row, ending at the
+        first stop token (vLLM trims draft tokens with it before scoring them). Empty once
+        terminated. The state is unchanged."""
+        tokens = [int(t) for t in tokens]
+        limit = 0
+        while limit < len(tokens) and 0 <= tokens[limit] < self._tokenizer_vocab:
+            limit += 1
+        if self.matcher.is_terminated() or limit == 0:
+            return []
+        n = self.matcher.count_acceptable_tokens(np.asarray(tokens[:limit], dtype=np.int64))
+        stops = set(self.matcher.stop_token_ids)
+        for i, t in enumerate(tokens[:n]):
+            if t in stops:
+                return tokens[: i + 1]
+        return tokens[:n]
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (termination included).
+
+        Raises
+        ------
+        ArgumentError
+            ``num_tokens`` is not an int >= 0.
+        MatcherStateError
+            Fewer than ``num_tokens`` tokens were accepted.
+        """
+        self.matcher.rollback(num_tokens)
+        self.num_processed_tokens -= num_tokens
+
+    def fill_bitmask(self, bitmask: Any, idx: int) -> None:
+        """Write the allowed-token mask into row ``idx`` of ``bitmask`` (int32, CPU); after
+        termination the row allows only the stop tokens."""
+        _fill_row(self.matcher, bitmask, idx)
+
+    def is_terminated(self) -> bool:
+        """Whether the grammar accepted a stop token."""
+        return self.matcher.is_terminated()
+
+    def reset(self) -> None:
+        """Back to the initial state."""
+        self.num_processed_tokens = 0
+        self.matcher.reset()
+
+    forced_drafts: int = 0
+    """Default ``max_tokens`` of :meth:`extend_draft` (0: off); set by
+    ``VLLMBackend(forced_drafts=...)``."""
+
+    def extend_draft(self, tokens: Sequence[int] = (), max_tokens: int | None = None) -> list[int]:
+        """A chain draft (e.g. vLLM's n-gram proposal) cut to its grammar-valid prefix
+        (:meth:`validate_tokens`) and followed by up to ``max_tokens`` (default
+        :attr:`forced_drafts`) grammar-forced tokens from the end of that prefix
+        (:func:`treegram.matcher.forced_chain`). With no tokens it is the forced chain
+        alone, for requests the proposer has nothing for. The state is unchanged."""
+        n = self.forced_drafts if max_tokens is None else max_tokens
+        if self.matcher.is_terminated():
+            return []
+        valid = self.validate_tokens(tokens)
+        for t in valid:
+            self.matcher.accept_token(t)
+        try:
+            if self.matcher.is_terminated():
+                return valid
+            return valid + forced_chain(self.matcher, n)
+        finally:
+            if valid:
+                self.matcher.rollback(len(valid))
+
+
+def _request_kind(request_type: Any) -> str:
+    """``StructuredOutputOptions.JSON`` (or ``"json"``, any case) -> ``"json"``."""
+    name = getattr(request_type, "name", request_type)
+    if not isinstance(name, str):
+        raise ArgumentError(
+            "request_type must be a StructuredOutputOptions member or its name, got "
+            f"{request_type!r}"
+        )
+    return name.lower()
+
+
+def _grammar_is_lark(text: Any) -> bool:
+    """Whether a vLLM ``GRAMMAR`` request is Lark rather than EBNF, by vLLM 0.33.0's rule
+    (``grammar_is_likely_lark``): non-empty text with no line, once ``#`` and ``//``
+    comments are cut off, that contains ``::=``."""
+    if not text or not isinstance(text, str):
+        return False
+    return not any("::=" in _LARK_COMMENT.sub("", line) for line in text.split("\n"))
+
+
+_LARK_COMMENT = re.compile(r"(#|//).*$")
+
+
+class VLLMBackend:
+    """vLLM's ``StructuredOutputBackend`` over a GrammarCompiler.
+
+    With vLLM imported, instances are ``StructuredOutputBackend`` instances.
+    :meth:`from_vllm` has the constructor signature vLLM calls its backends with.
+
+    Parameters
+    ----------
+    compiler : GrammarCompiler
+        Shared by every request (thread-safe; vLLM compiles on a thread pool).
+    vocab_size : int, optional
+        The model's vocabulary size, the width of the bitmask (default: the tokenizer's).
+    override_stop_tokens : int or list of int, optional
+        Stop tokens for every matcher instead of the tokenizer's (a request's own
+        ``stop_token_ids`` take precedence, as in vLLM).
+    forced_drafts : int, default 0
+        Grammar-forced tokens :meth:`VLLMGrammar.extend_draft` appends; 0 turns them off.
+    disable_any_whitespace : bool, default False
+        vLLM's ``structured_outputs_config.disable_any_whitespace``: JSON requests allow
+        no whitespace outside strings (separators ``","`` and ``":"``).
+    full_vocab_compiler : GrammarCompiler, optional
+        The compiler of ``STRUCTURAL_TAG`` and Lark ``GRAMMAR`` requests (default:
+        ``compiler``). vLLM's xgrammar backend compiles those against the whole vocabulary,
+        special tokens included (a tool-call tag may be one), and the other requests
+        against the vocabulary without them; :meth:`from_vllm` builds both.
+    vllm_config, tokenizer : optional
+        Kept as the attributes of the same names vLLM's backends have.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return object.__new__(_engine_class(cls, _VLLM_MODULE, "StructuredOutputBackend"))
+
+    def __init__(
+        self,
+        compiler: GrammarCompiler,
+        vocab_size: int | None = None,
+        *,
+        override_stop_tokens: int | list[int] | None = None,
+        forced_drafts: int = 0,
+        disable_any_whitespace: bool = False,
+        full_vocab_compiler: GrammarCompiler | None = None,
+        vllm_config: Any = None,
+        tokenizer: Any = None,
+    ) -> None:
+        if not isinstance(disable_any_whitespace, bool):
+            raise ArgumentError(
+                f"disable_any_whitespace must be a bool, got {disable_any_whitespace!r}"
+            )
+        if full_vocab_compiler is not None and not isinstance(full_vocab_compiler, GrammarCompiler):
+            raise ArgumentError(
+                "full_vocab_compiler must be a treegram.GrammarCompiler, got "
+                f"{type(full_vocab_compiler).__name__}"
+            )
+        self.compiler = compiler
+        self.vocab_size = _backend_vocab_size(compiler, vocab_size)
+        self.full_vocab_compiler = compiler if full_vocab_compiler is None else full_vocab_compiler
+        self.override_stop_tokens = override_stop_tokens
+        self.forced_drafts = _forced_option(forced_drafts)
+        self.disable_any_whitespace = disable_any_whitespace
+        self.vllm_config = vllm_config
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def from_vllm(
+        cls, vllm_config: Any, tokenizer: Any, vocab_size: int, **kwargs: Any
+    ) -> VLLMBackend:
+        """A backend built the way vLLM builds its own: ``VLLMBackend.from_vllm(
+        vllm_config, tokenizer=..., vocab_size=...)``.
+
+        Two compilers, as vLLM's xgrammar backend has: JSON, regex, EBNF and choice
+        requests compile against the Hugging Face tokenizer's vocabulary without its
+        special added tokens (``TokenizerInfo.from_huggingface(...,
+        exclude_special_tokens=True)``: begin-of-sentence can never appear inside a JSON
+        string), structural tags and Lark grammars against the whole vocabulary.
+        ``disable_any_whitespace`` comes from ``vllm_config.structured_outputs_config``.
+        Other keyword arguments go to the constructor.
+        """
+        from treegram.tokenizer import TokenizerInfo
+
+        full = TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+        info = TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, exclude_special_tokens=True
+        )
+        # One compiler when no token was excluded (a tokenizer without special tokens).
+        full_compiler = None if full.decoded_vocab == info.decoded_vocab else GrammarCompiler(full)
+        so_config = getattr(vllm_config, "structured_outputs_config", None)
+        kwargs.setdefault(
+            "disable_any_whitespace", bool(getattr(so_config, "disable_any_whitespace", False))
+        )
+        kwargs.setdefault("full_vocab_compiler", full_compiler)
+        return cls(
+            GrammarCompiler(info),
+            vocab_size,
+            vllm_config=vllm_config,
+            tokenizer=tokenizer,
+            **kwargs,
+        )
+
+    def compile_grammar(
+        self,
+        request_type: Any,
+        grammar_spec: str,
+        stop_token_ids: Any = None,
+    ) -> VLLMGrammar:
+        """Compile one request's grammar and return its grammar object.
+
+        Parameters
+        ----------
+        request_type : StructuredOutputOptions member or str
+            ``JSON`` (a JSON Schema; needs ``GrammarCompiler.compile_json_schema``),
+            ``JSON_OBJECT`` (any JSON object; the schema ``{"type": "object"}`` where JSON
+            Schema is supported, else the built-in JSON grammar, which also allows a
+            top-level array), ``REGEX``, ``GRAMMAR`` (EBNF, or Lark when no line defines a
+            rule with ``::=``, vLLM's rule), ``CHOICE`` (a JSON
+            list of strings), ``STRUCTURAL_TAG`` (xgrammar's structural tag JSON, or the
+            legacy ``{"structures": [...], "triggers": [...]}``). Matched by member name,
+            case-insensitively. Lark grammars and structural tags compile with
+            :attr:`full_vocab_compiler`, the others with :attr:`compiler`.
+        grammar_spec : str
+            The schema, pattern, grammar or choice list.
+        stop_token_ids : set or list of int, optional
+            The request's stop tokens (vLLM passes ``SamplingParams.all_stop_token_ids``):
+            the grammar ends on these instead of the tokenizer's when non-empty.
+
+        Raises
+        ------
+        ArgumentError
+            Unsupported request type or a malformed choice list / structural tag request.
+        GrammarError
+            The grammar does not compile (a ``ValueError``).
+        """
+        kind = _request_kind(request_type)
+        stops = self.override_stop_tokens
+        if stop_token_ids:
+            stops = sorted(int(t) for t in stop_token_ids)
+        if kind in ("json", "json_object") and self.disable_any_whitespace:
+            schema = '{"type": "object"}' if kind == "json_object" else grammar_spec
+            if not isinstance(schema, str):
+                schema = json.dumps(schema)
+            ctx = self.compiler.compile_json_schema(
+                schema, any_whitespace=False, separators=(",", ":")
+            )
+        elif kind == "grammar" and _grammar_is_lark(grammar_spec):
+            ctx = self.full_vocab_compiler.compile_lark(grammar_spec)
+        elif kind == "structural_tag":
+            ctx = _compile(self.full_vocab_compiler, kind, grammar_spec)
+        else:
+            ctx = _compile(self.compiler, kind, grammar_spec)
+        matcher = GrammarMatcher(ctx, **_stop_kwargs(stops))
+        grammar = VLLMGrammar(matcher, self.vocab_size, ctx)
+        grammar.forced_drafts = self.forced_drafts
+        return grammar
+
+    def allocate_token_bitmask(self, max_num_seqs: int) -> Any:
+        """An int32 bitmask ``(max_num_seqs, ceil(vocab_size / 32))`` on the CPU, all -1
+        (every token allowed)."""
+        return allocate_token_bitmask(max_num_seqs, self.vocab_size)
+
+    def destroy(self) -> None:
+        """Drop the compilers' cached grammars."""
+        self.compiler.clear_cache()
+        self.full_vocab_compiler.clear_cache()
