@@ -1119,9 +1119,11 @@ class GrammarMatcher:
         return arr
 
     def _accepts_prefix(self, tokens: np.ndarray, limit: int) -> int:
+        """How many of ``tokens[:limit]`` (ids checked to be in range) are accepted in a
+        row; the matcher ends where it started (the caller holds it)."""
         n = 0
-        for t in tokens[:limit]:
-            if not self.accept_token(int(t)):
+        for t in tokens[:limit].tolist():
+            if not self._accept(t):
                 break
             n += 1
         if n:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 from typing import Any
@@ -158,3 +159,26 @@ def _backend_vocab_size(compiler, vocab_size: int | None) -> int:
             f"compiler must be a treegram.GrammarCompiler, got {type(compiler).__name__}"
         )
     return compiler.tokenizer_info.vocab_size if vocab_size is None else int(vocab_size)
+
+
+_logged: set[str] = set()
+_logged_lock = threading.Lock()
+
+
+def _log_once(key: str, message: str, *args: Any) -> None:
+    """Log a warning the first time ``key`` is seen in the process (a drop-in that falls
+    back to the engine's own walk says so once, not every step)."""
+    with _logged_lock:
+        if key in _logged:
+            return
+        _logged.add(key)
+    logger.warning(message, *args)
+
+
+_ON = ("1", "true", "yes", "on")
+
+
+def _switched_on(variable: str) -> bool:
+    """Whether the environment variable ``variable`` turns a plug-in on (1, true, yes, on:
+    any case)."""
+    return os.environ.get(variable, "").strip().lower() in _ON

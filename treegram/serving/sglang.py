@@ -34,6 +34,7 @@ import numpy as np
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import ArgumentError, GrammarError
 from treegram.matcher import (
+    BatchGrammarMatcher,
     GrammarMatcher,
     allocate_token_bitmask,
     as_bitmask_array,
@@ -50,7 +51,9 @@ from treegram.serving._adapters import (
     _fill_row,
     _forced_option,
     _is_int,
+    _log_once,
     _stop_kwargs,
+    _switched_on,
 )
 from treegram.serving._apply import apply_token_bitmask_inplace
 
@@ -736,3 +739,321 @@ class SGLangGrammarBackend:
     allocate_vocab_mask = staticmethod(SGLangGrammar.allocate_vocab_mask)
     move_vocab_mask = staticmethod(SGLangGrammar.move_vocab_mask)
     apply_vocab_mask = staticmethod(SGLangGrammar.apply_vocab_mask)
+
+
+# ------------------------------------------------------------ the tree-mask drop-in
+_SPEC_UTILS = "sglang.srt.speculative.spec_utils"
+_REASONER_MODULE = "sglang.srt.constrained.reasoner_grammar_backend"
+
+_batcher_lock = threading.Lock()
+_batcher: BatchGrammarMatcher | None = None
+
+
+def _batch_matcher() -> BatchGrammarMatcher:
+    """The drop-in's BatchGrammarMatcher (one per process, made at first use; its pool
+    serves every step)."""
+    global _batcher
+    with _batcher_lock:
+        if _batcher is None:
+            _batcher = BatchGrammarMatcher(max_threads="auto")
+        return _batcher
+
+
+def _tree_grammar(grammar: Any) -> SGLangGrammar | None:
+    """The treegram grammar whose walk ``grammar``'s tree walk is, or None (SGLang walks
+    it itself): an :class:`SGLangGrammar`, or SGLang's ``ReasonerGrammarObject`` around
+    one once its reasoning has ended (every call it then makes goes to the inner grammar,
+    and its own counters end where they started). A matcher made with
+    ``terminate_without_stop_token`` ends without a stop token, which the batched walk
+    does not model: SGLang walks those."""
+    if isinstance(grammar, SGLangGrammar):
+        inner = grammar
+    else:
+        reasoner = _engine_module(_REASONER_MODULE)
+        cls = getattr(reasoner, "ReasonerGrammarObject", None) if reasoner else None
+        if (
+            cls is None
+            or not isinstance(grammar, cls)
+            or not isinstance(grammar.grammar, SGLangGrammar)
+            or grammar.reasoning_in_grammar
+            or grammar.tokens_after_end < 0
+        ):
+            return None
+        inner = grammar.grammar
+    if inner.matcher.terminates_without_stop_token:
+        return None
+    return inner
+
+
+def generate_token_bitmask(
+    reqs: Sequence[Any],
+    retrieve_next_token_cpu: Any,
+    retrieve_next_sibling_cpu: Any,
+    draft_tokens_cpu: Any,
+    vocab_size: int,
+) -> tuple[Any, Any]:
+    """SGLang's ``spec_utils.generate_token_bitmask`` with one batched call per step.
+
+    The same arguments and result as SGLang 0.5.23's function (the EAGLE and NGRAM
+    workers call it through ``build_grammar_vocab_mask``): the draft-tree masks of every
+    request with a grammar, in one CPU bitmask of ``B * N`` rows allocated by the first
+    grammar (all -1), row ``i * N + j`` for node ``j`` of request ``i``, and the last
+    request's grammar object. Requests whose grammar is treegram's (:func:`_tree_grammar`)
+    are traversed together by one
+    :meth:`~treegram.BatchGrammarMatcher.batch_traverse_draft_tree` call
+    (``unfilled_rows=-1``: the rows SGLang's walk leaves as allocated stay all -1, and each
+    grammar's ``current_token`` ends as that walk leaves it); the others, and every
+    request of a step whose batched call fails, are walked by SGLang's own
+    ``traverse_tree``. A failure leaves every matcher as it was and is logged once.
+    """
+    spec_utils = _engine_module(_SPEC_UTILS)
+    if spec_utils is None:  # pragma: no cover - SGLang calls this from that module
+        raise ArgumentError("generate_token_bitmask needs SGLang (sglang.srt.speculative)")
+    n = int(draft_tokens_cpu.shape[-1])
+    if len(reqs) != retrieve_next_token_cpu.shape[0]:
+        raise ArgumentError(
+            f"{len(reqs)} requests for {retrieve_next_token_cpu.shape[0]} draft trees"
+        )
+    mask = grammar = None
+    batched: list[int] = []
+    inner: list[SGLangGrammar] = []
+    walked: list[int] = []
+    for i, req in enumerate(reqs):
+        g = req.grammar
+        if g is None:
+            continue
+        if mask is None:
+            mask = g.allocate_vocab_mask(
+                vocab_size=vocab_size, batch_size=draft_tokens_cpu.numel(), device="cpu"
+            )
+        grammar = g
+        tree_grammar = _tree_grammar(g)
+        if tree_grammar is None:
+            walked.append(i)
+        else:
+            batched.append(i)
+            inner.append(tree_grammar)
+    if batched:
+        walked += _traverse_batched(
+            reqs,
+            batched,
+            inner,
+            retrieve_next_token_cpu,
+            retrieve_next_sibling_cpu,
+            draft_tokens_cpu,
+            mask,
+            n,
+            spec_utils,
+        )
+    for i in sorted(walked):
+        _sglang_walk(
+            spec_utils,
+            reqs[i].grammar,
+            i,
+            n,
+            retrieve_next_token_cpu,
+            retrieve_next_sibling_cpu,
+            draft_tokens_cpu,
+            mask,
+            vocab_size,
+        )
+    return mask, grammar
+
+
+def _sglang_walk(
+    spec_utils, grammar, i, n, next_token, next_sibling, draft, mask, vocab_size
+) -> None:
+    """One request through SGLang's own ``traverse_tree``, timed and warned about as
+    SGLang's loop does."""
+    start = time.perf_counter()
+    spec_utils.traverse_tree(
+        next_token[i],
+        next_sibling[i],
+        draft[i],
+        grammar,
+        mask[i * n : (i + 1) * n],
+        vocab_size=vocab_size,
+    )
+    elapsed = time.perf_counter() - start
+    if elapsed > spec_utils.TREE_TRAVERSE_TIME_THRESHOLD:
+        spec_utils.logger.warning(
+            f"Bit mask generation took {elapsed} seconds with grammar: {grammar}"
+        )
+
+
+def _traverse_batched(
+    reqs, batched, inner, next_token, next_sibling, draft, mask, n, spec_utils
+) -> list[int]:
+    """Fill the rows of the ``batched`` requests with one traversal; returns the requests
+    SGLang must walk itself (all of them when the call fails, the incomplete ones)."""
+    matchers = [g.matcher for g in inner]
+    b = len(reqs)
+    full = len(batched) == b
+    if not full:  # other positions hold a batched matcher; only `indices` are walked
+        filler = matchers[0]
+        every = [filler] * b
+        for k, i in enumerate(batched):
+            every[i] = matchers[k]
+        matchers = every
+    last = np.empty(len(batched), dtype=np.int64)
+    start = time.perf_counter()
+    try:
+        done = _batch_matcher().batch_traverse_draft_tree(
+            matchers,
+            next_token,
+            next_sibling,
+            draft,
+            mask,
+            indices=None if full else np.asarray(batched, dtype=np.int64),
+            unfilled_rows=-1,
+            last_nodes=last,
+        )
+    except Exception as exc:  # the engine's own walk takes over; every matcher unchanged
+        _log_once(
+            "sglang-batch",
+            "batched draft-tree masks failed (%s: %s); SGLang walks the trees of this step itself",
+            type(exc).__name__,
+            exc,
+        )
+        for i in batched:
+            mask[i * n : (i + 1) * n].fill_(-1)
+        return list(batched)
+    elapsed = time.perf_counter() - start
+    if elapsed > spec_utils.TREE_TRAVERSE_TIME_THRESHOLD:
+        spec_utils.logger.warning(
+            f"Bit mask generation took {elapsed} seconds for {len(batched)} grammars"
+        )
+    draft_np = draft.numpy() if hasattr(draft, "numpy") else np.asarray(draft)
+    rows = np.asarray(batched, dtype=np.int64)
+    accepted = np.flatnonzero(last >= 0)
+    tokens = draft_np[rows[accepted], last[accepted]].tolist()
+    for k, token in zip(accepted.tolist(), tokens, strict=True):
+        g = reqs[batched[k]].grammar
+        g.current_token = token  # where SGLang's walk leaves it (wrapper and inner)
+        inner[k].current_token = token
+    retry = [batched[k] for k, ok in enumerate(done) if not ok]
+    for i in retry:
+        mask[i * n : (i + 1) * n].fill_(-1)
+    return retry
+
+
+# ------------------------------------------------------------- plugging in
+_BASE_MODULE = _SGLANG_MODULE
+_SWITCH = "TREEGRAM_SGLANG"
+_installed: dict[str, Any] = {}  # what install() replaced, for uninstall()
+_install_lock = threading.Lock()
+_NOT_REGISTERED = object()
+
+
+def backend_factory(
+    server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: Any = None
+) -> Any:
+    """The grammar backend SGLang's ``create_grammar_backend`` gets from the registry:
+    treegram's, built as SGLang builds its xgrammar backend from the server's options.
+
+    The vocabulary is the tokenizer's at the model's ``vocab_size``, stopped by the
+    model's ``eos_token_ids``; the JSON whitespace options come from the server's
+    ``--constrained-json-disable-any-whitespace`` / ``--constrained-json-max-whitespace-cnt``.
+    With ``--reasoning-parser`` the backend is wrapped in SGLang's
+    ``ReasonerGrammarBackend`` (strict thinking from ``--enable-strict-thinking``) exactly
+    when SGLang would wrap its own: when the parser's reasoning terminator encodes to
+    token ids (a registered backend is otherwise returned unwrapped, and the factory gets
+    no terminator ids: it asks the parser, as SGLang's scheduler does).
+    """
+    from sglang.srt.runtime_context import get_serving
+
+    from treegram.tokenizer import TokenizerInfo
+
+    serving = get_serving()
+    info = TokenizerInfo.from_huggingface(
+        tokenizer,
+        vocab_size=vocab_size,
+        stop_token_ids=sorted(eos_token_ids) if eos_token_ids else None,
+    )
+    backend: Any = SGLangGrammarBackend(
+        GrammarCompiler(info),
+        vocab_size,
+        any_whitespace=not serving.constrained_json_disable_any_whitespace,
+        max_whitespace_cnt=serving.constrained_json_max_whitespace_cnt,
+    )
+    if serving.reasoning_parser:
+        from sglang.srt.constrained.reasoner_grammar_backend import ReasonerGrammarBackend
+        from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+        parser = ReasoningParser(
+            model_type=serving.reasoning_parser, stream_reasoning=False, tokenizer=tokenizer
+        )
+        if parser.detector.get_think_end_token_ids(tokenizer):
+            backend = ReasonerGrammarBackend(
+                backend,
+                parser,
+                tokenizer,
+                enable_strict_thinking=serving.enable_strict_thinking,
+            )
+    return backend
+
+
+def install(*, name: str = "xgrammar") -> None:
+    """Plug treegram into SGLang in this process: register :func:`backend_factory` as
+    grammar backend ``name`` (the default replaces SGLang's xgrammar backend, SGLang's
+    default ``--grammar-backend``; a registered name wins over SGLang's own of that name)
+    and put :func:`generate_token_bitmask` in place of SGLang's. Idempotent; undone by
+    :func:`uninstall`. Imports SGLang.
+
+    In a server, set ``TREEGRAM_SGLANG=1`` instead: SGLang runs :func:`plugin` in every
+    scheduler process it starts.
+    """
+    import importlib
+
+    base = importlib.import_module(_BASE_MODULE)
+    spec_utils = importlib.import_module(_SPEC_UTILS)
+    with _install_lock:
+        if "name" in _installed:
+            if _installed["name"] == name:
+                return
+            _uninstall_locked()
+        registry = base.GRAMMAR_BACKEND_REGISTRY
+        _installed["registered"] = registry.get(name, _NOT_REGISTERED)
+        _installed["generate_token_bitmask"] = spec_utils.generate_token_bitmask
+        base.register_grammar_backend(name, backend_factory)
+        setattr(spec_utils, "generate_token_bitmask", generate_token_bitmask)  # noqa: B010
+        _installed["name"] = name
+
+
+def uninstall() -> None:
+    """Undo :func:`install`: SGLang's registry entry and ``generate_token_bitmask`` are
+    what they were before (a no-op when not installed)."""
+    with _install_lock:
+        _uninstall_locked()
+
+
+def _uninstall_locked() -> None:
+    if "name" not in _installed:
+        return
+    base = _engine_module(_BASE_MODULE)
+    spec_utils = _engine_module(_SPEC_UTILS)
+    name = _installed.pop("name")
+    previous = _installed.pop("registered")
+    original = _installed.pop("generate_token_bitmask")
+    if base is not None:
+        if previous is _NOT_REGISTERED:
+            base.GRAMMAR_BACKEND_REGISTRY.pop(name, None)
+        else:
+            base.GRAMMAR_BACKEND_REGISTRY[name] = previous
+    if spec_utils is not None and spec_utils.generate_token_bitmask is generate_token_bitmask:
+        spec_utils.generate_token_bitmask = original
+
+
+def installed() -> bool:
+    """Whether :func:`install` is in effect in this process."""
+    return "name" in _installed
+
+
+def plugin() -> None:
+    """SGLang's general plug-in entry point (group ``sglang.srt.plugins``, name
+    ``treegram``): SGLang calls it at the start of every scheduler process, including
+    the ones it starts with ``spawn``. It installs treegram (:func:`install`) when the
+    environment variable ``TREEGRAM_SGLANG`` is 1 (or true, yes, on) and does nothing
+    otherwise, so installing the package changes no server by itself."""
+    if _switched_on(_SWITCH):
+        install()

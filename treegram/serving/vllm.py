@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,16 +29,24 @@ import numpy as np
 
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import ArgumentError
-from treegram.matcher import GrammarMatcher, allocate_token_bitmask, forced_chain
+from treegram.matcher import (
+    BatchGrammarMatcher,
+    GrammarMatcher,
+    allocate_token_bitmask,
+    forced_chain,
+)
 from treegram.serving._adapters import (
     _VLLM_MODULE,
     _backend_vocab_size,
     _compile,
     _engine_class,
+    _engine_module,
     _fill_row,
     _forced_option,
     _is_int,
+    _log_once,
     _stop_kwargs,
+    _switched_on,
 )
 
 __all__ = ["VLLMGrammar", "VLLMBackend"]
@@ -96,6 +105,7 @@ class VLLMGrammar:
         self.ctx = matcher.compiled_grammar if ctx is None else ctx
         self.num_processed_tokens = 0
         self._tokenizer_vocab = matcher.compiled_grammar.tokenizer_info.vocab_size
+        self._stops = frozenset(matcher.stop_token_ids)
 
     def accept_tokens(self, request_id: str, tokens: Sequence[int]) -> bool:
         """Accept ``tokens`` in order (the tokens the step committed for ``request_id``).
@@ -130,7 +140,7 @@ class VLLMGrammar:
         if self.matcher.is_terminated() or limit == 0:
             return []
         n = self.matcher.count_acceptable_tokens(np.asarray(tokens[:limit], dtype=np.int64))
-        stops = set(self.matcher.stop_token_ids)
+        stops = self._stops
         for i, t in enumerate(tokens[:n]):
             if t in stops:
                 return tokens[: i + 1]
@@ -373,3 +383,307 @@ class VLLMBackend:
         """Drop the compilers' cached grammars."""
         self.compiler.clear_cache()
         self.full_vocab_compiler.clear_cache()
+
+
+# ------------------------------------------------------------ the bitmask drop-ins
+_SO_MODULE = "vllm.v1.structured_output"
+_SO_UTILS = "vllm.v1.structured_output.utils"
+_SWITCH = "TREEGRAM_VLLM"
+
+_installed: dict[str, Any] = {}  # the engine's originals replaced by install()
+_install_lock = threading.Lock()
+_batcher_lock = threading.Lock()
+_batcher: BatchGrammarMatcher | None = None
+_siblings: dict[tuple[int, int], np.ndarray] = {}  # all -1 sibling links per shape
+
+
+def _batch_matcher() -> BatchGrammarMatcher:
+    """The drop-in's BatchGrammarMatcher (one per process, made at first use)."""
+    global _batcher
+    with _batcher_lock:
+        if _batcher is None:
+            _batcher = BatchGrammarMatcher(max_threads="auto")
+        return _batcher
+
+
+def _no_siblings(b: int, s: int) -> np.ndarray:
+    """int64 [b, s] of -1 (chains have no siblings), made once per shape (read only)."""
+    arr = _siblings.get((b, s))
+    if arr is None:
+        arr = np.full((b, s), -1, dtype=np.int64)
+        arr.flags.writeable = False
+        if len(_siblings) > 64:
+            _siblings.clear()
+        _siblings[(b, s)] = arr
+    return arr
+
+
+def _engine_original(name: str) -> Any:
+    """The manager method ``name`` that :func:`install` replaced (vLLM's own); the class
+    attribute itself when not installed (the drop-ins may be called directly)."""
+    original = _installed.get(name)
+    if original is None:
+        so = _engine_module(_SO_MODULE)
+        original = getattr(so.StructuredOutputManager, name)
+        if original is _DROP_INS.get(name):  # pragma: no cover - installed elsewhere
+            raise ArgumentError(f"vLLM's own StructuredOutputManager.{name} is unknown")
+    return original
+
+
+def _chain_grammar(manager: Any, request: Any, tokens: Sequence[int]) -> VLLMGrammar | None:
+    """The treegram grammar of ``request`` when its rows can come from the batched chain
+    walk: a :class:`VLLMGrammar` (not made with ``terminate_without_stop_token``)
+    constrained from its first scheduled position (no reasoning still going on: vLLM's
+    constraint bounds are (0, 0)), with no more draft tokens than a mask block holds."""
+    so_req = request.structured_output_request
+    grammar = so_req.grammar
+    if not isinstance(grammar, VLLMGrammar) or grammar.matcher.terminates_without_stop_token:
+        return None
+    if not (manager.enable_in_reasoning or so_req.reasoning_ended or manager.reasoner_cls is None):
+        strip = _engine_module(_SO_UTILS).strip_speculative_padding
+        if tuple(manager._get_constraint_bounds(request, strip(list(tokens)))) != (0, 0):
+            return None
+    return grammar
+
+
+def grammar_bitmask(
+    self: Any,
+    requests: dict[str, Any],
+    structured_output_request_ids: list[str],
+    scheduled_spec_decode_tokens: dict[str, list[int]],
+) -> Any:
+    """vLLM's ``StructuredOutputManager.grammar_bitmask`` with one batched call per step.
+
+    Installed as the manager's method (``self`` is the manager). The result is vLLM
+    0.33.0's: the manager's bitmask (allocated as vLLM allocates it) as a numpy array of
+    ``len(structured_output_request_ids) * (1 + k)`` rows, ``k`` =
+    ``num_speculative_tokens``, request ``p``'s block starting at row ``p * (1 + k)``: a
+    row per scheduled draft position and one for the bonus token. Requests whose grammar
+    is treegram's and constrained from the start (:func:`_chain_grammar`) get their rows
+    from one :meth:`~treegram.BatchGrammarMatcher.batch_traverse_draft_tree` call over
+    chains (``unfilled_rows=-1``), with vLLM's semantics: a terminated grammar's rows,
+    and every row after a stop token or a ``-1`` padding draft, all -1; after a draft
+    the grammar rejects (logged as vLLM logs it), the rows copy the last valid row; rows
+    past a request's drafts left as they were. The other requests (no treegram grammar,
+    reasoning not ended, a diffusion model) get vLLM's own loop, and so does the whole
+    step if the batched call fails (every matcher as it was; logged once). Every grammar
+    ends where it started.
+    """
+    original = _engine_original("grammar_bitmask")
+    ids = structured_output_request_ids
+    config = self.vllm_config
+    if not ids or config.model_config.is_diffusion:
+        return original(self, requests, ids, scheduled_spec_decode_tokens)
+    k_max = config.num_speculative_tokens
+    stride = k_max + 1
+    positions: list[int] = []
+    grammars: list[VLLMGrammar] = []
+    drafts: list[Sequence[int]] = []
+    others: list[int] = []
+    for p, rid in enumerate(ids):
+        request = requests[rid]
+        tokens = scheduled_spec_decode_tokens.get(rid, ())
+        grammar = _chain_grammar(self, request, tokens) if len(tokens) <= k_max else None
+        if grammar is None:
+            others.append(p)
+        else:
+            positions.append(p)
+            grammars.append(grammar)
+            drafts.append(tokens)
+    if not positions:
+        return original(self, requests, ids, scheduled_spec_decode_tokens)
+    if self._grammar_bitmask is None:  # as vLLM allocates it
+        self._grammar_bitmask = self.backend.allocate_token_bitmask(
+            config.scheduler_config.max_num_seqs * stride
+        )
+    bitmask = self._grammar_bitmask
+    rows = bitmask.numpy() if hasattr(bitmask, "numpy") else bitmask
+    theirs = _their_rows(self, original, requests, ids, others, scheduled_spec_decode_tokens)
+    try:
+        _chain_rows(ids, positions, grammars, drafts, len(ids), k_max, bitmask, rows)
+    except Exception as exc:  # vLLM's own loop for the whole step; matchers unchanged
+        _log_once(
+            "vllm-batch",
+            "batched structured-output masks failed (%s: %s); vLLM fills this step's masks itself",
+            type(exc).__name__,
+            exc,
+        )
+        return original(self, requests, ids, scheduled_spec_decode_tokens)
+    for start, block in theirs:
+        rows[start : start + len(block)] = block
+    num_masks = len(ids) * stride
+    out = bitmask[:num_masks] if num_masks < bitmask.shape[0] else bitmask
+    return out.numpy() if hasattr(out, "numpy") else out
+
+
+def _their_rows(manager, original, requests, ids, others, scheduled) -> list[tuple[int, Any]]:
+    """vLLM's own rows for the requests at ``others``: its loop run on those alone (it
+    writes from row 0), their used rows kept, and the rows it overwrote put back, so
+    every other row stays as it was. Returns ``(first row, rows)`` per request."""
+    if not others:
+        return []
+    stride = manager.vllm_config.num_speculative_tokens + 1
+    rows = manager._grammar_bitmask
+    rows = rows.numpy() if hasattr(rows, "numpy") else rows
+    subset = [ids[p] for p in others]
+    span = len(subset) * stride
+    saved = rows[:span].copy()
+    original(manager, requests, subset, scheduled)
+    blocks = []
+    for j, p in enumerate(others):
+        used = 1 + len(scheduled.get(ids[p], ()))
+        blocks.append((p * stride, rows[j * stride : j * stride + used].copy()))
+    rows[:span] = saved
+    return blocks
+
+
+def _chain_rows(ids, positions, grammars, drafts, b, k_max, bitmask, rows) -> None:
+    """The rows of the requests at ``positions`` (their grammars and draft tokens): one
+    batched traversal of chains, then vLLM's rows after a rejected draft, with the rows
+    past each request's drafts left as they were.
+
+    Raises
+    ------
+    Exception
+        Whatever the traversal raises; no matcher is changed then, and the rows it may
+        have written are rewritten by the caller's fallback.
+    """
+    stride = k_max + 1
+    k = len(positions)
+    pos = np.asarray(positions, dtype=np.int64)
+    lens = np.fromiter(map(len, drafts), dtype=np.int64, count=k)
+    tokens = np.full((b, k_max), -1, dtype=np.int64)
+    if k_max:
+        if (lens == k_max).all():
+            tokens[pos] = np.asarray(drafts, dtype=np.int64).reshape(k, k_max)
+        else:
+            for p, d in zip(positions, drafts, strict=True):
+                tokens[p, : len(d)] = d
+    vocab = grammars[0].matcher.compiled_grammar.tokenizer_info.vocab_size
+    valid = (tokens >= 0) & (tokens < vocab)
+    chain = np.where(valid.all(axis=1), k_max, valid.argmin(axis=1))  # leading valid drafts
+    nodes = np.arange(stride, dtype=np.int64)
+    next_token = np.where(nodes[None, :] < chain[:, None], nodes[None, :] + 1, -1)
+    draft = np.zeros((b, stride), dtype=np.int64)
+    draft[:, 1:] = np.where(valid, tokens, 0)
+    # rows past a request's drafts are vLLM's to leave alone: kept aside, put back
+    short = np.flatnonzero(lens + 1 < stride)
+    kept = None
+    if len(short):
+        past = nodes[None, :] >= (lens[short] + 1)[:, None]
+        kept_rows = (pos[short, None] * stride + nodes[None, :])[past]
+        kept = (kept_rows, rows[kept_rows].copy())
+    matchers = [g.matcher for g in grammars]
+    if k < b:  # other positions hold a batched matcher; only `indices` are walked
+        every = [matchers[0]] * b
+        for p, m in zip(positions, matchers, strict=True):
+            every[p] = m
+        matchers = every
+    last = np.empty(k, dtype=np.int64)
+    try:
+        done = _batch_matcher().batch_traverse_draft_tree(
+            matchers,
+            next_token,
+            _no_siblings(b, stride),
+            draft,
+            bitmask,
+            indices=None if k == b else pos,
+            unfilled_rows=-1,
+            last_nodes=last,
+        )
+    finally:
+        if kept is not None:
+            rows[kept[0]] = kept[1]
+    if not all(done):
+        raise ArgumentError("a chain walk did not complete")
+    # drafts the grammar did not take: vLLM copies the row it stopped at into the rest
+    accepted = np.maximum(last, 0)
+    pad = np.zeros(k, dtype=np.int64) - 1
+    at = np.minimum(accepted, max(k_max - 1, 0))
+    if k_max:
+        pad = tokens[pos, at]
+    failed = np.flatnonzero((accepted < lens) & (pad != -1))
+    for j in failed.tolist():
+        c, p = int(accepted[j]), positions[j]
+        first = p * stride
+        rows[first + c + 1 : first + int(lens[j]) + 1] = rows[first + c]
+        logger.error(
+            "Unexpected: grammar terminated or rejected draft token %s for request %s "
+            "during bitmask fill.",
+            int(tokens[p, c]),
+            ids[p],
+        )
+
+
+def validate_tokens(self: Any, request: Any, spec_tokens: list[int]) -> list[int]:
+    """vLLM's ``StructuredOutputManager.validate_tokens`` (installed as the manager's
+    method): the longest unconstrained or grammar-valid prefix of ``spec_tokens``, as
+    vLLM's own (the scheduler calls it once per request; a treegram grammar validates
+    in one pass, :meth:`VLLMGrammar.validate_tokens`). With ``forced_drafts`` on the
+    backend, the drafts the grammar rejects are replaced by grammar-forced tokens (never
+    more tokens than were given, so the scheduler's slots still fit)."""
+    result = _engine_original("validate_tokens")(self, request, spec_tokens)
+    so_req = request.structured_output_request if request.use_structured_output else None
+    grammar = so_req.grammar if so_req is not None else None
+    if isinstance(grammar, VLLMGrammar) and grammar.forced_drafts:
+        stripped = _engine_module(_SO_UTILS).strip_speculative_padding(spec_tokens)
+        if len(result) < len(stripped) and _chain_grammar(self, request, stripped):
+            result = grammar.extend_draft(stripped)[: len(stripped)]
+    return result
+
+
+_DROP_INS = {"grammar_bitmask": grammar_bitmask, "validate_tokens": validate_tokens}
+
+
+# ------------------------------------------------------------- plugging in
+def install() -> None:
+    """Plug treegram into vLLM in this process: vLLM's ``xgrammar`` structured-output
+    backend becomes :meth:`VLLMBackend.from_vllm`, and :func:`grammar_bitmask` and
+    :func:`validate_tokens` replace the ``StructuredOutputManager`` methods of those
+    names. Idempotent; undone by :func:`uninstall`. Imports vLLM's structured-output
+    module.
+
+    vLLM runs its scheduler in a separate engine-core process by default: set
+    ``TREEGRAM_VLLM=1`` instead, and vLLM runs :func:`plugin` in every process it starts.
+    """
+    import importlib
+
+    so = importlib.import_module(_SO_MODULE)
+    importlib.import_module(_SO_UTILS)
+    with _install_lock:
+        if _installed:
+            return
+        manager = so.StructuredOutputManager
+        _installed["XgrammarBackend"] = so.XgrammarBackend
+        for name, drop_in in _DROP_INS.items():
+            _installed[name] = getattr(manager, name)
+            setattr(manager, name, drop_in)
+        setattr(so, "XgrammarBackend", VLLMBackend.from_vllm)  # noqa: B010
+
+
+def uninstall() -> None:
+    """Undo :func:`install` (a no-op when not installed)."""
+    with _install_lock:
+        if not _installed:
+            return
+        so = _engine_module(_SO_MODULE)
+        if so is not None:
+            so.XgrammarBackend = _installed["XgrammarBackend"]
+            for name in _DROP_INS:
+                setattr(so.StructuredOutputManager, name, _installed[name])
+        _installed.clear()
+
+
+def installed() -> bool:
+    """Whether :func:`install` is in effect in this process."""
+    return bool(_installed)
+
+
+def plugin() -> None:
+    """vLLM's general plug-in entry point (group ``vllm.general_plugins``, name
+    ``treegram``): vLLM calls it in every process it starts (the API server, the engine
+    core, the workers). It installs treegram (:func:`install`) when the environment
+    variable ``TREEGRAM_VLLM`` is 1 (or true, yes, on) and does nothing otherwise, so
+    installing the package changes no engine by itself."""
+    if _switched_on(_SWITCH):
+        install()
