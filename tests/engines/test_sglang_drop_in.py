@@ -206,9 +206,11 @@ def test_mixed_batch_falls_back_per_request(backends, tokenizer):
     own function on twins of the same batch."""
     ours_b, theirs_b = backends
     rng = np.random.default_rng(5)
-    think_end = list(reasoning.ReasoningParser(
-        model_type="deepseek-v4", stream_reasoning=False, tokenizer=tokenizer
-    ).detector.get_think_end_token_ids(tokenizer))
+    think_end = list(
+        reasoning.ReasoningParser(
+            model_type="deepseek-v4", stream_reasoning=False, tokenizer=tokenizer
+        ).detector.get_think_end_token_ids(tokenizer)
+    )
 
     def make():
         gs = [
@@ -217,8 +219,9 @@ def test_mixed_batch_falls_back_per_request(backends, tokenizer):
             None,
             reasoner(ours_b, tokenizer, ours_b._init_value_dispatch(KEYS[2], False), thinking=True),
             reasoner(ours_b, tokenizer, ours_b._init_value_dispatch(KEYS[3], False), thinking=True),
-            reasoner(theirs_b, tokenizer, theirs_b._init_value_dispatch(KEYS[2], False),
-                     thinking=False),
+            reasoner(
+                theirs_b, tokenizer, theirs_b._init_value_dispatch(KEYS[2], False), thinking=False
+            ),
             ours_b._init_value_dispatch(KEYS[2], False),
         ]
         for t in tokenizer.encode("Hmm.", add_special_tokens=False) + think_end:
