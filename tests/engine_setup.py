@@ -60,3 +60,29 @@ def plugging_in_snippet(engine: str) -> str:
 # DeepSeek-V4's model vocabulary (the tokenizer has 128,815 entries, padded to 129,280).
 MODEL_VOCAB = 129280
 EOS = 1
+
+
+def write_vllm_model_dir(d: Path) -> Path:
+    """A model folder vLLM accepts in ``d``: the DeepSeek-V4 tokenizer files and a
+    one-layer Llama ``config.json`` with the model vocabulary (no weights)."""
+    import json
+    import shutil
+
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(deepseek_dir() / name, d / name)
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": MODEL_VOCAB,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "bos_token_id": 0,
+        "eos_token_id": EOS,
+        "torch_dtype": "float32",
+    }
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
