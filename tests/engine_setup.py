@@ -172,7 +172,6 @@ def vllm_engine_core_child(queue, model_dir: str) -> None:
                 "backend": type(manager.backend).__name__,
                 "grammar": type(grammar).__name__,
                 "drop_in": so.StructuredOutputManager.grammar_bitmask is tg_vllm.grammar_bitmask,
-                "validate": so.StructuredOutputManager.validate_tokens is tg_vllm.validate_tokens,
             }
         )
     except BaseException as exc:

@@ -73,5 +73,4 @@ def test_vllm_engine_core_started_with_spawn_has_treegram(monkeypatch, tmp_path)
         "backend": "VLLMBackend",
         "grammar": "VLLMGrammar",
         "drop_in": True,
-        "validate": True,
     }

@@ -1,6 +1,7 @@
-"""treegram's drop-ins for vLLM 0.33.0's ``StructuredOutputManager.grammar_bitmask`` and
-``validate_tokens``, driven through vLLM's own manager on a real ``VllmConfig`` with
-n-gram speculative decoding (DeepSeek-V4 tokenizer, one-layer config, no weights).
+"""treegram's drop-in for vLLM 0.33.0's ``StructuredOutputManager.grammar_bitmask`` (and
+its grammar's one-pass ``validate_tokens``), driven through vLLM's own manager on a real
+``VllmConfig`` with n-gram speculative decoding (DeepSeek-V4 tokenizer, one-layer config,
+no weights).
 
 Every step compares, bit for bit: the drop-in on treegram grammars, vLLM's own loop on
 the same treegram grammars, and vLLM's own loop on its xgrammar backend's grammars; the
@@ -163,8 +164,11 @@ def states(reqs: dict) -> list:
     ]
 
 
-@pytest.mark.parametrize("k", [0, 3])
-def test_bitmask_validate_accept_bit_identical(model_dir, k):
+@pytest.mark.parametrize(("k", "path"), [(0, "batched"), (3, "batched"), (3, "scalar")])
+def test_bitmask_validate_accept_bit_identical(model_dir, monkeypatch, k, path):
+    """``path``: every chain through the batched traversal, or (small batches) one by
+    one with the matcher's scalar calls."""
+    monkeypatch.setattr(tg_vllm, "_SCALAR_MAX", 0 if path == "batched" else 10**6)
     rng = np.random.default_rng(10 + k)
     ours = manager(model_dir, k)
     reqs_o = {f"r{i}": request(ours, f"r{i}", s) for i, s in enumerate(SPECS * 2)}
@@ -262,6 +266,7 @@ def test_requests_still_reasoning_take_vllms_loop(model_dir):
 
 
 def test_failed_batched_call_uses_vllms_loop_and_logs_once(model_dir, monkeypatch, caplog):
+    monkeypatch.setattr(tg_vllm, "_SCALAR_MAX", 0)
     rng = np.random.default_rng(31)
     k = 3
     ours = manager(model_dir, k)
@@ -290,9 +295,10 @@ def test_failed_batched_call_uses_vllms_loop_and_logs_once(model_dir, monkeypatc
 
 
 def test_forced_drafts_replace_rejected_drafts(model_dir):
-    """``VLLMBackend(forced_drafts=K)``: the manager's ``validate_tokens`` replaces drafts
-    the grammar rejects with grammar-forced tokens, never more than it was given; the
-    result goes through the same batched ``grammar_bitmask`` (rows equal vLLM's loop)."""
+    """``VLLMBackend(forced_drafts=K)``: the grammar's ``validate_tokens`` (which vLLM's
+    manager calls) replaces drafts the grammar rejects with grammar-forced tokens, never
+    more than it was given; the result goes through the same ``grammar_bitmask`` (rows
+    equal vLLM's loop)."""
     k = 3
     ours = manager(model_dir, k)
     req = request(ours, "f", SPECS[2])  # root ::= "call(" [a-z]+ ...: "call(" is forced
@@ -302,7 +308,9 @@ def test_forced_drafts_replace_rejected_drafts(model_dir):
     assert forced and b"".join(tg.TokenizerInfo.deepseek_v4().decoded_vocab[t] for t in forced)
     got = ours.validate_tokens(req, [MODEL_VOCAB - 1] * k)
     assert got == forced[:k] and len(got) <= k
-    assert ENGINE_VALIDATE(ours, req, [MODEL_VOCAB - 1] * k) == []  # vLLM's: nothing
+    g.forced_drafts = 0
+    assert ours.validate_tokens(req, [MODEL_VOCAB - 1] * k) == []  # without: nothing
+    g.forced_drafts = 8
     assert ours.validate_tokens(req, []) == []  # nothing given: nothing added
     sched = {"f": got}
     m_o = ours.grammar_bitmask({"f": req}, ["f"], sched).copy()

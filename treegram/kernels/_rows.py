@@ -9,6 +9,10 @@ parent was filled and the parent's row allows its token (exactly the traversal's
 and it is filled unless its token is one of the matcher's stop tokens (accepting one
 stops the matcher; a matcher made with ``terminate_without_stop_token`` refuses them).
 Nothing here allocates: scratch comes from the caller.
+
+:func:`chain_trees` and :func:`chain_rejections` serve engines that draft linear chains
+(vLLM): the chains as trees for the traversal, and the engine's rows after a rejected
+draft.
 """
 
 from __future__ import annotations
@@ -99,3 +103,52 @@ def batch_unfilled_rows(
                 if not filled[j]:
                     for w in range(n_words):
                         out[base + j, w] = value
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def chain_trees(tokens, vocab_size, next_token, draft):
+    """Linear drafts as trees for a batch traversal.
+
+    ``tokens`` int64 [B, K]: request ``i``'s drafts, ``-1`` padded. Writes ``next_token``
+    and ``draft`` int64 [B, K + 1]: node 0 is the root (token 0, never read), node ``j``
+    holds ``tokens[i, j - 1]``; each node links to the next while the tokens are in
+    ``[0, vocab_size)`` (the chain ends before the first that is not: padding, or an id
+    no grammar accepts). Such tokens are stored as 0 (never reached).
+    """
+    K = tokens.shape[1]
+    for i in range(tokens.shape[0]):
+        draft[i, 0] = 0
+        open_chain = True
+        for j in range(K):
+            t = tokens[i, j]
+            ok = 0 <= t < vocab_size
+            draft[i, j + 1] = t if ok else 0
+            open_chain = open_chain and ok
+            next_token[i, j] = j + 1 if open_chain else -1
+        next_token[i, K] = -1
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def chain_rejections(tokens, positions, lens, last_nodes, out, stride, failed_at):
+    """vLLM's rows after a draft its grammar does not take, once the chains are walked
+    (``unfilled_rows=-1``).
+
+    Request ``k`` sits at ``positions[k]`` (rows ``p * stride ..``) with ``lens[k]``
+    drafts in ``tokens[p]``; its walk accepted ``c = max(last_nodes[k], 0)`` of them. When
+    a draft follows that is not padding (``-1``: vLLM's loop fails there, a rejected token
+    or one after termination), rows ``c + 1 .. lens[k]`` (the bonus row included) become
+    copies of row ``c`` and ``failed_at[k] = c``; else ``failed_at[k] = -1``.
+    """
+    n_words = out.shape[1]
+    for k in range(positions.shape[0]):
+        p = positions[k]
+        c = last_nodes[k]
+        if c < 0:
+            c = 0
+        failed_at[k] = -1
+        if c < lens[k] and tokens[p, c] != -1:
+            failed_at[k] = c
+            base = p * stride
+            for j in range(c + 1, lens[k] + 1):
+                for w in range(n_words):
+                    out[base + j, w] = out[base + c, w]

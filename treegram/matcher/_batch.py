@@ -37,6 +37,7 @@ from ._temperature import as_temperature_array
 from ._tree_input import (
     as_index_array,
     check_draft_input,
+    check_scratch,
     deadline_ns,
     link_arrays,
     past_deadline,
@@ -206,6 +207,14 @@ _NO_LAST = np.empty(0, dtype=np.int64)  # last_nodes not wanted (never written)
 def _last_nodes_array(values, k: int) -> np.ndarray:
     """A caller's ``last_nodes`` output, checked: a writable int64 [K] numpy array (or
     CPU torch tensor) that the kernel can write through."""
+    if (
+        type(values) is np.ndarray
+        and values.dtype == np.int64
+        and values.shape == (k,)
+        and values.flags.c_contiguous
+        and values.flags.writeable
+    ):
+        return values
     arr = as_index_array(values, "last_nodes")
     if arr.shape != (k,) or not arr.flags.writeable or arr.dtype != np.int64:
         raise ArgumentError(
@@ -217,6 +226,11 @@ def _last_nodes_array(values, k: int) -> np.ndarray:
     if isinstance(values, np.ndarray) and arr is not values:
         raise ArgumentError("last_nodes must be a C-contiguous int64 array")
     return arr
+
+
+def _rows_scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The unfilled-rows pass's own flags (bool [n]) and stack (int64 [n + 1])."""
+    return np.empty(n, dtype=np.bool_), np.empty(n + 1, dtype=np.int64)
 
 
 def _traverse_scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -307,6 +321,7 @@ class BatchGrammarMatcher:
             )
         self._pool = WorkerPool(n)
         self._views = BitmaskViewCache()  # the engine's output buffer, validated once
+        self._local = threading.local()  # per-thread scratch of the input checks
 
     def __copy__(self) -> BatchGrammarMatcher:
         """A new instance with its own pool of the same size (pools are not shared)."""
@@ -656,7 +671,12 @@ class BatchGrammarMatcher:
             -1, ``last_nodes`` that is not a writable int64 array of K entries. Checked
             before any work starts.
         """
-        deadline = deadline_ns(time_threshold)
+        # no time limit, the default: skip the clock
+        deadline = (
+            0
+            if type(time_threshold) is float and time_threshold == -1.0
+            else deadline_ns(time_threshold)
+        )
         if type(unfilled_rows) is not int or unfilled_rows not in (0, -1):
             raise ArgumentError(f"unfilled_rows must be 0 or -1, got {unfilled_rows!r}")
         matchers = _hold(matchers)
@@ -692,6 +712,7 @@ class BatchGrammarMatcher:
             roots,
             draft if indices is None else draft[requests],
             vocab,
+            scratch=self._check_scratch(n),
         )
         out = self._views.view(token_bitmask, vocab, "token_bitmask")
         if out.shape[0] < b * n:
@@ -702,6 +723,22 @@ class BatchGrammarMatcher:
             return []
         status = np.zeros(k, dtype=np.int64)
         args = (next_token, next_sibling, draft, out, requests, roots, n, vocab, deadline, status)
+        post = None  # the unfilled-rows pass, run in the same chunks as the traversal
+        if unfilled_rows or last_nodes is not None:
+            post = (
+                MATCHERS.table,
+                mslots,
+                next_token,
+                next_sibling,
+                draft,
+                out,
+                requests,
+                roots,
+                n,
+                vocab,
+                unfilled_rows,
+                _NO_LAST if last_nodes is None else last_nodes,
+            )
 
         def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
             _batch.batch_traverse(
@@ -714,8 +751,13 @@ class BatchGrammarMatcher:
                 start,
                 stop,
             )
+            if post is not None:
+                _rows.batch_unfilled_rows(*post, *_rows_scratch(n), start, stop)
 
         self._run(kernel, k, n * out.shape[1])
+        if flags is None and not status.any():
+            return [True] * k  # the common case: every walk finished in the kernel
+        redo = np.flatnonzero(status)  # these get the unfilled-rows pass again
         self._retry(
             matchers,
             requests,
@@ -740,45 +782,40 @@ class BatchGrammarMatcher:
             matchers[r]._fill_root_row(out, r * n + int(roots[j]), deadline)
         # token budgets close occurrences between the nodes of a tree, which the batch
         # kernel does not do: those matchers walk their trees node by node
-        for j in np.flatnonzero(counted).tolist() if counted is not None else ():
-            r = int(requests[j])
-            m = matchers[r]
-            tree = r if next_token.shape[0] > 1 else 0
-            rows = out[r * n : (r + 1) * n]
-            rows[:] = 0
-            done = m._traverse_by_steps(
-                next_token[tree], next_sibling[tree], draft[r], rows, int(roots[j]), deadline
-            )
-            status[j] = 0 if done else 1
-        if unfilled_rows or last_nodes is not None:
-            self._unfilled_rows(
-                mslots,
-                (next_token, next_sibling, draft, out, requests, roots, n, vocab),
-                unfilled_rows,
-                _NO_LAST if last_nodes is None else last_nodes,
-            )
+        if counted is not None and counted.any():
+            redo = np.union1d(redo, np.flatnonzero(counted))
+            for j in np.flatnonzero(counted).tolist():
+                r = int(requests[j])
+                m = matchers[r]
+                tree = r if next_token.shape[0] > 1 else 0
+                rows = out[r * n : (r + 1) * n]
+                rows[:] = 0
+                done = m._traverse_by_steps(
+                    next_token[tree], next_sibling[tree], draft[r], rows, int(roots[j]), deadline
+                )
+                status[j] = 0 if done else 1
+        if post is not None:
+            for j in redo.tolist():
+                self._run_one_rows(post, n, j)
         return (status == 0).tolist()
 
-    def _unfilled_rows(self, mslots, tree, value: int, last_nodes) -> None:
-        """``kernels.rows.batch_unfilled_rows`` over the selected requests of a finished
-        traversal (``tree``: its links, tokens, output, requests, roots, N and vocab)."""
-        n = tree[6]
-        k = tree[4].shape[0]
+    def _check_scratch(self, n: int) -> tuple:
+        """This thread's scratch for the tree checks (kept per thread: an instance serves
+        many threads at once)."""
+        local = self._local
+        scratch = getattr(local, "check", None)
+        if scratch is None or scratch[0].shape[0] < n:
+            scratch = local.check = check_scratch(max(n, 64))
+        return scratch
 
-        def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-            _rows.batch_unfilled_rows(
-                MATCHERS.table,
-                mslots,
-                *tree,
-                value,
-                last_nodes,
-                np.empty(n, dtype=np.bool_),
-                np.empty(n + 1, dtype=np.int64),
-                start,
-                stop,
-            )
-
-        self._run(kernel, k, n * tree[3].shape[1] if value else n)
+    @staticmethod
+    def _run_one_rows(post: tuple, n: int, j: int) -> None:
+        """The unfilled-rows pass for request ``j`` alone (after its walk was redone)."""
+        REGISTRY_LOCK.acquire_read()
+        try:
+            _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], *_rows_scratch(n), j, j + 1)
+        finally:
+            REGISTRY_LOCK.release_read()
 
     @staticmethod
     def _run_one(kernel, args: tuple, k: int) -> None:

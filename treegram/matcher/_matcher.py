@@ -707,7 +707,7 @@ class GrammarMatcher:
     @property
     def terminates_without_stop_token(self) -> bool:
         """Whether the matcher was made with ``terminate_without_stop_token=True``."""
-        return bool(self._meta[M_NO_STOP])
+        return self._meta_mv[M_NO_STOP] != 0
 
     @_exclusive
     def is_completed(self) -> bool:

@@ -29,6 +29,7 @@ import numpy as np
 
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import ArgumentError
+from treegram.kernels import rows as _rows
 from treegram.matcher import (
     BatchGrammarMatcher,
     GrammarMatcher,
@@ -117,34 +118,61 @@ class VLLMGrammar:
             tokens before it stay accepted); True otherwise. Tokens after termination
             are ignored.
         """
-        if self.matcher.is_terminated():
+        matcher = self.matcher
+        if matcher.is_terminated():
             return True
+        # without terminate_without_stop_token only a stop token ends the grammar
+        by_stop = not matcher.terminates_without_stop_token
+        vocab, stops = self._tokenizer_vocab, self._stops
         for token in tokens:
             token = int(token)
-            if not 0 <= token < self._tokenizer_vocab or not self.matcher.accept_token(token):
+            if not 0 <= token < vocab or not matcher.accept_token(token):
                 logger.debug("request %s: grammar rejected token %d", request_id, token)
                 return False
             self.num_processed_tokens += 1
-            if self.matcher.is_terminated():
+            if (token in stops) if by_stop else matcher.is_terminated():
                 break
         return True
 
     def validate_tokens(self, tokens: Sequence[int]) -> list[int]:
         """The longest prefix of ``tokens`` the grammar accepts in a row, ending at the
         first stop token (vLLM trims draft tokens with it before scoring them). Empty once
-        terminated. The state is unchanged."""
-        tokens = [int(t) for t in tokens]
-        limit = 0
-        while limit < len(tokens) and 0 <= tokens[limit] < self._tokenizer_vocab:
-            limit += 1
-        if self.matcher.is_terminated() or limit == 0:
+        terminated. The state is unchanged.
+
+        With :attr:`forced_drafts` on, the drafts the grammar rejects are replaced by the
+        grammar-forced tokens after the valid prefix (:meth:`extend_draft`), never more
+        tokens than were given: vLLM's scheduler then scores forced drafts in their place
+        (its slots still fit, and its ``grammar_bitmask`` walks them like any draft).
+        """
+        valid = self._valid_prefix(tokens)
+        if (
+            self.forced_drafts
+            and len(valid) < len(tokens)
+            and not (valid and valid[-1] in self._stops)
+            and not self.matcher.is_terminated()
+        ):
+            return self.extend_draft(valid)[: len(tokens)]
+        return valid
+
+    def _valid_prefix(self, tokens: Sequence[int]) -> list[int]:
+        matcher = self.matcher
+        if matcher.is_terminated():
             return []
-        n = self.matcher.count_acceptable_tokens(np.asarray(tokens[:limit], dtype=np.int64))
-        stops = self._stops
-        for i, t in enumerate(tokens[:n]):
-            if t in stops:
-                return tokens[: i + 1]
-        return tokens[:n]
+        vocab, stops = self._tokenizer_vocab, self._stops
+        by_stop = not matcher.terminates_without_stop_token
+        valid: list[int] = []
+        try:
+            for t in tokens:
+                t = int(t)
+                if not 0 <= t < vocab or not matcher.accept_token(t):
+                    break
+                valid.append(t)
+                if (t in stops) if by_stop else matcher.is_terminated():
+                    break
+        finally:
+            if valid:
+                matcher.rollback(len(valid))
+        return valid
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last ``num_tokens`` accepted tokens (termination included).
@@ -186,7 +214,7 @@ class VLLMGrammar:
         n = self.forced_drafts if max_tokens is None else max_tokens
         if self.matcher.is_terminated():
             return []
-        valid = self.validate_tokens(tokens)
+        valid = self._valid_prefix(tokens)
         for t in valid:
             self.matcher.accept_token(t)
         try:
@@ -500,7 +528,11 @@ def grammar_bitmask(
     rows = bitmask.numpy() if hasattr(bitmask, "numpy") else bitmask
     theirs = _their_rows(self, original, requests, ids, others, scheduled_spec_decode_tokens)
     try:
-        _chain_rows(ids, positions, grammars, drafts, len(ids), k_max, bitmask, rows)
+        if len(positions) <= _SCALAR_MAX:  # a batched call's fixed cost is not worth it
+            for p, g, d in zip(positions, grammars, drafts, strict=True):
+                _chain_rows_scalar(ids, p, g, d, k_max, rows)
+        else:
+            _chain_rows(ids, positions, grammars, drafts, len(ids), k_max, bitmask, rows)
     except Exception as exc:  # vLLM's own loop for the whole step; matchers unchanged
         _log_once(
             "vllm-batch",
@@ -537,10 +569,59 @@ def _their_rows(manager, original, requests, ids, others, scheduled) -> list[tup
     return blocks
 
 
+_SCALAR_MAX = 2  # at most this many chains: the grammar calls one by one, no batch call
+
+
+def _chain_rows_scalar(ids, p: int, grammar: VLLMGrammar, draft, k_max: int, rows) -> None:
+    """:func:`_chain_rows` for one request, with the matcher's scalar calls (vLLM's loop
+    without its per-row bookkeeping): rows ``p * (1 + k_max) ..`` for the drafts and the
+    bonus token. The matcher ends where it started, also when this raises."""
+    m = grammar.matcher
+    base = p * (k_max + 1)
+    end = base + len(draft) + 1
+    if m.is_terminated():
+        rows[base:end] = -1
+        if draft and draft[0] != -1:
+            _log_rejected(draft[0], ids[p])
+        return
+    m.fill_next_token_bitmask(rows, base)
+    vocab, stops = grammar._tokenizer_vocab, grammar._stops
+    accepted = 0
+    try:
+        for j, t in enumerate(draft):
+            row = base + j + 1
+            if t == -1:  # padding: vLLM leaves the rest unconstrained
+                rows[row:end] = -1
+                break
+            if not 0 <= t < vocab or not m.accept_token(int(t)):
+                rows[row:end] = rows[row - 1]  # the last valid row, as vLLM copies it
+                _log_rejected(t, ids[p])
+                break
+            accepted += 1
+            if t in stops:  # terminated: the rest unconstrained; a further draft fails
+                rows[row:end] = -1
+                if j + 1 < len(draft) and draft[j + 1] != -1:
+                    _log_rejected(draft[j + 1], ids[p])
+                break
+            m.fill_next_token_bitmask(rows, row)
+    finally:
+        if accepted:
+            m.rollback(accepted)
+
+
+def _log_rejected(token: int, request_id: str) -> None:
+    logger.error(
+        "Unexpected: grammar terminated or rejected draft token %s for request %s during "
+        "bitmask fill.",
+        int(token),
+        request_id,
+    )
+
+
 def _chain_rows(ids, positions, grammars, drafts, b, k_max, bitmask, rows) -> None:
     """The rows of the requests at ``positions`` (their grammars and draft tokens): one
-    batched traversal of chains, then vLLM's rows after a rejected draft, with the rows
-    past each request's drafts left as they were.
+    batched traversal of chains, then vLLM's rows after a draft the grammar does not take,
+    with the rows past each request's drafts left as they were.
 
     Raises
     ------
@@ -550,29 +631,27 @@ def _chain_rows(ids, positions, grammars, drafts, b, k_max, bitmask, rows) -> No
     """
     stride = k_max + 1
     k = len(positions)
-    pos = np.asarray(positions, dtype=np.int64)
-    lens = np.fromiter(map(len, drafts), dtype=np.int64, count=k)
-    tokens = np.full((b, k_max), -1, dtype=np.int64)
-    if k_max:
-        if (lens == k_max).all():
-            tokens[pos] = np.asarray(drafts, dtype=np.int64).reshape(k, k_max)
-        else:
-            for p, d in zip(positions, drafts, strict=True):
+    lens_list = [len(d) for d in drafts]
+    lens = np.array(lens_list, dtype=np.int64)
+    pos = np.array(positions, dtype=np.int64)
+    if k == b and min(lens_list) == k_max:
+        tokens = np.array(drafts, dtype=np.int64).reshape(b, k_max)
+    else:
+        tokens = np.full((b, k_max), -1, dtype=np.int64)
+        for p, d in zip(positions, drafts, strict=True):
+            if d:
                 tokens[p, : len(d)] = d
     vocab = grammars[0].matcher.compiled_grammar.tokenizer_info.vocab_size
-    valid = (tokens >= 0) & (tokens < vocab)
-    chain = np.where(valid.all(axis=1), k_max, valid.argmin(axis=1))  # leading valid drafts
-    nodes = np.arange(stride, dtype=np.int64)
-    next_token = np.where(nodes[None, :] < chain[:, None], nodes[None, :] + 1, -1)
-    draft = np.zeros((b, stride), dtype=np.int64)
-    draft[:, 1:] = np.where(valid, tokens, 0)
+    next_token = np.empty((b, stride), dtype=np.int64)
+    draft = np.empty((b, stride), dtype=np.int64)
+    _rows.chain_trees(tokens, vocab, next_token, draft)
     # rows past a request's drafts are vLLM's to leave alone: kept aside, put back
-    short = np.flatnonzero(lens + 1 < stride)
     kept = None
-    if len(short):
-        past = nodes[None, :] >= (lens[short] + 1)[:, None]
-        kept_rows = (pos[short, None] * stride + nodes[None, :])[past]
-        kept = (kept_rows, rows[kept_rows].copy())
+    if min(lens_list) < k_max:
+        nodes = np.arange(stride, dtype=np.int64)
+        past = nodes[None, :] > lens[:, None]
+        kept_rows = (pos[:, None] * stride + nodes[None, :])[past]
+        kept = (kept_rows, rows[kept_rows])
     matchers = [g.matcher for g in grammars]
     if k < b:  # other positions hold a batched matcher; only `indices` are walked
         every = [matchers[0]] * b
@@ -594,54 +673,26 @@ def _chain_rows(ids, positions, grammars, drafts, b, k_max, bitmask, rows) -> No
     finally:
         if kept is not None:
             rows[kept[0]] = kept[1]
-    if not all(done):
+    if False in done:
         raise ArgumentError("a chain walk did not complete")
-    # drafts the grammar did not take: vLLM copies the row it stopped at into the rest
-    accepted = np.maximum(last, 0)
-    pad = np.zeros(k, dtype=np.int64) - 1
-    at = np.minimum(accepted, max(k_max - 1, 0))
-    if k_max:
-        pad = tokens[pos, at]
-    failed = np.flatnonzero((accepted < lens) & (pad != -1))
-    for j in failed.tolist():
-        c, p = int(accepted[j]), positions[j]
-        first = p * stride
-        rows[first + c + 1 : first + int(lens[j]) + 1] = rows[first + c]
-        logger.error(
-            "Unexpected: grammar terminated or rejected draft token %s for request %s "
-            "during bitmask fill.",
-            int(tokens[p, c]),
-            ids[p],
-        )
+    failed_at = np.empty(k, dtype=np.int64)
+    _rows.chain_rejections(tokens, pos, lens, last, rows, stride, failed_at)
+    for j in np.flatnonzero(failed_at >= 0).tolist():
+        p, c = positions[j], int(failed_at[j])
+        _log_rejected(tokens[p, c], ids[p])
 
 
-def validate_tokens(self: Any, request: Any, spec_tokens: list[int]) -> list[int]:
-    """vLLM's ``StructuredOutputManager.validate_tokens`` (installed as the manager's
-    method): the longest unconstrained or grammar-valid prefix of ``spec_tokens``, as
-    vLLM's own (the scheduler calls it once per request; a treegram grammar validates
-    in one pass, :meth:`VLLMGrammar.validate_tokens`). With ``forced_drafts`` on the
-    backend, the drafts the grammar rejects are replaced by grammar-forced tokens (never
-    more tokens than were given, so the scheduler's slots still fit)."""
-    result = _engine_original("validate_tokens")(self, request, spec_tokens)
-    so_req = request.structured_output_request if request.use_structured_output else None
-    grammar = so_req.grammar if so_req is not None else None
-    if isinstance(grammar, VLLMGrammar) and grammar.forced_drafts:
-        stripped = _engine_module(_SO_UTILS).strip_speculative_padding(spec_tokens)
-        if len(result) < len(stripped) and _chain_grammar(self, request, stripped):
-            result = grammar.extend_draft(stripped)[: len(stripped)]
-    return result
-
-
-_DROP_INS = {"grammar_bitmask": grammar_bitmask, "validate_tokens": validate_tokens}
+_DROP_INS = {"grammar_bitmask": grammar_bitmask}
 
 
 # ------------------------------------------------------------- plugging in
 def install() -> None:
     """Plug treegram into vLLM in this process: vLLM's ``xgrammar`` structured-output
-    backend becomes :meth:`VLLMBackend.from_vllm`, and :func:`grammar_bitmask` and
-    :func:`validate_tokens` replace the ``StructuredOutputManager`` methods of those
-    names. Idempotent; undone by :func:`uninstall`. Imports vLLM's structured-output
-    module.
+    backend becomes :meth:`VLLMBackend.from_vllm`, and :func:`grammar_bitmask` replaces
+    ``StructuredOutputManager.grammar_bitmask``. (The manager's per-request
+    ``validate_tokens`` and ``accept_tokens`` stay vLLM's: the scheduler calls them once
+    per request, and they reach :class:`VLLMGrammar`'s one-pass methods.) Idempotent;
+    undone by :func:`uninstall`. Imports vLLM's structured-output module.
 
     vLLM runs its scheduler in a separate engine-core process by default: set
     ``TREEGRAM_VLLM=1`` instead, and vLLM runs :func:`plugin` in every process it starts.
