@@ -70,11 +70,14 @@ def default_data() -> Path:
 # ---------------------------------------------------------------------------- inputs
 
 
-def _candidates(data: Path, every: int):
+def _candidates(data: Path, every: int | None, n: int):
     """``(name, schema text, document)`` from a MaskBench folder (each file's first valid
-    test instance) or a ``.jsonl`` of ``{"name", "schema", "document"}`` entries."""
+    test instance; every ``every``-th file, default spread over the whole folder: every
+    ``len / (4 n)``-th) or a ``.jsonl`` of ``{"name", "schema", "document"}`` entries."""
     if data.is_dir():
-        for file in sorted(data.glob("*.json"))[::every]:
+        files = sorted(data.glob("*.json"))
+        every = every or max(1, len(files) // (4 * n))
+        for file in files[::every]:
             entry = json.loads(file.read_text(encoding="utf-8"))
             for test in entry.get("tests", []):
                 if test.get("valid"):
@@ -93,14 +96,14 @@ def allowed(row) -> np.ndarray:
     return np.flatnonzero(bits[:MODEL_VOCAB])
 
 
-def select_schemas(env: dict, data: Path, n: int, every: int, min_tokens: int) -> list[dict]:
+def select_schemas(env: dict, data: Path, n: int, every: int | None, min_tokens: int) -> list[dict]:
     """The first ``n`` schemas whose document tokenizes exactly, is at least
     ``min_tokens`` long, compiles with both SGLang backends, and whose every mask along
     the document (and after it: the stop token) is the same in both."""
     tok, ours, theirs = env["tokenizer"], env["sgl_ours"], env["sgl_theirs"]
     decoded = env["decoded_vocab"]
     chosen = []
-    for name, schema, doc in _candidates(data, every):
+    for name, schema, doc in _candidates(data, every, n):
         if len(chosen) >= n:
             break
         try:
@@ -131,7 +134,7 @@ def select_schemas(env: dict, data: Path, n: int, every: int, min_tokens: int) -
             if step > 200:  # long documents: the first 200 tokens decide
                 break
         if same:
-            chosen.append({"name": name, "schema": schema, "ids": ids})
+            chosen.append({"name": name, "schema": schema, "ids": ids, "document": doc})
     if len(chosen) < n:
         raise SystemExit(f"only {len(chosen)} usable schemas in {data} (wanted {n})")
     return chosen
@@ -462,7 +465,12 @@ def build_parser() -> argparse.ArgumentParser:
         "when it exists, else benchmarks/data/engine_schemas.jsonl)",
     )
     ap.add_argument("--schemas", type=int, default=16, help="distinct schemas in a batch")
-    ap.add_argument("--every", type=int, default=7, help="every n-th MaskBench file")
+    ap.add_argument(
+        "--every",
+        type=int,
+        default=None,
+        help="every n-th MaskBench file (default: spread over the folder)",
+    )
     ap.add_argument("--batch", type=_ints, default=[1, 8, 64, 256], help="batch sizes")
     ap.add_argument("--tree-nodes", type=_ints, default=[8, 16, 64], help="SGLang tree sizes")
     ap.add_argument("--chains", type=_ints, default=[1, 3, 7], help="vLLM draft lengths")
@@ -477,6 +485,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
+    ap.add_argument(
+        "--write-data",
+        type=Path,
+        default=None,
+        help="write the selected schemas and documents as .jsonl and stop "
+        "(how benchmarks/data/engine_schemas.jsonl was made)",
+    )
     return ap
 
 
@@ -496,6 +511,17 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(1)
     env = load_engines()
     schemas = select_schemas(env, data, args.schemas, args.every, min_tokens=10)
+    if args.write_data is not None:
+        with open(args.write_data, "w", encoding="utf-8") as fh:
+            for s in schemas:
+                entry = {
+                    "name": s["name"],
+                    "schema": json.loads(s["schema"]),
+                    "document": s["document"],
+                }
+                fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        print(f"wrote {len(schemas)} schemas to {args.write_data}")
+        return {"schemas": [s["name"] for s in schemas]}
     results: dict[str, Any] = {"sglang": {}, "vllm": {}}
     lines = []
     if "sglang" in engines:
@@ -654,5 +680,5 @@ def _model_dir(d: Path) -> Path:
 if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     out = main()
-    ok = all(c["masks_identical"] for e in ("sglang", "vllm") for c in out[e].values())
+    ok = all(c["masks_identical"] for e in ("sglang", "vllm") for c in out.get(e, {}).values())
     sys.exit(0 if ok else 1)
