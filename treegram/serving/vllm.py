@@ -530,7 +530,7 @@ def grammar_bitmask(
     try:
         if len(positions) <= _SCALAR_MAX:  # a batched call's fixed cost is not worth it
             for p, g, d in zip(positions, grammars, drafts, strict=True):
-                _chain_rows_scalar(ids, p, g, d, k_max, rows)
+                _chain_rows_scalar(ids, p, g, d, k_max, bitmask, rows)
         else:
             _chain_rows(ids, positions, grammars, drafts, len(ids), k_max, bitmask, rows)
     except Exception as exc:  # vLLM's own loop for the whole step; matchers unchanged
@@ -572,10 +572,12 @@ def _their_rows(manager, original, requests, ids, others, scheduled) -> list[tup
 _SCALAR_MAX = 2  # at most this many chains: the grammar calls one by one, no batch call
 
 
-def _chain_rows_scalar(ids, p: int, grammar: VLLMGrammar, draft, k_max: int, rows) -> None:
+def _chain_rows_scalar(ids, p: int, grammar: VLLMGrammar, draft, k_max: int, bitmask, rows) -> None:
     """:func:`_chain_rows` for one request, with the matcher's scalar calls (vLLM's loop
     without its per-row bookkeeping): rows ``p * (1 + k_max) ..`` for the drafts and the
-    bonus token. The matcher ends where it started, also when this raises."""
+    bonus token. Masks are filled through ``bitmask`` (the manager's buffer, the same
+    object every step: validated once), rows copied through ``rows`` (its numpy view).
+    The matcher ends where it started, also when this raises."""
     m = grammar.matcher
     base = p * (k_max + 1)
     end = base + len(draft) + 1
@@ -584,7 +586,7 @@ def _chain_rows_scalar(ids, p: int, grammar: VLLMGrammar, draft, k_max: int, row
         if draft and draft[0] != -1:
             _log_rejected(draft[0], ids[p])
         return
-    m.fill_next_token_bitmask(rows, base)
+    m.fill_next_token_bitmask(bitmask, base)
     vocab, stops = grammar._tokenizer_vocab, grammar._stops
     accepted = 0
     try:
@@ -603,7 +605,7 @@ def _chain_rows_scalar(ids, p: int, grammar: VLLMGrammar, draft, k_max: int, row
                 if j + 1 < len(draft) and draft[j + 1] != -1:
                     _log_rejected(draft[j + 1], ids[p])
                 break
-            m.fill_next_token_bitmask(rows, row)
+            m.fill_next_token_bitmask(bitmask, row)
     finally:
         if accepted:
             m.rollback(accepted)
