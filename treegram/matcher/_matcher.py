@@ -453,7 +453,24 @@ class GrammarMatcher:
                 raise InvalidTokenIdError(
                     f"token_id must be an int in [0, {self._vocab_size}), got {token_id!r}"
                 )
-            return self._accept(token_id)
+            if self._counted is None:  # the common case, one kernel call, inline
+                st = accept_token_entry(
+                    self._ab,
+                    self._tok_offsets,
+                    self._tok_data,
+                    self._items_s,
+                    self._items_o,
+                    self._set_starts,
+                    self._meta,
+                    self._hist,
+                    self._stop_ids,
+                    token_id,
+                )
+                if st >= 0:
+                    if st == 1 and self._tracks:
+                        self._after_token(token_id)
+                    return st == 1
+            return self._accept(token_id)  # budgets, or the arrays must grow first
         finally:
             busy.release()
 
