@@ -7,10 +7,10 @@ Measures, for both engines on the same vocabulary and the same token streams:
   caching disabled); treegram classifies automaton states lazily, so its
   "compile + classify all states" time is reported too (xgrammar's compile already
   precomputes its per-state token masks, so that row is the like-for-like one);
-- per-token ``fill_next_token_bitmask`` and ``accept_token`` times while walking real JSON
-  documents tokenized with the real tokenizer, run ``--passes`` times: the first pass is
-  cold (it includes treegram's lazy classification), the headline figures are over every
-  later pass;
+- per-token ``fill_next_token_bitmask``, ``accept_token`` and ``rollback(1)`` times while
+  walking real JSON documents tokenized with the real tokenizer, run ``--passes`` times:
+  the first pass is cold (it includes treegram's lazy classification), the headline
+  figures are over every later pass;
 - a correctness guard: both engines must accept every token, and their bitmasks must be
   identical at every step of every pass (mismatches are counted and reported);
 - first-import cost: a subprocess that imports the engine, builds a matcher on a tiny
@@ -209,8 +209,9 @@ def walk(
     """Walk every document ``passes`` times with both matchers in lock step.
 
     Per step: fill both masks (order alternates by step), compare them, accept the token in
-    both (order alternates too). After the last token of a document: one more fill +
-    compare (the stop token must be allowed), accept the stop token, reset.
+    both (order alternates too), time a ``rollback(1)`` of it and accept it again. After
+    the last token of a document: one more fill + compare (the stop token must be
+    allowed), accept the stop token, reset.
     """
     tg_np = tg_bitmask.numpy() if hasattr(tg_bitmask, "numpy") else tg_bitmask
     xg_np = xg_bitmask.numpy() if hasattr(xg_bitmask, "numpy") else xg_bitmask
@@ -226,6 +227,7 @@ def walk(
     for p in range(passes):
         fill = {n: [] for n in names}
         accept = {n: [] for n in names}
+        rollback = {n: [] for n in names}
         for d, doc in enumerate(docs):
             ids = doc["ids"] + [stop_id]
             for step, tok in enumerate(ids):
@@ -260,6 +262,11 @@ def walk(
                     name = "treegram" if m is tg else "xgrammar"
                     ok[name] = bool(r)
                     accept[name].append(dt)
+                    if r:  # rollback(1) of the token just accepted, timed; accepted again
+                        t0 = ns()
+                        m.rollback(1)
+                        rollback[name].append(ns() - t0)
+                        m.accept_token(tok)
                 if not all(ok.values()):
                     rejections.append(
                         {
@@ -275,7 +282,7 @@ def walk(
             tg.reset()
             xg.reset()
         walk_ns = {n: sum(fill[n]) + sum(accept[n]) for n in names}
-        per_pass.append({"fill": fill, "accept": accept, "walk_ns": walk_ns})
+        per_pass.append({"fill": fill, "accept": accept, "rollback": rollback, "walk_ns": walk_ns})
     return {
         "per_pass": per_pass,
         "mismatches": mismatches,
@@ -328,6 +335,8 @@ ROWS = (  # (label, key, unit format)
     ("fill max (us), warm passes", "fill_us_max", "{:.1f}"),
     ("accept p50 (us), warm passes", "accept_us_p50", "{:.1f}"),
     ("accept p99 (us), warm passes", "accept_us_p99", "{:.1f}"),
+    ("rollback(1) p50 (us), warm passes", "rollback_us_p50", "{:.1f}"),
+    ("rollback(1) p99 (us), warm passes", "rollback_us_p99", "{:.1f}"),
     ("fill p50 (us), cold pass 1", "fill_us_p50_cold", "{:.1f}"),
     ("fill p99 (us), cold pass 1", "fill_us_p99_cold", "{:.1f}"),
     ("fill max (us), cold pass 1", "fill_us_max_cold", "{:.1f}"),
@@ -481,7 +490,8 @@ def main(argv: list[str] | None = None) -> dict:
     for name in ("treegram", "xgrammar"):
         fill_warm = [x for pp in warm for x in pp["fill"][name]]
         acc_warm = [x for pp in warm for x in pp["accept"][name]]
-        fw, aw = _stats_us(fill_warm), _stats_us(acc_warm)
+        rb_warm = [x for pp in warm for x in pp["rollback"][name]]
+        fw, aw, rw = _stats_us(fill_warm), _stats_us(acc_warm), _stats_us(rb_warm)
         fc, ac = _stats_us(per_pass[0]["fill"][name]), _stats_us(per_pass[0]["accept"][name])
         r = {
             "compile_ms": _median_ms(compiles[name]),
@@ -493,6 +503,8 @@ def main(argv: list[str] | None = None) -> dict:
             "fill_us_max": fw["max"],
             "accept_us_p50": aw["p50"],
             "accept_us_p99": aw["p99"],
+            "rollback_us_p50": rw["p50"],
+            "rollback_us_p99": rw["p99"],
             "fill_us_p50_cold": fc["p50"],
             "fill_us_p99_cold": fc["p99"],
             "fill_us_max_cold": fc["max"],

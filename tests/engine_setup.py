@@ -60,3 +60,119 @@ def plugging_in_snippet(engine: str) -> str:
 # DeepSeek-V4's model vocabulary (the tokenizer has 128,815 entries, padded to 129,280).
 MODEL_VOCAB = 129280
 EOS = 1
+
+
+def write_vllm_model_dir(d: Path) -> Path:
+    """A model folder vLLM accepts in ``d``: the DeepSeek-V4 tokenizer files and a
+    one-layer Llama ``config.json`` with the model vocabulary (no weights)."""
+    import json
+    import shutil
+
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(deepseek_dir() / name, d / name)
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": MODEL_VOCAB,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "bos_token_id": 0,
+        "eos_token_id": EOS,
+        "torch_dtype": "float32",
+    }
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+# --------------------------------------------------------------------------- spawned
+# Targets of the processes tests/engines/test_plugins.py starts with the "spawn" method,
+# as the engines start their scheduler / engine-core processes: a fresh interpreter that
+# imports this module (the parent's sys.path is passed on) and runs the engine's own
+# plug-in loader, then reports what it finds.
+
+
+def sglang_scheduler_child(queue) -> None:
+    """What SGLang's ``run_scheduler_process`` does first (``load_plugins()``), then the
+    grammar backend SGLang's ``create_grammar_backend`` makes under the server's options,
+    without and with ``--reasoning-parser deepseek-v4``."""
+    try:
+        _torchvision_stub()
+        from sglang.srt.plugins import load_plugins
+
+        load_plugins()
+        base = importlib.import_module("sglang.srt.constrained.base_grammar_backend")
+        spec_utils = importlib.import_module("sglang.srt.speculative.spec_utils")
+        rc = importlib.import_module("sglang.srt.runtime_context")
+        transformers = importlib.import_module("transformers")
+        from treegram.serving import sglang as tg_sglang
+
+        tokenizer = transformers.PreTrainedTokenizerFast(
+            tokenizer_file=str(deepseek_dir() / "tokenizer.json")
+        )
+        made = []
+        for options in ({}, {"reasoning_parser": "deepseek-v4"}):
+            with rc.get_context().override_server_args(
+                grammar_backend="xgrammar", **options
+            ) as server_args:
+                backend = base.create_grammar_backend(server_args, tokenizer, MODEL_VOCAB, {EOS})
+            inner = getattr(backend, "grammar_backend", backend)
+            made.append((type(backend).__name__, type(inner).__name__))
+        queue.put(
+            {
+                "registered": base.GRAMMAR_BACKEND_REGISTRY.get("xgrammar")
+                is tg_sglang.backend_factory,
+                "drop_in": spec_utils.generate_token_bitmask is tg_sglang.generate_token_bitmask,
+                "backends": made,
+            }
+        )
+    except BaseException as exc:  # reported to the test, not lost in the child
+        queue.put({"error": repr(exc)})
+
+
+def vllm_engine_core_child(queue, model_dir: str) -> None:
+    """What vLLM's engine core does at start (``load_general_plugins()``), then the
+    structured-output backend its ``StructuredOutputManager`` makes for a JSON request."""
+    try:
+        from vllm.plugins import load_general_plugins
+
+        load_general_plugins()
+        config = importlib.import_module("vllm.config")
+        so = importlib.import_module("vllm.v1.structured_output")
+        sampling = importlib.import_module("vllm.sampling_params")
+        vllm_request = importlib.import_module("vllm.v1.request")
+        from treegram.serving import vllm as tg_vllm
+
+        manager = so.StructuredOutputManager(
+            config.VllmConfig(
+                model_config=config.ModelConfig(model=model_dir, dtype="float32"),
+                device_config=config.DeviceConfig(device="cpu"),
+                structured_outputs_config=config.StructuredOutputsConfig(backend="xgrammar"),
+            )
+        )
+        params = sampling.StructuredOutputsParams(json='{"type": "object"}')
+        params._backend = "xgrammar"
+        request = vllm_request.Request(
+            "r", [0], sampling.SamplingParams(structured_outputs=params, max_tokens=8), None
+        )
+        manager.grammar_init(request)
+        import time
+
+        deadline = time.monotonic() + 120
+        while not request.structured_output_request.is_grammar_ready:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the grammar did not compile")
+            time.sleep(0.01)
+        grammar = request.structured_output_request.grammar
+        queue.put(
+            {
+                "backend": type(manager.backend).__name__,
+                "grammar": type(grammar).__name__,
+                "drop_in": so.StructuredOutputManager.grammar_bitmask is tg_vllm.grammar_bitmask,
+            }
+        )
+    except BaseException as exc:
+        queue.put({"error": repr(exc)})

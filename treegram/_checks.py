@@ -79,9 +79,9 @@ def as_numpy(values: Any, name: str, error: type[TreegramError] = DraftTreeError
         return values
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(values, torch.Tensor):
-        if values.device.type != "cpu":
+        if not values.is_cpu:  # is_cpu costs a seventh of device.type
             raise error(f"{name} must be on the CPU, got a tensor on {values.device}")
-        return values.detach().numpy()
+        return values.detach().numpy() if values.requires_grad else values.numpy()
     try:
         return np.asarray(values)
     except Exception as exc:  # e.g. a ragged list, or an object numpy cannot read
@@ -118,6 +118,16 @@ def as_int64_array(
     """
     if type(values) is np.ndarray and values.dtype is _INT64 and values.flags.c_contiguous:
         return values  # the common case, already what the kernels take: nothing to check
+    torch = sys.modules.get("torch")
+    if (  # the engines' case: a contiguous CPU int64 tensor, viewed without a copy
+        torch is not None
+        and type(values) is torch.Tensor
+        and values.dtype is torch.int64
+        and values.is_cpu
+        and not values.requires_grad
+        and values.is_contiguous()
+    ):
+        return values.numpy()
     typed = hasattr(values, "dtype")  # an array or a tensor: its dtype is the caller's
     values = as_numpy(values, name, error)
     if not typed and values.size == 0 and values.dtype.kind == "f":

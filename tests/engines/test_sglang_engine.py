@@ -23,7 +23,8 @@ torch = require("torch")
 transformers = require("transformers")
 
 import treegram as tg  # noqa: E402
-from treegram.serving._adapters import SGLangGrammar, SGLangGrammarBackend  # noqa: E402
+from treegram.serving import sglang as tg_sglang  # noqa: E402
+from treegram.serving.sglang import SGLangGrammar, SGLangGrammarBackend  # noqa: E402
 
 SCHEMA = json.dumps(
     {
@@ -329,10 +330,11 @@ def test_whitespace_options_match_xgrammar(tokenizer, name):
 
 
 def test_registration_snippet_from_docs(tokenizer):
-    """The registration snippet of docs/adapters.md, executed as written (read from the
-    doc): SGLang's own ``create_grammar_backend`` then returns treegram's backend, with
-    the server's whitespace options, and its masks along whole documents are those of the
-    xgrammar backend SGLang builds for the same server arguments."""
+    """The "Plugging in" snippet of docs/adapters.md (``install()``), executed as written
+    (read from the doc): SGLang's own ``create_grammar_backend`` then returns treegram's
+    backend, with the server's whitespace options, and its masks along whole documents are
+    those of the xgrammar backend SGLang builds for the same server arguments;
+    ``uninstall()`` gives SGLang its registry back."""
     rc = require("sglang.srt.runtime_context")
     saved = dict(base.GRAMMAR_BACKEND_REGISTRY)
     options = {
@@ -343,10 +345,13 @@ def test_registration_snippet_from_docs(tokenizer):
     try:
         with rc.get_context().override_server_args(**options) as server_args:
             exec(compile(plugging_in_snippet("SGLang"), "docs/adapters.md", "exec"), {})
+            assert spec_utils.generate_token_bitmask is tg_sglang.generate_token_bitmask
             ours = base.create_grammar_backend(server_args, tokenizer, MODEL_VOCAB, {EOS})
-            base.GRAMMAR_BACKEND_REGISTRY.clear()
+            tg_sglang.uninstall()
+            assert saved == base.GRAMMAR_BACKEND_REGISTRY
             theirs = base.create_grammar_backend(server_args, tokenizer, MODEL_VOCAB, {EOS})
     finally:
+        tg_sglang.uninstall()
         base.GRAMMAR_BACKEND_REGISTRY.clear()
         base.GRAMMAR_BACKEND_REGISTRY.update(saved)
     assert isinstance(ours, SGLangGrammarBackend) and isinstance(ours, base.BaseGrammarBackend)

@@ -22,7 +22,16 @@ backend_types = require("vllm.v1.structured_output.backend_types")
 vllm_request = require("vllm.v1.request")
 sampling = require("vllm.sampling_params")
 
-from treegram.serving._adapters import VLLMBackend, VLLMGrammar  # noqa: E402
+from treegram.serving import vllm as tg_vllm  # noqa: E402
+from treegram.serving.vllm import VLLMBackend, VLLMGrammar  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _uninstalled():
+    """Every test leaves vLLM as it found it (the docs' snippet installs treegram)."""
+    yield
+    tg_vllm.uninstall()
+
 
 SCHEMA = json.dumps(
     {
@@ -65,14 +74,16 @@ def model_dir(tmp_path_factory):
 
 
 def manager(model_dir, monkeypatch, treegram: bool, **so_options):
-    """vLLM's ``StructuredOutputManager`` on a real ``VllmConfig``; with ``treegram`` its
-    xgrammar backend is replaced by treegram's by the snippet of docs/adapters.md,
-    executed as written (read from the doc)."""
+    """vLLM's ``StructuredOutputManager`` on a real ``VllmConfig``; with ``treegram``
+    treegram is installed by the snippet of docs/adapters.md, executed as written (read
+    from the doc): its backend in place of vLLM's xgrammar one, and the mask drop-in."""
     if treegram:
         monkeypatch.setattr(so, "XgrammarBackend", so.XgrammarBackend)  # undone at teardown
+        tg_vllm.uninstall()
         exec(compile(plugging_in_snippet("vLLM"), "docs/adapters.md", "exec"), {})
         assert so.XgrammarBackend == VLLMBackend.from_vllm
-    else:
+        assert so.StructuredOutputManager.grammar_bitmask is tg_vllm.grammar_bitmask
+    else:  # vLLM's xgrammar backend (the drop-in, if installed, runs vLLM's own loop for it)
         monkeypatch.undo()
     vllm_config = config.VllmConfig(
         model_config=config.ModelConfig(model=str(model_dir), dtype="float32"),
@@ -220,7 +231,7 @@ def test_vocabularies_as_vllm_filters_them(model_dir, monkeypatch):
 
 
 def test_lark_detection_is_vllms():
-    from treegram.serving._adapters import _grammar_is_lark
+    from treegram.serving.vllm import _grammar_is_lark
 
     utils = require("vllm.v1.structured_output.utils")
     for text in [

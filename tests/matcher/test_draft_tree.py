@@ -1207,3 +1207,130 @@ def test_chain_helpers_reject_bad_input(compiled):
         m.count_acceptable_tokens([[tid("a")]])
     assert m.count_acceptable_tokens([]) == 0
     assert m.num_accepted_steps() == 0
+
+
+# ------------------------------------------- 7. engine row conventions (unfilled rows)
+def _engine_walk(xm, nt, ns, draft, rows: np.ndarray) -> int:
+    """An engine's own depth-first walk (SGLang's ``traverse_tree``) with xgrammar's
+    scalar matcher, on ``rows`` allocated all -1: a node's row is filled only when the
+    matcher has not terminated there, a child is accepted when its parent's row allows
+    its token, and rows the walk does not fill keep the allocation. Returns the node it
+    accepted last (-1: none)."""
+    xgr = pytest.importorskip("xgrammar")
+    torch = pytest.importorskip("torch")
+    last = -1
+    buf = torch.from_numpy(rows)
+
+    def visit(node: int) -> None:
+        nonlocal last
+        if xm.is_terminated():
+            return
+        xm.fill_next_token_bitmask(buf, node)
+        c = int(nt[node])
+        while c >= 0:
+            if allowed(rows[node], int(draft[c])):
+                assert xm.accept_token(int(draft[c]))
+                last = c
+                visit(c)
+                xm.rollback(1)
+            c = int(ns[c])
+
+    assert xgr is not None
+    visit(0)
+    return last
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_unfilled_rows_and_last_nodes_match_xgrammar_on_allocated_rows(compiled, batcher, seed):
+    """``unfilled_rows=-1``: every row the traversal gives no mask (unreached and rejected
+    nodes, stop-token nodes, a stopped matcher's whole tree) keeps the all -1 of an
+    engine's allocation, and ``last_nodes`` is the node the engine's walk accepts last:
+    both as an engine's own walk (SGLang's ``traverse_tree``) with xgrammar's matcher
+    gives them. (xgrammar's own ``traverse_draft_tree`` zeroes rejected and stop-token
+    rows instead, so it is not the oracle here.) Per-request trees, stop tokens inside
+    them, stopped matchers, sparse indices."""
+    xgr = pytest.importorskip("xgrammar")
+    xinfo = xgr.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
+    xc = xgr.GrammarCompiler(xinfo)
+    xcompiled = {
+        name: xc.compile_builtin_json_grammar() if text is None else xc.compile_grammar(text)
+        for name, text in GRAMMARS.items()
+    }
+    rng = np.random.default_rng(700 + seed)
+    b, n = 10, 14
+    ours, theirs = [], []
+    for i in range(b):
+        name = list(GRAMMARS)[i % len(GRAMMARS)]
+        m, xm = GrammarMatcher(compiled[name]), xgr.GrammarMatcher(xcompiled[name])
+        for _ in range(int(rng.integers(0, 4))):
+            choices = [t for t in np.flatnonzero(tg.bitmask_to_bool(mask_of(m), V))]
+            if not choices:
+                break
+            t = int(rng.choice(choices))
+            assert m.accept_token(t) and xm.accept_token(t)
+            if t == EOS:
+                break  # a stopped matcher: its whole tree stays as allocated
+        ours.append(m)
+        theirs.append(xm)
+    parents = np.stack([random_parents(rng, n) for _ in range(b)])
+    draft = np.zeros((b, n), dtype=np.int64)
+    for i in range(b):
+        if ours[i].is_terminated():
+            draft[i] = rng.integers(0, len(VOCAB), n)
+            continue
+        draft[i] = random_tokens(ours[i], rng, parents[i], 0)
+        draft[i] = np.where((draft[i] < 0) | (draft[i] >= len(VOCAB)), tid("a"), draft[i])
+        draft[i, rng.random(n) < 0.15] = EOS  # stop tokens inside the trees
+    assert any(m.is_terminated() for m in ours) or seed % 2
+    nt, ns = links(parents)
+    selected = np.array(sorted(rng.choice(b, size=b - 2, replace=False)), dtype=np.int64)
+    out = np.full((b * n, W), SENTINEL, dtype=np.int32)
+    last = np.full(len(selected), -7, dtype=np.int64)
+    before = [snapshot(m) for m in ours]
+    done = batcher.batch_traverse_draft_tree(
+        ours, nt, ns, draft, out, indices=selected, unfilled_rows=-1, last_nodes=last
+    )
+    assert done == [True] * len(selected)
+    assert [snapshot(m) for m in ours] == before
+    stopped_rows = 0
+    for k, i in enumerate(selected.tolist()):
+        rows = np.full((n, W), -1, dtype=np.int32)  # as an engine allocates them
+        walked_last = _engine_walk(theirs[i], nt[i], ns[i], draft[i], rows)
+        np.testing.assert_array_equal(
+            tg.bitmask_to_bool(out[i * n : (i + 1) * n], V),
+            tg.bitmask_to_bool(rows, V),
+            err_msg=f"request {i}",
+        )
+        unfilled = (rows == -1).all(axis=1)
+        assert (out[i * n : (i + 1) * n][unfilled] == -1).all()  # every word, padding too
+        stopped_rows += int(unfilled.sum())
+        assert last[k] == walked_last, f"request {i}"
+    assert stopped_rows > 0
+    for i in set(range(b)) - set(selected.tolist()):
+        assert (out[i * n : (i + 1) * n] == SENTINEL).all()  # not selected: untouched
+
+
+def test_unfilled_rows_zero_is_the_default_and_bad_options_change_nothing(compiled, batcher):
+    rng = np.random.default_rng(77)
+    ms = make_requests(compiled, rng, 3)
+    parents = np.stack([random_parents(rng, 6) for _ in range(3)])
+    nt, ns = links(parents)
+    draft = np.stack([random_tokens(m, rng, p, 0) for m, p in zip(ms, parents, strict=True)])
+    draft = np.where((draft < 0) | (draft >= len(VOCAB)), tid("a"), draft)
+    plain = np.full((18, W), SENTINEL, dtype=np.int32)
+    batcher.batch_traverse_draft_tree(ms, nt, ns, draft, plain)
+    zero = np.full((18, W), SENTINEL, dtype=np.int32)
+    last = np.zeros(3, dtype=np.int64)
+    batcher.batch_traverse_draft_tree(ms, nt, ns, draft, zero, unfilled_rows=0, last_nodes=last)
+    np.testing.assert_array_equal(plain, zero)
+    for bad in (
+        {"unfilled_rows": 1},
+        {"unfilled_rows": True},
+        {"last_nodes": np.zeros(2, dtype=np.int64)},
+        {"last_nodes": np.zeros(3, dtype=np.int32)},
+        {"last_nodes": np.zeros(6, dtype=np.int64)[::2]},
+    ):
+        out = np.full((18, W), SENTINEL, dtype=np.int32)
+        with pytest.raises(ArgumentError):
+            batcher.batch_traverse_draft_tree(ms, nt, ns, draft, out, **bad)
+        assert (out == SENTINEL).all()

@@ -18,14 +18,13 @@ torch = pytest.importorskip("torch")
 
 import treegram as tg  # noqa: E402
 from treegram.errors import ArgumentError, GrammarError, MatcherStateError  # noqa: E402
-from treegram.serving._adapters import (  # noqa: E402
+from treegram.serving.sglang import (  # noqa: E402
     SGLangGrammar,
     SGLangGrammarBackend,
     SGLangInvalidGrammar,
     TokenRejectedError,
-    VLLMBackend,
-    VLLMGrammar,
 )
+from treegram.serving.vllm import VLLMBackend, VLLMGrammar  # noqa: E402
 
 VOCAB: list[str] = [chr(c) for c in range(32, 127)] + [
     "ab",

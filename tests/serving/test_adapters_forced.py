@@ -6,7 +6,8 @@ import pytest
 
 import treegram as tg
 from treegram.errors import ArgumentError
-from treegram.serving._adapters import SGLangGrammarBackend, VLLMBackend
+from treegram.serving.sglang import SGLangGrammarBackend
+from treegram.serving.vllm import VLLMBackend
 
 VOCAB: list[str] = [chr(c) for c in range(32, 127)] + ['{"', '":', "true", "<eos>"]
 EOS = VOCAB.index("<eos>")

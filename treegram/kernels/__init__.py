@@ -4,14 +4,16 @@ Every kernel takes arrays and scalars only and reports through the status codes 
 :mod:`._layout` (which also names the array orders kernels exchange, once); Python
 callers (compiler, matcher, spec, tokenizer) validate, allocate and orchestrate. The slot
 tables of :mod:`._registry` let one batch kernel reach the arrays of many matchers and
-grammars. The batch, forced-draft and tree kernels are exported as namespaces (``batch``,
-``forced``, ``tree``) because their callers look them up per call (a test may swap one in);
-``layout`` is :mod:`._layout` itself (the ``A_*`` / ``PACK_*`` array-order names too).
+grammars. The batch, forced-draft, row and tree kernels are exported as namespaces
+(``batch``, ``forced``, ``rows``, ``tree``) because their callers look them up per call (a
+test may swap one in); ``layout`` is :mod:`._layout` itself (the ``A_*`` / ``PACK_*``
+array-order names too).
 """
 
 from treegram.kernels import _batch as batch
 from treegram.kernels import _forced as forced
 from treegram.kernels import _layout as layout
+from treegram.kernels import _rows as rows
 from treegram.kernels import _tree as tree
 from treegram.kernels._classify import NO_LOOPS, NO_SKIP, DeadlineExceededError, classify
 from treegram.kernels._earley import accept_bytes, chart_can_end, start_chart
@@ -61,6 +63,7 @@ __all__ = [
     "batch",
     "forced",
     "layout",
+    "rows",
     "tree",
     "classify",
     "NO_SKIP",

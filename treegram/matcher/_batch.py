@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import operator
 import os
+import threading
 import types
+from itertools import compress, repeat
 from typing import Literal
 
 import numpy as np
@@ -19,13 +22,22 @@ from ..errors import (
 )
 from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK, TIMEOUT
 from ..kernels import batch as _batch
+from ..kernels import rows as _rows
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
-from ._bitmask import as_bitmask_array
-from ._matcher import GrammarMatcher, _encode_utf8, _is_token_id
+from ._bitmask import BitmaskViewCache
+from ._matcher import (
+    KEY_COUNTED,
+    KEY_SLOTS,
+    KEY_TRACKS,
+    GrammarMatcher,
+    _encode_utf8,
+    _is_token_id,
+)
 from ._temperature import as_temperature_array
 from ._tree_input import (
     as_index_array,
     check_draft_input,
+    check_scratch,
     deadline_ns,
     link_arrays,
     past_deadline,
@@ -48,6 +60,8 @@ def _hold(matchers) -> tuple:
     its matcher is collected; holding the matchers (and, through them, their grammars)
     keeps every slot the call hands to a kernel owned by the matcher it was read from,
     even if another thread edits or drops the caller's list meanwhile."""
+    if type(matchers) is tuple:
+        return matchers
     if not isinstance(matchers, (list, tuple)):
         raise ArgumentError(
             f"matchers must be a list of GrammarMatcher, got {type(matchers).__name__}"
@@ -55,47 +69,79 @@ def _hold(matchers) -> tuple:
     return tuple(matchers)  # one atomic copy under the GIL
 
 
+# Per-request work of a batch call runs as C-level maps over the held tuple (no Python
+# frame per matcher): collecting locks and keys, claiming and releasing.
+_BUSY = operator.attrgetter("_busy")
+_KEY = operator.attrgetter("_batch_key")
+_RLOCK = type(threading.RLock())
+_TRY_ACQUIRE = _RLOCK.acquire  # called as acquire(lock, False): never blocks
+_RELEASE = _RLOCK.release
+
+
+def _claim(held: tuple) -> list:
+    """Claim every matcher of ``held`` for the calling thread (its re-entrant lock, taken
+    without waiting) and return the locks to :func:`_release`. Entries that are not
+    matchers are skipped (the operation's own validation names them).
+
+    Raises
+    ------
+    MatcherStateError
+        A matcher is in use by another thread (the first one, by position); nothing is
+        claimed then.
+    """
+    if all(issubclass(kind, GrammarMatcher) for kind in set(map(type, held))):
+        positions = None
+        locks = list(map(_BUSY, held))
+    else:
+        positions = [i for i, m in enumerate(held) if isinstance(m, GrammarMatcher)]
+        locks = [held[i]._busy for i in positions]
+    taken = list(map(_TRY_ACQUIRE, locks, repeat(False)))
+    if False in taken:
+        k = taken.index(False)
+        _release(list(compress(locks, taken)))
+        i = k if positions is None else positions[k]
+        raise MatcherStateError(
+            f"matchers[{i}] is in use by another thread (a matcher serves one thread at a time)"
+        )
+    return locks
+
+
+def _release(locks: list) -> None:
+    for _ in map(_RELEASE, locks):
+        pass
+
+
 def _claiming(position: int):
     """Decorate a batch operation whose ``matchers`` is argument ``position``: hold the
     matchers (:func:`_hold`) and claim each one's lock for the whole call, so that no other
-    thread works on them meanwhile (MatcherStateError naming the first busy one)."""
+    thread works on them meanwhile (MatcherStateError naming the first busy one). The
+    operation receives the held tuple."""
 
     def decorate(method):
         @functools.wraps(method)
         def claiming(*args, **kwargs):
-            args = list(args)
             if len(args) <= position:  # passed by keyword
-                held = _hold(kwargs["matchers"])
-                kwargs["matchers"] = held
+                held = kwargs["matchers"] = _hold(kwargs["matchers"])
             else:
-                held = args[position] = _hold(args[position])
-            claimed = []
+                held = _hold(args[position])
+                args = (*args[:position], held, *args[position + 1 :])
+            locks = _claim(held)
             try:
-                for i, m in enumerate(held):
-                    busy = getattr(m, "_busy", None) if isinstance(m, GrammarMatcher) else None
-                    if busy is None:
-                        continue  # the operation's own validation names it
-                    if not busy.acquire(False):
-                        raise MatcherStateError(
-                            f"matchers[{i}] is in use by another thread (a matcher serves "
-                            "one thread at a time)"
-                        )
-                    claimed.append(busy)
                 return method(*args, **kwargs)
             finally:
-                for busy in claimed:
-                    busy.release()
+                _release(locks)
 
         return claiming
 
     return decorate
 
 
-def _close_spent_budgets(matchers) -> None:
+def _close_spent_budgets(matchers: tuple, flags: np.ndarray | None) -> None:
     """Close the spent token budgets of the matchers that have budgets (see
     ``_budgets``) before a batch kernel reads their charts."""
-    for m in [m for m in matchers if m._counted is not None]:
-        m._close_spent()
+    if flags is not None:
+        for k in np.flatnonzero(flags & (KEY_COUNTED >> 61)).tolist():
+            matchers[k]._close_spent()
 
 
 def _check_distinct(mslots: np.ndarray, positions: np.ndarray | None = None) -> None:
@@ -119,28 +165,72 @@ def _check_distinct(mslots: np.ndarray, positions: np.ndarray | None = None) -> 
 def _slots(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int]:
     """Grammar and matcher slot ids of every matcher (a tuple from :func:`_hold`), and
     their common vocabulary size."""
+    gslots, mslots, vocab, _ = _slot_arrays(matchers)
+    return gslots, mslots, vocab
+
+
+def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | None]:
+    """:func:`_slots` and the matchers' key flags (``KEY_* >> 61`` per matcher; None when
+    no matcher has any, the common case)."""
     try:
-        keys = [m._batch_key for m in matchers]
+        keys = list(map(_KEY, matchers))
     except AttributeError:
         bad = next(i for i, m in enumerate(matchers) if not isinstance(m, GrammarMatcher))
         raise ArgumentError(
             f"matchers[{bad}] must be a GrammarMatcher, got {type(matchers[bad]).__name__}"
         ) from None
-    if keys and min(keys) < 0:  # first batch use of some matchers: register them
-        keys = [m._register() for m in matchers]
     b = len(keys)
     gslots = np.empty(b, dtype=np.int64)
     mslots = np.empty(b, dtype=np.int64)
     if not b:
-        return gslots, mslots, 0
+        return gslots, mslots, 0, None
+    if min(keys) < 0:  # first batch use of some matchers: register them
+        keys = [m._register() for m in matchers]
+    arr = np.array(keys, dtype=np.int64)
+    flags = None
+    if max(keys) >= KEY_TRACKS:
+        flags = arr >> 61
+        arr &= KEY_SLOTS
     tags = GRAMMARS.tags
-    bad = _batch.split_keys(np.array(keys, dtype=np.int64), tags, gslots, mslots)
+    bad = _batch.split_keys(arr, tags, gslots, mslots)
     if bad >= 0:
         raise ArgumentError(
             f"matchers[{bad}] has vocab_size {int(tags[gslots[bad]])}, matchers[0] has "
             f"{int(tags[gslots[0]])}: one batch needs one vocabulary"
         )
-    return gslots, mslots, int(tags[gslots[0]])
+    return gslots, mslots, int(tags[gslots[0]]), flags
+
+
+_NO_LAST = np.empty(0, dtype=np.int64)  # last_nodes not wanted (never written)
+
+
+def _last_nodes_array(values, k: int) -> np.ndarray:
+    """A caller's ``last_nodes`` output, checked: a writable int64 [K] numpy array (or
+    CPU torch tensor) that the kernel can write through."""
+    if (
+        type(values) is np.ndarray
+        and values.dtype == np.int64
+        and values.shape == (k,)
+        and values.flags.c_contiguous
+        and values.flags.writeable
+    ):
+        return values
+    arr = as_index_array(values, "last_nodes")
+    if arr.shape != (k,) or not arr.flags.writeable or arr.dtype != np.int64:
+        raise ArgumentError(
+            f"last_nodes must be a writable int64 array of shape ({k},), got "
+            f"{type(values).__name__} of shape {getattr(values, 'shape', None)}"
+        )
+    if hasattr(values, "data_ptr") and k and arr.ctypes.data != values.data_ptr():
+        raise ArgumentError("last_nodes must be contiguous int64 (a copy would be written)")
+    if isinstance(values, np.ndarray) and arr is not values:
+        raise ArgumentError("last_nodes must be a C-contiguous int64 array")
+    return arr
+
+
+def _rows_scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The unfilled-rows pass's own flags (bool [n]) and stack (int64 [n + 1])."""
+    return np.empty(n, dtype=np.bool_), np.empty(n + 1, dtype=np.int64)
 
 
 def _traverse_scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -230,6 +320,8 @@ class BatchGrammarMatcher:
                 f"got {max_threads!r}"
             )
         self._pool = WorkerPool(n)
+        self._views = BitmaskViewCache()  # the engine's output buffer, validated once
+        self._local = threading.local()  # per-thread scratch of the input checks
 
     def __copy__(self) -> BatchGrammarMatcher:
         """A new instance with its own pool of the same size (pools are not shared)."""
@@ -297,12 +389,12 @@ class BatchGrammarMatcher:
             MatcherStateError if a matcher accepted a stop token.
         """
         matchers = _hold(matchers)
-        gslots, mslots, vocab = _slots(matchers)
+        gslots, mslots, vocab, flags = _slot_arrays(matchers)
         b = len(mslots)
         if b == 0:
             return  # nothing to fill (as xgrammar: the bitmask is not inspected)
         _check_distinct(mslots)
-        out = as_bitmask_array(bitmask, vocab_size=vocab)
+        out = self._views.view(bitmask, vocab)
         if indices is None:
             rows = np.arange(b, dtype=np.int64)
         else:
@@ -310,7 +402,7 @@ class BatchGrammarMatcher:
         if rows.min() < 0 or rows.max() >= out.shape[0]:
             raise BitmaskError(f"indices must be rows in [0, {out.shape[0]}), got {rows}")
         self._check_not_stopped(matchers, mslots)
-        _close_spent_budgets(matchers)
+        _close_spent_budgets(matchers, flags)
         status = np.zeros(b, dtype=np.int64)
 
         def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
@@ -343,7 +435,7 @@ class BatchGrammarMatcher:
             (a matcher listed twice included). Nothing is changed then.
         """
         matchers = _hold(matchers)
-        gslots, mslots, vocab = _slots(matchers)
+        gslots, mslots, vocab, flags = _slot_arrays(matchers)
         toks = _index_vector(tokens, "tokens", len(mslots))
         _check_distinct(mslots)
         if len(toks) and (toks.min() < 0 or toks.max() >= vocab):
@@ -351,7 +443,7 @@ class BatchGrammarMatcher:
             raise InvalidTokenIdError(
                 f"tokens[{bad}] = {int(toks[bad])} is not a token id in [0, {vocab})"
             )
-        _close_spent_budgets(matchers)
+        _close_spent_budgets(matchers, flags)
         status = np.zeros(len(mslots), dtype=np.int64)
 
         def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
@@ -378,8 +470,8 @@ class BatchGrammarMatcher:
                 extra_bytes=None,
             )
             # matchers of grammars with captures or budgets keep the text and steps
-            for k in [k for k, m in enumerate(matchers) if m._tracks]:
-                if status[k] == 1:
+            if flags is not None:
+                for k in np.flatnonzero((flags != 0) & (status == 1)).tolist():
                     matchers[k]._after_token(int(toks[k]))
         return (status == 1).tolist()
 
@@ -485,7 +577,7 @@ class BatchGrammarMatcher:
             Bad matchers (one listed twice included) or negative counts.
         """
         matchers = _hold(matchers)
-        _, mslots, _ = _slots(matchers)
+        _, mslots, _, flags = _slot_arrays(matchers)
         if _is_token_id(num_tokens):
             if num_tokens < 0:
                 raise ArgumentError(f"num_tokens must be >= 0, got {num_tokens}")
@@ -514,8 +606,9 @@ class BatchGrammarMatcher:
                 _batch.batch_rollback(mlist, mslots, counts)
         finally:
             REGISTRY_LOCK.release_read()
-        for m in [m for m in matchers if m._tracks]:
-            m._after_rollback()
+        if flags is not None:
+            for k in np.flatnonzero(flags).tolist():
+                matchers[k]._after_rollback()
 
     @_claiming(1)
     def batch_traverse_draft_tree(
@@ -529,6 +622,8 @@ class BatchGrammarMatcher:
         indices=None,
         root_positions=None,
         time_threshold: float = -1.0,
+        unfilled_rows: int = 0,
+        last_nodes=None,
     ) -> list[bool]:
         """Fill the masks of every node of every request's draft tree in one call.
 
@@ -550,6 +645,16 @@ class BatchGrammarMatcher:
             Seconds for the whole call; requests not finished in time return False, with
             their root's row filled all the same when its classes are known (as the
             scalar call).
+        unfilled_rows : {0, -1}, default 0
+            The word written across the rows of the selected requests that get no mask:
+            nodes never reached, nodes whose token is a stop token, every node of a
+            matcher that has stopped. 0 is treegram's and xgrammar's convention; -1 (every
+            token allowed) leaves those rows as an engine that allocates its masks all -1
+            and walks the tree itself leaves them (SGLang's ``traverse_tree``).
+        last_nodes : int64 [K], optional
+            Output: the last node each selected request's walk accepted, in depth-first
+            order (-1 when none), the node whose token an engine's own walk accepted last
+            (SGLang's grammar objects keep it as ``current_token``).
 
         Returns
         -------
@@ -562,11 +667,20 @@ class BatchGrammarMatcher:
             Any malformed input: bad matchers (one selected twice included), links out
             of range or beyond int64 (uint64 included), a draft token outside
             ``[0, vocab_size)`` (the roots' excepted), a NaN or non-numeric
-            ``time_threshold`` (``inf``: no limit). Checked before any work starts.
+            ``time_threshold`` (``inf``: no limit), ``unfilled_rows`` other than 0 and
+            -1, ``last_nodes`` that is not a writable int64 array of K entries. Checked
+            before any work starts.
         """
-        deadline = deadline_ns(time_threshold)
+        # no time limit, the default: skip the clock
+        deadline = (
+            0
+            if type(time_threshold) is float and time_threshold == -1.0
+            else deadline_ns(time_threshold)
+        )
+        if type(unfilled_rows) is not int or unfilled_rows not in (0, -1):
+            raise ArgumentError(f"unfilled_rows must be 0 or -1, got {unfilled_rows!r}")
         matchers = _hold(matchers)
-        gslots, mslots, vocab = _slots(matchers)
+        gslots, mslots, vocab, flags = _slot_arrays(matchers)
         b = len(mslots)
         draft = as_index_array(draft_tokens, "draft_tokens")
         if draft.ndim != 2 or draft.shape[0] != b:
@@ -598,14 +712,33 @@ class BatchGrammarMatcher:
             roots,
             draft if indices is None else draft[requests],
             vocab,
+            scratch=self._check_scratch(n),
         )
-        out = as_bitmask_array(token_bitmask, vocab_size=vocab, name="token_bitmask")
+        out = self._views.view(token_bitmask, vocab, "token_bitmask")
         if out.shape[0] < b * n:
             raise BitmaskError(f"token_bitmask needs B * N = {b * n} rows, got {out.shape[0]}")
+        if last_nodes is not None:
+            last_nodes = _last_nodes_array(last_nodes, k)
         if k == 0:
             return []
         status = np.zeros(k, dtype=np.int64)
         args = (next_token, next_sibling, draft, out, requests, roots, n, vocab, deadline, status)
+        post = None  # the unfilled-rows pass, run in the same chunks as the traversal
+        if unfilled_rows or last_nodes is not None:
+            post = (
+                MATCHERS.table,
+                mslots,
+                next_token,
+                next_sibling,
+                draft,
+                out,
+                requests,
+                roots,
+                n,
+                vocab,
+                unfilled_rows,
+                _NO_LAST if last_nodes is None else last_nodes,
+            )
 
         def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
             _batch.batch_traverse(
@@ -618,8 +751,13 @@ class BatchGrammarMatcher:
                 start,
                 stop,
             )
+            if post is not None:
+                _rows.batch_unfilled_rows(*post, *_rows_scratch(n), start, stop)
 
         self._run(kernel, k, n * out.shape[1])
+        if flags is None and not status.any():
+            return [True] * k  # the common case: every walk finished in the kernel
+        redo = np.flatnonzero(status)  # these get the unfilled-rows pass again
         self._retry(
             matchers,
             requests,
@@ -630,18 +768,25 @@ class BatchGrammarMatcher:
             extra_bytes=None,
             deadline=deadline,
         )
+        counted = None
+        if flags is not None:
+            counted = (flags[requests] & (KEY_COUNTED >> 61)) != 0
         # a request that timed out still gets its root's row, the current mask, when that
         # needs no classification past the deadline (GrammarMatcher._fill_root_row);
         # budgeted matchers are walked again below
-        for j in np.flatnonzero(status == TIMEOUT).tolist():
+        timed_out = status == TIMEOUT
+        if counted is not None:
+            timed_out &= ~counted
+        for j in np.flatnonzero(timed_out).tolist():
             r = int(requests[j])
-            if matchers[r]._counted is None:
-                matchers[r]._fill_root_row(out, r * n + int(roots[j]), deadline)
+            matchers[r]._fill_root_row(out, r * n + int(roots[j]), deadline)
         # token budgets close occurrences between the nodes of a tree, which the batch
         # kernel does not do: those matchers walk their trees node by node
-        for j, r in enumerate(requests.tolist()):
-            m = matchers[r]
-            if m._counted is not None:
+        if counted is not None and counted.any():
+            redo = np.union1d(redo, np.flatnonzero(counted))
+            for j in np.flatnonzero(counted).tolist():
+                r = int(requests[j])
+                m = matchers[r]
                 tree = r if next_token.shape[0] > 1 else 0
                 rows = out[r * n : (r + 1) * n]
                 rows[:] = 0
@@ -649,7 +794,28 @@ class BatchGrammarMatcher:
                     next_token[tree], next_sibling[tree], draft[r], rows, int(roots[j]), deadline
                 )
                 status[j] = 0 if done else 1
+        if post is not None:
+            for j in redo.tolist():
+                self._run_one_rows(post, n, j)
         return (status == 0).tolist()
+
+    def _check_scratch(self, n: int) -> tuple:
+        """This thread's scratch for the tree checks (kept per thread: an instance serves
+        many threads at once)."""
+        local = self._local
+        scratch = getattr(local, "check", None)
+        if scratch is None or scratch[0].shape[0] < n:
+            scratch = local.check = check_scratch(max(n, 64))
+        return scratch
+
+    @staticmethod
+    def _run_one_rows(post: tuple, n: int, j: int) -> None:
+        """The unfilled-rows pass for request ``j`` alone (after its walk was redone)."""
+        REGISTRY_LOCK.acquire_read()
+        try:
+            _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], *_rows_scratch(n), j, j + 1)
+        finally:
+            REGISTRY_LOCK.release_read()
 
     @staticmethod
     def _run_one(kernel, args: tuple, k: int) -> None:

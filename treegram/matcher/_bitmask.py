@@ -175,12 +175,12 @@ def _to_numpy(bitmask: Any, name: str) -> np.ndarray:
     if tensor_type is not None and isinstance(bitmask, tensor_type):
         torch = sys.modules["torch"]
         tensor: Any = bitmask  # a torch.Tensor (torch is not imported for type checking)
-        if tensor.device.type != "cpu":
+        if not tensor.is_cpu:
             raise BitmaskError(f"{name} must be on the CPU, got a tensor on {tensor.device}")
         if tensor.dtype != torch.int32:
             raise BitmaskError(f"{name} must have dtype torch.int32, got {tensor.dtype}")
         # Tensor.numpy() shares storage and keeps the storage offset and strides.
-        return tensor.detach().numpy()
+        return tensor.detach().numpy() if tensor.requires_grad else tensor.numpy()
     if hasattr(bitmask, "__dlpack__") and hasattr(bitmask, "__dlpack_device__"):
         device_type, device_id = bitmask.__dlpack_device__()
         if int(device_type) != _DLPACK_CPU:
@@ -293,6 +293,51 @@ def as_bitmask_array(
     return _validated_view(
         bitmask, vocab_size=vocab_size, name=name, writable=writable, allow_padding=allow_padding
     )
+
+
+class BitmaskViewCache:
+    """The validated view (:func:`as_bitmask_array`) of the last bitmask seen, reused while
+    the same object keeps the same memory, shape and strides: engines pass one buffer
+    every step, and validating it costs more than filling a small mask.
+
+    One entry, replaced whole (a single attribute store), so one cache may serve several
+    threads: a thread either sees a complete entry or validates afresh.
+    """
+
+    __slots__ = ("_entry",)
+
+    def __init__(self) -> None:
+        self._entry: tuple | None = None
+
+    def view(self, bitmask: Any, vocab_size: int, name: str = "bitmask") -> np.ndarray:
+        """:func:`as_bitmask_array` (writable, no padding) of ``bitmask``, from the cache
+        when ``bitmask`` is the object seen last with unchanged memory, shape and strides.
+
+        Raises
+        ------
+        BitmaskError
+            As :func:`as_bitmask_array`.
+        """
+        e = self._entry
+        if e is not None and e[0] is bitmask and e[5] == vocab_size:
+            if e[4] is None:  # a numpy array: shape, strides and writability can change
+                if bitmask.shape == e[2] and bitmask.strides == e[3] and bitmask.flags.writeable:
+                    return e[1]
+            elif bitmask.data_ptr() == e[3] and bitmask.shape == e[2] and bitmask.stride() == e[4]:
+                return e[1]
+        arr = as_bitmask_array(bitmask, vocab_size=vocab_size, name=name)
+        if isinstance(bitmask, np.ndarray):
+            self._entry = (bitmask, arr, bitmask.shape, bitmask.strides, None, vocab_size)
+        elif hasattr(bitmask, "data_ptr") and hasattr(bitmask, "stride"):
+            self._entry = (
+                bitmask,
+                arr,
+                bitmask.shape,
+                bitmask.data_ptr(),
+                bitmask.stride(),
+                vocab_size,
+            )
+        return arr
 
 
 def check_row_index(index: Any, rows: int, name: str = "index") -> int:

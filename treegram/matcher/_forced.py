@@ -45,9 +45,9 @@ import numpy as np
 from ..errors import ArgumentError, BitmaskError, DraftTreeError
 from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK
 from ..kernels import forced as _forced
-from ._batch import BatchGrammarMatcher, _check_distinct, _claiming, _hold, _slots
+from ._batch import BatchGrammarMatcher, _check_distinct, _claiming, _hold, _slot_arrays
 from ._bitmask import as_bitmask_array
-from ._matcher import GrammarMatcher, _is_token_id
+from ._matcher import KEY_COUNTED, GrammarMatcher, _is_token_id
 from ._tree_input import as_index_array, check_draft_input, link_arrays
 
 __all__ = [
@@ -262,7 +262,7 @@ def extend_draft_trees(
         raise ArgumentError(
             f"batch must be a BatchGrammarMatcher or None, got {type(batch).__name__}"
         )
-    gslots, mslots, vocab = _slots(matchers)
+    gslots, mslots, vocab, flags = _slot_arrays(matchers)
     b = len(mslots)
     draft = as_index_array(draft_tokens, "draft_tokens")
     if draft.ndim != 2 or draft.shape[0] != b or draft.shape[1] < 1:
@@ -279,9 +279,16 @@ def extend_draft_trees(
     budgets, most = _budgets(budget, b)
     per_leaf = _per_leaf(max_per_leaf, most)
     if b:
-        check_draft_input(next_token, next_sibling, roots, draft, vocab)
+        check_draft_input(
+            next_token,
+            next_sibling,
+            roots,
+            draft,
+            vocab,
+            scratch=None if batch is None else batch._check_scratch(n),
+        )
         _check_one_vocabulary(matchers)
-        budgeted = [i for i, mt in enumerate(matchers) if mt._counted is not None]
+        budgeted = [] if flags is None else np.flatnonzero(flags & (KEY_COUNTED >> 61)).tolist()
         if budgeted:
             # the forced-node kernels read the chart without closing spent budgets
             raise ArgumentError(
@@ -297,7 +304,11 @@ def extend_draft_trees(
     words = (vocab + 31) // 32
     with_masks = token_bitmask is not None
     if with_masks:
-        out = as_bitmask_array(token_bitmask, vocab_size=vocab, name="token_bitmask")
+        out = (
+            as_bitmask_array(token_bitmask, vocab_size=vocab, name="token_bitmask")
+            if batch is None
+            else batch._views.view(token_bitmask, vocab, "token_bitmask")
+        )
         if out.shape[0] < b * m:
             raise BitmaskError(
                 f"token_bitmask needs B * M = {b} * {m} = {b * m} rows (M = N + max budget), "

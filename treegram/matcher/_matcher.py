@@ -37,12 +37,11 @@ from ..kernels import (
     chart_can_end,
     fill_entry,
     jump_forward,
-    rollback_op,
     row_allows_all,
     start_chart,
     traverse_entry,
 )
-from ._bitmask import as_bitmask_array, check_row_index
+from ._bitmask import BitmaskViewCache, check_row_index
 from ._budgets import budget_table
 from ._captures import capture_table
 from ._temperature import (
@@ -52,14 +51,31 @@ from ._temperature import (
     temperature_table,
 )
 from ._tree_input import (
+    IndexViewCache,
     as_index_array,
-    check_draft_tokens,
-    check_draft_trees,
+    check_draft_input,
+    check_scratch,
     deadline_ns,
     past_deadline,
 )
 
 __all__ = ["GrammarMatcher"]
+
+# Flags in the high bits of a registered matcher's batch key (below bit 63, so keys stay
+# positive), read by the batch calls from the keys they collect anyway instead of from
+# each matcher: TRACKS, the matcher keeps its accepted text or counted steps (captures or
+# token budgets: bookkeeping after accepts and rollbacks); COUNTED, its grammar has token
+# budgets (spent budgets closed before masks, trees walked node by node).
+KEY_TRACKS = 1 << 61
+KEY_COUNTED = 1 << 62
+KEY_SLOTS = KEY_TRACKS - 1  # the (grammar slot << 32) | matcher slot part
+
+
+def _busy_error(name: str) -> MatcherStateError:
+    return MatcherStateError(
+        f"GrammarMatcher.{name}: the matcher is in use by another thread "
+        "(a matcher serves one thread at a time; fork it for another thread)"
+    )
 
 
 def _exclusive(method):
@@ -72,10 +88,7 @@ def _exclusive(method):
     def exclusive(self, *args, **kwargs):
         busy = self._busy
         if not busy.acquire(False):
-            raise MatcherStateError(
-                f"GrammarMatcher.{method.__name__}: the matcher is in use by another thread "
-                "(a matcher serves one thread at a time; fork it for another thread)"
-            )
+            raise _busy_error(method.__name__)
         try:
             return method(self, *args, **kwargs)
         finally:
@@ -219,13 +232,16 @@ class GrammarMatcher:
         self._memo_meta = np.array([-1, 0], dtype=np.int64)
         self._memo_row = np.zeros((self._vocab_size + 31) // 32, dtype=np.int32)
         self._cand = np.zeros(64, dtype=np.int32)  # uncertain-candidate scratch
-        self._mask_cache: tuple | None = None
+        self._views = BitmaskViewCache()  # the engine's bitmask, validated once
+        self._tree_views = IndexViewCache(3)  # the engine's tree tensors, viewed once
+        self._tree_check = check_scratch(64)  # scratch of the tree checks
+        self._root1 = np.zeros(1, dtype=np.int64)  # the root of a scalar traversal
         self._busy = threading.RLock()  # held by the thread working on the arrays
         self._clock = np.zeros(2, dtype=np.int64)
         self._stack = np.zeros(64, dtype=np.int32)  # traversal scratch
         self._slot = -1  # registry slot, taken on first batch use
         self._slot_owner: object | None = None  # the token that proves ownership of the slot
-        self._batch_key = -1  # (grammar slot << 32) | matcher slot once registered
+        self._batch_key = -1  # (grammar slot << 32) | matcher slot | KEY_* once registered
         # the accepted text, one byte per chart set, kept only for grammars with captures
         self._captures = capture_table(compiled_grammar)
         self._text: bytearray | None = bytearray() if self._captures.any else None
@@ -236,6 +252,7 @@ class GrammarMatcher:
         self._closed: list[tuple[int, int, int]] = []
         self._budget_checked: tuple[int, int] | None = None  # (steps, top) last checked
         self._tracks = self._text is not None or self._counted is not None  # one check per token
+        self._bind_views()
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -275,12 +292,16 @@ class GrammarMatcher:
             "_stack",
         ):
             setattr(twin, name, getattr(self, name).copy())
-        twin._mask_cache = None
+        twin._views = BitmaskViewCache()
+        twin._tree_views = IndexViewCache(3)
+        twin._tree_check = check_scratch(64)
+        twin._root1 = np.zeros(1, dtype=np.int64)
         if self._text is not None:
             twin._text = bytearray(self._text)
         if self._counted is not None:
             twin._counted = bytearray(self._counted)
             twin._closed = list(self._closed)
+        twin._bind_views()
         twin._busy = threading.RLock()
         twin._slot = -1  # a registry slot belongs to exactly one matcher
         twin._slot_owner = None
@@ -319,8 +340,19 @@ class GrammarMatcher:
             slot = MATCHERS.add(self._state_arrays(), owner)
             weakref.finalize(self, MATCHERS.release, slot, owner)
             self._slot, self._slot_owner = slot, owner
-            self._batch_key = (gslot << 32) | slot
+            flags = (KEY_TRACKS if self._tracks else 0) | (
+                KEY_COUNTED if self._counted is not None else 0
+            )
+            self._batch_key = (gslot << 32) | slot | flags
         return self._batch_key
+
+    def _bind_views(self) -> None:
+        """Memoryviews of the small state arrays that scalar calls read and write from
+        Python (an element costs a third of a numpy scalar, and less than a kernel call):
+        ``_meta``, ``_hist`` (rebound when it grows) and ``_memo_meta``."""
+        self._meta_mv = self._meta.data
+        self._hist_mv = self._hist.data
+        self._memo_mv = self._memo_meta.data
 
     def _arrays_changed(self) -> None:
         if self._slot >= 0:
@@ -343,6 +375,7 @@ class GrammarMatcher:
         grown = np.zeros(self._hist.shape[0] * 2, dtype=np.int32)
         grown[: self._hist.shape[0]] = self._hist
         self._hist = grown
+        self._hist_mv = grown.data
         self._arrays_changed()
 
     def _grow_bufs(self) -> None:
@@ -390,7 +423,6 @@ class GrammarMatcher:
         )
 
     # ------------------------------------------------------------ accepting
-    @_exclusive
     def accept_token(self, token_id: int) -> bool:
         """Accept one token.
 
@@ -405,10 +437,45 @@ class GrammarMatcher:
         InvalidTokenIdError
             ``token_id`` is not an integer in ``[0, vocab_size)``.
         """
-        if not _is_token_id(token_id) or not 0 <= token_id < self._vocab_size:
-            raise InvalidTokenIdError(
-                f"token_id must be an int in [0, {self._vocab_size}), got {token_id!r}"
-            )
+        # The hot scalar calls claim the matcher inline rather than through @_exclusive:
+        # one Python frame less per token.
+        busy = self._busy
+        if not busy.acquire(False):
+            raise _busy_error("accept_token")
+        try:
+            if type(token_id) is not int:
+                if not _is_token_id(token_id):
+                    raise InvalidTokenIdError(
+                        f"token_id must be an int in [0, {self._vocab_size}), got {token_id!r}"
+                    )
+                token_id = int(token_id)
+            if not 0 <= token_id < self._vocab_size:
+                raise InvalidTokenIdError(
+                    f"token_id must be an int in [0, {self._vocab_size}), got {token_id!r}"
+                )
+            if self._counted is None:  # the common case, one kernel call, inline
+                st = accept_token_entry(
+                    self._ab,
+                    self._tok_offsets,
+                    self._tok_data,
+                    self._items_s,
+                    self._items_o,
+                    self._set_starts,
+                    self._meta,
+                    self._hist,
+                    self._stop_ids,
+                    token_id,
+                )
+                if st >= 0:
+                    if st == 1 and self._tracks:
+                        self._after_token(token_id)
+                    return st == 1
+            return self._accept(token_id)  # budgets, or the arrays must grow first
+        finally:
+            busy.release()
+
+    def _accept(self, token_id: int) -> bool:
+        """:meth:`accept_token` of a checked id (the caller holds the matcher)."""
         if self._counted is not None:
             self._close_spent()
         while True:
@@ -481,7 +548,6 @@ class GrammarMatcher:
                 return False
             self._resolve(new_top, data.shape[0])
 
-    @_exclusive
     def rollback(self, num_tokens: int = 1) -> None:
         """Undo the last ``num_tokens`` accepted tokens or strings.
 
@@ -492,17 +558,37 @@ class GrammarMatcher:
         MatcherStateError
             Fewer than ``num_tokens`` steps were accepted.
         """
-        if not _is_token_id(num_tokens) or num_tokens < 0:
-            raise ArgumentError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
-        if num_tokens > self._meta[M_STEPS]:  # also keeps ints beyond int64 off the kernel
-            raise MatcherStateError(
-                f"cannot roll back {num_tokens} tokens: only {int(self._meta[M_STEPS])} accepted"
-            )
-        if rollback_op(self._meta, self._hist, self._memo_meta, num_tokens) < 0:
-            raise MatcherStateError(
-                f"cannot roll back {num_tokens} tokens: only {int(self._meta[M_STEPS])} accepted"
-            )
-        self._after_rollback()
+        busy = self._busy
+        if not busy.acquire(False):
+            raise _busy_error("rollback")
+        try:
+            if type(num_tokens) is not int:
+                if not _is_token_id(num_tokens):
+                    raise ArgumentError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
+                num_tokens = int(num_tokens)
+            if num_tokens < 0:
+                raise ArgumentError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
+            # kernels._ops.rollback_op, written on memoryviews: cheaper than a kernel call
+            # for these few words
+            meta = self._meta_mv
+            steps = meta[M_STEPS]
+            if num_tokens > steps:
+                raise MatcherStateError(
+                    f"cannot roll back {num_tokens} tokens: only {steps} accepted"
+                )
+            if num_tokens:
+                steps -= num_tokens
+                meta[M_STEPS] = steps
+                top = self._hist_mv[steps]
+                meta[M_TOP] = top
+                meta[M_STOPPED] = 0
+                memo = self._memo_mv
+                if top < memo[1]:
+                    memo[1] = top  # sets above the new top will be rewritten
+            if self._tracks:
+                self._after_rollback()
+        finally:
+            busy.release()
 
     def _after_rollback(self) -> None:
         """Forget the accepted text, counted steps and closed completions past the state
@@ -622,13 +708,24 @@ class GrammarMatcher:
         )
 
     # ---------------------------------------------------------------- queries
-    @_exclusive
     def is_terminated(self) -> bool:
         """Whether generation is over: a stop token was accepted, or (with
         ``terminate_without_stop_token``) the grammar is complete."""
-        if self._meta[M_NO_STOP]:
-            return self._can_end()
-        return bool(self._meta[M_STOPPED])
+        busy = self._busy
+        if not busy.acquire(False):
+            raise _busy_error("is_terminated")
+        try:
+            meta = self._meta_mv
+            if meta[M_NO_STOP]:
+                return self._can_end()
+            return meta[M_STOPPED] != 0
+        finally:
+            busy.release()
+
+    @property
+    def terminates_without_stop_token(self) -> bool:
+        """Whether the matcher was made with ``terminate_without_stop_token=True``."""
+        return self._meta_mv[M_NO_STOP] != 0
 
     @_exclusive
     def is_completed(self) -> bool:
@@ -692,7 +789,6 @@ class GrammarMatcher:
         return int(self._meta[M_STEPS])
 
     # ------------------------------------------------------------------ masks
-    @_exclusive
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
         """Write the allowed-token mask of the next token into ``bitmask[index]``.
 
@@ -715,44 +811,29 @@ class GrammarMatcher:
         MatcherStateError
             The matcher accepted a stop token.
         """
-        arr = self._bitmask_view(bitmask)
-        r = check_row_index(index, arr.shape[0])
-        if self._meta[M_STOPPED]:
-            raise MatcherStateError(
-                "the matcher accepted a stop token; roll back or reset before asking for a mask"
-            )
-        if self._counted is not None:
-            self._close_spent()
-        self._fill_row(arr, r)
-        if self._vocab_size >= 32 and arr[r, 0] != -1:
-            return True  # a token of the first word is left out: no kernel call needed
-        return not row_allows_all(arr[r], self._vocab_size)
+        busy = self._busy
+        if not busy.acquire(False):
+            raise _busy_error("fill_next_token_bitmask")
+        try:
+            arr = self._views.view(bitmask, self._vocab_size)
+            r = check_row_index(index, arr.shape[0])
+            if self._meta[M_STOPPED]:
+                raise MatcherStateError(
+                    "the matcher accepted a stop token; roll back or reset before asking for a mask"
+                )
+            if self._counted is not None:
+                self._close_spent()
+            self._fill_row(arr, r)
+            if self._vocab_size >= 32 and arr[r, 0] != -1:
+                return True  # a token of the first word is left out: no kernel call needed
+            return not row_allows_all(arr[r], self._vocab_size)
+        finally:
+            busy.release()
 
     def _bitmask_view(self, bitmask, name: str = "bitmask") -> np.ndarray:
         """Validated numpy view of ``bitmask``; the last one is reused while the same object
         still has the same memory, shape and strides (engines pass one buffer every step)."""
-        cached = self._mask_cache
-        if cached is not None and cached[0] is bitmask:
-            if isinstance(bitmask, np.ndarray):
-                # Shape, strides and writability can change in place; the data pointer not.
-                if (
-                    bitmask.shape == cached[2]
-                    and bitmask.strides == cached[3]
-                    and bitmask.flags.writeable
-                ):
-                    return cached[1]
-            elif (
-                bitmask.data_ptr() == cached[3]
-                and bitmask.shape == cached[2]
-                and bitmask.stride() == cached[4]
-            ):
-                return cached[1]
-        arr = as_bitmask_array(bitmask, vocab_size=self._vocab_size, name=name)
-        if isinstance(bitmask, np.ndarray):
-            self._mask_cache = (bitmask, arr, bitmask.shape, bitmask.strides, None)
-        elif hasattr(bitmask, "data_ptr") and hasattr(bitmask, "stride"):
-            self._mask_cache = (bitmask, arr, bitmask.shape, bitmask.data_ptr(), bitmask.stride())
-        return arr
+        return self._views.view(bitmask, self._vocab_size, name)
 
     def _fill_row(self, out: np.ndarray, r: int, deadline: int = 0) -> bool:
         """Fill row ``r`` of ``out`` with the current mask, classifying what it needs. Past
@@ -787,7 +868,6 @@ class GrammarMatcher:
             self._resolve(st, 0, deadline)
 
     # ------------------------------------------------------------- draft trees
-    @_exclusive
     def traverse_draft_tree(
         self,
         retrieve_next_token,
@@ -844,9 +924,37 @@ class GrammarMatcher:
         TemperatureError
             ``temperatures`` is not a float32 1-D CPU array of at least N entries.
         """
-        next_token = as_index_array(retrieve_next_token, "retrieve_next_token")
-        next_sibling = as_index_array(retrieve_next_sibling, "retrieve_next_sibling")
-        draft = as_index_array(draft_tokens, "draft_tokens")
+        busy = self._busy
+        if not busy.acquire(False):
+            raise _busy_error("traverse_draft_tree")
+        try:
+            return self._traverse_checked(
+                retrieve_next_token,
+                retrieve_next_sibling,
+                draft_tokens,
+                token_bitmask,
+                time_threshold,
+                temperatures,
+                root_position,
+            )
+        finally:
+            busy.release()
+
+    def _traverse_checked(
+        self,
+        retrieve_next_token,
+        retrieve_next_sibling,
+        draft_tokens,
+        token_bitmask,
+        time_threshold,
+        temperatures,
+        root_position,
+    ) -> bool:
+        """:meth:`traverse_draft_tree` once the matcher is held."""
+        views = self._tree_views
+        next_token = views.view(0, retrieve_next_token, "retrieve_next_token")
+        next_sibling = views.view(1, retrieve_next_sibling, "retrieve_next_sibling")
+        draft = views.view(2, draft_tokens, "draft_tokens")
         n = next_token.shape[0]
         for name, arr in (("retrieve_next_sibling", next_sibling), ("draft_tokens", draft)):
             if arr.ndim != 1 or arr.shape[0] != n or next_token.ndim != 1:
@@ -858,11 +966,26 @@ class GrammarMatcher:
             raise DraftTreeError(f"root_position must be an int, got {root_position!r}")
         if not 0 <= root_position < n:  # also keeps ints beyond int64 off numpy
             raise DraftTreeError(f"root_position {root_position} is outside [0, {n})")
-        deadline = deadline_ns(time_threshold)
-        roots = np.array([root_position], dtype=np.int64)
-        check_draft_trees(next_token[None], next_sibling[None], roots)
-        check_draft_tokens(draft[None], roots, self._vocab_size, one_d=True)
-        out = self._bitmask_view(token_bitmask, name="token_bitmask")
+        # no time limit, the default: skip the clock
+        deadline = (
+            0
+            if type(time_threshold) is float and time_threshold == -1.0
+            else deadline_ns(time_threshold)
+        )
+        roots = self._root1
+        roots[0] = root_position
+        if self._tree_check[0].shape[0] < n:
+            self._tree_check = check_scratch(max(n, 2 * self._tree_check[0].shape[0]))
+        check_draft_input(
+            next_token[None],
+            next_sibling[None],
+            roots,
+            draft[None],
+            self._vocab_size,
+            one_d=True,
+            scratch=self._tree_check,
+        )
+        out = self._views.view(token_bitmask, self._vocab_size, "token_bitmask")
         if out.shape[0] < next_token.shape[0]:
             raise BitmaskError(
                 f"token_bitmask needs one row per node ({next_token.shape[0]}), "
@@ -1014,9 +1137,11 @@ class GrammarMatcher:
         return arr
 
     def _accepts_prefix(self, tokens: np.ndarray, limit: int) -> int:
+        """How many of ``tokens[:limit]`` (ids checked to be in range) are accepted in a
+        row; the matcher ends where it started (the caller holds it)."""
         n = 0
-        for t in tokens[:limit]:
-            if not self.accept_token(int(t)):
+        for t in tokens[:limit].tolist():
+            if not self._accept(t):
                 break
             n += 1
         if n:

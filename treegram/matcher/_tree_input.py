@@ -12,6 +12,7 @@ from ..errors import ArgumentError, DraftTreeError, InvalidTokenIdError
 from ..kernels import tree as _tree
 
 __all__ = [
+    "IndexViewCache",
     "as_index_array",
     "check_draft_input",
     "check_draft_tokens",
@@ -32,6 +33,44 @@ def as_index_array(values, name: str) -> np.ndarray:
         that is not on the CPU, or unsigned values that do not fit in int64.
     """
     return as_int64_array(values, name)
+
+
+class IndexViewCache:
+    """:func:`as_index_array` of the tensor last passed at each argument position of a
+    call, reused while the same object keeps its memory, shape and strides (an engine may
+    pass the same buffers every step; converting a torch tensor costs about a microsecond).
+    Only views that share the tensor's memory are kept, so in-place writes show through.
+    One entry per position, replaced whole: safe to share between threads.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, positions: int) -> None:
+        self._entries: list[tuple | None] = [None] * positions
+
+    def view(self, k: int, values, name: str) -> np.ndarray:
+        """``as_index_array(values, name)``, from the cache when possible.
+
+        Raises
+        ------
+        DraftTreeError
+            As :func:`as_index_array`.
+        """
+        if type(values) is np.ndarray:
+            return as_index_array(values, name)  # no conversion to save
+        e = self._entries[k]
+        if (
+            e is not None
+            and e[0] is values
+            and values.data_ptr() == e[2]
+            and values.shape == e[3]
+            and values.stride() == e[4]
+        ):
+            return e[1]
+        arr = as_index_array(values, name)
+        if hasattr(values, "data_ptr") and arr.size and arr.ctypes.data == values.data_ptr():
+            self._entries[k] = (values, arr, values.data_ptr(), values.shape, values.stride())
+        return arr
 
 
 def link_arrays(
@@ -84,26 +123,36 @@ def check_draft_trees(
         _raise_links(code, report, n, names)
 
 
+def check_scratch(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scratch of the tree checks for trees of up to ``n`` nodes: seen flags, a stack and
+    a report."""
+    return np.empty(n, dtype=np.bool_), np.empty(n + 1, dtype=np.int64), np.zeros(3, np.int64)
+
+
 def check_draft_input(
     next_token: np.ndarray,
     next_sibling: np.ndarray,
     roots: np.ndarray,
     draft: np.ndarray,
     vocab_size: int,
+    *,
+    one_d: bool = False,
+    scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> None:
     """:func:`check_draft_trees` and then :func:`check_draft_tokens` (``draft`` [T, N], row
-    ``k`` for request ``k``) in one kernel call; the same errors."""
+    ``k`` for request ``k``) in one kernel call; the same errors (``one_d``: the token
+    error names ``draft_tokens[j]``, a scalar traversal's argument). ``scratch`` is
+    :func:`check_scratch` of at least N nodes (default: allocated here)."""
     n = next_token.shape[1]
-    seen = np.empty(n, dtype=np.bool_)
-    stack = np.empty(n + 1, dtype=np.int64)
-    report = np.zeros(3, dtype=np.int64)
+    seen, stack, report = check_scratch(n) if scratch is None else scratch
     code = _tree.check_tree_input(
         next_token, next_sibling, roots, draft, vocab_size, seen, stack, report
     )
     if code == _tree.LINKS_TOKEN:
         k, j = int(report[0]), int(report[1])
+        where = f"draft_tokens[{j}]" if one_d else f"draft_tokens[{k}, {j}]"
         raise InvalidTokenIdError(
-            f"draft_tokens[{k}, {j}] = {int(draft[k, j])} is not a token id in [0, {vocab_size})"
+            f"{where} = {int(draft[k, j])} is not a token id in [0, {vocab_size})"
         )
     if code != _tree.LINKS_OK:
         _raise_links(code, report, n, ("retrieve_next_token", "retrieve_next_sibling"))

@@ -3,17 +3,15 @@
 torch is optional: importing :mod:`treegram.serving` does not import it; the functions import
 it when called (and raise :class:`~treegram.errors.MissingDependencyError` without it).
 Triton is imported only by the ``"triton"`` backend of :func:`apply_token_bitmask_inplace`.
+
+The engine adapters live in one public module per engine, :mod:`treegram.serving.sglang`
+and :mod:`treegram.serving.vllm` (their classes are also exported here); neither imports
+its engine.
 """
 
 from __future__ import annotations
 
-from treegram.serving._adapters import (
-    SGLangGrammar,
-    SGLangGrammarBackend,
-    TokenRejectedError,
-    VLLMBackend,
-    VLLMGrammar,
-)
+from treegram.serving._adapters import TokenRejectedError
 from treegram.serving._apply import (
     apply_token_bitmask_inplace,
     apply_token_bitmask_inplace_cpu,
@@ -29,6 +27,8 @@ from treegram.serving._executor import (
 )
 from treegram.serving._launcher import CudaHostLauncher, EagerLauncher
 from treegram.serving._verify import TreeVerifyResult, verify_tree
+from treegram.serving.sglang import SGLangGrammar, SGLangGrammarBackend
+from treegram.serving.vllm import VLLMBackend, VLLMGrammar
 
 __all__ = [
     "apply_token_bitmask_inplace",
