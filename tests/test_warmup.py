@@ -89,6 +89,9 @@ _WORKLOAD = textwrap.dedent(
         batch.batch_traverse_draft_tree(matchers, nt, ns, draft, rows)
         batch.batch_traverse_draft_tree(matchers, np.tile(nt, (b, 1)), np.tile(ns, (b, 1)),
                                         draft, rows, time_threshold=10.0)
+        last = np.empty(b, dtype=np.int64)
+        batch.batch_traverse_draft_tree(matchers, nt, ns, draft, rows, unfilled_rows=-1,
+                                        last_nodes=last)
         ok = batch.batch_accept_token(matchers, draft[:, 1])
         batch.batch_rollback(matchers, [int(x) for x in ok])
         from treegram.matcher import batch_forced_chains, extend_draft_trees, forced_chain
@@ -100,6 +103,14 @@ _WORKLOAD = textwrap.dedent(
     except ImportError:
         torch = None
     if torch is not None:
+        # vLLM's chain drop-in, through its own kernels, on a torch bitmask's numpy view
+        from treegram.kernels import rows as row_kernels
+        chains = np.array([[90, 515]] * b, dtype=np.int64)
+        links = np.empty((b, 3), dtype=np.int64), np.empty((b, 3), dtype=np.int64)
+        row_kernels.chain_trees(chains, vocab, *links)
+        zeros = np.zeros(b, dtype=np.int64)
+        row_kernels.chain_rejections(chains, np.arange(b), zeros, zeros, rows.numpy(), 3,
+                                     np.empty(b, dtype=np.int64))
         from treegram.serving import verify_tree
         logits = torch.zeros(2 * n, vocab)
         verify_tree(logits, draft[:2], nt, ns, rows[: 2 * n], matchers[:2])

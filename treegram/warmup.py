@@ -228,6 +228,11 @@ def _draft_trees(matchers: list[GrammarMatcher], info: TokenizerInfo) -> None:
             root_positions=np.zeros(b, dtype=np.int64),
             time_threshold=5.0,
         )
+        # the engine drop-ins' form: unfilled rows left -1, the last node each walk reached
+        last = np.empty(b, dtype=np.int64)
+        batch.batch_traverse_draft_tree(
+            matchers, next_token, next_sibling, draft, mask, unfilled_rows=-1, last_nodes=last
+        )
         accepted = batch.batch_accept_token(matchers, np.array(draft[:, 1]))
         batch.batch_accept_string(matchers, ["a"] * b)
         batch.batch_rollback(matchers, [int(a) for a in accepted])
@@ -237,6 +242,14 @@ def _draft_trees(matchers: list[GrammarMatcher], info: TokenizerInfo) -> None:
         batch_forced_chains(matchers, 3, batch=batch)
         extend_draft_trees(matchers, next_token, next_sibling, draft, budget=4, token_bitmask=None)
         extend_draft_trees(matchers, *per_request, draft, budget=np.full(b, 3), batch=batch)
+    # vLLM's draft chains as trees, and the rows after a rejected draft (serving.vllm)
+    chains = np.full((b, 2), -1, dtype=np.int64)
+    chain_links = np.empty((b, 3), dtype=np.int64), np.empty((b, 3), dtype=np.int64)
+    kernels.rows.chain_trees(chains, info.vocab_size, *chain_links)
+    zeros = np.zeros(b, dtype=np.int64)
+    kernels.rows.chain_rejections(
+        chains, np.arange(b, dtype=np.int64), zeros, zeros, mask, 3, np.empty(b, dtype=np.int64)
+    )
     # serving.verify_tree's path walk (its torch wrapper is not needed to load the kernel)
     target = np.full(b * n, -1, dtype=np.int64)
     kernels.tree.walk_target_paths(

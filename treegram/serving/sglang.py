@@ -971,7 +971,8 @@ def backend_factory(
         stop_token_ids=sorted(eos_token_ids) if eos_token_ids else None,
     )
     backend: Any = SGLangGrammarBackend(
-        GrammarCompiler(info),
+        # the kernels load (or compile) on a daemon thread while the server starts
+        GrammarCompiler(info, warm_up="background"),
         vocab_size,
         any_whitespace=not serving.constrained_json_disable_any_whitespace,
         max_whitespace_cnt=serving.constrained_json_max_whitespace_cnt,

@@ -340,7 +340,8 @@ class VLLMBackend:
         )
         kwargs.setdefault("full_vocab_compiler", full_compiler)
         return cls(
-            GrammarCompiler(info),
+            # the kernels load (or compile) on a daemon thread while the engine starts
+            GrammarCompiler(info, warm_up="background"),
             vocab_size,
             vllm_config=vllm_config,
             tokenizer=tokenizer,
