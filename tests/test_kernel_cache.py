@@ -12,11 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import treegram
+from treegram._kernel_cache import _CompilerLockClock
 
 PACKAGE = Path(treegram.__file__).parent
 
@@ -144,3 +147,28 @@ def test_a_read_only_install_caches_in_the_user_directory_seeded_from_the_wheel(
     assert res["dir"] == str(user_dir)
     assert (res["compiled"], res["loaded"]) == (0, 1)  # loaded from the seeded copy
     assert _kernel_files(user_dir / "kernels") == shipped
+
+
+def test_lock_clock_counts_overlapping_stalls_once():
+    # threads of a worker pool waiting for numba's lock together are one stall
+    clock = _CompilerLockClock()
+    inside = threading.Barrier(3)
+
+    def stall():
+        clock.on_start(None)
+        clock.on_start(None)  # a nested acquisition counts once
+        inside.wait()
+        time.sleep(0.05)
+        clock.on_end(None)
+        clock.on_end(None)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=stall) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    inside.wait()
+    assert clock.seconds() > 0  # a stall under way counts up to now
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - t0
+    assert 0.05 <= clock.seconds() <= wall

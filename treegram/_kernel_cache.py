@@ -174,32 +174,50 @@ class KernelCacheLocator(_CacheLocator):
 
 
 class _CompilerLockClock(event.Listener):
-    """Adds up the time threads spend in numba's compiler lock (waiting for it included):
-    compiling kernels and loading them from the cache. Nested acquisitions count once."""
+    """Adds up the wall time during which some thread is in numba's compiler lock (waiting
+    for it included): compiling kernels and loading them from the cache. Overlapping
+    acquisitions count once: threads of a worker pool waiting for the lock together are
+    one stall, not several, so the total never exceeds the process's wall time."""
 
     def __init__(self) -> None:
         self.total = 0.0
+        self._active = 0
+        self._since = 0.0
+        self._mutex = threading.Lock()
         self._local = threading.local()
 
     def on_start(self, ev) -> None:
         depth = getattr(self._local, "depth", 0)
-        if depth == 0:
-            self._local.t0 = time.perf_counter()
         self._local.depth = depth + 1
+        if depth == 0:
+            with self._mutex:
+                if self._active == 0:
+                    self._since = time.perf_counter()
+                self._active += 1
 
     def on_end(self, ev) -> None:
         self._local.depth -= 1
         if self._local.depth == 0:
-            self.total += time.perf_counter() - self._local.t0
+            with self._mutex:
+                self._active -= 1
+                if self._active == 0:
+                    self.total += time.perf_counter() - self._since
+
+    def seconds(self) -> float:
+        """The total so far, a stall under way included up to now."""
+        with self._mutex:
+            if self._active:
+                return self.total + time.perf_counter() - self._since
+            return self.total
 
 
 _clock = _CompilerLockClock()
 
 
 def kernel_seconds() -> float:
-    """Seconds this process has spent compiling numba code or loading it from the cache
-    (all threads, treegram's kernels and any other numba code alike)."""
-    return _clock.total
+    """Wall seconds during which this process was compiling numba code or loading it from
+    the cache (in any thread, treegram's kernels and any other numba code alike)."""
+    return _clock.seconds()
 
 
 def install() -> None:
