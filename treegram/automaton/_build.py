@@ -378,27 +378,36 @@ def _tail_cycles(flat: FlatIr, roots: list[int]) -> dict[int, frozenset[int]]:
     return {w: frozenset(comp) - {w} for comp in cycles_of_two_or_more(graph) for w in comp}
 
 
-def _inline_tail_calls(nfa: _Nfa, accept: int, cycle: frozenset[int], splice) -> None:
-    """Inline, at its tail call sites, each other rule of the rule's tail-call cycle (once
-    per rule, within a size budget), so that the cycle's way back to the rule becomes a
-    self tail call that :func:`_loop_tail_self_calls` turns into a loop. Inlining a call
-    keeps the language; right recursion through ``a ::= "x" b``, ``b ::= "y" a`` becomes
-    linear. ``splice(callee, p, accept)`` adds the callee's body from ``p`` to ``accept``.
+def _inline_tail_calls(
+    nfa: _Nfa, accept: int, cycle: frozenset[int], splice, room: int = 0
+) -> None:
+    """Replace the tail calls of the other rules of the rule's tail-call cycle by jumps: a
+    callee's body is added once (within a size budget), from a state of its own to the
+    rule's end, and every tail call of it jumps there, so that the cycle's way back to the
+    rule becomes a self tail call that :func:`_loop_tail_self_calls` turns into a loop.
+    A call in tail position is followed by nothing but the rule's end, so jumping into
+    the callee's body keeps the language; right recursion through ``a ::= "x" b``,
+    ``b ::= "y" a`` becomes linear, and the rule calls no other rule of its cycle (the
+    free text of a structural tag, one rule per Aho-Corasick state, is one rule: the
+    others are never reached). ``splice(callee, p, end)`` adds the callee's body from
+    ``p`` to ``end``. The budget is twice the rule's own size, or ``room`` more states
+    when that is larger (the caller's room for the whole cycle).
     """
-    budget = 2 * len(nfa.eps) + 64
-    done: set[int] = set()
+    budget = max(2 * len(nfa.eps) + 64, len(nfa.eps) + room)
+    starts: dict[int, int] = {}
     p = 0
     while p < len(nfa.ref_edges):  # states added by inlining are visited too
         for callee, q in list(nfa.ref_edges[p]):
-            if (
-                callee in cycle
-                and callee not in done
-                and len(nfa.eps) < budget
-                and _only_ends(nfa, q, accept)
-            ):
-                done.add(callee)
-                nfa.ref_edges[p].remove((callee, q))
-                splice(callee, p, accept)
+            if callee not in cycle or not _only_ends(nfa, q, accept):
+                continue
+            start = starts.get(callee)
+            if start is None:
+                if len(nfa.eps) >= budget:
+                    continue
+                start = starts[callee] = nfa.new_state()
+                splice(callee, start, accept)
+            nfa.ref_edges[p].remove((callee, q))
+            nfa.eps[p].append(start)
         p += 1
 
 
@@ -614,7 +623,10 @@ def _build(ir: GrammarIR) -> Automaton:
             return _committed_shortest(got) if rid in lazy else got
         nfa = _list_nfa(csr)  # calls to rewrite, on the kernel's NFA as edge lists
         if rid in tail_cycles:
-            _inline_tail_calls(nfa, 1, tail_cycles[rid], splice_into(nfa))
+            cycle = tail_cycles[rid]
+            whole = sum(nfa_of(roots[c])[0] for c in cycle)  # every member's body once
+            room = whole if whole <= _CYCLE_INLINE_STATES else 0
+            _inline_tail_calls(nfa, 1, cycle, splice_into(nfa), room)
         if rid not in captured:
             _loop_tail_self_calls(nfa, rid, 0, 1)
         part = _determinize(nfa, 0, 1)
@@ -693,6 +705,11 @@ def _build(ir: GrammarIR) -> Automaton:
         token_rules=tuple((i, r.tokens) for i, r in enumerate(ir.rules) if r.tokens is not None),
     )
 
+
+# A tail-call cycle whose bodies have at most this many NFA states in all is inlined whole
+# into each rule of it that is reached (the Aho-Corasick free text of a structural tag: one
+# rule per state, a few states each); larger cycles get twice the rule's own size.
+_CYCLE_INLINE_STATES = 4096
 
 _I32 = np.zeros(0, dtype=np.int32)
 _PTR = np.zeros(2, dtype=np.int32)

@@ -31,26 +31,27 @@ def choice_sequences(node: Choice, class_sequences) -> list[tuple[tuple[int, int
     separate edges they made every DFA state of it cost a pass over ~130 edges per byte
     interval.
     """
+    items = node.items
+    for item in items:  # most choices hold a sequence: refused before building anything
+        t = type(item)
+        if t is not CharClass and (t is not Bytes or not item.data):  # type: ignore[union-attr]
+            return None
     singles: list[tuple[int, int]] = []
     longer: list[tuple[tuple[int, int], ...]] = []
-    for item in node.items:
+    for item in items:
         t = type(item)
         if t is Bytes:
             data = item.data  # type: ignore[union-attr]
-            if not data:
-                return None
             if len(data) == 1:
                 singles.append((data[0], data[0]))
             else:
                 longer.append(tuple((v, v) for v in data))
-        elif t is CharClass:
+        else:
             for seq in class_sequences(item):
                 if len(seq) == 1:
                     singles.append(seq[0])
                 else:
                     longer.append(seq)
-        else:
-            return None
     singles.sort()
     merged: list[tuple[tuple[int, int], ...]] = []
     for lo, hi in singles:
