@@ -67,12 +67,15 @@ from treegram.ir import (
     DfaLimitError,
     Expr,
     GrammarIR,
+    IrFacts,
     Repeat,
     Rule,
     RuleRef,
     Seq,
     TokenSet,
+    ir_facts,
     normalize_ranges,
+    record_ir_facts,
     run_sized,
     token_rule,
 )
@@ -158,7 +161,9 @@ def _to_ir(structural_tag: Any) -> GrammarIR:
     tag = parse_structural_tag(structural_tag)
     b = _Builder()
     root = b.expr(tag.format, (), "format")
-    return GrammarIR((Rule("root", root), *b.rules), "root")
+    ir = GrammarIR((Rule("root", root), *b.rules), "root")
+    record_ir_facts(ir, b.facts(ir))
+    return ir
 
 
 def xml_arguments_to_ir(
@@ -238,6 +243,21 @@ class _Builder:
         # tags carry (harmony's channels, a forced call beside the free calls) is
         # converted and embedded once, its rules called from each tag
         self._json_memo: dict[str, RuleRef] = {}
+        # what ir_facts finds in the embedded grammars' rules, renamed (their rules are
+        # not walked again: the frontends recorded it, or it was found once)
+        self._embedded: set[str] = set()
+        self._embedded_facts: list[IrFacts] = []
+
+    def facts(self, ir: GrammarIR) -> IrFacts:
+        """``ir_facts`` of ``ir``, the grammar of this builder's rules: the embedded
+        grammars' facts combined with one walk over the rules made here."""
+        own = GrammarIR(tuple(r for r in ir.rules if r.name not in self._embedded), ir.root)
+        parts = [ir_facts(own), *self._embedded_facts]
+        return IrFacts(
+            max(f.depth for f in parts),
+            frozenset().union(*(f.ref_names for f in parts)),
+            max(f.longest_repeat for f in parts),
+        )
 
     def _tokens(self, refs, exclude: bool = False) -> RuleRef:
         """A token-id element over ``refs`` (ids and token texts): one rule per set."""
@@ -317,12 +337,22 @@ class _Builder:
                     memo[id(e)] = t(tuple(new))  # type: ignore[operator]
             return memo[id(root)]
 
+        found = ir_facts(ir)
+        self._embedded_facts.append(
+            IrFacts(
+                found.depth,
+                frozenset(n if n in tokens else prefix + n for n in found.ref_names),
+                found.longest_repeat,
+            )
+        )
         for r in ir.rules:
             if r.tokens is not None:
                 if r.name not in self._token_rules:
                     self._token_rules.add(r.name)
+                    self._embedded.add(r.name)
                     self.rules.append(r)
                 continue
+            self._embedded.add(prefix + r.name)
             look = None if r.lookahead is None else rename(r.lookahead)
             marker = r.marker and r.marker.renamed(f"{prefix}{{}}".format)
             self.rules.append(
