@@ -20,7 +20,10 @@ __all__ = ["FlatIr", "build_nfa", "choice_sequences", "node_sizes", "tail_calls"
 BYTES, CLASS, SEQ, CHOICE, REPEAT, REF = range(6)
 
 
-def choice_sequences(node: Choice, class_sequences) -> list[tuple[tuple[int, int], ...]] | None:
+Sequences = tuple[tuple[tuple[int, int], ...], ...]
+
+
+def choice_sequences(node: Choice, class_sequences) -> Sequences | None:
     """The byte-range sequences of a choice between non-empty literals and character
     classes, read as one class: its single-byte alternatives merged into disjoint ranges
     (ascending), then the longer sequences in order; None for any other choice.
@@ -29,12 +32,17 @@ def choice_sequences(node: Choice, class_sequences) -> list[tuple[tuple[int, int
     with the parallel one-byte edges to ``end`` merged, so the DFA is the same. Free text
     of a structural tag reads bytes ``0x80``-``0xFF`` one by one as 128 literals; as
     separate edges they made every DFA state of it cost a pass over ~130 edges per byte
-    interval.
+    interval. The answer is kept on the node (``class_sequences`` must be
+    :func:`._build._class_sequences` or give the same).
     """
+    got = node.__dict__.get("_class_sequences")
+    if got is not None:  # the same node in another rule or grammar (free text's classes)
+        return got or None
     items = node.items
     for item in items:  # most choices hold a sequence: refused before building anything
         t = type(item)
         if t is not CharClass and (t is not Bytes or not item.data):  # type: ignore[union-attr]
+            object.__setattr__(node, "_class_sequences", ())
             return None
     singles: list[tuple[int, int]] = []
     longer: list[tuple[tuple[int, int], ...]] = []
@@ -60,7 +68,10 @@ def choice_sequences(node: Choice, class_sequences) -> list[tuple[tuple[int, int
                 merged[-1] = ((merged[-1][0][0], hi),)
         else:
             merged.append(((lo, hi),))
-    return merged + longer
+    out = tuple(merged + longer)
+    # kept on the (immutable) node: its fields, equality and hash are unchanged
+    object.__setattr__(node, "_class_sequences", out)
+    return out
 
 
 class FlatIr:
@@ -166,7 +177,7 @@ class FlatIr:
         """The node id of a leaf (``seqs``: a choice read as a class, see
         :func:`choice_sequences`); equal leaves share one."""
         # a choice by its sequences: comparing two choices as IR nodes would walk them
-        key = node if seqs is None else tuple(seqs)
+        key = node if seqs is None else seqs
         got = self.leaves.get(key)
         if got is not None:
             return got
