@@ -1,13 +1,17 @@
 #!/usr/bin/env python
 """Compile time per JSON Schema, by stage: treegram beside xgrammar, DeepSeek-V4 vocabulary.
 
-For every k-th MaskBench file, treegram's compile is timed in its three stages (the JSON
-Schema frontend ``Grammar.from_json_schema``, the automaton ``build_automaton``, and the
-``CompiledGrammar`` with its token tables), and xgrammar's ``compile_json_schema`` (caching
-off) as a whole; both with ``any_whitespace=True, strict_mode=False``. Each schema is
-compiled ``--repeat`` times and the fastest run kept (the machine may be shared; the best
-of a few runs is the least disturbed one). Prints medians and tails with the ratio to
-xgrammar, and writes them with every schema's figures as JSON.
+For every k-th MaskBench file (``--every 1``: the whole sample), treegram's compile is timed
+in its three stages (the JSON Schema frontend ``Grammar.from_json_schema``, the automaton
+``build_automaton``, and the ``CompiledGrammar`` with its token tables), and xgrammar's
+``compile_json_schema`` (caching off) as a whole; both with ``any_whitespace=True,
+strict_mode=False``. Each schema is compiled ``--repeat`` times and the fastest run kept
+(the machine may be shared; the best of a few runs is the least disturbed one). Times are
+wall time, or with ``--clock cpu`` the process's CPU time (helper threads included: deep
+schemas are converted on one), which other jobs on a shared machine disturb less. The
+compiles run in a worker process: a schema past ``--timeout`` seconds is recorded as a
+timeout (and counted apart), the worker restarted. Prints medians and tails with the ratio
+to xgrammar, and writes them with every schema's figures as JSON.
 
 MaskBench's own compile column (``bench_maskbench.py``) also holds matcher creation and
 runs each compile once; this script says where a compile's time goes.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -57,29 +62,90 @@ def _best(run, repeat: int) -> tuple[float, ...] | None:
     return best
 
 
-def _treegram_run(tg, build_automaton, info, schema: str):
+def _treegram_run(tg, build_automaton, info, schema: str, clock=time.perf_counter):
     def run() -> tuple[float, float, float]:
-        t0 = time.perf_counter()
+        t0 = clock()
         grammar = tg.Grammar.from_json_schema(schema, **OPTIONS)
-        t1 = time.perf_counter()
+        t1 = clock()
         automaton = build_automaton(grammar.ir)
-        t2 = time.perf_counter()
+        t2 = clock()
         tg.CompiledGrammar(grammar, info, automaton)
-        return t1 - t0, t2 - t1, time.perf_counter() - t2
+        return t1 - t0, t2 - t1, clock() - t2
 
     return run
 
 
-def _xgrammar_run(compiler, schema: str):
+def _xgrammar_run(compiler, schema: str, clock=time.perf_counter):
     def run() -> tuple[float]:
-        t0 = time.perf_counter()
+        t0 = clock()
         compiler.compile_json_schema(schema, **OPTIONS)
-        return (time.perf_counter() - t0,)
+        return (clock() - t0,)
 
     return run
+
+
+def _worker(conn, with_xgrammar: bool, repeat: int, cpu: bool) -> None:
+    """Compile the schemas the parent sends, answering with their best times; warmed up
+    first (kernels compiled, vocabulary tables built)."""
+    import warnings
+
+    import treegram as tg
+    from treegram.automaton import build_automaton
+
+    warnings.simplefilter("ignore")  # unknown formats are annotations: said once per schema
+    clock = time.process_time if cpu else time.perf_counter
+    info = tg.TokenizerInfo.deepseek_v4()
+    xgc = xgrammar_like(info)[0] if with_xgrammar else None
+    warm = json.dumps({"type": "object", "properties": {"a": {"type": "string"}}})
+    _treegram_run(tg, build_automaton, info, warm)()
+    if xgc is not None:
+        _xgrammar_run(xgc, warm)()
+    conn.send("ready")
+    while True:
+        schema = conn.recv()
+        if schema is None:
+            return
+        tg_times = _best(_treegram_run(tg, build_automaton, info, schema, clock), repeat)
+        xg_times = None if xgc is None else _best(_xgrammar_run(xgc, schema, clock), repeat)
+        conn.send((tg_times, xg_times))
+
+
+class _Worker:
+    """The worker process, restarted after a timeout."""
+
+    def __init__(self, with_xgrammar: bool, repeat: int, cpu: bool) -> None:
+        self.args = (with_xgrammar, repeat, cpu)
+        self.proc = None
+        self.conn = None
+
+    def compile(self, schema: str, timeout: float):
+        if self.proc is None:
+            ctx = multiprocessing.get_context("spawn")
+            self.conn, child = ctx.Pipe()
+            self.proc = ctx.Process(target=_worker, args=(child, *self.args), daemon=True)
+            self.proc.start()
+            if self.conn.recv() != "ready":  # pragma: no cover - the worker died
+                raise RuntimeError("the compile worker did not start")
+        self.conn.send(schema)
+        if self.conn.poll(timeout):
+            return self.conn.recv()
+        self.stop(kill=True)
+        return "timeout"
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc is None:
+            return
+        if kill:
+            self.proc.kill()
+        else:
+            self.conn.send(None)
+        self.proc.join()
+        self.proc = self.conn = None
 
 
 def _summary(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {k: float("nan") for k in ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms")}
     a = np.asarray(values) * 1e3
     return {
         "p50_ms": float(np.median(a)),
@@ -101,6 +167,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--limit", type=int, default=None, help="at most N schemas (after --every)")
     ap.add_argument("--repeat", type=int, default=3, help="compiles per schema; the best is kept")
     ap.add_argument("--no-xgrammar", action="store_true", help="time treegram only")
+    ap.add_argument(
+        "--clock", choices=("wall", "cpu"), default="wall", help="wall time or process CPU time"
+    )
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per schema (both engines)")
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
     args = ap.parse_args(argv)
     if args.every < 1 or args.repeat < 1:
@@ -109,29 +179,25 @@ def main(argv: list[str] | None = None) -> dict:
     if not files:
         ap.error(f"no MaskBench *.json files in {args.data}")
 
-    import treegram as tg
-    from treegram.automaton import build_automaton
-
     load_start = load_average()
-    info = tg.TokenizerInfo.deepseek_v4()
-    xgc = None if args.no_xgrammar else xgrammar_like(info)[0]
-    warm = json.dumps({"type": "object", "properties": {"a": {"type": "string"}}})
-    _treegram_run(tg, build_automaton, info, warm)()  # JIT and tables before timing
-    if xgc is not None:
-        _xgrammar_run(xgc, warm)()
-
+    worker = _Worker(not args.no_xgrammar, args.repeat, args.clock == "cpu")
     rows = []
-    for path in files:
-        schema = json.dumps(json.loads(path.read_text())["schema"])
-        tg_times = _best(_treegram_run(tg, build_automaton, info, schema), args.repeat)
-        xg_times = None if xgc is None else _best(_xgrammar_run(xgc, schema), args.repeat)
-        rows.append(
-            {
-                "file": path.name,
-                "treegram_ms": None if tg_times is None else [t * 1e3 for t in tg_times],
-                "xgrammar_ms": None if xg_times is None else xg_times[0] * 1e3,
-            }
-        )
+    try:
+        for path in files:
+            schema = json.dumps(json.loads(path.read_text())["schema"])
+            got = worker.compile(schema, args.timeout)
+            timed_out = got == "timeout"
+            tg_times, xg_times = (None, None) if timed_out else got
+            rows.append(
+                {
+                    "file": path.name,
+                    "treegram_ms": None if tg_times is None else [t * 1e3 for t in tg_times],
+                    "xgrammar_ms": None if xg_times is None else xg_times[0] * 1e3,
+                    "timeout": timed_out,
+                }
+            )
+    finally:
+        worker.stop()
 
     done = [r for r in rows if r["treegram_ms"] is not None]
     stages = {
@@ -148,13 +214,23 @@ def main(argv: list[str] | None = None) -> dict:
             "data": str(args.data),
             "files": len(files),
             "repeat": args.repeat,
+            "clock": args.clock,
+            "timeout_s": args.timeout,
             "options": OPTIONS,
         },
-        "treegram": {"compiled": len(done), "stages": stages},
+        "treegram": {
+            "compiled": len(done),
+            "timeouts": [r["file"] for r in rows if r["timeout"]],
+            "stages": stages,
+        },
         "xgrammar": None,
         "rows": rows,
     }
-    print(f"{len(done)} of {len(files)} schemas compiled by treegram (best of {args.repeat})")
+    n_timeouts = sum(r["timeout"] for r in rows)
+    print(
+        f"{len(done)} of {len(files)} schemas compiled by treegram (best of {args.repeat}, "
+        f"{args.clock} time); {n_timeouts} past the {args.timeout:g} s limit"
+    )
     print(f"{'stage':<12}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'max ms':>10}")
     for name, s in stages.items():
         print(

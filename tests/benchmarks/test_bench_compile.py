@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_compile.py"
 def bench():
     spec = importlib.util.spec_from_file_location("bench_compile", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_compile"] = module  # its worker process imports it by name
     spec.loader.exec_module(module)
     return module
 
@@ -33,7 +35,18 @@ def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
     (data / "refused.json").write_text(json.dumps({"schema": {"type": "nonsense"}, "tests": []}))
     out = tmp_path / "compile.json"
     result = bench.main(
-        ["--data", str(data), "--every", "1", "--repeat", "2", "--output", str(out)]
+        [
+            "--data",
+            str(data),
+            "--every",
+            "1",
+            "--repeat",
+            "2",
+            "--clock",
+            "cpu",
+            "--output",
+            str(out),
+        ]  # fmt: skip
     )
     assert json.loads(out.read_text()) == result
     assert result["meta"]["files"] == 3
@@ -45,3 +58,30 @@ def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
     assert all(len(r["treegram_ms"]) == 3 and min(r["treegram_ms"]) >= 0 for r in ok)
     assert result["xgrammar"]["compiled_by_both"] == 2
     assert result["xgrammar"]["median_ratio_treegram_over_xgrammar"] > 0
+    assert result["meta"]["clock"] == "cpu" and result["treegram"]["timeouts"] == []
+
+
+def test_a_schema_past_the_time_limit_is_counted_apart(bench, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    ok = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    (data / "a.json").write_text(json.dumps({"schema": ok, "tests": []}))
+    out = tmp_path / "compile.json"
+    # a limit no compile can meet: the schema times out, its worker is stopped
+    result = bench.main(
+        [
+            "--data",
+            str(data),
+            "--every",
+            "1",
+            "--repeat",
+            "1",
+            "--no-xgrammar",
+            "--timeout",
+            "0",
+            "--output",
+            str(out),
+        ]  # fmt: skip
+    )
+    assert result["treegram"]["timeouts"] == ["a.json"]
+    assert result["treegram"]["compiled"] == 0

@@ -344,3 +344,37 @@ def test_byte_loop_skip_equals_the_plain_walk(info):
                 store._walk(s, None, 0, budget, context, 0, skip) is not None
             )
     assert used >= 3 and shortened >= 1
+
+
+def test_slice_path_of_free_text_before_a_fixed_end_equals_the_plain_walk(info):
+    """A reasoning block (free text up to ``</think>``, then ``\\n\\n``) built as one loop:
+    every slice text of up to 8 characters is read from its first state, and longer ones
+    too, however the loop comes back to a subset met before (a slice text of more
+    characters that fails, ``</think>x``, must not make the reach exact)."""
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "sequence",
+            "elements": [
+                {"type": "tag", "begin": "", "content": {"type": "any_text"}, "end": "</think>"},
+                {"type": "const_string", "value": "\n\n"},
+                {"type": "const_string", "value": "done"},
+            ],
+        },
+    }
+    compiled = compiler.compile_structural_tag(json.dumps(tag))
+    store = compiled._store
+    sliced = 0
+    for s in range(compiled.automaton.n_states):
+        context = store._context_of(s, ())
+        string_slice, reach = store._string_slice(s, context)
+        bitset, n_accepted, met, uncertain = store._walk(s, string_slice, reach, 0, context)
+        plain_bits, plain_unc = _plain(compiled, s)
+        if bitset is None:
+            ids = store._sorted_vocab.token_ids
+            bitset = positions_to_bitset(ids, met, plain_bits.shape[0], _NO_BASE)
+        assert np.array_equal(bitset, plain_bits), s
+        assert np.array_equal(uncertain, plain_unc), s
+        sliced += string_slice is not None
+    assert sliced >= 1

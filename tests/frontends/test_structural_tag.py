@@ -1054,3 +1054,28 @@ def test_model_validate_refusals():
         tg.StructuralTag.model_validate('{"type": "structural_tag"}')
     with pytest.raises(InvalidStructuralTagError, match="StructuralTag JSON is not valid JSON"):
         tg.StructuralTag.model_validate_json("[")
+
+
+@pytest.mark.parametrize("model", ["qwen_3", "harmony", "qwen_3_coder", "kimi_k3", "cohere"])
+def test_recorded_ir_facts_are_what_a_walk_finds(model):
+    # the frontend records depth, referenced rules and longest repetition from the embedded
+    # grammars' facts and a walk of its own rules; a walk over the whole IR finds the same
+    from treegram.frontends import structural_tag_to_ir
+    from treegram.ir import ir_facts
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "n": {"type": "array", "items": {"type": "integer"}, "maxItems": 70},
+            "tree": {"$ref": "#"},
+        },
+        "required": ["when"],
+    }
+    tools = [
+        {"type": "function", "function": {"name": f"f{i}", "parameters": schema}} for i in range(2)
+    ]
+    ir = structural_tag_to_ir(tg.get_model_structural_tag(model, tools=tools))
+    recorded = ir.__dict__.pop("_facts")
+    assert recorded == ir_facts(ir)
+    assert recorded.longest_repeat > 60  # the maxItems bound, from the embedded grammar

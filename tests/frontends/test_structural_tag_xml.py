@@ -711,3 +711,46 @@ def test_property_counts_as_xgrammar(counts):
     ]
     for text in texts:
         assert _is_grammar_accept_string(ours, text) == xgr_accepts(theirs, text), text
+
+
+# Keys that are no JSON Schema keyword (Snowplow's "self", vendor extensions) constrain
+# nothing, on the argument object and below it; xgrammar ignores them.
+SELF_DESCRIBING = {
+    "type": "object",
+    "self": {"vendor": "com.example", "name": "weather", "format": "jsonschema"},
+    "x-origin": "tool registry",
+    "properties": {
+        "city": {"type": "string", "x-ui": "text"},
+        "days": {"type": "integer", "self": {"name": "days"}},
+        "where": {"type": "object", "properties": {"lat": {"type": "number"}}, "x-map": True},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("style", ["qwen_xml", "deepseek_v4_1_xml", "kimi_k3_xml", "glm_xml"])
+def test_unknown_keywords_are_ignored_as_xgrammar_does(style):
+    fmt = {
+        "qwen_xml": ("<parameter={}>", "</parameter>"),
+        "deepseek_v4_1_xml": (f'<{DS} parameter name="{{}}" string="{{}}">', f"</{DS} parameter>"),
+        "kimi_k3_xml": ('<|open|>argument key="{}" type="{}"<|sep|>', "<|close|>argument<|sep|>"),
+        "glm_xml": ("<arg_key>{}</arg_key><arg_value>", "</arg_value>"),
+    }[style]
+
+    def arg(name: str, value: str, kind: str = "string") -> str:
+        if style == "deepseek_v4_1_xml":
+            kind = "true" if kind == "string" else "false"
+        elif kind == "integer":  # Kimi-K3 writes an integer's type as number
+            kind = "number"
+        return fmt[0].format(name, kind) + value + fmt[1]
+
+    inputs = [
+        (arg("city", "Oslo"), True),
+        (arg("city", "Oslo") + arg("days", "3", "integer"), True),
+        (arg("city", "Oslo") + arg("where", '{"lat": 1.5}', "object"), True),
+        (arg("city", "Oslo") + arg("days", "x", "integer"), False),
+        (arg("city", "Oslo") + arg("self", "x"), False),
+        (arg("days", "3", "integer"), False),
+    ]
+    _accepts_as_xgrammar_does(_tag(style, SELF_DESCRIBING), inputs)

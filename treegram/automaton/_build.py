@@ -51,7 +51,7 @@ from treegram.ir import (
 from ..errors import GrammarError, UndefinedRuleError
 from ..kernels import layout
 from ._follow import follow_sets
-from ._nfa import FlatIr, build_nfa, one_byte_ranges, tail_calls
+from ._nfa import FlatIr, build_nfa, choice_sequences, tail_calls
 from ._repeats import repeats_as_rules, split_long_repeats
 from ._subset import determinize, fill_transitions
 from ._utf8 import utf8_sequences
@@ -264,21 +264,6 @@ class _NfaBuilder:
         self.rule_ids = rule_ids
         self.rule_name = rule_name
         self.called: set[int] = set()  # rule ids this builder wrote call edges to
-        self._last: list[int] | None = None  # source state of the last byte edge written
-
-    def _byte_edge(self, src: int, lo: int, hi: int, to: int, extend: bool = False) -> None:
-        """Write a byte edge. With ``extend`` (a literal's byte), a byte right after the
-        last edge written, from the same state to the same target, extends that edge
-        instead (as ``_nfa.build_nfa`` does)."""
-        edges = self.nfa.byte_edges
-        last = self._last
-        if extend and last is not None and last[0] == src:
-            plo, phi, pto = edges[src][-1]
-            if pto == to and phi + 1 == lo:
-                edges[src][-1] = (plo, lo, to)
-                return
-        edges[src].append((lo, hi, to))
-        self._last = [src]
 
     def build(self, expr: Expr, start: int, end: int) -> None:
         nfa = self.nfa
@@ -291,15 +276,10 @@ class _NfaBuilder:
             cur, last = start, len(data) - 1
             for i, b in enumerate(data):
                 nxt = end if i == last else nfa.new_state()
-                self._byte_edge(cur, b, b, nxt, extend=True)
+                nfa.byte_edges[cur].append((b, b, nxt))
                 cur = nxt
         elif kind is CharClass:
-            for seq in _class_sequences(expr):  # type: ignore[arg-type]
-                cur, last = start, len(seq) - 1
-                for i, (lo, hi) in enumerate(seq):
-                    nxt = end if i == last else nfa.new_state()
-                    self._byte_edge(cur, lo, hi, nxt)
-                    cur = nxt
+            self._sequences(_class_sequences(expr), start, end)  # type: ignore[arg-type]
         elif kind is Seq:
             items = expr.items  # type: ignore[attr-defined]
             if not items:
@@ -311,11 +291,9 @@ class _NfaBuilder:
                 self.build(item, cur, nxt)
                 cur = nxt
         elif kind is Choice:
-            ranges = one_byte_ranges(expr)  # type: ignore[arg-type]
-            if ranges is not None:  # one edge per range (as FlatIr flattens such a choice)
-                for lo, hi in ranges:
-                    nfa.byte_edges[start].append((lo, hi, end))
-                self._last = [start]
+            seqs = choice_sequences(expr, _class_sequences)  # type: ignore[arg-type]
+            if seqs is not None:  # literals and classes only: one class (as FlatIr reads it)
+                self._sequences(seqs, start, end)
                 return
             for item in expr.items:  # type: ignore[attr-defined]
                 self.build(item, start, end)
@@ -331,6 +309,16 @@ class _NfaBuilder:
             self.called.add(rid)
         else:  # pragma: no cover - the IR is closed
             raise GrammarError(f"unknown grammar expression {expr!r}")
+
+    def _sequences(self, seqs, start: int, end: int) -> None:
+        """A chain of byte-range edges per sequence, from ``start`` to ``end``."""
+        nfa = self.nfa
+        for seq in seqs:
+            cur, last = start, len(seq) - 1
+            for i, (lo, hi) in enumerate(seq):
+                nxt = end if i == last else nfa.new_state()
+                nfa.byte_edges[cur].append((lo, hi, nxt))
+                cur = nxt
 
     def _build_repeat(self, expr: Repeat, start: int, end: int) -> None:
         nfa = self.nfa
@@ -397,29 +385,35 @@ def _tail_cycles(flat: FlatIr, roots: list[int]) -> dict[int, frozenset[int]]:
 
 
 def _inline_tail_calls(
-    nfa: _Nfa, rid: int, accept: int, cycle: frozenset[int], bodies, rule_ids: dict[str, int]
+    nfa: _Nfa, accept: int, cycle: frozenset[int], splice, room: int = 0
 ) -> None:
-    """Inline, at its tail call sites, each other rule of ``rid``'s tail-call cycle (once
-    per rule, within a size budget), so that the cycle's way back to ``rid`` becomes a self
-    tail call that :func:`_loop_tail_self_calls` turns into a loop. Inlining a call keeps
-    the language; right recursion through ``a ::= "x" b``, ``b ::= "y" a`` becomes linear.
+    """Replace the tail calls of the other rules of the rule's tail-call cycle by jumps: a
+    callee's body is added once (within a size budget), from a state of its own to the
+    rule's end, and every tail call of it jumps there, so that the cycle's way back to the
+    rule becomes a self tail call that :func:`_loop_tail_self_calls` turns into a loop.
+    A call in tail position is followed by nothing but the rule's end, so jumping into
+    the callee's body keeps the language; right recursion through ``a ::= "x" b``,
+    ``b ::= "y" a`` becomes linear, and the rule calls no other rule of its cycle (the
+    free text of a structural tag, one rule per Aho-Corasick state, is one rule: the
+    others are never reached). ``splice(callee, p, end)`` adds the callee's body from
+    ``p`` to ``end``. The budget is twice the rule's own size, or ``room`` more states
+    when that is larger (the caller's room for the whole cycle).
     """
-    budget = 2 * len(nfa.eps) + 64
-    done: set[int] = set()
+    budget = max(2 * len(nfa.eps) + 64, len(nfa.eps) + room)
+    starts: dict[int, int] = {}
     p = 0
     while p < len(nfa.ref_edges):  # states added by inlining are visited too
         for callee, q in list(nfa.ref_edges[p]):
-            if (
-                callee in cycle
-                and callee not in done
-                and len(nfa.eps) < budget
-                and _only_ends(nfa, q, accept)
-            ):
-                done.add(callee)
-                nfa.ref_edges[p].remove((callee, q))
-                inliner = _NfaBuilder(rule_ids, bodies[callee][0])  # errors name the callee
-                inliner.nfa = nfa
-                inliner.build(bodies[callee][1], p, accept)
+            if callee not in cycle or not _only_ends(nfa, q, accept):
+                continue
+            start = starts.get(callee)
+            if start is None:
+                if len(nfa.eps) >= budget:
+                    continue
+                start = starts[callee] = nfa.new_state()
+                splice(callee, start, accept)
+            nfa.ref_edges[p].remove((callee, q))
+            nfa.eps[p].append(start)
         p += 1
 
 
@@ -438,6 +432,38 @@ def _loop_tail_self_calls(nfa: _Nfa, rid: int, start: int, accept: int) -> None:
         if tails:
             nfa.ref_edges[p] = [e for e in edges if e not in tails]
             nfa.eps[p].append(start)
+
+
+def _list_nfa(csr: tuple) -> _Nfa:
+    """The kernel's NFA (:func:`._nfa.build_nfa`'s CSR arrays) as per-state edge lists."""
+    n, eps_ptr, eps_to, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to = csr
+    nfa = _Nfa()
+    ep, et = eps_ptr.tolist(), eps_to.tolist()
+    nfa.eps = [et[ep[s] : ep[s + 1]] for s in range(n)]
+    bp, edges = byte_ptr.tolist(), list(zip(lo.tolist(), hi.tolist(), to.tolist(), strict=True))
+    nfa.byte_edges = [edges[bp[s] : bp[s + 1]] for s in range(n)]
+    rp, refs = ref_ptr.tolist(), list(zip(ref_rule.tolist(), ref_to.tolist(), strict=True))
+    nfa.ref_edges = [refs[rp[s] : rp[s + 1]] for s in range(n)]
+    return nfa
+
+
+def _splice(nfa: _Nfa, part: _Nfa, p: int, accept: int) -> None:
+    """Add NFA ``part`` (start 0, accepting 1, no edge out of 1) into ``nfa`` from state
+    ``p`` to ``accept``, its other states appended in order: the states and edges the
+    Python builder makes when it builds the same body from ``p`` to ``accept``."""
+    base = len(nfa.eps) - 2
+    names = [p, accept, *range(base + 2, base + len(part.eps))]
+    for _ in range(len(part.eps) - 2):
+        nfa.new_state()
+    for k, (eps, byte_edges, ref_edges) in enumerate(
+        zip(part.eps, part.byte_edges, part.ref_edges, strict=True)
+    ):
+        if not (eps or byte_edges or ref_edges):
+            continue
+        u = names[k]
+        nfa.eps[u].extend([names[t] for t in eps])
+        nfa.byte_edges[u].extend([(lo, hi, names[t]) for lo, hi, t in byte_edges])
+        nfa.ref_edges[u].extend([(r, names[t]) for r, t in ref_edges])
 
 
 def _csr(lists: list[list], width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -611,32 +637,82 @@ def _build(ir: GrammarIR) -> Automaton:
     if hot:
         tail_cycles = {w: c - hot for w, c in tail_cycles.items() if c - hot}
     tail_cycles = {w: c for w, c in tail_cycles.items() if w not in captured}
-    parts = []  # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
-    done: dict[int, tuple] = {}  # flat root -> (called rules, DFA): equal bodies once
+    # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
+    nfas: dict[int, tuple] = {}  # flat root -> the kernel's NFA: equal bodies once
+    lists: dict[int, _Nfa] = {}  # flat root -> that NFA as edge lists (read only)
+    done: dict[int, tuple] = {}  # flat root -> DFA
+    arrays = flat.arrays()
+
+    def nfa_of(root: int) -> tuple:
+        got = nfas.get(root)
+        if got is None:
+            got = nfas[root] = build_nfa(root, *arrays)
+        return got
+
+    def list_nfa_of(root: int) -> _Nfa:
+        got = lists.get(root)
+        if got is None:
+            got = lists[root] = _list_nfa(nfa_of(root))
+        return got
+
+    def splice_into(nfa: _Nfa):
+        def splice(callee: int, p: int, accept: int) -> None:
+            if roots[callee] in flat.bad:  # the Python builder raises the callee's error
+                inliner = _NfaBuilder(rule_ids, bodies[callee][0])
+                inliner.nfa = nfa
+                inliner.build(bodies[callee][1], p, accept)
+            else:
+                _splice(nfa, list_nfa_of(roots[callee]), p, accept)
+
+        return splice
+
+    for rid, (name, body) in enumerate(bodies):
+        if roots[rid] in flat.bad:  # an error to raise, reached or not: the Python builder
+            builder = _NfaBuilder(rule_ids, name)
+            builder.build(body, builder.nfa.new_state(), builder.nfa.new_state())
+
     total = 0  # states so far
     deadline = time.monotonic() + MAX_BUILD_SECONDS
-    for rid, (name, body) in enumerate(bodies):
-        if roots[rid] not in flat.bad and rid not in tail_cycles:
-            got = done.get(roots[rid])
+
+    def rule_dfa(rid: int) -> tuple:
+        nonlocal total
+        root = roots[rid]
+        csr = nfa_of(root)
+        if rid not in tail_cycles and (rid in captured or not (csr[8] == rid).any()):
+            got = done.get(root)  # no call to rewrite: equal bodies share one DFA
             if got is None:
-                nfa = build_nfa(roots[rid], *flat.arrays())
-                got = done[roots[rid]] = (nfa[8], determinize(*nfa, 0, 1))
-            if not (got[0] == rid).any():  # no call of itself to turn into a loop
-                total = _within_budget(got[1], name, body, total, deadline)
-                parts.append(_committed_shortest(got[1]) if rid in lazy else got[1])
-                continue
-        # Calls to rewrite, or an error to raise: the Python builder (the same NFA).
-        builder = _NfaBuilder(rule_ids, name)
-        start = builder.nfa.new_state()
-        accept = builder.nfa.new_state()
-        builder.build(body, start, accept)
+                got = done[root] = determinize(*csr, 0, 1)
+            total = _within_budget(got, *bodies[rid], total, deadline)
+            return _committed_shortest(got) if rid in lazy else got
+        nfa = _list_nfa(csr)  # calls to rewrite, on the kernel's NFA as edge lists
         if rid in tail_cycles:
-            _inline_tail_calls(builder.nfa, rid, accept, tail_cycles[rid], bodies, rule_ids)
-        if (rid in builder.called or rid in tail_cycles) and rid not in captured:
-            _loop_tail_self_calls(builder.nfa, rid, start, accept)
-        part = _determinize(builder.nfa, start, accept)
-        total = _within_budget(part, name, body, total, deadline)
-        parts.append(_committed_shortest(part) if rid in lazy else part)
+            cycle = tail_cycles[rid]
+            whole = sum(nfa_of(roots[c])[0] for c in cycle)  # every member's body once
+            room = whole if whole <= _CYCLE_INLINE_STATES else 0
+            _inline_tail_calls(nfa, 1, cycle, splice_into(nfa), room)
+        if rid not in captured:
+            _loop_tail_self_calls(nfa, rid, 0, 1)
+        part = _determinize(nfa, 0, 1)
+        total = _within_budget(part, *bodies[rid], total, deadline)
+        return _committed_shortest(part) if rid in lazy else part
+
+    # Only the rules the root reaches through calls (and their lookaheads) are built: a
+    # rule whose every call was inlined (the free-text rules of a structural tag, one per
+    # Aho-Corasick state) is never entered, and gets one dead state.
+    parts: list = [None] * len(bodies)
+    queue = [rule_ids[ir.root]]
+    parts[queue[0]] = ()
+    while queue:
+        rid = queue.pop()
+        part = parts[rid] = rule_dfa(rid)
+        more = part[6].tolist()
+        if rid in lookahead_of:
+            more.append(lookahead_of[rid])
+        for callee in more:
+            if parts[callee] is None:
+                parts[callee] = ()  # queued
+                queue.append(callee)
+    parts = [_DEAD if p is None else p for p in parts]
 
     # One global state space: each rule's states follow the previous rule's.
     sizes = np.array([p[0].shape[0] for p in parts], dtype=np.int64)
@@ -692,6 +768,17 @@ def _build(ir: GrammarIR) -> Automaton:
         rule_follow=rule_follow,
         token_rules=tuple((i, r.tokens) for i, r in enumerate(ir.rules) if r.tokens is not None),
     )
+
+
+# A tail-call cycle whose bodies have at most this many NFA states in all is inlined whole
+# into each rule of it that is reached (the Aho-Corasick free text of a structural tag: one
+# rule per state, a few states each); larger cycles get twice the rule's own size.
+_CYCLE_INLINE_STATES = 4096
+
+_I32 = np.zeros(0, dtype=np.int32)
+_PTR = np.zeros(2, dtype=np.int32)
+# The DFA of a rule nothing reaches: one state, not final, no edge.
+_DEAD = (np.zeros(1, dtype=np.uint8), _PTR, _I32, _I32, _I32, _PTR, _I32, _I32)
 
 
 def _committed_shortest(part: tuple) -> tuple:

@@ -15,39 +15,63 @@ from numba import njit
 
 from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq
 
-__all__ = ["FlatIr", "build_nfa", "one_byte_ranges", "tail_calls"]
+__all__ = ["FlatIr", "build_nfa", "choice_sequences", "node_sizes", "tail_calls"]
 
 BYTES, CLASS, SEQ, CHOICE, REPEAT, REF = range(6)
 
 
-def one_byte_ranges(choice: Choice) -> tuple[tuple[int, int], ...] | None:
-    """The byte ranges of a choice of one-byte strings (single bytes, and classes of ASCII
-    characters), merged; None when an alternative is longer. Free text reads raw bytes as a
-    choice of 128 single bytes: as ranges, a handful of edges."""
-    if len(choice.items) < 2:
-        return None
-    pieces: list[tuple[int, int]] = []
-    for item in choice.items:
+Sequences = tuple[tuple[tuple[int, int], ...], ...]
+
+
+def choice_sequences(node: Choice, class_sequences) -> Sequences | None:
+    """The byte-range sequences of a choice between non-empty literals and character
+    classes, read as one class: its single-byte alternatives merged into disjoint ranges
+    (ascending), then the longer sequences in order; None for any other choice.
+
+    Building a class's sequences from ``start`` to ``end`` gives the NFA of the choice
+    with the parallel one-byte edges to ``end`` merged, so the DFA is the same. Free text
+    of a structural tag reads bytes ``0x80``-``0xFF`` one by one as 128 literals; as
+    separate edges they made every DFA state of it cost a pass over ~130 edges per byte
+    interval. The answer is kept on the node (``class_sequences`` must be
+    :func:`._build._class_sequences` or give the same).
+    """
+    got = node.__dict__.get("_class_sequences")
+    if got is not None:  # the same node in another rule or grammar (free text's classes)
+        return got or None
+    items = node.items
+    for item in items:  # most choices hold a sequence: refused before building anything
         t = type(item)
-        if t is Bytes and len(item.data) == 1:  # type: ignore[union-attr]
-            pieces.append((item.data[0], item.data[0]))  # type: ignore[union-attr]
-        elif (
-            t is CharClass
-            and not item.negated  # type: ignore[union-attr]
-            and item.ranges  # type: ignore[union-attr]
-            and item.ranges[-1][1] < 0x80  # type: ignore[union-attr]
-        ):
-            pieces.extend(item.ranges)  # type: ignore[union-attr]
-        else:
+        if t is not CharClass and (t is not Bytes or not item.data):  # type: ignore[union-attr]
+            object.__setattr__(node, "_class_sequences", ())
             return None
-    pieces.sort()
-    merged = [list(pieces[0])]
-    for lo, hi in pieces[1:]:
-        if lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
+    singles: list[tuple[int, int]] = []
+    longer: list[tuple[tuple[int, int], ...]] = []
+    for item in items:
+        t = type(item)
+        if t is Bytes:
+            data = item.data  # type: ignore[union-attr]
+            if len(data) == 1:
+                singles.append((data[0], data[0]))
+            else:
+                longer.append(tuple((v, v) for v in data))
         else:
-            merged.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in merged)
+            for seq in class_sequences(item):
+                if len(seq) == 1:
+                    singles.append(seq[0])
+                else:
+                    longer.append(seq)
+    singles.sort()
+    merged: list[tuple[tuple[int, int], ...]] = []
+    for lo, hi in singles:
+        if merged and lo <= merged[-1][0][1] + 1:
+            if hi > merged[-1][0][1]:
+                merged[-1] = ((merged[-1][0][0], hi),)
+        else:
+            merged.append(((lo, hi),))
+    out = tuple(merged + longer)
+    # kept on the (immutable) node: its fields, equality and hash are unchanged
+    object.__setattr__(node, "_class_sequences", out)
+    return out
 
 
 class FlatIr:
@@ -80,7 +104,7 @@ class FlatIr:
         self.b: list[int] = []
         self.kid_at: list[int] = []
         self.bad: set[int] = set()
-        self.leaves: dict[Expr, int] = {}  # leaves by value
+        self.leaves: dict = {}  # leaves by value (a choice read as a class by its sequences)
         self.inner: dict[tuple, int] = {}  # inner nodes by kind and node ids of children
         self.kids: list[int] = []
         self.data = bytearray()
@@ -100,12 +124,14 @@ class FlatIr:
             if id(node) in index:
                 continue
             t = type(node)
-            if t is Seq or t is Choice:
-                children = node.items  # type: ignore[union-attr]
-                if t is Choice and (ranges := one_byte_ranges(node)) is not None:
-                    index[id(node)] = self._byte_ranges(ranges)
+            if t is Choice:
+                seqs = choice_sequences(node, self.class_sequences)  # type: ignore[arg-type]
+                if seqs is not None:  # one class leaf
+                    index[id(node)] = self._leaf(node, seqs)
                     keep.append(node)
                     continue
+            if t is Seq or t is Choice:
+                children = node.items  # type: ignore[union-attr]
             elif t is Repeat:
                 children = (node.item,)  # type: ignore[union-attr]
             else:
@@ -147,38 +173,19 @@ class FlatIr:
         self._arrays = None
         return index[id(root)]
 
-    def _byte_ranges(self, ranges: tuple[tuple[int, int], ...]) -> int:
-        """The node id of a class of raw bytes: one one-byte sequence per range."""
-        key = ("bytes", ranges)
-        got = self.leaves.get(key)  # type: ignore[call-overload]
-        if got is not None:
-            return got
-        nid = len(self.kid_at)
-        self.kind.append(CLASS)
-        self.a.append(len(self.seq_ptr) - 1)
-        self.b.append(len(ranges))
-        for lo, hi in ranges:
-            self.lo.append(lo)
-            self.hi.append(hi)
-            self.seq_ptr.append(len(self.lo))
-        self.kid_at.append(len(self.kids))
-        self.leaves[key] = nid  # type: ignore[index]
-        return nid
-
-    def _leaf(self, node) -> int:
-        """The node id of a leaf; equal leaves share one."""
-        got = self.leaves.get(node)
+    def _leaf(self, node, seqs=None) -> int:
+        """The node id of a leaf (``seqs``: a choice read as a class, see
+        :func:`choice_sequences`); equal leaves share one."""
+        # a choice by its sequences: comparing two choices as IR nodes would walk them
+        key = node if seqs is None else seqs
+        got = self.leaves.get(key)
         if got is not None:
             return got
         nid = len(self.kid_at)
         t = type(node)
-        if t is Bytes:
-            self.kind.append(BYTES)
-            self.a.append(len(self.data))
-            self.b.append(len(node.data))
-            self.data += node.data
-        elif t is CharClass:
-            seqs = self.class_sequences(node)
+        if seqs is not None or t is CharClass:
+            if seqs is None:
+                seqs = self.class_sequences(node)
             self.kind.append(CLASS)
             self.a.append(len(self.seq_ptr) - 1)
             self.b.append(len(seqs))
@@ -187,6 +194,11 @@ class FlatIr:
                     self.lo.append(lo)
                     self.hi.append(hi)
                 self.seq_ptr.append(len(self.lo))
+        elif t is Bytes:
+            self.kind.append(BYTES)
+            self.a.append(len(self.data))
+            self.b.append(len(node.data))
+            self.data += node.data
         else:
             rid = self.rule_ids.get(node.name) if t is RuleRef else None
             self.kind.append(REF)
@@ -195,11 +207,12 @@ class FlatIr:
             if rid is None:  # an undefined rule (or a node the builder refuses)
                 self.bad.add(nid)
         self.kid_at.append(len(self.kids))
-        self.leaves[node] = nid
+        self.leaves[key] = nid
         return nid
 
     def arrays(self) -> tuple:
-        """The node arrays in the order :func:`build_nfa` takes them."""
+        """The node arrays in the order :func:`build_nfa` takes them (the last,
+        :func:`node_sizes` of the nodes)."""
         if self._arrays is None:
             i64 = np.int64
             self._arrays = (
@@ -213,6 +226,7 @@ class FlatIr:
                 np.array(self.lo, dtype=np.int32),
                 np.array(self.hi, dtype=np.int32),
             )
+            self._arrays += (node_sizes(*self._arrays[:5], self._arrays[6]),)
         return self._arrays
 
 
@@ -243,8 +257,66 @@ def _csr(src, n_edges, n_states):
 
 
 @njit(nogil=True, cache=True)
-def build_nfa(root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi):  # noqa: C901
+def node_sizes(kind, a, b, kid_at, kids, seq_ptr):
+    """Per node, what :func:`build_nfa` makes for it: new states, epsilon, byte and call
+    edges, and the depth of its frames, as int64 [n_nodes, 5]. Children come before their
+    parents in node order (``FlatIr.add`` numbers them so), so one pass fills it. The NFA
+    of a body is allocated at its exact size: arrays that a loop may replace (grown on
+    demand) cost numba a reference count update at every use, which made the kernel
+    thirty times slower than the work."""
+    n = kind.shape[0]
+    out = np.zeros((n, 5), dtype=np.int64)
+    for v in range(n):
+        k = kind[v]
+        if k == BYTES:
+            if b[v] == 0:
+                out[v, 1] = 1
+            else:
+                out[v, 0] = b[v] - 1
+                out[v, 2] = b[v]
+            out[v, 4] = 1
+        elif k == CLASS:
+            for q in range(a[v], a[v] + b[v]):
+                n_q = seq_ptr[q + 1] - seq_ptr[q]
+                out[v, 0] += n_q - 1
+                out[v, 2] += n_q
+            out[v, 4] = 1
+        elif k == REF:
+            out[v, 3] = 1
+            out[v, 4] = 1
+        elif k in (SEQ, CHOICE):
+            if k == SEQ:
+                if b[v] == 0:
+                    out[v, 1] = 1
+                else:
+                    out[v, 0] = b[v] - 1
+            depth = 0
+            for j in range(b[v]):
+                c = kids[a[v] + j]
+                for f in range(4):
+                    out[v, f] += out[c, f]
+                depth = max(depth, out[c, 4])
+            out[v, 4] = 1 + depth
+        else:  # Repeat: a = min, b = max (-1: none)
+            c = kids[kid_at[v]]
+            if b[v] < 0:
+                copies = a[v] + 1
+                out[v, 0] = a[v] + 2
+                out[v, 1] = 3
+            else:
+                copies = b[v]
+                out[v, 0] = b[v]
+                out[v, 1] = b[v] - a[v] + 1
+            for f in range(4):
+                out[v, f] += copies * out[c, f]
+            out[v, 4] = 1 + out[c, 4]
+    return out
+
+
+@njit(nogil=True, cache=True)
+def build_nfa(root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi, sizes):
     """The NFA of one rule body (node ``root``): start state 0, accepting state 1.
+    ``sizes`` is :func:`node_sizes` of the nodes.
 
     Returns
     -------
@@ -253,174 +325,24 @@ def build_nfa(root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi):  # noqa: C
     byte_ptr : int32 [n_states + 1]; byte_lo, byte_hi, byte_to : int32 [n_byte]
     ref_ptr : int32 [n_states + 1]; ref_rule, ref_to : int32 [n_ref]
     """
-    n_states = 2
-    e_src = np.empty(16, dtype=np.int32)
-    e_dst = np.empty(16, dtype=np.int32)
-    n_e = 0
-    y_src = np.empty(16, dtype=np.int32)
-    y_lo = np.empty(16, dtype=np.int32)
-    y_hi = np.empty(16, dtype=np.int32)
-    y_to = np.empty(16, dtype=np.int32)
-    n_y = 0
-    r_src = np.empty(4, dtype=np.int32)
-    r_rule = np.empty(4, dtype=np.int32)
-    r_to = np.empty(4, dtype=np.int32)
-    n_r = 0
-    # the recursion of the Python builder as frames: node, start, end, step, cur, aux
-    f_node = np.empty(16, dtype=np.int64)
-    f_start = np.empty(16, dtype=np.int32)
-    f_end = np.empty(16, dtype=np.int32)
-    f_step = np.empty(16, dtype=np.int64)
-    f_cur = np.empty(16, dtype=np.int32)
-    f_aux = np.empty(16, dtype=np.int32)
-    f_node[0], f_start[0], f_end[0], f_step[0], f_cur[0] = root, 0, 1, 0, 0
-    top = 1
-    while top > 0:
-        fr = top - 1
-        node = f_node[fr]
-        k = kind[node]
-        start = f_start[fr]
-        end = f_end[fr]
-        # a child to build next: (child, child_start, child_end); -1 when none
-        child = np.int64(-1)
-        c_start = 0
-        c_end = 0
-        if k == 0:  # Bytes
-            n = b[node]
-            if n == 0:
-                e_src = _grow(e_src, n_e + 1)
-                e_dst = _grow(e_dst, n_e + 1)
-                e_src[n_e], e_dst[n_e] = start, end
-                n_e += 1
-            else:
-                cur = start
-                for i in range(n):
-                    if i == n - 1:
-                        nxt = end
-                    else:
-                        nxt = n_states
-                        n_states += 1
-                    v = data[a[node] + i]
-                    if (
-                        n_y > 0
-                        and y_src[n_y - 1] == cur
-                        and y_to[n_y - 1] == nxt
-                        and y_hi[n_y - 1] + 1 == v
-                    ):
-                        # the next byte of a run to one target (raw bytes are a choice of
-                        # single bytes: 128 edges for one class) extends the last edge
-                        y_hi[n_y - 1] = v
-                    else:
-                        y_src, y_lo = _grow(y_src, n_y + 1), _grow(y_lo, n_y + 1)
-                        y_hi, y_to = _grow(y_hi, n_y + 1), _grow(y_to, n_y + 1)
-                        y_src[n_y], y_lo[n_y], y_hi[n_y], y_to[n_y] = cur, v, v, nxt
-                        n_y += 1
-                    cur = nxt
-            top -= 1
-        elif k == 1:  # CharClass
-            for q in range(a[node], a[node] + b[node]):
-                cur = start
-                last = seq_ptr[q + 1] - 1
-                for i in range(seq_ptr[q], seq_ptr[q + 1]):
-                    if i == last:
-                        nxt = end
-                    else:
-                        nxt = n_states
-                        n_states += 1
-                    y_src, y_lo = _grow(y_src, n_y + 1), _grow(y_lo, n_y + 1)
-                    y_hi, y_to = _grow(y_hi, n_y + 1), _grow(y_to, n_y + 1)
-                    y_src[n_y], y_lo[n_y], y_hi[n_y], y_to[n_y] = cur, lo[i], hi[i], nxt
-                    n_y += 1
-                    cur = nxt
-            top -= 1
-        elif k == 5:  # RuleRef
-            r_src, r_rule = _grow(r_src, n_r + 1), _grow(r_rule, n_r + 1)
-            r_to = _grow(r_to, n_r + 1)
-            r_src[n_r], r_rule[n_r], r_to[n_r] = start, a[node], end
-            n_r += 1
-            top -= 1
-        elif k == 2:  # Seq
-            n = b[node]
-            i = f_step[fr]
-            if n == 0:
-                e_src = _grow(e_src, n_e + 1)
-                e_dst = _grow(e_dst, n_e + 1)
-                e_src[n_e], e_dst[n_e] = start, end
-                n_e += 1
-                top -= 1
-            elif i == n:
-                top -= 1
-            else:
-                cur = start if i == 0 else f_cur[fr]
-                if i == n - 1:
-                    nxt = end
-                else:
-                    nxt = n_states
-                    n_states += 1
-                f_step[fr] = i + 1
-                f_cur[fr] = nxt
-                child, c_start, c_end = kids[a[node] + i], cur, nxt
-        elif k == 3:  # Choice
-            i = f_step[fr]
-            if i == b[node]:
-                top -= 1
-            else:
-                f_step[fr] = i + 1
-                child, c_start, c_end = kids[a[node] + i], start, end
-        else:  # Repeat: a = min, b = max (-1: none)
-            item = kids[kid_at[node]]
-            lo_n = a[node]
-            hi_n = b[node]
-            i = f_step[fr]
-            cur = start if i == 0 else f_cur[fr]
-            if i < lo_n:  # a required copy
-                nxt = n_states
-                n_states += 1
-                f_step[fr] = i + 1
-                f_cur[fr] = nxt
-                child, c_start, c_end = item, cur, nxt
-            elif hi_n < 0 and i == lo_n:  # the loop: cur -> loop, loop -item-> back
-                loop = n_states
-                back = n_states + 1
-                n_states += 2
-                e_src = _grow(e_src, n_e + 1)
-                e_dst = _grow(e_dst, n_e + 1)
-                e_src[n_e], e_dst[n_e] = cur, loop
-                n_e += 1
-                f_step[fr] = i + 1
-                f_cur[fr] = loop
-                f_aux[fr] = back
-                child, c_start, c_end = item, loop, back
-            elif hi_n < 0:  # back -> loop, loop -> end
-                e_src = _grow(e_src, n_e + 2)
-                e_dst = _grow(e_dst, n_e + 2)
-                e_src[n_e], e_dst[n_e] = f_aux[fr], cur
-                e_src[n_e + 1], e_dst[n_e + 1] = cur, end
-                n_e += 2
-                top -= 1
-            elif i < hi_n:  # an optional copy, skippable to the end
-                e_src = _grow(e_src, n_e + 1)
-                e_dst = _grow(e_dst, n_e + 1)
-                e_src[n_e], e_dst[n_e] = cur, end
-                n_e += 1
-                nxt = n_states
-                n_states += 1
-                f_step[fr] = i + 1
-                f_cur[fr] = nxt
-                child, c_start, c_end = item, cur, nxt
-            else:
-                e_src = _grow(e_src, n_e + 1)
-                e_dst = _grow(e_dst, n_e + 1)
-                e_src[n_e], e_dst[n_e] = cur, end
-                n_e += 1
-                top -= 1
-        if child >= 0:
-            f_node, f_start = _grow(f_node, top + 1), _grow(f_start, top + 1)
-            f_end, f_step = _grow(f_end, top + 1), _grow(f_step, top + 1)
-            f_cur, f_aux = _grow(f_cur, top + 1), _grow(f_aux, top + 1)
-            f_node[top], f_start[top], f_end[top], f_step[top] = child, c_start, c_end, 0
-            f_cur[top] = c_start
-            top += 1
+    n_e = sizes[root, 1]
+    n_y = sizes[root, 2]
+    n_r = sizes[root, 3]
+    depth = sizes[root, 4]
+    e_src = np.empty(n_e, dtype=np.int32)
+    e_dst = np.empty(n_e, dtype=np.int32)
+    y_src = np.empty(n_y, dtype=np.int32)
+    y_lo = np.empty(n_y, dtype=np.int32)
+    y_hi = np.empty(n_y, dtype=np.int32)
+    y_to = np.empty(n_y, dtype=np.int32)
+    r_src = np.empty(n_r, dtype=np.int32)
+    r_rule = np.empty(n_r, dtype=np.int32)
+    r_to = np.empty(n_r, dtype=np.int32)
+    frames = np.empty((depth, 6), dtype=np.int64)
+    n_states = _fill_nfa(
+        root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi,
+        e_src, e_dst, y_src, y_lo, y_hi, y_to, r_src, r_rule, r_to, frames,
+    )  # fmt: skip
     eps_ptr, order = _csr(e_src, n_e, n_states)
     eps_to = np.empty(n_e, dtype=np.int32)
     for j in range(n_e):
@@ -443,6 +365,139 @@ def build_nfa(root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi):  # noqa: C
 
 
 @njit(nogil=True, cache=True)
+def _fill_nfa(  # noqa: C901
+    root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi,
+    e_src, e_dst, y_src, y_lo, y_hi, y_to, r_src, r_rule, r_to, frames,
+):  # fmt: skip
+    """The Thompson construction of node ``root`` into edge arrays of its exact size, in
+    the order the Python builder makes states and edges; returns the number of states.
+    The recursion of the Python builder is kept as frames: node, start, end, step, cur,
+    aux."""
+    n_states = 2
+    n_e = 0
+    n_y = 0
+    n_r = 0
+    frames[0, 0], frames[0, 1], frames[0, 2], frames[0, 3], frames[0, 4] = root, 0, 1, 0, 0
+    top = 1
+    while top > 0:
+        fr = top - 1
+        node = frames[fr, 0]
+        k = kind[node]
+        start = frames[fr, 1]
+        end = frames[fr, 2]
+        # a child to build next: (child, child_start, child_end); -1 when none
+        child = np.int64(-1)
+        c_start = 0
+        c_end = 0
+        if k == BYTES:
+            n = b[node]
+            if n == 0:
+                e_src[n_e], e_dst[n_e] = start, end
+                n_e += 1
+            else:
+                cur = start
+                for i in range(n):
+                    if i == n - 1:
+                        nxt = end
+                    else:
+                        nxt = n_states
+                        n_states += 1
+                    v = data[a[node] + i]
+                    y_src[n_y], y_lo[n_y], y_hi[n_y], y_to[n_y] = cur, v, v, nxt
+                    n_y += 1
+                    cur = nxt
+            top -= 1
+        elif k == CLASS:
+            for q in range(a[node], a[node] + b[node]):
+                cur = start
+                last = seq_ptr[q + 1] - 1
+                for i in range(seq_ptr[q], seq_ptr[q + 1]):
+                    if i == last:
+                        nxt = end
+                    else:
+                        nxt = n_states
+                        n_states += 1
+                    y_src[n_y], y_lo[n_y], y_hi[n_y], y_to[n_y] = cur, lo[i], hi[i], nxt
+                    n_y += 1
+                    cur = nxt
+            top -= 1
+        elif k == REF:
+            r_src[n_r], r_rule[n_r], r_to[n_r] = start, a[node], end
+            n_r += 1
+            top -= 1
+        elif k == SEQ:
+            n = b[node]
+            i = frames[fr, 3]
+            if n == 0:
+                e_src[n_e], e_dst[n_e] = start, end
+                n_e += 1
+                top -= 1
+            elif i == n:
+                top -= 1
+            else:
+                cur = start if i == 0 else frames[fr, 4]
+                if i == n - 1:
+                    nxt = end
+                else:
+                    nxt = n_states
+                    n_states += 1
+                frames[fr, 3] = i + 1
+                frames[fr, 4] = nxt
+                child, c_start, c_end = kids[a[node] + i], cur, nxt
+        elif k == CHOICE:
+            i = frames[fr, 3]
+            if i == b[node]:
+                top -= 1
+            else:
+                frames[fr, 3] = i + 1
+                child, c_start, c_end = kids[a[node] + i], start, end
+        else:  # Repeat: a = min, b = max (-1: none)
+            item = kids[kid_at[node]]
+            lo_n = a[node]
+            hi_n = b[node]
+            i = frames[fr, 3]
+            cur = start if i == 0 else frames[fr, 4]
+            if i < lo_n:  # a required copy
+                nxt = n_states
+                n_states += 1
+                frames[fr, 3] = i + 1
+                frames[fr, 4] = nxt
+                child, c_start, c_end = item, cur, nxt
+            elif hi_n < 0 and i == lo_n:  # the loop: cur -> loop, loop -item-> back
+                loop = n_states
+                back = n_states + 1
+                n_states += 2
+                e_src[n_e], e_dst[n_e] = cur, loop
+                n_e += 1
+                frames[fr, 3] = i + 1
+                frames[fr, 4] = loop
+                frames[fr, 5] = back
+                child, c_start, c_end = item, loop, back
+            elif hi_n < 0:  # back -> loop, loop -> end
+                e_src[n_e], e_dst[n_e] = frames[fr, 5], cur
+                e_src[n_e + 1], e_dst[n_e + 1] = cur, end
+                n_e += 2
+                top -= 1
+            elif i < hi_n:  # an optional copy, skippable to the end
+                e_src[n_e], e_dst[n_e] = cur, end
+                n_e += 1
+                nxt = n_states
+                n_states += 1
+                frames[fr, 3] = i + 1
+                frames[fr, 4] = nxt
+                child, c_start, c_end = item, cur, nxt
+            else:
+                e_src[n_e], e_dst[n_e] = cur, end
+                n_e += 1
+                top -= 1
+        if child >= 0:
+            frames[top, 0], frames[top, 1], frames[top, 2] = child, c_start, c_end
+            frames[top, 3], frames[top, 4] = 0, c_start
+            top += 1
+    return n_states
+
+
+@njit(nogil=True, cache=True)
 def tail_calls(roots, n_rules, kind, a, b, kid_at, kids):
     """Per rule body (node ``roots[r]``), the rules it may call as its very last step, as
     CSR: offsets [len(roots) + 1] and rule ids, sorted, each once. The last item of a
@@ -456,8 +511,9 @@ def tail_calls(roots, n_rules, kind, a, b, kid_at, kids):
     ptr = np.zeros(roots.shape[0] + 1, dtype=np.int64)
     out = np.empty(16, dtype=np.int64)
     n_out = 0
+    found = np.empty(max(n_rules, 1), dtype=np.int64)  # one rule's callees, each once
     for r in range(roots.shape[0]):
-        first = n_out
+        n_found = 0
         stack[0] = roots[r]
         stamp[roots[r]] = r
         top = 1
@@ -470,9 +526,8 @@ def tail_calls(roots, n_rules, kind, a, b, kid_at, kids):
                 rid = a[v]
                 if rid >= 0 and rule_stamp[rid] != r:
                     rule_stamp[rid] = r
-                    out = _grow(out, n_out + 1)
-                    out[n_out] = rid
-                    n_out += 1
+                    found[n_found] = rid
+                    n_found += 1
             elif k == CHOICE:
                 for j in range(b[v]):
                     c = kids[a[v] + j]
@@ -492,6 +547,9 @@ def tail_calls(roots, n_rules, kind, a, b, kid_at, kids):
                 stamp[nxt] = r
                 stack[top] = nxt
                 top += 1
-        out[first:n_out] = np.sort(out[first:n_out])
+        if n_out + n_found > out.shape[0]:  # grown here, out of the walk's loop
+            out = _grow(out, n_out + n_found)
+        out[n_out : n_out + n_found] = np.sort(found[:n_found])
+        n_out += n_found
         ptr[r + 1] = n_out
     return ptr, out[:n_out].copy()

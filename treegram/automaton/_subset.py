@@ -7,8 +7,9 @@ decide nothing, so subsets that differ in them alone are one DFA state. DFA stat
 numbered in discovery order (byte intervals in ascending order, then calls by rule id), so
 the result does not depend on how the subsets are stored.
 
-Subsets live back to back in one growing int32 pool and are found again through an
-open-addressing hash table keyed by their contents.
+Subsets live back to back in one int32 pool and are found again through an
+open-addressing hash table keyed by their contents. The kernel works in arrays of a fixed
+size and starts again with larger ones when they run out (see :func:`determinize`).
 """
 
 from __future__ import annotations
@@ -24,16 +25,6 @@ _EMPTY = -1
 # compile-time constants of the kernel (see treegram.ir._budget)
 _MAX_STATES = MAX_RULE_STATES
 _MAX_MEMBERS = MAX_SUBSET_MEMBERS
-
-
-@njit(nogil=True, cache=True)
-def _grow(a, need):
-    """``a``, or a copy at least twice as long when it is shorter than ``need``."""
-    if need <= a.shape[0]:
-        return a
-    out = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
-    out[: a.shape[0]] = a
-    return out
 
 
 @njit(nogil=True, cache=True)
@@ -61,14 +52,24 @@ def _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr,
                 stamp[v] = gen
                 stack[top] = v
                 top += 1
-    members[:k].sort()
+    if k > 32:
+        members[:k].sort()
+        return k
+    for x in range(1, k):  # subsets are small: no slice, no general sort
+        v = members[x]
+        y = x - 1
+        while y >= 0 and members[y] > v:
+            members[y + 1] = members[y]
+            y -= 1
+        members[y + 1] = v
     return k
 
 
 @njit(nogil=True, cache=True)
 def _intern(members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask):
-    """The id of subset ``members[:k]``, added to the store if new. Returns the id and
-    the store (its arrays are replaced when they grow)."""
+    """The id of subset ``members[:k]``, added to the store if new, with the store's new
+    ``pool_len`` and ``n_sub``; id -1 when the store is full (the caller retries with
+    larger arrays). The table has room for every subset the store can hold."""
     h = np.uint64(1469598103934665603)
     for z in range(k):
         h = (h ^ np.uint64(members[z])) * np.uint64(1099511628211)
@@ -83,27 +84,16 @@ def _intern(members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_m
                     same = False
                     break
             if same:
-                return cand, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+                return cand, pool_len, n_sub
         slot = (slot + 1) & table_mask
-    tid = n_sub
-    pool = _grow(pool, pool_len + k)
+    if n_sub == sub_hash.shape[0] or pool_len + k > pool.shape[0]:
+        return -1, pool_len, n_sub
     pool[pool_len : pool_len + k] = members[:k]
     pool_len += k
-    sub_ptr = _grow(sub_ptr, n_sub + 2)
-    sub_hash = _grow(sub_hash, n_sub + 1)
     sub_ptr[n_sub + 1] = pool_len
     sub_hash[n_sub] = h
     table[slot] = n_sub
-    n_sub += 1
-    if 2 * n_sub > table_mask:  # keep the table at most half full
-        table_mask = 2 * table_mask + 1
-        table = np.full(table_mask + 1, _EMPTY, dtype=np.int64)
-        for c in range(n_sub):
-            sl = np.int64(sub_hash[c] & np.uint64(table_mask))
-            while table[sl] != _EMPTY:
-                sl = (sl + 1) & table_mask
-            table[sl] = c
-    return tid, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+    return n_sub, pool_len, n_sub + 1
 
 
 @njit(nogil=True, cache=True)
@@ -180,82 +170,125 @@ def determinize(
     out_rule, out_ref_to : int32 [n_out_ref]
         Call edges per DFA state, one per called rule, in ascending rule order.
     """
+    n_byte = byte_lo.shape[0]
+    n_ref = ref_rule.shape[0]
     important = np.zeros(n_nfa, dtype=np.uint8)
     for s in range(n_nfa):
         if byte_ptr[s + 1] > byte_ptr[s] or ref_ptr[s + 1] > ref_ptr[s] or s == accept:
             important[s] = 1
+    # scratch at its largest: a subset holds each NFA state (and so each edge) once
     stamp = np.zeros(n_nfa, dtype=np.int64)
-    gen = 0
     stack = np.empty(n_nfa, dtype=np.int32)
     members = np.empty(n_nfa, dtype=np.int32)
-    # the subsets found so far, back to back, and a hash table over them
-    pool = np.empty(64, dtype=np.int32)
-    pool_len = np.int64(0)  # np.int64, not a literal: one specialization of _intern
-    sub_ptr = np.zeros(16, dtype=np.int64)
-    sub_hash = np.empty(16, dtype=np.uint64)
-    n_sub = np.int64(0)
-    table_mask = np.int64(63)
-    table = np.full(table_mask + 1, _EMPTY, dtype=np.int64)
-    # the DFA
-    final = np.empty(16, dtype=np.uint8)
-    out_byte_ptr = np.zeros(16, dtype=np.int32)
-    out_lo = np.empty(16, dtype=np.int32)
-    out_hi = np.empty(16, dtype=np.int32)
-    out_to = np.empty(16, dtype=np.int32)
-    n_out = 0
-    out_ref_ptr = np.zeros(16, dtype=np.int32)
-    out_rule = np.empty(16, dtype=np.int32)
-    out_ref_to = np.empty(16, dtype=np.int32)
-    n_out_ref = 0
-    # one DFA state's gathered edges and one subset's NFA targets
-    e_lo = np.empty(16, dtype=np.int32)
-    e_hi = np.empty(16, dtype=np.int32)
-    e_to = np.empty(16, dtype=np.int32)
-    targets = np.empty(16, dtype=np.int32)
-    cuts = np.empty(16, dtype=np.int32)
-    order = np.empty(16, dtype=np.int64)
-    # per byte-interval buckets of targets: cut value -> interval, offsets, fill cursors
+    width = max(n_byte, n_ref, 1)
+    e_lo = np.empty(width, dtype=np.int32)
+    e_hi = np.empty(width, dtype=np.int32)
+    e_to = np.empty(width, dtype=np.int32)
+    targets = np.empty(width, dtype=np.int32)
+    cuts = np.empty(2 * width, dtype=np.int32)
+    order = np.empty(max(n_ref, 1), dtype=np.int64)
+    # the DFA and the subset store at a guessed size, doubled where a run runs out (the
+    # construction then starts again): arrays a loop may replace cost numba a reference
+    # count update at every use (capacities: states, byte edges, call edges, the subset
+    # pool, one state's byte-interval targets)
+    cap = np.array(
+        [max(16, n_nfa), max(16, n_byte), max(16, n_ref), max(64, 4 * n_nfa), max(16, 2 * n_byte)]
+    )
+    # the state and pool capacities stop one past the budget: a construction that needs
+    # more than the budget runs out at exactly that capacity
+    cap[0] = min(cap[0], _MAX_STATES + 1)
+    cap[3] = min(cap[3], _MAX_MEMBERS + 1)
     cut_at = np.zeros(257, dtype=np.int64)
     span_ptr = np.zeros(258, dtype=np.int64)
     cursor = np.zeros(258, dtype=np.int64)
-    span_to = np.empty(16, dtype=np.int32)
-
-    targets[0] = start
-    gen += 1
-    k = _closure(targets, np.int64(1), gen, stamp, stack, members, important, eps_ptr, eps_to)
-    _, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask = _intern(
-        members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
-    )
-    i = 0
-    while i < n_sub:
-        if n_sub > _MAX_STATES or pool_len > _MAX_MEMBERS:
+    while True:
+        n_table = 64
+        while n_table < 2 * cap[0]:
+            n_table *= 2
+        final = np.empty(cap[0], dtype=np.uint8)
+        out_byte_ptr = np.zeros(cap[0] + 1, dtype=np.int32)
+        out_ref_ptr = np.zeros(cap[0] + 1, dtype=np.int32)
+        sub_ptr = np.zeros(cap[0] + 1, dtype=np.int64)
+        sub_hash = np.empty(cap[0], dtype=np.uint64)
+        table = np.full(n_table, _EMPTY, dtype=np.int64)
+        out_lo = np.empty(cap[1], dtype=np.int32)
+        out_hi = np.empty(cap[1], dtype=np.int32)
+        out_to = np.empty(cap[1], dtype=np.int32)
+        out_rule = np.empty(cap[2], dtype=np.int32)
+        out_ref_to = np.empty(cap[2], dtype=np.int32)
+        pool = np.empty(cap[3], dtype=np.int32)
+        span_to = np.empty(cap[4], dtype=np.int32)
+        stamp[:] = 0
+        full, n_sub, n_out, n_out_ref = _subsets(
+            eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule, ref_to,
+            start, accept, important, stamp, stack, members, e_lo, e_hi, e_to, targets,
+            cuts, order, final, out_byte_ptr, out_ref_ptr, sub_ptr, sub_hash, table,
+            out_lo, out_hi, out_to, out_rule, out_ref_to, pool, cut_at, span_ptr, cursor, span_to,
+        )  # fmt: skip
+        if full < 0:
+            break
+        if (full == 0 and cap[0] > _MAX_STATES) or (full == 3 and cap[3] > _MAX_MEMBERS):
             n_sub = n_out = n_out_ref = 0  # over the budget: no DFA
             break
-        final = _grow(final, i + 1)
-        out_byte_ptr = _grow(out_byte_ptr, i + 2)
-        out_ref_ptr = _grow(out_ref_ptr, i + 2)
+        cap[full] *= 2
+        cap[0] = min(cap[0], _MAX_STATES + 1)
+        cap[3] = min(cap[3], _MAX_MEMBERS + 1)
+    return (
+        final[:n_sub].copy(),
+        out_byte_ptr[: n_sub + 1].copy(),
+        out_lo[:n_out].copy(),
+        out_hi[:n_out].copy(),
+        out_to[:n_out].copy(),
+        out_ref_ptr[: n_sub + 1].copy(),
+        out_rule[:n_out_ref].copy(),
+        out_ref_to[:n_out_ref].copy(),
+    )
+
+
+@njit(nogil=True, cache=True)
+def _subsets(  # noqa: C901
+    eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule, ref_to,
+    start, accept, important, stamp, stack, members, e_lo, e_hi, e_to, targets,
+    cuts, order, final, out_byte_ptr, out_ref_ptr, sub_ptr, sub_hash, table,
+    out_lo, out_hi, out_to, out_rule, out_ref_to, pool, cut_at, span_ptr, cursor, span_to,
+):  # fmt: skip
+    """The subset construction of :func:`determinize` into arrays of fixed size. Returns
+    ``(full, n_sub, n_out, n_out_ref)``: ``full`` is -1 when done, else which capacity ran
+    out (0 states, 1 byte edges, 2 call edges, 3 the subset pool, 4 the interval buckets)."""
+    table_mask = table.shape[0] - 1
+    gen = 1
+    pool_len = 0
+    n_sub = 0
+    n_out = 0
+    n_out_ref = 0
+    targets[0] = start
+    k = _closure(targets, 1, gen, stamp, stack, members, important, eps_ptr, eps_to)
+    tid, pool_len, n_sub = _intern(
+        members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+    )
+    if tid < 0:
+        return (0 if n_sub == sub_hash.shape[0] else 3), 0, 0, 0
+    i = 0
+    while i < n_sub:
         final[i] = 0
-        m = np.int64(0)
+        m = 0
         for p in range(sub_ptr[i], sub_ptr[i + 1]):
             s = pool[p]
             if s == accept:
                 final[i] = 1
             for e in range(byte_ptr[s], byte_ptr[s + 1]):
-                e_lo = _grow(e_lo, m + 1)
-                e_hi = _grow(e_hi, m + 1)
-                e_to = _grow(e_to, m + 1)
                 e_lo[m] = byte_lo[e]
                 e_hi[m] = byte_hi[e]
                 e_to[m] = byte_to[e]
                 m += 1
         # byte edges: one target subset per elementary interval between the edges' ends
-        cuts = _grow(cuts, 2 * m)
         for e in range(m):
             cuts[2 * e] = e_lo[e]
             cuts[2 * e + 1] = e_hi[e] + 1
         n_cuts = _sort_unique(cuts, 2 * m)
         # the targets of each interval, bucketed by one pass over the edges (an edge covers
-        # the intervals from its low cut to its high one), in edge order as a scan would
+        # the intervals from its low cut to its high one), in edge order as a scan would:
+        # a scan of every edge per interval is quadratic in a subset of many ranges
         for c in range(n_cuts):
             cut_at[cuts[c]] = c
             span_ptr[c + 1] = 0
@@ -265,7 +298,8 @@ def determinize(
         for c in range(n_cuts):
             span_ptr[c + 1] += span_ptr[c]
             cursor[c] = span_ptr[c]
-        span_to = _grow(span_to, span_ptr[n_cuts])
+        if span_ptr[n_cuts] > span_to.shape[0]:
+            return 4, 0, 0, 0
         for e in range(m):
             for c in range(cut_at[e_lo[e]], cut_at[e_hi[e] + 1]):
                 span_to[cursor[c]] = e_to[e]
@@ -276,68 +310,57 @@ def determinize(
             n_targets = span_ptr[c + 1] - span_ptr[c]
             if n_targets == 0:
                 continue
-            targets = _grow(targets, n_targets)
             for t in range(n_targets):
                 targets[t] = span_to[span_ptr[c] + t]
             gen += 1
             k = _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to)
-            tid, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask = _intern(
+            tid, pool_len, n_sub = _intern(
                 members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
             )
+            if tid < 0:
+                return (0 if n_sub == sub_hash.shape[0] else 3), 0, 0, 0
             if n_out > out_byte_ptr[i] and out_hi[n_out - 1] == a - 1 and out_to[n_out - 1] == tid:
                 out_hi[n_out - 1] = b - 1  # extends the previous range of this state
             else:
-                out_lo = _grow(out_lo, n_out + 1)
-                out_hi = _grow(out_hi, n_out + 1)
-                out_to = _grow(out_to, n_out + 1)
+                if n_out == out_lo.shape[0]:
+                    return 1, 0, 0, 0
                 out_lo[n_out] = a
                 out_hi[n_out] = b - 1
                 out_to[n_out] = tid
                 n_out += 1
         out_byte_ptr[i + 1] = n_out
         # calls: one target subset per called rule, in ascending rule order
-        m = np.int64(0)
+        m = 0
         for p in range(sub_ptr[i], sub_ptr[i + 1]):
             s = pool[p]
             for e in range(ref_ptr[s], ref_ptr[s + 1]):
-                e_lo = _grow(e_lo, m + 1)
-                e_to = _grow(e_to, m + 1)
                 e_lo[m] = ref_rule[e]
                 e_to[m] = ref_to[e]
                 m += 1
-        order = _grow(order, m)
         _order_by_key(e_lo, m, order)
         g = 0
         while g < m:
             rid = e_lo[order[g]]
-            n_targets = np.int64(0)
+            n_targets = 0
             while g < m and e_lo[order[g]] == rid:
-                targets = _grow(targets, n_targets + 1)
                 targets[n_targets] = e_to[order[g]]
                 n_targets += 1
                 g += 1
             gen += 1
             k = _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to)
-            tid, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask = _intern(
+            tid, pool_len, n_sub = _intern(
                 members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
             )
-            out_rule = _grow(out_rule, n_out_ref + 1)
-            out_ref_to = _grow(out_ref_to, n_out_ref + 1)
+            if tid < 0:
+                return (0 if n_sub == sub_hash.shape[0] else 3), 0, 0, 0
+            if n_out_ref == out_rule.shape[0]:
+                return 2, 0, 0, 0
             out_rule[n_out_ref] = rid
             out_ref_to[n_out_ref] = tid
             n_out_ref += 1
         out_ref_ptr[i + 1] = n_out_ref
         i += 1
-    return (
-        final[:n_sub].copy(),
-        out_byte_ptr[: n_sub + 1 if n_sub else 0].copy(),
-        out_lo[:n_out].copy(),
-        out_hi[:n_out].copy(),
-        out_to[:n_out].copy(),
-        out_ref_ptr[: n_sub + 1 if n_sub else 0].copy(),
-        out_rule[:n_out_ref].copy(),
-        out_ref_to[:n_out_ref].copy(),
-    )
+    return -1, n_sub, n_out, n_out_ref
 
 
 @njit(nogil=True, cache=True)

@@ -20,6 +20,7 @@ their own frontends and their rules embedded under fresh names. The language is 
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import replace
 from typing import Any
@@ -66,12 +67,15 @@ from treegram.ir import (
     DfaLimitError,
     Expr,
     GrammarIR,
+    IrFacts,
     Repeat,
     Rule,
     RuleRef,
     Seq,
     TokenSet,
+    ir_facts,
     normalize_ranges,
+    record_ir_facts,
     run_sized,
     token_rule,
 )
@@ -158,7 +162,9 @@ def _to_ir(structural_tag: Any) -> GrammarIR:
     tag = parse_structural_tag(structural_tag)
     b = _Builder()
     root = b.expr(tag.format, (), "format")
-    return GrammarIR((Rule("root", root), *b.rules), "root")
+    ir = GrammarIR((Rule("root", root), *b.rules), "root")
+    record_ir_facts(ir, b.facts(ir))
+    return ir
 
 
 def xml_arguments_to_ir(
@@ -235,6 +241,25 @@ class _Builder:
         # the end token of the innermost enclosing tag (its content may not read it)
         self._end_tokens: tuple[int | str, ...] = ()
         self._bounded_states = 0  # automaton states of the character budgets built so far
+        # JSON-style argument grammars by schema and options: a tool's schema that several
+        # tags carry (harmony's channels, a forced call beside the free calls) is
+        # converted and embedded once, its rules called from each tag
+        self._json_memo: dict[str, RuleRef] = {}
+        # what ir_facts finds in the embedded grammars' rules, renamed (their rules are
+        # not walked again: the frontends recorded it, or it was found once)
+        self._embedded: set[str] = set()
+        self._embedded_facts: list[IrFacts] = []
+
+    def facts(self, ir: GrammarIR) -> IrFacts:
+        """``ir_facts`` of ``ir``, the grammar of this builder's rules: the embedded
+        grammars' facts combined with one walk over the rules made here."""
+        own = GrammarIR(tuple(r for r in ir.rules if r.name not in self._embedded), ir.root)
+        parts = [ir_facts(own), *self._embedded_facts]
+        return IrFacts(
+            max(f.depth for f in parts),
+            frozenset().union(*(f.ref_names for f in parts)),
+            max(f.longest_repeat for f in parts),
+        )
 
     def _tokens(self, refs, exclude: bool = False) -> RuleRef:
         """A token-id element over ``refs`` (ids and token texts): one rule per set."""
@@ -277,23 +302,59 @@ class _Builder:
         # token-id rules keep their names (the element's text), shared with the builder's
         tokens = {r.name for r in ir.rules if r.tokens is not None}
 
-        def rename(e: Expr) -> Expr:
-            if isinstance(e, RuleRef):
-                return e if e.name in tokens else RuleRef(prefix + e.name)
-            if isinstance(e, Seq):
-                return Seq(tuple(rename(x) for x in e.items))
-            if isinstance(e, Choice):
-                return Choice(tuple(rename(x) for x in e.items))
-            if isinstance(e, Repeat):
-                return Repeat(rename(e.item), e.min, e.max)
-            return e
+        memo: dict[int, Expr] = {}  # by node id: shared nodes renamed once, kept shared
 
+        def rename(root: Expr) -> Expr:
+            """``root`` with its rule references renamed; a node with none below it is
+            kept as it is (iterative: embedded grammars may be deep)."""
+            stack = [root]
+            while stack:
+                e = stack[-1]
+                if id(e) in memo:
+                    stack.pop()
+                    continue
+                t = type(e)
+                if t is Seq or t is Choice:
+                    kids = e.items  # type: ignore[union-attr]
+                elif t is Repeat:
+                    kids = (e.item,)  # type: ignore[union-attr]
+                else:
+                    stack.pop()
+                    if t is RuleRef and e.name not in tokens:  # type: ignore[union-attr]
+                        memo[id(e)] = RuleRef(prefix + e.name)  # type: ignore[union-attr]
+                    else:
+                        memo[id(e)] = e
+                    continue
+                pending = [k for k in kids if id(k) not in memo]
+                if pending:
+                    stack.extend(pending)
+                    continue
+                stack.pop()
+                new = [memo[id(k)] for k in kids]
+                if all(a is b for a, b in zip(new, kids, strict=True)):
+                    memo[id(e)] = e
+                elif t is Repeat:
+                    memo[id(e)] = Repeat(new[0], e.min, e.max)  # type: ignore[union-attr]
+                else:
+                    memo[id(e)] = t(tuple(new))  # type: ignore[operator]
+            return memo[id(root)]
+
+        found = ir_facts(ir)
+        self._embedded_facts.append(
+            IrFacts(
+                found.depth,
+                frozenset(n if n in tokens else prefix + n for n in found.ref_names),
+                found.longest_repeat,
+            )
+        )
         for r in ir.rules:
             if r.tokens is not None:
                 if r.name not in self._token_rules:
                     self._token_rules.add(r.name)
+                    self._embedded.add(r.name)
                     self.rules.append(r)
                 continue
+            self._embedded.add(prefix + r.name)
             look = None if r.lookahead is None else rename(r.lookahead)
             marker = r.marker and r.marker.renamed(f"{prefix}{{}}".format)
             self.rules.append(
@@ -432,13 +493,25 @@ class _Builder:
             raise InvalidStructuralTagError(
                 f"{path}.excludes must be an array of non-empty strings, got {excludes!r}"
             )
-        ir = json_schema_to_ir(
-            fmt.json_schema,
-            max_whitespace_cnt=fmt.max_whitespace_cnt,
-            any_order=fmt.any_order,
-            excludes=tuple(excludes),
-        )
-        return self._embed(ir)
+        try:
+            key = json.dumps(
+                [fmt.json_schema, fmt.max_whitespace_cnt, fmt.any_order, excludes],
+                sort_keys=True,
+            )
+        except (TypeError, ValueError):  # not JSON data: converted (and refused) as it is
+            key = None
+        got = None if key is None else self._json_memo.get(key)
+        if got is None:
+            ir = json_schema_to_ir(
+                fmt.json_schema,
+                max_whitespace_cnt=fmt.max_whitespace_cnt,
+                any_order=fmt.any_order,
+                excludes=tuple(excludes),
+            )
+            got = self._embed(ir)
+            if key is not None:
+                self._json_memo[key] = got
+        return got
 
     def _tag_parts(self, tag: TagFormat, path: str) -> tuple[Expr, list[str]]:
         """The content and end of a tag (without its begin string)."""
@@ -789,6 +862,11 @@ def _code_points(ranges: tuple[tuple[int, int], ...]) -> Expr:
 def _byte_class(byte_set: list[int]) -> Expr:
     """One byte of ``byte_set``: ASCII bytes as a character class, the others as raw bytes
     (xgrammar's free text reads bytes, so a token cut inside a character is allowed)."""
+    return _byte_class_of(tuple(byte_set))
+
+
+@functools.lru_cache(maxsize=1024)  # free text spells the same sets in every state and tag
+def _byte_class_of(byte_set: tuple[int, ...]) -> Expr:
     low = normalize_ranges((b, b) for b in byte_set if b < 0x80)
     items: list[Expr] = [CharClass(tuple(low))] if low else []
     items.extend(Bytes(bytes((b,))) for b in byte_set if b >= 0x80)

@@ -72,6 +72,7 @@ __all__ = [
     "COHERE_ENTITIES",
     "is_any",
     "json_text",
+    "without_unknown_keywords",
     "union_options",
     "alt",
 ]
@@ -108,6 +109,54 @@ ANNOTATIONS = frozenset(
     {"$schema", "$id", "$comment", "title", "description", "examples", "default", "$defs",
      "definitions", "deprecated", "readOnly", "writeOnly"}
 )  # fmt: skip
+# Every keyword of JSON Schema (drafts 4 to 2020-12); any other key is an annotation of its
+# own (Snowplow's "self", OpenAPI's "x-..."): xgrammar ignores it, so do the styles here.
+_KEYWORDS = ANNOTATIONS | frozenset(
+    {"type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
+     "exclusiveMinimum", "maxLength", "minLength", "pattern", "format", "maxItems", "minItems",
+     "uniqueItems", "maxContains", "minContains", "maxProperties", "minProperties",
+     "required", "dependentRequired", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+     "dependentSchemas", "dependencies", "prefixItems", "items", "additionalItems", "contains",
+     "properties", "patternProperties", "additionalProperties", "propertyNames",
+     "unevaluatedItems", "unevaluatedProperties", "$ref", "$dynamicRef", "$recursiveRef",
+     "$recursiveAnchor", "$anchor", "$dynamicAnchor", "$vocabulary", "contentMediaType",
+     "contentEncoding", "contentSchema", "example", "discriminator"}
+)  # fmt: skip
+_SCHEMA = ("additionalProperties", "unevaluatedProperties", "propertyNames",
+           "additionalItems", "unevaluatedItems", "contains", "not", "if", "then", "else",
+           "contentSchema")  # fmt: skip
+_SCHEMAS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def without_unknown_keywords(schema: Any) -> Any:
+    """``schema`` with the keys that are no JSON Schema keyword left out, in it and in every
+    subschema (definitions included, so a ``$ref`` finds the same subschema): such a key
+    never constrains a value, and :class:`Converter` reads the keys a schema has to tell its
+    shape (a plain object, a bare ``$ref``, a one-branch ``allOf``). A schema without any is
+    returned as it is."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    changed = False
+    for key, value in schema.items():
+        if key not in _KEYWORDS:
+            changed = True
+            continue
+        new = value
+        if key in _SCHEMA or (key == "items" and isinstance(value, dict)):
+            new = without_unknown_keywords(value)
+        elif (key in _SCHEMAS or key == "items") and isinstance(value, list):
+            items = [without_unknown_keywords(v) for v in value]
+            new = value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        elif (key in _SCHEMA_MAPS or key == "dependencies") and isinstance(value, dict):
+            fields = {k: without_unknown_keywords(v) for k, v in value.items()}
+            new = value if all(fields[k] is value[k] for k in value) else fields
+        changed = changed or new is not value
+        out[key] = new
+    return out if changed else schema
+
+
 _OBJECT_KEYS = frozenset(
     {"type", "properties", "required", "additionalProperties", "unevaluatedProperties",
      "patternProperties", "propertyNames", "minProperties", "maxProperties"}
@@ -187,7 +236,7 @@ class Converter:
         if not isinstance(schema, (bool, dict)):
             raise InvalidStructuralTagError(f"{path}.json_schema must be an object or a boolean")
         self.b = b
-        self.doc = schema
+        self.doc = without_unknown_keywords(schema)
         self.style = style
         self.max_ws = max_ws
         self.any_order = any_order

@@ -190,6 +190,16 @@ def _walk(
         t = type(node)
         if t is Seq or t is Choice:
             children = node.items
+            leaves = node.__dict__.get("_leaf_refs")
+            if leaves is None:  # found once per node, kept on it (nodes are immutable)
+                leaves = _leaf_refs(children, Seq, Choice, Repeat, RuleRef)
+                object.__setattr__(node, "_leaf_refs", leaves)
+            if leaves is not False:  # only leaves below (free text's byte classes): depth 2
+                refs.update(leaves)
+                memo[key] = 2 if children else 1
+                copies[key] = 1
+                stack.pop()
+                continue
         elif t is Repeat:
             children = (node.item,)
         else:
@@ -219,6 +229,19 @@ def _walk(
         memo[key] = 1 + deepest
         copies[key] = most
     return memo[id(expr)]
+
+
+def _leaf_refs(children, seq, choice, repeat, rule_ref):
+    """False when some child is a sequence, choice or repetition; else the names of the
+    rules the children reference (a tuple)."""
+    names = []
+    for c in children:
+        t = type(c)
+        if t is seq or t is choice or t is repeat:
+            return False
+        if t is rule_ref:
+            names.append(c.name)
+    return tuple(names)
 
 
 @dataclass(frozen=True)

@@ -582,6 +582,7 @@ def slice_reach(
     rule_ends = False  # the seed's rule can end after some bytes
     root_again = False
     root_ends = False
+    longer = False
     ok = True
     while n_cur > 0 and ok:
         n_nxt = 0
@@ -692,6 +693,10 @@ def slice_reach(
                             found = True
                             root_again = root_again or m == 0
                             deepest = max(deepest, d2)
+                            # a longer path into a node seen before: what follows it is
+                            # read after more characters too (a loop), so a longer slice
+                            # text may be read (not exact)
+                            longer = longer or d2 > node_d[m]
                             break
                     slot = (slot + 1) & (table.shape[0] - 1)
                 if found:
@@ -728,7 +733,7 @@ def slice_reach(
         return 0, False
     reach = min(fail_leads - 1, max_leads)
     ends = rule_ends or (root_again and root_ends)
-    exact = reach == max_leads or (deepest <= reach and not ends)
+    exact = reach == max_leads or (deepest <= reach and not ends and not longer)
     return reach, exact
 
 

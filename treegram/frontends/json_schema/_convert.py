@@ -889,13 +889,20 @@ def _convert(
         excludes=excludes,
     )
     conv.nesting_limit = nesting_limit
-    conv.rules["root"] = None
-    body = conv.value(conv.root, "", 0)
-    if body is None and excludes:
-        body = _NOTHING  # the exclusions removed every value: a grammar that accepts nothing
-    if body is None:
-        raise GrammarError("the schema admits no JSON value")
-    conv.rules["root"] = body
-    from treegram.frontends.json_schema._share import share_rules
+    try:
+        conv.rules["root"] = None
+        body = conv.value(conv.root, "", 0)
+        if body is None and excludes:
+            body = _NOTHING  # the exclusions removed every value: accepts nothing
+        if body is None:
+            raise GrammarError("the schema admits no JSON value")
+        conv.rules["root"] = body
+        from treegram.frontends.json_schema._share import share_rules
 
-    return share_rules(conv.rules, "root")
+        return share_rules(conv.rules, "root")
+    finally:
+        # The converter and its helpers point at each other: dropping its state frees the
+        # intermediate expressions and tables now, by reference counting. Left to the
+        # collector, they made the first collection after the compile (tens of thousands
+        # of objects) cost as much as the conversion itself.
+        conv.__dict__.clear()

@@ -199,6 +199,7 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
     while pending:
         s = pending.pop()
         conv.rules[names[s]] = body(s, 0)
+    body = None  # type: ignore[assignment]  # recursive: its cell would keep it (a cycle)
     return top
 
 

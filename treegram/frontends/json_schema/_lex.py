@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from treegram.frontends.json_schema._share import HOIST_SIZE
 from treegram.ir import (
     MAX_CODEPOINT,
     Bytes,
@@ -208,17 +209,39 @@ def encoded_class(ranges, negated: bool = False) -> Expr | None:
         escapes; ``None`` when the class is empty.
     """
     template, constants = _encoded_class_template(tuple(map(tuple, ranges)), negated)
-    return None if template is None else _fresh(template, constants, {})
+    if template is None or constants is None:
+        return template
+    return _fresh(template, constants, {})
 
 
 @functools.lru_cache(maxsize=1024)
-def _encoded_class_template(ranges, negated: bool) -> tuple[Expr | None, frozenset[int]]:
+def _encoded_class_template(ranges, negated: bool) -> tuple[Expr | None, frozenset[int] | None]:
     """One build of :func:`encoded_class` and the ids of its nodes that every build
-    shares (cached classes, module constants): the nodes that are not copied."""
+    shares (cached classes, module constants): the nodes that are not copied. An encoding
+    smaller than ``share_rules`` hoists (``HOIST_SIZE`` nodes as a tree) is handed out as
+    it is (``None`` for the ids): sharing it by identity makes no rule, and every later
+    pass (hoisting, flattening, depth) walks it once instead of once per character."""
     first = _encoded_class_build(ranges, negated)
+    if first is not None and _tree_size(first, HOIST_SIZE) < HOIST_SIZE:
+        return first, None
     second = _encoded_class_build(ranges, negated)  # alive together: ids are distinct
     shared = _node_ids(first) & _node_ids(second)
     return first, frozenset(shared)
+
+
+def _tree_size(expr: Expr, cap: int) -> int:
+    """Nodes of ``expr`` counted as a tree (a shared node once per path), as ``share_rules``
+    sizes them, up to ``cap``."""
+    n = 0
+    stack = [expr]
+    while stack and n < cap:
+        node = stack.pop()
+        n += 1
+        if isinstance(node, (Seq, Choice)):
+            stack.extend(node.items)
+        elif isinstance(node, Repeat):
+            stack.append(node.item)
+    return n
 
 
 def _node_ids(expr: Expr | None) -> set[int]:

@@ -1,0 +1,77 @@
+"""Smoke test: benchmarks/bench_tool_tags.py runs end to end on two formats and two tools
+(no timing asserted)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("xgrammar")
+pytest.importorskip("llguidance")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tool_tags.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_tool_tags", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_tool_tags"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_two_formats_two_tool_counts(bench, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    weather = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"],
+    }
+    # no value satisfies it: replaced by the next file in the list
+    nothing = {"type": "object", "required": ["a"], "properties": {"a": False}}
+    files = {"BFCL_simple_1": weather, "BFCL_simple_2": nothing, "Glaiveai2K---x_1": weather}
+    for name, schema in files.items():
+        (data / f"{name}.json").write_text(json.dumps({"schema": schema, "tests": []}))
+    (data / "Github_easy---o1.json").write_text(json.dumps({"schema": weather, "tests": []}))
+    out = tmp_path / "tool_tags.json"
+    result = bench.main(
+        [
+            "--data",
+            str(data),
+            "--formats",
+            "qwen_3,qwen_3_coder",
+            "--tools",
+            "1,2",
+            "--repeat",
+            "2",
+            "--clock",
+            "cpu",
+            "--output",
+            str(out),
+        ]  # fmt: skip
+    )
+    assert json.loads(out.read_text()) == result
+    assert result["meta"]["tools"] == {
+        "1": ["BFCL_simple_1"],
+        "2": ["BFCL_simple_1", "Glaiveai2K___x_1"],
+    }
+    assert [(r["format"], r["tools"]) for r in result["rows"]] == [
+        ("qwen_3", 1), ("qwen_3", 2), ("qwen_3_coder", 1), ("qwen_3_coder", 2)
+    ]  # fmt: skip
+    for row in result["rows"]:
+        for engine in ("treegram", "xgrammar"):
+            cell = row[engine]
+            assert cell["compile_ms"] > 0 and cell["first_mask_cpu_ms"] >= 0, (row, engine)
+        assert row["compile_ratio_treegram_over_xgrammar"] > 0
+        # llguidance's StructTag carries JSON arguments only
+        expressible = row["format"] == "qwen_3"
+        assert ("error" not in row["llguidance"]) == expressible, row
+    summary = result["summary"]["cpu"]
+    assert summary["treegram_compiled"] == 4 and not summary["treegram_errors"]
+    assert summary["max_compile_ratio"] >= summary["median_compile_ratio"] > 0
