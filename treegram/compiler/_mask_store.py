@@ -57,6 +57,9 @@ _RESTRICTED_MIN_LOOP = 16
 # Bytes a state must loop on before its walk skips the subtrees made of them (white space
 # has four).
 _LOOP_MIN_BYTES = 4
+# A state with a short string slice first tries a walk of the whole trie of at most this
+# many walk budgets (see MaskStore._class_of).
+_TRIE_TRIAL_BUDGETS = 4
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
 WALK_BUDGET = 4096
@@ -471,7 +474,18 @@ class MaskStore:
                 skip = self._restricted_slice(s, deadline, loop)
             if skip is NO_SKIP:
                 skip = self._loop_skip(s, loop)
-        walked = self._walk(s, string_slice, reach, self.walk_budget, context, deadline, skip)
+        walked = None
+        if string_slice is not None and string_slice.max_bytes < self._sorted_vocab.max_len:
+            # A slice of short texts leaves every longer token to the walk (tens of
+            # thousands). Free text before a fixed end (a reasoning block before </think>)
+            # reads slice texts of only a few characters for sure, as its end may come, but
+            # loops on nearly every byte: a walk of the whole trie that accepts the subtrees
+            # of the byte loops it meets whole may be far shorter (exact either way; a few
+            # times the usual budget, as the slice walk it saves costs tens of thousands).
+            budget = self.walk_budget * _TRIE_TRIAL_BUDGETS
+            walked = self._walk(s, None, 0, budget, context, deadline)
+        if walked is None:
+            walked = self._walk(s, string_slice, reach, self.walk_budget, context, deadline, skip)
         if walked is None:
             # An expensive state: share its class with every state that classifies alike.
             signature = self._signature(s, scratch, context)
