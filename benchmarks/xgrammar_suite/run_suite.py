@@ -258,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=60.0, help="per-test limit, seconds")
     p.add_argument("--oracle", action="store_true", help="also run with the real xgrammar")
     p.add_argument(
+        "--compare-time",
+        action="store_true",
+        help="run the selected tests with the real xgrammar again and report both wall times",
+    )
+    p.add_argument(
         "--oracle-only", action="store_true", help="only run (and cache) the real xgrammar"
     )
     p.add_argument(
@@ -288,11 +293,16 @@ def main(argv: list[str] | None = None) -> int:
 
     cached = CACHE / "oracle.json"  # the real xgrammar's outcomes, when once run
     oracle: dict[str, dict] = json.loads(cached.read_text("utf-8")) if cached.exists() else {}
-    if args.oracle or args.oracle_only:
-        todo = [i for i in ids if i not in oracle]
+    xgrammar_wall = None
+    if args.oracle or args.oracle_only or args.compare_time:
+        # --compare-time runs every selected test with the real xgrammar again, timed
+        todo = ids if args.compare_time else [i for i in ids if i not in oracle]
         if todo:
             print(f"running {len(todo)} tests with the real xgrammar ...")
+            t0 = time.perf_counter()
             oracle.update(run(tests, todo, shim=False, timeout=args.timeout, tag="oracle"))
+            if args.compare_time:
+                xgrammar_wall = time.perf_counter() - t0
             cached.write_text(json.dumps(oracle), encoding="utf-8")
         if args.oracle_only:
             passed = sum(1 for i in ids if oracle[i]["outcome"] == "passed")
@@ -351,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         # --report-only re-sorts the causes of the last run's recorded outcomes (wall_s 0)
         "replayed_from_events": args.report_only,
         "wall_s": round(wall, 1),
+        # --compare-time: the same tests with the real xgrammar, in the same processes' setup
+        "xgrammar_wall_s": None if xgrammar_wall is None else round(xgrammar_wall, 1),
         "totals": {
             "collected": len(listed),
             "hf_token_required (not run)": sum(t["hf_token_required"] for t in listed),
@@ -375,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
 
     tot = result["totals"]
     print(f"\nxgrammar {VERSION} suite against treegram ({wall:.0f} s)")
+    if xgrammar_wall is not None:
+        print(f"  the same tests with the real xgrammar: {xgrammar_wall:.0f} s")
     for k, v in tot.items():
         print(f"  {k:40s} {v}")
     print(f"  (offline-runnable: {result['offline_runnable_by']})")
