@@ -28,7 +28,13 @@ from treegram.demo._loop import (
     RequestResult,
     Timings,
 )
-from treegram.demo._mask_engines import ENGINES, MaskEngine, greedy_tokens, make_mask_engine
+from treegram.demo._mask_engines import (
+    ENGINES,
+    MaskEngine,
+    extend_with_forced,
+    greedy_tokens,
+    make_mask_engine,
+)
 from treegram.demo._model import (
     MERGED_TOKENS,
     ByteTokenizer,
@@ -72,6 +78,7 @@ __all__ = [
     "TinyLMConfig",
     "check_output",
     "default_dtype",
+    "extend_with_forced",
     "greedy_tokens",
     "load_smollm2",
     "load_weights",

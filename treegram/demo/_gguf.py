@@ -177,11 +177,12 @@ class GGUFFile:
         return np.frombuffer(self._map, dtype=np.uint8, count=t.nbytes, offset=t.offset)
 
     def tensor(self, name: str) -> np.ndarray:
-        """Tensor ``name`` decoded to float32, in numpy order (see :class:`GGUFTensor`)."""
+        """Tensor ``name`` decoded to float32, in numpy order (see :class:`GGUFTensor`); a
+        new array (it outlives :meth:`close`)."""
         t = self.tensors[name]
         raw = self.raw(name)
         if t.ggml_type == _F32:
-            return raw.view(np.float32).reshape(t.shape)
+            return raw.view(np.float32).reshape(t.shape).copy()
         if t.ggml_type == _F16:
             return raw.view(np.float16).astype(np.float32).reshape(t.shape)
         gguf = require_gguf()
@@ -190,7 +191,8 @@ class GGUFFile:
         return gguf.quants.dequantize(rows, qtype).reshape(t.shape)
 
     def close(self) -> None:
-        """Unmap the file (arrays returned by :meth:`raw` must no longer be used)."""
+        """Unmap the file (views returned by :meth:`raw` must be gone: ``BufferError``
+        otherwise)."""
         self._map.close()
 
 

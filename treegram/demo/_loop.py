@@ -630,9 +630,7 @@ class DemoEngine:
                 try:
                     compiled = eng.compile(r)
                 except TreegramError as exc:
-                    if isinstance(exc, GrammarError) and r.name and r.name in str(exc):
-                        raise
-                    raise GrammarError(f"request {r.name or i!r}: {exc}") from None
+                    raise GrammarError(f"request {r.name or i!r}: {eng.name}: {exc}") from None
                 matchers.append(eng.matcher(compiled))
                 compile_s[i] = time.perf_counter() - t0
 

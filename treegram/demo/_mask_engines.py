@@ -109,8 +109,7 @@ class MaskEngine:
     # ---- helpers the peers share
 
     def _compile_error(self, request, exc: Exception) -> GrammarError:
-        label = request.name or "request"
-        return GrammarError(f"{label}: {self.name} cannot compile its grammar: {exc}")
+        return GrammarError(f"cannot compile the grammar: {str(exc).strip()}")
 
 
 # ------------------------------------------------------------------------------ treegram
