@@ -430,15 +430,21 @@ class DemoEngine:
         self.torch_threads = torch_threads
         self._engines: dict[str, Any] = {}
 
-    def mask_engine(self, name: str = "treegram"):
-        """The mask engine ``name`` ("treegram", "xgrammar" or "llguidance"), built once."""
-        eng = self._engines.get(name)
+    def mask_engine(self, name: str = "treegram", *, cache: bool = True):
+        """The mask engine ``name`` ("treegram", "xgrammar" or "llguidance"), built once;
+        ``cache=False`` builds a new one whose compiler keeps nothing (the caller closes it)."""
+        eng = self._engines.get(name) if cache else None
         if eng is None:
             source = self._llguidance_tokenizer() if name == "llguidance" else None
             eng = make_mask_engine(
-                name, self.info, llguidance_tokenizer=source, max_threads=self.max_threads
+                name,
+                self.info,
+                llguidance_tokenizer=source,
+                max_threads=self.max_threads,
+                cache=cache,
             )
-            self._engines[name] = eng
+            if cache:
+                self._engines[name] = eng
         return eng
 
     def _llguidance_tokenizer(self) -> Any:

@@ -120,11 +120,11 @@ class TreegramEngine(MaskEngine):
 
     name = "treegram"
 
-    def __init__(self, info, *, max_threads: int | str = 1) -> None:
+    def __init__(self, info, *, max_threads: int | str = 1, cache: bool = True) -> None:
         from treegram import BatchGrammarMatcher, GrammarCompiler
 
         super().__init__(info)
-        self.compiler = GrammarCompiler(info)
+        self.compiler = GrammarCompiler(info, cache_enabled=cache)
         self.batch = BatchGrammarMatcher(max_threads=max_threads)
 
     def close(self) -> None:
@@ -224,7 +224,7 @@ class XGrammarEngine(_PeerEngine):
 
     name = "xgrammar"
 
-    def __init__(self, info) -> None:
+    def __init__(self, info, *, cache: bool = True) -> None:
         try:
             import xgrammar
         except ImportError:
@@ -239,7 +239,7 @@ class XGrammarEngine(_PeerEngine):
             vocab_size=info.vocab_size,
             stop_token_ids=list(info.stop_token_ids),
         )
-        self.compiler = xgrammar.GrammarCompiler(xinfo, cache_enabled=False)
+        self.compiler = xgrammar.GrammarCompiler(xinfo, cache_enabled=cache)
 
     def compile(self, request) -> Any:
         try:
@@ -533,7 +533,9 @@ def extend_with_forced(
     return out_draft, out_parents, nt, ns
 
 
-def make_mask_engine(name: str, info, *, llguidance_tokenizer: Any = None, max_threads=1):
+def make_mask_engine(
+    name: str, info, *, llguidance_tokenizer: Any = None, max_threads=1, cache: bool = True
+):
     """The mask engine ``name`` (one of :data:`ENGINES`) over vocabulary ``info``.
 
     Parameters
@@ -544,6 +546,9 @@ def make_mask_engine(name: str, info, *, llguidance_tokenizer: Any = None, max_t
         What ``llguidance.LLTokenizer`` builds its vocabulary from (a tokenizer's JSON).
     max_threads : int or "auto"
         treegram's batch worker threads.
+    cache : bool, default True
+        Keep compiled grammars (treegram's and xgrammar's compiler caches; llguidance has
+        none: its matcher builds its parser).
 
     Raises
     ------
@@ -553,9 +558,9 @@ def make_mask_engine(name: str, info, *, llguidance_tokenizer: Any = None, max_t
         The peer package is not installed.
     """
     if name == "treegram":
-        return TreegramEngine(info, max_threads=max_threads)
+        return TreegramEngine(info, max_threads=max_threads, cache=cache)
     if name == "xgrammar":
-        return XGrammarEngine(info)
+        return XGrammarEngine(info, cache=cache)
     if name == "llguidance":
         if llguidance_tokenizer is None:
             raise ArgumentError("the llguidance mask engine needs the tokenizer (its JSON)")
