@@ -70,6 +70,16 @@ REQUESTS = (
 )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """The model's own forward passes below run on one intra-op thread, as the demo's loop
+    does: a second OpenMP thread only spins against the other processes of a 2-core box."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def engine():
     with DemoEngine(model="smollm2") as eng:
