@@ -20,7 +20,9 @@ Per prompt, configurations run one after the other and, within a configuration, 
 one after the other (the order rotates per prompt), after an untimed warm-up run of each
 engine on the prompt (the grammar compiled and its states met once, as in a serving process
 that has seen the schema before). The first-request latency (compile + first mask, caches
-off, after a process warm-up on another schema) is measured apart, per schema and engine.
+off, after a process warm-up on another schema; wall-clock and process CPU time) is measured
+apart, per schema and engine (``--latency-only``: that alone, on every prompt, in seconds).
+``--every N --limit N --tools N`` run a subset of the prompts.
 
 Reported per configuration (sums over prompts): tokens/s of the decoding steps (wall-clock
 and process CPU time; the prefill excluded), tokens per step, accepted forced nodes, grammar
@@ -145,12 +147,14 @@ def select_prompts(data: Path, out: Path) -> dict:
     return payload
 
 
-def load_prompts(path: Path, limit: int | None, tools: int | None) -> list:
-    """The benchmark's requests: schema prompts then tool calls."""
+def load_prompts(path: Path, limit: int | None, tools: int | None, every: int = 1) -> list:
+    """The benchmark's requests: schema prompts (every ``every``-th, then the first
+    ``limit``) then tool calls."""
     from treegram.demo import schema_request, tool_call_request
 
     payload = json.loads(path.read_text(encoding="utf-8"))
-    schemas = payload["schemas"][:limit] if limit is not None else payload["schemas"]
+    schemas = payload["schemas"][::every]
+    schemas = schemas[:limit] if limit is not None else schemas
     calls = payload["tools"][:tools] if tools is not None else payload["tools"]
     reqs = [schema_request(e["schema"], name=e["file"]) for e in schemas]
     question = "Call the tool with plausible arguments."
@@ -203,13 +207,17 @@ def run_one(engine, request, options) -> dict[str, Any]:
     }
 
 
-def first_request_latency(engine, requests, engines) -> dict[str, list[float]]:
-    """Compile (caches off) + first mask, per schema and engine, in ms; after one
-    throwaway schema per engine (per-process set-up is not a schema's latency)."""
+def first_request_latency(
+    engine, requests, engines
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Compile (caches off) + first mask, per schema and engine, in ms of wall-clock and of
+    process CPU time (every thread; steadier on a loaded machine); after one throwaway
+    schema per engine (per-process set-up is not a schema's latency)."""
     from treegram import allocate_token_bitmask
     from treegram.demo import DemoRequest
 
     out: dict[str, list[float]] = {e: [] for e in engines}
+    cpu: dict[str, list[float]] = {e: [] for e in engines}
     rows = allocate_token_bitmask(1, engine.info.vocab_size, backend="torch")
     throwaway = DemoRequest("", {"type": "object", "properties": {"k": {"type": "string"}}})
     draft = np.zeros((1, 1), dtype=np.int64)
@@ -217,14 +225,15 @@ def first_request_latency(engine, requests, engines) -> dict[str, list[float]]:
     for name in engines:
         eng = engine.mask_engine(name, cache=False)
         for req in (throwaway, *requests):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             matcher = eng.matcher(eng.compile(req))
             eng.fill([matcher], links, links, draft, rows, 1)
-            ms = (time.perf_counter() - t0) * 1e3
+            ms, cpu_ms = (time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3
             if req is not throwaway:
                 out[name].append(ms)
+                cpu[name].append(cpu_ms)
         eng.close()
-    return out
+    return out, cpu
 
 
 def summarize(runs: list[dict], baseline: list[dict] | None) -> dict[str, Any]:
@@ -273,12 +282,14 @@ def run(args) -> dict[str, Any]:
     t0 = time.perf_counter()
     engine = DemoEngine(model=args.model, dtype=None if args.dtype == "auto" else args.dtype)
     load_s = time.perf_counter() - t0
-    requests = load_prompts(args.prompts, args.limit, args.tools)
+    requests = load_prompts(args.prompts, args.limit, args.tools, args.every)
     layers = engine.model.config.n_layers
-    latency = first_request_latency(engine, requests, engines) if engines else {}
+    latency, latency_cpu = first_request_latency(engine, requests, engines) if engines else ({}, {})
+    if args.latency_only:
+        configs = []
     runs: dict[str, list[dict]] = {c: [] for c in configs}
     loads = []
-    for i, req in enumerate(requests):
+    for i, req in enumerate(requests if configs else []):
         loads.append(load_average())
         order = engines[i % len(engines) :] + engines[: i % len(engines)] if engines else []
         for name in order:  # warm-up: compile, meet the states once
@@ -354,6 +365,9 @@ def run(args) -> dict[str, Any]:
             "median_ms": float(np.median(v)),
             "p90_ms": float(np.percentile(v, 90)),
             "max_ms": float(np.max(v)),
+            "median_cpu_ms": float(np.median(latency_cpu[e])),
+            "p90_cpu_ms": float(np.percentile(latency_cpu[e], 90)),
+            "max_cpu_ms": float(np.max(latency_cpu[e])),
         }
         for e, v in latency.items()
         if v
@@ -386,12 +400,17 @@ def run(args) -> dict[str, Any]:
             "self_depth": args.self_depth,
             "self_layers": args.self_layers or max(1, layers // 4),
             "configs": configs,
+            "latency_only": args.latency_only,
         },
         "summary": summary,
         "summary_complete_outputs": complete,
         "ratios": ratios,
         "bars": bars(summary, complete),
-        "first_request_latency_ms": {"per_schema": latency, "summary": latency_summary},
+        "first_request_latency_ms": {
+            "per_schema": latency,
+            "per_schema_cpu": latency_cpu,
+            "summary": latency_summary,
+        },
         "engine_agreement": agreement,
         "per_prompt": per_prompt,
         "texts": texts,
@@ -473,9 +492,14 @@ def table(results: dict) -> str:
     lat = results["first_request_latency_ms"]["summary"]
     if lat:
         lines.append("")
-        lines.append("first-request latency (compile + first mask, ms): median / p90 / max")
+        lines.append(
+            "first-request latency (compile + first mask, ms): median / p90 / max, wall | CPU"
+        )
         for e, v in lat.items():
-            lines.append(f"  {e:<12} {v['median_ms']:8.1f} {v['p90_ms']:8.1f} {v['max_ms']:8.1f}")
+            lines.append(
+                f"  {e:<12} {v['median_ms']:8.1f} {v['p90_ms']:8.1f} {v['max_ms']:8.1f} |"
+                f" {v['median_cpu_ms']:8.1f} {v['p90_cpu_ms']:8.1f} {v['max_cpu_ms']:8.1f}"
+            )
     return "\n".join(lines)
 
 
@@ -488,6 +512,8 @@ def plot(results: dict, path: Path) -> str | None:
     except ImportError:
         return None
     summary = results["summary"]
+    if not summary:
+        return None
     engines = [e for e in ENGINES if any(c.startswith(e + "/") for c in summary)]
     drafters = [d for d in DRAFTERS if any(c.endswith("/" + d) for c in summary)]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
@@ -522,6 +548,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, help="prompt set file")
     parser.add_argument("--limit", type=int, default=None, help="first N schema prompts")
     parser.add_argument("--tools", type=int, default=None, help="first N tool-call prompts")
+    parser.add_argument("--every", type=int, default=1, help="every Nth schema prompt (1)")
+    parser.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="measure the first-request latency of --configs' engines, decode nothing",
+    )
     parser.add_argument("--configs", default=None, help=f"comma list of {', '.join(ALL_CONFIGS)}")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--tree-nodes", type=int, default=12, help="n-gram tree nodes (12)")

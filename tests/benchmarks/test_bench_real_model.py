@@ -70,3 +70,21 @@ def test_runs_every_kind_of_configuration(bench, tmp_path):
     assert results["bars"]["identical to the same engine's none run"]
     if meta["plot"] is not None:
         assert Path(meta["plot"]).is_file()
+
+
+def test_latency_only_on_every_nth_schema(bench, tmp_path):
+    out = tmp_path / "latency.json"
+    results = bench.main(
+        [
+            "--model", "tiny", "--every", "16", "--tools", "0", "--latency-only",
+            "--configs", "treegram/none,llguidance/none", "--quiet", "--output", str(out),
+        ]
+    )  # fmt: skip
+    payload = json.loads(bench.DEFAULT_PROMPTS.read_text(encoding="utf-8"))
+    expected = [e["file"] for e in payload["schemas"][::16]]
+    assert results["meta"]["prompts"] == expected and results["meta"]["latency_only"]
+    assert results["summary"] == {} and results["meta"]["plot"] is None
+    latency = json.loads(out.read_text(encoding="utf-8"))["first_request_latency_ms"]
+    for key in ("per_schema", "per_schema_cpu"):
+        assert set(latency[key]) == {"treegram", "llguidance"}
+        assert all(len(v) == len(expected) and min(v) > 0 for v in latency[key].values())
