@@ -120,7 +120,7 @@ def _fmt_timings(t) -> str:
     )
 
 
-def _request_json(res, report, check: str) -> dict[str, Any]:
+def _request_json(res, check: str) -> dict[str, Any]:
     steps = len(res.step_lengths)
     return {
         "name": res.request.name,
@@ -384,7 +384,7 @@ def _print_json(report, checks, same, *, results=None) -> None:
     results = report.results if results is None else results
     reqs = []
     for i, res in enumerate(results):
-        item = _request_json(res, report, checks[i])
+        item = _request_json(res, checks[i])
         if same is not None:
             item["identical_to_non_speculative"] = same[i]
         reqs.append(item)
