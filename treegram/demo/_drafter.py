@@ -1,12 +1,48 @@
-"""An n-gram (prompt-lookup) drafter that proposes branchy draft trees."""
+"""Drafters: n-gram (prompt-lookup) trees and self-speculative (early-exit) trees.
+
+A drafter proposes, for every active request of a step, a draft tree rooted at the request's
+last verified token, as ``draft [B, N]`` tokens and ``parents [B, N]`` (every parent
+precedes its children; padding nodes are isolated roots with parent -1).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["NGramDrafter"]
+__all__ = ["DraftContext", "NGramDrafter", "SelfDrafter"]
+
+
+@dataclass
+class DraftContext:
+    """What a model-based drafter may read during a step.
+
+    Attributes
+    ----------
+    model : TinyCausalLM or LlamaModel
+    cache : KVCache
+        The verified prefix of every request (the root token is not in it yet).
+    rows : list of int
+        The cache rows of the step's requests, in order.
+    """
+
+    model: Any
+    cache: Any
+    rows: list[int]
+
+
+def _pack(
+    trees: Sequence[tuple[list[int], list[int]]], width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    draft = np.zeros((len(trees), width), dtype=np.int64)
+    parents = np.full((len(trees), width), -1, dtype=np.int64)
+    for i, (toks, pars) in enumerate(trees):
+        draft[i, : len(toks)] = toks
+        parents[i, : len(pars)] = pars
+    return draft, parents
 
 
 class NGramDrafter:
@@ -109,3 +145,138 @@ class NGramDrafter:
             if len(tokens) >= self.max_nodes:
                 break
         return tokens, parents
+
+    def draft_trees(
+        self, histories: Sequence[Sequence[int]], context: DraftContext | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`propose` for every history: ``draft``, ``parents`` int64 ``[B, max_nodes]``
+        (padding nodes are isolated roots). ``context`` is not used."""
+        return _pack([self.propose(h) for h in histories], self.max_nodes)
+
+
+class SelfDrafter:
+    """Self-speculative draft trees: the model's first ``layers`` blocks, its final norm and
+    its head propose a top-k tree (EAGLE-shaped), which the full model then verifies.
+
+    Level by level, the nodes added at the previous level (the root first) run through the
+    first ``layers`` blocks in one batched call, with tree attention over the verified prefix
+    (its keys and values for those blocks are the full model's, read from the cache) and
+    over their draft ancestors; each gets its ``top_k`` most likely next tokens, and of all
+    these candidates the ``width`` with the highest cumulative log-probability become the
+    next level, until ``depth`` levels or ``max_nodes`` nodes.
+
+    Parameters
+    ----------
+    layers : int
+        Blocks of the early-exit draft (``1 <= layers <= n_layers``).
+    max_nodes : int, default 16
+        Most nodes of a tree, the root included.
+    depth : int, default 4
+    top_k : int, default 4
+    width : int, default 4
+        Nodes kept per level (over all branches).
+    """
+
+    def __init__(
+        self, layers: int, max_nodes: int = 16, depth: int = 4, top_k: int = 4, width: int = 4
+    ) -> None:
+        if min(layers, max_nodes, depth, top_k, width) < 1:
+            raise ValueError("layers, max_nodes, depth, top_k and width must be >= 1")
+        self.layers = layers
+        self.max_nodes = max_nodes
+        self.depth = depth
+        self.top_k = top_k
+        self.width = width
+
+    def draft_trees(
+        self, histories: Sequence[Sequence[int]], context: DraftContext | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Trees for every history (``draft``, ``parents`` int64 ``[B, max_nodes]``).
+
+        Raises
+        ------
+        ValueError
+            Without a ``context``.
+        """
+        import torch
+
+        if context is None:
+            raise ValueError("SelfDrafter needs a DraftContext (model, cache, rows)")
+        b, n_max = len(histories), self.max_nodes
+        draft = np.zeros((b, n_max), dtype=np.int64)
+        parents = np.full((b, n_max), -1, dtype=np.int64)
+        draft[:, 0] = [h[-1] for h in histories]
+        if n_max == 1:
+            return draft, parents
+        depth = np.zeros((b, n_max), dtype=np.int64)
+        score = np.zeros((b, n_max))
+        anc = np.zeros((b, n_max, n_max), dtype=bool)  # anc[r, i, j]: j is an ancestor of i
+        count = np.ones(b, dtype=np.int64)
+        frontier = [[0] for _ in range(b)]
+        past_k, past_v, valid = context.cache.past(context.rows)
+        past_k, past_v = past_k[: self.layers], past_v[: self.layers]
+        base = context.cache.lengths[np.asarray(context.rows)]
+        done_nodes: list[list[int]] = [[] for _ in range(b)]  # nodes whose K/V are in dk/dv
+        dk = dv = None
+        for _level in range(self.depth):
+            f = max(len(fr) for fr in frontier)
+            if f == 0:
+                break
+            toks = np.zeros((b, f), dtype=np.int64)
+            pos = np.zeros((b, f), dtype=np.int64)
+            n_prev = len(done_nodes[0])
+            prev_mask = np.zeros((b, f, n_prev), dtype=bool)
+            for r in range(b):
+                done = np.asarray(done_nodes[r], dtype=np.int64)
+                real = done >= 0  # -1: a padding entry of a shorter frontier
+                for j, node in enumerate(frontier[r]):
+                    toks[r, j] = draft[r, node]
+                    pos[r, j] = base[r] + depth[r, node]
+                    prev_mask[r, j, real] = anc[r, node, done[real]]
+            mask_past = torch.cat(
+                [valid[:, None, :].expand(b, f, -1), torch.from_numpy(prev_mask)], dim=2
+            )
+            if dk is None:
+                pk, pv = past_k, past_v
+            else:
+                pk, pv = torch.cat([past_k, dk], dim=3), torch.cat([past_v, dv], dim=3)
+            eye = torch.eye(f, dtype=torch.bool)[None].expand(b, f, f)
+            with torch.inference_mode():
+                logits, k, v = context.model.forward(
+                    torch.from_numpy(toks),
+                    torch.from_numpy(pos),
+                    eye,
+                    past=(pk, pv, mask_past),
+                    layers=self.layers,
+                )
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                top = torch.topk(logp, self.top_k, dim=-1)
+            k, v = k.to(past_k.dtype), v.to(past_v.dtype)
+            dk = k if dk is None else torch.cat([dk, k], dim=3)
+            dv = v if dv is None else torch.cat([dv, v], dim=3)
+            top_lp, top_tok = top.values.numpy(), top.indices.numpy()
+            new_frontier: list[list[int]] = []
+            for r in range(b):
+                n_front = len(frontier[r])
+                done_nodes[r].extend(frontier[r] + [-1] * (f - n_front))
+                cands = [
+                    (score[r, node] + float(top_lp[r, j, c]), node, int(top_tok[r, j, c]))
+                    for j, node in enumerate(frontier[r])
+                    for c in range(self.top_k)
+                ]
+                cands.sort(key=lambda x: -x[0])
+                room = min(self.width, n_max - int(count[r]))
+                added = []
+                for sc, par, tok in cands[: max(room, 0)]:
+                    node = int(count[r])
+                    draft[r, node], parents[r, node] = tok, par
+                    depth[r, node] = depth[r, par] + 1
+                    score[r, node] = sc
+                    anc[r, node] = anc[r, par]
+                    anc[r, node, par] = True
+                    count[r] += 1
+                    added.append(node)
+                new_frontier.append(added)
+            frontier = new_frontier
+        # children must follow their siblings' order of insertion: parents precede children
+        return draft, parents

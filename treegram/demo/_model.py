@@ -178,6 +178,20 @@ class TinyLMConfig:
     logit_scale: float = 2.0
     logit_bias: tuple[tuple[int, float], ...] = ()
 
+    @property
+    def n_kv_heads(self) -> int:
+        """Key/value heads (one per attention head)."""
+        return self.n_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def cache_dtype(self) -> str:
+        """The KV cache's dtype."""
+        return "float64"
+
     @classmethod
     def for_tokenizer(cls, tokenizer: ByteTokenizer, *, seed: int = 0, **kwargs) -> TinyLMConfig:
         """A config for ``tokenizer``'s vocabulary with :func:`structural_logit_bias`."""
@@ -194,7 +208,8 @@ class KVCache:
 
     Parameters
     ----------
-    config : TinyLMConfig
+    config : TinyLMConfig or LlamaConfig
+        Anything with ``n_layers``, ``n_kv_heads``, ``head_dim`` and ``cache_dtype``.
     batch : int
         Number of requests (rows).
     capacity : int
@@ -202,7 +217,8 @@ class KVCache:
 
     Attributes
     ----------
-    k, v : torch.Tensor, shape [n_layers, batch, n_heads, capacity, head_dim], float64
+    k, v : torch.Tensor, shape [n_layers, batch, n_kv_heads, capacity, head_dim]
+        In ``config.cache_dtype``.
     lengths : numpy.ndarray of int64, shape [batch]
         Tokens held per row.
     """
@@ -210,26 +226,32 @@ class KVCache:
     def __init__(self, config: TinyLMConfig, batch: int, capacity: int) -> None:
         import torch
 
-        hd = config.d_model // config.n_heads
-        shape = (config.n_layers, batch, config.n_heads, capacity, hd)
-        self.k = torch.zeros(shape, dtype=torch.float64)
-        self.v = torch.zeros(shape, dtype=torch.float64)
+        shape = (config.n_layers, batch, config.n_kv_heads, capacity, config.head_dim)
+        dtype = getattr(torch, config.cache_dtype)
+        self.k = torch.zeros(shape, dtype=dtype)
+        self.v = torch.zeros(shape, dtype=dtype)
         self.lengths = np.zeros(batch, dtype=np.int64)
         self.capacity = capacity
 
     def past(self, rows: Sequence[int]):
-        """Keys, values and validity ``[b, S]`` of ``rows``, trimmed to their longest row."""
+        """Keys, values and validity ``[b, S]`` of ``rows``, trimmed to their longest row
+        (views of the cache when ``rows`` are consecutive, copies otherwise)."""
         import torch
 
-        rows_t = torch.as_tensor(np.asarray(rows, dtype=np.int64))
-        s = int(self.lengths[list(rows)].max()) if len(rows) else 0
-        k = self.k[:, rows_t, :, :s]
-        v = self.v[:, rows_t, :, :s]
-        valid = torch.arange(s)[None, :] < torch.as_tensor(self.lengths[list(rows)])[:, None]
+        idx = np.asarray(rows, dtype=np.int64)
+        lengths = self.lengths[idx]
+        s = int(lengths.max()) if len(idx) else 0
+        if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
+            sl = slice(int(idx[0]), int(idx[0]) + len(idx))
+            k, v = self.k[:, sl, :, :s], self.v[:, sl, :, :s]
+        else:
+            rows_t = torch.from_numpy(idx)
+            k, v = self.k[:, rows_t, :, :s], self.v[:, rows_t, :, :s]
+        valid = torch.arange(s)[None, :] < torch.from_numpy(lengths)[:, None]
         return k, v, valid
 
     def append(self, row: int, k_new, v_new) -> None:
-        """Append ``k_new``/``v_new`` (``[n_layers, n_heads, n, head_dim]``) to ``row``."""
+        """Append ``k_new``/``v_new`` (``[n_layers, n_kv_heads, n, head_dim]``) to ``row``."""
         n = k_new.shape[2]
         start = int(self.lengths[row])
         if start + n > self.capacity:
@@ -282,7 +304,7 @@ class TinyCausalLM:
         for tid, b in config.logit_bias:
             self.bias[tid] = b
 
-    def forward(self, tokens, positions, mask, past=None):
+    def forward(self, tokens, positions, mask, past=None, *, layers: int | None = None):
         """Logits, keys and values of ``T`` new tokens per row.
 
         Parameters
@@ -292,14 +314,17 @@ class TinyCausalLM:
             ``mask[r, i, j]``: new token ``i`` of row ``r`` attends to new token ``j``.
             Every token must attend to itself.
         past : tuple (k, v, valid), optional
-            Cached keys/values ``[n_layers, b, n_heads, S, head_dim]`` and their validity
-            ``[b, S]`` (see :meth:`KVCache.past`); every new token attends to every valid
-            cached one.
+            Cached keys/values ``[L, b, n_heads, S, head_dim]`` (``L >= layers``) and which
+            of them every row (``valid`` [b, S], see :meth:`KVCache.past`) or every new token
+            (``valid`` [b, T, S]) attends to.
+        layers : int, optional
+            Run only the first ``layers`` blocks before the final norm and the head (a
+            self-speculative draft); default all.
 
         Returns
         -------
         logits : torch.Tensor of float64, shape [b, T, vocab_size]
-        k, v : torch.Tensor of float64, shape [n_layers, b, n_heads, T, head_dim]
+        k, v : torch.Tensor of float64, shape [layers, b, n_heads, T, head_dim]
         """
         import torch
         from torch.nn import functional
@@ -307,14 +332,20 @@ class TinyCausalLM:
         cfg = self.config
         b, t = tokens.shape
         h, hd = cfg.n_heads, cfg.d_model // cfg.n_heads
+        n_layers = cfg.n_layers if layers is None else layers
+        if not 1 <= n_layers <= cfg.n_layers:
+            raise ValueError(f"layers must be in [1, {cfg.n_layers}], got {layers}")
         if past is not None:
-            full_mask = torch.cat([past[2][:, None, :].expand(b, t, -1), mask], dim=2)
+            valid = past[2]
+            if valid.dim() == 2:
+                valid = valid[:, None, :].expand(b, t, -1)
+            full_mask = torch.cat([valid, mask], dim=2)
         else:
             full_mask = mask
         full_mask = full_mask[:, None]  # [b, 1, T, S + T]
         x = self.embed[tokens] + self.pos[positions]
         ks, vs = [], []
-        for li, layer in enumerate(self.layers):
+        for li, layer in enumerate(self.layers[:n_layers]):
             y = functional.layer_norm(x, (cfg.d_model,))
             q, k, v = (y @ layer["wqkv"]).split(cfg.d_model, dim=-1)
             q, k, v = (z.view(b, t, h, hd).transpose(1, 2) for z in (q, k, v))
