@@ -124,7 +124,8 @@ class TreegramEngine(MaskEngine):
         from treegram import BatchGrammarMatcher, GrammarCompiler
 
         super().__init__(info)
-        self.compiler = GrammarCompiler(info, cache_enabled=cache)
+        # kernels compiled or loaded now, before the first request is timed
+        self.compiler = GrammarCompiler(info, cache_enabled=cache, warm_up=True)
         self.batch = BatchGrammarMatcher(max_threads=max_threads)
 
     def close(self) -> None:
