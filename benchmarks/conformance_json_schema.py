@@ -74,17 +74,23 @@ def find_draft_dir(data: Path, draft: str) -> Path | None:
     return None
 
 
-def load_suite(data: Path, drafts: tuple[str, ...]) -> dict[str, dict[str, list[dict]]]:
-    """``{draft: {file name: [group, ...]}}`` for the required tests (no ``optional/``)."""
+def load_suite(
+    data: Path, drafts: tuple[str, ...], optional: bool = False
+) -> dict[str, dict[str, list[dict]]]:
+    """``{draft: {file name: [group, ...]}}`` for the required tests, and with ``optional``
+    also those under ``optional/`` (named by their path there, ``optional/format/date.json``)."""
     suite: dict[str, dict[str, list[dict]]] = {}
     for draft in drafts:
         folder = find_draft_dir(data, draft)
         if folder is None:
             continue
         files = {}
-        for file in sorted(folder.glob("*.json")):
+        paths = sorted(folder.glob("*.json"))
+        if optional:
+            paths += sorted((folder / "optional").rglob("*.json"))
+        for file in paths:
             with open(file, encoding="utf-8") as fh:
-                files[file.name] = json.load(fh)
+                files[file.relative_to(folder).as_posix()] = json.load(fh)
         suite[draft] = files
     if not suite:
         raise SystemExit(f"--data {data}: no tests/<draft>/*.json for drafts {drafts}")
@@ -481,6 +487,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="suite checkout (holding tests/<draft>/) or a folder of <draft>/ dirs",
     )
     ap.add_argument("--drafts", nargs="+", default=list(DRAFTS), help="drafts to run")
+    ap.add_argument(
+        "--optional",
+        action="store_true",
+        help="also run the tests under <draft>/optional/ (formats as assertions, ECMA-262 "
+        "regexes, big numbers...)",
+    )
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     ap.add_argument(
         "--strict-mode",
@@ -506,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    suite = load_suite(args.data, tuple(args.drafts))
+    suite = load_suite(args.data, tuple(args.drafts), args.optional)
     remotes = load_remotes(args.data)
     engines = [make_engine(name, args.strict_mode, remotes) for name in args.engines]
     per_engine = run(suite, engines, progress=lambda s: print(s, file=sys.stderr))
@@ -532,6 +544,7 @@ def main(argv: list[str] | None = None) -> dict:
         "data": str(args.data),
         "source": "json-schema-org/JSON-Schema-Test-Suite @ 44401e0 (MIT)",
         "drafts": list(suite),
+        "optional": args.optional,
         "n_files": {d: len(f) for d, f in suite.items()},
         "n_groups": {d: sum(len(g) for g in f.values()) for d, f in suite.items()},
         "strict_mode": args.strict_mode,

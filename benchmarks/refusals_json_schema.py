@@ -1,0 +1,275 @@
+#!/usr/bin/env python
+"""Which MaskBench schemas treegram refuses, and why: every schema of the sample, grouped by cause.
+
+For every MaskBench file (``{description, meta, schema, tests}``) of the sample, in sorted
+order and with nothing left out, treegram compiles the schema the way a new user would
+(``Grammar.from_json_schema`` with the default options, then ``GrammarCompiler.compile_grammar``
+over a byte-level vocabulary: whether a schema compiles does not depend on the vocabulary)
+and records the outcome:
+
+- ``ok``: compiled; warnings (unknown formats, widened keywords) are counted by text;
+- ``refused``: an exception (``UnsupportedSchemaError``, ``GrammarError``, or any other),
+  with its type and first line;
+- ``timeout``: the compile ran past ``--timeout`` seconds (the worker process is restarted).
+
+Refusals are grouped by *cause*: the keyword and reason of an ``UnsupportedSchemaError``
+(``unsupported JSON Schema keyword 'K' at PTR: WHY``) with the pointer, quoted texts and
+numbers taken out, or the exception type and message likewise normalised. Each cause lists
+its schemas with their full messages.
+
+By default two passes run: ``strict_mode=True`` (the default a new user gets) and
+``strict_mode=False`` (JSON Schema's semantics, which ``bench_maskbench.py`` uses); a
+``--widen`` pass compiles with ``unsupported="warn"`` (the opt-in widening) to count what
+still fails then.
+
+Run from the repository root: ``python benchmarks/refusals_json_schema.py --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import multiprocessing as mp
+import os
+import platform
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import package_versions  # noqa: E402  (a sibling script module)
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
+DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "json_schema_refusals.json"
+MODES = {
+    "default": {},
+    "strict_mode=False": {"strict_mode": False},
+    "widen": {"unsupported": "warn"},
+}
+
+# ---------------------------------------------------------------------------- worker
+
+
+def _worker(conn, options: dict) -> None:
+    """Compile the schema texts sent on ``conn``; answer ``(status, detail, warnings, ms)``."""
+    import warnings
+
+    import treegram
+
+    vocab = [bytes([b]) for b in range(256)] + [b"<eos>"]
+    compiler = treegram.GrammarCompiler(
+        treegram.TokenizerInfo(vocab, stop_token_ids=[256]), cache_enabled=False
+    )
+    while True:
+        text = conn.recv()
+        if text is None:
+            return
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                grammar = treegram.Grammar.from_json_schema(text, **options)
+                compiler.compile_grammar(grammar)
+                status, detail = "ok", ""
+            except Exception as exc:  # noqa: BLE001 - every failure is a refusal to report
+                first = str(exc).splitlines()[0] if str(exc) else ""
+                status, detail = "refused", f"{type(exc).__name__}: {first}"
+        ms = (time.perf_counter() - t0) * 1e3
+        conn.send((status, detail, [str(w.message).splitlines()[0] for w in caught], ms))
+
+
+class Worker:
+    """One compile worker process with a per-schema timeout (restarted after one)."""
+
+    def __init__(self, options: dict) -> None:
+        self.options = options
+        self._start()
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child, self.options), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def compile(self, text: str, timeout: float) -> tuple[str, str, list[str], float]:
+        self.conn.send(text)
+        if self.conn.poll(timeout):
+            try:
+                return self.conn.recv()
+            except EOFError:
+                pass
+            self.proc.join()
+            self._start()
+            return "refused", f"worker died (exit code {self.proc.exitcode})", [], timeout * 1e3
+        self.proc.kill()
+        self.proc.join()
+        self._start()
+        return "timeout", f"no result within {timeout:g} s", [], timeout * 1e3
+
+    def close(self) -> None:
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.conn.send(None)
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+# ---------------------------------------------------------------------------- causes
+
+_KEYWORD = re.compile(r"unsupported JSON Schema keyword '([^']*)' at (\S*): (.*)")
+
+
+def cause_of(detail: str) -> str:
+    """A refusal's cause: its keyword and reason without pointers, quoted texts, numbers."""
+    exc_type, _, message = detail.partition(": ")
+    m = _KEYWORD.search(message)
+    if m:
+        keyword, why = m.group(1), m.group(3)
+        why = why.split(" (pass unsupported=")[0]  # the hint every refusal carries
+        return f"{keyword}: {_normalise(why)}"
+    return f"{exc_type}: {_normalise(message)}"
+
+
+def _normalise(text: str) -> str:
+    text = re.sub(r"'(?:[^'\\]|\\.)*'", "'…'", text)
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '"…"', text)
+    text = re.sub(r"(?<![\w])#?/[^\s,:;)]*", "PTR", text)
+    text = re.sub(r"\d+(?:\.\d+)?", "N", text)
+    return text.strip()
+
+
+# ---------------------------------------------------------------------------- harness
+
+
+def load_sample(data: Path, limit: int | None = None) -> list[tuple[str, str]]:
+    """``(file name, schema JSON text)`` for every file of the sample, sorted by name."""
+    files = sorted(data.glob("*.json"))
+    if not files:
+        raise SystemExit(f"--data {data}: no MaskBench *.json files")
+    out = []
+    for f in files[:limit]:
+        with open(f, encoding="utf-8") as fh:
+            out.append((f.name, json.dumps(json.load(fh)["schema"])))
+    return out
+
+
+def run_mode(
+    sample: list[tuple[str, str]], options: dict, timeout: float, quiet: bool = True
+) -> dict[str, Any]:
+    """Compile every schema under ``options``; outcomes, causes and warning counts."""
+    worker = Worker(options)
+    records = []
+    t0 = time.perf_counter()
+    try:
+        for i, (name, text) in enumerate(sample):
+            status, detail, caught, ms = worker.compile(text, timeout)
+            records.append(
+                {"file": name, "status": status, "detail": detail, "warnings": caught, "ms": ms}
+            )
+            if not quiet and (i + 1) % 200 == 0:
+                print(f"  {i + 1}/{len(sample)}", file=sys.stderr)
+    finally:
+        worker.close()
+    causes: dict[str, list[dict]] = {}
+    for r in records:
+        if r["status"] != "ok":
+            cause = "timeout" if r["status"] == "timeout" else cause_of(r["detail"])
+            causes.setdefault(cause, []).append({"file": r["file"], "error": r["detail"]})
+    warned: Counter = Counter()
+    for r in records:
+        for w in set(r["warnings"]):
+            warned[_normalise(w)] += 1
+    n = len(records)
+    refused = sum(r["status"] != "ok" for r in records)
+    return {
+        "options": options,
+        "schemas": n,
+        "compiled": n - refused,
+        "refused": refused,
+        "refused_pct": 100.0 * refused / n if n else 0.0,
+        "timeouts": sum(r["status"] == "timeout" for r in records),
+        "seconds": time.perf_counter() - t0,
+        "causes": dict(sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0]))),
+        "warnings": dict(warned.most_common()),
+    }
+
+
+def format_table(results: dict) -> str:
+    lines = []
+    for mode, r in results["modes"].items():
+        lines.append(
+            f"{mode}: {r['refused']} of {r['schemas']} schemas refused "
+            f"({r['refused_pct']:.2f} %), {r['timeouts']} timeouts"
+        )
+        for cause, items in r["causes"].items():
+            lines.append(f"  {len(items):>4}  {cause[:150]}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MaskBench sample folder")
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        default=["default", "strict_mode=False", "widen"],
+        choices=list(MODES),
+        help="option sets to compile with",
+    )
+    ap.add_argument("--limit", type=int, default=None, help="only the first N files (smoke)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per compile")
+    ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
+    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    sample = load_sample(args.data, args.limit)
+    modes = {}
+    for mode in args.modes:
+        if not args.quiet:
+            print(f"{mode}: {len(sample)} schemas", file=sys.stderr)
+        modes[mode] = run_mode(sample, MODES[mode], args.timeout, args.quiet)
+    results = {
+        "meta": {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "data": str(args.data),
+            "source": "guidance-ai/jsonschemabench maskbench/data @ ba103c7 (repository sample)",
+            "n_schemas": len(sample),
+            "timeout_s": args.timeout,
+            "vocabulary": "256 single-byte tokens + <eos> (refusals do not depend on it)",
+            "machine": {
+                "platform": platform.platform(),
+                "cpu_count": os.cpu_count(),
+                "python": platform.python_version(),
+            },
+            "versions": package_versions(),
+            "command": " ".join(
+                [Path(sys.argv[0]).name if argv is None else "main"]
+                + (sys.argv[1:] if argv is None else list(argv))
+            ),
+        },
+        "modes": modes,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.output, "w", encoding="utf-8") as fh:
+        json.dump(results, fh, indent=1, allow_nan=False)
+        fh.write("\n")
+    print(format_table(results))
+    print(f"wrote {args.output}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
