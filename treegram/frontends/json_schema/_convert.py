@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Collection, Mapping
+from fractions import Fraction
 
 from treegram._json import get_max_recursion_depth
 from treegram.errors import GrammarError, UnsupportedSchemaError
@@ -32,6 +33,7 @@ from treegram.frontends.json_schema._fraction import fractional_range
 from treegram.frontends.json_schema._keywords import (
     ANNOTATIONS,
     FRACTIONAL,
+    NOT_MULTIPLE,
     NOT_STRING,
     PATTERNS_KEY,
     json_type,
@@ -52,6 +54,7 @@ from treegram.frontends.json_schema._lex import (
     string_of,
 )
 from treegram.frontends.json_schema._merge import merge_all_of
+from treegram.frontends.json_schema._multiples import multiples_dfa
 from treegram.frontends.json_schema._objects import ObjectBuilder, array_expr
 from treegram.frontends.json_schema._options import JsonSchemaOptions
 from treegram.frontends.json_schema._refs import RefIndex, check_remotes
@@ -456,14 +459,19 @@ class Converter:
             digits = INTEGER
         else:
             digits = int_range(ilo, ihi)
+        if schema.get(NOT_MULTIPLE) and digits is not None:
+            # an integer is a multiple of p/q (lowest terms) exactly when it is one of p
+            nots = [
+                Fraction(m if isinstance(m, int) else str(m)).numerator
+                for m in schema[NOT_MULTIPLE]
+            ]
+            digits = self._multiples(digits, [], nots, ptr)
         if digits is None or canonical:
             return digits
         # "a float with zero fractional part is an integer": 1.0 and 1.00 are integers too
         return seq(digits, ZERO_FRACTION)
 
     def _multiple(self, mult, lo, hi, ptr: str) -> Expr | None:
-        from fractions import Fraction
-
         if isinstance(mult, (int, float)) and not isinstance(mult, bool) and mult > 0:
             # An integer is a multiple of p/q (lowest terms) exactly when it is one of p.
             mult = Fraction(str(mult)).numerator
@@ -477,15 +485,12 @@ class Converter:
                 return alt(*(lit(str(v)) for v in range(first, hi + 1, mult)))
         if lo is None and hi is None and mult <= 1024:
             return self._mod_rules(mult)
-        if mult <= 1024:
-            # the range's digits intersected with the remainders of the digits read
-            try:
-                d = Dfa.from_expr(int_range(lo, hi)).intersect(Dfa.multiples(mult))
-                return dfa_expr(self, d.minimize(), "multiple", CharClass)
-            except DfaLimitError as exc:
-                why = f"multiples of {mult} in the range: {exc}"
-        else:
-            why = "above 1024 only within a closed range of at most 4096 multiples"
+        # the range's digits intersected with the remainders of the digits read
+        try:
+            d = Dfa.from_expr(int_range(lo, hi)).intersect(multiples_dfa(mult))
+            return dfa_expr(self, d.minimize(), "multiple", CharClass)
+        except DfaLimitError as exc:
+            why = f"multiples of {mult} in the range: {exc}"
         self.unsupported("multipleOf", f"{ptr}/multipleOf", why)
         return int_range(lo, hi)
 
@@ -508,20 +513,52 @@ class Converter:
 
     def _number(self, schema: dict, ptr: str) -> Expr | None:
         lo, lo_s, hi, hi_s = self.bounds(schema, ptr)
-        if schema.get(FRACTIONAL):
-            if "multipleOf" in schema:
-                self.unsupported("not", ptr, "non-integer numbers with multipleOf")
-            if lo is None and hi is None:
-                return FRACTIONAL_NUMBER
-            return fractional_range(lo, lo_s, hi, hi_s)
-        if "multipleOf" in schema:
-            m = schema["multipleOf"]
-            if isinstance(m, (int, float)) and float(m).is_integer():
-                return self._integer({**schema, "multipleOf": int(m)}, ptr)
-            self.unsupported("multipleOf", f"{ptr}/multipleOf", "non-integer multipleOf")
-        if lo is None and hi is None:
+        mult = schema.get("multipleOf")
+        nots = schema.get(NOT_MULTIPLE, ())
+        fractional = bool(schema.get(FRACTIONAL))
+        integral = (
+            isinstance(mult, (int, float))
+            and not isinstance(mult, bool)
+            and mult > 0
+            and float(mult).is_integer()
+        )
+        if integral and not fractional and not nots:
+            # written as integers (a number with a zero fraction is one too)
+            return self._integer({**schema, "multipleOf": int(mult)}, ptr)
+        if fractional:
+            base = FRACTIONAL_NUMBER if lo is None and hi is None else None
+            base = base or fractional_range(lo, lo_s, hi, hi_s)
+        elif mult is not None or nots:
+            base = decimal_range(lo, lo_s, hi, hi_s)  # no exponent: its digits are read
+        elif lo is None and hi is None:
             return NUMBER
-        return decimal_range(lo, lo_s, hi, hi_s)
+        else:
+            return decimal_range(lo, lo_s, hi, hi_s)
+        if mult is None and not nots:
+            return base
+        return self._multiples(base, [] if mult is None else [mult], list(nots), ptr)
+
+    def _multiples(self, base: Expr | None, mults: list, nots: list, ptr: str) -> Expr | None:
+        """The numerals of ``base`` (no exponent) that are multiples of every value of
+        ``mults`` and of none of ``nots``, through a code point automaton
+        (:mod:`._multiples`); past its size limit the keyword is unsupported (widened:
+        ``base`` itself)."""
+        if base is None:
+            return None
+        for m in (*mults, *nots):
+            if isinstance(m, bool) or not isinstance(m, (int, float)) or not m > 0:
+                raise GrammarError(f"multipleOf at {ptr or '#'} must be a positive number")
+        try:
+            d = Dfa.from_expr(base)
+            for m in mults:
+                d = d.intersect(multiples_dfa(m))
+            for m in nots:
+                d = d.difference(multiples_dfa(m))
+            return dfa_expr(self, d.minimize(), "multiple", CharClass)
+        except DfaLimitError as exc:
+            keyword = "multipleOf" if mults else "not"
+            self.unsupported(keyword, f"{ptr}/multipleOf", str(exc))
+            return base
 
     def _string(self, schema: dict, ptr: str) -> Expr | None:
         if NOT_STRING in schema:

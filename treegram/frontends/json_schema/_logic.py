@@ -32,6 +32,9 @@ from treegram.frontends.json_schema._keywords import (
     ANNOTATIONS,
     CONTAINS_ALL,
     FRACTIONAL,
+    HAS_MEMBER,
+    KEY_SCHEMAS,
+    NOT_MULTIPLE,
     NOT_STRING,
     OPEN,
     PATTERNS_KEY,
@@ -147,9 +150,14 @@ def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict |
         spec = {k: keys[k] for k in (*regular, "minLength", "maxLength") if k in keys}
         out.append({"type": "string", NOT_STRING: [spec], OPEN: True})
     out.extend(_negate_numeric(conv, keys, ptr))
+    if "multipleOf" in keys:  # numbers that are not multiples (written without exponent)
+        out.append({"type": "number", NOT_MULTIPLE: [keys["multipleOf"]], OPEN: True})
+    for m in keys.get(NOT_MULTIPLE, ()):
+        out.append({"type": "number", "multipleOf": m, OPEN: True})
     out.extend(_negate_counts(keys, strings=not regular))
     for name in keys.get("required", []):
         out.append(_typed("object", _absent(name)))
+    out.extend(_negate_members(conv, keys, ptr, _depth))
     for name, sub in keys.get("properties", {}).items():
         neg = negate(conv, sub, f"{ptr}/properties/{name}", _depth + 1)
         if neg is True:  # declaring it would fix its position among the members
@@ -207,7 +215,20 @@ def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict |
         "maxContains",
         FRACTIONAL,
         CONTAINS_ALL,
+        "multipleOf",
+        NOT_MULTIPLE,
+        "additionalProperties",
+        "patternProperties",
+        "propertyNames",
+        HAS_MEMBER,
+        KEY_SCHEMAS,
     }
+    if not any(k in keys for k in ("anyOf", "oneOf", "additionalProperties")):
+        handled.add("unevaluatedProperties")  # as additionalProperties (see _negate_members)
+    if not any(k in keys for k in ("anyOf", "oneOf", "contains", CONTAINS_ALL)):
+        handled.add("unevaluatedItems")  # as items (see _negate_arrays)
+    if "additionalProperties" in keys:
+        handled.add("unevaluatedProperties")  # every member is evaluated: it says nothing
     for key, value in keys.items():
         if key in handled:
             continue
@@ -235,11 +256,7 @@ def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict |
 
 _KNOWN = frozenset(
     {
-        "multipleOf",
         "uniqueItems",
-        "additionalProperties",
-        "patternProperties",
-        "propertyNames",
         "unevaluatedProperties",
         "unevaluatedItems",
         "$dynamicRef",
@@ -259,7 +276,15 @@ def _evaluates(schema) -> bool:
         return True
     if any(
         k in schema
-        for k in ("prefixItems", "items", "contains", "patternProperties", "additionalProperties")
+        for k in (
+            "prefixItems",
+            "items",
+            "contains",
+            "patternProperties",
+            "additionalProperties",
+            HAS_MEMBER,
+            KEY_SCHEMAS,
+        )
     ):
         return True
     return any(_evaluates(b) for key in ("anyOf", "allOf") for b in schema.get(key, []))
@@ -375,9 +400,57 @@ def _negate_values(conv: ConversionContext, values: list, ptr: str) -> dict | bo
     if "array" in by_type:
         branches.append(_all_of(*(_other_arrays(conv, v, ptr) for v in by_type["array"])))
     if "object" in by_type:
-        conv.unsupported("not", ptr, "excluding object values from a schema")
-        branches.append({"type": "object", OPEN: True})
+        branches.append(_all_of(*(_other_objects(conv, v, ptr) for v in by_type["object"])))
     return _any_of(branches)
+
+
+def _other_objects(conv: ConversionContext, value: dict, ptr: str) -> dict | bool:
+    """Objects other than ``value``: one with a key ``value`` lacks, one without a key of
+    ``value``, or one whose member differs from ``value``'s."""
+    out: list = [_typed("object", {HAS_MEMBER: [[_not_names(list(value), []), True]]})]
+    for name, item in value.items():
+        out.append(_typed("object", _absent(name)))
+        other = _negate_values(conv, [item], ptr)
+        if other is not False:
+            out.append(_typed("object", {"required": [name], "properties": {name: other}}))
+    return _any_of(out)
+
+
+def _not_names(names: list, key_schemas: list):
+    """The string schema of keys that are none of ``names`` and in none of the key
+    languages ``key_schemas`` (string schemas)."""
+    others = ([{"enum": names}] if names else []) + key_schemas
+    if not others:
+        return True
+    return {"not": others[0] if len(others) == 1 else {"anyOf": others}}
+
+
+def _negate_members(conv: ConversionContext, keys: dict, ptr: str, depth: int) -> list:
+    """Objects with a member that breaks ``patternProperties``, the internal keyed
+    schemas, ``additionalProperties`` (or ``unevaluatedProperties`` where it means the
+    same), ``propertyNames`` or a required kind of member: each a :data:`HAS_MEMBER`."""
+    out: list = []
+    patterns = keys.get("patternProperties", {})
+    keyed = [({"pattern": p}, sub, f"{ptr}/patternProperties/{p}") for p, sub in patterns.items()]
+    keyed += [(k, sub, f"{ptr}/not/{i}") for i, (k, sub) in enumerate(keys.get(KEY_SCHEMAS, ()))]
+    for lang, sub, where in keyed:
+        neg = negate(conv, sub, where, depth + 1)
+        if neg is not False:
+            out.append(_typed("object", {HAS_MEMBER: [[lang, neg]]}))
+    further = keys.get("additionalProperties")
+    if further is None and not any(k in keys for k in ("anyOf", "oneOf")):
+        further = keys.get("unevaluatedProperties")
+    if further is not None and further is not True and further != {}:
+        neg = negate(conv, further, f"{ptr}/additionalProperties", depth + 1)
+        if neg is not False:
+            lang = _not_names(list(keys.get("properties", {})), [k for k, _, _ in keyed])
+            out.append(_typed("object", {HAS_MEMBER: [[lang, neg]]}))
+    names = keys.get("propertyNames")
+    if names is not None and names is not True and names != {}:
+        out.append(_typed("object", {HAS_MEMBER: [[{"not": names}, True]]}))
+    for lang, sub in keys.get(HAS_MEMBER, ()):
+        out.append(_typed("object", {KEY_SCHEMAS: [[lang, negate(conv, sub, ptr, depth + 1)]]}))
+    return out
 
 
 def _other_arrays(conv: ConversionContext, value: list, ptr: str) -> dict | bool:
@@ -447,6 +520,8 @@ def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) ->
     out: list = []
     items, prefix = keys.get("items"), keys.get("prefixItems")
     further_key = "items"
+    if items is None and not any(k in keys for k in ("anyOf", "oneOf", "contains", CONTAINS_ALL)):
+        items = keys.get("unevaluatedItems")  # no applicator evaluates items: the same
     if isinstance(items, list):  # draft 7 tuple form
         prefix, items, further_key = items, keys.get("additionalItems"), "additionalItems"
     prefix = prefix or []

@@ -12,9 +12,14 @@ from __future__ import annotations
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._keywords import (
     CONTAINS_ALL,
+    FRACTIONAL,
+    HAS_MEMBER,
+    KEY_SCHEMAS,
+    NOT_MULTIPLE,
     NOT_STRING,
     OPEN,
     PATTERNS_KEY,
+    is_annotation,
     same_value,
 )
 from treegram.frontends.json_schema._logic import (
@@ -122,15 +127,19 @@ def _merge(conv: ConversionContext, a: dict, b: dict, ptr: str) -> dict | bool:
             out[key] = sorted(both)
         elif key == "required":
             out[key] = list(dict.fromkeys(list(va) + list(vb)))
-        elif key in ("properties", "patternProperties", "$defs", "definitions"):
+        elif key in ("properties", "patternProperties"):
             merged = dict(va)
             for name, sub in vb.items():
                 merged[name] = {"allOf": [merged[name], sub]} if name in merged else sub
             out[key] = merged
         elif key in _SUBSCHEMA:
             out[key] = {"allOf": [va, vb]}
-        elif key == NOT_STRING:
+        elif key in (NOT_STRING, NOT_MULTIPLE, HAS_MEMBER, KEY_SCHEMAS):  # conjunctions
             out[key] = list(va) + [x for x in vb if not any(same_value(x, y) for y in va)]
+        elif key in ("uniqueItems", FRACTIONAL):
+            out[key] = bool(va) or bool(vb)
+        elif key == "nullable":
+            out[key] = bool(va) and bool(vb)
         elif key == "not":
             out[key] = {"anyOf": [va, vb]}
         elif key == "multipleOf" and _positive_numbers(va, vb) and _lcm(va, vb) is not None:
@@ -148,8 +157,8 @@ def _merge(conv: ConversionContext, a: dict, b: dict, ptr: str) -> dict | bool:
             # here; a oneOf left at this point has disjoint branches (overlapping ones were
             # rewritten by expand_logic), so the outer list stays disjoint too.
             out[key] = [{"allOf": [x, {key: vb}]} for x in va]
-        elif key in ("title", "description", "default", "examples", "$comment", "$id", "$schema"):
-            continue
+        elif is_annotation(key):
+            continue  # annotations never constrain: the first part's value is kept
         else:
             conv.unsupported(key, ptr, "different values of this keyword inside allOf")
     return out

@@ -11,6 +11,8 @@ its ``,`` / ``}`` / ``]`` in the same rule unless a shared tail was hoisted into
 
 from __future__ import annotations
 
+import itertools
+
 from treegram.frontends.json_schema._arrays import (
     UNCONSTRAINED,
     contains_all_expr,
@@ -21,20 +23,24 @@ from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import dfa_string_expr
 from treegram.frontends.json_schema._excludes import free_string
 from treegram.frontends.json_schema._keys import KeySpace
-from treegram.frontends.json_schema._keywords import CONTAINS_ALL, OPEN
+from treegram.frontends.json_schema._keywords import CONTAINS_ALL, HAS_MEMBER, OPEN
 from treegram.frontends.json_schema._lex import (
     EMPTY,
     alt,
     lit,
     seq,
 )
+from treegram.frontends.json_schema._string_dfa import StringConstraintError, string_dfa
 from treegram.frontends.json_schema._strings import any_string
 from treegram.frontends.json_schema._validate import UndecidedError
-from treegram.ir import Choice, DfaLimitError, Expr, Repeat, RuleRef, Seq
+from treegram.ir import Choice, Dfa, DfaLimitError, Expr, Repeat, RuleRef, Seq
 
 __all__ = ["ObjectBuilder", "array_expr"]
 
 _ANY_ORDER_MAX = 4
+_MAX_MARKS = 3  # required kinds of member (from negations) tracked together
+_MAX_MARK_BRANCHES = 64  # ways to assign them to declared properties or further members
+_MAX_MARK_STATES = 2048  # (requirements met, member count) rules
 
 
 class ObjectBuilder:
@@ -66,8 +72,15 @@ class ObjectBuilder:
         return alt(empty, seq(lit(brackets[0]), lay.open(depth), item, rest, close))
 
     # -- objects ------------------------------------------------------------------------
-    def object_expr(self, schema: dict, ptr: str, depth: int) -> Expr | None:
-        """The objects that satisfy the object keywords of ``schema``."""
+    def object_expr(self, schema: dict, ptr: str, depth: int, marked=None) -> Expr | None:
+        """The objects that satisfy the object keywords of ``schema``.
+
+        ``marked`` (internal): a list of ``(key language, value schema)``; for each, the
+        objects must also have a further member (not declared, not required by name) with
+        a key in the language and a value satisfying the schema (see :meth:`_has_member`).
+        """
+        if schema.get(HAS_MEMBER) and marked is None:
+            return self._has_member(schema, ptr, depth)
         conv = self.conv
         lay = conv.layout
         props = schema.get("properties", {})
@@ -103,15 +116,135 @@ class ObjectBuilder:
         hi = conv.count(schema, "maxProperties", ptr)
         if conv.any_order:
             return self._any_order(keys, schema, ptr, depth, slots, named, lo, hi)
+        mark = None
+        if marked:
+            mark = self._marks(keys, ptr, depth, list(props), marked)
+            if mark is None:
+                return None
         if named and lo == 0 and hi is None and len(named) <= _ANY_ORDER_MAX:
             if any(expr is None for _, expr in named):
                 return None
             extra = self._extra(keys, ptr, depth, list(props) + [n for n, _ in named])
-            tail = _AnyOrder(conv, lay, [expr for _, expr in named], extra, depth)
-            return _Counted(lay, slots, extra, lo, hi, depth, tail).build()
+            tail = _AnyOrder(conv, lay, [expr for _, expr in named], extra, depth, mark)
+            return _Counted(lay, slots, extra, lo, hi, depth, tail, mark).build()
         slots.extend((expr, True) for _, expr in named)
         extra = self._extra(keys, ptr, depth, list(props))
-        return _Counted(lay, slots, extra, lo, hi, depth).build()
+        return _Counted(lay, slots, extra, lo, hi, depth, None, mark).build()
+
+    def _has_member(self, schema: dict, ptr: str, depth: int) -> Expr | None:
+        """Objects that, for each ``(key language, value schema)`` of :data:`HAS_MEMBER`
+        (from a negated ``additionalProperties``, ``patternProperties``, ``propertyNames``
+        or object constant), have a member with a key in the language and a value
+        satisfying the schema.
+
+        Each requirement is met by a declared property in the language (then required,
+        its value also satisfying the schema), by a property required by name (likewise,
+        declared in that branch), or by one of the further members: one branch per such
+        assignment, in which the further members must meet the requirements assigned to
+        them (:class:`_Marks`)."""
+        conv = self.conv
+        needs = schema[HAS_MEMBER]
+        base = {k: v for k, v in schema.items() if k != HAS_MEMBER}
+        why = None
+        if conv.any_order:
+            why = "a required kind of member with any_order"
+        elif len(needs) > _MAX_MARKS:
+            why = f"more than {_MAX_MARKS} required kinds of member"
+        elif KeySpace(conv, base, ptr, True).names_dfa() is None:
+            why = "propertyNames outside the string keywords, negated"
+        langs = []
+        for keys_schema, _ in needs if why is None else ():
+            try:
+                lang = string_dfa(keys_schema, conv, ptr)
+            except (StringConstraintError, DfaLimitError) as exc:
+                why = str(exc)
+                break
+            if lang is None:
+                why = "a key language outside the string keywords"
+                break
+            langs.append(lang)
+        if why is not None:
+            conv.unsupported("not", ptr, why)
+            return self.object_expr(base, ptr, depth)  # widened: without the requirements
+        props = base.get("properties", {})
+        required = list(dict.fromkeys(base.get("required", [])))
+        named = [n for n in required if n not in props]
+        keys = KeySpace(conv, base, ptr, self._additional_schema(base))
+        # per requirement: the declared or named properties that may meet it, or None
+        # (the further members)
+        choices = [[*(n for n in [*props, *named] if lang.accepts(n)), None] for lang in langs]
+        combos = 1
+        for c in choices:
+            combos *= len(c)
+        if combos > _MAX_MARK_BRANCHES:
+            conv.unsupported("not", ptr, f"more than {_MAX_MARK_BRANCHES} ways to meet it")
+            return self.object_expr(base, ptr, depth)
+        if named:  # a further member is neither declared nor required by name
+            taken = Dfa.literals(named)
+            langs = [lang.difference(taken) for lang in langs]
+        branches = []
+        for assignment in itertools.product(*choices):
+            b = dict(base)
+            new_props = dict(props)
+            for name, (_, value) in zip(assignment, needs, strict=True):
+                if name is None:
+                    continue
+                sub = new_props.get(name)
+                if sub is None:
+                    sub = keys.undeclared(name)[0]
+                    b["additionalProperties"] = self._additional_schema(base)
+                new_props[name] = _both(sub, value)
+                b["required"] = list(dict.fromkeys([*required, name]))
+            if new_props:
+                b["properties"] = new_props
+            rest = [
+                (lang, value)
+                for name, lang, (_, value) in zip(assignment, langs, needs, strict=True)
+                if name is None
+            ]
+            branches.append(self.object_expr(b, ptr, depth, marked=rest))
+        return alt(*branches)
+
+    def _marks(self, keys, ptr, depth, declared, reqs):
+        """The further members that meet the requirements ``reqs`` (a list of ``(key
+        language, value schema)``): one :class:`_Marks` (``None`` when some requirement
+        has no such member)."""
+        conv = self.conv
+        atoms = keys.atoms(declared)
+        if atoms is None:
+            return None
+        names_schema = keys.names_schema
+        free_names = conv.excludes and (names_schema is None or free_string(names_schema))
+        classes: dict[int, Expr] = {}
+        for bits in range(1, 1 << len(reqs)):
+            chosen = [reqs[i] for i in range(len(reqs)) if bits >> i & 1]
+            parts = []
+            for lang, sub, vptr, patterned in atoms:
+                for key_lang, _ in chosen:
+                    lang = lang.intersect(key_lang)
+                if lang.is_empty():
+                    continue
+                value = sub
+                for _, v in chosen:
+                    value = _both(value, v)
+                val = conv.value(value, vptr, depth + 1)
+                if val is None:
+                    continue
+                if free_names and not patterned:
+                    key = conv.excludes.language(lang, "key")
+                else:
+                    key = dfa_string_expr(conv, lang, "key")
+                parts.append(seq(key, conv.layout.colon(), val))
+            expr = alt(*parts)
+            if expr is not None:
+                classes[bits] = expr
+        full = (1 << len(reqs)) - 1
+        met = 0
+        for bits in classes:
+            met |= bits
+        if met != full:  # no further member can meet some requirement
+            return None
+        return _Marks(conv, classes, full)
 
     def _any_order(self, keys, schema, ptr, depth, slots, named, lo, hi) -> Expr | None:
         """xgrammar's ``any_order``: members in any order, each a declared property, a
@@ -153,7 +286,7 @@ class ObjectBuilder:
         conv = self.conv
         colon = conv.layout.colon()
         add, names_schema = keys.additional, keys.names_schema
-        if not keys.patterns and (add is False or (names_schema is None and not declared)):
+        if not keys.keyed and (add is False or (names_schema is None and not declared)):
             if add is False:
                 return None
             return seq(
@@ -163,7 +296,7 @@ class ObjectBuilder:
             )
         atoms = keys.atoms(declared)
         if atoms is None:  # propertyNames outside the DFA subset: only without patterns
-            if keys.patterns:
+            if keys.keyed:
                 conv.unsupported(
                     "propertyNames",
                     f"{ptr}/propertyNames",
@@ -187,11 +320,20 @@ class ObjectBuilder:
                 parts.append(seq(key, colon, val))
             except DfaLimitError as exc:
                 conv.unsupported(
-                    "patternProperties" if keys.patterns else "propertyNames",
+                    "patternProperties" if keys.keyed else "propertyNames",
                     ptr,
                     f"key language: {exc}",
                 )
         return alt(*parts)
+
+
+def _both(a, b):
+    """``allOf`` of two schemas, without a ``true`` side."""
+    if b is True or b == {}:
+        return a
+    if a is True or a == {}:
+        return b
+    return {"allOf": [a, b]}
 
 
 def _esc(name: str) -> str:
@@ -213,39 +355,100 @@ def _name_ok(conv: ConversionContext, names_schema, name: str) -> bool:
         return True
 
 
+class _Marks:
+    """Further members that must meet some requirements together: ``classes[bits]`` is a
+    member meeting the requirements in ``bits`` (at least), ``full`` all of them."""
+
+    def __init__(self, conv: ConversionContext, classes: dict[int, Expr], full: int) -> None:
+        self.conv, self.classes, self.full = conv, classes, full
+        self.rules: dict[tuple, RuleRef] = {}
+
+    def steps(self, done: int) -> list[tuple[Expr, int]]:
+        """The members that meet a requirement not in ``done``, with what is met after."""
+        return [(e, done | b) for b, e in self.classes.items() if done | b != done]
+
+    def run(self, lay, depth: int, plain: Expr | None, comma_first: bool, lo: int, hi):
+        """``lo``..``hi`` members, plain or marked, that together meet every requirement,
+        each after a comma but the first when not ``comma_first``: one rule per
+        (requirements met, members written), counts past what the bounds tell apart
+        merged."""
+        top = max(lo, 1) if hi is None else hi
+        if (self.full + 1) * (top + 1) > _MAX_MARK_STATES:
+            self.conv.unsupported(
+                "not", "", f"more than {_MAX_MARK_STATES} (requirements met, count) states"
+            )
+            if plain is None:
+                return None
+            first = plain if not comma_first else seq(lay.comma(depth), plain)
+            room = None if hi is None else hi - 1
+            more = Repeat(seq(lay.comma(depth), plain), max(lo - 1, 0), room)
+            return alt(EMPTY if lo == 0 else None, seq(first, more))
+
+        def state(done: int, t: int) -> RuleRef:
+            t = min(t, top)
+            key = (comma_first, lo, hi, done, t)
+            if key not in self.rules:
+                name = self.conv.new_rule("members")
+                self.rules[key] = RuleRef(name)
+                sep = lay.comma(depth) if t > 0 or comma_first else EMPTY
+                options = [EMPTY] if done == self.full and t >= lo else []
+                if hi is None or t < hi:
+                    if plain is not None:
+                        options.append(seq(sep, plain, state(done, t + 1)))
+                    options += [seq(sep, e, state(after, t + 1)) for e, after in self.steps(done)]
+                body = alt(*options)
+                self.conv.rules[name] = body if body is not None else _never()
+            return self.rules[key]
+
+        return state(0, 0)
+
+
 class _AnyOrder:
     """After the declared slots: further properties in any order, among which each of
-    ``named`` (required properties without a declaration) appears exactly once.
+    ``named`` (required properties without a declaration) appears exactly once, and, with
+    ``marks``, members that meet its requirements.
 
-    One rule per (members written yet?, named ones still missing); used without
-    ``minProperties``/``maxProperties``.
+    One rule per (members written yet?, named ones still missing, requirements met); used
+    without ``minProperties``/``maxProperties``.
     """
 
     def __init__(
-        self, conv: ConversionContext, lay, named: list[Expr], extra: Expr | None, depth: int
+        self,
+        conv: ConversionContext,
+        lay,
+        named: list[Expr],
+        extra: Expr | None,
+        depth: int,
+        marks: _Marks | None = None,
     ) -> None:
         self.conv, self.lay, self.named, self.extra, self.depth = conv, lay, named, extra, depth
-        self.rules: dict[tuple[bool, frozenset], RuleRef] = {}
+        self.marks = marks
+        self.full = marks.full if marks is not None else 0
+        self.rules: dict[tuple[bool, frozenset, int], RuleRef] = {}
 
     def __call__(self, started: bool) -> Expr | None:
-        return self.state(started, frozenset(range(len(self.named))))
+        return self.state(started, frozenset(range(len(self.named))), 0)
 
-    def state(self, started: bool, left: frozenset) -> Expr | None:
-        key = (started, left)
+    def state(self, started: bool, left: frozenset, done: int) -> Expr | None:
+        key = (started, left, done)
         if key not in self.rules:
             name = self.conv.new_rule("members")
             self.rules[key] = RuleRef(name)
-            body = self._body(started, left)
+            body = self._body(started, left, done)
             self.conv.rules[name] = body if body is not None else _never()
         return self.rules[key]
 
-    def _body(self, started: bool, left: frozenset) -> Expr | None:
+    def _body(self, started: bool, left: frozenset, done: int) -> Expr | None:
         sep = self.lay.comma(self.depth) if started else EMPTY
-        options = [self.lay.close(self.depth, "}")] if started and not left else []
+        ready = started and not left and done == self.full
+        options = [self.lay.close(self.depth, "}")] if ready else []
         for j in sorted(left):
-            options.append(seq(sep, self.named[j], self.state(True, left - {j})))
+            options.append(seq(sep, self.named[j], self.state(True, left - {j}, done)))
         if self.extra is not None:
-            options.append(seq(sep, self.extra, self.state(True, left)))
+            options.append(seq(sep, self.extra, self.state(True, left, done)))
+        if self.marks is not None:
+            for expr, after in self.marks.steps(done):
+                options.append(seq(sep, expr, self.state(True, left, after)))
         return alt(*options)
 
 
@@ -267,15 +470,18 @@ class _Counted:
         hi: int | None,
         depth: int,
         any_order: _AnyOrder | None = None,
+        marks: _Marks | None = None,
     ) -> None:
         self.lay, self.slots, self.extra = lay, slots, extra
         self.any_order = any_order
+        self.marks = marks  # requirements the further members must meet
         self.lo, self.hi, self.depth = lo, hi, depth
         self.memo: dict[tuple[int, int], Expr | None] = {}
         self.bodies: dict[tuple[int, tuple[int, int]], Expr] = {}
         # Counts above the cap behave alike.
         self.cap = hi if hi is not None else lo
         after = len(any_order.named) if any_order is not None else 0
+        after += marks is not None
         self.remaining_required = [
             sum(1 for _, r in slots[i:] if r) + after for i in range(len(slots) + 1)
         ]
@@ -369,6 +575,9 @@ class _Counted:
         close = lay.close(self.depth, "}")
         need = max(self.lo - c, 0)
         room = None if self.hi is None else self.hi - c
+        if self.marks is not None:
+            run = self.marks.run(lay, self.depth, self.extra, c > 0, need, room)
+            return seq(run, close) if run is not None else None
         if c == 0:
             # The empty object is built separately; here at least one member is written.
             if self.extra is None or (room is not None and room < 1):

@@ -23,7 +23,18 @@ from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import MAX_GRAMMAR_STATES
 from treegram.frontends.json_schema._formats import REFUSED as REFUSED_FORMATS
 from treegram.frontends.json_schema._formats import format_expr
-from treegram.frontends.json_schema._keywords import ANNOTATIONS, PATTERNS_KEY
+from treegram.frontends.json_schema._keywords import (
+    ANNOTATIONS,
+    CONTAINS_ALL,
+    FRACTIONAL,
+    HAS_MEMBER,
+    KEY_SCHEMAS,
+    NOT_MULTIPLE,
+    NOT_STRING,
+    OPEN,
+    PATTERNS_KEY,
+    is_annotation,
+)
 from treegram.frontends.json_schema._pattern import (
     has_inner_anchor,
     split_alternatives,
@@ -78,7 +89,8 @@ _OTHER_TYPES = (
         }
     )
     | ANNOTATIONS
-    | {"contentSchema", "nullable"}
+    | {"contentSchema", "nullable", OPEN, FRACTIONAL, NOT_MULTIPLE, HAS_MEMBER, KEY_SCHEMAS}
+    | {CONTAINS_ALL}
 )
 _MAX_REF_DEPTH = 32
 # Applied after the other keywords (lengths: to the smallest automaton; then/else: by if).
@@ -174,7 +186,7 @@ def string_dfa(
         return None
     out = _ANY_DFA_MARK
     for key, val in schema.items():
-        if key in _OTHER_TYPES or key in _LATER:
+        if key in _OTHER_TYPES or key in _LATER or is_annotation(key):
             continue
         try:
             part = _keyword_dfa(schema, key, val, conv, ptr, _depth)
@@ -265,6 +277,14 @@ def _keyword_dfa(
     if key == "not":
         inner = sub(val, f"{ptr}/not")
         return None if inner is None else inner.complement()
+    if key == NOT_STRING:  # strings outside each of these
+        out = Dfa.any()
+        for i, s in enumerate(val):
+            inner = sub(s, f"{ptr}/not/{i}")
+            if inner is None:
+                return None
+            out = out.difference(inner)
+        return out
     if key == "if":
         cond = sub(val, f"{ptr}/if")
         then = sub(schema.get("then", True), f"{ptr}/then")
