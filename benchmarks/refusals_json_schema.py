@@ -148,9 +148,14 @@ def _normalise(text: str) -> str:
 # ---------------------------------------------------------------------------- harness
 
 
-def load_sample(data: Path, limit: int | None = None) -> list[tuple[str, str]]:
-    """``(file name, schema JSON text)`` for every file of the sample, sorted by name."""
+def load_sample(
+    data: Path, limit: int | None = None, only: list[str] | None = None
+) -> list[tuple[str, str]]:
+    """``(file name, schema JSON text)`` for every file of the sample (or those named in
+    ``only``), sorted by name."""
     files = sorted(data.glob("*.json"))
+    if only:
+        files = [f for f in files if f.name in set(only)]
     if not files:
         raise SystemExit(f"--data {data}: no MaskBench *.json files")
     out = []
@@ -227,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="option sets to compile with",
     )
     ap.add_argument("--limit", type=int, default=None, help="only the first N files (smoke)")
+    ap.add_argument("--only", nargs="+", default=None, help="only these file names")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per compile")
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -235,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    sample = load_sample(args.data, args.limit)
+    sample = load_sample(args.data, args.limit, args.only)
     modes = {}
     for mode in args.modes:
         if not args.quiet:

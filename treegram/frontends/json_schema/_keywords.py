@@ -65,8 +65,9 @@ FRACTIONAL = "x-treegram-fractional"
 NOT_MULTIPLE = "x-treegram-not-multiple-of"
 """Internal keyword: a list of positive numbers the value must be a multiple of none of."""
 HAS_MEMBER = "x-treegram-has-member"
-"""Internal keyword: a list of ``[keys, value]`` pairs; for each, the object has a member
-whose key the string schema ``keys`` accepts and whose value satisfies ``value``."""
+"""Internal keyword: a list of requirements, each a list of ``[keys, value]`` alternatives;
+for each requirement, the object has a member whose key the string schema ``keys`` of one
+alternative accepts and whose value satisfies that alternative's ``value``."""
 KEY_SCHEMAS = "x-treegram-key-schemas"
 """Internal keyword: a list of ``[keys, value]`` pairs; every member whose key the string
 schema ``keys`` accepts has a value satisfying ``value`` (``patternProperties`` with a key

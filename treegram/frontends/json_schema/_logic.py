@@ -38,6 +38,7 @@ from treegram.frontends.json_schema._keywords import (
     NOT_STRING,
     OPEN,
     PATTERNS_KEY,
+    same_value,
 )
 
 __all__ = [
@@ -53,6 +54,8 @@ _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 _IGNORED = ANNOTATIONS | {"contentSchema", OPEN}
 _MAX_DEPTH = 16
 _MAX_BRANCHES = 8
+_UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
+_MAX_COMBINATIONS = 256  # branch-and-negation combinations an overlapping oneOf expands to
 
 
 def needs_logic(conv: ConversionContext, schema: dict) -> bool:
@@ -90,10 +93,10 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
         parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, sub)]))
     if "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest):
         branches = rest.pop("oneOf")
-        negs = [negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches)]
-        negations.extend(negs)
-        parts.append(_exclusive(conv, branches, negs, f"{ptr}/oneOf"))
-    for key in ("unevaluatedProperties", "unevaluatedItems"):
+        if any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED):
+            negations.extend(negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches))
+        parts.append(_exclusive(conv, branches, f"{ptr}/oneOf", rest))
+    for key in _UNEVALUATED:
         if rest.get(key, True) not in (True, {}) and any(_evaluates(n) for n in negations):
             # A failed subschema evaluates nothing, but once merged, a negation's members
             # would look evaluated to the parent's unevaluated* keyword.
@@ -108,8 +111,15 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
     return {**rest, "allOf": [*rest.get("allOf", []), *parts]}
 
 
-def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict | bool:
+def negate(
+    conv: ConversionContext, schema, ptr: str, _depth: int = 0, within: dict | None = None
+) -> dict | bool:
     """A schema accepting exactly the JSON values that ``schema`` rejects.
+
+    With ``within`` (a merged schema the result will be intersected with), alternatives
+    that provably contradict it are left out: the intersection is the same, with fewer
+    alternatives to distribute (a type it excludes, a property it requires being absent,
+    a property it forbids or declares with the same schema being present).
 
     Raises
     ------
@@ -157,13 +167,24 @@ def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict |
     out.extend(_negate_counts(keys, strings=not regular))
     for name in keys.get("required", []):
         out.append(_typed("object", _absent(name)))
-    out.extend(_negate_members(conv, keys, ptr, _depth))
+    # a member that breaks the member keywords: one requirement, one alternative each
+    breaks = []
+    within_props = within.get("properties", {}) if within is not None else {}
     for name, sub in keys.get("properties", {}).items():
+        if within is not None and (
+            _forbidden(within, name)
+            or (name in within_props and same_value(within_props[name], sub))
+        ):
+            continue  # within, the property is absent or satisfies sub
         neg = negate(conv, sub, f"{ptr}/properties/{name}", _depth + 1)
-        if neg is True:  # declaring it would fix its position among the members
-            out.append(_typed("object", {"required": [name]}))
-        elif neg is not False:
-            out.append(_typed("object", {"required": [name], "properties": {name: neg}}))
+        if neg is not False:
+            breaks.append([{"enum": [name]}, neg])
+    breaks += _member_breaks(conv, keys, ptr, _depth, within)
+    if breaks:
+        out.append(_typed("object", {HAS_MEMBER: [breaks]}))
+    for requirement in keys.get(HAS_MEMBER, ()):  # no member meets it
+        key_schemas = [[k, negate(conv, v, ptr, _depth + 1)] for k, v in requirement]
+        out.append(_typed("object", {KEY_SCHEMAS: key_schemas}))
     out.extend(_negate_arrays(conv, keys, ptr, _depth))
     if "anyOf" in keys:
         out.append(
@@ -247,11 +268,103 @@ def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict |
             )
         # Unknown keywords are annotations: they constrain nothing, so nothing to negate.
     out = [o for o in out if o is not False]
+    if within is not None:
+        out = [o for o in _flat(out) if not _contradicts(within, o)]
     if any(o is True for o in out):
         return True
     if not out:
         return False
     return out[0] if len(out) == 1 else {"anyOf": out}
+
+
+_MISSING = object()
+
+
+def _flat(alternatives: list) -> list:
+    """Nested derived ``anyOf`` alternatives as one list."""
+    out = []
+    for o in alternatives:
+        if isinstance(o, dict) and set(o) == {"anyOf", OPEN}:
+            out.extend(_flat(o["anyOf"]))
+        else:
+            out.append(o)
+    return out
+
+
+def _forbidden(within: dict, name: str) -> bool:
+    """Whether ``within`` forbids property ``name`` (plainly: ``false``, or not declared in
+    a closed object without patterns)."""
+    props = within.get("properties", {})
+    if props.get(name, _MISSING) is False:
+        return True
+    closed = within.get("additionalProperties") is False and not within.get("patternProperties")
+    return closed and name not in props and not within.get(KEY_SCHEMAS)
+
+
+def _contradicts(within: dict, alt) -> bool:
+    """Whether a derived alternative provably accepts no value ``within`` accepts (cheap,
+    syntactic checks only; ``False`` when in doubt)."""
+    if not isinstance(alt, dict):
+        return False
+    if "type" in within and "type" in alt:
+        ta = _type_set(within["type"])
+        tb = _type_set(alt["type"])
+        if ta is not None and tb is not None and not _types_meet(ta, tb):
+            return True
+    required = set(within.get("required", ()))
+    for name, sub in alt.get("properties", {}).items():
+        if sub is False and name in required:
+            return True
+    for name in alt.get("required", ()):
+        if _forbidden(within, name):
+            return True
+    if _closed(within):
+        names = set(within.get("properties", {}))
+        for requirement in alt.get(HAS_MEMBER, ()):
+            if all(_outside(lang, names) for lang, _ in requirement):
+                return True  # its member would have to be one within forbids
+    return False
+
+
+def _closed(within: dict) -> bool:
+    """Whether ``within`` allows only its declared properties (plainly)."""
+    return (
+        within.get("additionalProperties") is False
+        and not within.get("patternProperties")
+        and not within.get(KEY_SCHEMAS)
+    )
+
+
+def _outside(lang, names: set) -> bool:
+    """Whether the key schema ``lang`` (from :func:`_not_names` or a name) provably
+    accepts none of ``names``."""
+    if isinstance(lang, dict) and set(lang) == {"enum"}:
+        return not (set(lang["enum"]) & names)
+    excluded = _names_outside(lang)
+    return excluded is not None and names <= excluded
+
+
+def _names_outside(lang) -> set | None:
+    """The declared names a key language from :func:`_not_names` excludes, when it is
+    exactly "none of these names" (``None`` otherwise)."""
+    if isinstance(lang, dict) and set(lang) == {"not"}:
+        inner = lang["not"]
+        if isinstance(inner, dict) and set(inner) == {"enum"}:
+            return set(inner["enum"])
+    return None
+
+
+def _type_set(t) -> set | None:
+    types = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
+    if types is None or not types <= set(_TYPES):
+        return None
+    return types
+
+
+def _types_meet(a: set, b: set) -> bool:
+    if a & b:
+        return True
+    return ("integer" in a and "number" in b) or ("number" in a and "integer" in b)
 
 
 _KNOWN = frozenset(
@@ -317,13 +430,66 @@ def _typed(t: str | list[str], schema: dict) -> dict:
     return {"type": t, **schema, OPEN: True}
 
 
-def _exclusive(conv: ConversionContext, branches: list, negs: list, ptr: str) -> dict | bool:
-    """``oneOf`` as ``anyOf`` of each branch without the others (``negs``: their negations)."""
+def _exclusive(conv: ConversionContext, branches: list, ptr: str, parent: dict) -> dict | bool:
+    """``oneOf`` as ``anyOf`` of each branch without the others.
+
+    Each branch is merged with the other branches' negations, which distributes their
+    alternatives; a negation leaves out the alternatives that contradict the branch it
+    joins (:func:`negate`'s ``within``). Past :data:`_MAX_BRANCHES` branches or
+    :data:`_MAX_COMBINATIONS` combinations the keyword is unsupported (widened: ``anyOf``).
+    """
+    why = None
+    parts: list = []
     if len(branches) > _MAX_BRANCHES:
-        conv.unsupported("oneOf", ptr, f"more than {_MAX_BRANCHES} overlapping branches")
-    return _any_of(
-        [_all_of(b, *(n for j, n in enumerate(negs) if j != i)) for i, b in enumerate(branches)]
-    )
+        why = f"more than {_MAX_BRANCHES} overlapping branches"
+    else:
+        combos = 0
+        for i, b in enumerate(branches):
+            within = _within(conv, b, parent, f"{ptr}/{i}")
+            negs = [
+                negate(conv, other, f"{ptr}/{j}", within=within)
+                for j, other in enumerate(branches)
+                if j != i
+            ]
+            product = 1
+            for n in negs:
+                product *= _alternatives(n)
+            combos += product
+            parts.append(_all_of(b, *negs))
+        if combos > _MAX_COMBINATIONS:
+            why = (
+                f"overlapping branches whose negations combine {combos} ways "
+                f"(more than {_MAX_COMBINATIONS})"
+            )
+    if why is not None:
+        conv.unsupported("oneOf", ptr, why)
+        return _any_of(list(branches))
+    return _any_of(parts)
+
+
+def _within(conv: ConversionContext, branch, parent: dict, ptr: str) -> dict | None:
+    """What a negation joining ``branch`` (inside ``parent``) may assume of the value: the
+    branch merged with the parent's type and required properties."""
+    if not isinstance(branch, dict):
+        return None
+    try:
+        merged = conv.merge_all_of(branch, ptr)
+    except UnsupportedSchemaError:
+        return None
+    if not isinstance(merged, dict):
+        return None
+    if "type" in parent and "type" not in merged:
+        merged = {**merged, "type": parent["type"]}
+    if parent.get("required"):
+        merged = {**merged, "required": [*parent["required"], *merged.get("required", [])]}
+    return merged
+
+
+def _alternatives(schema) -> int:
+    """How many alternatives a derived schema is (its top-level ``anyOf``)."""
+    if isinstance(schema, dict) and "anyOf" in schema:
+        return max(1, sum(_alternatives(b) for b in schema["anyOf"]))
+    return 1
 
 
 def explicit_defaults(schema: dict) -> dict:
@@ -407,12 +573,14 @@ def _negate_values(conv: ConversionContext, values: list, ptr: str) -> dict | bo
 def _other_objects(conv: ConversionContext, value: dict, ptr: str) -> dict | bool:
     """Objects other than ``value``: one with a key ``value`` lacks, one without a key of
     ``value``, or one whose member differs from ``value``'s."""
-    out: list = [_typed("object", {HAS_MEMBER: [[_not_names(list(value), []), True]]})]
+    breaks: list = [[_not_names(list(value), []), True]]
+    out: list = []
     for name, item in value.items():
         out.append(_typed("object", _absent(name)))
         other = _negate_values(conv, [item], ptr)
         if other is not False:
-            out.append(_typed("object", {"required": [name], "properties": {name: other}}))
+            breaks.append([{"enum": [name]}, other])
+    out.append(_typed("object", {HAS_MEMBER: [breaks]}))
     return _any_of(out)
 
 
@@ -425,10 +593,12 @@ def _not_names(names: list, key_schemas: list):
     return {"not": others[0] if len(others) == 1 else {"anyOf": others}}
 
 
-def _negate_members(conv: ConversionContext, keys: dict, ptr: str, depth: int) -> list:
-    """Objects with a member that breaks ``patternProperties``, the internal keyed
-    schemas, ``additionalProperties`` (or ``unevaluatedProperties`` where it means the
-    same), ``propertyNames`` or a required kind of member: each a :data:`HAS_MEMBER`."""
+def _member_breaks(
+    conv: ConversionContext, keys: dict, ptr: str, depth: int, within: dict | None
+) -> list:
+    """``[key schema, value schema]`` alternatives of a member that breaks
+    ``patternProperties``, the internal keyed schemas, ``additionalProperties`` (or
+    ``unevaluatedProperties`` where it means the same) or ``propertyNames``."""
     out: list = []
     patterns = keys.get("patternProperties", {})
     keyed = [({"pattern": p}, sub, f"{ptr}/patternProperties/{p}") for p, sub in patterns.items()]
@@ -436,20 +606,22 @@ def _negate_members(conv: ConversionContext, keys: dict, ptr: str, depth: int) -
     for lang, sub, where in keyed:
         neg = negate(conv, sub, where, depth + 1)
         if neg is not False:
-            out.append(_typed("object", {HAS_MEMBER: [[lang, neg]]}))
+            out.append([lang, neg])
     further = keys.get("additionalProperties")
     if further is None and not any(k in keys for k in ("anyOf", "oneOf")):
         further = keys.get("unevaluatedProperties")
     if further is not None and further is not True and further != {}:
-        neg = negate(conv, further, f"{ptr}/additionalProperties", depth + 1)
-        if neg is not False:
-            lang = _not_names(list(keys.get("properties", {})), [k for k, _, _ in keyed])
-            out.append(_typed("object", {HAS_MEMBER: [[lang, neg]]}))
+        names = list(keys.get("properties", {}))
+        lang = _not_names(names, [k for k, _, _ in keyed])
+        closed = within is not None and _closed(within)
+        inside = set(within.get("properties", {})) if closed else set()  # type: ignore[union-attr]
+        if not (closed and not keyed and inside <= set(names)):  # else within forbids it
+            neg = negate(conv, further, f"{ptr}/additionalProperties", depth + 1)
+            if neg is not False:
+                out.append([lang, neg])
     names = keys.get("propertyNames")
     if names is not None and names is not True and names != {}:
-        out.append(_typed("object", {HAS_MEMBER: [[{"not": names}, True]]}))
-    for lang, sub in keys.get(HAS_MEMBER, ()):
-        out.append(_typed("object", {KEY_SCHEMAS: [[lang, negate(conv, sub, ptr, depth + 1)]]}))
+        out.append([{"not": names}, True])
     return out
 
 

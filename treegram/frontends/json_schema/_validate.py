@@ -283,8 +283,12 @@ class Validator:
         for keys, value in schema.get(KEY_SCHEMAS, ()):
             if any(self._in_keys(keys, k) and not sub(value, v, refs) for k, v in obj.items()):
                 return False
-        for keys, value in schema.get(HAS_MEMBER, ()):
-            if not any(self._in_keys(keys, k) and sub(value, v, refs) for k, v in obj.items()):
+        for requirement in schema.get(HAS_MEMBER, ()):
+            if not any(
+                self._in_keys(keys, k) and sub(value, v, refs)
+                for k, v in obj.items()
+                for keys, value in requirement
+            ):
                 return False
         for k, needed in schema.get("dependentRequired", {}).items():
             if k in obj and any(n not in obj for n in needed):
