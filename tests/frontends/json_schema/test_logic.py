@@ -359,3 +359,33 @@ def test_disjoint_one_of_needs_no_negation():
     ]:
         text = json.dumps(value)
         assert accepts(cg, text) == validator.is_valid(value), text
+
+
+def test_strict_mode_closes_to_listed_names_and_keeps_conditions_open():
+    # strict_mode forbids the names a schema does not list; a required name is listed
+    listed = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]}
+    cg = compiled(listed, strict_mode=True)
+    assert accepts(cg, '{"a": 1, "b": [2]}')
+    assert not accepts(cg, '{"a": 1, "b": 2, "c": 3}')
+    assert not accepts(cg, '{"a": 1}')
+    # if/then/else constrain the object around them; they are not closed shapes of it
+    conditional = {
+        "type": "object",
+        "properties": {"member": {"type": "boolean"}, "number": {"type": "string"}},
+        "required": ["member"],
+        "if": {"properties": {"member": {"const": True}}},
+        "then": {"properties": {"number": {"minLength": 2, "maxLength": 2}}},
+        "else": {"properties": {"number": {"minLength": 3}}},
+    }
+    cg = compiled(conditional, strict_mode=True)
+    validator = jsonschema.Draft202012Validator(conditional)
+    for text in (
+        '{"member": true, "number": "12"}',
+        '{"member": true, "number": "123"}',
+        '{"member": false, "number": "123"}',
+        '{"member": false, "number": "12"}',
+        '{"member": false}',
+        '{"member": true, "other": 1}',
+    ):
+        expected = validator.is_valid(json.loads(text)) and "other" not in text
+        assert accepts(cg, text) == expected, text

@@ -77,8 +77,10 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
         negations.append(negate(conv, schema["not"], f"{ptr}/not"))
         parts.append(negations[-1])
     if "if" in schema and ("then" in schema or "else" in schema):
-        cond = schema["if"]
-        then, other = schema.get("then", True), schema.get("else", True)
+        # conditions on the object, not shapes of it: strict_mode's defaults belong to
+        # the schema around them (made explicit below), not to these parts
+        cond = _opened(schema["if"])
+        then, other = _opened(schema.get("then", True)), _opened(schema.get("else", True))
         negations.append(negate(conv, cond, f"{ptr}/if"))
         parts.append(_any_of([_all_of(cond, then), _all_of(negations[-1], other)]))
     deps = dict(schema.get("dependentRequired", {}))
@@ -90,7 +92,8 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
             _any_of([_absent(name), {"required": list(dict.fromkeys([name, *needed])), OPEN: True}])
         )
     for name, sub in dep_schemas.items():
-        parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, sub)]))
+        opened = _opened(sub)
+        parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, opened)]))
     if "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest):
         branches = rest.pop("oneOf")
         if any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED):
@@ -381,6 +384,13 @@ _KNOWN = frozenset(
 # -- helpers ------------------------------------------------------------------------------
 
 
+def _opened(schema):
+    """``schema`` marked :data:`OPEN` (a condition, not a shape: see :func:`expand_logic`)."""
+    if isinstance(schema, dict) and not schema.get(OPEN):
+        return {**schema, OPEN: True}
+    return schema
+
+
 def _evaluates(schema) -> bool:
     """Whether a derived schema declares members (present properties or items)."""
     if not isinstance(schema, dict):
@@ -493,12 +503,20 @@ def _alternatives(schema) -> int:
 
 
 def explicit_defaults(schema: dict) -> dict:
-    """``strict_mode``'s implicit ``false`` for further properties / items, written out."""
+    """``strict_mode``'s implicit ``false`` for further properties / items, written out.
+
+    ``strict_mode`` closes an object to the names it lists: its ``properties`` and its
+    ``required`` names (declared here as any value, which keeps the schemas of the
+    patterns they match)."""
     out = dict(schema)
     if not out.get(OPEN):
         shaped = "properties" in out or "patternProperties" in out
         if shaped and "additionalProperties" not in out and "unevaluatedProperties" not in out:
             out["additionalProperties"] = False
+            props = out.get("properties", {})
+            named = [n for n in out.get("required", ()) if n not in props]
+            if named:
+                out["properties"] = {**props, **dict.fromkeys(named, True)}
         tuple_items = isinstance(out.get("items"), list)
         if "prefixItems" in out and not any(k in out for k in ("items", "unevaluatedItems")):
             out["items"] = False

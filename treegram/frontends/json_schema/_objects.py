@@ -117,6 +117,8 @@ class ObjectBuilder:
             if key is None:
                 return None
             sub, vptr = keys.undeclared(name)
+            if sub is False and self._implicitly_closed(schema) and not keys.matching(name):
+                sub = True  # strict_mode closes the object to the names it lists
             variants = self._variants(key, sub, vptr, name, reqs, depth)
             if not variants:
                 return None
@@ -260,6 +262,12 @@ class ObjectBuilder:
         if not members:
             return self.conv.layout.empty("{}") if lo == 0 else None
         return self.homogeneous("{}", alt(*members), lo, hi, depth)
+
+    def _implicitly_closed(self, schema: dict) -> bool:
+        """Whether only ``strict_mode`` forbids further properties of ``schema``."""
+        if "additionalProperties" in schema or "unevaluatedProperties" in schema:
+            return False
+        return self._additional_schema(schema) is False
 
     def _additional_schema(self, schema: dict):
         if "additionalProperties" in schema:
