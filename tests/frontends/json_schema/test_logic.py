@@ -130,6 +130,18 @@ CASES = {
     },
     "not-unevaluatedProperties": {"not": {"properties": {"a": {}}, "unevaluatedProperties": False}},
     "not-unevaluatedItems": {"not": {"unevaluatedItems": {"type": "string"}}},
+    "allOf-additional-next-to-patterns": {
+        "allOf": [
+            {"properties": {"a": {}}, "additionalProperties": {"type": "integer"}},
+            {"patternProperties": {"^[bc]": {"type": ["string", "integer"]}}},
+        ]
+    },
+    "allOf-patterns-both-sides": {
+        "allOf": [
+            {"patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": False},
+            {"properties": {"b": {}}, "patternProperties": {"^[ab]": {"minimum": 1}}},
+        ]
+    },
 }
 
 

@@ -218,25 +218,34 @@ def _merge_members(conv: ConversionContext, a: dict, b: dict, out: dict, ptr: st
     xa, xb = _further(a, "additionalProperties"), _further(b, "additionalProperties")
     if xa is not None or xb is not None:
         pa, pb = a.get("properties", {}), b.get("properties", {})
-        if (
-            (xa is not None and "patternProperties" in b and set(pb) - set(pa))
-            or (xb is not None and "patternProperties" in a)
-            or (xa is not None and "patternProperties" in a and set(pb) - set(pa))
-            or (xb is not None and "patternProperties" in b and set(pa) - set(pb))
-        ):
-            conv.unsupported(
-                "allOf",
-                ptr,
-                "additionalProperties of one part next to patternProperties of another",
-            )
-        props = {}
-        for name in dict.fromkeys([*pa, *pb]):
-            both = _both(pa.get(name, xa), pb.get(name, xb))
-            props[name] = True if both is None else both
-        out["properties"] = props
-        extra = _both(xa, xb)
-        if extra is not None:
-            out["additionalProperties"] = extra
+        keyed = (
+            "patternProperties" in a
+            or "patternProperties" in b
+            or KEY_SCHEMAS in a
+            or KEY_SCHEMAS in b
+        )
+        if keyed:
+            # Each part's further members are the keys it neither declares nor matches by a
+            # pattern: as keyed schemas (every member with such a key), exact whatever the
+            # other part declares or matches.
+            for part, further in ((a, xa), (b, xb)):
+                if further is not None and further is not True and further != {}:
+                    lang = _not_keys(part)
+                    out[KEY_SCHEMAS] = [*out.get(KEY_SCHEMAS, []), [lang, further]]
+            out["properties"] = {}
+            for name in dict.fromkeys([*pa, *pb]):
+                both = _both(pa.get(name), pb.get(name))
+                out["properties"][name] = True if both is None else both
+            out["additionalProperties"] = True
+        if not keyed:
+            props = {}
+            for name in dict.fromkeys([*pa, *pb]):
+                both = _both(pa.get(name, xa), pb.get(name, xb))
+                props[name] = True if both is None else both
+            out["properties"] = props
+            extra = _both(xa, xb)
+            if extra is not None:
+                out["additionalProperties"] = extra
         handled |= {"properties", "additionalProperties"}
     ta, tb = _tuple_of(a), _tuple_of(b)
     if ta is not None or tb is not None:
@@ -254,6 +263,19 @@ def _merge_members(conv: ConversionContext, a: dict, b: dict, out: dict, ptr: st
             out["items"] = further
         handled |= {"items", "prefixItems", "additionalItems"}
     return handled
+
+
+def _not_keys(part: dict) -> dict | bool:
+    """The string schema of the keys ``part`` neither declares nor matches by a pattern or
+    keyed schema (its further members)."""
+    others: list = []
+    if part.get("properties"):
+        others.append({"enum": list(part["properties"])})
+    others += [{"pattern": p} for p in part.get("patternProperties", {})]
+    others += [k for k, _ in part.get(KEY_SCHEMAS, ())]
+    if not others:
+        return True
+    return {"not": others[0] if len(others) == 1 else {"anyOf": others}}
 
 
 def _tuple_of(schema: dict) -> list | None:
