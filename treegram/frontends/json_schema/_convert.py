@@ -53,6 +53,7 @@ from treegram.frontends.json_schema._lex import (
     seq,
     string_of,
 )
+from treegram.frontends.json_schema._logic import NEGATION_PREFIX, negate
 from treegram.frontends.json_schema._merge import merge_all_of
 from treegram.frontends.json_schema._multiples import multiples_dfa
 from treegram.frontends.json_schema._objects import ObjectBuilder, array_expr
@@ -171,8 +172,18 @@ class Converter:
         self.string_classes: dict[tuple, Expr | None] = {}  # see dfa_string_expr
         self._validator: Validator | None = None
         self.excludes = Exclusions(self, excludes)
+        self._doc_ids: dict[int, dict] = {}
+        self.work = 0  # value() calls: bounded by MAX_SUBSCHEMAS
+        self.widen_one_of = False  # overlapping oneOf as anyOf (a second, widened try)
+        self.expanded: list[str] = []  # pointers of the overlapping oneOfs expanded
+        self._negations: dict[str, object] = {}
+        self._negation_targets: dict[str, dict] = {}
 
     # -- errors -------------------------------------------------------------------------
+    def downgraded(self, keyword: str) -> bool:
+        """Whether a refusal of ``keyword`` is downgraded to a warning (widened)."""
+        return self.warn is True or keyword in self.warn
+
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
         """Raise :class:`UnsupportedSchemaError`, or warn when downgraded."""
         msg = f"unsupported JSON Schema keyword {keyword!r} at {ptr or '#'}: {why}"
@@ -242,19 +253,51 @@ class Converter:
         arr = self.objects.homogeneous("[]", inner, 0, None, depth)
         return alt(lit("null"), lit("true"), lit("false"), NUMBER, text, obj, arr)
 
-    def ref_rule(self, key: str, schema, depth: int, body_fn) -> Expr:
+    def ref_rule(self, key: str, schema, depth: int, body_fn, base: str | None = None) -> Expr:
         """A rule for ``schema`` at ``depth``, created once; recursion is allowed."""
         d = self.layout.depth(depth)
         name = self.ref_names.get((key, d))
         if name is None:
-            name = self.new_rule(_rule_base(key) + (f"_d{d}" if d else ""))
+            name = self.new_rule((base or _rule_base(key)) + (f"_d{d}" if d else ""))
             self.ref_names[(key, d)] = name
             body = body_fn(schema, d)
             self.rules[name] = body if body is not None else _NOTHING
         return RuleRef(name)
 
+    def in_document(self, schema) -> bool:
+        """Whether ``schema`` is a subschema of the (rewritten) documents, so that its
+        identity names it for the whole conversion."""
+        if not isinstance(schema, dict):
+            return False
+        if len(self._doc_ids) != len(self.refs.nodes):  # RefIndex.schema may add nodes
+            self._doc_ids = {id(n): n for n in self.refs.nodes.values() if isinstance(n, dict)}
+        return id(schema) in self._doc_ids
+
+    def negation_ref(self, schema: dict) -> str:
+        """A ``$ref`` naming the negation of the document subschema ``schema``, computed
+        when first resolved: a negated recursive schema stays a recursion."""
+        ref = f"{NEGATION_PREFIX}{id(schema)}"
+        self._negations.setdefault(ref, schema)
+        self._negation_targets[ref] = schema
+        return ref
+
+    def negation_target(self, ref) -> dict | None:
+        """The document subschema a :meth:`negation_ref` negates (``None``: another ref)."""
+        return self._negation_targets.get(ref) if isinstance(ref, str) else None
+
     def resolve(self, ref: str, ptr: str) -> dict | bool:
         """The schema a (canonical, absolute) ``$ref`` points to."""
+        if isinstance(ref, str) and ref in self._negations:
+            target = self._negations[ref]
+            if isinstance(target, tuple):  # computed already, or in progress (None)
+                if target[0] is None:
+                    self.unsupported("not", ptr, "a negation that depends on itself")
+                    return True
+                return target[0]
+            self._negations[ref] = (None,)
+            out = negate(self, target, ptr)
+            self._negations[ref] = (out,)
+            return out
         node = self.refs.schema(ref) if isinstance(ref, str) else None
         if node is None:
             self.unsupported(
@@ -285,6 +328,9 @@ class Converter:
 
         Raises :class:`GrammarError` past ``MAX_NESTING_DEPTH`` nested schemas (each
         object, array, combinator branch or ``$ref`` followed counts one level)."""
+        self.work += 1
+        if self.work > MAX_SUBSCHEMAS:
+            raise _BudgetExceeded(ptr)
         if self.nesting >= self.nesting_limit:
             if self.nesting_limit < MAX_NESTING_DEPTH:
                 raise _NeedsDeepStack
@@ -315,6 +361,19 @@ class Converter:
                 depth,
                 lambda r, d: self.value(self.resolve(r, ptr), self.refs.display(r), d),
             )
+        if ("allOf" in schema or "$ref" in schema) and self.in_document(schema):
+            # merged once into one rule: a recursion through allOf / $ref with siblings
+            # stays a recursion instead of being inlined level after level
+            return self.ref_rule(
+                f"#merged/{id(schema)}",
+                schema,
+                depth,
+                lambda s, d: self._merged_value(s, ptr, d),
+                base="merged",
+            )
+        return self._merged_value(schema, ptr, depth)
+
+    def _merged_value(self, schema: dict, ptr: str, depth: int) -> Expr | None:
         schema = merge_all_of(self, schema, ptr)
         if schema is False:
             return None
@@ -453,19 +512,27 @@ class Converter:
         ilo = None if lo is None else (math.floor(lo) + 1 if lo_s else math.ceil(lo))
         ihi = None if hi is None else (math.ceil(hi) - 1 if hi_s else math.floor(hi))
         mult = schema.get("multipleOf")
-        if mult is not None:
+        if schema.get(NOT_MULTIPLE):
+            # an integer is a multiple of p/q (lowest terms) exactly when it is one of p
+            def numerator(m) -> int:
+                return Fraction(m if isinstance(m, int) else str(m)).numerator
+
+            mults = [] if mult is None else [mult]
+            for m in (*mults, *schema[NOT_MULTIPLE]):  # checked before numerator() reads it
+                if isinstance(m, bool) or not isinstance(m, (int, float)) or not m > 0:
+                    raise GrammarError(f"multipleOf at {ptr or '#'} must be a positive number")
+            digits = self._multiples(
+                INTEGER if ilo is None and ihi is None else int_range(ilo, ihi),
+                [numerator(m) for m in mults],
+                [numerator(m) for m in schema[NOT_MULTIPLE]],
+                ptr,
+            )
+        elif mult is not None:
             digits = self._multiple(mult, ilo, ihi, ptr)
         elif ilo is None and ihi is None:
             digits = INTEGER
         else:
             digits = int_range(ilo, ihi)
-        if schema.get(NOT_MULTIPLE) and digits is not None:
-            # an integer is a multiple of p/q (lowest terms) exactly when it is one of p
-            nots = [
-                Fraction(m if isinstance(m, int) else str(m)).numerator
-                for m in schema[NOT_MULTIPLE]
-            ]
-            digits = self._multiples(digits, [], nots, ptr)
         if digits is None or canonical:
             return digits
         # "a float with zero fractional part is an integer": 1.0 and 1.00 are integers too
@@ -906,11 +973,22 @@ class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
     """Raised on the caller's stack past ``_SHALLOW_NESTING``: compile again deeper."""
 
 
+MAX_SUBSCHEMAS = 20_000
+"""Subschemas one conversion may convert (``value`` calls). A schema of thousands of
+properties needs a few thousand; more come from overlapping ``oneOf`` expanded into
+``anyOf`` of each branch with the others' negations, which can grow exponentially."""
+
+
+class _BudgetExceeded(Exception):  # noqa: N818 - control flow, turned into a refusal
+    """Raised past :data:`MAX_SUBSCHEMAS` conversions."""
+
+
 def _convert(
     root,
     options: JsonSchemaOptions,
     excludes: tuple[str, ...] = (),
     nesting_limit: int = MAX_NESTING_DEPTH,
+    widen_one_of: bool = False,
 ) -> GrammarIR:
     o = options
     layout = Layout(o.any_whitespace, o.indent, o.separators, o.max_whitespace_cnt)
@@ -926,8 +1004,23 @@ def _convert(
         excludes=excludes,
     )
     conv.nesting_limit = nesting_limit
+    conv.widen_one_of = widen_one_of
     conv.rules["root"] = None
-    body = conv.value(conv.root, "", 0)
+    try:
+        body = conv.value(conv.root, "", 0)
+    except _BudgetExceeded as exc:
+        where = conv.expanded[0] if conv.expanded else str(exc)
+        why = (
+            f"the conversion needs more than {MAX_SUBSCHEMAS} subschemas (overlapping "
+            "oneOf branches expanded with each other's negations)"
+        )
+        if not conv.expanded or not conv.downgraded("oneOf") or widen_one_of:
+            raise UnsupportedSchemaError(
+                f"unsupported JSON Schema keyword 'oneOf' at {where or '#'}: {why}"
+                + ("" if not widen_one_of else ", even with overlapping oneOf widened")
+            ) from None
+        conv.unsupported("oneOf", where, why)  # a warning: compile again, widened
+        return _convert(root, options, excludes, nesting_limit, widen_one_of=True)
     if body is None and excludes:
         body = _NOTHING  # the exclusions removed every value: a grammar that accepts nothing
     if body is None:

@@ -42,6 +42,7 @@ from treegram.frontends.json_schema._keywords import (
 )
 
 __all__ = [
+    "NEGATION_PREFIX",
     "expand_logic",
     "explicit_defaults",
     "needs_logic",
@@ -53,7 +54,9 @@ _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 # A negation leaves these alone (they never constrain a value).
 _IGNORED = ANNOTATIONS | {"contentSchema", OPEN}
 _MAX_DEPTH = 16
-_MAX_BRANCHES = 8
+NEGATION_PREFIX = "treegram:not/"
+"""``$ref`` prefix of a negated document subschema (see ``Converter.negation_ref``)."""
+_MAX_BRANCHES = 16
 _UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
 _MAX_COMBINATIONS = 256  # branch-and-negation combinations an overlapping oneOf expands to
 
@@ -96,9 +99,16 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
         parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, opened)]))
     if "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest):
         branches = rest.pop("oneOf")
-        if any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED):
-            negations.extend(negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches))
-        parts.append(_exclusive(conv, branches, f"{ptr}/oneOf", rest))
+        conv.expanded.append(f"{ptr}/oneOf")
+        if conv.widen_one_of:  # a second try after the first grew too large: widened
+            conv.unsupported("oneOf", f"{ptr}/oneOf", "overlapping branches, compiled as anyOf")
+            parts.append(_any_of(list(branches)))
+        else:
+            if any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED):
+                negations.extend(
+                    negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches)
+                )
+            parts.append(_exclusive(conv, branches, f"{ptr}/oneOf", rest))
     for key in _UNEVALUATED:
         if rest.get(key, True) not in (True, {}) and any(_evaluates(n) for n in negations):
             # A failed subschema evaluates nothing, but once merged, a negation's members
@@ -109,7 +119,10 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
                 "next to not, if/else or overlapping oneOf that constrain members",
             )
     if conv.strict:
-        rest = explicit_defaults(rest)
+        # the names the conditions declare are the object's too (strict_mode closes it to
+        # every name the schema lists, wherever it lists it)
+        listed = _condition_names(conv, schema)
+        rest = explicit_defaults(rest, listed)
     # rest stays the base: its unevaluated* keywords see what the parts evaluate
     return {**rest, "allOf": [*rest.get("allOf", []), *parts]}
 
@@ -135,6 +148,12 @@ def negate(
         return True
     if not isinstance(schema, dict):
         raise UnsupportedSchemaError(f"schema at {ptr or '#'} is not an object or boolean")
+    if set(schema) == {"$ref"} and conv.negation_target(schema["$ref"]) is not None:
+        return conv.negation_target(schema["$ref"])  # not not S is S
+    if _depth > 0 and conv.in_document(schema) and within is None:
+        # a nested negation of a document subschema: a reference, computed once, so a
+        # negated recursive schema stays a recursion
+        return {"$ref": conv.negation_ref(schema)}
     if _depth > _MAX_DEPTH:
         conv.unsupported("not", ptr, "negation nested too deeply (recursive reference?)")
         return True
@@ -384,6 +403,27 @@ _KNOWN = frozenset(
 # -- helpers ------------------------------------------------------------------------------
 
 
+def _condition_names(conv: ConversionContext, schema: dict, depth: int = 0) -> list:
+    """The property names the conditions of ``schema`` (``if``/``then``/``else``,
+    ``dependentSchemas``) declare or require, through references and nested conditions."""
+    out: list = []
+    parts = [schema.get(k) for k in ("if", "then", "else")]
+    parts += list(schema.get("dependentSchemas", {}).values())
+    parts += [d for d in schema.get("dependencies", {}).values() if isinstance(d, dict)]
+    for part in parts:
+        for _ in range(8):  # a chain of plain references
+            if isinstance(part, dict) and isinstance(part.get("$ref"), str):
+                part = conv.resolve(part["$ref"], "")
+            else:
+                break
+        if not isinstance(part, dict):
+            continue
+        out += list(part.get("properties", {})) + list(part.get("required", ()))
+        if depth < 4:
+            out += _condition_names(conv, part, depth + 1)
+    return list(dict.fromkeys(out))
+
+
 def _opened(schema):
     """``schema`` marked :data:`OPEN` (a condition, not a shape: see :func:`expand_logic`)."""
     if isinstance(schema, dict) and not schema.get(OPEN):
@@ -502,19 +542,19 @@ def _alternatives(schema) -> int:
     return 1
 
 
-def explicit_defaults(schema: dict) -> dict:
+def explicit_defaults(schema: dict, listed: list | tuple = ()) -> dict:
     """``strict_mode``'s implicit ``false`` for further properties / items, written out.
 
-    ``strict_mode`` closes an object to the names it lists: its ``properties`` and its
-    ``required`` names (declared here as any value, which keeps the schemas of the
-    patterns they match)."""
+    ``strict_mode`` closes an object to the names it lists: its ``properties``, its
+    ``required`` names and ``listed`` (the names its conditions declare), declared here as
+    any value (which keeps the schemas of the patterns they match)."""
     out = dict(schema)
     if not out.get(OPEN):
         shaped = "properties" in out or "patternProperties" in out
         if shaped and "additionalProperties" not in out and "unevaluatedProperties" not in out:
             out["additionalProperties"] = False
             props = out.get("properties", {})
-            named = [n for n in out.get("required", ()) if n not in props]
+            named = [n for n in (*out.get("required", ()), *listed) if n not in props]
             if named:
                 out["properties"] = {**props, **dict.fromkeys(named, True)}
         tuple_items = isinstance(out.get("items"), list)

@@ -75,7 +75,10 @@ def _merge_all_of(conv: ConversionContext, schema: dict, ptr: str, _depth: int) 
     parts = []
     base = {k: v for k, v in schema.items() if k not in ("allOf", "$ref")}
     if "$ref" in schema:
-        parts.append(conv.resolve(schema["$ref"], ptr))
+        target = conv.resolve(schema["$ref"], ptr)
+        if schema.get(OPEN) and isinstance(target, dict) and not target.get(OPEN):
+            target = {**target, OPEN: True}  # a condition through a reference: still one
+        parts.append(target)
     parts.extend(schema.get("allOf", []))
     out: dict | bool = base
     for i, part in enumerate(parts):
@@ -161,7 +164,40 @@ def _merge(conv: ConversionContext, a: dict, b: dict, ptr: str) -> dict | bool:
             continue  # annotations never constrain: the first part's value is kept
         else:
             conv.unsupported(key, ptr, "different values of this keyword inside allOf")
-    return out
+    return False if _contradictory(out) else out
+
+
+def _contradictory(schema: dict) -> bool:
+    """Whether a merged schema plainly admits no value: bounds that cross, a required
+    property that is forbidden. (Cheap checks only; the conversion finds the rest.)
+    Pruning here keeps distributed ``anyOf`` combinations from being converted."""
+    types = schema.get("type")
+    t = {types} if isinstance(types, str) else set(types) if isinstance(types, list) else None
+    only = (lambda name: t is not None and t <= {name}) if t is not None else (lambda _: False)
+    for low, high, kind in (
+        ("minLength", "maxLength", "string"),
+        ("minItems", "maxItems", "array"),
+        ("minProperties", "maxProperties", "object"),
+    ):
+        lo, hi = schema.get(low), schema.get(high)
+        if _is_num(lo) and _is_num(hi) and lo > hi and only(kind):
+            return True
+    if only("object"):
+        props = schema.get("properties", {})
+        required = schema.get("required", ())
+        closed = (
+            schema.get("additionalProperties") is False
+            and not schema.get("patternProperties")
+            and not schema.get(KEY_SCHEMAS)
+        )
+        for name in required:
+            if props.get(name, True) is False or (closed and name not in props):
+                return True
+    return False
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _scoped(part: dict) -> dict:
