@@ -384,7 +384,7 @@ def test_schema_inputs():
     "schema, keyword",
     [
         ({"not": {"type": "array", "uniqueItems": True}}, "not"),
-        ({"oneOf": [{"minimum": i} for i in range(9)]}, "oneOf"),
+        ({"oneOf": [{"minimum": i} for i in range(17)]}, "oneOf"),  # > 16 overlapping
         ({"type": "array", "uniqueItems": True}, "uniqueItems"),
         ({"type": "string", "format": "email", "maxLength": 1000}, "maxLength"),
     ],

@@ -184,7 +184,7 @@ def test_strict_mode_defaults_survive_a_merged_negation():
     "schema, keyword",
     [
         ({"not": {"type": "array", "uniqueItems": True}}, "not"),
-        ({"oneOf": [{"minimum": i} for i in range(9)]}, "oneOf"),
+        ({"oneOf": [{"minimum": i} for i in range(17)]}, "oneOf"),
         (
             {
                 "properties": {"a": {}},
