@@ -86,6 +86,11 @@ from treegram.ir import (
 __all__ = ["UnsupportedSchemaError", "json_schema_to_ir"]
 
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+WIDEN_HINT = (
+    "compile with unsupported='warn' to widen it instead: the grammar then accepts the "
+    "language without it, with a warning"
+)
+"""The end of every refusal's message: the option that serves the schema anyway."""
 _UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
 _DEPTH_CAP = 24
 
@@ -186,10 +191,16 @@ class Converter:
 
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
         """Raise :class:`UnsupportedSchemaError`, or warn when downgraded."""
-        msg = f"unsupported JSON Schema keyword {keyword!r} at {ptr or '#'}: {why}"
-        if self.warn is not True and keyword not in self.warn:
-            raise UnsupportedSchemaError(msg)
-        warnings.warn(msg + " (constraint dropped)", stacklevel=4)
+        where = ptr or "#"
+        if not self.downgraded(keyword):
+            raise UnsupportedSchemaError(
+                f"unsupported JSON Schema keyword {keyword!r} at {where}: {why} ({WIDEN_HINT})"
+            )
+        warnings.warn(
+            f"JSON Schema keyword {keyword!r} at {where} widened (constraint dropped): {why}; "
+            "the grammar accepts every value the schema accepts, and some it rejects",
+            stacklevel=4,
+        )
 
     def unknown_format(self, name: str, ptr: str) -> None:
         """Handle a ``format`` that treegram does not know: JSON Schema 2020-12 makes it an
@@ -1014,12 +1025,12 @@ def _convert(
             f"the conversion needs more than {MAX_SUBSCHEMAS} subschemas (overlapping "
             "oneOf branches expanded with each other's negations)"
         )
-        if not conv.expanded or not conv.downgraded("oneOf") or widen_one_of:
+        if widen_one_of or not conv.expanded:  # nothing left to widen
             raise UnsupportedSchemaError(
                 f"unsupported JSON Schema keyword 'oneOf' at {where or '#'}: {why}"
-                + ("" if not widen_one_of else ", even with overlapping oneOf widened")
+                + (", even with overlapping oneOf widened" if widen_one_of else "")
             ) from None
-        conv.unsupported("oneOf", where, why)  # a warning: compile again, widened
+        conv.unsupported("oneOf", where, why)  # raises naming the option, or warns
         return _convert(root, options, excludes, nesting_limit, widen_one_of=True)
     if body is None and excludes:
         body = _NOTHING  # the exclusions removed every value: a grammar that accepts nothing

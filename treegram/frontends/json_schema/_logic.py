@@ -118,6 +118,7 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
                 f"{ptr}/{key}",
                 "next to not, if/else or overlapping oneOf that constrain members",
             )
+            rest.pop(key)  # widened: without it
     if conv.strict:
         # the names the conditions declare are the object's too (strict_mode closes it to
         # every name the schema lists, wherever it lists it)
@@ -288,6 +289,8 @@ def negate(
             conv.unsupported(
                 "not", f"{ptr}/{key}", f"the complement of {key!r} is not expressible exactly"
             )
+            # widened: every value the keyword could reject
+            out.append(_typed(_KNOWN[key], {}) if _KNOWN[key] else True)
         # Unknown keywords are annotations: they constrain nothing, so nothing to negate.
     out = [o for o in out if o is not False]
     if within is not None:
@@ -389,15 +392,14 @@ def _types_meet(a: set, b: set) -> bool:
     return ("integer" in a and "number" in b) or ("number" in a and "integer" in b)
 
 
-_KNOWN = frozenset(
-    {
-        "uniqueItems",
-        "unevaluatedProperties",
-        "unevaluatedItems",
-        "$dynamicRef",
-        "$recursiveRef",
-    }
-)
+# Keywords whose complement is not compiled, with the JSON type they constrain (None: any).
+_KNOWN = {
+    "uniqueItems": "array",
+    "unevaluatedProperties": "object",
+    "unevaluatedItems": "array",
+    "$dynamicRef": None,
+    "$recursiveRef": None,
+}
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -769,6 +771,7 @@ def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) ->
                     conv.unsupported(
                         "not", f"{ptr}/{further_key}", "the complement of items after prefixItems"
                     )
+                    out.append(_typed("array", {"minItems": len(prefix) + 1}))  # widened
             else:
                 out.append(_typed("array", {"contains": neg}))
     if "contains" in keys:
@@ -784,4 +787,5 @@ def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) ->
         out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains/{i}", depth + 1)}))
     if keys.get("uniqueItems"):
         conv.unsupported("not", f"{ptr}/uniqueItems", "arrays with a repeated item")
+        out.append(_typed("array", {"minItems": 2}))  # widened: every array that could repeat
     return out

@@ -232,7 +232,8 @@ class ObjectBuilder:
                     ]
                     if len(combos) > _MAX_MARK_STATES:
                         conv.unsupported("not", ptr, "too many kinds of further member")
-                        combos = []
+                        combos = [(atom_lang, sub)]  # widened: any member meets it
+                        break
                 for lang, value in combos:
                     val = conv.value(value, vptr, depth + 1)
                     if val is None:
@@ -298,7 +299,7 @@ class ObjectBuilder:
                     f"{ptr}/propertyNames",
                     "together with patternProperties, only string keywords",
                 )
-                return None
+                return self._widened_extra(keys, ptr, depth)
             key = conv.value(_as_string(names_schema), f"{ptr}/propertyNames", 0)
             return seq(key, colon, conv.value(add, f"{ptr}/additionalProperties", depth + 1))
         # Keys that no pattern constrains are filtered by the excluded texts.
@@ -320,7 +321,19 @@ class ObjectBuilder:
                     ptr,
                     f"key language: {exc}",
                 )
+                parts.append(seq(conv.excludes.any_string(any_string()), colon, val))  # widened
         return alt(*parts)
+
+    def _widened_extra(self, keys: KeySpace, ptr: str, depth: int) -> Expr | None:
+        """After a downgraded refusal: a further member with any key and any of the value
+        schemas a further member may take."""
+        subs = [keys.additional] + [sub for _, _, sub, _ in keys.keyed]
+        value = True if any(s is True for s in subs) else {"anyOf": subs}
+        val = self.conv.value(value, f"{ptr}/additionalProperties", depth + 1)
+        if val is None:
+            return None
+        key = self.conv.excludes.any_string(any_string())
+        return seq(key, self.conv.layout.colon(), val)
 
 
 def _free(schema) -> bool:
@@ -626,6 +639,13 @@ def array_expr(conv: ConversionContext, schema: dict, ptr: str, depth: int) -> E
         prefix = []
     if items is None:
         items = schema.get("unevaluatedItems")
+        contained = "contains" in schema or CONTAINS_ALL in schema
+        if contained and items is not None and items is not True and items != {}:
+            # Items that match contains count as evaluated; not modelled.
+            conv.unsupported(
+                "unevaluatedItems", f"{ptr}/unevaluatedItems", "together with contains"
+            )
+            items = True  # widened
     if items is None:
         items = not (prefix and conv.strict and not schema.get(OPEN))
     lo = conv.count(schema, "minItems", ptr, 0)
@@ -636,21 +656,12 @@ def array_expr(conv: ConversionContext, schema: dict, ptr: str, depth: int) -> E
         hi = 0 if items is False else hi
     unique = schema.get("uniqueItems") is True and (hi is None or hi > 1)
     if CONTAINS_ALL in schema:
-        if items is schema.get("unevaluatedItems") and items is not True:
-            conv.unsupported(
-                "unevaluatedItems", f"{ptr}/unevaluatedItems", "together with contains"
-            )
         if unique:
             conv.unsupported("uniqueItems", f"{ptr}/uniqueItems", "together with contains")
         out = contains_all_expr(conv, schema[CONTAINS_ALL], ptr, depth, prefix, items, lo, hi)
         if out is not UNCONSTRAINED:
             return out
     elif "contains" in schema:
-        if items is schema.get("unevaluatedItems") and items is not True:
-            # Items that match contains count as evaluated; not modelled.
-            conv.unsupported(
-                "unevaluatedItems", f"{ptr}/unevaluatedItems", "together with contains"
-            )
         if unique:
             conv.unsupported("uniqueItems", f"{ptr}/uniqueItems", "together with contains")
         out = contains_expr(conv, schema, ptr, depth, prefix, items, lo, hi)
