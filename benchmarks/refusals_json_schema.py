@@ -132,7 +132,7 @@ def cause_of(detail: str) -> str:
     m = _KEYWORD.search(message)
     if m:
         keyword, why = m.group(1), m.group(3)
-        why = why.split(" (pass unsupported=")[0]  # the hint every refusal carries
+        why = why.split(" (compile with unsupported=")[0]  # the hint every refusal carries
         return f"{keyword}: {_normalise(why)}"
     return f"{exc_type}: {_normalise(message)}"
 

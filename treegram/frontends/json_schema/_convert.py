@@ -661,9 +661,10 @@ class Converter:
         if pattern is not None:
             try:
                 body = pattern_body(pattern)
-            except (ImportError, ValueError) as exc:
-                self.unsupported("pattern", f"{ptr}/pattern", str(exc))
-                body = None
+            except (ImportError, ValueError):
+                # anchors or lookaheads a plain expression cannot hold: through the
+                # pattern's automaton (which refuses, or widens, what it cannot compile)
+                return constrained_string(self, schema, ptr)
         if body is None:
             return length_string(lo, hi)
         return string_of(body)

@@ -19,6 +19,11 @@ from __future__ import annotations
 import functools
 
 from treegram.frontends._regex import regex_to_expr
+from treegram.frontends.json_schema._anchors import (
+    edge_lookaheads,
+    marked_pattern_dfa,
+    trailing_lookahead,
+)
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import MAX_GRAMMAR_STATES
 from treegram.frontends.json_schema._formats import REFUSED as REFUSED_FORMATS
@@ -119,6 +124,20 @@ _PATTERN_CACHE = 128
 
 @functools.lru_cache(maxsize=_PATTERN_CACHE)  # errors are raised again, never cached
 def _cached_pattern_dfa(pattern: str) -> Dfa:
+    edges = edge_lookaheads(pattern)
+    if edges is not None:  # ^(?=X)(?!Y)rest: rest, with X, without Y
+        looks, rest = edges
+        out = _cached_pattern_dfa(rest)
+        for positive, look in looks:
+            try:
+                other = _cached_pattern_dfa(look)
+                out = out.intersect(other) if positive else out.difference(other)
+            except DfaLimitError as exc:
+                raise StringConstraintError("pattern", f"pattern {pattern!r}: {exc}") from None
+        return out
+    trailing = trailing_lookahead(pattern)
+    if trailing is not None:  # p(?=X) searches like pX
+        return _cached_pattern_dfa(trailing)
     # Alternatives grouped by their anchors: one Σ*(a|b|...)Σ* rather than a union of
     # searches, whose subsets would track every alternative separately.
     groups: dict[tuple[bool, bool], list[Expr]] = {}
@@ -126,9 +145,7 @@ def _cached_pattern_dfa(pattern: str) -> Dfa:
         for alternative in split_alternatives(pattern):
             left, core, right = strip_anchors(alternative)
             if has_inner_anchor(core):
-                raise StringConstraintError(
-                    "pattern", f"anchor inside a group in pattern {pattern!r}"
-                )
+                return marked_pattern_dfa(pattern)  # anchors anywhere: through markers
             body = regex_to_expr(core) if core else Seq(())
             groups.setdefault((left, right), []).append(body)
         parts = []
