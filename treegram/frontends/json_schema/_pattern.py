@@ -5,7 +5,56 @@ alternative is anchored).
 
 from __future__ import annotations
 
-__all__ = ["split_alternatives", "strip_anchors", "has_inner_anchor"]
+__all__ = ["ecma_classes", "split_alternatives", "strip_anchors", "has_inner_anchor"]
+
+# ECMA-262's WhiteSpace and LineTerminator: what \s matches (the regex frontend's \s is
+# xgrammar's smaller set), and the line terminators '.' does not match.
+_SPACE = "\\t-\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+_DOT = "[^\\n\\r\\u2028\\u2029]"
+
+
+def ecma_classes(pattern: str) -> str:
+    """``pattern`` with ``\\s``, ``\\S`` and ``.`` spelled as ECMA-262 defines them (as
+    explicit classes the regex frontend reads the same way in any dialect).
+
+    Raises
+    ------
+    ValueError
+        ``\\S`` inside a class (its complement cannot be written there).
+    """
+    out: list[str] = []
+    in_class, i = False, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt == "s":
+                out.append(_SPACE if in_class else f"[{_SPACE}]")
+            elif nxt == "S":
+                if in_class:
+                    raise ValueError(f"\\S inside a character class in pattern {pattern!r}")
+                out.append(f"[^{_SPACE}]")
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            out.append(ch)
+            if pattern[i + 1 : i + 2] == "^":
+                out.append("^")
+                i += 1
+            i += 1
+            continue
+        elif ch == ".":
+            out.append(_DOT)
+            i += 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def split_alternatives(pattern: str) -> list[str]:

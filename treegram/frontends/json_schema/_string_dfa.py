@@ -41,6 +41,7 @@ from treegram.frontends.json_schema._keywords import (
     is_annotation,
 )
 from treegram.frontends.json_schema._pattern import (
+    ecma_classes,
     has_inner_anchor,
     split_alternatives,
     strip_anchors,
@@ -116,7 +117,11 @@ def pattern_dfa(pattern: str) -> Dfa:
         The pattern has an anchor inside a group, a syntax error or an unsupported
         construct, or needs too many states (keyword ``pattern``).
     """
-    return _cached_pattern_dfa(pattern)
+    try:
+        spelled = ecma_classes(pattern)
+    except ValueError as exc:
+        raise StringConstraintError("pattern", str(exc)) from None
+    return _cached_pattern_dfa(spelled)
 
 
 _PATTERN_CACHE = 128
