@@ -137,6 +137,18 @@ def cause_of(detail: str) -> str:
     return f"{exc_type}: {_normalise(message)}"
 
 
+_WIDENED = re.compile(r"JSON Schema keyword '([^']*)' at (\S*) widened[^:]*: (.*)")
+
+
+def warning_of(text: str) -> str:
+    """A warning's kind: the widened keyword and reason, or the normalised text."""
+    m = _WIDENED.search(text)
+    if m:
+        why = m.group(3).split("; the grammar accepts")[0]
+        return f"{m.group(1)} widened: {_normalise(why)}"
+    return _normalise(text)
+
+
 def _normalise(text: str) -> str:
     text = re.sub(r"'(?:[^'\\]|\\.)*'", "'…'", text)
     text = re.sub(r'"(?:[^"\\]|\\.)*"', '"…"', text)
@@ -189,8 +201,8 @@ def run_mode(
             causes.setdefault(cause, []).append({"file": r["file"], "error": r["detail"]})
     warned: Counter = Counter()
     for r in records:
-        for w in set(r["warnings"]):
-            warned[_normalise(w)] += 1
+        for w in {warning_of(w) for w in r["warnings"]}:
+            warned[w] += 1
     n = len(records)
     refused = sum(r["status"] != "ok" for r in records)
     return {

@@ -889,9 +889,12 @@ def json_schema_to_ir(
     max_whitespace_cnt : int or None
         With ``any_whitespace``: at most this many whitespace characters in a row.
     unsupported : "error", "warn" or collection of str, default "error"
-        ``"warn"`` turns :class:`UnsupportedSchemaError` for an inexact keyword into a
-        warning and drops that constraint; a collection of keyword names (for example
-        ``{"uniqueItems", "format"}``) does so for those keywords only.
+        The widening option. ``"warn"`` serves a schema with a keyword treegram cannot
+        compile exactly by widening that keyword to the language without it, with a
+        warning naming the keyword and its JSON pointer; the grammar never rejects a
+        valid instance. A collection of keyword names (for example
+        ``{"uniqueItems", "format"}``) does so for those keywords only. ``"error"``
+        refuses with :class:`UnsupportedSchemaError`, whose message names this option.
     unknown_format : "warn", "ignore" or "error", default "warn"
         A ``format`` treegram does not know (``"path"``, ``"byte"``...) is an annotation
         in JSON Schema 2020-12: ``"warn"`` accepts any string for it with a warning,
