@@ -54,3 +54,38 @@ def test_schemas_with_such_patterns_compile(pattern):
     cg = compile_schema({"type": "string", "pattern": pattern}, strict_mode=False)
     for text in ("", "a", "ab/..", "2024-01", "@@x", "pattern", "patterns", "/^1234$/"):
         assert accepts(cg, json.dumps(text)) == (re.search(pattern, text) is not None), text
+
+
+@pytest.mark.parametrize(
+    "pattern, good, bad",
+    [
+        (r"^\p{Letter}+$", ["abc", "αβγ", "Ab"], ["a1", "", "a b"]),
+        (r"^\p{digit}+$", ["123", "١٢٣"], ["1a", "½"]),
+        (r"\p{Lu}", ["aBc", "É"], ["abc"]),
+        (r"^[\p{L}\d_]+$", ["ab_1", "ñ9"], ["a-b"]),
+        (r"^\P{L}*$", ["12 -", ""], ["a"]),
+        (r"^\s$", ["\u3000", "\u2028", "\ufeff", "\t"], ["a", "\u200b"]),
+        (r"^.$", ["a", "\u00e9"], ["\n", "\r", "\u2028"]),
+    ],
+)
+def test_ecma_classes_and_property_escapes(pattern, good, bad):
+    import unicodedata
+
+    dfa = pattern_dfa(pattern)
+    for text in good:
+        assert dfa.accepts(text), (pattern, text)
+    for text in bad:
+        assert not dfa.accepts(text), (pattern, text)
+    # \p{L} is General_Category L of Python's unicodedata (its Unicode version)
+    if pattern == r"^\p{Letter}+$":
+        for cp in range(0, 0x3000, 7):
+            ch = chr(cp)
+            assert dfa.accepts(ch) == unicodedata.category(ch).startswith("L"), hex(cp)
+
+
+@pytest.mark.parametrize("pattern", [r"\p{Script=Greek}", r"[\P{L}]", r"[\S]"])
+def test_unsupported_class_escapes_are_refused(pattern):
+    from treegram.frontends.json_schema._string_dfa import StringConstraintError
+
+    with pytest.raises(StringConstraintError):
+        pattern_dfa(pattern)
