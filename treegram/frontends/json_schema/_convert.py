@@ -372,9 +372,10 @@ class Converter:
                 depth,
                 lambda r, d: self.value(self.resolve(r, ptr), self.refs.display(r), d),
             )
-        if ("allOf" in schema or "$ref" in schema) and self.in_document(schema):
-            # merged once into one rule: a recursion through allOf / $ref with siblings
-            # stays a recursion instead of being inlined level after level
+        if _may_recurse(schema) and self.in_document(schema):
+            # merged once into one rule: a recursion through allOf, a $ref with siblings
+            # or a branch that refers stays a recursion instead of being inlined level
+            # after level
             return self.ref_rule(
                 f"#merged/{id(schema)}",
                 schema,
@@ -691,6 +692,20 @@ class Converter:
 
 
 _NOTHING = Choice((Seq((CharClass(((0, 0x10FFFF),), negated=True),)),))
+
+
+def _may_recurse(schema: dict) -> bool:
+    """Whether converting ``schema`` merges a reference into new schemas (``allOf``, a
+    ``$ref`` with siblings, ``anyOf`` / ``oneOf`` with a branch that refers)."""
+    if "allOf" in schema or "$ref" in schema:
+        return True
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and any(
+            isinstance(b, dict) and "$ref" in b for b in branches
+        ):
+            return len(schema) > 1  # beside other keywords: each branch is merged
+    return False
 
 
 def _rule_base(key: str) -> str:
