@@ -34,6 +34,7 @@ import numpy as np
 
 from treegram.compiler import CompiledGrammar, GrammarCompiler
 from treegram.errors import ArgumentError, GrammarError, TreegramError
+from treegram.frontends import downgraded_keywords
 from treegram.matcher import (
     GrammarMatcher,
     allocate_token_bitmask,
@@ -617,6 +618,15 @@ def _fill_missing_schemas(fmt: Any) -> None:
             _fill_missing_schemas(tag)
 
 
+def _unsupported_option(unsupported: Any) -> str | frozenset[str]:
+    """Check a backend's ``unsupported`` option (as ``compile_json_schema`` takes it)."""
+    try:
+        downgraded_keywords(unsupported)
+    except GrammarError as exc:
+        raise ArgumentError(str(exc)) from None
+    return unsupported if isinstance(unsupported, str) else frozenset(unsupported)
+
+
 def _backend_vocab_size(compiler, vocab_size: int | None) -> int:
     """Check an engine backend's compiler; its mask width (default: the tokenizer's)."""
     if not isinstance(compiler, GrammarCompiler):
@@ -657,6 +667,11 @@ class SGLangGrammarBackend:
     max_whitespace_cnt : int, optional
         At most this many whitespace characters in a row in JSON Schema grammars
         (``--constrained-json-max-whitespace-cnt``).
+    unsupported : "error", "warn" or collection of str, default "error"
+        ``compile_json_schema``'s option for JSON Schema requests: ``"warn"`` (or the
+        keywords named) serves a schema treegram cannot compile exactly by widening each
+        unsupported keyword to the language without it, with a ``UserWarning`` naming the
+        keyword and its pointer; ``"error"`` gives SGLang the refusal (the request fails).
     """
 
     _enable_strict_thinking: bool = False
@@ -673,6 +688,7 @@ class SGLangGrammarBackend:
         forced_drafts: int = 0,
         any_whitespace: bool = True,
         max_whitespace_cnt: int | None = None,
+        unsupported: str | Sequence[str] | frozenset[str] = "error",
     ) -> None:
         self.grammar_compiler = compiler
         self.vocab_size = _backend_vocab_size(compiler, vocab_size)
@@ -688,6 +704,7 @@ class SGLangGrammarBackend:
             )
         self.any_whitespace = any_whitespace
         self.max_whitespace_cnt = max_whitespace_cnt
+        self.unsupported = _unsupported_option(unsupported)
         self.cache: dict[tuple[str, str], Any] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
@@ -715,11 +732,16 @@ class SGLangGrammarBackend:
         return self._grammar(ctx, key_string, kind)
 
     def _compile_json(self, key_string: str) -> CompiledGrammar:
-        if not self.any_whitespace or self.max_whitespace_cnt is not None:
+        if (
+            not self.any_whitespace
+            or self.max_whitespace_cnt is not None
+            or self.unsupported != "error"
+        ):
             return self.grammar_compiler.compile_json_schema(
                 key_string,
                 any_whitespace=self.any_whitespace,
                 max_whitespace_cnt=self.max_whitespace_cnt,
+                unsupported=self.unsupported,
             )
         return _compile(self.grammar_compiler, "json", key_string)
 
@@ -1056,6 +1078,11 @@ class VLLMBackend:
     disable_any_whitespace : bool, default False
         vLLM's ``structured_outputs_config.disable_any_whitespace``: JSON requests allow
         no whitespace outside strings (separators ``","`` and ``":"``).
+    unsupported : "error", "warn" or collection of str, default "error"
+        ``compile_json_schema``'s option for ``JSON`` requests: ``"warn"`` (or the keywords
+        named) serves a schema treegram cannot compile exactly by widening each
+        unsupported keyword to the language without it, with a ``UserWarning`` naming the
+        keyword and its pointer; ``"error"`` raises the refusal to vLLM.
     full_vocab_compiler : GrammarCompiler, optional
         The compiler of ``STRUCTURAL_TAG`` and Lark ``GRAMMAR`` requests (default:
         ``compiler``). vLLM's xgrammar backend compiles those against the whole vocabulary,
@@ -1076,6 +1103,7 @@ class VLLMBackend:
         override_stop_tokens: int | list[int] | None = None,
         forced_drafts: int = 0,
         disable_any_whitespace: bool = False,
+        unsupported: str | Sequence[str] | frozenset[str] = "error",
         full_vocab_compiler: GrammarCompiler | None = None,
         vllm_config: Any = None,
         tokenizer: Any = None,
@@ -1095,6 +1123,7 @@ class VLLMBackend:
         self.override_stop_tokens = override_stop_tokens
         self.forced_drafts = _forced_option(forced_drafts)
         self.disable_any_whitespace = disable_any_whitespace
+        self.unsupported = _unsupported_option(unsupported)
         self.vllm_config = vllm_config
         self.tokenizer = tokenizer
 
@@ -1171,13 +1200,16 @@ class VLLMBackend:
         stops = self.override_stop_tokens
         if stop_token_ids:
             stops = sorted(int(t) for t in stop_token_ids)
-        if kind in ("json", "json_object") and self.disable_any_whitespace:
+        if kind in ("json", "json_object") and (
+            self.disable_any_whitespace or self.unsupported != "error"
+        ):
             schema = '{"type": "object"}' if kind == "json_object" else grammar_spec
             if not isinstance(schema, str):
                 schema = json.dumps(schema)
-            ctx = self.compiler.compile_json_schema(
-                schema, any_whitespace=False, separators=(",", ":")
-            )
+            options: dict[str, Any] = {"unsupported": self.unsupported}
+            if self.disable_any_whitespace:
+                options.update(any_whitespace=False, separators=(",", ":"))
+            ctx = self.compiler.compile_json_schema(schema, **options)
         elif kind == "grammar" and _grammar_is_lark(grammar_spec):
             ctx = self.full_vocab_compiler.compile_lark(grammar_spec)
         elif kind == "structural_tag":
