@@ -54,6 +54,9 @@ VALUES = [
     {"a": "x", "b": 2},
     {"a": 2, "b": "then"},
     {"a": None, "b": 1, "c": True},
+    {"a": 2, "b": "x"},
+    {"a": 1, "c": 1},
+    {"c": 1},
 ]
 
 CASES = {
@@ -130,6 +133,26 @@ CASES = {
     },
     "not-unevaluatedProperties": {"not": {"properties": {"a": {}}, "unevaluatedProperties": False}},
     "not-unevaluatedItems": {"not": {"unevaluatedItems": {"type": "string"}}},
+    # a failed subschema evaluates nothing: the negations (of the if, of the other oneOf
+    # branches) require or forbid members without making them evaluated
+    "if-then-else-unevaluatedProperties": {
+        "if": {"properties": {"a": {"const": 2}}, "required": ["a"]},
+        "then": {"properties": {"b": {"type": "string"}}, "required": ["b"]},
+        "else": {"properties": {"c": {}}},
+        "unevaluatedProperties": False,
+    },
+    "if-then-unevaluatedProperties": {
+        "if": {"properties": {"a": {"const": 2}}, "required": ["a"]},
+        "then": {"properties": {"b": {}}},
+        "unevaluatedProperties": False,
+    },
+    "oneOf-unevaluatedProperties": {
+        "oneOf": [
+            {"properties": {"a": {}}, "required": ["a"]},
+            {"properties": {"b": {"type": "integer"}}, "required": ["b"]},
+        ],
+        "unevaluatedProperties": False,
+    },
     "allOf-additional-next-to-patterns": {
         "allOf": [
             {"properties": {"a": {}}, "additionalProperties": {"type": "integer"}},
@@ -185,10 +208,10 @@ def test_strict_mode_defaults_survive_a_merged_negation():
     [
         ({"not": {"type": "array", "uniqueItems": True}}, "not"),
         ({"oneOf": [{"minimum": i} for i in range(17)]}, "oneOf"),
-        (
+        (  # not-not is the schema, but its members are not evaluated
             {
                 "properties": {"a": {}},
-                "not": {"properties": {"b": {"const": 1}}},
+                "not": {"not": {"properties": {"b": {"const": 1}}}},
                 "unevaluatedProperties": False,
             },
             "unevaluatedProperties",
@@ -197,6 +220,20 @@ def test_strict_mode_defaults_survive_a_merged_negation():
 )
 def test_inexact_complements_are_refused(schema, keyword):
     with pytest.raises(UnsupportedSchemaError, match=keyword):
+        json_schema_to_ir(schema)
+
+
+def test_negated_member_is_not_evaluated():
+    # "not properties b: const 1" needs a member b other than 1, which nothing evaluates:
+    # with unevaluatedProperties false no value is valid (the jsonschema package agrees)
+    schema = {
+        "properties": {"a": {}},
+        "not": {"properties": {"b": {"const": 1}}},
+        "unevaluatedProperties": False,
+    }
+    validator = exact_validator(schema, "2020-12")
+    assert not any(validator.is_valid(v) for v in VALUES)
+    with pytest.raises(treegram.GrammarError, match="admits no JSON value"):
         json_schema_to_ir(schema)
 
 

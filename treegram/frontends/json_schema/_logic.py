@@ -434,10 +434,20 @@ def _opened(schema):
 
 
 def _evaluates(schema) -> bool:
-    """Whether a derived schema declares members (present properties or items)."""
+    """Whether a derived schema declares members (present properties or items).
+
+    A required kind of member (:data:`HAS_MEMBER`) declares none: the object compiler meets
+    it with the members the rest of the object declares or lets through (its
+    ``unevaluatedProperties`` included), so a negation's member requirement never makes a
+    member look evaluated. Its keyed schemas (:data:`KEY_SCHEMAS`) would, as
+    ``patternProperties`` do, except those that forbid their keys (``false``), as a
+    property declared ``false`` does not.
+    """
     if not isinstance(schema, dict):
         return False
     if any(v is not False for v in schema.get("properties", {}).values()):
+        return True
+    if any(v is not False for _, v in schema.get(KEY_SCHEMAS, ())):
         return True
     if any(
         k in schema
@@ -447,8 +457,6 @@ def _evaluates(schema) -> bool:
             "contains",
             "patternProperties",
             "additionalProperties",
-            HAS_MEMBER,
-            KEY_SCHEMAS,
         )
     ):
         return True
