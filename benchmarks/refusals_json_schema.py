@@ -7,7 +7,9 @@ order and with nothing left out, treegram compiles the schema the way a new user
 over a byte-level vocabulary: whether a schema compiles does not depend on the vocabulary)
 and records the outcome:
 
-- ``ok``: compiled; warnings (unknown formats, widened keywords) are counted by text;
+- ``ok``: compiled; warnings (unknown formats, widened keywords) are counted by text, and
+  every test instance of the file (``json.dumps``) is walked with ``accept_string``: a valid
+  one rejected or an invalid one accepted to the end is counted and listed;
 - ``refused``: an exception (``UnsupportedSchemaError``, ``GrammarError``, or any other),
   with its type and first line;
 - ``timeout``: the compile ran past ``--timeout`` seconds (the worker process is restarted).
@@ -17,10 +19,11 @@ Refusals are grouped by *cause*: the keyword and reason of an ``UnsupportedSchem
 numbers taken out, or the exception type and message likewise normalised. Each cause lists
 its schemas with their full messages.
 
-By default two passes run: ``strict_mode=True`` (the default a new user gets) and
-``strict_mode=False`` (JSON Schema's semantics, which ``bench_maskbench.py`` uses); a
-``--widen`` pass compiles with ``unsupported="warn"`` (the opt-in widening) to count what
-still fails then.
+By default three passes run: ``strict_mode=True`` (the default a new user gets),
+``strict_mode=False`` (JSON Schema's semantics, which ``bench_maskbench.py`` uses) and
+``widen``: ``unsupported="warn"`` (the opt-in widening) with ``strict_mode=False``, to count
+what still fails then and to check that a widened grammar rejects no valid instance (under
+JSON Schema's semantics, so ``strict_mode``'s closed objects do not count).
 
 Run from the repository root: ``python benchmarks/refusals_json_schema.py --help``.
 """
@@ -50,14 +53,16 @@ DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "json_schema_refusals.json"
 MODES = {
     "default": {},
     "strict_mode=False": {"strict_mode": False},
-    "widen": {"unsupported": "warn"},
+    "widen": {"unsupported": "warn", "strict_mode": False},
 }
 
 # ---------------------------------------------------------------------------- worker
 
 
 def _worker(conn, options: dict) -> None:
-    """Compile the schema texts sent on ``conn``; answer ``(status, detail, warnings, ms)``."""
+    """Compile the ``(schema text, tests)`` sent on ``conn`` and walk the tests; answer
+    ``(status, detail, warnings, ms, walked)`` with ``walked`` the indices of the valid tests
+    rejected and of the invalid tests accepted."""
     import warnings
 
     import treegram
@@ -67,21 +72,31 @@ def _worker(conn, options: dict) -> None:
         treegram.TokenizerInfo(vocab, stop_token_ids=[256]), cache_enabled=False
     )
     while True:
-        text = conn.recv()
-        if text is None:
+        job = conn.recv()
+        if job is None:
             return
+        text, tests = job
         t0 = time.perf_counter()
+        compiled = None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 grammar = treegram.Grammar.from_json_schema(text, **options)
-                compiler.compile_grammar(grammar)
+                compiled = compiler.compile_grammar(grammar)
                 status, detail = "ok", ""
             except Exception as exc:  # noqa: BLE001 - every failure is a refusal to report
                 first = str(exc).splitlines()[0] if str(exc) else ""
                 status, detail = "refused", f"{type(exc).__name__}: {first}"
         ms = (time.perf_counter() - t0) * 1e3
-        conn.send((status, detail, [str(w.message).splitlines()[0] for w in caught], ms))
+        walked: dict[str, list[int]] = {"valid_rejected": [], "invalid_accepted": []}
+        if compiled is not None:
+            for i, (instance, valid) in enumerate(tests):
+                matcher = treegram.GrammarMatcher(compiled)
+                accepted = matcher.accept_string(instance) and matcher.is_completed()
+                if accepted != valid:
+                    walked["valid_rejected" if valid else "invalid_accepted"].append(i)
+        warned = [str(w.message).splitlines()[0] for w in caught]
+        conn.send((status, detail, warned, ms, walked))
 
 
 class Worker:
@@ -98,20 +113,21 @@ class Worker:
         self.proc.start()
         child.close()
 
-    def compile(self, text: str, timeout: float) -> tuple[str, str, list[str], float]:
-        self.conn.send(text)
+    def compile(self, text: str, tests: list, timeout: float) -> tuple:
+        self.conn.send((text, tests))
         if self.conn.poll(timeout):
             try:
                 return self.conn.recv()
             except EOFError:
                 pass
             self.proc.join()
+            code = self.proc.exitcode
             self._start()
-            return "refused", f"worker died (exit code {self.proc.exitcode})", [], timeout * 1e3
+            return "refused", f"worker died (exit code {code})", [], timeout * 1e3, {}
         self.proc.kill()
         self.proc.join()
         self._start()
-        return "timeout", f"no result within {timeout:g} s", [], timeout * 1e3
+        return "timeout", f"no result within {timeout:g} s", [], timeout * 1e3, {}
 
     def close(self) -> None:
         with contextlib.suppress(BrokenPipeError, OSError):
@@ -162,9 +178,9 @@ def _normalise(text: str) -> str:
 
 def load_sample(
     data: Path, limit: int | None = None, only: list[str] | None = None
-) -> list[tuple[str, str]]:
-    """``(file name, schema JSON text)`` for every file of the sample (or those named in
-    ``only``), sorted by name."""
+) -> list[tuple[str, str, list[tuple[str, bool]]]]:
+    """``(file name, schema JSON text, [(test instance JSON text, valid), ...])`` for every
+    file of the sample (or those named in ``only``), sorted by name."""
     files = sorted(data.glob("*.json"))
     if only:
         files = [f for f in files if f.name in set(only)]
@@ -173,22 +189,31 @@ def load_sample(
     out = []
     for f in files[:limit]:
         with open(f, encoding="utf-8") as fh:
-            out.append((f.name, json.dumps(json.load(fh)["schema"])))
+            doc = json.load(fh)
+        tests = [(json.dumps(t["data"]), bool(t["valid"])) for t in doc.get("tests", [])]
+        out.append((f.name, json.dumps(doc["schema"]), tests))
     return out
 
 
-def run_mode(
-    sample: list[tuple[str, str]], options: dict, timeout: float, quiet: bool = True
-) -> dict[str, Any]:
-    """Compile every schema under ``options``; outcomes, causes and warning counts."""
+def run_mode(sample: list, options: dict, timeout: float, quiet: bool = True) -> dict[str, Any]:
+    """Compile every schema under ``options`` and walk its tests; outcomes, causes, warning
+    counts and the instances the grammar got wrong."""
     worker = Worker(options)
     records = []
     t0 = time.perf_counter()
     try:
-        for i, (name, text) in enumerate(sample):
-            status, detail, caught, ms = worker.compile(text, timeout)
+        for i, (name, text, tests) in enumerate(sample):
+            status, detail, caught, ms, walked = worker.compile(text, tests, timeout)
             records.append(
-                {"file": name, "status": status, "detail": detail, "warnings": caught, "ms": ms}
+                {
+                    "file": name,
+                    "status": status,
+                    "detail": detail,
+                    "warnings": caught,
+                    "ms": ms,
+                    "tests": len(tests) if status == "ok" else 0,
+                    **{k: walked.get(k, []) for k in ("valid_rejected", "invalid_accepted")},
+                }
             )
             if not quiet and (i + 1) % 200 == 0:
                 print(f"  {i + 1}/{len(sample)}", file=sys.stderr)
@@ -203,6 +228,15 @@ def run_mode(
     for r in records:
         for w in {warning_of(w) for w in r["warnings"]}:
             warned[w] += 1
+    walks: dict[str, Any] = {"tests_walked": sum(r["tests"] for r in records)}
+    for key in ("valid_rejected", "invalid_accepted"):
+        hit = {r["file"]: r[key] for r in records if r[key]}
+        walks[key] = sum(len(v) for v in hit.values())
+        walks[f"{key}_schemas"] = hit
+        # the same, over the schemas compiled with a widened keyword
+        walks[f"{key}_widened"] = sum(
+            len(r[key]) for r in records if any(_WIDENED.search(w) for w in r["warnings"])
+        )
     n = len(records)
     refused = sum(r["status"] != "ok" for r in records)
     return {
@@ -215,6 +249,8 @@ def run_mode(
         "seconds": time.perf_counter() - t0,
         "causes": dict(sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0]))),
         "warnings": dict(warned.most_common()),
+        "widened_schemas": sum(any(_WIDENED.search(w) for w in r["warnings"]) for r in records),
+        **walks,
     }
 
 
@@ -223,7 +259,12 @@ def format_table(results: dict) -> str:
     for mode, r in results["modes"].items():
         lines.append(
             f"{mode}: {r['refused']} of {r['schemas']} schemas refused "
-            f"({r['refused_pct']:.2f} %), {r['timeouts']} timeouts"
+            f"({r['refused_pct']:.2f} %), {r['timeouts']} timeouts; "
+            f"{r['tests_walked']} tests walked: {r['valid_rejected']} valid rejected "
+            f"({len(r['valid_rejected_schemas'])} schemas), {r['invalid_accepted']} invalid "
+            f"accepted ({len(r['invalid_accepted_schemas'])} schemas); "
+            f"{r['widened_schemas']} schemas widened (valid rejected there: "
+            f"{r['valid_rejected_widened']})"
         )
         for cause, items in r["causes"].items():
             lines.append(f"  {len(items):>4}  {cause[:150]}")

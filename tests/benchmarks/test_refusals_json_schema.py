@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "refusals_json_schema.py"
@@ -46,8 +47,18 @@ def test_runs_on_a_few_schemas(script, tmp_path):
         "refused.json": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
         "empty.json": {"type": "string", "minLength": 3, "maxLength": 1},
     }
+    instances = {
+        "ok.json": [{"a": 1}, {"a": "x"}, {"a": 2, "b": True}, []],
+        "refused.json": [["x", "y"], ["x", "x"], [1]],
+        "empty.json": ["abc"],
+    }
     for name, schema in schemas.items():
-        (data / name).write_text(json.dumps({"schema": schema, "tests": []}), encoding="utf-8")
+        # validity from the jsonschema package (the oracle), as MaskBench files give it
+        tests = [
+            {"data": x, "valid": jsonschema.Draft202012Validator(schema).is_valid(x)}
+            for x in instances[name]
+        ]
+        (data / name).write_text(json.dumps({"schema": schema, "tests": tests}), encoding="utf-8")
     out = tmp_path / "refusals.json"
     result = script.main(
         ["--data", str(data), "--modes", "default", "widen", "--quiet", "--output", str(out)]
@@ -62,3 +73,13 @@ def test_runs_on_a_few_schemas(script, tmp_path):
     ]
     assert widen["refused"] == 1  # widening serves uniqueItems; "no value" stays an error
     assert any("uniqueItems" in w for w in widen["warnings"])
+    # the walk: strict_mode (the default) closes ok.json's object, so its valid
+    # {"a": 2, "b": true} is rejected there; widened, the duplicate ["x", "x"] is accepted
+    # and every valid instance is (strict_mode=False in the widen pass)
+    assert default["tests_walked"] == 4
+    assert default["valid_rejected_schemas"] == {"ok.json": [2]}
+    assert default["invalid_accepted"] == 0
+    assert widen["tests_walked"] == 7 and widen["widened_schemas"] == 1
+    assert widen["valid_rejected"] == 0
+    assert widen["invalid_accepted_schemas"] == {"refused.json": [1]}
+    assert widen["invalid_accepted_widened"] == 1
