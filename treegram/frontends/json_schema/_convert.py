@@ -182,6 +182,7 @@ class Converter:
         self.widen_one_of = False  # overlapping oneOf as anyOf (a second, widened try)
         self.expanded: list[str] = []  # pointers of the overlapping oneOfs expanded
         self._negations: dict[str, object] = {}
+        self._negation_names: dict[int, str] = {}  # id of a negated subschema: its ref
         self._negation_targets: dict[str, dict] = {}
 
     # -- errors -------------------------------------------------------------------------
@@ -287,7 +288,11 @@ class Converter:
     def negation_ref(self, schema: dict) -> str:
         """A ``$ref`` naming the negation of the document subschema ``schema``, computed
         when first resolved: a negated recursive schema stays a recursion."""
-        ref = f"{NEGATION_PREFIX}{id(schema)}"
+        # numbered in order of first use (not by id(), which differs run to run): the
+        # grammar's rule names, and so its text and cache entries, are reproducible
+        ref = self._negation_names.setdefault(
+            id(schema), f"{NEGATION_PREFIX}{len(self._negation_names)}"
+        )
         self._negations.setdefault(ref, schema)
         self._negation_targets[ref] = schema
         return ref
