@@ -26,3 +26,26 @@ def accepts(cg: treegram.CompiledGrammar, text: str) -> bool:
     """Whether a fresh matcher accepts all of ``text`` and is then complete."""
     m = treegram.GrammarMatcher(cg)
     return m.accept_string(text) and m.is_completed()
+
+
+def exact_validator(schema, draft: str = "2020-12"):
+    """A ``jsonschema`` validator for ``schema`` whose ``multipleOf`` is exact decimal
+    arithmetic, as JSON Schema defines it (``jsonschema`` divides binary floats, so it
+    says 0.3 is not a multiple of 0.1); every other keyword is ``jsonschema``'s own."""
+    from fractions import Fraction
+
+    import jsonschema
+    from jsonschema.exceptions import ValidationError
+
+    def frac(x):
+        return Fraction(x) if isinstance(x, int) else Fraction(str(x))
+
+    def multiple_of(validator, m, instance, schema):
+        if not validator.is_type(instance, "number"):
+            return
+        if (frac(instance) / frac(m)).denominator != 1:
+            yield ValidationError(f"{instance!r} is not a multiple of {m}")
+
+    base = {"2020-12": jsonschema.Draft202012Validator, "7": jsonschema.Draft7Validator}[draft]
+    cls = jsonschema.validators.extend(base, {"multipleOf": multiple_of})
+    return cls(schema)

@@ -218,8 +218,10 @@ class Grammar:
         any_whitespace, indent, separators, strict_mode, max_whitespace_cnt
             Output layout and defaults, as in xgrammar 0.2.8 (see ``json_schema_to_ir``).
         unsupported : "error", "warn" or collection of str, default "error"
-            ``"warn"`` downgrades an inexact keyword to a warning and drops it; a collection
-            of keyword names (``{"uniqueItems", "format"}``) downgrades only those.
+            The widening option: ``"warn"`` serves a keyword treegram cannot compile exactly
+            by widening it to the language without it (a warning names the keyword and its
+            JSON pointer; no valid instance is rejected); a collection of keyword names
+            (``{"uniqueItems", "format"}``) does so for those only.
         unknown_format : "warn", "ignore" or "error", default "warn"
             A ``format`` treegram does not know is an annotation (JSON Schema 2020-12):
             any string, with a warning (``"warn"``) or without (``"ignore"``);

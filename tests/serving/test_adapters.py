@@ -448,6 +448,67 @@ def test_vllm_disable_any_whitespace(compiler):
         VLLMBackend(compiler, disable_any_whitespace=1)
 
 
+UNIQUE = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+UNIQUE_INSTANCES = ([1, 2], [], [3], [1, 1], ["a"], [1.5], {"a": 1})
+
+
+def widened_accepts(matcher: tg.GrammarMatcher, text: str) -> bool:
+    matcher.reset()
+    return matcher.accept_string(text) and matcher.is_completed()
+
+
+def check_widened_unique(matcher: tg.GrammarMatcher, tight: bool = False) -> None:
+    """The widened grammar is the schema without ``uniqueItems``: every instance is
+    accepted exactly when ``jsonschema`` finds it valid against that schema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    without = {k: v for k, v in UNIQUE.items() if k != "uniqueItems"}
+    for value in UNIQUE_INSTANCES:
+        text = json.dumps(value, separators=(",", ":") if tight else None)
+        valid = jsonschema.Draft202012Validator(without).is_valid(value)
+        assert widened_accepts(matcher, text) == valid, text
+
+
+@pytest.mark.parametrize("unsupported", ["warn", ("uniqueItems",)])
+def test_backends_unsupported_option(compiler, unsupported):
+    """``unsupported=`` is ``compile_json_schema``'s widening option, per backend: off, a
+    schema treegram cannot compile exactly is refused (SGLang gets an invalid grammar whose
+    message names the option, vLLM the error); on, it is served widened with a warning
+    naming the keyword and pointer."""
+    if not hasattr(compiler, "compile_json_schema"):
+        pytest.skip("no JSON Schema support")
+    text = json.dumps(UNIQUE)
+    bad = SGLangGrammarBackend(compiler).dispatch_json(text)
+    assert type(bad) is invalid_grammar_type()
+    assert "uniqueItems" in bad.error_message and "unsupported='warn'" in bad.error_message
+    with pytest.raises(GrammarError, match="uniqueItems"):
+        VLLMBackend(compiler).compile_grammar("json", text)
+    # naming another keyword does not widen this one
+    with pytest.raises(GrammarError, match="uniqueItems"):
+        VLLMBackend(compiler, unsupported=["format"]).compile_grammar("json", text)
+
+    # the compiler caches a widened grammar (it warns once, at its compile)
+    compiler.clear_cache()
+    with pytest.warns(UserWarning, match="'uniqueItems' at /uniqueItems widened"):
+        sglang = SGLangGrammarBackend(compiler, unsupported=unsupported).dispatch_json(text)
+    assert isinstance(sglang, SGLangGrammar)
+    check_widened_unique(sglang.matcher)
+    for tight in (False, True):
+        backend = VLLMBackend(compiler, unsupported=unsupported, disable_any_whitespace=tight)
+        compiler.clear_cache()
+        with pytest.warns(UserWarning, match="'uniqueItems' at /uniqueItems widened"):
+            grammar = backend.compile_grammar("json", text)
+        check_widened_unique(grammar.matcher, tight)
+        assert widened_accepts(grammar.matcher, "[ 1 ]") is not tight
+
+
+def test_backends_unsupported_option_checked(compiler):
+    for bad in ("ignore", 1, ["uniqueItems", ""]):
+        with pytest.raises(ArgumentError, match="unsupported"):
+            SGLangGrammarBackend(compiler, unsupported=bad)
+        with pytest.raises(ArgumentError, match="unsupported"):
+            VLLMBackend(compiler, unsupported=bad)
+
+
 def test_vllm_request_types(compiler):
     backend = VLLMBackend(compiler)
     obj = backend.compile_grammar(StructuredOutputOptions.JSON_OBJECT, "")

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from treegram.compiler import CompiledGrammar, GrammarCompiler
-from treegram.errors import ArgumentError, TreegramError
+from treegram.errors import ArgumentError, GrammarError, TreegramError
+from treegram.frontends import downgraded_keywords
 from treegram.matcher import GrammarMatcher, as_bitmask_array, check_row_index
 
 __all__ = ["TokenRejectedError"]
@@ -150,6 +151,15 @@ def _compile_structural_tag(compiler: GrammarCompiler, spec: Any) -> CompiledGra
             raise ArgumentError("structural tag 'structures' must be a list of objects")
         return compiler.compile_structural_tag(structures, value.get("triggers"))
     return compiler.compile_structural_tag(value)
+
+
+def _unsupported_option(unsupported: Any) -> str | frozenset[str]:
+    """Check a backend's ``unsupported`` option (as ``compile_json_schema`` takes it)."""
+    try:
+        downgraded_keywords(unsupported)
+    except GrammarError as exc:
+        raise ArgumentError(str(exc)) from None
+    return unsupported if isinstance(unsupported, str) else frozenset(unsupported)
 
 
 def _backend_vocab_size(compiler, vocab_size: int | None) -> int:

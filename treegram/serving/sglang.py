@@ -54,6 +54,7 @@ from treegram.serving._adapters import (
     _log_once,
     _stop_kwargs,
     _switched_on,
+    _unsupported_option,
 )
 from treegram.serving._apply import apply_token_bitmask_inplace
 
@@ -531,6 +532,11 @@ class SGLangGrammarBackend:
     max_whitespace_cnt : int, optional
         At most this many whitespace characters in a row in JSON Schema grammars
         (``--constrained-json-max-whitespace-cnt``).
+    unsupported : "error", "warn" or collection of str, default "error"
+        ``compile_json_schema``'s option for JSON Schema requests: ``"warn"`` (or the
+        keywords named) serves a schema treegram cannot compile exactly by widening each
+        unsupported keyword to the language without it, with a ``UserWarning`` naming the
+        keyword and its pointer; ``"error"`` gives SGLang the refusal (the request fails).
     """
 
     _enable_strict_thinking: bool = False
@@ -547,6 +553,7 @@ class SGLangGrammarBackend:
         forced_drafts: int = 0,
         any_whitespace: bool = True,
         max_whitespace_cnt: int | None = None,
+        unsupported: str | Sequence[str] | frozenset[str] = "error",
     ) -> None:
         self.grammar_compiler = compiler
         self.vocab_size = _backend_vocab_size(compiler, vocab_size)
@@ -562,6 +569,7 @@ class SGLangGrammarBackend:
             )
         self.any_whitespace = any_whitespace
         self.max_whitespace_cnt = max_whitespace_cnt
+        self.unsupported = _unsupported_option(unsupported)
         self.cache: dict[tuple[str, str], Any] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
@@ -589,11 +597,16 @@ class SGLangGrammarBackend:
         return self._grammar(ctx, key_string, kind)
 
     def _compile_json(self, key_string: str) -> CompiledGrammar:
-        if not self.any_whitespace or self.max_whitespace_cnt is not None:
+        if (
+            not self.any_whitespace
+            or self.max_whitespace_cnt is not None
+            or self.unsupported != "error"
+        ):
             return self.grammar_compiler.compile_json_schema(
                 key_string,
                 any_whitespace=self.any_whitespace,
                 max_whitespace_cnt=self.max_whitespace_cnt,
+                unsupported=self.unsupported,
             )
         return _compile(self.grammar_compiler, "json", key_string)
 

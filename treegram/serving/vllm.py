@@ -48,6 +48,7 @@ from treegram.serving._adapters import (
     _log_once,
     _stop_kwargs,
     _switched_on,
+    _unsupported_option,
 )
 
 __all__ = ["VLLMGrammar", "VLLMBackend"]
@@ -269,6 +270,11 @@ class VLLMBackend:
     disable_any_whitespace : bool, default False
         vLLM's ``structured_outputs_config.disable_any_whitespace``: JSON requests allow
         no whitespace outside strings (separators ``","`` and ``":"``).
+    unsupported : "error", "warn" or collection of str, default "error"
+        ``compile_json_schema``'s option for ``JSON`` requests: ``"warn"`` (or the keywords
+        named) serves a schema treegram cannot compile exactly by widening each
+        unsupported keyword to the language without it, with a ``UserWarning`` naming the
+        keyword and its pointer; ``"error"`` raises the refusal to vLLM.
     full_vocab_compiler : GrammarCompiler, optional
         The compiler of ``STRUCTURAL_TAG`` and Lark ``GRAMMAR`` requests (default:
         ``compiler``). vLLM's xgrammar backend compiles those against the whole vocabulary,
@@ -289,6 +295,7 @@ class VLLMBackend:
         override_stop_tokens: int | list[int] | None = None,
         forced_drafts: int = 0,
         disable_any_whitespace: bool = False,
+        unsupported: str | Sequence[str] | frozenset[str] = "error",
         full_vocab_compiler: GrammarCompiler | None = None,
         vllm_config: Any = None,
         tokenizer: Any = None,
@@ -308,6 +315,7 @@ class VLLMBackend:
         self.override_stop_tokens = override_stop_tokens
         self.forced_drafts = _forced_option(forced_drafts)
         self.disable_any_whitespace = disable_any_whitespace
+        self.unsupported = _unsupported_option(unsupported)
         self.vllm_config = vllm_config
         self.tokenizer = tokenizer
 
@@ -385,13 +393,16 @@ class VLLMBackend:
         stops = self.override_stop_tokens
         if stop_token_ids:
             stops = sorted(int(t) for t in stop_token_ids)
-        if kind in ("json", "json_object") and self.disable_any_whitespace:
+        if kind in ("json", "json_object") and (
+            self.disable_any_whitespace or self.unsupported != "error"
+        ):
             schema = '{"type": "object"}' if kind == "json_object" else grammar_spec
             if not isinstance(schema, str):
                 schema = json.dumps(schema)
-            ctx = self.compiler.compile_json_schema(
-                schema, any_whitespace=False, separators=(",", ":")
-            )
+            options: dict[str, Any] = {"unsupported": self.unsupported}
+            if self.disable_any_whitespace:
+                options.update(any_whitespace=False, separators=(",", ":"))
+            ctx = self.compiler.compile_json_schema(schema, **options)
         elif kind == "grammar" and _grammar_is_lark(grammar_spec):
             ctx = self.full_vocab_compiler.compile_lark(grammar_spec)
         elif kind == "structural_tag":

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schema_matching import accepts, byte_compiler, compile_schema
+from schema_matching import accepts, byte_compiler, compile_schema, exact_validator
 
 import treegram
 from treegram.frontends.json_schema._convert import UnsupportedSchemaError, json_schema_to_ir
@@ -54,6 +54,9 @@ VALUES = [
     {"a": "x", "b": 2},
     {"a": 2, "b": "then"},
     {"a": None, "b": 1, "c": True},
+    {"a": 2, "b": "x"},
+    {"a": 1, "c": 1},
+    {"c": 1},
 ]
 
 CASES = {
@@ -102,6 +105,66 @@ CASES = {
     "not-array-values": {"not": {"enum": [["a", 1], [], [1, [2]]]}},
     "enum-and-not-array": {"allOf": [{"enum": [[1], [True]]}, {"not": {"enum": [[True]]}}]},
     "not-in-allOf": {"allOf": [{"not": {"type": "null"}}, {"not": {"const": 0}}]},
+    "not-multipleOf": {"not": {"multipleOf": 3}},
+    "not-decimal-multipleOf": {"not": {"multipleOf": 0.5}},
+    "integer-not-multipleOf": {"type": "integer", "not": {"multipleOf": 2}},
+    "not-additionalProperties": {"not": {"additionalProperties": {"type": "string"}}},
+    "not-closed-object": {"not": {"properties": {"a": {}}, "additionalProperties": False}},
+    "not-patternProperties": {"not": {"patternProperties": {"^a": {"type": "integer"}}}},
+    "not-propertyNames": {"not": {"propertyNames": {"enum": ["a", "b"]}}},
+    "not-const-object": {"not": {"const": {"a": 1}}},
+    "not-enum-objects": {"type": "object", "not": {"enum": [{}, {"a": None, "b": 1, "c": True}]}},
+    "oneOf-closed-objects": {
+        "oneOf": [
+            {"properties": {"a": {}}, "additionalProperties": False},
+            {"properties": {"b": {}}, "additionalProperties": False},
+        ]
+    },
+    "oneOf-open-and-closed": {
+        "oneOf": [
+            {"type": "object", "properties": {"a": {"type": "integer"}}},
+            {"type": "object", "additionalProperties": {"type": "integer"}},
+        ]
+    },
+    "not-has-member-required": {  # declared first, then further members (the layout)
+        "required": ["c"],
+        "properties": {"a": {}},
+        "not": {"additionalProperties": {"type": "string"}},
+    },
+    "not-unevaluatedProperties": {"not": {"properties": {"a": {}}, "unevaluatedProperties": False}},
+    "not-unevaluatedItems": {"not": {"unevaluatedItems": {"type": "string"}}},
+    # a failed subschema evaluates nothing: the negations (of the if, of the other oneOf
+    # branches) require or forbid members without making them evaluated
+    "if-then-else-unevaluatedProperties": {
+        "if": {"properties": {"a": {"const": 2}}, "required": ["a"]},
+        "then": {"properties": {"b": {"type": "string"}}, "required": ["b"]},
+        "else": {"properties": {"c": {}}},
+        "unevaluatedProperties": False,
+    },
+    "if-then-unevaluatedProperties": {
+        "if": {"properties": {"a": {"const": 2}}, "required": ["a"]},
+        "then": {"properties": {"b": {}}},
+        "unevaluatedProperties": False,
+    },
+    "oneOf-unevaluatedProperties": {
+        "oneOf": [
+            {"properties": {"a": {}}, "required": ["a"]},
+            {"properties": {"b": {"type": "integer"}}, "required": ["b"]},
+        ],
+        "unevaluatedProperties": False,
+    },
+    "allOf-additional-next-to-patterns": {
+        "allOf": [
+            {"properties": {"a": {}}, "additionalProperties": {"type": "integer"}},
+            {"patternProperties": {"^[bc]": {"type": ["string", "integer"]}}},
+        ]
+    },
+    "allOf-patterns-both-sides": {
+        "allOf": [
+            {"patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": False},
+            {"properties": {"b": {}}, "patternProperties": {"^[ab]": {"minimum": 1}}},
+        ]
+    },
 }
 
 
@@ -109,9 +172,7 @@ CASES = {
 def test_matches_jsonschema(name):
     schema = CASES[name]
     cg = compiled(schema)
-    validator = jsonschema.Draft202012Validator(schema)
-    if "dependencies" in schema:
-        validator = jsonschema.Draft7Validator(schema)
+    validator = exact_validator(schema, "7" if "dependencies" in schema else "2020-12")
     for value in VALUES:
         text = json.dumps(value, sort_keys=True)
         assert accepts(cg, text) == validator.is_valid(value), (name, text)
@@ -146,15 +207,11 @@ def test_strict_mode_defaults_survive_a_merged_negation():
     "schema, keyword",
     [
         ({"not": {"type": "array", "uniqueItems": True}}, "not"),
-        ({"not": {"multipleOf": 3}}, "not"),
-        ({"not": {"additionalProperties": {"type": "string"}}}, "not"),
-        ({"oneOf": [{"minimum": i} for i in range(9)]}, "oneOf"),
-        ({"not": {"propertyNames": {"maxLength": 2}}}, "not"),
-        ({"not": {"const": {"a": 1}}}, "not"),
-        (
+        ({"oneOf": [{"minimum": i} for i in range(17)]}, "oneOf"),
+        (  # not-not is the schema, but its members are not evaluated
             {
                 "properties": {"a": {}},
-                "not": {"properties": {"b": {"const": 1}}},
+                "not": {"not": {"properties": {"b": {"const": 1}}}},
                 "unevaluatedProperties": False,
             },
             "unevaluatedProperties",
@@ -163,6 +220,20 @@ def test_strict_mode_defaults_survive_a_merged_negation():
 )
 def test_inexact_complements_are_refused(schema, keyword):
     with pytest.raises(UnsupportedSchemaError, match=keyword):
+        json_schema_to_ir(schema)
+
+
+def test_negated_member_is_not_evaluated():
+    # "not properties b: const 1" needs a member b other than 1, which nothing evaluates:
+    # with unevaluatedProperties false no value is valid (the jsonschema package agrees)
+    schema = {
+        "properties": {"a": {}},
+        "not": {"properties": {"b": {"const": 1}}},
+        "unevaluatedProperties": False,
+    }
+    validator = exact_validator(schema, "2020-12")
+    assert not any(validator.is_valid(v) for v in VALUES)
+    with pytest.raises(treegram.GrammarError, match="admits no JSON value"):
         json_schema_to_ir(schema)
 
 
@@ -179,6 +250,16 @@ _leaf = st.one_of(
     st.builds(lambda n: {"maxLength": n}, st.integers(0, 2)),
     st.builds(lambda n: {"minItems": n}, st.integers(1, 2)),
     st.builds(lambda k: {"required": [k]}, st.sampled_from(["a", "b"])),
+    st.builds(lambda m: {"multipleOf": m}, st.sampled_from([2, 0.5, 0.25, 1.5])),
+    st.builds(
+        lambda t: {"additionalProperties": {"type": t}}, st.sampled_from(["integer", "null"])
+    ),
+    st.just({"properties": {"a": {}}, "additionalProperties": False}),
+    st.builds(
+        lambda t: {"patternProperties": {"^[ab]": {"type": t}}}, st.sampled_from(["integer"])
+    ),
+    st.just({"propertyNames": {"enum": ["a", "b"]}}),
+    st.builds(lambda v: {"const": v}, st.sampled_from([{"a": 1}, {}, {"b": None, "a": "x"}])),
     st.just(True),
     st.just(False),
 )
@@ -229,7 +310,7 @@ def test_property_matches_jsonschema(schema, instances):
         validator = jsonschema.Draft202012Validator(schema)
         assert not any(validator.is_valid(v) for v in instances)
         return
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = exact_validator(schema)
     for value in instances:
         text = json.dumps(value, sort_keys=True)
         assert accepts(cg, text) == validator.is_valid(value), (schema, text)
@@ -327,3 +408,33 @@ def test_disjoint_one_of_needs_no_negation():
     ]:
         text = json.dumps(value)
         assert accepts(cg, text) == validator.is_valid(value), text
+
+
+def test_strict_mode_closes_to_listed_names_and_keeps_conditions_open():
+    # strict_mode forbids the names a schema does not list; a required name is listed
+    listed = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]}
+    cg = compiled(listed, strict_mode=True)
+    assert accepts(cg, '{"a": 1, "b": [2]}')
+    assert not accepts(cg, '{"a": 1, "b": 2, "c": 3}')
+    assert not accepts(cg, '{"a": 1}')
+    # if/then/else constrain the object around them; they are not closed shapes of it
+    conditional = {
+        "type": "object",
+        "properties": {"member": {"type": "boolean"}, "number": {"type": "string"}},
+        "required": ["member"],
+        "if": {"properties": {"member": {"const": True}}},
+        "then": {"properties": {"number": {"minLength": 2, "maxLength": 2}}},
+        "else": {"properties": {"number": {"minLength": 3}}},
+    }
+    cg = compiled(conditional, strict_mode=True)
+    validator = jsonschema.Draft202012Validator(conditional)
+    for text in (
+        '{"member": true, "number": "12"}',
+        '{"member": true, "number": "123"}',
+        '{"member": false, "number": "123"}',
+        '{"member": false, "number": "12"}',
+        '{"member": false}',
+        '{"member": true, "other": 1}',
+    ):
+        expected = validator.is_valid(json.loads(text)) and "other" not in text
+        assert accepts(cg, text) == expected, text

@@ -18,6 +18,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from treegram.frontends.json_schema._context import ConversionContext
+from treegram.frontends.json_schema._keywords import OPEN, is_annotation
 from treegram.frontends.json_schema._lex import EMPTY, alt, lit, seq
 from treegram.frontends.json_schema._logic import negate
 from treegram.frontends.json_schema._merge import merge_all_of
@@ -33,20 +34,6 @@ MAX_STATES = 2048
 MAX_POSITIONS = 64
 MAX_CONTAINS_ALL = 3  # contains schemas tracked together (2**k satisfied sets)
 MAX_UNIQUE_EDGES = 8192  # (used set, next value) pairs; about 1.5 s of compile time
-_ANNOTATIONS = frozenset(
-    {
-        "title",
-        "description",
-        "default",
-        "examples",
-        "$comment",
-        "$schema",
-        "$id",
-        "readOnly",
-        "writeOnly",
-        "deprecated",
-    }
-)
 
 
 class _Positions:
@@ -340,7 +327,7 @@ def _finite_values(conv: ConversionContext, schema, ptr: str) -> list | None:
         return [] if schema is False else None
     if "const" in schema or "enum" in schema:
         return conv.kept_values(schema, ptr)
-    if set(schema) - _ANNOTATIONS != {"type"}:
+    if {k for k in schema if not is_annotation(k)} - {OPEN} != {"type"}:
         return None
     t = schema["type"]
     types = {t} if isinstance(t, str) else set(t)

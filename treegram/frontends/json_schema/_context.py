@@ -27,6 +27,8 @@ class ConversionContext(Protocol):
     excludes: Any  # _excludes.Exclusions: the texts no free string may contain
     # code point ranges -> their encoding in a JSON string, one object per conversion
     string_classes: dict[tuple, Expr | None]
+    widen_one_of: bool  # overlapping oneOf compiled as anyOf (the widened second try)
+    expanded: list[str]  # pointers of the overlapping oneOfs expanded with negations
 
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
         """Refuse ``keyword`` at ``ptr`` (or warn and drop it when downgraded)."""
@@ -42,6 +44,15 @@ class ConversionContext(Protocol):
 
     def resolve(self, ref: str, ptr: str) -> dict | bool:
         """The schema a ``$ref`` names."""
+
+    def in_document(self, schema) -> bool:
+        """Whether ``schema`` is a subschema of the documents (its identity names it)."""
+
+    def negation_ref(self, schema: dict) -> str:
+        """A ``$ref`` naming the negation of the document subschema ``schema``."""
+
+    def negation_target(self, ref) -> dict | None:
+        """The subschema a :meth:`negation_ref` negates (``None``: another reference)."""
 
     def value(self, schema: Any, ptr: str, depth: int) -> Expr | None:
         """Grammar IR for the JSON values ``schema`` accepts (None: no value)."""

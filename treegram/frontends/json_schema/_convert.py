@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Collection, Mapping
+from fractions import Fraction
 
 from treegram._json import get_max_recursion_depth
 from treegram.errors import GrammarError, UnsupportedSchemaError
@@ -32,6 +33,7 @@ from treegram.frontends.json_schema._fraction import fractional_range
 from treegram.frontends.json_schema._keywords import (
     ANNOTATIONS,
     FRACTIONAL,
+    NOT_MULTIPLE,
     NOT_STRING,
     PATTERNS_KEY,
     json_type,
@@ -51,7 +53,9 @@ from treegram.frontends.json_schema._lex import (
     seq,
     string_of,
 )
+from treegram.frontends.json_schema._logic import NEGATION_PREFIX, negate
 from treegram.frontends.json_schema._merge import merge_all_of
+from treegram.frontends.json_schema._multiples import multiples_dfa
 from treegram.frontends.json_schema._objects import ObjectBuilder, array_expr
 from treegram.frontends.json_schema._options import JsonSchemaOptions
 from treegram.frontends.json_schema._refs import RefIndex, check_remotes
@@ -82,6 +86,11 @@ from treegram.ir import (
 __all__ = ["UnsupportedSchemaError", "json_schema_to_ir"]
 
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+WIDEN_HINT = (
+    "compile with unsupported='warn' to widen it instead: the grammar then accepts the "
+    "language without it, with a warning"
+)
+"""The end of every refusal's message: the option that serves the schema anyway."""
 _UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
 _DEPTH_CAP = 24
 
@@ -168,14 +177,31 @@ class Converter:
         self.string_classes: dict[tuple, Expr | None] = {}  # see dfa_string_expr
         self._validator: Validator | None = None
         self.excludes = Exclusions(self, excludes)
+        self._doc_ids: dict[int, dict] = {}
+        self.work = 0  # value() calls: bounded by MAX_SUBSCHEMAS
+        self.widen_one_of = False  # overlapping oneOf as anyOf (a second, widened try)
+        self.expanded: list[str] = []  # pointers of the overlapping oneOfs expanded
+        self._negations: dict[str, object] = {}
+        self._negation_names: dict[int, str] = {}  # id of a negated subschema: its ref
+        self._negation_targets: dict[str, dict] = {}
 
     # -- errors -------------------------------------------------------------------------
+    def downgraded(self, keyword: str) -> bool:
+        """Whether a refusal of ``keyword`` is downgraded to a warning (widened)."""
+        return self.warn is True or keyword in self.warn
+
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
         """Raise :class:`UnsupportedSchemaError`, or warn when downgraded."""
-        msg = f"unsupported JSON Schema keyword {keyword!r} at {ptr or '#'}: {why}"
-        if self.warn is not True and keyword not in self.warn:
-            raise UnsupportedSchemaError(msg)
-        warnings.warn(msg + " (constraint dropped)", stacklevel=4)
+        where = ptr or "#"
+        if not self.downgraded(keyword):
+            raise UnsupportedSchemaError(
+                f"unsupported JSON Schema keyword {keyword!r} at {where}: {why} ({WIDEN_HINT})"
+            )
+        warnings.warn(
+            f"JSON Schema keyword {keyword!r} at {where} widened (constraint dropped): {why}; "
+            "the grammar accepts every value the schema accepts, and some it rejects",
+            stacklevel=4,
+        )
 
     def unknown_format(self, name: str, ptr: str) -> None:
         """Handle a ``format`` that treegram does not know: JSON Schema 2020-12 makes it an
@@ -239,19 +265,55 @@ class Converter:
         arr = self.objects.homogeneous("[]", inner, 0, None, depth)
         return alt(lit("null"), lit("true"), lit("false"), NUMBER, text, obj, arr)
 
-    def ref_rule(self, key: str, schema, depth: int, body_fn) -> Expr:
+    def ref_rule(self, key: str, schema, depth: int, body_fn, base: str | None = None) -> Expr:
         """A rule for ``schema`` at ``depth``, created once; recursion is allowed."""
         d = self.layout.depth(depth)
         name = self.ref_names.get((key, d))
         if name is None:
-            name = self.new_rule(_rule_base(key) + (f"_d{d}" if d else ""))
+            name = self.new_rule((base or _rule_base(key)) + (f"_d{d}" if d else ""))
             self.ref_names[(key, d)] = name
             body = body_fn(schema, d)
             self.rules[name] = body if body is not None else _NOTHING
         return RuleRef(name)
 
+    def in_document(self, schema) -> bool:
+        """Whether ``schema`` is a subschema of the (rewritten) documents, so that its
+        identity names it for the whole conversion."""
+        if not isinstance(schema, dict):
+            return False
+        if len(self._doc_ids) != len(self.refs.nodes):  # RefIndex.schema may add nodes
+            self._doc_ids = {id(n): n for n in self.refs.nodes.values() if isinstance(n, dict)}
+        return id(schema) in self._doc_ids
+
+    def negation_ref(self, schema: dict) -> str:
+        """A ``$ref`` naming the negation of the document subschema ``schema``, computed
+        when first resolved: a negated recursive schema stays a recursion."""
+        # numbered in order of first use (not by id(), which differs run to run): the
+        # grammar's rule names, and so its text and cache entries, are reproducible
+        ref = self._negation_names.setdefault(
+            id(schema), f"{NEGATION_PREFIX}{len(self._negation_names)}"
+        )
+        self._negations.setdefault(ref, schema)
+        self._negation_targets[ref] = schema
+        return ref
+
+    def negation_target(self, ref) -> dict | None:
+        """The document subschema a :meth:`negation_ref` negates (``None``: another ref)."""
+        return self._negation_targets.get(ref) if isinstance(ref, str) else None
+
     def resolve(self, ref: str, ptr: str) -> dict | bool:
         """The schema a (canonical, absolute) ``$ref`` points to."""
+        if isinstance(ref, str) and ref in self._negations:
+            target = self._negations[ref]
+            if isinstance(target, tuple):  # computed already, or in progress (None)
+                if target[0] is None:
+                    self.unsupported("not", ptr, "a negation that depends on itself")
+                    return True
+                return target[0]
+            self._negations[ref] = (None,)
+            out = negate(self, target, ptr)
+            self._negations[ref] = (out,)
+            return out
         node = self.refs.schema(ref) if isinstance(ref, str) else None
         if node is None:
             self.unsupported(
@@ -282,6 +344,9 @@ class Converter:
 
         Raises :class:`GrammarError` past ``MAX_NESTING_DEPTH`` nested schemas (each
         object, array, combinator branch or ``$ref`` followed counts one level)."""
+        self.work += 1
+        if self.work > MAX_SUBSCHEMAS:
+            raise _BudgetExceeded(ptr)
         if self.nesting >= self.nesting_limit:
             if self.nesting_limit < MAX_NESTING_DEPTH:
                 raise _NeedsDeepStack
@@ -312,6 +377,20 @@ class Converter:
                 depth,
                 lambda r, d: self.value(self.resolve(r, ptr), self.refs.display(r), d),
             )
+        if _may_recurse(schema) and self.in_document(schema):
+            # merged once into one rule: a recursion through allOf, a $ref with siblings
+            # or a branch that refers stays a recursion instead of being inlined level
+            # after level
+            return self.ref_rule(
+                f"#merged/{id(schema)}",
+                schema,
+                depth,
+                lambda s, d: self._merged_value(s, ptr, d),
+                base="merged",
+            )
+        return self._merged_value(schema, ptr, depth)
+
+    def _merged_value(self, schema: dict, ptr: str, depth: int) -> Expr | None:
         schema = merge_all_of(self, schema, ptr)
         if schema is False:
             return None
@@ -450,7 +529,22 @@ class Converter:
         ilo = None if lo is None else (math.floor(lo) + 1 if lo_s else math.ceil(lo))
         ihi = None if hi is None else (math.ceil(hi) - 1 if hi_s else math.floor(hi))
         mult = schema.get("multipleOf")
-        if mult is not None:
+        if schema.get(NOT_MULTIPLE):
+            # an integer is a multiple of p/q (lowest terms) exactly when it is one of p
+            def numerator(m) -> int:
+                return Fraction(m if isinstance(m, int) else str(m)).numerator
+
+            mults = [] if mult is None else [mult]
+            for m in (*mults, *schema[NOT_MULTIPLE]):  # checked before numerator() reads it
+                if isinstance(m, bool) or not isinstance(m, (int, float)) or not m > 0:
+                    raise GrammarError(f"multipleOf at {ptr or '#'} must be a positive number")
+            digits = self._multiples(
+                INTEGER if ilo is None and ihi is None else int_range(ilo, ihi),
+                [numerator(m) for m in mults],
+                [numerator(m) for m in schema[NOT_MULTIPLE]],
+                ptr,
+            )
+        elif mult is not None:
             digits = self._multiple(mult, ilo, ihi, ptr)
         elif ilo is None and ihi is None:
             digits = INTEGER
@@ -462,8 +556,6 @@ class Converter:
         return seq(digits, ZERO_FRACTION)
 
     def _multiple(self, mult, lo, hi, ptr: str) -> Expr | None:
-        from fractions import Fraction
-
         if isinstance(mult, (int, float)) and not isinstance(mult, bool) and mult > 0:
             # An integer is a multiple of p/q (lowest terms) exactly when it is one of p.
             mult = Fraction(str(mult)).numerator
@@ -477,15 +569,12 @@ class Converter:
                 return alt(*(lit(str(v)) for v in range(first, hi + 1, mult)))
         if lo is None and hi is None and mult <= 1024:
             return self._mod_rules(mult)
-        if mult <= 1024:
-            # the range's digits intersected with the remainders of the digits read
-            try:
-                d = Dfa.from_expr(int_range(lo, hi)).intersect(Dfa.multiples(mult))
-                return dfa_expr(self, d.minimize(), "multiple", CharClass)
-            except DfaLimitError as exc:
-                why = f"multiples of {mult} in the range: {exc}"
-        else:
-            why = "above 1024 only within a closed range of at most 4096 multiples"
+        # the range's digits intersected with the remainders of the digits read
+        try:
+            d = Dfa.from_expr(int_range(lo, hi)).intersect(multiples_dfa(mult))
+            return dfa_expr(self, d.minimize(), "multiple", CharClass)
+        except DfaLimitError as exc:
+            why = f"multiples of {mult} in the range: {exc}"
         self.unsupported("multipleOf", f"{ptr}/multipleOf", why)
         return int_range(lo, hi)
 
@@ -508,20 +597,52 @@ class Converter:
 
     def _number(self, schema: dict, ptr: str) -> Expr | None:
         lo, lo_s, hi, hi_s = self.bounds(schema, ptr)
-        if schema.get(FRACTIONAL):
-            if "multipleOf" in schema:
-                self.unsupported("not", ptr, "non-integer numbers with multipleOf")
-            if lo is None and hi is None:
-                return FRACTIONAL_NUMBER
-            return fractional_range(lo, lo_s, hi, hi_s)
-        if "multipleOf" in schema:
-            m = schema["multipleOf"]
-            if isinstance(m, (int, float)) and float(m).is_integer():
-                return self._integer({**schema, "multipleOf": int(m)}, ptr)
-            self.unsupported("multipleOf", f"{ptr}/multipleOf", "non-integer multipleOf")
-        if lo is None and hi is None:
+        mult = schema.get("multipleOf")
+        nots = schema.get(NOT_MULTIPLE, ())
+        fractional = bool(schema.get(FRACTIONAL))
+        integral = (
+            isinstance(mult, (int, float))
+            and not isinstance(mult, bool)
+            and mult > 0
+            and float(mult).is_integer()
+        )
+        if integral and not fractional and not nots:
+            # written as integers (a number with a zero fraction is one too)
+            return self._integer({**schema, "multipleOf": int(mult)}, ptr)
+        if fractional:
+            base = FRACTIONAL_NUMBER if lo is None and hi is None else None
+            base = base or fractional_range(lo, lo_s, hi, hi_s)
+        elif mult is not None or nots:
+            base = decimal_range(lo, lo_s, hi, hi_s)  # no exponent: its digits are read
+        elif lo is None and hi is None:
             return NUMBER
-        return decimal_range(lo, lo_s, hi, hi_s)
+        else:
+            return decimal_range(lo, lo_s, hi, hi_s)
+        if mult is None and not nots:
+            return base
+        return self._multiples(base, [] if mult is None else [mult], list(nots), ptr)
+
+    def _multiples(self, base: Expr | None, mults: list, nots: list, ptr: str) -> Expr | None:
+        """The numerals of ``base`` (no exponent) that are multiples of every value of
+        ``mults`` and of none of ``nots``, through a code point automaton
+        (:mod:`._multiples`); past its size limit the keyword is unsupported (widened:
+        ``base`` itself)."""
+        if base is None:
+            return None
+        for m in (*mults, *nots):
+            if isinstance(m, bool) or not isinstance(m, (int, float)) or not m > 0:
+                raise GrammarError(f"multipleOf at {ptr or '#'} must be a positive number")
+        try:
+            d = Dfa.from_expr(base)
+            for m in mults:
+                d = d.intersect(multiples_dfa(m))
+            for m in nots:
+                d = d.difference(multiples_dfa(m))
+            return dfa_expr(self, d.minimize(), "multiple", CharClass)
+        except DfaLimitError as exc:
+            keyword = "multipleOf" if mults else "not"
+            self.unsupported(keyword, f"{ptr}/multipleOf", str(exc))
+            return base
 
     def _string(self, schema: dict, ptr: str) -> Expr | None:
         if NOT_STRING in schema:
@@ -546,9 +667,10 @@ class Converter:
         if pattern is not None:
             try:
                 body = pattern_body(pattern)
-            except (ImportError, ValueError) as exc:
-                self.unsupported("pattern", f"{ptr}/pattern", str(exc))
-                body = None
+            except (ImportError, ValueError):
+                # anchors or lookaheads a plain expression cannot hold: through the
+                # pattern's automaton (which refuses, or widens, what it cannot compile)
+                return constrained_string(self, schema, ptr)
         if body is None:
             return length_string(lo, hi)
         return string_of(body)
@@ -575,6 +697,20 @@ class Converter:
 
 
 _NOTHING = Choice((Seq((CharClass(((0, 0x10FFFF),), negated=True),)),))
+
+
+def _may_recurse(schema: dict) -> bool:
+    """Whether converting ``schema`` merges a reference into new schemas (``allOf``, a
+    ``$ref`` with siblings, ``anyOf`` / ``oneOf`` with a branch that refers)."""
+    if "allOf" in schema or "$ref" in schema:
+        return True
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and any(
+            isinstance(b, dict) and "$ref" in b for b in branches
+        ):
+            return len(schema) > 1  # beside other keywords: each branch is merged
+    return False
 
 
 def _rule_base(key: str) -> str:
@@ -773,9 +909,12 @@ def json_schema_to_ir(
     max_whitespace_cnt : int or None
         With ``any_whitespace``: at most this many whitespace characters in a row.
     unsupported : "error", "warn" or collection of str, default "error"
-        ``"warn"`` turns :class:`UnsupportedSchemaError` for an inexact keyword into a
-        warning and drops that constraint; a collection of keyword names (for example
-        ``{"uniqueItems", "format"}``) does so for those keywords only.
+        The widening option. ``"warn"`` serves a schema with a keyword treegram cannot
+        compile exactly by widening that keyword to the language without it, with a
+        warning naming the keyword and its JSON pointer; the grammar never rejects a
+        valid instance. A collection of keyword names (for example
+        ``{"uniqueItems", "format"}``) does so for those keywords only. ``"error"``
+        refuses with :class:`UnsupportedSchemaError`, whose message names this option.
     unknown_format : "warn", "ignore" or "error", default "warn"
         A ``format`` treegram does not know (``"path"``, ``"byte"``...) is an annotation
         in JSON Schema 2020-12: ``"warn"`` accepts any string for it with a warning,
@@ -869,11 +1008,22 @@ class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
     """Raised on the caller's stack past ``_SHALLOW_NESTING``: compile again deeper."""
 
 
+MAX_SUBSCHEMAS = 20_000
+"""Subschemas one conversion may convert (``value`` calls). A schema of thousands of
+properties needs a few thousand; more come from overlapping ``oneOf`` expanded into
+``anyOf`` of each branch with the others' negations, which can grow exponentially."""
+
+
+class _BudgetExceeded(Exception):  # noqa: N818 - control flow, turned into a refusal
+    """Raised past :data:`MAX_SUBSCHEMAS` conversions."""
+
+
 def _convert(
     root,
     options: JsonSchemaOptions,
     excludes: tuple[str, ...] = (),
     nesting_limit: int = MAX_NESTING_DEPTH,
+    widen_one_of: bool = False,
 ) -> GrammarIR:
     o = options
     layout = Layout(o.any_whitespace, o.indent, o.separators, o.max_whitespace_cnt)
@@ -889,9 +1039,24 @@ def _convert(
         excludes=excludes,
     )
     conv.nesting_limit = nesting_limit
+    conv.widen_one_of = widen_one_of
     try:
         conv.rules["root"] = None
-        body = conv.value(conv.root, "", 0)
+        try:
+            body = conv.value(conv.root, "", 0)
+        except _BudgetExceeded as exc:
+            where = conv.expanded[0] if conv.expanded else str(exc)
+            why = (
+                f"the conversion needs more than {MAX_SUBSCHEMAS} subschemas (overlapping "
+                "oneOf branches expanded with each other's negations)"
+            )
+            if widen_one_of or not conv.expanded:  # nothing left to widen
+                raise UnsupportedSchemaError(
+                    f"unsupported JSON Schema keyword 'oneOf' at {where or '#'}: {why}"
+                    + (", even with overlapping oneOf widened" if widen_one_of else "")
+                ) from None
+            conv.unsupported("oneOf", where, why)  # raises naming the option, or warns
+            return _convert(root, options, excludes, nesting_limit, widen_one_of=True)
         if body is None and excludes:
             body = _NOTHING  # the exclusions removed every value: accepts nothing
         if body is None:

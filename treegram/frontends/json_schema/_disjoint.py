@@ -67,11 +67,33 @@ def _deref(conv: ConversionContext, schema):
     return schema
 
 
-def _values(schema: dict) -> list | None:
+def _values(schema, conv: ConversionContext | None = None, depth: int = 0) -> list | None:
+    """A finite list holding every value ``schema`` accepts (perhaps more), or ``None``:
+    ``const``, ``enum``, booleans and null, and ``anyOf`` / ``oneOf`` of such."""
+    if conv is not None:
+        schema = _deref(conv, schema)
+    if schema is False:
+        return []
+    if not isinstance(schema, dict) or depth > _MAX_DEREF:
+        return None
     if "const" in schema:
         return [schema["const"]]
     if "enum" in schema:
         return list(schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            out: list = []
+            for branch in schema[key]:
+                got = _values(branch, conv, depth + 1)
+                if got is None:
+                    break
+                out += got
+            else:
+                return out
+    t = schema.get("type")
+    types = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
+    if types and types <= {"boolean", "null"}:
+        return ([True, False] if "boolean" in types else []) + ([None] if "null" in types else [])
     return None
 
 
@@ -89,9 +111,9 @@ def _pair_disjoint(conv: ConversionContext, a, b) -> bool:
         return True
     if not isinstance(a, dict) or not isinstance(b, dict):
         return False
-    va, vb = _values(a), _values(b)
-    if va is not None and vb is not None:
-        return not any(same_value(x, y) for x in va for y in vb)
+    va, vb = _values(a, conv), _values(b, conv)
+    if va is not None and vb is not None and not any(same_value(x, y) for x in va for y in vb):
+        return True
     if va is not None or vb is not None:
         vals, other = (va, b) if va is not None else (vb, a)
         return not any(_may_accept(conv, other, v) for v in vals)

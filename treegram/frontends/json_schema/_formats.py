@@ -10,13 +10,17 @@ RFC 4122 UUIDs).
 ``regex`` (the set of valid ECMA-262 patterns is not a regular language: groups nest) and
 ``idn-hostname`` (IDNA 2008 validity depends on Unicode property tables, contextual rules
 and the punycode length of each label) are in :data:`REFUSED` with the reason.
+
+Where exactness would cost thousands of states, a format is a documented subset (never
+a string outside the format): ``hostname`` of at most 253 characters as a union of
+label-count shapes, leap seconds in ``time`` only with the UTC offsets in use.
 """
 
 from __future__ import annotations
 
 from functools import cache
 
-from treegram.frontends.json_schema._lex import alt, cls, int_range, lit, seq
+from treegram.frontends.json_schema._lex import EMPTY, alt, cls, int_range, lit, seq
 from treegram.ir import Expr, Repeat
 
 __all__ = ["FORMATS", "REFUSED", "format_expr"]
@@ -58,20 +62,55 @@ def _two(lo: int, hi: int) -> Expr:
 
 
 def _date() -> Expr:
+    """RFC 3339 full-date: days per month, February 29 only in leap years (divisible by 4,
+    centuries only when divisible by 400)."""
     days31 = alt(*(lit(f"{m:02d}") for m in (1, 3, 5, 7, 8, 10, 12)))
     days30 = alt(*(lit(f"{m:02d}") for m in (4, 6, 9, 11)))
     month_day = alt(
         seq(days31, lit("-"), _two(1, 31)),
         seq(days30, lit("-"), _two(1, 30)),
-        seq(lit("02-"), _two(1, 29)),
+        seq(lit("02-"), _two(1, 28)),
     )
-    return seq(_n(DIGIT, 4), lit("-"), month_day)
+    fours = [f"{v:02d}" for v in range(0, 100, 4)]
+    leap = alt(
+        seq(DIGIT, DIGIT, alt(*(lit(f) for f in fours if f != "00"))),
+        seq(alt(*(lit(f) for f in fours)), lit("00")),
+    )
+    return alt(seq(_n(DIGIT, 4), lit("-"), month_day), seq(leap, lit("-02-29")))
+
+
+# UTC offset minutes in use (RFC 3339 allows any; time zones use these): a leap second
+# is only accepted with one of them, so that the time before the offset is one of 96
+# (hour, minute) pairs rather than 1,440 (see _leap_second).
+_OFFSET_MINUTES = (0, 30, 45)
+
+
+def _leap_second(frac: Expr) -> Expr:
+    """``hh:mm:60`` with the offsets that make it 23:59:60 in UTC: local time minus the
+    offset is 23:59. Only offsets whose minutes are in :data:`_OFFSET_MINUTES` (every
+    time zone's; a documented restriction: others would need a state per local minute)."""
+    branches = []
+    for hh in range(24):
+        for mm in range(60):
+            utc_plus_one = hh * 60 + mm + 1  # the offset that makes it 23:59, mod 1440
+            offsets = []
+            for sign, minutes in (("+", utc_plus_one % 1440), ("-", (1440 - utc_plus_one) % 1440)):
+                oh, om = divmod(minutes, 60)
+                if om in _OFFSET_MINUTES:
+                    offsets.append(lit(f"{sign}{oh:02d}:{om:02d}"))
+            if utc_plus_one == 1440:
+                offsets.append(_c("Zz"))
+            if offsets:
+                branches.append(seq(lit(f"{hh:02d}:{mm:02d}:60"), frac, alt(*offsets)))
+    return alt(*branches)
 
 
 def _time() -> Expr:
+    """RFC 3339 full-time: seconds 00-59, or a leap second where it is 23:59:60 in UTC."""
     frac = _opt(seq(lit("."), _plus(DIGIT)))
     offset = alt(_c("Zz"), seq(_c("+-"), _two(0, 23), lit(":"), _two(0, 59)))
-    return seq(_two(0, 23), lit(":"), _two(0, 59), lit(":"), _two(0, 60), frac, offset)
+    plain = seq(_two(0, 23), lit(":"), _two(0, 59), lit(":"), _two(0, 59), frac, offset)
+    return alt(plain, _leap_second(frac))
 
 
 def _duration() -> Expr:
@@ -98,6 +137,40 @@ def _label(extra=()) -> Expr:
 def _hostname(extra=()) -> Expr:
     label = _label(extra)
     return seq(label, _star(seq(lit("."), label)))
+
+
+def _ldh_label(most: int) -> Expr:
+    """An LDH label of 1 to ``most`` characters that is not reserved: no hyphen first or
+    last, and not one in both the third and fourth position (RFC 5891's R-LDH labels,
+    A-labels ``xn--...`` among them)."""
+    edge = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9")])
+    inner = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9"), _r("-", "-")])
+    short = [edge, seq(edge, edge), seq(edge, inner, edge)][: min(most, 3)]
+    if most < 4:
+        return alt(*short)
+    # four or more: the third character a letter or digit, or a hyphen before one
+    rest = alt(
+        seq(edge, _n(inner, 0, most - 4), edge),
+        seq(lit("-"), edge, _opt(seq(_n(inner, 0, most - 5), edge)) if most >= 5 else EMPTY),
+    )
+    return alt(*short, seq(edge, inner, rest))
+
+
+# (labels at most, characters per label at most): names within each fit 253 characters
+_HOSTNAME_SHAPES = ((3, 63), (4, 62), (8, 30), (16, 14))
+
+
+def _bounded_hostname() -> Expr:
+    """RFC 1123 host names of at most 253 characters, labels of at most 63, without
+    R-LDH labels. Exactly "at most 253 characters" needs a state per (label position,
+    length so far), about 24,000; this is the union of the names of at most 3 labels of
+    at most 63 characters, 4 of 62, 8 of 30 and 16 of 14 (each of which fits; about 1,400
+    states): a documented subset, never a longer name."""
+    shapes = []
+    for count, most in _HOSTNAME_SHAPES:
+        label = _ldh_label(most)
+        shapes.append(seq(label, _n(seq(lit("."), label), 0, count - 1)))
+    return alt(*shapes)
 
 
 def _ipv4() -> Expr:
@@ -262,7 +335,7 @@ FORMATS = {
     "date-time": lambda: seq(_date(), _c("Tt"), _time()),
     "duration": _duration,
     "email": _email,
-    "hostname": _hostname,
+    "hostname": _bounded_hostname,
     "ipv4": _ipv4,
     "ipv6": _ipv6,
     "uuid": _uuid,

@@ -12,6 +12,7 @@ property whose name matches patterns must satisfy their schemas too.
 from __future__ import annotations
 
 from treegram.frontends.json_schema._context import ConversionContext
+from treegram.frontends.json_schema._keywords import KEY_SCHEMAS
 from treegram.frontends.json_schema._string_dfa import (
     StringConstraintError,
     pattern_dfa,
@@ -42,36 +43,60 @@ class KeySpace:
         Its JSON pointer.
     additional : dict or bool
         The schema of keys neither declared nor matching a pattern.
+
+    Each *keyed* schema applies to every member whose key is in its key language: the
+    ``patternProperties`` (the keys containing a match of the pattern) and the internal
+    :data:`KEY_SCHEMAS` (a string schema's language, from a negated ``HAS_MEMBER``). A
+    key language that cannot be compiled is refused; when the refusal is downgraded, its
+    schema is widened to every key it might apply to (see :meth:`keyed_dfas`).
     """
 
     def __init__(self, conv: ConversionContext, schema: dict, ptr: str, additional) -> None:
         self.conv, self.ptr, self.additional = conv, ptr, additional
         self.patterns: dict = schema.get("patternProperties", {})
         self.names_schema = schema.get("propertyNames")
+        # (keyword for messages, pattern text or key schema, value schema, value pointer)
+        self.keyed: list[tuple[str, object, object, str]] = [
+            ("patternProperties", pat, sub, f"{ptr}/patternProperties/{_esc(pat)}")
+            for pat, sub in self.patterns.items()
+        ]
+        for i, (keys, sub) in enumerate(schema.get(KEY_SCHEMAS, ())):
+            self.keyed.append(("not", keys, sub, f"{ptr}/not/{i}"))
         self._dfas: list[Dfa | None] | None = None
 
     # -- patterns -----------------------------------------------------------------------
-    def pattern_dfas(self) -> list[Dfa | None]:
-        """One DFA per pattern (``None``: refused in ``warn`` mode, the pattern is dropped)."""
+    def keyed_dfas(self) -> list[Dfa | None]:
+        """One key language per keyed schema (``None``: refused in ``warn`` mode; the
+        schema then joins the schema of every undeclared key as an alternative)."""
         if self._dfas is None:
             self._dfas = []
-            for pat in self.patterns:
+            for keyword, source, sub, vptr in self.keyed:
                 try:
-                    self._dfas.append(pattern_dfa(pat))
-                except StringConstraintError as exc:
-                    self.conv.unsupported(
-                        "patternProperties", f"{self.ptr}/patternProperties/{_esc(pat)}", str(exc)
-                    )
+                    if isinstance(source, str):
+                        self._dfas.append(pattern_dfa(source))
+                    else:
+                        dfa = string_dfa(source, self.conv, vptr)
+                        if dfa is None:
+                            raise StringConstraintError(
+                                keyword, "a key language outside the string keywords"
+                            )
+                        self._dfas.append(dfa)
+                except (StringConstraintError, DfaLimitError) as exc:
+                    where = vptr if keyword == "patternProperties" else self.ptr
+                    self.conv.unsupported(keyword, where, str(exc))
                     self._dfas.append(None)
+                    # widened: a key it might apply to takes its schema or the other one
+                    if self.additional is not True:
+                        self.additional = {"anyOf": [self.additional, sub]}
         return self._dfas
 
     def matching(self, name: str) -> list[tuple[str, object]]:
-        """``(pattern, schema)`` of every pattern that ``name`` matches."""
-        if not self.patterns:
+        """``(value pointer, schema)`` of every keyed schema that applies to ``name``."""
+        if not self.keyed:
             return []
         return [
-            (pat, sub)
-            for (pat, sub), dfa in zip(self.patterns.items(), self.pattern_dfas(), strict=True)
+            (vptr, sub)
+            for (_, _, sub, vptr), dfa in zip(self.keyed, self.keyed_dfas(), strict=True)
             if dfa is not None and dfa.accepts(name)
         ]
 
@@ -85,7 +110,7 @@ class KeySpace:
         found = self.matching(name)
         if not found:
             return self.additional, f"{self.ptr}/additionalProperties"
-        vptr = f"{self.ptr}/patternProperties/{_esc(found[0][0])}"
+        vptr = found[0][0]
         if len(found) == 1:
             return found[0][1], vptr
         return {"allOf": [s for _, s in found]}, vptr
@@ -109,11 +134,12 @@ class KeySpace:
         if base is None:
             return None
         conv = self.conv
+        dfas = self.keyed_dfas()
         try:
             if declared:
                 base = base.difference(Dfa.literals(declared))
             parts: list[tuple[Dfa, list[int]]] = [(base, [])] if not base.is_empty() else []
-            for i, dfa in enumerate(self.pattern_dfas()):
+            for i, dfa in enumerate(dfas):
                 if dfa is None:
                     continue
                 nxt = []
@@ -129,19 +155,28 @@ class KeySpace:
                         f"{self.ptr}/patternProperties",
                         f"more than {MAX_ATOMS} combinations of overlapping patterns",
                     )
-                    break
+                    return self._widened(base, declared)
                 parts = nxt
         except DfaLimitError as exc:
             conv.unsupported("patternProperties", f"{self.ptr}/patternProperties", str(exc))
-            return []
+            return self._widened(base, declared)
         out = []
-        pats = list(self.patterns.items())
         for lang, hits in parts:
             if not hits:
                 if self.additional is not False:
                     out.append((lang, self.additional, f"{self.ptr}/additionalProperties", False))
                 continue
-            vptr = f"{self.ptr}/patternProperties/{_esc(pats[hits[0]][0])}"
-            subs = [pats[i][1] for i in hits]
+            vptr = self.keyed[hits[0]][3]
+            subs = [self.keyed[i][2] for i in hits]
             out.append((lang, subs[0] if len(subs) == 1 else {"allOf": subs}, vptr, True))
         return out
+
+    def _widened(self, base: Dfa, declared: list[str]) -> list[tuple[Dfa, object, str, bool]]:
+        """After a downgraded refusal: every undeclared key with any of the value schemas
+        it might take (a superset of the exact split)."""
+        subs = [self.additional] + [sub for _, _, sub, _ in self.keyed]
+        if any(s is True for s in subs):
+            value: object = True
+        else:
+            value = {"anyOf": [s for s in subs if s is not False]}
+        return [(base, value, f"{self.ptr}/patternProperties", True)]

@@ -11,11 +11,16 @@ import json
 
 __all__ = [
     "ANNOTATIONS",
+    "CONSTRAINING",
+    "is_annotation",
     "PATTERNS_KEY",
     "CONTAINS_ALL",
     "OPEN",
     "NOT_STRING",
     "FRACTIONAL",
+    "NOT_MULTIPLE",
+    "HAS_MEMBER",
+    "KEY_SCHEMAS",
     "same_value",
     "json_type",
     "only_ref",
@@ -57,6 +62,91 @@ NOT_STRING = "x-treegram-not-string"
 string value must match none of."""
 FRACTIONAL = "x-treegram-fractional"
 """Internal keyword: a number with a non-zero fraction digit (not an integer)."""
+NOT_MULTIPLE = "x-treegram-not-multiple-of"
+"""Internal keyword: a list of positive numbers the value must be a multiple of none of."""
+HAS_MEMBER = "x-treegram-has-member"
+"""Internal keyword: a list of requirements, each a list of ``[keys, value]`` alternatives;
+for each requirement, the object has a member whose key the string schema ``keys`` of one
+alternative accepts and whose value satisfies that alternative's ``value``."""
+KEY_SCHEMAS = "x-treegram-key-schemas"
+"""Internal keyword: a list of ``[keys, value]`` pairs; every member whose key the string
+schema ``keys`` accepts has a value satisfying ``value`` (``patternProperties`` with a key
+language in place of a pattern)."""
+
+INTERNAL = frozenset(
+    {
+        PATTERNS_KEY,
+        CONTAINS_ALL,
+        OPEN,
+        NOT_STRING,
+        FRACTIONAL,
+        NOT_MULTIPLE,
+        HAS_MEMBER,
+        KEY_SCHEMAS,
+    }
+)
+"""The keywords the converter writes into derived schemas."""
+
+CONSTRAINING = (
+    frozenset(
+        {
+            "type",
+            "enum",
+            "const",
+            "multipleOf",
+            "maximum",
+            "exclusiveMaximum",
+            "minimum",
+            "exclusiveMinimum",
+            "maxLength",
+            "minLength",
+            "pattern",
+            "format",
+            "items",
+            "prefixItems",
+            "additionalItems",
+            "contains",
+            "minContains",
+            "maxContains",
+            "maxItems",
+            "minItems",
+            "uniqueItems",
+            "unevaluatedItems",
+            "properties",
+            "patternProperties",
+            "additionalProperties",
+            "propertyNames",
+            "required",
+            "maxProperties",
+            "minProperties",
+            "dependentRequired",
+            "dependentSchemas",
+            "dependencies",
+            "unevaluatedProperties",
+            "allOf",
+            "anyOf",
+            "oneOf",
+            "not",
+            "if",
+            "then",
+            "else",
+            "$ref",
+            "$dynamicRef",
+            "$recursiveRef",
+            "nullable",
+        }
+    )
+    | INTERNAL
+)
+"""Keywords that constrain a value (validation, applicators, references, OpenAPI's
+``nullable``, the internal keywords). Every other keyword is an annotation as far as the
+language goes: ``title``, ``description``, ``examples``, ``x-*`` extensions, definitions,
+keywords of other vocabularies, typos."""
+
+
+def is_annotation(key: str) -> bool:
+    """Whether ``key`` never constrains a value (see :data:`CONSTRAINING`)."""
+    return key not in CONSTRAINING
 
 
 def same_value(a, b) -> bool:

@@ -32,12 +32,17 @@ from treegram.frontends.json_schema._keywords import (
     ANNOTATIONS,
     CONTAINS_ALL,
     FRACTIONAL,
+    HAS_MEMBER,
+    KEY_SCHEMAS,
+    NOT_MULTIPLE,
     NOT_STRING,
     OPEN,
     PATTERNS_KEY,
+    same_value,
 )
 
 __all__ = [
+    "NEGATION_PREFIX",
     "expand_logic",
     "explicit_defaults",
     "needs_logic",
@@ -49,7 +54,11 @@ _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 # A negation leaves these alone (they never constrain a value).
 _IGNORED = ANNOTATIONS | {"contentSchema", OPEN}
 _MAX_DEPTH = 16
-_MAX_BRANCHES = 8
+NEGATION_PREFIX = "treegram:not/"
+"""``$ref`` prefix of a negated document subschema (see ``Converter.negation_ref``)."""
+_MAX_BRANCHES = 16
+_UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
+_MAX_COMBINATIONS = 256  # branch-and-negation combinations an overlapping oneOf expands to
 
 
 def needs_logic(conv: ConversionContext, schema: dict) -> bool:
@@ -71,8 +80,10 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
         negations.append(negate(conv, schema["not"], f"{ptr}/not"))
         parts.append(negations[-1])
     if "if" in schema and ("then" in schema or "else" in schema):
-        cond = schema["if"]
-        then, other = schema.get("then", True), schema.get("else", True)
+        # conditions on the object, not shapes of it: strict_mode's defaults belong to
+        # the schema around them (made explicit below), not to these parts
+        cond = _opened(schema["if"])
+        then, other = _opened(schema.get("then", True)), _opened(schema.get("else", True))
         negations.append(negate(conv, cond, f"{ptr}/if"))
         parts.append(_any_of([_all_of(cond, then), _all_of(negations[-1], other)]))
     deps = dict(schema.get("dependentRequired", {}))
@@ -84,13 +95,21 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
             _any_of([_absent(name), {"required": list(dict.fromkeys([name, *needed])), OPEN: True}])
         )
     for name, sub in dep_schemas.items():
-        parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, sub)]))
+        opened = _opened(sub)
+        parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, opened)]))
     if "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest):
         branches = rest.pop("oneOf")
-        negs = [negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches)]
-        negations.extend(negs)
-        parts.append(_exclusive(conv, branches, negs, f"{ptr}/oneOf"))
-    for key in ("unevaluatedProperties", "unevaluatedItems"):
+        conv.expanded.append(f"{ptr}/oneOf")
+        if conv.widen_one_of:  # a second try after the first grew too large: widened
+            conv.unsupported("oneOf", f"{ptr}/oneOf", "overlapping branches, compiled as anyOf")
+            parts.append(_any_of(list(branches)))
+        else:
+            if any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED):
+                negations.extend(
+                    negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches)
+                )
+            parts.append(_exclusive(conv, branches, f"{ptr}/oneOf", rest))
+    for key in _UNEVALUATED:
         if rest.get(key, True) not in (True, {}) and any(_evaluates(n) for n in negations):
             # A failed subschema evaluates nothing, but once merged, a negation's members
             # would look evaluated to the parent's unevaluated* keyword.
@@ -99,14 +118,25 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
                 f"{ptr}/{key}",
                 "next to not, if/else or overlapping oneOf that constrain members",
             )
+            rest.pop(key)  # widened: without it
     if conv.strict:
-        rest = explicit_defaults(rest)
+        # the names the conditions declare are the object's too (strict_mode closes it to
+        # every name the schema lists, wherever it lists it)
+        listed = _condition_names(conv, schema)
+        rest = explicit_defaults(rest, listed)
     # rest stays the base: its unevaluated* keywords see what the parts evaluate
     return {**rest, "allOf": [*rest.get("allOf", []), *parts]}
 
 
-def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict | bool:
+def negate(
+    conv: ConversionContext, schema, ptr: str, _depth: int = 0, within: dict | None = None
+) -> dict | bool:
     """A schema accepting exactly the JSON values that ``schema`` rejects.
+
+    With ``within`` (a merged schema the result will be intersected with), alternatives
+    that provably contradict it are left out: the intersection is the same, with fewer
+    alternatives to distribute (a type it excludes, a property it requires being absent,
+    a property it forbids or declares with the same schema being present).
 
     Raises
     ------
@@ -119,6 +149,12 @@ def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict |
         return True
     if not isinstance(schema, dict):
         raise UnsupportedSchemaError(f"schema at {ptr or '#'} is not an object or boolean")
+    if set(schema) == {"$ref"} and conv.negation_target(schema["$ref"]) is not None:
+        return conv.negation_target(schema["$ref"])  # not not S is S
+    if _depth > 0 and conv.in_document(schema) and within is None:
+        # a nested negation of a document subschema: a reference, computed once, so a
+        # negated recursive schema stays a recursion
+        return {"$ref": conv.negation_ref(schema)}
     if _depth > _MAX_DEPTH:
         conv.unsupported("not", ptr, "negation nested too deeply (recursive reference?)")
         return True
@@ -147,15 +183,31 @@ def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict |
         spec = {k: keys[k] for k in (*regular, "minLength", "maxLength") if k in keys}
         out.append({"type": "string", NOT_STRING: [spec], OPEN: True})
     out.extend(_negate_numeric(conv, keys, ptr))
+    if "multipleOf" in keys:  # numbers that are not multiples (written without exponent)
+        out.append({"type": "number", NOT_MULTIPLE: [keys["multipleOf"]], OPEN: True})
+    for m in keys.get(NOT_MULTIPLE, ()):
+        out.append({"type": "number", "multipleOf": m, OPEN: True})
     out.extend(_negate_counts(keys, strings=not regular))
     for name in keys.get("required", []):
         out.append(_typed("object", _absent(name)))
+    # a member that breaks the member keywords: one requirement, one alternative each
+    breaks = []
+    within_props = within.get("properties", {}) if within is not None else {}
     for name, sub in keys.get("properties", {}).items():
+        if within is not None and (
+            _forbidden(within, name)
+            or (name in within_props and same_value(within_props[name], sub))
+        ):
+            continue  # within, the property is absent or satisfies sub
         neg = negate(conv, sub, f"{ptr}/properties/{name}", _depth + 1)
-        if neg is True:  # declaring it would fix its position among the members
-            out.append(_typed("object", {"required": [name]}))
-        elif neg is not False:
-            out.append(_typed("object", {"required": [name], "properties": {name: neg}}))
+        if neg is not False:
+            breaks.append([{"enum": [name]}, neg])
+    breaks += _member_breaks(conv, keys, ptr, _depth, within)
+    if breaks:
+        out.append(_typed("object", {HAS_MEMBER: [breaks]}))
+    for requirement in keys.get(HAS_MEMBER, ()):  # no member meets it
+        key_schemas = [[k, negate(conv, v, ptr, _depth + 1)] for k, v in requirement]
+        out.append(_typed("object", {KEY_SCHEMAS: key_schemas}))
     out.extend(_negate_arrays(conv, keys, ptr, _depth))
     if "anyOf" in keys:
         out.append(
@@ -207,7 +259,20 @@ def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict |
         "maxContains",
         FRACTIONAL,
         CONTAINS_ALL,
+        "multipleOf",
+        NOT_MULTIPLE,
+        "additionalProperties",
+        "patternProperties",
+        "propertyNames",
+        HAS_MEMBER,
+        KEY_SCHEMAS,
     }
+    if not any(k in keys for k in ("anyOf", "oneOf", "additionalProperties")):
+        handled.add("unevaluatedProperties")  # as additionalProperties (see _negate_members)
+    if not any(k in keys for k in ("anyOf", "oneOf", "contains", CONTAINS_ALL)):
+        handled.add("unevaluatedItems")  # as items (see _negate_arrays)
+    if "additionalProperties" in keys:
+        handled.add("unevaluatedProperties")  # every member is evaluated: it says nothing
     for key, value in keys.items():
         if key in handled:
             continue
@@ -224,8 +289,12 @@ def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict |
             conv.unsupported(
                 "not", f"{ptr}/{key}", f"the complement of {key!r} is not expressible exactly"
             )
+            # widened: every value the keyword could reject
+            out.append(_typed(_KNOWN[key], {}) if _KNOWN[key] else True)
         # Unknown keywords are annotations: they constrain nothing, so nothing to negate.
     out = [o for o in out if o is not False]
+    if within is not None:
+        out = [o for o in _flat(out) if not _contradicts(within, o)]
     if any(o is True for o in out):
         return True
     if not out:
@@ -233,33 +302,162 @@ def negate(conv: ConversionContext, schema, ptr: str, _depth: int = 0) -> dict |
     return out[0] if len(out) == 1 else {"anyOf": out}
 
 
-_KNOWN = frozenset(
-    {
-        "multipleOf",
-        "uniqueItems",
-        "additionalProperties",
-        "patternProperties",
-        "propertyNames",
-        "unevaluatedProperties",
-        "unevaluatedItems",
-        "$dynamicRef",
-        "$recursiveRef",
-    }
-)
+_MISSING = object()
+
+
+def _flat(alternatives: list) -> list:
+    """Nested derived ``anyOf`` alternatives as one list."""
+    out = []
+    for o in alternatives:
+        if isinstance(o, dict) and set(o) == {"anyOf", OPEN}:
+            out.extend(_flat(o["anyOf"]))
+        else:
+            out.append(o)
+    return out
+
+
+def _forbidden(within: dict, name: str) -> bool:
+    """Whether ``within`` forbids property ``name`` (plainly: ``false``, or not declared in
+    a closed object without patterns)."""
+    props = within.get("properties", {})
+    if props.get(name, _MISSING) is False:
+        return True
+    closed = within.get("additionalProperties") is False and not within.get("patternProperties")
+    return closed and name not in props and not within.get(KEY_SCHEMAS)
+
+
+def _contradicts(within: dict, alt) -> bool:
+    """Whether a derived alternative provably accepts no value ``within`` accepts (cheap,
+    syntactic checks only; ``False`` when in doubt)."""
+    if not isinstance(alt, dict):
+        return False
+    if "type" in within and "type" in alt:
+        ta = _type_set(within["type"])
+        tb = _type_set(alt["type"])
+        if ta is not None and tb is not None and not _types_meet(ta, tb):
+            return True
+    required = set(within.get("required", ()))
+    for name, sub in alt.get("properties", {}).items():
+        if sub is False and name in required:
+            return True
+    for name in alt.get("required", ()):
+        if _forbidden(within, name):
+            return True
+    if _closed(within):
+        names = set(within.get("properties", {}))
+        for requirement in alt.get(HAS_MEMBER, ()):
+            if all(_outside(lang, names) for lang, _ in requirement):
+                return True  # its member would have to be one within forbids
+    return False
+
+
+def _closed(within: dict) -> bool:
+    """Whether ``within`` allows only its declared properties (plainly)."""
+    return (
+        within.get("additionalProperties") is False
+        and not within.get("patternProperties")
+        and not within.get(KEY_SCHEMAS)
+    )
+
+
+def _outside(lang, names: set) -> bool:
+    """Whether the key schema ``lang`` (from :func:`_not_names` or a name) provably
+    accepts none of ``names``."""
+    if isinstance(lang, dict) and set(lang) == {"enum"}:
+        return not (set(lang["enum"]) & names)
+    excluded = _names_outside(lang)
+    return excluded is not None and names <= excluded
+
+
+def _names_outside(lang) -> set | None:
+    """The declared names a key language from :func:`_not_names` excludes, when it is
+    exactly "none of these names" (``None`` otherwise)."""
+    if isinstance(lang, dict) and set(lang) == {"not"}:
+        inner = lang["not"]
+        if isinstance(inner, dict) and set(inner) == {"enum"}:
+            return set(inner["enum"])
+    return None
+
+
+def _type_set(t) -> set | None:
+    types = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
+    if types is None or not types <= set(_TYPES):
+        return None
+    return types
+
+
+def _types_meet(a: set, b: set) -> bool:
+    if a & b:
+        return True
+    return ("integer" in a and "number" in b) or ("number" in a and "integer" in b)
+
+
+# Keywords whose complement is not compiled, with the JSON type they constrain (None: any).
+_KNOWN = {
+    "uniqueItems": "array",
+    "unevaluatedProperties": "object",
+    "unevaluatedItems": "array",
+    "$dynamicRef": None,
+    "$recursiveRef": None,
+}
 
 
 # -- helpers ------------------------------------------------------------------------------
 
 
+def _condition_names(conv: ConversionContext, schema: dict, depth: int = 0) -> list:
+    """The property names the conditions of ``schema`` (``if``/``then``/``else``,
+    ``dependentSchemas``) declare or require, through references and nested conditions."""
+    out: list = []
+    parts = [schema.get(k) for k in ("if", "then", "else")]
+    parts += list(schema.get("dependentSchemas", {}).values())
+    parts += [d for d in schema.get("dependencies", {}).values() if isinstance(d, dict)]
+    for part in parts:
+        for _ in range(8):  # a chain of plain references
+            if isinstance(part, dict) and isinstance(part.get("$ref"), str):
+                part = conv.resolve(part["$ref"], "")
+            else:
+                break
+        if not isinstance(part, dict):
+            continue
+        out += list(part.get("properties", {})) + list(part.get("required", ()))
+        if depth < 4:
+            out += _condition_names(conv, part, depth + 1)
+    return list(dict.fromkeys(out))
+
+
+def _opened(schema):
+    """``schema`` marked :data:`OPEN` (a condition, not a shape: see :func:`expand_logic`)."""
+    if isinstance(schema, dict) and not schema.get(OPEN):
+        return {**schema, OPEN: True}
+    return schema
+
+
 def _evaluates(schema) -> bool:
-    """Whether a derived schema declares members (present properties or items)."""
+    """Whether a derived schema declares members (present properties or items).
+
+    A required kind of member (:data:`HAS_MEMBER`) declares none: the object compiler meets
+    it with the members the rest of the object declares or lets through (its
+    ``unevaluatedProperties`` included), so a negation's member requirement never makes a
+    member look evaluated. Its keyed schemas (:data:`KEY_SCHEMAS`) would, as
+    ``patternProperties`` do, except those that forbid their keys (``false``), as a
+    property declared ``false`` does not.
+    """
     if not isinstance(schema, dict):
         return False
     if any(v is not False for v in schema.get("properties", {}).values()):
         return True
+    if any(v is not False for _, v in schema.get(KEY_SCHEMAS, ())):
+        return True
     if any(
         k in schema
-        for k in ("prefixItems", "items", "contains", "patternProperties", "additionalProperties")
+        for k in (
+            "prefixItems",
+            "items",
+            "contains",
+            "patternProperties",
+            "additionalProperties",
+        )
     ):
         return True
     return any(_evaluates(b) for key in ("anyOf", "allOf") for b in schema.get(key, []))
@@ -292,22 +490,83 @@ def _typed(t: str | list[str], schema: dict) -> dict:
     return {"type": t, **schema, OPEN: True}
 
 
-def _exclusive(conv: ConversionContext, branches: list, negs: list, ptr: str) -> dict | bool:
-    """``oneOf`` as ``anyOf`` of each branch without the others (``negs``: their negations)."""
+def _exclusive(conv: ConversionContext, branches: list, ptr: str, parent: dict) -> dict | bool:
+    """``oneOf`` as ``anyOf`` of each branch without the others.
+
+    Each branch is merged with the other branches' negations, which distributes their
+    alternatives; a negation leaves out the alternatives that contradict the branch it
+    joins (:func:`negate`'s ``within``). Past :data:`_MAX_BRANCHES` branches or
+    :data:`_MAX_COMBINATIONS` combinations the keyword is unsupported (widened: ``anyOf``).
+    """
+    why = None
+    parts: list = []
     if len(branches) > _MAX_BRANCHES:
-        conv.unsupported("oneOf", ptr, f"more than {_MAX_BRANCHES} overlapping branches")
-    return _any_of(
-        [_all_of(b, *(n for j, n in enumerate(negs) if j != i)) for i, b in enumerate(branches)]
-    )
+        why = f"more than {_MAX_BRANCHES} overlapping branches"
+    else:
+        combos = 0
+        for i, b in enumerate(branches):
+            within = _within(conv, b, parent, f"{ptr}/{i}")
+            negs = [
+                negate(conv, other, f"{ptr}/{j}", within=within)
+                for j, other in enumerate(branches)
+                if j != i
+            ]
+            product = 1
+            for n in negs:
+                product *= _alternatives(n)
+            combos += product
+            parts.append(_all_of(b, *negs))
+        if combos > _MAX_COMBINATIONS:
+            why = (
+                f"overlapping branches whose negations combine {combos} ways "
+                f"(more than {_MAX_COMBINATIONS})"
+            )
+    if why is not None:
+        conv.unsupported("oneOf", ptr, why)
+        return _any_of(list(branches))
+    return _any_of(parts)
 
 
-def explicit_defaults(schema: dict) -> dict:
-    """``strict_mode``'s implicit ``false`` for further properties / items, written out."""
+def _within(conv: ConversionContext, branch, parent: dict, ptr: str) -> dict | None:
+    """What a negation joining ``branch`` (inside ``parent``) may assume of the value: the
+    branch merged with the parent's type and required properties."""
+    if not isinstance(branch, dict):
+        return None
+    try:
+        merged = conv.merge_all_of(branch, ptr)
+    except UnsupportedSchemaError:
+        return None
+    if not isinstance(merged, dict):
+        return None
+    if "type" in parent and "type" not in merged:
+        merged = {**merged, "type": parent["type"]}
+    if parent.get("required"):
+        merged = {**merged, "required": [*parent["required"], *merged.get("required", [])]}
+    return merged
+
+
+def _alternatives(schema) -> int:
+    """How many alternatives a derived schema is (its top-level ``anyOf``)."""
+    if isinstance(schema, dict) and "anyOf" in schema:
+        return max(1, sum(_alternatives(b) for b in schema["anyOf"]))
+    return 1
+
+
+def explicit_defaults(schema: dict, listed: list | tuple = ()) -> dict:
+    """``strict_mode``'s implicit ``false`` for further properties / items, written out.
+
+    ``strict_mode`` closes an object to the names it lists: its ``properties``, its
+    ``required`` names and ``listed`` (the names its conditions declare), declared here as
+    any value (which keeps the schemas of the patterns they match)."""
     out = dict(schema)
     if not out.get(OPEN):
         shaped = "properties" in out or "patternProperties" in out
         if shaped and "additionalProperties" not in out and "unevaluatedProperties" not in out:
             out["additionalProperties"] = False
+            props = out.get("properties", {})
+            named = [n for n in (*out.get("required", ()), *listed) if n not in props]
+            if named:
+                out["properties"] = {**props, **dict.fromkeys(named, True)}
         tuple_items = isinstance(out.get("items"), list)
         if "prefixItems" in out and not any(k in out for k in ("items", "unevaluatedItems")):
             out["items"] = False
@@ -375,9 +634,63 @@ def _negate_values(conv: ConversionContext, values: list, ptr: str) -> dict | bo
     if "array" in by_type:
         branches.append(_all_of(*(_other_arrays(conv, v, ptr) for v in by_type["array"])))
     if "object" in by_type:
-        conv.unsupported("not", ptr, "excluding object values from a schema")
-        branches.append({"type": "object", OPEN: True})
+        branches.append(_all_of(*(_other_objects(conv, v, ptr) for v in by_type["object"])))
     return _any_of(branches)
+
+
+def _other_objects(conv: ConversionContext, value: dict, ptr: str) -> dict | bool:
+    """Objects other than ``value``: one with a key ``value`` lacks, one without a key of
+    ``value``, or one whose member differs from ``value``'s."""
+    breaks: list = [[_not_names(list(value), []), True]]
+    out: list = []
+    for name, item in value.items():
+        out.append(_typed("object", _absent(name)))
+        other = _negate_values(conv, [item], ptr)
+        if other is not False:
+            breaks.append([{"enum": [name]}, other])
+    out.append(_typed("object", {HAS_MEMBER: [breaks]}))
+    return _any_of(out)
+
+
+def _not_names(names: list, key_schemas: list):
+    """The string schema of keys that are none of ``names`` and in none of the key
+    languages ``key_schemas`` (string schemas)."""
+    others = ([{"enum": names}] if names else []) + key_schemas
+    if not others:
+        return True
+    return {"not": others[0] if len(others) == 1 else {"anyOf": others}}
+
+
+def _member_breaks(
+    conv: ConversionContext, keys: dict, ptr: str, depth: int, within: dict | None
+) -> list:
+    """``[key schema, value schema]`` alternatives of a member that breaks
+    ``patternProperties``, the internal keyed schemas, ``additionalProperties`` (or
+    ``unevaluatedProperties`` where it means the same) or ``propertyNames``."""
+    out: list = []
+    patterns = keys.get("patternProperties", {})
+    keyed = [({"pattern": p}, sub, f"{ptr}/patternProperties/{p}") for p, sub in patterns.items()]
+    keyed += [(k, sub, f"{ptr}/not/{i}") for i, (k, sub) in enumerate(keys.get(KEY_SCHEMAS, ()))]
+    for lang, sub, where in keyed:
+        neg = negate(conv, sub, where, depth + 1)
+        if neg is not False:
+            out.append([lang, neg])
+    further = keys.get("additionalProperties")
+    if further is None and not any(k in keys for k in ("anyOf", "oneOf")):
+        further = keys.get("unevaluatedProperties")
+    if further is not None and further is not True and further != {}:
+        names = list(keys.get("properties", {}))
+        lang = _not_names(names, [k for k, _, _ in keyed])
+        closed = within is not None and _closed(within)
+        inside = set(within.get("properties", {})) if closed else set()  # type: ignore[union-attr]
+        if not (closed and not keyed and inside <= set(names)):  # else within forbids it
+            neg = negate(conv, further, f"{ptr}/additionalProperties", depth + 1)
+            if neg is not False:
+                out.append([lang, neg])
+    names = keys.get("propertyNames")
+    if names is not None and names is not True and names != {}:
+        out.append([{"not": names}, True])
+    return out
 
 
 def _other_arrays(conv: ConversionContext, value: list, ptr: str) -> dict | bool:
@@ -447,6 +760,8 @@ def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) ->
     out: list = []
     items, prefix = keys.get("items"), keys.get("prefixItems")
     further_key = "items"
+    if items is None and not any(k in keys for k in ("anyOf", "oneOf", "contains", CONTAINS_ALL)):
+        items = keys.get("unevaluatedItems")  # no applicator evaluates items: the same
     if isinstance(items, list):  # draft 7 tuple form
         prefix, items, further_key = items, keys.get("additionalItems"), "additionalItems"
     prefix = prefix or []
@@ -464,6 +779,7 @@ def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) ->
                     conv.unsupported(
                         "not", f"{ptr}/{further_key}", "the complement of items after prefixItems"
                     )
+                    out.append(_typed("array", {"minItems": len(prefix) + 1}))  # widened
             else:
                 out.append(_typed("array", {"contains": neg}))
     if "contains" in keys:
@@ -479,4 +795,5 @@ def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) ->
         out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains/{i}", depth + 1)}))
     if keys.get("uniqueItems"):
         conv.unsupported("not", f"{ptr}/uniqueItems", "arrays with a repeated item")
+        out.append(_typed("array", {"minItems": 2}))  # widened: every array that could repeat
     return out

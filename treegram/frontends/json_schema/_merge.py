@@ -12,9 +12,14 @@ from __future__ import annotations
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._keywords import (
     CONTAINS_ALL,
+    FRACTIONAL,
+    HAS_MEMBER,
+    KEY_SCHEMAS,
+    NOT_MULTIPLE,
     NOT_STRING,
     OPEN,
     PATTERNS_KEY,
+    is_annotation,
     same_value,
 )
 from treegram.frontends.json_schema._logic import (
@@ -70,7 +75,10 @@ def _merge_all_of(conv: ConversionContext, schema: dict, ptr: str, _depth: int) 
     parts = []
     base = {k: v for k, v in schema.items() if k not in ("allOf", "$ref")}
     if "$ref" in schema:
-        parts.append(conv.resolve(schema["$ref"], ptr))
+        target = conv.resolve(schema["$ref"], ptr)
+        if schema.get(OPEN) and isinstance(target, dict) and not target.get(OPEN):
+            target = {**target, OPEN: True}  # a condition through a reference: still one
+        parts.append(target)
     parts.extend(schema.get("allOf", []))
     out: dict | bool = base
     for i, part in enumerate(parts):
@@ -122,15 +130,19 @@ def _merge(conv: ConversionContext, a: dict, b: dict, ptr: str) -> dict | bool:
             out[key] = sorted(both)
         elif key == "required":
             out[key] = list(dict.fromkeys(list(va) + list(vb)))
-        elif key in ("properties", "patternProperties", "$defs", "definitions"):
+        elif key in ("properties", "patternProperties"):
             merged = dict(va)
             for name, sub in vb.items():
                 merged[name] = {"allOf": [merged[name], sub]} if name in merged else sub
             out[key] = merged
         elif key in _SUBSCHEMA:
             out[key] = {"allOf": [va, vb]}
-        elif key == NOT_STRING:
+        elif key in (NOT_STRING, NOT_MULTIPLE, HAS_MEMBER, KEY_SCHEMAS):  # conjunctions
             out[key] = list(va) + [x for x in vb if not any(same_value(x, y) for y in va)]
+        elif key in ("uniqueItems", FRACTIONAL):
+            out[key] = bool(va) or bool(vb)
+        elif key == "nullable":
+            out[key] = bool(va) and bool(vb)
         elif key == "not":
             out[key] = {"anyOf": [va, vb]}
         elif key == "multipleOf" and _positive_numbers(va, vb) and _lcm(va, vb) is not None:
@@ -148,11 +160,44 @@ def _merge(conv: ConversionContext, a: dict, b: dict, ptr: str) -> dict | bool:
             # here; a oneOf left at this point has disjoint branches (overlapping ones were
             # rewritten by expand_logic), so the outer list stays disjoint too.
             out[key] = [{"allOf": [x, {key: vb}]} for x in va]
-        elif key in ("title", "description", "default", "examples", "$comment", "$id", "$schema"):
-            continue
+        elif is_annotation(key):
+            continue  # annotations never constrain: the first part's value is kept
         else:
             conv.unsupported(key, ptr, "different values of this keyword inside allOf")
-    return out
+    return False if _contradictory(out) else out
+
+
+def _contradictory(schema: dict) -> bool:
+    """Whether a merged schema plainly admits no value: bounds that cross, a required
+    property that is forbidden. (Cheap checks only; the conversion finds the rest.)
+    Pruning here keeps distributed ``anyOf`` combinations from being converted."""
+    types = schema.get("type")
+    t = {types} if isinstance(types, str) else set(types) if isinstance(types, list) else None
+    only = (lambda name: t is not None and t <= {name}) if t is not None else (lambda _: False)
+    for low, high, kind in (
+        ("minLength", "maxLength", "string"),
+        ("minItems", "maxItems", "array"),
+        ("minProperties", "maxProperties", "object"),
+    ):
+        lo, hi = schema.get(low), schema.get(high)
+        if _is_num(lo) and _is_num(hi) and lo > hi and only(kind):
+            return True
+    if only("object"):
+        props = schema.get("properties", {})
+        required = schema.get("required", ())
+        closed = (
+            schema.get("additionalProperties") is False
+            and not schema.get("patternProperties")
+            and not schema.get(KEY_SCHEMAS)
+        )
+        for name in required:
+            if props.get(name, True) is False or (closed and name not in props):
+                return True
+    return False
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _scoped(part: dict) -> dict:
@@ -209,25 +254,34 @@ def _merge_members(conv: ConversionContext, a: dict, b: dict, out: dict, ptr: st
     xa, xb = _further(a, "additionalProperties"), _further(b, "additionalProperties")
     if xa is not None or xb is not None:
         pa, pb = a.get("properties", {}), b.get("properties", {})
-        if (
-            (xa is not None and "patternProperties" in b and set(pb) - set(pa))
-            or (xb is not None and "patternProperties" in a)
-            or (xa is not None and "patternProperties" in a and set(pb) - set(pa))
-            or (xb is not None and "patternProperties" in b and set(pa) - set(pb))
-        ):
-            conv.unsupported(
-                "allOf",
-                ptr,
-                "additionalProperties of one part next to patternProperties of another",
-            )
-        props = {}
-        for name in dict.fromkeys([*pa, *pb]):
-            both = _both(pa.get(name, xa), pb.get(name, xb))
-            props[name] = True if both is None else both
-        out["properties"] = props
-        extra = _both(xa, xb)
-        if extra is not None:
-            out["additionalProperties"] = extra
+        keyed = (
+            "patternProperties" in a
+            or "patternProperties" in b
+            or KEY_SCHEMAS in a
+            or KEY_SCHEMAS in b
+        )
+        if keyed:
+            # Each part's further members are the keys it neither declares nor matches by a
+            # pattern: as keyed schemas (every member with such a key), exact whatever the
+            # other part declares or matches.
+            for part, further in ((a, xa), (b, xb)):
+                if further is not None and further is not True and further != {}:
+                    lang = _not_keys(part)
+                    out[KEY_SCHEMAS] = [*out.get(KEY_SCHEMAS, []), [lang, further]]
+            out["properties"] = {}
+            for name in dict.fromkeys([*pa, *pb]):
+                both = _both(pa.get(name), pb.get(name))
+                out["properties"][name] = True if both is None else both
+            out["additionalProperties"] = True
+        if not keyed:
+            props = {}
+            for name in dict.fromkeys([*pa, *pb]):
+                both = _both(pa.get(name, xa), pb.get(name, xb))
+                props[name] = True if both is None else both
+            out["properties"] = props
+            extra = _both(xa, xb)
+            if extra is not None:
+                out["additionalProperties"] = extra
         handled |= {"properties", "additionalProperties"}
     ta, tb = _tuple_of(a), _tuple_of(b)
     if ta is not None or tb is not None:
@@ -245,6 +299,19 @@ def _merge_members(conv: ConversionContext, a: dict, b: dict, out: dict, ptr: st
             out["items"] = further
         handled |= {"items", "prefixItems", "additionalItems"}
     return handled
+
+
+def _not_keys(part: dict) -> dict | bool:
+    """The string schema of the keys ``part`` neither declares nor matches by a pattern or
+    keyed schema (its further members)."""
+    others: list = []
+    if part.get("properties"):
+        others.append({"enum": list(part["properties"])})
+    others += [{"pattern": p} for p in part.get("patternProperties", {})]
+    others += [k for k, _ in part.get(KEY_SCHEMAS, ())]
+    if not others:
+        return True
+    return {"not": others[0] if len(others) == 1 else {"anyOf": others}}
 
 
 def _tuple_of(schema: dict) -> list | None:

@@ -5,7 +5,74 @@ alternative is anchored).
 
 from __future__ import annotations
 
-__all__ = ["split_alternatives", "strip_anchors", "has_inner_anchor"]
+import functools
+import unicodedata
+
+__all__ = ["ecma_classes", "split_alternatives", "strip_anchors", "has_inner_anchor"]
+
+# ECMA-262's WhiteSpace and LineTerminator: what \s matches (the regex frontend's \s is
+# xgrammar's smaller set), and the line terminators '.' does not match.
+_SPACE = "\\t-\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+_DOT = "[^\\n\\r\\u2028\\u2029]"
+
+
+def ecma_classes(pattern: str) -> str:
+    """``pattern`` with ``\\s``, ``\\S``, ``.`` and the property escapes ``\\p{...}`` /
+    ``\\P{...}`` spelled as ECMA-262 defines them (as explicit classes the regex frontend
+    reads the same way in any dialect).
+
+    Raises
+    ------
+    ValueError
+        ``\\S`` or ``\\P{...}`` inside a class (a complement cannot be written there), or
+        a property escape other than a General_Category value and a few binary properties.
+    """
+    out: list[str] = []
+    in_class, i = False, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and pattern[i + 1 : i + 3] in ("p{", "P{"):
+            close = pattern.find("}", i)
+            if close < 0:
+                raise ValueError(f"unterminated property escape in pattern {pattern!r}")
+            ranges = _class_text(property_ranges(pattern[i + 3 : close]))
+            if pattern[i + 1] == "P":
+                if in_class:
+                    raise ValueError(f"\\P{{...}} inside a character class in {pattern!r}")
+                out.append(f"[^{ranges}]" if ranges else "[^]")
+            else:
+                out.append(ranges if in_class else (f"[{ranges}]" if ranges else "[]"))
+            i = close + 1
+            continue
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt == "s":
+                out.append(_SPACE if in_class else f"[{_SPACE}]")
+            elif nxt == "S":
+                if in_class:
+                    raise ValueError(f"\\S inside a character class in pattern {pattern!r}")
+                out.append(f"[^{_SPACE}]")
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            out.append(ch)
+            if pattern[i + 1 : i + 2] == "^":
+                out.append("^")
+                i += 1
+            i += 1
+            continue
+        elif ch == ".":
+            out.append(_DOT)
+            i += 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def split_alternatives(pattern: str) -> list[str]:
@@ -87,3 +154,95 @@ def has_inner_anchor(core: str) -> bool:
             return True
         i += 1
     return False
+
+
+# General_Category values and their aliases (Unicode's PropertyValueAliases).
+_CATEGORIES = {
+    "C": "C", "Other": "C", "Cc": "Cc", "Control": "Cc", "cntrl": "Cc", "Cf": "Cf",
+    "Format": "Cf", "Cn": "Cn", "Unassigned": "Cn", "Co": "Co", "Private_Use": "Co",
+    "Cs": "Cs", "Surrogate": "Cs", "L": "L", "Letter": "L", "LC": "LC",
+    "Cased_Letter": "LC", "Ll": "Ll", "Lowercase_Letter": "Ll", "Lm": "Lm",
+    "Modifier_Letter": "Lm", "Lo": "Lo", "Other_Letter": "Lo", "Lt": "Lt",
+    "Titlecase_Letter": "Lt", "Lu": "Lu", "Uppercase_Letter": "Lu", "M": "M", "Mark": "M",
+    "Combining_Mark": "M", "Mc": "Mc", "Spacing_Mark": "Mc", "Me": "Me",
+    "Enclosing_Mark": "Me", "Mn": "Mn", "Nonspacing_Mark": "Mn", "N": "N", "Number": "N",
+    "Nd": "Nd", "Decimal_Number": "Nd", "digit": "Nd", "Nl": "Nl", "Letter_Number": "Nl",
+    "No": "No", "Other_Number": "No", "P": "P", "Punctuation": "P", "punct": "P",
+    "Pc": "Pc", "Connector_Punctuation": "Pc", "Pd": "Pd", "Dash_Punctuation": "Pd",
+    "Pe": "Pe", "Close_Punctuation": "Pe", "Pf": "Pf", "Final_Punctuation": "Pf",
+    "Pi": "Pi", "Initial_Punctuation": "Pi", "Po": "Po", "Other_Punctuation": "Po",
+    "Ps": "Ps", "Open_Punctuation": "Ps", "S": "S", "Symbol": "S", "Sc": "Sc",
+    "Currency_Symbol": "Sc", "Sk": "Sk", "Modifier_Symbol": "Sk", "Sm": "Sm",
+    "Math_Symbol": "Sm", "So": "So", "Other_Symbol": "So", "Z": "Z", "Separator": "Z",
+    "Zl": "Zl", "Line_Separator": "Zl", "Zp": "Zp", "Paragraph_Separator": "Zp",
+    "Zs": "Zs", "Space_Separator": "Zs",
+}  # fmt: skip
+_BINARY = {"Any": ((0, 0x10FFFF),), "ASCII": ((0, 0x7F),)}
+
+
+def property_ranges(name: str) -> tuple[tuple[int, int], ...]:
+    """The code points of a ``\\p{...}`` property: a General_Category value (``L``,
+    ``Letter``, ``gc=Lu``, ``General_Category=digit``), ``Any``, ``ASCII``, ``Assigned``
+    or ``White_Space``, from Python's ``unicodedata`` (its Unicode version).
+
+    Raises
+    ------
+    ValueError
+        Any other property (scripts, most binary properties).
+    """
+    key, _, value = name.partition("=")
+    if value:
+        if key not in ("gc", "General_Category"):
+            raise ValueError(f"Unicode property escape \\p{{{name}}} is not supported")
+        name = value
+    if name in _BINARY:
+        return _BINARY[name]
+    if name == "White_Space":
+        return _WHITE_SPACE
+    if name == "Assigned":
+        return _category_ranges("Cn", negate=True)
+    if name not in _CATEGORIES:
+        raise ValueError(f"Unicode property escape \\p{{{name}}} is not supported")
+    return _category_ranges(_CATEGORIES[name])
+
+
+_WHITE_SPACE = (
+    (0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
+    (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
+)  # fmt: skip
+
+
+@functools.cache
+def _category_ranges(category: str, negate: bool = False) -> tuple[tuple[int, int], ...]:
+    """Code point ranges whose General_Category is ``category`` (or starts with it, for a
+    one-letter group; ``LC`` is Lu, Ll and Lt)."""
+    wanted = {"Lu", "Ll", "Lt"} if category == "LC" else None
+
+    def hit(cp: int) -> bool:
+        cat = unicodedata.category(chr(cp))
+        ok = cat in wanted if wanted else (cat == category or cat[0] == category)
+        return ok != negate
+
+    out: list[tuple[int, int]] = []
+    start = None
+    for cp in range(0x110000):
+        if hit(cp):
+            if start is None:
+                start = cp
+        elif start is not None:
+            out.append((start, cp - 1))
+            start = None
+    if start is not None:
+        out.append((start, 0x10FFFF))
+    return tuple(out)
+
+
+def _class_text(ranges) -> str:
+    """Ranges as the inside of a class, every code point as a ``\\u{...}`` escape
+    (surrogates left out: no JSON string decodes to a lone one)."""
+    parts = []
+    for lo, hi in ranges:
+        for a, b in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)):
+            if a <= b:
+                parts.append(f"\\u{{{a:x}}}" if a == b else f"\\u{{{a:x}}}-\\u{{{b:x}}}")
+    return "".join(parts)

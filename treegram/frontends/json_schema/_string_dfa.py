@@ -19,12 +19,29 @@ from __future__ import annotations
 import functools
 
 from treegram.frontends._regex import regex_to_expr
+from treegram.frontends.json_schema._anchors import (
+    edge_lookaheads,
+    marked_pattern_dfa,
+    trailing_lookahead,
+)
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import MAX_GRAMMAR_STATES
 from treegram.frontends.json_schema._formats import REFUSED as REFUSED_FORMATS
 from treegram.frontends.json_schema._formats import format_expr
-from treegram.frontends.json_schema._keywords import ANNOTATIONS, PATTERNS_KEY
+from treegram.frontends.json_schema._keywords import (
+    ANNOTATIONS,
+    CONTAINS_ALL,
+    FRACTIONAL,
+    HAS_MEMBER,
+    KEY_SCHEMAS,
+    NOT_MULTIPLE,
+    NOT_STRING,
+    OPEN,
+    PATTERNS_KEY,
+    is_annotation,
+)
 from treegram.frontends.json_schema._pattern import (
+    ecma_classes,
     has_inner_anchor,
     split_alternatives,
     strip_anchors,
@@ -78,7 +95,8 @@ _OTHER_TYPES = (
         }
     )
     | ANNOTATIONS
-    | {"contentSchema", "nullable"}
+    | {"contentSchema", "nullable", OPEN, FRACTIONAL, NOT_MULTIPLE, HAS_MEMBER, KEY_SCHEMAS}
+    | {CONTAINS_ALL}
 )
 _MAX_REF_DEPTH = 32
 # Applied after the other keywords (lengths: to the smallest automaton; then/else: by if).
@@ -99,7 +117,11 @@ def pattern_dfa(pattern: str) -> Dfa:
         The pattern has an anchor inside a group, a syntax error or an unsupported
         construct, or needs too many states (keyword ``pattern``).
     """
-    return _cached_pattern_dfa(pattern)
+    try:
+        spelled = ecma_classes(pattern)
+    except ValueError as exc:
+        raise StringConstraintError("pattern", str(exc)) from None
+    return _cached_pattern_dfa(spelled)
 
 
 _PATTERN_CACHE = 128
@@ -107,6 +129,20 @@ _PATTERN_CACHE = 128
 
 @functools.lru_cache(maxsize=_PATTERN_CACHE)  # errors are raised again, never cached
 def _cached_pattern_dfa(pattern: str) -> Dfa:
+    edges = edge_lookaheads(pattern)
+    if edges is not None:  # ^(?=X)(?!Y)rest: rest, with X, without Y
+        looks, rest = edges
+        out = _cached_pattern_dfa(rest)
+        for positive, look in looks:
+            try:
+                other = _cached_pattern_dfa(look)
+                out = out.intersect(other) if positive else out.difference(other)
+            except DfaLimitError as exc:
+                raise StringConstraintError("pattern", f"pattern {pattern!r}: {exc}") from None
+        return out
+    trailing = trailing_lookahead(pattern)
+    if trailing is not None:  # p(?=X) searches like pX
+        return _cached_pattern_dfa(trailing)
     # Alternatives grouped by their anchors: one Σ*(a|b|...)Σ* rather than a union of
     # searches, whose subsets would track every alternative separately.
     groups: dict[tuple[bool, bool], list[Expr]] = {}
@@ -114,9 +150,7 @@ def _cached_pattern_dfa(pattern: str) -> Dfa:
         for alternative in split_alternatives(pattern):
             left, core, right = strip_anchors(alternative)
             if has_inner_anchor(core):
-                raise StringConstraintError(
-                    "pattern", f"anchor inside a group in pattern {pattern!r}"
-                )
+                return marked_pattern_dfa(pattern)  # anchors anywhere: through markers
             body = regex_to_expr(core) if core else Seq(())
             groups.setdefault((left, right), []).append(body)
         parts = []
@@ -174,7 +208,7 @@ def string_dfa(
         return None
     out = _ANY_DFA_MARK
     for key, val in schema.items():
-        if key in _OTHER_TYPES or key in _LATER:
+        if key in _OTHER_TYPES or key in _LATER or is_annotation(key):
             continue
         try:
             part = _keyword_dfa(schema, key, val, conv, ptr, _depth)
@@ -265,6 +299,14 @@ def _keyword_dfa(
     if key == "not":
         inner = sub(val, f"{ptr}/not")
         return None if inner is None else inner.complement()
+    if key == NOT_STRING:  # strings outside each of these
+        out = Dfa.any()
+        for i, s in enumerate(val):
+            inner = sub(s, f"{ptr}/not/{i}")
+            if inner is None:
+                return None
+            out = out.difference(inner)
+        return out
     if key == "if":
         cond = sub(val, f"{ptr}/if")
         then = sub(schema.get("then", True), f"{ptr}/then")

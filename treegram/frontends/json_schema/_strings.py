@@ -27,6 +27,7 @@ from treegram.frontends.json_schema._lex import (
     string_of,
 )
 from treegram.frontends.json_schema._pattern import (
+    ecma_classes,
     has_inner_anchor,
     split_alternatives,
     strip_anchors,
@@ -73,6 +74,7 @@ def pattern_body(pattern: str) -> Expr | None:
     """
     anything = Repeat(string_char(), 0, None)
     parts = []
+    pattern = ecma_classes(pattern)
     for alternative in split_alternatives(pattern):
         left, core, right = strip_anchors(alternative)
         if has_inner_anchor(core):

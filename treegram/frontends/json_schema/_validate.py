@@ -20,8 +20,20 @@ from __future__ import annotations
 from fractions import Fraction
 
 from treegram.frontends.json_schema._context import ConversionContext
-from treegram.frontends.json_schema._keywords import PATTERNS_KEY
-from treegram.frontends.json_schema._string_dfa import StringConstraintError, pattern_dfa
+from treegram.frontends.json_schema._keywords import (
+    CONTAINS_ALL,
+    FRACTIONAL,
+    HAS_MEMBER,
+    KEY_SCHEMAS,
+    NOT_MULTIPLE,
+    NOT_STRING,
+    PATTERNS_KEY,
+)
+from treegram.frontends.json_schema._string_dfa import (
+    StringConstraintError,
+    pattern_dfa,
+    string_dfa,
+)
 
 __all__ = ["UndecidedError", "Validator", "json_equal"]
 
@@ -84,6 +96,7 @@ class Validator:
     def __init__(self, conv: ConversionContext) -> None:
         self.conv = conv
         self._patterns: dict[str, object] = {}
+        self._keys: dict[int, object] = {}  # id of a key schema -> its automaton
 
     def is_valid(self, schema, value) -> bool:
         """Whether ``value`` satisfies ``schema``.
@@ -102,6 +115,21 @@ class Validator:
                 dfa = self._patterns[pattern] = pattern_dfa(pattern)
             except StringConstraintError as exc:
                 raise UndecidedError(str(exc)) from None
+        return dfa.accepts(text)
+
+    def _in_keys(self, keys, text: str) -> bool:
+        """Whether the string schema ``keys`` (internal keywords) accepts ``text``."""
+        dfa = self._keys.get(id(keys))
+        if dfa is None:
+            try:
+                dfa = string_dfa(keys, self.conv)
+            except StringConstraintError as exc:
+                raise UndecidedError(str(exc)) from None
+            if dfa is None:
+                raise UndecidedError("a key language outside the string keywords")
+            self._keys[id(keys)] = (keys, dfa)  # the schema kept: its id stays unique
+        else:
+            dfa = dfa[1]
         return dfa.accepts(text)
 
     def _valid(self, schema, value, refs: int) -> bool:
@@ -132,8 +160,13 @@ class Validator:
         if not self._logic(schema, value, refs):
             return False
         if _is_number(value):
+            if schema.get(FRACTIONAL) and _frac(value).denominator == 1:
+                return False
             return self._number(schema, value)
         if isinstance(value, str):
+            # as the grammar reads them: a format here is asserted
+            if any(self._in_keys(sub, value) for sub in schema.get(NOT_STRING, ())):
+                return False
             return self._string(schema, value)
         if isinstance(value, list):
             return self._array(schema, value, refs)
@@ -174,7 +207,9 @@ class Validator:
             return False
         mult = schema.get("multipleOf")
         # exact: 0.3 is a multiple of 0.1 (binary floating point says otherwise)
-        return not (_is_number(mult) and mult > 0 and (_frac(v) / _frac(mult)).denominator != 1)
+        if _is_number(mult) and mult > 0 and (_frac(v) / _frac(mult)).denominator != 1:
+            return False
+        return not any((_frac(v) / _frac(m)).denominator == 1 for m in schema.get(NOT_MULTIPLE, ()))
 
     def _string(self, schema: dict, s: str) -> bool:
         lo, hi = schema.get("minLength"), schema.get("maxLength")
@@ -209,6 +244,8 @@ class Validator:
             for i in range(len(arr)):
                 if any(json_equal(arr[i], arr[j]) for j in range(i)):
                     return False
+        if not all(any(sub(c, v, refs) for v in arr) for c in schema.get(CONTAINS_ALL, ())):
+            return False
         if "contains" in schema:
             n = sum(1 for v in arr if sub(schema["contains"], v, refs))
             least = schema.get("minContains", 1)
@@ -242,6 +279,16 @@ class Validator:
                     if not sub(psub, v, refs):
                         return False
             if not matched and extra is not None and not sub(extra, v, refs):
+                return False
+        for keys, value in schema.get(KEY_SCHEMAS, ()):
+            if any(self._in_keys(keys, k) and not sub(value, v, refs) for k, v in obj.items()):
+                return False
+        for requirement in schema.get(HAS_MEMBER, ()):
+            if not any(
+                self._in_keys(keys, k) and sub(value, v, refs)
+                for k, v in obj.items()
+                for keys, value in requirement
+            ):
                 return False
         for k, needed in schema.get("dependentRequired", {}).items():
             if k in obj and any(n not in obj for n in needed):

@@ -1,0 +1,191 @@
+"""ECMA-262 patterns whose anchors or lookaheads sit where a plain regular expression
+cannot put them, as code point automata.
+
+**Anchors anywhere.** ``^`` and ``$`` inside groups, alternatives and repetitions
+(``^(a|$)``, ``^(x($|/))*$``) are exact through two marker symbols outside Unicode: the
+text is read as ``⊢ w ⊣`` (``⊢`` = U+110000, ``⊣`` = U+110001, which no character class
+contains), ``^`` is the symbol ``⊢`` and ``$`` the symbol ``⊣``, and the search language
+``Σ'* p Σ'*`` is cut down to the words ``w`` with ``⊢ w ⊣`` in it. An anchor that can
+only be reached away from the text's edge (``/^x$/``, a JavaScript literal's slashes)
+matches nothing, as in ECMA-262.
+
+**Lookaheads at the edges.** ``^(?=X)rest`` is ``^rest`` that also matches ``^X``;
+``^(?!X)rest`` is ``^rest`` that does not; a lookahead at the end of an alternative
+without ``$`` only needs its text to follow (``p(?=X)`` searches like ``pX``).
+Lookaheads elsewhere, lookbehind and word boundaries stay unsupported.
+"""
+
+from __future__ import annotations
+
+from treegram.frontends._regex import regex_to_expr
+from treegram.frontends.json_schema._pattern import split_alternatives
+from treegram.ir import MAX_CODEPOINT, Bytes, CharClass, Choice, Dfa, Expr, Repeat, Seq
+
+__all__ = ["edge_lookaheads", "has_anchor", "marked_pattern_dfa", "trailing_lookahead"]
+
+BEGIN, END = MAX_CODEPOINT + 1, MAX_CODEPOINT + 2  # the markers around the text
+# Stand-ins for the anchors in the text handed to the regex frontend (noncharacters; a
+# pattern that contains them itself is refused).
+_STAND_BEGIN, _STAND_END = "\U0010fffe", "\U0010ffff"
+
+
+def _outside(pattern: str):
+    """``(index, char, group depth)`` of each character outside escapes and classes."""
+    depth, in_class, i = 0, False, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "^":
+                i += 1
+        else:
+            depth -= ch == ")"
+            yield i, ch, depth
+            depth += ch == "("
+        i += 1
+
+
+def has_anchor(pattern: str) -> bool:
+    """Whether ``pattern`` holds a ``^`` or ``$`` anchor."""
+    return any(ch in "^$" for _, ch, _ in _outside(pattern))
+
+
+def marked_pattern_dfa(pattern: str) -> Dfa:
+    """The strings containing a match of ``pattern``, whose anchors may sit anywhere.
+
+    Raises
+    ------
+    ValueError
+        The pattern contains U+10FFFE or U+10FFFF itself, or the regex frontend refuses
+        it (lookaround, backreference...).
+    DfaLimitError
+        Too many automaton states.
+    """
+    if _STAND_BEGIN in pattern or _STAND_END in pattern:
+        raise ValueError("a pattern with anchors and the characters U+10FFFE / U+10FFFF")
+    chars = list(pattern)
+    counts = {"^": 0, "$": 0}
+    for i, ch, _ in _outside(pattern):
+        if ch in counts:
+            chars[i] = _STAND_BEGIN if ch == "^" else _STAND_END
+            counts[ch] += 1
+    expr = _markers(regex_to_expr("".join(chars)))
+    anything = Repeat(CharClass(((0, END),)), 0, None)
+    search = Dfa.from_expr(Seq((anything, expr, anything)))
+    # An anchor is zero-width: several may hold at one edge (^^a, (x|$)*$), so the edges
+    # carry as many markers as the pattern has anchors of their kind (a match uses each
+    # occurrence at most once per loop round, and rounds of markers alone repeat nothing).
+    begins = min(max(counts["^"], 1), _MAX_MARKS)
+    ends = min(max(counts["$"], 1), _MAX_MARKS)
+    text = Dfa.from_expr(
+        Seq(
+            (
+                Repeat(CharClass(((BEGIN, BEGIN),)), begins, begins),
+                Repeat(CharClass(((0, MAX_CODEPOINT),)), 0, None),
+                Repeat(CharClass(((END, END),)), ends, ends),
+            )
+        )
+    )
+    return _between_markers(search.intersect(text), begins, ends)
+
+
+def _markers(expr: Expr) -> Expr:
+    """``expr`` with the anchors' stand-in characters turned into the marker symbols."""
+    if isinstance(expr, Bytes):
+        text = expr.data.decode("utf-8")
+        if _STAND_BEGIN not in text and _STAND_END not in text:
+            return expr
+        items: list[Expr] = []
+        run = ""
+        for ch in text:
+            if ch in (_STAND_BEGIN, _STAND_END):
+                if run:
+                    items.append(Bytes(run.encode("utf-8")))
+                    run = ""
+                mark = BEGIN if ch == _STAND_BEGIN else END
+                items.append(CharClass(((mark, mark),)))
+            else:
+                run += ch
+        if run:
+            items.append(Bytes(run.encode("utf-8")))
+        return items[0] if len(items) == 1 else Seq(tuple(items))
+    if isinstance(expr, Seq):
+        return Seq(tuple(_markers(e) for e in expr.items))
+    if isinstance(expr, Choice):
+        return Choice(tuple(_markers(e) for e in expr.items))
+    if isinstance(expr, Repeat):
+        return Repeat(_markers(expr.item), expr.min, expr.max)
+    return expr
+
+
+_MAX_MARKS = 8
+
+
+def _between_markers(d: Dfa, begins: int, ends: int) -> Dfa:
+    """The words ``w`` such that ``d`` accepts ``⊢^begins w ⊣^ends``."""
+    start: int | None = 0
+    for _ in range(begins):
+        start = d.step(start, BEGIN) if start is not None else None
+    if start is None:
+        return Dfa.nothing()
+    n = len(d)
+    order = [start] + [s for s in range(n) if s != start]
+    new = {s: i for i, s in enumerate(order)}
+    rows, accept = [], []
+    for s in order:
+        rows.append(tuple((lo, hi, new[t]) for lo, hi, t in d.trans[s] if hi <= MAX_CODEPOINT))
+        after: int | None = s
+        for _ in range(ends):
+            after = d.step(after, END) if after is not None else None
+        accept.append(after is not None and d.accept[after])
+    return Dfa(rows, accept).trim().minimize()
+
+
+def _closing(pattern: str, open_at: int) -> int | None:
+    """The index of the ``)`` closing the group that opens at ``open_at``."""
+    for i, ch, depth in _outside(pattern):
+        if i > open_at and ch == ")" and depth == _depth_at(pattern, open_at):
+            return i
+    return None
+
+
+def _depth_at(pattern: str, index: int) -> int:
+    for i, _, depth in _outside(pattern):
+        if i == index:
+            return depth
+    return 0
+
+
+def edge_lookaheads(pattern: str) -> tuple[list[tuple[bool, str]], str] | None:
+    """``^(?=X)(?!Y)rest`` as ``([(True, "^X"), (False, "^Y")], "^rest")``: the
+    lookaheads right after a leading ``^`` of a pattern with one alternative, each as an
+    anchored pattern, and the rest; ``None`` when the pattern has no such form."""
+    if not pattern.startswith(("^(?=", "^(?!")) or len(split_alternatives(pattern)) != 1:
+        return None
+    found: list[tuple[bool, str]] = []
+    rest = pattern
+    while rest.startswith(("^(?=", "^(?!")):
+        close = _closing(rest, 1)
+        if close is None:
+            return None
+        found.append((rest[3] == "=", "^" + rest[4:close]))
+        rest = "^" + rest[close + 1 :]
+    return found, rest
+
+
+def trailing_lookahead(pattern: str) -> str | None:
+    """``p(?=X)`` (one alternative, no ``$``) as the pattern ``p(?:X)``, which a search
+    matches in the same strings; ``None`` when the pattern has no such form."""
+    if not pattern.endswith(")") or len(split_alternatives(pattern)) != 1:
+        return None
+    for i, ch, depth in _outside(pattern):
+        if ch == "(" and depth == 0 and pattern.startswith(("(?=",), i):
+            close = _closing(pattern, i)
+            if close == len(pattern) - 1:
+                return pattern[:i] + "(?:" + pattern[i + 3 :]
+    return None
