@@ -153,6 +153,20 @@ CASES = {
         ],
         "unevaluatedProperties": False,
     },
+    # contains evaluates the items it matches: the others must satisfy unevaluatedItems,
+    # inside an allOf part too (beside a negation, which evaluates nothing)
+    "allOf-contains-unevaluatedItems-not": {
+        "allOf": [
+            {"type": "array", "contains": {"type": "integer"}, "unevaluatedItems": False},
+            {"not": {"type": "array", "items": {"type": "string"}}},
+        ]
+    },
+    "allOf-contains-unevaluatedItems-schema": {
+        "allOf": [
+            {"contains": {"type": "integer"}, "unevaluatedItems": {"type": "string"}},
+            {"minItems": 2},
+        ]
+    },
     "allOf-additional-next-to-patterns": {
         "allOf": [
             {"properties": {"a": {}}, "additionalProperties": {"type": "integer"}},

@@ -205,7 +205,8 @@ def _scoped(part: dict) -> dict:
 
     Inside one ``allOf`` part they see only what that part evaluates, which after merging
     is no longer distinguishable; as "further members of this part" they are exact when
-    the part declares everything itself and stricter otherwise (never looser).
+    the part declares everything itself and stricter otherwise (never looser). Items that
+    the part's ``contains`` matches are evaluated by it.
     """
     out = part
     if "unevaluatedProperties" in part and "additionalProperties" not in part:
@@ -213,12 +214,21 @@ def _scoped(part: dict) -> dict:
         out["additionalProperties"] = part["unevaluatedProperties"]
     if "unevaluatedItems" in part:
         items = part.get("items")
+        further = part["unevaluatedItems"]
+        # contains evaluates the items it matches (whatever its counts): the others must
+        # satisfy unevaluatedItems
+        contained = [
+            *part.get(CONTAINS_ALL, []),
+            *([part["contains"]] if "contains" in part else []),
+        ]
+        if contained and further is not True and further != {}:
+            further = {"anyOf": [*contained, further]}
         if isinstance(items, list) and "additionalItems" not in part:
             out = {k: v for k, v in out.items() if k != "unevaluatedItems"}
-            out["additionalItems"] = part["unevaluatedItems"]
+            out["additionalItems"] = further
         elif items is None:
             out = {k: v for k, v in out.items() if k != "unevaluatedItems"}
-            out["items"] = part["unevaluatedItems"]
+            out["items"] = further
     return out
 
 
