@@ -35,7 +35,6 @@ from treegram.kernels._layout import (
 from treegram.kernels._mask import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN, context_hash
 from treegram.kernels._ops import (
     accept_token_entry,
-    checked_traverse_entry,
     fill_entry,
     rollback_op,
     traverse_entry,
@@ -93,7 +92,6 @@ __all__ = [
     "accept_token_entry",
     "fill_entry",
     "rollback_op",
-    "checked_traverse_entry",
     "traverse_entry",
     "GRAMMARS",
     "MATCHERS",

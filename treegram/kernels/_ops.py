@@ -45,8 +45,6 @@ from ._layout import (
     TIMEOUT,
 )
 from ._mask import fill_row
-from ._tree import LINKS_OK, check_tree_input
-from ._views import view_i64_2d
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -470,104 +468,6 @@ def traverse_entry(
     stack,
 ):
     """``traverse_op`` on a packed automaton (scalar entry point)."""
-    return traverse_op(
-        unpack(ab),
-        ab[PACK_ROOT_RULE],
-        state_class,
-        cls_meta,
-        acc_pool,
-        unc_pool,
-        sv_ids,
-        sv_offsets,
-        sv_data,
-        tok_offsets,
-        tok_data,
-        items_s,
-        items_o,
-        set_starts,
-        meta,
-        hist,
-        stop_ids,
-        bufs,
-        memo_key,
-        memo_meta,
-        memo_row,
-        cand,
-        next_token,
-        next_sibling,
-        draft,
-        out,
-        row_base,
-        root,
-        vocab_size,
-        deadline_ns,
-        clock,
-        stack,
-    )
-
-
-@njit(nogil=True, cache=True, _nrt=False)
-def checked_traverse_entry(
-    ab,
-    state_class,
-    cls_meta,
-    acc_pool,
-    unc_pool,
-    sv_ids,
-    sv_offsets,
-    sv_data,
-    tok_offsets,
-    tok_data,
-    items_s,
-    items_o,
-    set_starts,
-    meta,
-    hist,
-    stop_ids,
-    bufs,
-    memo_key,
-    memo_meta,
-    memo_row,
-    cand,
-    next_token,
-    next_sibling,
-    draft,
-    out,
-    row_base,
-    root,
-    vocab_size,
-    deadline_ns,
-    clock,
-    stack,
-    roots,
-    seen,
-    check_stack,
-    report,
-):
-    """:func:`kernels._tree.check_tree_input` of one tree (C-contiguous int64 [N] links
-    and tokens, ``roots`` int64 [1] holding ``root``; ``seen``, ``check_stack`` and
-    ``report`` its scratch), then, when the input is valid, ``traverse_entry``: a scalar
-    traversal's checks and walk in one call.
-
-    Returns
-    -------
-    int
-        A ``LINKS_*`` code (> 0, nothing written) for invalid input, else the status of
-        ``traverse_op``.
-    """
-    n = draft.shape[0]
-    code = check_tree_input(
-        view_i64_2d(next_token.ctypes.data, 1, n),
-        view_i64_2d(next_sibling.ctypes.data, 1, n),
-        roots,
-        view_i64_2d(draft.ctypes.data, 1, n),
-        vocab_size,
-        seen,
-        check_stack,
-        report,
-    )
-    if code != LINKS_OK:
-        return code
     return traverse_op(
         unpack(ab),
         ab[PACK_ROOT_RULE],

@@ -35,13 +35,13 @@ from ..kernels import (
     accept_bytes,
     accept_token_entry,
     chart_can_end,
-    checked_traverse_entry,
     fill_entry,
     jump_forward,
     row_allows_all,
     start_chart,
     traverse_entry,
 )
+from ..kernels import batch as _kernels_batch
 from ._bitmask import BitmaskViewCache, check_row_index
 from ._budgets import budget_table
 from ._captures import capture_table
@@ -357,6 +357,7 @@ class GrammarMatcher:
         self._memo_mv = self._memo_meta.data
         # The scalar kernels' array arguments, fixed until an array is re-allocated: one
         # prebuilt tuple costs less per call than loading each attribute.
+        self._grammar_accept_args = (self._ab, self._tok_offsets, self._tok_data)
         self._accept_args = (
             self._ab,
             self._tok_offsets,
@@ -482,7 +483,13 @@ class GrammarMatcher:
                     f"token_id must be an int in [0, {self._vocab_size}), got {token_id!r}"
                 )
             if self._counted is None:  # the common case, one kernel call, inline
-                st = accept_token_entry(*self._accept_args, token_id)
+                slot = self._slot
+                if slot < 0:  # the first token: take the registry slot the kernel reads
+                    self._register()
+                    slot = self._slot
+                st = _kernels_batch.accept_token_slot(
+                    *self._grammar_accept_args, MATCHERS.table, slot, token_id
+                )
                 if st >= 0:
                     if st == 1 and self._tracks:
                         self._after_token(token_id)
@@ -1062,12 +1069,43 @@ class GrammarMatcher:
             return self._traverse_by_steps(
                 next_token, next_sibling, draft, out, int(root_position), deadline
             )
-        stack = self._stack
         sv = self._sv
-        check: tuple = (self._root1, *self._tree_check)
-        entry = checked_traverse_entry
+        if self._slot < 0:
+            self._register()  # the first call reaches the state through the slot's row
+        st = _kernels_batch.checked_traverse_slot(
+            self._ab,
+            *self._store.snapshot(),
+            sv.token_ids,
+            sv.offsets,
+            sv.data,
+            self._tok_offsets,
+            self._tok_data,
+            MATCHERS.table,
+            self._slot,
+            next_token,
+            next_sibling,
+            draft,
+            out,
+            0,
+            int(root_position),
+            self._vocab_size,
+            deadline,
+            self._clock,
+            self._stack,
+            self._root1,
+            *self._tree_check,
+        )
+        if st > 0:  # a LINKS_* code: the input is not a valid tree, nothing was written
+            raise_tree_input(st, self._tree_check[2], draft, self._vocab_size, one_d=True)
         while True:
-            st = entry(
+            if st == 0:
+                return True
+            if st == TIMEOUT or past_deadline(deadline):
+                # classifying between kernel runs spends the same budget
+                self._fill_root_row(out, int(root_position), deadline)
+                return False
+            self._resolve(st, None, deadline)
+            st = traverse_entry(  # checked already: the walk again, after room was made
                 self._ab,
                 *self._store.snapshot(),
                 sv.token_ids,
@@ -1085,19 +1123,8 @@ class GrammarMatcher:
                 self._vocab_size,
                 deadline,
                 self._clock,
-                stack,
-                *check,
+                self._stack,
             )
-            if st == 0:
-                return True
-            if st > 0:  # a LINKS_* code: the input is not a valid tree, nothing was written
-                raise_tree_input(st, self._tree_check[2], draft, self._vocab_size, one_d=True)
-            entry, check = traverse_entry, ()  # checked: retries walk only
-            if st == TIMEOUT or past_deadline(deadline):
-                # classifying between kernel runs spends the same budget
-                self._fill_root_row(out, int(root_position), deadline)
-                return False
-            self._resolve(st, None, deadline)
 
     def _fill_root_row(self, out: np.ndarray, row: int, deadline: int) -> None:
         """After a traversal timed out: fill the root's row, the current mask, when it
