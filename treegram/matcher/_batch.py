@@ -185,7 +185,7 @@ def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarr
     mslots = np.empty(b, dtype=np.int64)
     if not b:
         return gslots, mslots, 0, None
-    if min(keys) < 0:  # first batch use of some matchers: register them
+    if min(keys) < 0:  # some matchers never used yet: register them
         keys = [m._register() for m in matchers]
     arr = np.array(keys, dtype=np.int64)
     flags = None

@@ -241,7 +241,7 @@ class GrammarMatcher:
         self._busy = threading.RLock()  # held by the thread working on the arrays
         self._clock = np.zeros(2, dtype=np.int64)
         self._stack = np.zeros(64, dtype=np.int32)  # traversal scratch
-        self._slot = -1  # registry slot, taken on first batch use
+        self._slot = -1  # registry slot, taken on first use (token, traversal or batch)
         self._slot_owner: object | None = None  # the token that proves ownership of the slot
         self._batch_key = -1  # (grammar slot << 32) | matcher slot | KEY_* once registered
         # the accepted text, one byte per chart set, kept only for grammars with captures
@@ -334,7 +334,7 @@ class GrammarMatcher:
         )
 
     def _register(self) -> int:
-        """Take registry slots for this matcher and its grammar (first batch use) and return
+        """Take registry slots for this matcher and its grammar (first use) and return
         the batch key ``(grammar slot << 32) | matcher slot``."""
         if self._batch_key < 0:
             gslot = self._compiled.registry_slot()
