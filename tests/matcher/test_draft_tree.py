@@ -313,6 +313,48 @@ def test_int32_links_and_torch_inputs(compiled, batcher):
     np.testing.assert_array_equal(out32, expected)
 
 
+def test_reused_torch_buffers_follow_in_place_changes(compiled):
+    """Engines pass the same tensors every step: the views kept between calls (scalar and
+    batch) must follow new contents (``copy_``) and new storage, shape or strides
+    (``set_``), never serve a stale view."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    b = 3
+    batcher = BatchGrammarMatcher(max_threads=1)  # its own view cache, fresh
+    ms = make_requests(compiled, rng, b, ["object", "builtin_json"])
+    steps = []
+    for n in (9, 9, 9, 14, 6):  # new contents, then new storage of one shape, new shapes
+        parents = np.stack([random_parents(rng, n) for _ in range(b)])
+        nt, ns = links(parents)
+        draft = np.stack([random_tokens(ms[i], rng, parents[i], 0) for i in range(b)])
+        expected = [reference_rows(ms[i], parents[i], draft[i]) for i in range(b)]
+        steps.append((nt, ns, draft, expected))
+    bufs = [torch.from_numpy(a.copy()) for a in steps[0][:3]]
+    scalar = [[torch.tensor(a[i]) for a in steps[0][:3]] for i in range(b)]
+    for k, (nt, ns, draft, expected) in enumerate(steps):
+        if k:  # the same tensor objects, changed in place
+            for buf, new in zip(bufs, (nt, ns, draft), strict=True):
+                if buf.shape == new.shape and k % 2:
+                    buf.copy_(torch.from_numpy(new))
+                else:
+                    buf.set_(torch.from_numpy(new.copy()))
+            for i in range(b):
+                for buf, new in zip(scalar[i], (nt[i], ns[i], draft[i]), strict=True):
+                    if buf.shape == new.shape:
+                        buf.copy_(torch.from_numpy(new))
+                    else:  # (a storage viewed by numpy is not resizable: set_ it)
+                        buf.set_(torch.tensor(new))
+        n = draft.shape[1]
+        out = torch.full((b * n, W), SENTINEL, dtype=torch.int32)
+        assert batcher.batch_traverse_draft_tree(ms, *bufs, out) == [True] * b
+        for i in range(b):
+            np.testing.assert_array_equal(out[i * n : (i + 1) * n].numpy(), expected[i])
+            rows = torch.full((n, W), SENTINEL, dtype=torch.int32)
+            assert ms[i].traverse_draft_tree(*scalar[i], rows) is True
+            np.testing.assert_array_equal(rows.numpy(), expected[i], err_msg=f"step {k}")
+    batcher.close()
+
+
 def test_scalar_shape_errors_as_xgrammar_and_int32_links_accepted(compiled):
     """xgrammar's shape assertions (test_traverse_draft_tree_shape_assertion): each is
     refused here too, as a RuntimeError naming the argument, nothing written. Links of

@@ -26,7 +26,8 @@ from ._layout import (
 )
 from ._layout import N_GRAMMAR_ARRAYS as _G
 from ._layout import N_MATCHER_ARRAYS as _M
-from ._ops import accept_token_op, fill_op, rollback_op, traverse_op
+from ._ops import _accept_token_inlined, accept_token_op, fill_op, rollback_op, traverse_op
+from ._tree import LINKS_OK, check_tree_input
 from ._views import (
     view_i32,
     view_i32_2d,
@@ -71,6 +72,121 @@ def _matcher(mtab, m):
         view_i64(r[8], r[_M + 8], 0),
         view_i32(r[9], r[_M + 9], 0),
         view_i32(r[10], r[_M + 10], 0),
+    )
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def accept_token_slot(ab, tok_offsets, tok_data, mtab, m, token):
+    """``accept_token_op`` of the matcher in slot ``m`` (its own state row of ``mtab``) on
+    a packed automaton: the scalar ``accept_token`` with 6 arguments instead of 10 (numba
+    charges each array argument). Only the matcher that owns the slot may call it, while
+    it holds itself: its row changes only through that matcher, so the row (and the
+    table, which a registration in another thread may replace by a copy) needs no lock."""
+    r = _matcher(mtab, m)
+    return _accept_token_inlined(
+        unpack(ab),
+        ab[PACK_ROOT_RULE],
+        tok_offsets,
+        tok_data,
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        token,
+    )
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def checked_traverse_slot(
+    ab,
+    state_class,
+    cls_meta,
+    acc_pool,
+    unc_pool,
+    sv_ids,
+    sv_offsets,
+    sv_data,
+    tok_offsets,
+    tok_data,
+    mtab,
+    m,
+    next_token,
+    next_sibling,
+    draft,
+    out,
+    row_base,
+    root,
+    vocab_size,
+    deadline_ns,
+    clock,
+    stack,
+    roots,
+    seen,
+    check_stack,
+    report,
+):
+    """A scalar traversal in one call: ``kernels._tree.check_tree_input`` of one tree
+    (C-contiguous int64 [N] links and tokens, ``roots`` int64 [1] holding ``root``;
+    ``seen``, ``check_stack`` and ``report`` its scratch), then, when the input is valid,
+    ``traverse_op`` on the matcher in slot ``m`` (its state row of ``mtab``: 26 arguments
+    instead of 35). As :func:`accept_token_slot`, only the matcher that owns the slot may
+    call it, while it holds itself.
+
+    Returns
+    -------
+    int
+        A ``LINKS_*`` code (> 0, nothing written) for invalid input, else the status of
+        ``traverse_op``.
+    """
+    n = draft.shape[0]
+    code = check_tree_input(
+        view_i64_2d(next_token.ctypes.data, 1, n),
+        view_i64_2d(next_sibling.ctypes.data, 1, n),
+        roots,
+        view_i64_2d(draft.ctypes.data, 1, n),
+        vocab_size,
+        seen,
+        check_stack,
+        report,
+    )
+    if code != LINKS_OK:
+        return code
+    r = _matcher(mtab, m)
+    return traverse_op(
+        unpack(ab),
+        ab[PACK_ROOT_RULE],
+        state_class,
+        cls_meta,
+        acc_pool,
+        unc_pool,
+        sv_ids,
+        sv_offsets,
+        sv_data,
+        tok_offsets,
+        tok_data,
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        r[10],
+        next_token,
+        next_sibling,
+        draft,
+        out,
+        row_base,
+        root,
+        vocab_size,
+        deadline_ns,
+        clock,
+        stack,
     )
 
 

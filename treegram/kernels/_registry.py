@@ -38,28 +38,34 @@ __all__ = ["REGISTRY_LOCK", "Registry", "GRAMMARS", "MATCHERS"]
 
 
 class RWLock:
-    """Many readers or one writer; writers wait for running readers (no re-entrance)."""
+    """Many readers or one writer; writers wait for running readers (no re-entrance).
+
+    Readers take a plain lock (a C-level ``with``) and only fall back to the condition
+    when a writer holds the lock: a batch call takes the read side once or twice, so
+    the uncontended path must cost far less than the call's own work.
+    """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._readers = 0
         self._writer = False
         self._writers_waiting = 0  # readers notify only when one waits (notify is not free)
 
     def acquire_read(self) -> None:
-        with self._cond:
+        with self._lock:
             while self._writer:
                 self._cond.wait()
             self._readers += 1
 
     def release_read(self) -> None:
-        with self._cond:
+        with self._lock:
             self._readers -= 1
             if self._readers == 0 and self._writers_waiting:
                 self._cond.notify_all()
 
     def acquire_write(self) -> None:
-        with self._cond:
+        with self._lock:
             self._writers_waiting += 1
             try:
                 while self._writer or self._readers:
@@ -69,7 +75,7 @@ class RWLock:
             self._writer = True
 
     def release_write(self) -> None:
-        with self._cond:
+        with self._lock:
             self._writer = False
             self._cond.notify_all()
 

@@ -163,6 +163,24 @@ def check_tree_input(next_token, next_sibling, roots, draft, vocab_size, seen, s
 
 
 @njit(nogil=True, cache=True)
+def check_tree_input_1d(next_token, next_sibling, roots, draft, vocab_size, seen, stack, report):
+    """:func:`check_tree_input` of one tree given as int64 [N] arrays (a scalar traversal's
+    input) and ``roots`` int64 [1]; the report names tree 0. Saves the caller three
+    numpy views per call."""
+    n = next_token.shape[0]
+    return check_tree_input(
+        next_token.reshape(1, n),
+        next_sibling.reshape(1, n),
+        roots,
+        draft.reshape(1, n),
+        vocab_size,
+        seen,
+        stack,
+        report,
+    )
+
+
+@njit(nogil=True, cache=True)
 def check_tokens(draft, roots, vocab_size, report):
     """Find the first token of ``draft`` int64 [K, N] outside ``[0, vocab_size)``, node
     ``roots[k]`` of row ``k`` excepted (it holds the last verified token, never read).

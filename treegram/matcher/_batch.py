@@ -7,6 +7,7 @@ import operator
 import os
 import threading
 import types
+from collections import deque
 from itertools import compress, repeat
 from typing import Literal
 
@@ -35,6 +36,7 @@ from ._matcher import (
 )
 from ._temperature import as_temperature_array
 from ._tree_input import (
+    IndexViewCache,
     as_index_array,
     check_draft_input,
     check_scratch,
@@ -107,8 +109,7 @@ def _claim(held: tuple) -> list:
 
 
 def _release(locks: list) -> None:
-    for _ in map(_RELEASE, locks):
-        pass
+    deque(map(_RELEASE, locks), maxlen=0)  # consumed in C, no bytecode per lock
 
 
 def _claiming(position: int):
@@ -184,7 +185,7 @@ def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarr
     mslots = np.empty(b, dtype=np.int64)
     if not b:
         return gslots, mslots, 0, None
-    if min(keys) < 0:  # first batch use of some matchers: register them
+    if min(keys) < 0:  # some matchers never used yet: register them
         keys = [m._register() for m in matchers]
     arr = np.array(keys, dtype=np.int64)
     flags = None
@@ -321,6 +322,7 @@ class BatchGrammarMatcher:
             )
         self._pool = WorkerPool(n)
         self._views = BitmaskViewCache()  # the engine's output buffer, validated once
+        self._tree_views = IndexViewCache(3)  # the engine's tree tensors, viewed once
         self._local = threading.local()  # per-thread scratch of the input checks
 
     def __copy__(self) -> BatchGrammarMatcher:
@@ -682,11 +684,14 @@ class BatchGrammarMatcher:
         matchers = _hold(matchers)
         gslots, mslots, vocab, flags = _slot_arrays(matchers)
         b = len(mslots)
-        draft = as_index_array(draft_tokens, "draft_tokens")
+        views = self._tree_views
+        draft = views.view(2, draft_tokens, "draft_tokens")
         if draft.ndim != 2 or draft.shape[0] != b:
             raise DraftTreeError(f"draft_tokens must have shape ({b}, N), got {draft.shape}")
         n = draft.shape[1]
-        next_token, next_sibling = link_arrays(retrieve_next_token, retrieve_next_sibling, b, n)
+        next_token, next_sibling = link_arrays(
+            retrieve_next_token, retrieve_next_sibling, b, n, views=views
+        )
         if indices is None:
             requests = np.arange(b, dtype=np.int64)
         else:

@@ -41,6 +41,7 @@ from ..kernels import (
     start_chart,
     traverse_entry,
 )
+from ..kernels import batch as _kernels_batch
 from ._bitmask import BitmaskViewCache, check_row_index
 from ._budgets import budget_table
 from ._captures import capture_table
@@ -57,6 +58,7 @@ from ._tree_input import (
     check_scratch,
     deadline_ns,
     past_deadline,
+    raise_tree_input,
 )
 
 __all__ = ["GrammarMatcher"]
@@ -239,7 +241,7 @@ class GrammarMatcher:
         self._busy = threading.RLock()  # held by the thread working on the arrays
         self._clock = np.zeros(2, dtype=np.int64)
         self._stack = np.zeros(64, dtype=np.int32)  # traversal scratch
-        self._slot = -1  # registry slot, taken on first batch use
+        self._slot = -1  # registry slot, taken on first use (token, traversal or batch)
         self._slot_owner: object | None = None  # the token that proves ownership of the slot
         self._batch_key = -1  # (grammar slot << 32) | matcher slot | KEY_* once registered
         # the accepted text, one byte per chart set, kept only for grammars with captures
@@ -332,7 +334,7 @@ class GrammarMatcher:
         )
 
     def _register(self) -> int:
-        """Take registry slots for this matcher and its grammar (first batch use) and return
+        """Take registry slots for this matcher and its grammar (first use) and return
         the batch key ``(grammar slot << 32) | matcher slot``."""
         if self._batch_key < 0:
             gslot = self._compiled.registry_slot()
@@ -353,8 +355,36 @@ class GrammarMatcher:
         self._meta_mv = self._meta.data
         self._hist_mv = self._hist.data
         self._memo_mv = self._memo_meta.data
+        # The scalar kernels' array arguments, fixed until an array is re-allocated: one
+        # prebuilt tuple costs less per call than loading each attribute.
+        self._grammar_accept_args = (self._ab, self._tok_offsets, self._tok_data)
+        self._accept_args = (
+            self._ab,
+            self._tok_offsets,
+            self._tok_data,
+            self._items_s,
+            self._items_o,
+            self._set_starts,
+            self._meta,
+            self._hist,
+            self._stop_ids,
+        )
+        self._fill_args = (
+            self._items_s,
+            self._items_o,
+            self._set_starts,
+            self._meta,
+            self._stop_ids,
+            self._bufs,
+            self._memo_key,
+            self._memo_meta,
+            self._memo_row,
+            self._cand,
+        )
+        self._state = self._state_arrays()
 
     def _arrays_changed(self) -> None:
+        self._bind_views()
         if self._slot >= 0:
             MATCHERS.update(self._slot, self._state_arrays(), self._slot_owner)
 
@@ -375,7 +405,6 @@ class GrammarMatcher:
         grown = np.zeros(self._hist.shape[0] * 2, dtype=np.int32)
         grown[: self._hist.shape[0]] = self._hist
         self._hist = grown
-        self._hist_mv = grown.data
         self._arrays_changed()
 
     def _grow_bufs(self) -> None:
@@ -454,17 +483,12 @@ class GrammarMatcher:
                     f"token_id must be an int in [0, {self._vocab_size}), got {token_id!r}"
                 )
             if self._counted is None:  # the common case, one kernel call, inline
-                st = accept_token_entry(
-                    self._ab,
-                    self._tok_offsets,
-                    self._tok_data,
-                    self._items_s,
-                    self._items_o,
-                    self._set_starts,
-                    self._meta,
-                    self._hist,
-                    self._stop_ids,
-                    token_id,
+                slot = self._slot
+                if slot < 0:  # the first token: take the registry slot the kernel reads
+                    self._register()
+                    slot = self._slot
+                st = _kernels_batch.accept_token_slot(
+                    *self._grammar_accept_args, MATCHERS.table, slot, token_id
                 )
                 if st >= 0:
                     if st == 1 and self._tracks:
@@ -479,18 +503,7 @@ class GrammarMatcher:
         if self._counted is not None:
             self._close_spent()
         while True:
-            st = accept_token_entry(
-                self._ab,
-                self._tok_offsets,
-                self._tok_data,
-                self._items_s,
-                self._items_o,
-                self._set_starts,
-                self._meta,
-                self._hist,
-                self._stop_ids,
-                token_id,
-            )
+            st = accept_token_entry(*self._accept_args, token_id)
             if st >= 0:
                 if st == 1 and self._tracks:
                     self._after_token(token_id)
@@ -562,33 +575,42 @@ class GrammarMatcher:
         if not busy.acquire(False):
             raise _busy_error("rollback")
         try:
-            if type(num_tokens) is not int:
-                if not _is_token_id(num_tokens):
-                    raise ArgumentError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
-                num_tokens = int(num_tokens)
-            if num_tokens < 0:
-                raise ArgumentError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
             # kernels._ops.rollback_op, written on memoryviews: cheaper than a kernel call
-            # for these few words
+            # for these few words (indices M_TOP 0, M_STEPS 1, M_STOPPED 2: literals, as
+            # this is the cheapest call of the API and every load shows)
             meta = self._meta_mv
-            steps = meta[M_STEPS]
-            if num_tokens > steps:
-                raise MatcherStateError(
-                    f"cannot roll back {num_tokens} tokens: only {steps} accepted"
-                )
-            if num_tokens:
-                steps -= num_tokens
-                meta[M_STEPS] = steps
-                top = self._hist_mv[steps]
-                meta[M_TOP] = top
-                meta[M_STOPPED] = 0
-                memo = self._memo_mv
-                if top < memo[1]:
-                    memo[1] = top  # sets above the new top will be rewritten
+            steps = meta[1]
+            if type(num_tokens) is not int or not 0 < num_tokens <= steps:
+                num_tokens = self._rollback_count(num_tokens, steps)
+                if not num_tokens:
+                    if self._tracks:
+                        self._after_rollback()
+                    return
+            steps -= num_tokens
+            meta[1] = steps
+            top = self._hist_mv[steps]
+            meta[0] = top
+            meta[2] = 0
+            memo = self._memo_mv
+            if top < memo[1]:
+                memo[1] = top  # sets above the new top will be rewritten
             if self._tracks:
                 self._after_rollback()
         finally:
             busy.release()
+
+    @staticmethod
+    def _rollback_count(num_tokens, steps: int) -> int:
+        """``num_tokens`` of :meth:`rollback` outside its fast path, checked against the
+        ``steps`` accepted: an int in ``[0, steps]``."""
+        if not _is_token_id(num_tokens):
+            raise ArgumentError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
+        num_tokens = int(num_tokens)
+        if num_tokens < 0:
+            raise ArgumentError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
+        if num_tokens > steps:
+            raise MatcherStateError(f"cannot roll back {num_tokens} tokens: only {steps} accepted")
+        return num_tokens
 
     def _after_rollback(self) -> None:
         """Forget the accepted text, counted steps and closed completions past the state
@@ -847,16 +869,7 @@ class GrammarMatcher:
                 sv.token_ids,
                 sv.offsets,
                 sv.data,
-                self._items_s,
-                self._items_o,
-                self._set_starts,
-                self._meta,
-                self._stop_ids,
-                self._bufs,
-                self._memo_key,
-                self._memo_meta,
-                self._memo_row,
-                self._cand,
+                *self._fill_args,
                 out,
                 r,
             )
@@ -956,13 +969,15 @@ class GrammarMatcher:
         next_sibling = views.view(1, retrieve_next_sibling, "retrieve_next_sibling")
         draft = views.view(2, draft_tokens, "draft_tokens")
         n = next_token.shape[0]
-        for name, arr in (("retrieve_next_sibling", next_sibling), ("draft_tokens", draft)):
-            if arr.ndim != 1 or arr.shape[0] != n or next_token.ndim != 1:
-                raise DraftTreeError(
-                    f"{name} must have the shape of retrieve_next_token ({n},) and be 1-D, "
-                    f"got {arr.shape} and {next_token.shape}"
-                )
-        if not _is_token_id(root_position):
+        shape = next_token.shape
+        if next_token.ndim != 1 or next_sibling.shape != shape or draft.shape != shape:
+            for name, arr in (("retrieve_next_sibling", next_sibling), ("draft_tokens", draft)):
+                if arr.ndim != 1 or arr.shape[0] != n or next_token.ndim != 1:
+                    raise DraftTreeError(
+                        f"{name} must have the shape of retrieve_next_token ({n},) and be "
+                        f"1-D, got {arr.shape} and {next_token.shape}"
+                    )
+        if type(root_position) is not int and not _is_token_id(root_position):
             raise DraftTreeError(f"root_position must be an int, got {root_position!r}")
         if not 0 <= root_position < n:  # also keeps ints beyond int64 off numpy
             raise DraftTreeError(f"root_position {root_position} is outside [0, {n})")
@@ -972,19 +987,19 @@ class GrammarMatcher:
             if type(time_threshold) is float and time_threshold == -1.0
             else deadline_ns(time_threshold)
         )
-        roots = self._root1
-        roots[0] = root_position
+        self._root1[0] = root_position
         if self._tree_check[0].shape[0] < n:
             self._tree_check = check_scratch(max(n, 2 * self._tree_check[0].shape[0]))
-        check_draft_input(
-            next_token[None],
-            next_sibling[None],
-            roots,
-            draft[None],
-            self._vocab_size,
-            one_d=True,
-            scratch=self._tree_check,
-        )
+        if self._counted is not None:  # walked node by node: checked here (else the kernel)
+            check_draft_input(
+                next_token,
+                next_sibling,
+                self._root1,
+                draft,
+                self._vocab_size,
+                one_d=True,
+                scratch=self._tree_check,
+            )
         out = self._views.view(token_bitmask, self._vocab_size, "token_bitmask")
         if out.shape[0] < next_token.shape[0]:
             raise BitmaskError(
@@ -1045,15 +1060,52 @@ class GrammarMatcher:
             child = int(next_sibling[child])
 
     def _traverse(self, next_token, next_sibling, draft, out, root_position, deadline) -> bool:
+        """The walk of :meth:`traverse_draft_tree` once its arguments passed the Python
+        checks. Links and tokens are checked by the first kernel call (one call less per
+        traversal; ``_root1`` holds the root and ``_tree_check`` is large enough), before
+        anything is written; a grammar with token budgets had them checked already."""
         if self._counted is not None:
             out[: next_token.shape[0]] = 0
             return self._traverse_by_steps(
                 next_token, next_sibling, draft, out, int(root_position), deadline
             )
-        stack = self._stack
         sv = self._sv
+        if self._slot < 0:
+            self._register()  # the first call reaches the state through the slot's row
+        st = _kernels_batch.checked_traverse_slot(
+            self._ab,
+            *self._store.snapshot(),
+            sv.token_ids,
+            sv.offsets,
+            sv.data,
+            self._tok_offsets,
+            self._tok_data,
+            MATCHERS.table,
+            self._slot,
+            next_token,
+            next_sibling,
+            draft,
+            out,
+            0,
+            int(root_position),
+            self._vocab_size,
+            deadline,
+            self._clock,
+            self._stack,
+            self._root1,
+            *self._tree_check,
+        )
+        if st > 0:  # a LINKS_* code: the input is not a valid tree, nothing was written
+            raise_tree_input(st, self._tree_check[2], draft, self._vocab_size, one_d=True)
         while True:
-            st = traverse_entry(
+            if st == 0:
+                return True
+            if st == TIMEOUT or past_deadline(deadline):
+                # classifying between kernel runs spends the same budget
+                self._fill_root_row(out, int(root_position), deadline)
+                return False
+            self._resolve(st, None, deadline)
+            st = traverse_entry(  # checked already: the walk again, after room was made
                 self._ab,
                 *self._store.snapshot(),
                 sv.token_ids,
@@ -1061,7 +1113,7 @@ class GrammarMatcher:
                 sv.data,
                 self._tok_offsets,
                 self._tok_data,
-                *self._state_arrays(),
+                *self._state,
                 next_token,
                 next_sibling,
                 draft,
@@ -1071,15 +1123,8 @@ class GrammarMatcher:
                 self._vocab_size,
                 deadline,
                 self._clock,
-                stack,
+                self._stack,
             )
-            if st == 0:
-                return True
-            if st == TIMEOUT or past_deadline(deadline):
-                # classifying between kernel runs spends the same budget
-                self._fill_root_row(out, int(root_position), deadline)
-                return False
-            self._resolve(st, None, deadline)
 
     def _fill_root_row(self, out: np.ndarray, row: int, deadline: int) -> None:
         """After a traversal timed out: fill the root's row, the current mask, when it

@@ -19,6 +19,7 @@ __all__ = [
     "check_draft_trees",
     "deadline_ns",
     "link_arrays",
+    "raise_tree_input",
 ]
 
 
@@ -79,9 +80,12 @@ def link_arrays(
     b: int,
     n: int,
     names: tuple[str, str] = ("retrieve_next_token", "retrieve_next_sibling"),
+    views: IndexViewCache | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """A batch call's first-child / next-sibling links as int64 [1, N] (one tree shared by
     every request) or [B, N], both the same shape (no copy when they already are int64).
+    ``views``: a cache whose positions 0 and 1 keep the views of the two tensors (an
+    engine passes the same buffers every step).
 
     Raises
     ------
@@ -89,8 +93,8 @@ def link_arrays(
         Not integer arrays, or shapes other than ``(N,)`` / ``(B, N)``, or differing.
     """
     links = []
-    for name, values in zip(names, (next_token, next_sibling), strict=True):
-        arr = as_int64_array(values, name)
+    for k, (name, values) in enumerate(zip(names, (next_token, next_sibling), strict=True)):
+        arr = as_int64_array(values, name) if views is None else views.view(k, values, name)
         shape = arr.shape
         if arr.ndim == 1:
             arr = arr[None]
@@ -140,22 +144,31 @@ def check_draft_input(
     scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> None:
     """:func:`check_draft_trees` and then :func:`check_draft_tokens` (``draft`` [T, N], row
-    ``k`` for request ``k``) in one kernel call; the same errors (``one_d``: the token
-    error names ``draft_tokens[j]``, a scalar traversal's argument). ``scratch`` is
-    :func:`check_scratch` of at least N nodes (default: allocated here)."""
-    n = next_token.shape[1]
+    ``k`` for request ``k``) in one kernel call; the same errors. ``one_d``: the arrays
+    are one tree's, int64 [N] (a scalar traversal's arguments; the token error names
+    ``draft_tokens[j]``). ``scratch`` is :func:`check_scratch` of at least N nodes
+    (default: allocated here)."""
+    n = next_token.shape[-1]
     seen, stack, report = check_scratch(n) if scratch is None else scratch
-    code = _tree.check_tree_input(
-        next_token, next_sibling, roots, draft, vocab_size, seen, stack, report
-    )
+    check = _tree.check_tree_input_1d if one_d else _tree.check_tree_input
+    code = check(next_token, next_sibling, roots, draft, vocab_size, seen, stack, report)
+    if code != _tree.LINKS_OK:
+        raise_tree_input(code, report, draft, vocab_size, one_d=one_d)
+
+
+def raise_tree_input(
+    code: int, report: np.ndarray, draft: np.ndarray, vocab_size: int, *, one_d: bool = False
+) -> None:
+    """Raise the error of a ``LINKS_*`` code other than ``LINKS_OK`` that
+    ``kernels.tree.check_tree_input`` (or a kernel that runs it first) returned, as
+    :func:`check_draft_input` does."""
     if code == _tree.LINKS_TOKEN:
         k, j = int(report[0]), int(report[1])
         where = f"draft_tokens[{j}]" if one_d else f"draft_tokens[{k}, {j}]"
-        raise InvalidTokenIdError(
-            f"{where} = {int(draft[k, j])} is not a token id in [0, {vocab_size})"
-        )
-    if code != _tree.LINKS_OK:
-        _raise_links(code, report, n, ("retrieve_next_token", "retrieve_next_sibling"))
+        bad = int(draft[j]) if one_d else int(draft[k, j])
+        raise InvalidTokenIdError(f"{where} = {bad} is not a token id in [0, {vocab_size})")
+    names = ("retrieve_next_token", "retrieve_next_sibling")
+    _raise_links(code, report, draft.shape[-1], names)
 
 
 def _raise_links(code: int, report: np.ndarray, n: int, names: tuple[str, str]) -> None:
