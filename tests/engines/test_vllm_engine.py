@@ -9,12 +9,18 @@ and on a rejected token mid-list), rollback, per-request stop tokens and
 from __future__ import annotations
 
 import json
-import shutil
 import time
 
 import numpy as np
 import pytest
-from engine_setup import EOS, MODEL_VOCAB, deepseek_dir, plugging_in_snippet, require
+from engine_setup import (
+    EOS,
+    MODEL_VOCAB,
+    deepseek_dir,
+    plugging_in_snippet,
+    require,
+    write_vllm_model_dir,
+)
 
 config = require("vllm.config")
 so = require("vllm.v1.structured_output")
@@ -52,25 +58,7 @@ SPECS = [
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     """A model folder vLLM accepts: the tokenizer files and a one-layer config."""
-    d = tmp_path_factory.mktemp("model")
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(deepseek_dir() / name, d / name)
-    cfg = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "vocab_size": MODEL_VOCAB,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "max_position_embeddings": 4096,
-        "bos_token_id": 0,
-        "eos_token_id": EOS,
-        "torch_dtype": "float32",
-    }
-    (d / "config.json").write_text(json.dumps(cfg))
-    return d
+    return write_vllm_model_dir(tmp_path_factory.mktemp("model"))
 
 
 def manager(model_dir, monkeypatch, treegram: bool, **so_options):
