@@ -45,7 +45,10 @@ from _common import package_versions, xgrammar_like  # noqa: E402  (a sibling sc
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "maskbench.json"
+WIDE_OUTPUT = REPO / "benchmarks" / "results" / "maskbench_wide.json"  # --wide's default
 ENGINES = ("treegram", "xgrammar", "llguidance")
+ALL_ENGINES = (*ENGINES, "treegram_base")  # treegram_base: --baseline-src
+WIDE = {"spread": 700, "repeats": 2, "timeout": 30.0}  # --wide: the held-out figures
 DEFAULT_EVERY = 12  # default subset: every 12th file in sorted order (see --every)
 WARMUP_SCHEMA = {
     "type": "object",
@@ -151,6 +154,7 @@ _WORKERS = {
     "treegram": _TreegramWorker,
     "xgrammar": _XgrammarWorker,
     "llguidance": _LlguidanceWorker,
+    "treegram_base": _TreegramWorker,  # the same worker over another checkout (--baseline-src)
 }
 
 
@@ -206,8 +210,13 @@ def _recv(fh) -> Any:
     return pickle.loads(_read_exact(fh, n))
 
 
-def worker_main(name: str, stop_id: int, warmup_ids: list[int]) -> None:
-    """Serve compile+walk requests on stdin/stdout (the real stdout moved off fd 1)."""
+def worker_main(name: str, stop_id: int, warmup_ids: list[int], src: str | None = None) -> None:
+    """Serve compile+walk requests on stdin/stdout (the real stdout moved off fd 1).
+
+    ``src``: a checkout whose ``treegram`` package is imported instead of the installed one.
+    """
+    if src is not None:
+        sys.path.insert(0, src)
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # library chatter on stdout goes to stderr
     inp = os.fdopen(os.dup(0), "rb")
@@ -243,7 +252,15 @@ def worker_main(name: str, stop_id: int, warmup_ids: list[int]) -> None:
                         "mask_ns": [],
                     }
                 )
-        _send(out, ("walked", results))
+        # the same instances again on the now warm grammar: warm fill times
+        warm: list[int] = []
+        for ids, r in zip(instances, results, strict=True):
+            if r["accepted"]:
+                try:
+                    warm.extend(_walk(engine, matcher, ids, stop_id)["mask_ns"])
+                except Exception:  # noqa: BLE001, S112 - a crash was reported in the first pass
+                    continue
+        _send(out, ("walked", {"results": results, "warm_ns": warm}))
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -256,8 +273,11 @@ class WorkerTimeoutError(Exception):
 class Worker:
     """One engine in a subprocess; restarted after a timeout or a crash."""
 
-    def __init__(self, name: str, stop_id: int, warmup_ids: list[int]) -> None:
+    def __init__(
+        self, name: str, stop_id: int, warmup_ids: list[int], src: str | None = None
+    ) -> None:
         self.name = name
+        self.src = src
         self.stop_id = stop_id
         self.warmup_ids = warmup_ids
         self.proc: subprocess.Popen | None = None
@@ -269,7 +289,7 @@ class Worker:
         code = (
             f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
             f"import bench_maskbench as b; "
-            f"b.worker_main({self.name!r}, {self.stop_id}, {self.warmup_ids!r})"
+            f"b.worker_main({self.name!r}, {self.stop_id}, {self.warmup_ids!r}, {self.src!r})"
         )
         # unbuffered stdout: select() must see every byte the worker wrote
         self.proc = subprocess.Popen(
@@ -313,7 +333,8 @@ class Worker:
                 "status": "ok",
                 **compiled,
                 "walk_s": time.perf_counter() - t0,
-                "results": walked,
+                "results": walked["results"],
+                "warm_ns": walked["warm_ns"],
             }
         except WorkerTimeoutError:
             self.stop()
@@ -325,11 +346,19 @@ class Worker:
             return {"status": "crash", "phase": phase, "error": repr(exc)}
 
 
-def list_files(data: Path, every: int, limit: int | None) -> list[Path]:
+def list_files(data: Path, every: int, limit: int | None, spread: int | None = None) -> list[Path]:
+    """Every ``every``-th file in sorted order; or, with ``spread``, that many files spread
+    evenly over the files outside the default subset (every ``DEFAULT_EVERY``-th file), so
+    that none of them is a schema the default run was tuned on."""
     files = sorted(data.glob("*.json"))
     if not files:
         raise SystemExit(f"--data {data}: no MaskBench *.json files")
-    files = files[::every]
+    if spread is not None:
+        held_out = [f for i, f in enumerate(files) if i % DEFAULT_EVERY]
+        n = min(spread, len(held_out))
+        files = [held_out[(i * len(held_out)) // n] for i in range(n)]
+    else:
+        files = files[::every]
     return files[:limit] if limit is not None else files
 
 
@@ -363,6 +392,8 @@ def new_engine_stats() -> dict:
         "schemas_with_invalidation_errors": 0,
         "compile_ns": [],
         "mask_ns": [],
+        "first_mask_ns": [],
+        "warm_ns": [],
         "first_use_ns": [],
         "walk_s": [],
         "examples": {
@@ -383,15 +414,22 @@ def summarize(stats: dict) -> dict:
     out = {
         k: v
         for k, v in stats.items()
-        if k not in ("mask_ns", "compile_ns", "first_use_ns", "walk_s")
+        if k not in ("mask_ns", "compile_ns", "first_use_ns", "walk_s", "first_mask_ns", "warm_ns")
     }
+    first, warm = stats["first_mask_ns"], stats["warm_ns"]
     out.update(
         {
             "mask_us_mean": float(np.mean(mask) / 1e3) if mask else None,
             "mask_us_p50": _pct(mask, 50, 1e3),
             "mask_us_p99": _pct(mask, 99, 1e3),
+            "mask_us_p999": _pct(mask, 99.9, 1e3),
             "mask_us_max": float(max(mask) / 1e3) if mask else None,
             "n_masks": len(mask),
+            "first_mask_us_mean": float(np.mean(first) / 1e3) if first else None,
+            "first_mask_us_p99": _pct(first, 99, 1e3),
+            "warm_mask_us_p50": _pct(warm, 50, 1e3),
+            "warm_mask_us_mean": float(np.mean(warm) / 1e3) if warm else None,
+            "n_warm_masks": len(warm),
             "compile_ms_p50": _pct(comp, 50, 1e6),
             "compile_ms_p99": _pct(comp, 99, 1e6),
             "compile_ms_max": float(max(comp) / 1e6) if comp else None,
@@ -440,8 +478,12 @@ def record(stats: dict, file: Path, tests: list[dict], res: dict) -> dict:
     walkable = [t for t in tests if t["ids"] is not None]
     val_err = inval_err = 0
     first_use_ns = res["compile_ns"]
+    stats["warm_ns"].extend(res["warm_ns"])
+    slowest = 0
     for test, r in zip(walkable, res["results"], strict=True):
         stats["mask_ns"].extend(r["mask_ns"])
+        stats["first_mask_ns"].extend(r["mask_ns"][:1])
+        slowest = max([slowest, *r["mask_ns"]])
         first_use_ns += sum(r["mask_ns"])
         if test["valid"] and not r["accepted"]:
             val_err += 1
@@ -467,6 +509,7 @@ def record(stats: dict, file: Path, tests: list[dict], res: dict) -> dict:
             "invalidation_errors": inval_err,
             "walk_s": res["walk_s"],
             "first_use_ms": first_use_ns / 1e6,
+            "mask_us_max": slowest / 1e3,
         }
     )
     return row
@@ -483,7 +526,10 @@ ROWS = (  # (label, key, format)
     ("mask mean (us)", "mask_us_mean", "{:.1f}"),
     ("mask p50 (us)", "mask_us_p50", "{:.1f}"),
     ("mask p99 (us)", "mask_us_p99", "{:.1f}"),
+    ("mask p99.9 (us)", "mask_us_p999", "{:.0f}"),
     ("mask max (us)", "mask_us_max", "{:.0f}"),
+    ("first mask of an instance, mean (us)", "first_mask_us_mean", "{:.1f}"),
+    ("warm fill p50 (us, second pass)", "warm_mask_us_p50", "{:.1f}"),
     ("compile p50 (ms)", "compile_ms_p50", "{:.2f}"),
     ("compile p99 (ms)", "compile_ms_p99", "{:.1f}"),
     ("compile max (ms)", "compile_ms_max", "{:.1f}"),
@@ -493,7 +539,7 @@ ROWS = (  # (label, key, format)
 
 
 def format_table(results: dict) -> str:
-    engines = [e for e in ENGINES if e in results["engines"]]
+    engines = [e for e in ALL_ENGINES if e in results["engines"]]
     width = max(len(r[0]) for r in ROWS)
     lines = [
         f"{'metric':<{width}}" + "".join(f"  {e:>11}" for e in engines),
@@ -532,6 +578,16 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def format_spread(spread: dict) -> str:
+    """max/min of each figure across repeats, one line per engine."""
+    keys = [k for k in SPREAD_KEYS if k.startswith(("mask", "warm"))]
+    lines = ["spread between repeats (max/min): " + ", ".join(keys)]
+    for name, figs in spread.items():
+        cells = [f"{figs[k].get('max_over_min', float('nan')):.2f}" for k in keys]
+        lines.append(f"  {name:>13}: " + "  ".join(cells))
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
@@ -547,6 +603,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--limit", type=int, default=None, help="at most N schemas (after --every)")
     ap.add_argument(
+        "--spread",
+        type=int,
+        default=None,
+        help="instead of --every: N files spread evenly over those outside the default subset",
+    )
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run the whole selection this many times (figures per repeat and their spread)",
+    )
+    ap.add_argument(
+        "--wide",
+        action="store_true",
+        help=f"held-out figures: --spread {WIDE['spread']} --repeats {WIDE['repeats']} "
+        f"--timeout {WIDE['timeout']:g} (overrides those options)",
+    )
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also run engine treegram_base: the treegram package of this checkout "
+        "(e.g. an export of main), interleaved with the others",
+    )
+    ap.add_argument(
         "--timeout",
         type=float,
         default=20.0,
@@ -558,10 +639,87 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _run_once(
+    args, files, workers, engines, tokenizer, decoded, carried: set, rep: int, t_start: float
+) -> tuple[dict, list[dict], int, int]:
+    """One pass over ``files``; the engines take turns per schema (the first one rotates,
+    and each repeat starts the rotation one engine later). ``carried``: (file, engine)
+    pairs that timed out in an earlier repeat are counted as timeouts without a rerun."""
+    stats = {name: new_engine_stats() for name in engines}
+    per_schema: list[dict] = []
+    n_instances = n_unwalkable = 0
+    for k, file in enumerate(files):
+        schema_text, tests = load_instances(file, tokenizer, decoded)
+        n_instances += len(tests)
+        n_unwalkable += sum(t["ids"] is None for t in tests)
+        instances = [t["ids"] for t in tests if t["ids"] is not None]
+        row: dict[str, Any] = {
+            "file": file.name,
+            "n_tests": len(tests),
+            "n_tokens": sum(len(i) for i in instances),
+        }
+        turn = (k + rep) % len(engines)
+        for name in engines[turn:] + engines[:turn]:
+            if (file.name, name) in carried:
+                res = {"status": "timeout", "phase": "carried from an earlier repeat"}
+            else:
+                res = workers[name].run(schema_text, instances, args.timeout)
+                if res["status"] == "timeout":
+                    carried.add((file.name, name))
+            row[name] = record(stats[name], file, tests, res)
+        per_schema.append(row)
+        if not args.quiet and (k + 1) % 25 == 0:
+            done = {n: stats[n]["passing"] for n in engines}
+            print(
+                f"[repeat {rep + 1}: {k + 1}/{len(files)}] "
+                f"{time.perf_counter() - t_start:.0f} s, passing {done}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return stats, per_schema, n_instances, n_unwalkable
+
+
+SPREAD_KEYS = (
+    "mask_us_mean",
+    "mask_us_p50",
+    "mask_us_p99",
+    "mask_us_p999",
+    "mask_us_max",
+    "warm_mask_us_p50",
+    "passing",
+    "timeouts",
+    "invalidation_errors",
+)
+
+
+def spread_between_repeats(repeats: list[dict]) -> dict:
+    """Per engine and figure: the value in each repeat and max/min across them."""
+    out: dict[str, dict] = {}
+    for name in repeats[0]:
+        out[name] = {}
+        for key in SPREAD_KEYS:
+            vals = [r[name][key] for r in repeats]
+            entry: dict[str, Any] = {"values": vals}
+            if all(isinstance(v, float) and v > 0 for v in vals):
+                entry["max_over_min"] = max(vals) / min(vals)
+            out[name][key] = entry
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    if args.every < 1 or (args.limit is not None and args.limit < 1) or args.timeout <= 0:
-        raise SystemExit("--every and --limit must be >= 1, --timeout > 0")
+    if args.wide:
+        args.spread, args.repeats, args.timeout = WIDE["spread"], WIDE["repeats"], WIDE["timeout"]
+        if args.output == DEFAULT_OUTPUT:
+            args.output = WIDE_OUTPUT
+    if (
+        args.every < 1
+        or (args.limit is not None and args.limit < 1)
+        or (args.spread is not None and args.spread < 1)
+        or args.repeats < 1
+        or args.timeout <= 0
+    ):
+        raise SystemExit("--every, --limit, --spread and --repeats must be >= 1, --timeout > 0")
     import tokenizers
 
     import treegram
@@ -571,55 +729,59 @@ def main(argv: list[str] | None = None) -> dict:
     stop_id = int(info.stop_token_ids[0])
     decoded = info.decoded_vocab
     tokenizer = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
-    files = list_files(args.data, args.every, args.limit)
+    files = list_files(args.data, args.every, args.limit, args.spread)
     warmup_ids = tokenizer.encode(WARMUP_TEXT, add_special_tokens=False).ids
 
-    workers = {name: Worker(name, stop_id, warmup_ids) for name in args.engines}
-    stats = {name: new_engine_stats() for name in args.engines}
-    per_schema: list[dict] = []
+    engines = list(dict.fromkeys(args.engines))
+    srcs: dict[str, str | None] = {name: None for name in engines}
+    if args.baseline_src is not None:
+        if not (args.baseline_src / "treegram" / "__init__.py").is_file():
+            raise SystemExit(f"--baseline-src {args.baseline_src}: no treegram package there")
+        engines.append("treegram_base")
+        srcs["treegram_base"] = str(args.baseline_src.resolve())
+    workers = {name: Worker(name, stop_id, warmup_ids, srcs[name]) for name in engines}
+    repeats: list[dict] = []
+    rows: list[list[dict]] = []
+    loads: list[dict] = []
+    carried: set = set()
     n_instances = n_unwalkable = 0
     t_start = time.perf_counter()
     try:
         for w in workers.values():
             w.start()
-        for k, file in enumerate(files):
-            schema_text, tests = load_instances(file, tokenizer, decoded)
-            n_instances += len(tests)
-            n_unwalkable += sum(t["ids"] is None for t in tests)
-            instances = [t["ids"] for t in tests if t["ids"] is not None]
-            row: dict[str, Any] = {
-                "file": file.name,
-                "n_tests": len(tests),
-                "n_tokens": sum(len(i) for i in instances),
-            }
-            order = list(args.engines)
-            order = order[k % len(order) :] + order[: k % len(order)]  # rotate who goes first
-            for name in order:
-                res = workers[name].run(schema_text, instances, args.timeout)
-                row[name] = record(stats[name], file, tests, res)
-            per_schema.append(row)
-            if not args.quiet and (k + 1) % 25 == 0:
-                done = {n: stats[n]["passing"] for n in args.engines}
-                print(
-                    f"[{k + 1}/{len(files)}] {time.perf_counter() - t_start:.0f} s, passing {done}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        for rep in range(args.repeats):
+            load_before = os.getloadavg()
+            stats, per_schema, n_instances, n_unwalkable = _run_once(
+                args, files, workers, engines, tokenizer, decoded, carried, rep, t_start
+            )
+            loads.append({"before": load_before, "after": os.getloadavg()})
+            summary = {}
+            for name in engines:
+                summary[name] = summarize(stats[name])
+            repeats.append(summary)
+            rows.append(per_schema)
     finally:
         for w in workers.values():
             w.stop()
 
-    engines_out = {}
-    for name in args.engines:
-        s = summarize(stats[name])
-        s["worker_restarts"] = workers[name].restarts
-        s["worker_start_s"] = workers[name].start_s
-        engines_out[name] = s
+    engines_out = repeats[0]
+    for name in engines:
+        engines_out[name]["worker_restarts"] = workers[name].restarts
+        engines_out[name]["worker_start_s"] = workers[name].start_s
+    if args.spread is not None:
+        subset = (
+            f"{args.spread} files spread evenly over the sample files outside the default "
+            f"every-{DEFAULT_EVERY}th subset"
+        )
+    else:
+        subset = f"every {args.every}th file in sorted order" if args.every > 1 else "all files"
+    subset += f", first {args.limit}" if args.limit else ""
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "data": str(args.data),
-        "subset": (f"every {args.every}th file in sorted order" if args.every > 1 else "all files")
-        + (f", first {args.limit}" if args.limit else ""),
+        "subset": subset,
+        "repeats": args.repeats,
+        "load_average": loads,
         "n_schemas": len(files),
         "n_files_in_data": len(list(args.data.glob("*.json"))),
         "n_instances": n_instances,
@@ -652,19 +814,40 @@ def main(argv: list[str] | None = None) -> dict:
         "turns (the first engine rotates per schema); compile time is measured in "
         "the worker around the compile call only; mask time is one "
         "fill_next_token_bitmask call. treegram's compile is lazy: the state "
-        "classification it defers is paid in its first masks.",
+        "classification it defers is paid in its first masks. Mask figures are first-use "
+        "masks: every fill while walking a freshly compiled grammar's instances, first "
+        "masks included; warm fills are a second pass over the accepted instances on the "
+        "same grammar. With --repeats, `engines` is the first repeat, `repeats` every "
+        "repeat, `spread` the max/min of each figure across repeats; a schema that timed "
+        "out for an engine is counted as a timeout in later repeats without a rerun.",
     }
     results = {
         "meta": meta,
         "engines": engines_out,
-        "first_use_common": first_use_on_common_schemas(per_schema, list(args.engines)),
-        "schemas": per_schema,
+        "first_use_common": first_use_on_common_schemas(rows[0], engines),
+        "schemas": rows[0],
     }
+    if args.repeats > 1:
+        results["repeats"] = [
+            {
+                "engines": summary,
+                "first_use_common": first_use_on_common_schemas(per_schema, engines),
+                "schemas": per_schema,
+            }
+            for summary, per_schema in zip(repeats, rows, strict=True)
+        ]
+        results["spread"] = spread_between_repeats(repeats)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     with open(args.output, "w", encoding="utf-8") as fh:
         json.dump(results, fh, indent=1, allow_nan=False)
         fh.write("\n")
-    print(format_table(results))
+    if args.repeats > 1:
+        for i, rep in enumerate(results["repeats"]):
+            print(f"repeat {i + 1}")
+            print(format_table({**results, **rep}))
+        print(format_spread(results["spread"]))
+    else:
+        print(format_table(results))
     print(f"wrote {args.output}")
     return results
 
