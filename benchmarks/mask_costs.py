@@ -132,62 +132,74 @@ def install_timers() -> Timers:
 # ---------------------------------------------------------------------------- constructs
 
 
-def position_at(text: str, offset: int) -> tuple[str, list]:
-    """(lexical place, JSON path) of the byte ``offset`` of JSON ``text`` (ASCII): the
-    place is ``key`` (in or before an object key), ``string`` (in a string value),
-    ``number``, ``literal``, ``value`` (before a value) or ``after`` (after a value)."""
-    stack: list[list] = []  # [kind, key or index, expecting key?]
-    place, i, key_buf = "value", 0, None
-    in_string = escape = False
-    while i < offset:
-        c = text[i]
-        if in_string:
-            if escape:
-                escape = False
-            elif c == "\\":
-                escape = True
+class JsonPosition:
+    """The lexical place and JSON path at growing byte offsets of one JSON text (ASCII),
+    read incrementally: ``at(offset)`` for offsets that never decrease."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.stack: list[list] = []  # [kind, key or index, expecting a key?]
+        self.place, self.i, self.key_start = "value", 0, -1
+        self.in_string = self.escape = False
+
+    def at(self, offset: int) -> tuple[str, list]:
+        """(place, path) at ``offset``: the place is ``key`` (in or before an object key;
+        the path is the object's), ``string`` (in a string value), ``number``, ``literal``,
+        ``value`` (before a value) or ``after`` (after a value)."""
+        text, stack = self.text, self.stack
+        while self.i < offset:
+            c = text[self.i]
+            if self.in_string:
+                if self.escape:
+                    self.escape = False
+                elif c == "\\":
+                    self.escape = True
+                elif c == '"':
+                    self.in_string = False
+                    if self.key_start >= 0:
+                        stack[-1][1] = json.loads(text[self.key_start : self.i + 1])
+                        self.key_start, self.place = -1, "colon"
+                    else:
+                        self.place = "after"
             elif c == '"':
-                in_string = False
-                if key_buf is not None:
-                    stack[-1][1] = json.loads(text[key_buf : i + 1])
-                    key_buf, place = None, "colon"
+                self.in_string = True
+                if stack and stack[-1][0] == "obj" and stack[-1][2]:
+                    stack[-1][2], self.key_start, self.place = False, self.i, "key"
                 else:
-                    place = "after"
-        elif c == '"':
-            in_string = True
-            if stack and stack[-1][0] == "obj" and stack[-1][2]:
-                stack[-1][2], key_buf, place = False, i, "key"
-            else:
-                place = "string"
-        elif c == "{":
-            stack.append(["obj", None, True])
-            place = "key"
-        elif c == "[":
-            stack.append(["arr", 0, False])
-            place = "value"
-        elif c in "}]":
-            stack.pop()
+                    self.place = "string"
+            elif c == "{":
+                stack.append(["obj", None, True])
+                self.place = "key"
+            elif c == "[":
+                stack.append(["arr", 0, False])
+                self.place = "value"
+            elif c in "}]":
+                stack.pop()
+                self.place = "after"
+            elif c == ",":
+                if stack[-1][0] == "obj":
+                    stack[-1][2], self.place = True, "key"
+                else:
+                    stack[-1][1] += 1
+                    self.place = "value"
+            elif c == ":":
+                self.place = "value"
+            elif c in "-0123456789.eE+":
+                self.place = "number"
+            elif c.isalpha():
+                self.place = "literal"
+            self.i += 1
+        place = self.place
+        if place in ("number", "literal") and offset < len(text) and text[offset] in ",}] ":
             place = "after"
-        elif c == ",":
-            if stack[-1][0] == "obj":
-                stack[-1][2], place = True, "key"
-            else:
-                stack[-1][1] += 1
-                place = "value"
-        elif c == ":":
-            place = "value"
-        elif c in "-0123456789.eE+":
-            place = "number"
-        elif c.isalpha():
-            place = "literal"
-        i += 1
-    if place in ("number", "literal") and offset < len(text) and text[offset] in ",}] ":
-        place = "after"
-    path = [entry[1] for entry in stack if entry[1] is not None]
-    if place == "key" and stack and stack[-1][0] == "obj":  # the key is being chosen
-        path = [entry[1] for entry in stack[:-1] if entry[1] is not None]
-        return "key", path
-    return place, path
+        if place == "key" and stack and stack[-1][0] == "obj":  # the key is being chosen
+            return "key", [e[1] for e in stack[:-1] if e[1] is not None]
+        return place, [e[1] for e in stack if e[1] is not None]
+
+
+def position_at(text: str, offset: int) -> tuple[str, list]:
+    """:meth:`JsonPosition.at` of one offset."""
+    return JsonPosition(text).at(offset)
 
 
 def _resolve(schema: Any, root: Any, depth: int = 0) -> Any:
@@ -331,10 +343,12 @@ def run(args) -> dict:
     decoded = info.decoded_vocab
     slow: list[dict] = []
     timeouts: list[str] = []
-    stats = args.stats = {"n_masks": 0, "total_ns": 0}
+    stats = args.stats = {"n_masks": 0, "total_ns": 0, "cpu_ns": 0}
     signal.signal(signal.SIGALRM, _alarm)
     t_start = time.perf_counter()
     for k, file in enumerate(files):
+        if file.name in args.skip or (args.only and file.name not in args.only):
+            continue
         entry = json.loads(file.read_text(encoding="utf-8"))
         schema_text, tests = mb.load_instances(file, tokenizer, decoded)
         try:
@@ -371,16 +385,19 @@ def walk_schema(engine, matcher, name, entry, tests, decoded, timers, args) -> l
         text = json.dumps(entry["tests"][test["index"]]["data"], allow_nan=False)
         matcher.reset()
         offset = 0
+        position = JsonPosition(text)
         for step in range(len(ids) + 1):
             timers.take()
+            c0 = time.thread_time_ns()
             t0 = clock()
             engine.fill(matcher)
             ns = clock() - t0
+            stats["cpu_ns"] += time.thread_time_ns() - c0
             stats["n_masks"] += 1
             stats["total_ns"] += ns
             parts = timers.take()
             if ns >= args.threshold_ms * 1e6:
-                place, path = position_at(text, offset)
+                place, path = position.at(offset)
                 construct, facts = construct_of(subschema_at(root, path), place, root)
                 inside = parts.pop("classify_states", 0)
                 kernels = sum(parts.values())
@@ -445,9 +462,11 @@ def summarize(slow: list[dict], stats: dict, timeouts: list[str], files, args, w
             "threshold_ms": args.threshold_ms,
             "n_masks": n_masks,
             "all_masks_total_ms": total_ns / 1e6,
+            "all_masks_thread_cpu_ms": stats["cpu_ns"] / 1e6,
             "n_slow": len(slow),
             "timeout_s": args.timeout,
             "timeouts": timeouts,
+            "skipped": args.skip,
             "slow_total_ms": sum(m["ms"] for m in slow),
             "histogram_edges_ms": list(HIST_EDGES_MS[:-1]) + ["inf"],
             "wall_s": wall_s,
@@ -470,7 +489,8 @@ def format_report(result: dict) -> str:
     lines = [
         f"{meta['n_slow']} of {meta['n_masks']} masks over {meta['threshold_ms']} ms: "
         f"{meta['slow_total_ms']:.0f} of {meta['all_masks_total_ms']:.0f} ms of all masks "
-        f"({meta['n_schemas']} schemas)",
+        f"({meta['n_schemas']} schemas; all masks {meta['all_masks_thread_cpu_ms']:.0f} ms "
+        "of thread CPU time)",
         "",
         f"{'construct':<40} {'n':>5} {'total ms':>9} {'max ms':>8}  top parts (ms)",
     ]
@@ -507,6 +527,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--timeout", type=float, default=30.0, help="seconds per schema's walks (then skipped)"
     )
+    ap.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        help="file names not run (a compile that does not end: it cannot be interrupted)",
+    )
+    ap.add_argument("--only", nargs="*", default=[], help="run only these file names")
     ap.add_argument("--keep", type=int, default=200, help="slowest masks kept in the JSON")
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="result JSON file")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
