@@ -223,7 +223,8 @@ def worker_main(name: str, stop_id: int, warmup_ids: list[int], src: str | None 
     engine = _WORKERS[name]()
     matcher = engine.compile(json.dumps(WARMUP_SCHEMA))  # load and JIT the code paths
     _walk(engine, matcher, warmup_ids, stop_id)
-    _send(out, ("ready", None))
+    module = sys.modules.get("treegram")
+    _send(out, ("ready", getattr(module, "__file__", None)))  # which treegram it runs
     while True:
         try:
             schema_text, instances = _recv(inp)
@@ -283,6 +284,7 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
         self.start_s: list[float] = []
+        self.treegram_file: str | None = None
 
     def start(self) -> None:
         t0 = time.perf_counter()
@@ -299,7 +301,7 @@ class Worker:
             cwd=REPO,
             bufsize=0,
         )
-        self._read(600)
+        self.treegram_file = self._read(600)
         self.start_s.append(time.perf_counter() - t0)
 
     def stop(self) -> None:
@@ -621,6 +623,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"--timeout {WIDE['timeout']:g} (overrides those options)",
     )
     ap.add_argument(
+        "--treegram-src",
+        type=Path,
+        default=None,
+        help="run engine treegram from the treegram package of this checkout (a frozen "
+        "export, so that edits during a long run do not reach a restarted worker)",
+    )
+    ap.add_argument(
         "--baseline-src",
         type=Path,
         default=None,
@@ -734,9 +743,13 @@ def main(argv: list[str] | None = None) -> dict:
 
     engines = list(dict.fromkeys(args.engines))
     srcs: dict[str, str | None] = {name: None for name in engines}
+    given = (("--treegram-src", args.treegram_src), ("--baseline-src", args.baseline_src))
+    for flag, path in given:
+        if path is not None and not (path / "treegram" / "__init__.py").is_file():
+            raise SystemExit(f"{flag} {path}: no treegram package there")
+    if args.treegram_src is not None and "treegram" in srcs:
+        srcs["treegram"] = str(args.treegram_src.resolve())
     if args.baseline_src is not None:
-        if not (args.baseline_src / "treegram" / "__init__.py").is_file():
-            raise SystemExit(f"--baseline-src {args.baseline_src}: no treegram package there")
         engines.append("treegram_base")
         srcs["treegram_base"] = str(args.baseline_src.resolve())
     workers = {name: Worker(name, stop_id, warmup_ids, srcs[name]) for name in engines}
@@ -768,6 +781,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name in engines:
         engines_out[name]["worker_restarts"] = workers[name].restarts
         engines_out[name]["worker_start_s"] = workers[name].start_s
+        engines_out[name]["treegram_file"] = workers[name].treegram_file
     if args.spread is not None:
         subset = (
             f"{args.spread} files spread evenly over the sample files outside the default "
@@ -806,6 +820,8 @@ def main(argv: list[str] | None = None) -> dict:
             "python": platform.python_version(),
         },
         "versions": package_versions(),
+        "treegram_src": srcs.get("treegram"),
+        "baseline_src": srcs.get("treegram_base"),
         "command": " ".join(
             [Path(sys.argv[0]).name if argv is None else "main"]
             + (sys.argv[1:] if argv is None else list(argv))
