@@ -472,6 +472,8 @@ def summarize(slow: list[dict], stats: dict, timeouts: list[str], files, args, w
             "wall_s": wall_s,
             "load_average": os.getloadavg(),
             "versions": package_versions(),
+            "treegram_file": sys.modules["treegram"].__file__,
+            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             "notes": "wall-clock fills with timers around the mask store's kernels "
             "(a few microseconds per call added); parts: trie walk (classify; alone, "
             "in a context, refined from the own class), slice check, signature, bitsets, "
