@@ -48,6 +48,7 @@ DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "maskbench.json"
 WIDE_OUTPUT = REPO / "benchmarks" / "results" / "maskbench_wide.json"  # --wide's default
 ENGINES = ("treegram", "xgrammar", "llguidance")
 ALL_ENGINES = (*ENGINES, "treegram_base")  # treegram_base: --baseline-src
+CHECKPOINT_EVERY = 50  # schemas between writes of the figures so far
 WIDE = {"spread": 700, "repeats": 2, "timeout": 30.0}  # --wide: the held-out figures
 DEFAULT_EVERY = 12  # default subset: every 12th file in sorted order (see --every)
 WARMUP_SCHEMA = {
@@ -649,7 +650,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_once(
-    args, files, workers, engines, tokenizer, decoded, carried: set, rep: int, t_start: float
+    args,
+    files,
+    workers,
+    engines,
+    tokenizer,
+    decoded,
+    carried: set,
+    rep: int,
+    t_start: float,
+    checkpoint=None,
 ) -> tuple[dict, list[dict], int, int]:
     """One pass over ``files``; the engines take turns per schema (the first one rotates,
     and each repeat starts the rotation one engine later). ``carried``: (file, engine)
@@ -677,6 +687,8 @@ def _run_once(
                     carried.add((file.name, name))
             row[name] = record(stats[name], file, tests, res)
         per_schema.append(row)
+        if checkpoint is not None and (k + 1) % CHECKPOINT_EVERY == 0 and k + 1 < len(files):
+            checkpoint(stats, per_schema, rep)
         if not args.quiet and (k + 1) % 25 == 0:
             done = {n: stats[n]["passing"] for n in engines}
             print(
@@ -759,13 +771,110 @@ def main(argv: list[str] | None = None) -> dict:
     carried: set = set()
     n_instances = n_unwalkable = 0
     t_start = time.perf_counter()
+
+    def build(repeats: list[dict], rows: list[list[dict]], partial: dict | None) -> dict:
+        """The results JSON of the repeats so far (``partial``: where a checkpoint is)."""
+        engines_out = {name: dict(s) for name, s in repeats[0].items()}
+        for name in engines:
+            engines_out[name]["worker_restarts"] = workers[name].restarts
+            engines_out[name]["worker_start_s"] = workers[name].start_s
+            engines_out[name]["treegram_file"] = workers[name].treegram_file
+        if args.spread is not None:
+            subset = (
+                f"{args.spread} files spread evenly over the sample files outside the default "
+                f"every-{DEFAULT_EVERY}th subset"
+            )
+        else:
+            subset = f"every {args.every}th file in sorted order" if args.every > 1 else "all files"
+        subset += f", first {args.limit}" if args.limit else ""
+        meta = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "data": str(args.data),
+            "subset": subset,
+            "repeats": args.repeats,
+            "partial": partial,
+            "load_average": loads,
+            "n_schemas": len(files),
+            "n_files_in_data": len(list(args.data.glob("*.json"))),
+            "n_instances": n_instances,
+            "n_unwalkable": n_unwalkable,
+            "timeout_s": args.timeout,
+            "vocab_size": info.vocab_size,
+            "stop_token_id": stop_id,
+            "options": {
+                "treegram": "Grammar.from_json_schema(any_whitespace=True, "
+                "strict_mode=False), compile_grammar (lazy)",
+                "xgrammar": "compile_json_schema(any_whitespace=True, strict_mode=False)",
+                "llguidance": "LLMatcher.grammar_from_json_schema(schema) defaults "
+                "(flexible whitespace) + LLMatcher construction",
+            },
+            "serialization": "json.dumps(data) (separators ', ' and ': ', ensure_ascii=True), "
+            "tokenized without special tokens; an instance whose tokens do not "
+            "decode back to its bytes is not walked",
+            "wall_s": time.perf_counter() - t_start,
+            "machine": {
+                "platform": platform.platform(),
+                "cpu_count": os.cpu_count(),
+                "python": platform.python_version(),
+            },
+            "versions": package_versions(),
+            "treegram_src": srcs.get("treegram"),
+            "baseline_src": srcs.get("treegram_base"),
+            "command": " ".join(
+                [Path(sys.argv[0]).name if argv is None else "main"]
+                + (sys.argv[1:] if argv is None else list(argv))
+            ),
+            "notes": "engines run in separate worker processes, one schema at a time, taking "
+            "turns (the first engine rotates per schema); compile time is measured in "
+            "the worker around the compile call only; mask time is one "
+            "fill_next_token_bitmask call. treegram's compile is lazy: the state "
+            "classification it defers is paid in its first masks. Mask figures are first-use "
+            "masks: every fill while walking a freshly compiled grammar's instances, first "
+            "masks included; warm fills are a second pass over the accepted instances on the "
+            "same grammar. With --repeats, `engines` is the first repeat, `repeats` every "
+            "repeat, `spread` the max/min of each figure across repeats; a schema that timed "
+            "out for an engine is counted as a timeout in later repeats without a rerun.",
+        }
+        results = {
+            "meta": meta,
+            "engines": engines_out,
+            "first_use_common": first_use_on_common_schemas(rows[0], engines),
+            "schemas": rows[0],
+        }
+        if len(repeats) > 1 or args.repeats > 1:
+            results["repeats"] = [
+                {
+                    "engines": summary,
+                    "first_use_common": first_use_on_common_schemas(per_schema, engines),
+                    "schemas": per_schema,
+                }
+                for summary, per_schema in zip(repeats, rows, strict=True)
+            ]
+            if len(repeats) > 1:
+                results["spread"] = spread_between_repeats(repeats)
+        return results
+
+    def write(results: dict) -> None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.output.with_suffix(".partial")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(results, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        tmp.replace(args.output)
+
+    def checkpoint(stats: dict, per_schema: list[dict], rep: int) -> None:
+        """Write the figures so far (a long run cut short still leaves them)."""
+        now = [*repeats, {name: summarize(stats[name]) for name in engines}]
+        partial = {"repeat": rep + 1, "schemas_done": len(per_schema)}
+        write(build(now, [*rows, per_schema], partial))
+
     try:
         for w in workers.values():
             w.start()
         for rep in range(args.repeats):
             load_before = os.getloadavg()
             stats, per_schema, n_instances, n_unwalkable = _run_once(
-                args, files, workers, engines, tokenizer, decoded, carried, rep, t_start
+                args, files, workers, engines, tokenizer, decoded, carried, rep, t_start, checkpoint
             )
             loads.append({"before": load_before, "after": os.getloadavg()})
             summary = {}
@@ -777,86 +886,8 @@ def main(argv: list[str] | None = None) -> dict:
         for w in workers.values():
             w.stop()
 
-    engines_out = repeats[0]
-    for name in engines:
-        engines_out[name]["worker_restarts"] = workers[name].restarts
-        engines_out[name]["worker_start_s"] = workers[name].start_s
-        engines_out[name]["treegram_file"] = workers[name].treegram_file
-    if args.spread is not None:
-        subset = (
-            f"{args.spread} files spread evenly over the sample files outside the default "
-            f"every-{DEFAULT_EVERY}th subset"
-        )
-    else:
-        subset = f"every {args.every}th file in sorted order" if args.every > 1 else "all files"
-    subset += f", first {args.limit}" if args.limit else ""
-    meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "data": str(args.data),
-        "subset": subset,
-        "repeats": args.repeats,
-        "load_average": loads,
-        "n_schemas": len(files),
-        "n_files_in_data": len(list(args.data.glob("*.json"))),
-        "n_instances": n_instances,
-        "n_unwalkable": n_unwalkable,
-        "timeout_s": args.timeout,
-        "vocab_size": info.vocab_size,
-        "stop_token_id": stop_id,
-        "options": {
-            "treegram": "Grammar.from_json_schema(any_whitespace=True, "
-            "strict_mode=False), compile_grammar (lazy)",
-            "xgrammar": "compile_json_schema(any_whitespace=True, strict_mode=False)",
-            "llguidance": "LLMatcher.grammar_from_json_schema(schema) defaults "
-            "(flexible whitespace) + LLMatcher construction",
-        },
-        "serialization": "json.dumps(data) (separators ', ' and ': ', ensure_ascii=True), "
-        "tokenized without special tokens; an instance whose tokens do not "
-        "decode back to its bytes is not walked",
-        "wall_s": time.perf_counter() - t_start,
-        "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-        },
-        "versions": package_versions(),
-        "treegram_src": srcs.get("treegram"),
-        "baseline_src": srcs.get("treegram_base"),
-        "command": " ".join(
-            [Path(sys.argv[0]).name if argv is None else "main"]
-            + (sys.argv[1:] if argv is None else list(argv))
-        ),
-        "notes": "engines run in separate worker processes, one schema at a time, taking "
-        "turns (the first engine rotates per schema); compile time is measured in "
-        "the worker around the compile call only; mask time is one "
-        "fill_next_token_bitmask call. treegram's compile is lazy: the state "
-        "classification it defers is paid in its first masks. Mask figures are first-use "
-        "masks: every fill while walking a freshly compiled grammar's instances, first "
-        "masks included; warm fills are a second pass over the accepted instances on the "
-        "same grammar. With --repeats, `engines` is the first repeat, `repeats` every "
-        "repeat, `spread` the max/min of each figure across repeats; a schema that timed "
-        "out for an engine is counted as a timeout in later repeats without a rerun.",
-    }
-    results = {
-        "meta": meta,
-        "engines": engines_out,
-        "first_use_common": first_use_on_common_schemas(rows[0], engines),
-        "schemas": rows[0],
-    }
-    if args.repeats > 1:
-        results["repeats"] = [
-            {
-                "engines": summary,
-                "first_use_common": first_use_on_common_schemas(per_schema, engines),
-                "schemas": per_schema,
-            }
-            for summary, per_schema in zip(repeats, rows, strict=True)
-        ]
-        results["spread"] = spread_between_repeats(repeats)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=1, allow_nan=False)
-        fh.write("\n")
+    results = build(repeats, rows, None)
+    write(results)
     if args.repeats > 1:
         for i, rep in enumerate(results["repeats"]):
             print(f"repeat {i + 1}")
