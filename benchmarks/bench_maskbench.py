@@ -872,6 +872,10 @@ def main(argv: list[str] | None = None) -> dict:
         for w in workers.values():
             w.start()
         for rep in range(args.repeats):
+            if rep:  # fresh workers: treegram's per-vocabulary class cache starts empty again
+                for w in workers.values():
+                    w.stop()
+                    w.start()
             load_before = os.getloadavg()
             stats, per_schema, n_instances, n_unwalkable = _run_once(
                 args, files, workers, engines, tokenizer, decoded, carried, rep, t_start, checkpoint
