@@ -45,7 +45,11 @@ from _common import package_versions, xgrammar_like  # noqa: E402  (a sibling sc
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "maskbench.json"
+WIDE_OUTPUT = REPO / "benchmarks" / "results" / "maskbench_wide.json"  # --wide's default
 ENGINES = ("treegram", "xgrammar", "llguidance")
+ALL_ENGINES = (*ENGINES, "treegram_base")  # treegram_base: --baseline-src
+CHECKPOINT_EVERY = 50  # schemas between writes of the figures so far
+WIDE = {"spread": 700, "repeats": 2, "timeout": 30.0}  # --wide: the held-out figures
 DEFAULT_EVERY = 12  # default subset: every 12th file in sorted order (see --every)
 WARMUP_SCHEMA = {
     "type": "object",
@@ -151,6 +155,7 @@ _WORKERS = {
     "treegram": _TreegramWorker,
     "xgrammar": _XgrammarWorker,
     "llguidance": _LlguidanceWorker,
+    "treegram_base": _TreegramWorker,  # the same worker over another checkout (--baseline-src)
 }
 
 
@@ -206,15 +211,21 @@ def _recv(fh) -> Any:
     return pickle.loads(_read_exact(fh, n))
 
 
-def worker_main(name: str, stop_id: int, warmup_ids: list[int]) -> None:
-    """Serve compile+walk requests on stdin/stdout (the real stdout moved off fd 1)."""
+def worker_main(name: str, stop_id: int, warmup_ids: list[int], src: str | None = None) -> None:
+    """Serve compile+walk requests on stdin/stdout (the real stdout moved off fd 1).
+
+    ``src``: a checkout whose ``treegram`` package is imported instead of the installed one.
+    """
+    if src is not None:
+        sys.path.insert(0, src)
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # library chatter on stdout goes to stderr
     inp = os.fdopen(os.dup(0), "rb")
     engine = _WORKERS[name]()
     matcher = engine.compile(json.dumps(WARMUP_SCHEMA))  # load and JIT the code paths
     _walk(engine, matcher, warmup_ids, stop_id)
-    _send(out, ("ready", None))
+    module = sys.modules.get("treegram")
+    _send(out, ("ready", getattr(module, "__file__", None)))  # which treegram it runs
     while True:
         try:
             schema_text, instances = _recv(inp)
@@ -243,7 +254,15 @@ def worker_main(name: str, stop_id: int, warmup_ids: list[int]) -> None:
                         "mask_ns": [],
                     }
                 )
-        _send(out, ("walked", results))
+        # the same instances again on the now warm grammar: warm fill times
+        warm: list[int] = []
+        for ids, r in zip(instances, results, strict=True):
+            if r["accepted"]:
+                try:
+                    warm.extend(_walk(engine, matcher, ids, stop_id)["mask_ns"])
+                except Exception:  # noqa: BLE001, S112 - a crash was reported in the first pass
+                    continue
+        _send(out, ("walked", {"results": results, "warm_ns": warm}))
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -256,20 +275,24 @@ class WorkerTimeoutError(Exception):
 class Worker:
     """One engine in a subprocess; restarted after a timeout or a crash."""
 
-    def __init__(self, name: str, stop_id: int, warmup_ids: list[int]) -> None:
+    def __init__(
+        self, name: str, stop_id: int, warmup_ids: list[int], src: str | None = None
+    ) -> None:
         self.name = name
+        self.src = src
         self.stop_id = stop_id
         self.warmup_ids = warmup_ids
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
         self.start_s: list[float] = []
+        self.treegram_file: str | None = None
 
     def start(self) -> None:
         t0 = time.perf_counter()
         code = (
             f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
             f"import bench_maskbench as b; "
-            f"b.worker_main({self.name!r}, {self.stop_id}, {self.warmup_ids!r})"
+            f"b.worker_main({self.name!r}, {self.stop_id}, {self.warmup_ids!r}, {self.src!r})"
         )
         # unbuffered stdout: select() must see every byte the worker wrote
         self.proc = subprocess.Popen(
@@ -279,7 +302,7 @@ class Worker:
             cwd=REPO,
             bufsize=0,
         )
-        self._read(600)
+        self.treegram_file = self._read(600)
         self.start_s.append(time.perf_counter() - t0)
 
     def stop(self) -> None:
@@ -313,7 +336,8 @@ class Worker:
                 "status": "ok",
                 **compiled,
                 "walk_s": time.perf_counter() - t0,
-                "results": walked,
+                "results": walked["results"],
+                "warm_ns": walked["warm_ns"],
             }
         except WorkerTimeoutError:
             self.stop()
@@ -325,11 +349,19 @@ class Worker:
             return {"status": "crash", "phase": phase, "error": repr(exc)}
 
 
-def list_files(data: Path, every: int, limit: int | None) -> list[Path]:
+def list_files(data: Path, every: int, limit: int | None, spread: int | None = None) -> list[Path]:
+    """Every ``every``-th file in sorted order; or, with ``spread``, that many files spread
+    evenly over the files outside the default subset (every ``DEFAULT_EVERY``-th file), so
+    that none of them is a schema the default run was tuned on."""
     files = sorted(data.glob("*.json"))
     if not files:
         raise SystemExit(f"--data {data}: no MaskBench *.json files")
-    files = files[::every]
+    if spread is not None:
+        held_out = [f for i, f in enumerate(files) if i % DEFAULT_EVERY]
+        n = min(spread, len(held_out))
+        files = [held_out[(i * len(held_out)) // n] for i in range(n)]
+    else:
+        files = files[::every]
     return files[:limit] if limit is not None else files
 
 
@@ -363,6 +395,8 @@ def new_engine_stats() -> dict:
         "schemas_with_invalidation_errors": 0,
         "compile_ns": [],
         "mask_ns": [],
+        "first_mask_ns": [],
+        "warm_ns": [],
         "first_use_ns": [],
         "walk_s": [],
         "examples": {
@@ -383,15 +417,22 @@ def summarize(stats: dict) -> dict:
     out = {
         k: v
         for k, v in stats.items()
-        if k not in ("mask_ns", "compile_ns", "first_use_ns", "walk_s")
+        if k not in ("mask_ns", "compile_ns", "first_use_ns", "walk_s", "first_mask_ns", "warm_ns")
     }
+    first, warm = stats["first_mask_ns"], stats["warm_ns"]
     out.update(
         {
             "mask_us_mean": float(np.mean(mask) / 1e3) if mask else None,
             "mask_us_p50": _pct(mask, 50, 1e3),
             "mask_us_p99": _pct(mask, 99, 1e3),
+            "mask_us_p999": _pct(mask, 99.9, 1e3),
             "mask_us_max": float(max(mask) / 1e3) if mask else None,
             "n_masks": len(mask),
+            "first_mask_us_mean": float(np.mean(first) / 1e3) if first else None,
+            "first_mask_us_p99": _pct(first, 99, 1e3),
+            "warm_mask_us_p50": _pct(warm, 50, 1e3),
+            "warm_mask_us_mean": float(np.mean(warm) / 1e3) if warm else None,
+            "n_warm_masks": len(warm),
             "compile_ms_p50": _pct(comp, 50, 1e6),
             "compile_ms_p99": _pct(comp, 99, 1e6),
             "compile_ms_max": float(max(comp) / 1e6) if comp else None,
@@ -440,8 +481,12 @@ def record(stats: dict, file: Path, tests: list[dict], res: dict) -> dict:
     walkable = [t for t in tests if t["ids"] is not None]
     val_err = inval_err = 0
     first_use_ns = res["compile_ns"]
+    stats["warm_ns"].extend(res["warm_ns"])
+    slowest = 0
     for test, r in zip(walkable, res["results"], strict=True):
         stats["mask_ns"].extend(r["mask_ns"])
+        stats["first_mask_ns"].extend(r["mask_ns"][:1])
+        slowest = max([slowest, *r["mask_ns"]])
         first_use_ns += sum(r["mask_ns"])
         if test["valid"] and not r["accepted"]:
             val_err += 1
@@ -467,6 +512,7 @@ def record(stats: dict, file: Path, tests: list[dict], res: dict) -> dict:
             "invalidation_errors": inval_err,
             "walk_s": res["walk_s"],
             "first_use_ms": first_use_ns / 1e6,
+            "mask_us_max": slowest / 1e3,
         }
     )
     return row
@@ -483,7 +529,10 @@ ROWS = (  # (label, key, format)
     ("mask mean (us)", "mask_us_mean", "{:.1f}"),
     ("mask p50 (us)", "mask_us_p50", "{:.1f}"),
     ("mask p99 (us)", "mask_us_p99", "{:.1f}"),
+    ("mask p99.9 (us)", "mask_us_p999", "{:.0f}"),
     ("mask max (us)", "mask_us_max", "{:.0f}"),
+    ("first mask of an instance, mean (us)", "first_mask_us_mean", "{:.1f}"),
+    ("warm fill p50 (us, second pass)", "warm_mask_us_p50", "{:.1f}"),
     ("compile p50 (ms)", "compile_ms_p50", "{:.2f}"),
     ("compile p99 (ms)", "compile_ms_p99", "{:.1f}"),
     ("compile max (ms)", "compile_ms_max", "{:.1f}"),
@@ -493,7 +542,7 @@ ROWS = (  # (label, key, format)
 
 
 def format_table(results: dict) -> str:
-    engines = [e for e in ENGINES if e in results["engines"]]
+    engines = [e for e in ALL_ENGINES if e in results["engines"]]
     width = max(len(r[0]) for r in ROWS)
     lines = [
         f"{'metric':<{width}}" + "".join(f"  {e:>11}" for e in engines),
@@ -532,6 +581,16 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def format_spread(spread: dict) -> str:
+    """max/min of each figure across repeats, one line per engine."""
+    keys = [k for k in SPREAD_KEYS if k.startswith(("mask", "warm"))]
+    lines = ["spread between repeats (max/min): " + ", ".join(keys)]
+    for name, figs in spread.items():
+        cells = [f"{figs[k].get('max_over_min', float('nan')):.2f}" for k in keys]
+        lines.append(f"  {name:>13}: " + "  ".join(cells))
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
@@ -547,6 +606,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--limit", type=int, default=None, help="at most N schemas (after --every)")
     ap.add_argument(
+        "--spread",
+        type=int,
+        default=None,
+        help="instead of --every: N files spread evenly over those outside the default subset",
+    )
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run the whole selection this many times (figures per repeat and their spread)",
+    )
+    ap.add_argument(
+        "--wide",
+        action="store_true",
+        help=f"held-out figures: --spread {WIDE['spread']} --repeats {WIDE['repeats']} "
+        f"--timeout {WIDE['timeout']:g} (overrides those options)",
+    )
+    ap.add_argument(
+        "--treegram-src",
+        type=Path,
+        default=None,
+        help="run engine treegram from the treegram package of this checkout (a frozen "
+        "export, so that edits during a long run do not reach a restarted worker)",
+    )
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also run engine treegram_base: the treegram package of this checkout "
+        "(e.g. an export of main), interleaved with the others",
+    )
+    ap.add_argument(
         "--timeout",
         type=float,
         default=20.0,
@@ -558,10 +649,98 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _run_once(
+    args,
+    files,
+    workers,
+    engines,
+    tokenizer,
+    decoded,
+    carried: set,
+    rep: int,
+    t_start: float,
+    checkpoint=None,
+) -> tuple[dict, list[dict], int, int]:
+    """One pass over ``files``; the engines take turns per schema (the first one rotates,
+    and each repeat starts the rotation one engine later). ``carried``: (file, engine)
+    pairs that timed out in an earlier repeat are counted as timeouts without a rerun."""
+    stats = {name: new_engine_stats() for name in engines}
+    per_schema: list[dict] = []
+    n_instances = n_unwalkable = 0
+    for k, file in enumerate(files):
+        schema_text, tests = load_instances(file, tokenizer, decoded)
+        n_instances += len(tests)
+        n_unwalkable += sum(t["ids"] is None for t in tests)
+        instances = [t["ids"] for t in tests if t["ids"] is not None]
+        row: dict[str, Any] = {
+            "file": file.name,
+            "n_tests": len(tests),
+            "n_tokens": sum(len(i) for i in instances),
+        }
+        turn = (k + rep) % len(engines)
+        for name in engines[turn:] + engines[:turn]:
+            if (file.name, name) in carried:
+                res = {"status": "timeout", "phase": "carried from an earlier repeat"}
+            else:
+                res = workers[name].run(schema_text, instances, args.timeout)
+                if res["status"] == "timeout":
+                    carried.add((file.name, name))
+            row[name] = record(stats[name], file, tests, res)
+        per_schema.append(row)
+        if checkpoint is not None and (k + 1) % CHECKPOINT_EVERY == 0 and k + 1 < len(files):
+            checkpoint(stats, per_schema, rep)
+        if not args.quiet and (k + 1) % 25 == 0:
+            done = {n: stats[n]["passing"] for n in engines}
+            print(
+                f"[repeat {rep + 1}: {k + 1}/{len(files)}] "
+                f"{time.perf_counter() - t_start:.0f} s, passing {done}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return stats, per_schema, n_instances, n_unwalkable
+
+
+SPREAD_KEYS = (
+    "mask_us_mean",
+    "mask_us_p50",
+    "mask_us_p99",
+    "mask_us_p999",
+    "mask_us_max",
+    "warm_mask_us_p50",
+    "passing",
+    "timeouts",
+    "invalidation_errors",
+)
+
+
+def spread_between_repeats(repeats: list[dict]) -> dict:
+    """Per engine and figure: the value in each repeat and max/min across them."""
+    out: dict[str, dict] = {}
+    for name in repeats[0]:
+        out[name] = {}
+        for key in SPREAD_KEYS:
+            vals = [r[name][key] for r in repeats]
+            entry: dict[str, Any] = {"values": vals}
+            if all(isinstance(v, float) and v > 0 for v in vals):
+                entry["max_over_min"] = max(vals) / min(vals)
+            out[name][key] = entry
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    if args.every < 1 or (args.limit is not None and args.limit < 1) or args.timeout <= 0:
-        raise SystemExit("--every and --limit must be >= 1, --timeout > 0")
+    if args.wide:
+        args.spread, args.repeats, args.timeout = WIDE["spread"], WIDE["repeats"], WIDE["timeout"]
+        if args.output == DEFAULT_OUTPUT:
+            args.output = WIDE_OUTPUT
+    if (
+        args.every < 1
+        or (args.limit is not None and args.limit < 1)
+        or (args.spread is not None and args.spread < 1)
+        or args.repeats < 1
+        or args.timeout <= 0
+    ):
+        raise SystemExit("--every, --limit, --spread and --repeats must be >= 1, --timeout > 0")
     import tokenizers
 
     import treegram
@@ -571,100 +750,155 @@ def main(argv: list[str] | None = None) -> dict:
     stop_id = int(info.stop_token_ids[0])
     decoded = info.decoded_vocab
     tokenizer = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
-    files = list_files(args.data, args.every, args.limit)
+    files = list_files(args.data, args.every, args.limit, args.spread)
     warmup_ids = tokenizer.encode(WARMUP_TEXT, add_special_tokens=False).ids
 
-    workers = {name: Worker(name, stop_id, warmup_ids) for name in args.engines}
-    stats = {name: new_engine_stats() for name in args.engines}
-    per_schema: list[dict] = []
+    engines = list(dict.fromkeys(args.engines))
+    srcs: dict[str, str | None] = {name: None for name in engines}
+    given = (("--treegram-src", args.treegram_src), ("--baseline-src", args.baseline_src))
+    for flag, path in given:
+        if path is not None and not (path / "treegram" / "__init__.py").is_file():
+            raise SystemExit(f"{flag} {path}: no treegram package there")
+    if args.treegram_src is not None and "treegram" in srcs:
+        srcs["treegram"] = str(args.treegram_src.resolve())
+    if args.baseline_src is not None:
+        engines.append("treegram_base")
+        srcs["treegram_base"] = str(args.baseline_src.resolve())
+    workers = {name: Worker(name, stop_id, warmup_ids, srcs[name]) for name in engines}
+    repeats: list[dict] = []
+    rows: list[list[dict]] = []
+    loads: list[dict] = []
+    carried: set = set()
     n_instances = n_unwalkable = 0
     t_start = time.perf_counter()
+
+    def build(repeats: list[dict], rows: list[list[dict]], partial: dict | None) -> dict:
+        """The results JSON of the repeats so far (``partial``: where a checkpoint is)."""
+        engines_out = {name: dict(s) for name, s in repeats[0].items()}
+        for name in engines:
+            engines_out[name]["worker_restarts"] = workers[name].restarts
+            engines_out[name]["worker_start_s"] = workers[name].start_s
+            engines_out[name]["treegram_file"] = workers[name].treegram_file
+        if args.spread is not None:
+            subset = (
+                f"{args.spread} files spread evenly over the sample files outside the default "
+                f"every-{DEFAULT_EVERY}th subset"
+            )
+        else:
+            subset = f"every {args.every}th file in sorted order" if args.every > 1 else "all files"
+        subset += f", first {args.limit}" if args.limit else ""
+        meta = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "data": str(args.data),
+            "subset": subset,
+            "repeats": args.repeats,
+            "partial": partial,
+            "load_average": loads,
+            "n_schemas": len(files),
+            "n_files_in_data": len(list(args.data.glob("*.json"))),
+            "n_instances": n_instances,
+            "n_unwalkable": n_unwalkable,
+            "timeout_s": args.timeout,
+            "vocab_size": info.vocab_size,
+            "stop_token_id": stop_id,
+            "options": {
+                "treegram": "Grammar.from_json_schema(any_whitespace=True, "
+                "strict_mode=False), compile_grammar (lazy)",
+                "xgrammar": "compile_json_schema(any_whitespace=True, strict_mode=False)",
+                "llguidance": "LLMatcher.grammar_from_json_schema(schema) defaults "
+                "(flexible whitespace) + LLMatcher construction",
+            },
+            "serialization": "json.dumps(data) (separators ', ' and ': ', ensure_ascii=True), "
+            "tokenized without special tokens; an instance whose tokens do not "
+            "decode back to its bytes is not walked",
+            "wall_s": time.perf_counter() - t_start,
+            "machine": {
+                "platform": platform.platform(),
+                "cpu_count": os.cpu_count(),
+                "python": platform.python_version(),
+            },
+            "versions": package_versions(),
+            "treegram_src": srcs.get("treegram"),
+            "baseline_src": srcs.get("treegram_base"),
+            "command": " ".join(
+                [Path(sys.argv[0]).name if argv is None else "main"]
+                + (sys.argv[1:] if argv is None else list(argv))
+            ),
+            "notes": "engines run in separate worker processes, one schema at a time, taking "
+            "turns (the first engine rotates per schema); compile time is measured in "
+            "the worker around the compile call only; mask time is one "
+            "fill_next_token_bitmask call. treegram's compile is lazy: the state "
+            "classification it defers is paid in its first masks. Mask figures are first-use "
+            "masks: every fill while walking a freshly compiled grammar's instances, first "
+            "masks included; warm fills are a second pass over the accepted instances on the "
+            "same grammar. With --repeats, `engines` is the first repeat, `repeats` every "
+            "repeat, `spread` the max/min of each figure across repeats; a schema that timed "
+            "out for an engine is counted as a timeout in later repeats without a rerun.",
+        }
+        results = {
+            "meta": meta,
+            "engines": engines_out,
+            "first_use_common": first_use_on_common_schemas(rows[0], engines),
+            "schemas": rows[0],
+        }
+        if len(repeats) > 1 or args.repeats > 1:
+            results["repeats"] = [
+                {
+                    "engines": summary,
+                    "first_use_common": first_use_on_common_schemas(per_schema, engines),
+                    "schemas": per_schema,
+                }
+                for summary, per_schema in zip(repeats, rows, strict=True)
+            ]
+            if len(repeats) > 1:
+                results["spread"] = spread_between_repeats(repeats)
+        return results
+
+    def write(results: dict) -> None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.output.with_suffix(".partial")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(results, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        tmp.replace(args.output)
+
+    def checkpoint(stats: dict, per_schema: list[dict], rep: int) -> None:
+        """Write the figures so far (a long run cut short still leaves them)."""
+        now = [*repeats, {name: summarize(stats[name]) for name in engines}]
+        partial = {"repeat": rep + 1, "schemas_done": len(per_schema)}
+        write(build(now, [*rows, per_schema], partial))
+
     try:
         for w in workers.values():
             w.start()
-        for k, file in enumerate(files):
-            schema_text, tests = load_instances(file, tokenizer, decoded)
-            n_instances += len(tests)
-            n_unwalkable += sum(t["ids"] is None for t in tests)
-            instances = [t["ids"] for t in tests if t["ids"] is not None]
-            row: dict[str, Any] = {
-                "file": file.name,
-                "n_tests": len(tests),
-                "n_tokens": sum(len(i) for i in instances),
-            }
-            order = list(args.engines)
-            order = order[k % len(order) :] + order[: k % len(order)]  # rotate who goes first
-            for name in order:
-                res = workers[name].run(schema_text, instances, args.timeout)
-                row[name] = record(stats[name], file, tests, res)
-            per_schema.append(row)
-            if not args.quiet and (k + 1) % 25 == 0:
-                done = {n: stats[n]["passing"] for n in args.engines}
-                print(
-                    f"[{k + 1}/{len(files)}] {time.perf_counter() - t_start:.0f} s, passing {done}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        for rep in range(args.repeats):
+            if rep:  # fresh workers: treegram's per-vocabulary class cache starts empty again
+                for w in workers.values():
+                    w.stop()
+                    w.start()
+            load_before = os.getloadavg()
+            stats, per_schema, n_instances, n_unwalkable = _run_once(
+                args, files, workers, engines, tokenizer, decoded, carried, rep, t_start, checkpoint
+            )
+            loads.append({"before": load_before, "after": os.getloadavg()})
+            summary = {}
+            for name in engines:
+                summary[name] = summarize(stats[name])
+            repeats.append(summary)
+            rows.append(per_schema)
     finally:
         for w in workers.values():
             w.stop()
 
-    engines_out = {}
-    for name in args.engines:
-        s = summarize(stats[name])
-        s["worker_restarts"] = workers[name].restarts
-        s["worker_start_s"] = workers[name].start_s
-        engines_out[name] = s
-    meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "data": str(args.data),
-        "subset": (f"every {args.every}th file in sorted order" if args.every > 1 else "all files")
-        + (f", first {args.limit}" if args.limit else ""),
-        "n_schemas": len(files),
-        "n_files_in_data": len(list(args.data.glob("*.json"))),
-        "n_instances": n_instances,
-        "n_unwalkable": n_unwalkable,
-        "timeout_s": args.timeout,
-        "vocab_size": info.vocab_size,
-        "stop_token_id": stop_id,
-        "options": {
-            "treegram": "Grammar.from_json_schema(any_whitespace=True, "
-            "strict_mode=False), compile_grammar (lazy)",
-            "xgrammar": "compile_json_schema(any_whitespace=True, strict_mode=False)",
-            "llguidance": "LLMatcher.grammar_from_json_schema(schema) defaults "
-            "(flexible whitespace) + LLMatcher construction",
-        },
-        "serialization": "json.dumps(data) (separators ', ' and ': ', ensure_ascii=True), "
-        "tokenized without special tokens; an instance whose tokens do not "
-        "decode back to its bytes is not walked",
-        "wall_s": time.perf_counter() - t_start,
-        "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-        },
-        "versions": package_versions(),
-        "command": " ".join(
-            [Path(sys.argv[0]).name if argv is None else "main"]
-            + (sys.argv[1:] if argv is None else list(argv))
-        ),
-        "notes": "engines run in separate worker processes, one schema at a time, taking "
-        "turns (the first engine rotates per schema); compile time is measured in "
-        "the worker around the compile call only; mask time is one "
-        "fill_next_token_bitmask call. treegram's compile is lazy: the state "
-        "classification it defers is paid in its first masks.",
-    }
-    results = {
-        "meta": meta,
-        "engines": engines_out,
-        "first_use_common": first_use_on_common_schemas(per_schema, list(args.engines)),
-        "schemas": per_schema,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=1, allow_nan=False)
-        fh.write("\n")
-    print(format_table(results))
+    results = build(repeats, rows, None)
+    write(results)
+    if args.repeats > 1:
+        for i, rep in enumerate(results["repeats"]):
+            print(f"repeat {i + 1}")
+            print(format_table({**results, **rep}))
+        print(format_spread(results["spread"]))
+    else:
+        print(format_table(results))
     print(f"wrote {args.output}")
     return results
 

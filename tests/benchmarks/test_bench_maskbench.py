@@ -36,7 +36,19 @@ def test_runs_on_three_schemas(bench, tmp_path):
         pytest.skip(f"no MaskBench data at {bench.DEFAULT_DATA}")
     out = tmp_path / "mb.json"
     result = bench.main(
-        ["--limit", "3", "--every", "1", "--timeout", "60", "--quiet", "--output", str(out)]
+        [
+            "--limit",
+            "3",
+            "--every",
+            "1",
+            "--timeout",
+            "60",
+            "--repeats",
+            "2",
+            "--quiet",
+            "--output",
+            str(out),
+        ]
     )
     written = json.loads(out.read_text(encoding="utf-8"))
     assert set(written) >= {"meta", "engines", "schemas"}
@@ -66,6 +78,48 @@ def test_runs_on_three_schemas(bench, tmp_path):
     if walked_by_all:
         assert common["ratio_to_xgrammar"]["xgrammar"] == 1.0
     assert result["meta"]["n_schemas"] == 3
+    # the repeat of the whole run: the same schemas again, its figures and their spread
+    assert written["meta"]["repeats"] == 2 and len(written["repeats"]) == 2
+    workers = ("worker_restarts", "worker_start_s", "treegram_file")  # the run's, not a repeat's
+    for engine, stats in written["engines"].items():
+        first = written["repeats"][0]["engines"][engine]
+        assert {k: v for k, v in stats.items() if k not in workers} == first
+    for rep in written["repeats"]:
+        assert [r["file"] for r in rep["schemas"]] == [r["file"] for r in written["schemas"]]
+        for engine in ("treegram", "xgrammar", "llguidance"):
+            stats = rep["engines"][engine]
+            if stats["n_masks"]:
+                assert stats["mask_us_p50"] <= stats["mask_us_p99"] <= stats["mask_us_p999"]
+                assert stats["mask_us_p999"] <= stats["mask_us_max"]
+    for engine in ("treegram", "xgrammar", "llguidance"):
+        spread = written["spread"][engine]["mask_us_mean"]
+        assert len(spread["values"]) == 2
+        if "max_over_min" in spread:
+            assert spread["max_over_min"] >= 1.0
+
+
+def test_spread_takes_held_out_files_evenly(bench, tmp_path):
+    names = [f"f{i:04d}.json" for i in range(100)]
+    for name in names:
+        (tmp_path / name).write_text("{}", encoding="utf-8")
+    files = [f.name for f in bench.list_files(tmp_path, 1, None, spread=30)]
+    assert len(files) == len(set(files)) == 30
+    tuned = set(names[:: bench.DEFAULT_EVERY])
+    assert not tuned & set(files)  # none of the default subset's files
+    assert files == sorted(files)
+    assert files[0] == "f0001.json" and files[-1] >= "f0090.json"  # spread to the end
+    # asking for more than there are takes every held-out file once
+    assert len(bench.list_files(tmp_path, 1, None, spread=1000)) == 100 - len(tuned)
+
+
+def test_spread_between_repeats(bench):
+    keys = bench.SPREAD_KEYS
+    first = {"e": {k: 2.0 for k in keys}}
+    second = {"e": {k: 3.0 for k in keys}}
+    second["e"]["timeouts"] = 0
+    out = bench.spread_between_repeats([first, second])
+    assert out["e"]["mask_us_mean"] == {"values": [2.0, 3.0], "max_over_min": 1.5}
+    assert "max_over_min" not in out["e"]["timeouts"]
 
 
 def test_walk_flags_a_masked_token(bench):

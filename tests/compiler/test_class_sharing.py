@@ -262,6 +262,9 @@ def test_cache_is_bounded(info):
         (r"^[A-Za-z0-9_.\-]+@[A-Za-z0-9.\-]+$", True),
         # '.', '/', ' ' and '-' leave each loop: little of the vocabulary is skipped
         (r"^(https?:\/\/)?([\da-z\.-]+)\.([a-z\.]{2,6})([\/\w \.-]*)*\/?$", False),
+        # counted loops: one state per position, none looping back to itself
+        (r"^[0-9a-zA-Z_-]{1,255}$", True),
+        (r"^[a-z]{3}[0-9A-Za-z]{20,40}$", True),
     ],
 )
 def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut):

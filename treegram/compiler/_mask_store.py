@@ -54,6 +54,8 @@ _SLICE_SEARCH_CHARS = _SLICE_BYTES[-1]
 # ASCII characters a state must read and stay in (a loop of a pattern such as [^:\s]+)
 # before a restricted slice is tried for it.
 _RESTRICTED_MIN_LOOP = 16
+# States a counted loop's first-byte search visits (a class rule and its escapes: a few).
+_FIRST_BYTES_STATES = 32
 # Bytes a state must loop on before its walk skips the subtrees made of them (white space
 # has four).
 _LOOP_MIN_BYTES = 4
@@ -743,9 +745,9 @@ class MaskStore:
             self._text_bits = text
         leaves = [int(off[w]) & text[w] for w in (0, 1)]  # those s does not loop on
         n_loops = sum((text[w] & ~leaves[w]).bit_count() for w in (0, 1))
-        if n_loops < _RESTRICTED_MIN_LOOP:
-            return NO_SKIP  # most states: keys, punctuation, numbers
         byte_class, trans = a[layout.A_BYTE_CLASS], a[layout.A_TRANS]
+        if n_loops < _RESTRICTED_MIN_LOOP:
+            return self._counted_slice(s, deadline, text)
         loops = looping_leads(
             whole.dfa, byte_class, a[layout.A_N_CLASSES], trans, a[layout.A_REF_PTR], s
         )
@@ -768,6 +770,74 @@ class MaskStore:
             if np.array_equal(attempt, every_lead):
                 break
         return NO_SKIP
+
+    def _counted_slice(self, s: int, deadline: int, text: list[int]) -> tuple:
+        """A restricted JSON string slice for a state of a *counted* loop, as ``classify``
+        takes it, or ``NO_SKIP``.
+
+        A pattern with a length (``^[0-9a-zA-Z_-]{1,255}$``) is one state per position,
+        each moving on to the next, not back to itself, so :meth:`_restricted_slice` finds
+        no loop, and each position's walk visited every token of the class (tens of
+        thousands, 10 to 50 ms, at every position of the string). The ASCII text the state
+        has a byte transition on, without any multi-byte character, is checked like the
+        other restricted slices (``slice_reach``, which proves the state reads all of it
+        up to the reach, the count left in its block); the choice of text only decides
+        whether the check can succeed, so the shortcut stays exact.
+
+        Raises
+        ------
+        DeadlineExceededError
+            The monotonic clock passed ``deadline`` (nanoseconds, 0: none).
+        """
+        a = self._automaton_arrays
+        byte_class = a[layout.A_BYTE_CLASS]
+        live = self._first_ascii(s)
+        if int(np.count_nonzero(live)) < _RESTRICTED_MIN_LOOP:
+            return NO_SKIP  # most states: keys, punctuation, numbers
+        bits = np.packbits(live, bitorder="little").view(np.uint64)
+        excluded = np.array(
+            [text[0] & ~int(bits[0]), text[1] & ~int(bits[1]), 0, 0], dtype=np.uint64
+        )
+        excluded[2:] = ~np.uint64(0)  # no multi-byte character: each would end the count
+        key = excluded.tobytes()
+        whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
+        found = self._restricted.get(key)
+        if found is None:
+            dfa = read_only(restricted_slice_dfa(whole.dfa, excluded))
+            found = self._restricted[key] = (dfa, joint_byte_classes(dfa, byte_class))
+        reach, _ = self._reach(found, s, _NO_TARGETS, _NO_TARGETS, deadline)
+        if reach >= _SLICE_BYTES[0]:
+            return (*self._shared.text_summary(self._n_words), excluded, reach)
+        return NO_SKIP
+
+    def _first_ascii(self, s: int) -> np.ndarray:
+        """bool [128]: the ASCII bytes state ``s`` can read first, by its own transitions
+        or through the rules it calls (a character class of a pattern is a rule: one
+        character or its escape), looking at most ``_FIRST_BYTES_STATES`` states far."""
+        a = self._automaton_arrays
+        n_classes = int(a[layout.A_N_CLASSES])
+        byte_class, trans = a[layout.A_BYTE_CLASS][:128], a[layout.A_TRANS]
+        ref_ptr, ref_rule, ref_target = (
+            a[layout.A_REF_PTR],
+            a[layout.A_REF_RULE],
+            a[layout.A_REF_TARGET],
+        )
+        rule_start, rule_nullable = a[layout.A_RULE_START], a[layout.A_RULE_NULLABLE]
+        live = np.zeros(128, dtype=np.bool_)
+        todo, seen = [int(s)], {int(s)}
+        while todo and len(seen) <= _FIRST_BYTES_STATES:
+            x = todo.pop()
+            live |= trans[x * n_classes + byte_class] >= 0
+            for e in range(int(ref_ptr[x]), int(ref_ptr[x + 1])):
+                rule = int(ref_rule[e])
+                nxt = [int(rule_start[rule])]
+                if rule_nullable[rule]:
+                    nxt.append(int(ref_target[e]))
+                for y in nxt:
+                    if y not in seen:
+                        seen.add(y)
+                        todo.append(y)
+        return live
 
     def _walk(
         self,
