@@ -62,6 +62,8 @@ _LOOP_MIN_BYTES = 4
 # A state with a short string slice first tries a walk of the whole trie of at most this
 # many walk budgets (see MaskStore._class_of).
 _TRIE_TRIAL_BUDGETS = 4
+# A state that moves back to itself on this many bytes reads raw bytes (free text).
+_RAW_LOOP_BYTES = 128
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
 WALK_BUDGET = 4096
@@ -477,13 +479,19 @@ class MaskStore:
             if skip is NO_SKIP:
                 skip = self._loop_skip(s, loop)
         walked = None
-        if string_slice is not None and string_slice.max_bytes < self._sorted_vocab.max_len:
+        if (
+            string_slice is not None
+            and string_slice.max_bytes < self._sorted_vocab.max_len
+            and self._enters_raw_byte_loop(s)
+        ):
             # A slice of short texts leaves every longer token to the walk (tens of
             # thousands). Free text before a fixed end (a reasoning block before </think>)
             # reads slice texts of only a few characters for sure, as its end may come, but
             # loops on nearly every byte: a walk of the whole trie that accepts the subtrees
-            # of the byte loops it meets whole may be far shorter (exact either way; a few
-            # times the usual budget, as the slice walk it saves costs tens of thousands).
+            # of the byte loops it meets whole is far shorter (exact either way; a few times
+            # the usual budget, as the slice walk it saves costs tens of thousands). Only
+            # where such a loop is entered: a pattern's loops read characters, and their
+            # trial walks ran out of budget (a third more mask time on MaskBench).
             budget = self.walk_budget * _TRIE_TRIAL_BUDGETS
             walked = self._walk(s, None, 0, budget, context, deadline)
         if walked is None:
@@ -702,6 +710,29 @@ class MaskStore:
         return bytes_off_loop(
             a[layout.A_BYTE_CLASS], a[layout.A_N_CLASSES], a[layout.A_TRANS], int(s)
         )
+
+    def _enters_raw_byte_loop(self, s: int) -> bool:
+        """Whether state ``s``, or the first state of a rule it calls (three calls deep),
+        moves back to itself on at least 128 bytes: free text that reads raw bytes (a
+        loop over characters leaves on every lead byte of a multi-byte one)."""
+        a = self._automaton_arrays
+        ref_ptr, ref_rule, rule_start = (
+            a[layout.A_REF_PTR],
+            a[layout.A_REF_RULE],
+            a[layout.A_RULE_START],
+        )
+        level = [int(s)]
+        for _ in range(4):
+            if any(self._byte_loop(t)[1] >= _RAW_LOOP_BYTES for t in level):
+                return True
+            level = [
+                int(rule_start[ref_rule[e]])
+                for t in level
+                for e in range(ref_ptr[t], ref_ptr[t + 1])
+            ]
+            if not level:
+                return False
+        return False
 
     def _loop_skip(self, s: int, loop: tuple | None = None) -> tuple:
         """The byte loop of state ``s`` (``loop``: its :meth:`_byte_loop`, found here when
