@@ -18,41 +18,15 @@ Lookaheads elsewhere, lookbehind and word boundaries stay unsupported.
 from __future__ import annotations
 
 from treegram.frontends._regex import regex_to_expr
-from treegram.frontends.json_schema._pattern import split_alternatives
+from treegram.frontends.json_schema._pattern import outside_chars, split_alternatives
 from treegram.ir import MAX_CODEPOINT, Bytes, CharClass, Choice, Dfa, Expr, Repeat, Seq
 
-__all__ = ["edge_lookaheads", "has_anchor", "marked_pattern_dfa", "trailing_lookahead"]
+__all__ = ["edge_lookaheads", "marked_pattern_dfa", "trailing_lookahead"]
 
 BEGIN, END = MAX_CODEPOINT + 1, MAX_CODEPOINT + 2  # the markers around the text
 # Stand-ins for the anchors in the text handed to the regex frontend (noncharacters; a
 # pattern that contains them itself is refused).
 _STAND_BEGIN, _STAND_END = "\U0010fffe", "\U0010ffff"
-
-
-def _outside(pattern: str):
-    """``(index, char, group depth)`` of each character outside escapes and classes."""
-    depth, in_class, i = 0, False, 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-            if pattern[i + 1 : i + 2] == "^":
-                i += 1
-        else:
-            depth -= ch == ")"
-            yield i, ch, depth
-            depth += ch == "("
-        i += 1
-
-
-def has_anchor(pattern: str) -> bool:
-    """Whether ``pattern`` holds a ``^`` or ``$`` anchor."""
-    return any(ch in "^$" for _, ch, _ in _outside(pattern))
 
 
 def marked_pattern_dfa(pattern: str) -> Dfa:
@@ -70,7 +44,7 @@ def marked_pattern_dfa(pattern: str) -> Dfa:
         raise ValueError("a pattern with anchors and the characters U+10FFFE / U+10FFFF")
     chars = list(pattern)
     counts = {"^": 0, "$": 0}
-    for i, ch, _ in _outside(pattern):
+    for i, ch, _ in outside_chars(pattern):
         if ch in counts:
             chars[i] = _STAND_BEGIN if ch == "^" else _STAND_END
             counts[ch] += 1
@@ -148,14 +122,14 @@ def _between_markers(d: Dfa, begins: int, ends: int) -> Dfa:
 
 def _closing(pattern: str, open_at: int) -> int | None:
     """The index of the ``)`` closing the group that opens at ``open_at``."""
-    for i, ch, depth in _outside(pattern):
+    for i, ch, depth in outside_chars(pattern):
         if i > open_at and ch == ")" and depth == _depth_at(pattern, open_at):
             return i
     return None
 
 
 def _depth_at(pattern: str, index: int) -> int:
-    for i, _, depth in _outside(pattern):
+    for i, _, depth in outside_chars(pattern):
         if i == index:
             return depth
     return 0
@@ -183,7 +157,7 @@ def trailing_lookahead(pattern: str) -> str | None:
     matches in the same strings; ``None`` when the pattern has no such form."""
     if not pattern.endswith(")") or len(split_alternatives(pattern)) != 1:
         return None
-    for i, ch, depth in _outside(pattern):
+    for i, ch, depth in outside_chars(pattern):
         if ch == "(" and depth == 0 and pattern.startswith(("(?=",), i):
             close = _closing(pattern, i)
             if close == len(pattern) - 1:

@@ -8,7 +8,13 @@ from __future__ import annotations
 import functools
 import unicodedata
 
-__all__ = ["ecma_classes", "split_alternatives", "strip_anchors", "has_inner_anchor"]
+__all__ = [
+    "ecma_classes",
+    "split_alternatives",
+    "strip_anchors",
+    "has_inner_anchor",
+    "outside_chars",
+]
 
 # ECMA-262's WhiteSpace and LineTerminator: what \s matches (the regex frontend's \s is
 # xgrammar's smaller set), and the line terminators '.' does not match.
@@ -86,7 +92,7 @@ def split_alternatives(pattern: str) -> list[str]:
     return parts
 
 
-def _outside_classes(pattern: str):
+def outside_chars(pattern: str):
     """``(index, char, depth)`` for each character outside escapes and classes; ``depth``
     counts the groups around it (a parenthesis counts as outside its own group)."""
     depth, in_class, i = 0, False, 0
@@ -107,7 +113,7 @@ def _outside_classes(pattern: str):
 
 
 def _split_top(pattern: str) -> list[str]:
-    cuts = [i for i, ch, depth in _outside_classes(pattern) if ch == "|" and depth == 0]
+    cuts = [i for i, ch, depth in outside_chars(pattern) if ch == "|" and depth == 0]
     bounds = [-1, *cuts, len(pattern)]
     return [pattern[a + 1 : b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
@@ -118,7 +124,7 @@ def _group_inside(part: str) -> str | None:
         return None
     if part.startswith("(?") and not part.startswith("(?:"):
         return None
-    for i, ch, depth in _outside_classes(part):
+    for i, ch, depth in outside_chars(part):
         if ch == ")" and depth == 0:
             if i != len(part) - 1:
                 return None  # the group closes before the end (or is quantified)
@@ -138,22 +144,8 @@ def strip_anchors(alternative: str) -> tuple[bool, str, bool]:
 
 
 def has_inner_anchor(core: str) -> bool:
-    i, in_class = 0, False
-    while i < len(core):
-        ch = core[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-            if core[i + 1 : i + 2] == "^":
-                i += 1
-        elif ch in "^$":
-            return True
-        i += 1
-    return False
+    """Whether ``core`` holds a ``^`` or ``$`` anchor outside escapes and classes."""
+    return any(ch in "^$" for _, ch, _ in outside_chars(core))
 
 
 # General_Category values and their aliases (Unicode's PropertyValueAliases).
