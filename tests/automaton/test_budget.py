@@ -124,3 +124,18 @@ def test_a_rule_over_the_budget_names_the_rule_and_its_text():
     ):
         build_automaton(blow_up)
     assert build_automaton(GrammarIR((Rule("root", body),), "root")).n_states == 1
+
+
+def test_long_string_characters_stay_inline_large_items_become_rules():
+    # a block of 64 JSON string characters (each ~70 states with its escapes) stays inline,
+    # so a string state reads its characters itself and keeps its string slice (as a rule
+    # called per character, the first mask of a maxLength 1,000,000 string took 400 ms)
+    from treegram.automaton import split_long_repeats
+
+    def item_rules(grammar: treegram.Grammar) -> list[str]:
+        return [r.name for r in split_long_repeats(grammar.ir).rules if "item" in r.name]
+
+    string = treegram.Grammar.from_json_schema({"type": "string", "maxLength": 10**6})
+    assert item_rules(string) == []
+    big = treegram.Grammar.from_regex("(" + "abcdefgh" * 40 + "){0,100000}")
+    assert item_rules(big)  # 64 copies of 321 states: the item is called

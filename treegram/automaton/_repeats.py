@@ -44,6 +44,9 @@ __all__ = ["BLOCK", "split_long_repeats", "repeats_as_rules"]
 BLOCK = 64
 """Copies kept inline; longer repetitions are built from blocks of this many."""
 
+# The states a block of BLOCK copies may unroll into before its item is called as a rule.
+_BLOCK_UNROLL_LIMIT = 4 * UNROLL_LIMIT
+
 _EMPTY = Seq(())
 
 
@@ -92,10 +95,10 @@ class _Splitter:
             self.sizes[id(expr)] = got
         return got
 
-    def _callable(self, item: Expr, copies: int) -> Expr:
+    def _callable(self, item: Expr, copies: int, limit: int = UNROLL_LIMIT) -> Expr:
         """``item``, or a call of it made a rule when ``copies`` of its states would pass
-        ``UNROLL_LIMIT``."""
-        if copies < 2 or self.size(item) * copies <= UNROLL_LIMIT or isinstance(item, RuleRef):
+        ``limit``."""
+        if copies < 2 or self.size(item) * copies <= limit or isinstance(item, RuleRef):
             return item
         got = self.item_rules.get(item)
         if got is None:
@@ -131,7 +134,10 @@ class _Splitter:
             if merged is expr and item is expr.item:
                 return expr
             return Repeat(item, lo, hi)
-        item = self._callable(item, BLOCK)
+        # a block is BLOCK copies inline: items of a few dozen states (a JSON string's
+        # character with its escapes, ~70) stay inline, so a string state still reads its
+        # characters itself (its string slice); only far larger items are called
+        item = self._callable(item, BLOCK, _BLOCK_UNROLL_LIMIT)
         family = self.families.get(item)
         if family is None:
             family = self.families[item] = _Family(self, item, len(self.families))
