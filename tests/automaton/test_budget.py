@@ -5,6 +5,7 @@ and hypothesis-generated nested repetitions)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -139,3 +140,22 @@ def test_long_string_characters_stay_inline_large_items_become_rules():
     assert item_rules(string) == []
     big = treegram.Grammar.from_regex("(" + "abcdefgh" * 40 + "){0,100000}")
     assert item_rules(big)  # 64 copies of 321 states: the item is called
+
+
+def test_kernel_compile_time_is_not_build_time(monkeypatch):
+    # a fresh checkout's first compile waits for numba: that wait is not the build's time
+    from types import SimpleNamespace
+
+    from treegram.automaton import _build
+
+    ticks = itertools.count(0, 100)  # every clock read: 100 s later, all of it numba's
+    now = {"t": 0}
+
+    def monotonic():
+        now["t"] = next(ticks)
+        return float(now["t"])
+
+    monkeypatch.setattr(_build, "time", SimpleNamespace(monotonic=monotonic))
+    monkeypatch.setattr(_build, "kernel_seconds", lambda: float(now["t"]))
+    compiled = byte_compiler().compile_grammar(treegram.Grammar.from_regex("[ab]*a[ab]{3}"))
+    assert compiled.automaton.n_states > 0
