@@ -30,6 +30,7 @@ from ..kernels import (
     positions_to_bitset,
     reads_string_text,
     restricted_slice_dfa,
+    slice_dfa_walk,
     slice_reach,
     state_signature,
     wide_near_rule_end,
@@ -69,6 +70,10 @@ _RAW_LOOP_BYTES = 128
 WALK_BUDGET = 4096
 # automaton arrays reads_string_text takes after the slice DFA and its byte representatives
 _READER_ARRAYS = (layout.A_BYTE_CLASS, layout.A_N_CLASSES, layout.A_TRANS, layout.A_REF_PTR)
+# Slice tokens the rule DFA leaves undecided (a call or a possible end on their path) that
+# a DFA slice walk hands to the chart along with the tokens outside the slice; with more,
+# a trie of them costs more to build than the usual walk (see MaskStore._slice_dfa_walk).
+_SLICE_WALK_MAX_UNDECIDED = 4096
 # A context class is refined from its state's own class (only the own class's UNCERTAIN
 # tokens walked) when that class leaves at most this many uncertain.
 REFINE_MAX_UNCERTAIN = 16384
@@ -76,7 +81,16 @@ REFINE_MAX_UNCERTAIN = 16384
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = read_only(np.zeros(0, dtype=np.int64))
+_NO_FINAL = np.zeros(0, dtype=np.uint8)  # slice_dfa_walk: no slice byte follows the rule
 UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
+
+
+def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The increasing positions of two disjoint increasing int32 arrays (a stable sort of
+    two runs is a merge; ``np.union1d`` hashes, tens of times slower)."""
+    out = np.concatenate((a, b))
+    out.sort(kind="stable")
+    return out
 
 
 def _check_deadline(deadline: int) -> None:
@@ -180,6 +194,7 @@ class MaskStore:
         self._loop_arrays: tuple | None = None  # see _loops
         self._text_bits: list[int] | None = None  # see _restricted_slice
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
+        self._slice_bytes: np.ndarray | None = None  # bytes of slice text (_slice_dfa_walk)
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
         self._n_states = automaton.n_states
@@ -504,7 +519,10 @@ class MaskStore:
                 hit = self._shared.get(signature)
                 if hit is not None:
                     return hit[0], hit[1:]
-            walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
+            if string_slice is None or string_slice.max_bytes < self._sorted_vocab.max_len:
+                walked = self._slice_dfa_walk(s, context, deadline)
+            if walked is None:
+                walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
         key, encoded = self._encoded(*walked)
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
@@ -938,6 +956,58 @@ class MaskStore:
                 return None, n_accepted, accepted, uncertain
             base = NO_BASE
         bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
+        return bitset, n_accepted, accepted, uncertain
+
+    def _slice_dfa_walk(
+        self, s: int, context: tuple, deadline: int = 0
+    ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
+        """:meth:`_walk`'s result for state ``s`` (in ``context``) read off the JSON string
+        slice by its rule's DFA alone (``kernels.slice_dfa_walk``), with the chart walking
+        only the tokens outside the slice and those whose path meets a call; None when that
+        does not apply (``s`` calls a rule)."""
+        a = self._automaton_arrays
+        ref_ptr = a[layout.A_REF_PTR]
+        if ref_ptr[s + 1] > ref_ptr[s]:
+            return None
+        sv = self._sorted_vocab
+        whole = self._shared.string_slice(self._n_words, sv.max_len)
+        if self._slice_bytes is None:
+            self._slice_bytes = (whole.dfa >= 0).any(axis=0)
+        # where no slice byte can follow the rule, ending it inside a slice token fails
+        followed = (self._rule_follow[self._state_rule[s]].astype(bool) & self._slice_bytes).any()
+        final = a[layout.A_STATE_FINAL] if followed else _NO_FINAL
+        acc = np.empty(len(sv), dtype=np.int32)
+        unk = np.empty(len(sv), dtype=np.int32)
+        st, n_acc, n_unk = slice_dfa_walk(
+            a[layout.A_BYTE_CLASS],
+            a[layout.A_N_CLASSES],
+            a[layout.A_TRANS],
+            ref_ptr,
+            final,
+            s,
+            sv.trie,
+            whole.leads,
+            acc,
+            unk,
+            deadline,
+        )
+        if st < 0:
+            raise DeadlineExceededError
+        if n_unk > _SLICE_WALK_MAX_UNDECIDED:
+            return None  # the chart walk of the usual trie is shorter
+        rest, trie = whole.outside, whole.outside_trie
+        if n_unk:
+            rest = _merged(rest, unk[:n_unk])
+            trie = sv.subset_trie(rest)
+        states, n_top, _, _, follow = context
+        walked = classify(a, s, follow, trie, rest.shape[0], sv.max_len, 0, states, n_top, deadline)
+        assert walked is not None  # no budget
+        accepted = _merged(acc[:n_acc], rest[walked[0]])
+        uncertain = rest[walked[1]]
+        n_accepted = accepted.shape[0]
+        if n_accepted < self._n_words:  # stored as a list: no bitset needed
+            return None, n_accepted, accepted, uncertain
+        bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, NO_BASE)
         return bitset, n_accepted, accepted, uncertain
 
     def _add_context(self, key: tuple[int, ...], cid: int, grown: bool) -> None:

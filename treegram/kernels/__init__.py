@@ -41,6 +41,7 @@ from treegram.kernels._ops import (
 )
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import state_signature
+from treegram.kernels._slice_walk import slice_dfa_walk
 from treegram.kernels._slices import (
     bitset_positions,
     bytes_off_loop,
@@ -102,6 +103,7 @@ __all__ = [
     "json_string_slice_dfa",
     "bitset_positions",
     "positions_to_bitset",
+    "slice_dfa_walk",
     "slice_members",
     "slice_reach",
     "subtree_max_leads",
