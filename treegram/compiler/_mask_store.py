@@ -81,7 +81,7 @@ REFINE_MAX_UNCERTAIN = 16384
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = read_only(np.zeros(0, dtype=np.int64))
-_NO_FINAL = np.zeros(0, dtype=np.uint8)  # slice_dfa_walk: no slice byte follows the rule
+_NO_FINAL = read_only(np.zeros(0, dtype=np.uint8))  # slice_dfa_walk: nothing reads on
 UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
 
 
@@ -194,7 +194,7 @@ class MaskStore:
         self._loop_arrays: tuple | None = None  # see _loops
         self._text_bits: list[int] | None = None  # see _restricted_slice
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
-        self._slice_bytes: np.ndarray | None = None  # bytes of slice text (_slice_dfa_walk)
+        self._slice_walk_arrays: tuple | None = None  # see _slice_dfa_walk
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
         self._n_states = automaton.n_states
@@ -963,33 +963,31 @@ class MaskStore:
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
         """:meth:`_walk`'s result for state ``s`` (in ``context``) read off the JSON string
         slice by its rule's DFA alone (``kernels.slice_dfa_walk``), with the chart walking
-        only the tokens outside the slice and those whose path meets a call; None when that
-        does not apply (``s`` calls a rule)."""
+        only the tokens outside the slice and those the DFA leaves undecided; None when that
+        does not apply (``s`` calls a rule) or leaves too many undecided."""
         a = self._automaton_arrays
-        ref_ptr = a[layout.A_REF_PTR]
-        if ref_ptr[s + 1] > ref_ptr[s]:
+        if a[layout.A_REF_PTR][s + 1] > a[layout.A_REF_PTR][s]:
             return None
         sv = self._sorted_vocab
         whole = self._shared.string_slice(self._n_words, sv.max_len)
-        if self._slice_bytes is None:
-            self._slice_bytes = (whole.dfa >= 0).any(axis=0)
+        if self._slice_walk_arrays is None:
+            # read-only views: one kernel specialization for built and deserialized grammars
+            self._slice_walk_arrays = (
+                read_only(a[layout.A_BYTE_CLASS].view()),
+                a[layout.A_N_CLASSES],
+                read_only(a[layout.A_TRANS].view()),
+                read_only(a[layout.A_REF_PTR].view()),
+                read_only(a[layout.A_STATE_FINAL].view()),
+                (whole.dfa >= 0).any(axis=0),  # the bytes of slice text
+            )
+        *automaton, final, slice_bytes = self._slice_walk_arrays
         # where no slice byte can follow the rule, ending it inside a slice token fails
-        followed = (self._rule_follow[self._state_rule[s]].astype(bool) & self._slice_bytes).any()
-        final = a[layout.A_STATE_FINAL] if followed else _NO_FINAL
+        if not (self._rule_follow[self._state_rule[s]].astype(bool) & slice_bytes).any():
+            final = _NO_FINAL
         acc = np.empty(len(sv), dtype=np.int32)
         unk = np.empty(len(sv), dtype=np.int32)
         st, n_acc, n_unk = slice_dfa_walk(
-            a[layout.A_BYTE_CLASS],
-            a[layout.A_N_CLASSES],
-            a[layout.A_TRANS],
-            ref_ptr,
-            final,
-            s,
-            sv.trie,
-            whole.leads,
-            acc,
-            unk,
-            deadline,
+            *automaton, final, s, sv.trie, whole.leads, acc, unk, deadline
         )
         if st < 0:
             raise DeadlineExceededError
