@@ -19,6 +19,7 @@ import numpy as np
 
 from ..kernels import (
     NO_SKIP,
+    SLICE_WALK_PAIRS,
     DeadlineExceededError,
     bitset_positions,
     bytes_off_loop,
@@ -81,7 +82,6 @@ REFINE_MAX_UNCERTAIN = 16384
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = read_only(np.zeros(0, dtype=np.int64))
-_NO_FINAL = read_only(np.zeros(0, dtype=np.uint8))  # slice_dfa_walk: nothing reads on
 UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
 
 
@@ -961,36 +961,36 @@ class MaskStore:
     def _slice_dfa_walk(
         self, s: int, context: tuple, deadline: int = 0
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
-        """:meth:`_walk`'s result for state ``s`` (in ``context``) read off the JSON string
-        slice by its rule's DFA alone (``kernels.slice_dfa_walk``), with the chart walking
-        only the tokens outside the slice and those the DFA leaves undecided; None when that
-        does not apply (``s`` calls a rule) or leaves too many undecided."""
-        a = self._automaton_arrays
-        if a[layout.A_REF_PTR][s + 1] > a[layout.A_REF_PTR][s]:
-            return None
+        """:meth:`_walk`'s result for state ``s`` (in ``context``) with the JSON string
+        slice's tokens read by its rule and the leaf rules it calls, without a chart
+        (``kernels.slice_dfa_walk``); the chart walks only the tokens outside the slice and
+        those left undecided. None when the state cannot be walked that way or leaves too
+        many undecided."""
         sv = self._sorted_vocab
         whole = self._shared.string_slice(self._n_words, sv.max_len)
         if self._slice_walk_arrays is None:
             # read-only views: one kernel specialization for built and deserialized grammars
             self._slice_walk_arrays = (
-                read_only(a[layout.A_BYTE_CLASS].view()),
-                a[layout.A_N_CLASSES],
-                read_only(a[layout.A_TRANS].view()),
-                read_only(a[layout.A_REF_PTR].view()),
-                read_only(a[layout.A_STATE_FINAL].view()),
+                tuple(
+                    read_only(x.view()) if isinstance(x, np.ndarray) else x
+                    for x in self._automaton_arrays
+                ),
                 (whole.dfa >= 0).any(axis=0),  # the bytes of slice text
             )
-        *automaton, final, slice_bytes = self._slice_walk_arrays
-        # where no slice byte can follow the rule, ending it inside a slice token fails
-        if not (self._rule_follow[self._state_rule[s]].astype(bool) & slice_bytes).any():
-            final = _NO_FINAL
+        automaton, slice_bytes = self._slice_walk_arrays
+        # where a slice byte may follow the rule, a token that ends it may go on in a caller
+        followed = bool((self._rule_follow[self._state_rule[s]].astype(bool) & slice_bytes).any())
         acc = np.empty(len(sv), dtype=np.int32)
         unk = np.empty(len(sv), dtype=np.int32)
+        pairs = np.empty((sv.max_len + 1, 2 * SLICE_WALK_PAIRS + 1), dtype=np.int32)
+        clock = np.zeros(2, dtype=np.int64)
         st, n_acc, n_unk = slice_dfa_walk(
-            *automaton, final, s, sv.trie, whole.leads, acc, unk, deadline
+            automaton, followed, s, sv.trie, whole.leads, acc, unk, pairs, clock, deadline
         )
-        if st < 0:
+        if st == layout.TIMEOUT:
             raise DeadlineExceededError
+        if st < 0:
+            return None
         if n_unk > _SLICE_WALK_MAX_UNDECIDED:
             return None  # the chart walk of the usual trie is shorter
         rest, trie = whole.outside, whole.outside_trie
@@ -998,7 +998,18 @@ class MaskStore:
             rest = _merged(rest, unk[:n_unk])
             trie = sv.subset_trie(rest)
         states, n_top, _, _, follow = context
-        walked = classify(a, s, follow, trie, rest.shape[0], sv.max_len, 0, states, n_top, deadline)
+        walked = classify(
+            self._automaton_arrays,
+            s,
+            follow,
+            trie,
+            rest.shape[0],
+            sv.max_len,
+            0,
+            states,
+            n_top,
+            deadline,
+        )
         assert walked is not None  # no budget
         accepted = _merged(acc[:n_acc], rest[walked[0]])
         uncertain = rest[walked[1]]

@@ -41,6 +41,7 @@ from treegram.kernels._ops import (
 )
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import state_signature
+from treegram.kernels._slice_walk import MAX_PAIRS as SLICE_WALK_PAIRS
 from treegram.kernels._slice_walk import slice_dfa_walk
 from treegram.kernels._slices import (
     bitset_positions,
@@ -104,6 +105,7 @@ __all__ = [
     "bitset_positions",
     "positions_to_bitset",
     "slice_dfa_walk",
+    "SLICE_WALK_PAIRS",
     "slice_members",
     "slice_reach",
     "subtree_max_leads",
