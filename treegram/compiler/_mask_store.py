@@ -19,6 +19,7 @@ import numpy as np
 
 from ..kernels import (
     NO_SKIP,
+    SLICE_WALK_PAIRS,
     DeadlineExceededError,
     bitset_positions,
     bytes_off_loop,
@@ -30,6 +31,7 @@ from ..kernels import (
     positions_to_bitset,
     reads_string_text,
     restricted_slice_dfa,
+    slice_dfa_walk,
     slice_reach,
     state_signature,
     wide_near_rule_end,
@@ -69,6 +71,10 @@ _RAW_LOOP_BYTES = 128
 WALK_BUDGET = 4096
 # automaton arrays reads_string_text takes after the slice DFA and its byte representatives
 _READER_ARRAYS = (layout.A_BYTE_CLASS, layout.A_N_CLASSES, layout.A_TRANS, layout.A_REF_PTR)
+# Slice tokens the rule DFA leaves undecided (a call or a possible end on their path) that
+# a DFA slice walk hands to the chart along with the tokens outside the slice; with more,
+# a trie of them costs more to build than the usual walk (see MaskStore._slice_dfa_walk).
+_SLICE_WALK_MAX_UNDECIDED = 4096
 # A context class is refined from its state's own class (only the own class's UNCERTAIN
 # tokens walked) when that class leaves at most this many uncertain.
 REFINE_MAX_UNCERTAIN = 16384
@@ -77,6 +83,14 @@ REFINE_MAX_UNCERTAIN = 16384
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = read_only(np.zeros(0, dtype=np.int64))
 UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
+
+
+def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The increasing positions of two disjoint increasing int32 arrays (a stable sort of
+    two runs is a merge; ``np.union1d`` hashes, tens of times slower)."""
+    out = np.concatenate((a, b))
+    out.sort(kind="stable")
+    return out
 
 
 def _check_deadline(deadline: int) -> None:
@@ -180,6 +194,7 @@ class MaskStore:
         self._loop_arrays: tuple | None = None  # see _loops
         self._text_bits: list[int] | None = None  # see _restricted_slice
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
+        self._slice_walk_arrays: tuple | None = None  # see _slice_dfa_walk
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
         self._n_states = automaton.n_states
@@ -504,7 +519,10 @@ class MaskStore:
                 hit = self._shared.get(signature)
                 if hit is not None:
                     return hit[0], hit[1:]
-            walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
+            if string_slice is None or string_slice.max_bytes < self._sorted_vocab.max_len:
+                walked = self._slice_dfa_walk(s, context, deadline)
+            if walked is None:
+                walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
         key, encoded = self._encoded(*walked)
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
@@ -938,6 +956,67 @@ class MaskStore:
                 return None, n_accepted, accepted, uncertain
             base = NO_BASE
         bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
+        return bitset, n_accepted, accepted, uncertain
+
+    def _slice_dfa_walk(
+        self, s: int, context: tuple, deadline: int = 0
+    ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
+        """:meth:`_walk`'s result for state ``s`` (in ``context``) with the JSON string
+        slice's tokens read by its rule and the leaf rules it calls, without a chart
+        (``kernels.slice_dfa_walk``); the chart walks only the tokens outside the slice and
+        those left undecided. None when the state cannot be walked that way or leaves too
+        many undecided."""
+        sv = self._sorted_vocab
+        whole = self._shared.string_slice(self._n_words, sv.max_len)
+        if self._slice_walk_arrays is None:
+            # read-only views: one kernel specialization for built and deserialized grammars
+            self._slice_walk_arrays = (
+                tuple(
+                    read_only(x.view()) if isinstance(x, np.ndarray) else x
+                    for x in self._automaton_arrays
+                ),
+                (whole.dfa >= 0).any(axis=0),  # the bytes of slice text
+            )
+        automaton, slice_bytes = self._slice_walk_arrays
+        # where a slice byte may follow the rule, a token that ends it may go on in a caller
+        followed = bool((self._rule_follow[self._state_rule[s]].astype(bool) & slice_bytes).any())
+        acc = np.empty(len(sv), dtype=np.int32)
+        unk = np.empty(len(sv), dtype=np.int32)
+        pairs = np.empty((sv.max_len + 1, 2 * SLICE_WALK_PAIRS + 1), dtype=np.int32)
+        clock = np.zeros(2, dtype=np.int64)
+        st, n_acc, n_unk = slice_dfa_walk(
+            automaton, followed, s, sv.trie, whole.leads, acc, unk, pairs, clock, deadline
+        )
+        if st == layout.TIMEOUT:
+            raise DeadlineExceededError
+        if st < 0:
+            return None
+        if n_unk > _SLICE_WALK_MAX_UNDECIDED:
+            return None  # the chart walk of the usual trie is shorter
+        rest, trie = whole.outside, whole.outside_trie
+        if n_unk:
+            rest = _merged(rest, unk[:n_unk])
+            trie = sv.subset_trie(rest)
+        states, n_top, _, _, follow = context
+        walked = classify(
+            self._automaton_arrays,
+            s,
+            follow,
+            trie,
+            rest.shape[0],
+            sv.max_len,
+            0,
+            states,
+            n_top,
+            deadline,
+        )
+        assert walked is not None  # no budget
+        accepted = _merged(acc[:n_acc], rest[walked[0]])
+        uncertain = rest[walked[1]]
+        n_accepted = accepted.shape[0]
+        if n_accepted < self._n_words:  # stored as a list: no bitset needed
+            return None, n_accepted, accepted, uncertain
+        bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, NO_BASE)
         return bitset, n_accepted, accepted, uncertain
 
     def _add_context(self, key: tuple[int, ...], cid: int, grown: bool) -> None:

@@ -41,6 +41,8 @@ from treegram.kernels._ops import (
 )
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import state_signature
+from treegram.kernels._slice_walk import MAX_PAIRS as SLICE_WALK_PAIRS
+from treegram.kernels._slice_walk import slice_dfa_walk
 from treegram.kernels._slices import (
     bitset_positions,
     bytes_off_loop,
@@ -102,6 +104,8 @@ __all__ = [
     "json_string_slice_dfa",
     "bitset_positions",
     "positions_to_bitset",
+    "slice_dfa_walk",
+    "SLICE_WALK_PAIRS",
     "slice_members",
     "slice_reach",
     "subtree_max_leads",

@@ -1,0 +1,189 @@
+"""The JSON string slice's tokens read by one rule and the leaf rules it calls, without a
+chart.
+
+A state inside a string whose text is constrained (a pattern, a key that is none of the
+declared names, a length bound) does not contain the whole slice (``kernels._slices``), so
+its classification walked the whole trie through the Earley chart: a hundred milliseconds
+or more per state for about 280k trie nodes. But a slice token cannot end the state's rule
+and go on in a caller unless a slice byte may follow the rule (its follow set is ``"`` and
+the like), so the token is ACCEPTED exactly when the rule, with the calls it makes on the
+way, reads all of its bytes, and REJECTED otherwise. The walk keeps, per trie depth, the
+few (state, return state) pairs that the rule's DFA and the *leaf* rules it calls (rules
+that call nothing) can be in: a few transitions per trie node, tens of times cheaper than a
+chart step. Only the tokens outside the slice (their own small trie) and the ones the walk
+cannot decide (a call inside a called rule, too many pairs, or, where a slice byte may
+follow the rule, a path that goes on past a state where the rule may end) need the chart.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from ._clock import monotonic_ns
+from ._layout import (
+    A_BYTE_CLASS,
+    A_N_CLASSES,
+    A_REF_PTR,
+    A_REF_RULE,
+    A_REF_TARGET,
+    A_RULE_NULLABLE,
+    A_RULE_START,
+    A_STATE_FINAL,
+    A_TRANS,
+    TIMEOUT,
+)
+
+# (state, return state) pairs a trie depth may hold; a node with more is left undecided
+MAX_PAIRS = 8
+_UNDECIDED = -1  # _closure / _add: the walk cannot decide the subtree
+_IN_RULE = -1  # return state of a pair in the classified state's own rule
+# a row of the pairs scratch: MAX_PAIRS states, then their return states, then the count
+_RETURNS = MAX_PAIRS
+_COUNT = 2 * MAX_PAIRS
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _add(pairs, d, n, s, q):
+    """Append pair (s, q) to depth ``d`` unless present; the new count, or _UNDECIDED."""
+    for j in range(n):
+        if pairs[d, j] == s and pairs[d, _RETURNS + j] == q:
+            return n
+    if n == MAX_PAIRS:
+        return _UNDECIDED
+    pairs[d, n] = s
+    pairs[d, _RETURNS + n] = q
+    return n + 1
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _closure(ref_ptr, ref_rule, ref_target, rule_start, rule_nullable, state_final, pairs, d, n):
+    """Calls and returns of the pairs at depth ``d`` (the first ``n``), to a fixpoint: a
+    pair in the rule calls a leaf rule (its start, returning to the call's target; past it
+    at once when the rule is nullable), a pair in a called rule that may end returns. The
+    new count, or _UNDECIDED (a called rule calls, or too many pairs)."""
+    j = 0
+    while j < n:
+        s = pairs[d, j]
+        q = pairs[d, _RETURNS + j]
+        if ref_ptr[s + 1] > ref_ptr[s]:
+            if q != _IN_RULE:
+                return _UNDECIDED
+            for e in range(ref_ptr[s], ref_ptr[s + 1]):
+                r = ref_rule[e]
+                n = _add(pairs, d, n, rule_start[r], ref_target[e])
+                if n < 0:
+                    return n
+                if rule_nullable[r]:
+                    n = _add(pairs, d, n, ref_target[e], _IN_RULE)
+                    if n < 0:
+                        return n
+        if q != _IN_RULE and state_final[s]:
+            n = _add(pairs, d, n, q, _IN_RULE)
+            if n < 0:
+                return n
+        j += 1
+    return n
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, clock, deadline):
+    """Classify the slice tokens (``leads >= 0``) of the token trie for ``state``.
+
+    Parameters
+    ----------
+    A : tuple
+        The unpacked automaton (``kernels._layout``'s ``A_*`` order).
+    followed : bool
+        A slice byte may follow the state's rule: a path that reads on past a state where
+        the rule may end is left undecided.
+    state : int
+        The state to classify.
+    trie : tuple
+        The whole vocabulary's token trie (``kernels._trie``), in sorted-token order.
+    leads : int32 [n_tokens]
+        Per sorted token, its characters in the slice, -1 outside it (``StringSlice.leads``).
+    acc, unk : int32 [n_tokens]
+        Receive, in increasing order, the positions of the slice tokens read whole
+        (ACCEPTED) and of those left undecided (for the chart). Every other slice token is
+        REJECTED; tokens outside the slice are left to the caller.
+    pairs : int32 [max_token_len + 1, 2 * MAX_PAIRS + 1]
+        Scratch: per trie depth, the pairs the walk can be in and their count.
+    clock : int64 [2]
+        The clock's scratch.
+    deadline : int
+        Monotonic nanoseconds (0: none), checked every 4,096 nodes.
+
+    Returns
+    -------
+    (int, int, int)
+        (status, n_acc, n_unk): status 0; TIMEOUT; or _UNDECIDED when the state itself
+        cannot be walked this way (nothing is written then).
+    """
+    node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi = trie
+    byte_class, n_classes, trans = A[A_BYTE_CLASS], A[A_N_CLASSES], A[A_TRANS]
+    ref_ptr, ref_rule, ref_target = A[A_REF_PTR], A[A_REF_RULE], A[A_REF_TARGET]
+    rule_start, rule_nullable, state_final = A[A_RULE_START], A[A_RULE_NULLABLE], A[A_STATE_FINAL]
+    pairs[0, 0] = state
+    pairs[0, _RETURNS] = _IN_RULE
+    n = _closure(ref_ptr, ref_rule, ref_target, rule_start, rule_nullable, state_final, pairs, 0, 1)
+    if n < 0:
+        return _UNDECIDED, 0, 0
+    pairs[0, _COUNT] = n
+    n_acc = 0
+    n_unk = 0
+    n_nodes = node_byte.shape[0]
+    k = 0
+    steps = 0
+    while k < n_nodes:
+        steps += 1
+        if deadline > 0 and (steps & 4095) == 0 and monotonic_ns(clock) > deadline:
+            return TIMEOUT, 0, 0
+        d = node_depth[k]
+        c = byte_class[node_byte[k]]
+        n = 0
+        calls = True  # the new pairs may call or return: close them
+        if pairs[d - 1, _COUNT] == 1 and pairs[d - 1, _RETURNS] == _IN_RULE:
+            # one state of the rule (the common case): a plain DFA step
+            t = trans[pairs[d - 1, 0] * n_classes + c]
+            if t >= 0:
+                pairs[d, 0] = t
+                pairs[d, _RETURNS] = _IN_RULE
+                n = 1
+                calls = ref_ptr[t + 1] > ref_ptr[t]
+        else:
+            for j in range(pairs[d - 1, _COUNT]):
+                t = trans[pairs[d - 1, j] * n_classes + c]
+                if t >= 0:
+                    n = _add(pairs, d, n, t, pairs[d - 1, _RETURNS + j])
+                    if n < 0:
+                        break
+        if n == 0:  # nothing reads this byte: the subtree's slice tokens fail
+            k = node_end[k]
+            continue
+        if n > 0 and calls:
+            n = _closure(
+                ref_ptr, ref_rule, ref_target, rule_start, rule_nullable, state_final,
+                pairs, d, n,
+            )  # fmt: skip
+        first_deeper = node_first[k]  # the node's own tokens come first in its subtree
+        if n > 0:
+            pairs[d, _COUNT] = n
+            for p in range(node_tok_lo[k], node_tok_hi[k]):
+                if leads[p] >= 0:
+                    acc[n_acc] = p
+                    n_acc += 1
+            first_deeper += node_tok_hi[k] - node_tok_lo[k]
+            ends = False
+            if followed:  # the rule may end here and a caller read on
+                for j in range(n):
+                    if pairs[d, _RETURNS + j] == _IN_RULE and state_final[pairs[d, j]]:
+                        ends = True
+            if not ends:
+                k += 1
+                continue
+        for p in range(first_deeper, node_first[node_end[k]]):  # left to the chart
+            if leads[p] >= 0:
+                unk[n_unk] = p
+                n_unk += 1
+        k = node_end[k]
+    return 0, n_acc, n_unk
