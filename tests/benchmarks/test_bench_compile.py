@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("xgrammar")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_compile.py"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_compile", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_compile"] = module  # its worker process imports it by name
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_compile", register=True)
 
 
 def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
@@ -48,7 +38,7 @@ def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
             str(out),
         ]  # fmt: skip
     )
-    assert json.loads(out.read_text()) == result
+    assert read_json(out) == result
     assert result["meta"]["files"] == 3
     assert result["treegram"]["compiled"] == 2  # the bad schema has no time, not a crash
     assert set(result["treegram"]["stages"]) == {"frontend", "automaton", "tables", "total"}

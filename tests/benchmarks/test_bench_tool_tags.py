@@ -3,26 +3,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("llguidance")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tool_tags.py"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_tool_tags", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_tool_tags"] = module
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_tool_tags", register=True)
 
 
 def test_two_formats_two_tool_counts(bench, tmp_path):
@@ -56,7 +46,7 @@ def test_two_formats_two_tool_counts(bench, tmp_path):
             str(out),
         ]  # fmt: skip
     )
-    assert json.loads(out.read_text()) == result
+    assert read_json(out) == result
     assert result["meta"]["tools"] == {
         "1": ["BFCL_simple_1"],
         "2": ["BFCL_simple_1", "Glaiveai2K___x_1"],
