@@ -11,7 +11,16 @@ import types
 
 import numpy as np
 import pytest
-from engine_setup import EOS, MODEL_VOCAB, deepseek_dir, plugging_in_snippet, require
+from engine_setup import (
+    EOS,
+    MODEL_VOCAB,
+    plugging_in_snippet,
+    require,
+    sglang_backends,
+    sglang_tokenizer,
+)
+from engine_setup import SGLANG_KEYS as KEYS
+from engine_setup import SGLANG_SCHEMA as SCHEMA
 
 base = require("sglang.srt.constrained.base_grammar_backend")
 xgb = require("sglang.srt.constrained.xgrammar_backend")
@@ -26,43 +35,8 @@ import treegram as tg  # noqa: E402
 from treegram.serving import sglang as tg_sglang  # noqa: E402
 from treegram.serving.sglang import SGLangGrammar, SGLangGrammarBackend  # noqa: E402
 
-SCHEMA = json.dumps(
-    {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string"},
-            "n": {"type": "boolean"},
-            "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
-        },
-        "required": ["name", "n"],
-    }
-)
-KEYS = [
-    ("json", SCHEMA),
-    ("regex", r"(yes|no) [0-9]{1,3}"),
-    ("ebnf", 'root ::= "call(" [a-z]+ ("," [0-9]+)* ")"'),
-    ("json", "$$ANY$$"),
-]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_file=str(deepseek_dir() / "tokenizer.json"), eos_token="<｜end▁of▁sentence｜>"
-    )
-
-
-@pytest.fixture(scope="module")
-def backends(tokenizer):
-    """(treegram backend, xgrammar backend) as SGLang would build them."""
-    info = tg.TokenizerInfo.from_huggingface(
-        tokenizer, vocab_size=MODEL_VOCAB, stop_token_ids=[EOS]
-    )
-    ours = SGLangGrammarBackend(tg.GrammarCompiler(info), MODEL_VOCAB)
-    theirs = xgb.XGrammarGrammarBackend(
-        tokenizer, vocab_size=MODEL_VOCAB, model_eos_token_ids=[EOS]
-    )
-    return ours, theirs
+tokenizer = pytest.fixture(scope="module", name="tokenizer")(sglang_tokenizer)
+backends = pytest.fixture(scope="module", name="backends")(sglang_backends)
 
 
 def allowed(row: torch.Tensor) -> np.ndarray:

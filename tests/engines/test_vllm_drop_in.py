@@ -21,6 +21,7 @@ import time
 import numpy as np
 import pytest
 from engine_setup import EOS, MODEL_VOCAB, require, write_vllm_model_dir
+from engine_setup import VLLM_SPECS as SPECS
 
 config = require("vllm.config")
 so = require("vllm.v1.structured_output")
@@ -36,17 +37,6 @@ ENGINE_VALIDATE = so.StructuredOutputManager.validate_tokens
 ENGINE_XGRAMMAR = so.XgrammarBackend
 assert ENGINE_BITMASK is not tg_vllm.grammar_bitmask
 
-SCHEMA = (
-    '{"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "boolean"}},'
-    ' "required": ["name", "n"]}'
-)
-SPECS = [
-    {"json": SCHEMA},
-    {"regex": r"(yes|no) [0-9]{1,3}"},
-    {"grammar": 'root ::= "call(" [a-z]+ ("," [0-9]+)* ")"'},
-    {"choice": ["red", "green", "blue"]},
-    {"json_object": True},
-]
 THINK_END = 128822  # "</think>" in DeepSeek-V4's vocabulary
 SENTINEL = 0x3C3C3C3C
 

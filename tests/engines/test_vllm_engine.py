@@ -21,6 +21,7 @@ from engine_setup import (
     require,
     write_vllm_model_dir,
 )
+from engine_setup import VLLM_SPECS as SPECS
 
 config = require("vllm.config")
 so = require("vllm.v1.structured_output")
@@ -37,22 +38,6 @@ def _uninstalled():
     """Every test leaves vLLM as it found it (the docs' snippet installs treegram)."""
     yield
     tg_vllm.uninstall()
-
-
-SCHEMA = json.dumps(
-    {
-        "type": "object",
-        "properties": {"name": {"type": "string"}, "n": {"type": "boolean"}},
-        "required": ["name", "n"],
-    }
-)
-SPECS = [
-    {"json": SCHEMA},
-    {"regex": r"(yes|no) [0-9]{1,3}"},
-    {"grammar": 'root ::= "call(" [a-z]+ ("," [0-9]+)* ")"'},
-    {"choice": ["red", "green", "blue"]},
-    {"json_object": True},
-]
 
 
 @pytest.fixture(scope="module")
