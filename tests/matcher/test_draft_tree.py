@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from matcher_rows import mask_of, snapshot
+from matcher_rows import EXPR_GRAMMAR, SMALL_VOCAB, mask_of, reference_rows, snapshot
 
 import treegram as tg
 import treegram.kernels._batch as kernels_batch
@@ -33,17 +33,7 @@ from treegram.errors import (
 from treegram.spec import links_from_parents
 
 # --------------------------------------------------------------------------- vocabulary
-VOCAB: list[str] = [chr(c) for c in range(32, 127)] + [
-    "\n",
-    "ab",
-    "abc",
-    '",',
-    '":',
-    "true",
-    "null",
-    "12",
-    "<eos>",
-]
+VOCAB = SMALL_VOCAB
 N_PAD = 3  # padding ids past the real tokens (special: never allowed)
 V = len(VOCAB) + N_PAD
 W = (V + 31) // 32
@@ -61,12 +51,7 @@ val ::= num | key | "[" ws (num (ws "," ws num)*)? ws "]" | "true" | "null"
 num ::= "-"? [0-9]+ ("." [0-9]+)?
 ws ::= [ \n]*
 """,
-    "expr": r"""
-root ::= expr
-expr ::= term (("+" | "-") term)*
-term ::= factor (("*" | "/") factor)*
-factor ::= [0-9]+ | "(" expr ")" | "-" factor
-""",
+    "expr": EXPR_GRAMMAR,
     "left_recursion": r"""
 root ::= list
 list ::= list "," item | item
@@ -129,14 +114,6 @@ def random_parents(rng: np.random.Generator, n: int, forest: float = 0.0) -> np.
     return parents
 
 
-def children_of(parents: np.ndarray) -> list[list[int]]:
-    ch: list[list[int]] = [[] for _ in range(len(parents))]
-    for i, p in enumerate(parents):
-        if p >= 0:
-            ch[int(p)].append(i)
-    return ch
-
-
 def path_to(parents: np.ndarray, node: int, root: int) -> list[int] | None:
     """Nodes from just below ``root`` down to ``node``; None if ``node`` is not under it."""
     path = []
@@ -184,32 +161,6 @@ def random_tokens(
         if done:
             m.rollback(done)
     return tokens
-
-
-def reference_rows(
-    m: GrammarMatcher, parents: np.ndarray, tokens: np.ndarray, root: int = 0
-) -> np.ndarray:
-    """Expected rows of a traversal, from scalar accept / fill / rollback only."""
-    out = np.zeros((len(parents), W), dtype=np.int32)
-    children = children_of(parents)
-    before = snapshot(m)
-    if m.is_terminated():
-        return out
-
-    def visit(node: int) -> None:
-        m.fill_next_token_bitmask(out, node)
-        for c in children[node]:
-            t = int(tokens[c])
-            if not allowed(out[node], t):
-                continue
-            assert m.accept_token(t), "a token allowed by the mask must be accepted"
-            if not m.is_terminated():
-                visit(c)
-            m.rollback(1)
-
-    visit(root)
-    assert snapshot(m) == before
-    return out
 
 
 def links(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
