@@ -39,7 +39,6 @@ Run from the repository root: ``python benchmarks/bench_forced_drafts.py --help`
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 import time
@@ -49,7 +48,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, load_average, machine_meta, package_versions  # noqa: E402
+from _common import load_average, run_meta, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -482,10 +481,7 @@ def main(argv: list[str] | None = None) -> dict:
     summary = summarize(per_doc, tokens)
     result = {
         "meta": {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": command_line(argv),
-            "versions": package_versions(),
-            "machine": machine_meta(load_start),
+            **run_meta(argv, load_start),
             "data": str(args.data),
             "files": len(files),
             "schemas": schemas,
@@ -511,10 +507,9 @@ def main(argv: list[str] | None = None) -> dict:
         },
         "per_document": {**per_doc, "tokens": tokens},
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     png = args.plot if args.plot is not None else args.output.with_suffix(".png")
     result["meta"]["plot"] = str(png) if plot(result, png) else None
-    args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_json(args.output, result, indent=1, strict=False)
     print(format_table(result))
     return result
 

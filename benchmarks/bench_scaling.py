@@ -39,13 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
-    command_line,
-    load_average,
-    machine_meta,
-    package_versions,
-    xgrammar_like,
-)
+from _common import load_average, run_meta, write_json, xgrammar_like  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "scaling.json"
@@ -402,9 +396,7 @@ def main(argv: list[str] | None = None) -> dict:
             w.stop()
     out = {
         "meta": {
-            **machine_meta(load_start),
-            "versions": package_versions(),
-            "command": command_line(argv),
+            **run_meta(argv, load_start, date=False, flat=True),
             "vocab": args.vocab,
             "timeout_s": args.timeout,
             "repeats": args.repeats,
@@ -417,8 +409,7 @@ def main(argv: list[str] | None = None) -> dict:
     out["meta"]["plot"] = str(png) if plot(results, engines, png) else None
     if out["meta"]["plot"] is None:
         print("matplotlib is not importable: no plot written", file=sys.stderr)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    write_json(args.output, out, indent=1, strict=False)
     return out
 
 

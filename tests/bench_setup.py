@@ -1,5 +1,6 @@
 """Shared setup for the benchmark smoke tests in tests/benchmarks: load a script from
-benchmarks/ as a module, and read back the JSON it wrote."""
+benchmarks/ as a module, give it a folder of MaskBench-style schema files, and read back the
+JSON it wrote."""
 
 from __future__ import annotations
 
@@ -47,3 +48,13 @@ def benchmark_fixture(name: str, *, register: bool = False) -> Any:
 def read_json(path: Path) -> Any:
     """The JSON a benchmark wrote to ``path``."""
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def maskbench_folder(folder: Path, schemas: dict[str, Any]) -> Path:
+    """``folder``, made, holding one MaskBench-style file ``<name>.json`` per schema
+    (``{"schema": schema, "tests": []}``)."""
+    folder.mkdir()
+    for name, schema in schemas.items():
+        text = json.dumps({"schema": schema, "tests": []})
+        (folder / f"{name}.json").write_text(text, encoding="utf-8")
+    return folder

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from bench_setup import benchmark_fixture, read_json
+from bench_setup import benchmark_fixture, maskbench_folder, read_json
 
 pytest.importorskip("xgrammar")
 
@@ -14,30 +12,22 @@ bench = benchmark_fixture("bench_compile", register=True)
 
 
 def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    schemas = [
-        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
-        {"type": "array", "items": {"type": "string", "maxLength": 5}},
-    ]
-    for k, schema in enumerate(schemas):
-        (data / f"s{k}.json").write_text(json.dumps({"schema": schema, "tests": []}))
-    (data / "refused.json").write_text(json.dumps({"schema": {"type": "nonsense"}, "tests": []}))
+    schemas = {
+        "s0": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        "s1": {"type": "array", "items": {"type": "string", "maxLength": 5}},
+        "refused": {"type": "nonsense"},
+    }
+    data = maskbench_folder(tmp_path / "data", schemas)
     out = tmp_path / "compile.json"
     result = bench.main(
         [
-            "--data",
-            str(data),
-            "--every",
-            "1",
-            "--repeat",
-            "2",
-            "--clock",
-            "cpu",
-            "--output",
-            str(out),
-        ]  # fmt: skip
-    )
+            "--data", str(data),
+            "--every", "1",
+            "--repeat", "2",
+            "--clock", "cpu",
+            "--output", str(out),
+        ]
+    )  # fmt: skip
     assert read_json(out) == result
     assert result["meta"]["files"] == 3
     assert result["treegram"]["compiled"] == 2  # the bad schema has no time, not a crash
@@ -52,26 +42,19 @@ def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
 
 
 def test_a_schema_past_the_time_limit_is_counted_apart(bench, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
     ok = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    (data / "a.json").write_text(json.dumps({"schema": ok, "tests": []}))
+    data = maskbench_folder(tmp_path / "data", {"a": ok})
     out = tmp_path / "compile.json"
     # a limit no compile can meet: the schema times out, its worker is stopped
     result = bench.main(
         [
-            "--data",
-            str(data),
-            "--every",
-            "1",
-            "--repeat",
-            "1",
+            "--data", str(data),
+            "--every", "1",
+            "--repeat", "1",
             "--no-xgrammar",
-            "--timeout",
-            "0",
-            "--output",
-            str(out),
-        ]  # fmt: skip
-    )
+            "--timeout", "0",
+            "--output", str(out),
+        ]
+    )  # fmt: skip
     assert result["treegram"]["timeouts"] == ["a.json"]
     assert result["treegram"]["compiled"] == 0

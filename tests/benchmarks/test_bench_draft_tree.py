@@ -45,18 +45,13 @@ def test_cases_option(bench, tmp_path):
     out = tmp_path / "seed.json"
     result = bench.main(
         [
-            "--cases",
-            "seed",
-            "--iterations",
-            "1",
-            "--warmup",
-            "0",
-            "--requests",
-            "2",
-            "--output",
-            str(out),
+            "--cases", "seed",
+            "--iterations", "1",
+            "--warmup", "0",
+            "--requests", "2",
+            "--output", str(out),
         ]
-    )
+    )  # fmt: skip
     assert set(result["cases"]) == {"seed"}
     with pytest.raises(SystemExit):
         bench.main(["--cases", "nope", "--output", str(out)])

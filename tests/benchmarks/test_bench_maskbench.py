@@ -28,19 +28,14 @@ def test_runs_on_three_schemas(bench, tmp_path):
     out = tmp_path / "mb.json"
     result = bench.main(
         [
-            "--limit",
-            "3",
-            "--every",
-            "1",
-            "--timeout",
-            "60",
-            "--repeats",
-            "2",
+            "--limit", "3",
+            "--every", "1",
+            "--timeout", "60",
+            "--repeats", "2",
             "--quiet",
-            "--output",
-            str(out),
+            "--output", str(out),
         ]
-    )
+    )  # fmt: skip
     written = read_json(out)
     assert set(written) >= {"meta", "engines", "schemas"}
     assert written["meta"]["n_schemas"] == 3 and written["meta"]["vocab_size"] == 129280

@@ -18,19 +18,14 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
     out = tmp_path / "m.json"
     result = bench.main(
         [
-            "--data",
-            str(bench.FALLBACK_CORPUS),
-            "--docs",
-            "3",
-            "--passes",
-            "2",
-            "--compile-repeats",
-            "1",
+            "--data", str(bench.FALLBACK_CORPUS),
+            "--docs", "3",
+            "--passes", "2",
+            "--compile-repeats", "1",
             "--no-import-cost",
-            "--output",
-            str(out),
+            "--output", str(out),
         ]
-    )
+    )  # fmt: skip
     written = read_json(out)
     assert set(written) >= {"meta", "treegram", "xgrammar", "ratios"}
     for engine in ("treegram", "xgrammar"):

@@ -64,24 +64,16 @@ def test_a_slow_case_times_out_and_the_run_goes_on(bench, tmp_path):
     # 300 properties take tens of milliseconds to compile: far past a 1 ms timeout
     bench.main(
         [
-            "--engines",
-            "treegram",
-            "--families",
-            "optional,nullable",
-            "--sizes-optional",
-            "300",
-            "--sizes-nullable",
-            "3",
-            "--timeout",
-            "0.001",
-            "--vocab",
-            "bytes",
-            "--output",
-            str(out),
-            "--plot",
-            str(tmp_path / "p.png"),
+            "--engines", "treegram",
+            "--families", "optional,nullable",
+            "--sizes-optional", "300",
+            "--sizes-nullable", "3",
+            "--timeout", "0.001",
+            "--vocab", "bytes",
+            "--output", str(out),
+            "--plot", str(tmp_path / "p.png"),
         ]
-    )
+    )  # fmt: skip
     rows = read_json(out)["results"]
     assert [r["family"] for r in rows] == ["optional", "nullable"]
     assert rows[0]["status"] == "timeout"

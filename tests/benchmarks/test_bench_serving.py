@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from bench_setup import benchmark_fixture, load_benchmark, read_json
 
 pytest.importorskip("torch")
 pytest.importorskip("xgrammar")
 pytest.importorskip("tokenizers")
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_serving.py"
 
 
 bench = benchmark_fixture("bench_serving")
@@ -21,20 +17,14 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
     out = tmp_path / "serving.json"
     result = bench.main(
         [
-            "--iterations",
-            "2",
-            "--warmup",
-            "1",
-            "--batch-sizes",
-            "1,3",
-            "--tree-sizes",
-            "4,8",
-            "--apply-runs",
-            "2",
-            "--output",
-            str(out),
+            "--iterations", "2",
+            "--warmup", "1",
+            "--batch-sizes", "1,3",
+            "--tree-sizes", "4,8",
+            "--apply-runs", "2",
+            "--output", str(out),
         ]
-    )
+    )  # fmt: skip
     written = read_json(out)
     assert set(written) == {"meta", "steps", "apply"}
     meta = written["meta"]
@@ -64,22 +54,15 @@ def test_builtin_grammar_and_bad_options(bench, tmp_path):
     out = tmp_path / "builtin.json"
     result = bench.main(
         [
-            "--grammar",
-            "builtin",
-            "--iterations",
-            "1",
-            "--warmup",
-            "0",
-            "--batch-sizes",
-            "2",
-            "--tree-sizes",
-            "6",
-            "--apply-runs",
-            "0",
-            "--output",
-            str(out),
+            "--grammar", "builtin",
+            "--iterations", "1",
+            "--warmup", "0",
+            "--batch-sizes", "2",
+            "--tree-sizes", "6",
+            "--apply-runs", "0",
+            "--output", str(out),
         ]
-    )
+    )  # fmt: skip
     assert result["apply"] == []
     assert result["steps"][0]["paths_as_expected"] is True
     for bad in (

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from bench_setup import benchmark_fixture, read_json
+from bench_setup import benchmark_fixture, maskbench_folder, read_json
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("llguidance")
@@ -16,8 +14,6 @@ bench = benchmark_fixture("bench_tool_tags", register=True)
 
 
 def test_two_formats_two_tool_counts(bench, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
     weather = {
         "type": "object",
         "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
@@ -26,26 +22,18 @@ def test_two_formats_two_tool_counts(bench, tmp_path):
     # no value satisfies it: replaced by the next file in the list
     nothing = {"type": "object", "required": ["a"], "properties": {"a": False}}
     files = {"BFCL_simple_1": weather, "BFCL_simple_2": nothing, "Glaiveai2K---x_1": weather}
-    for name, schema in files.items():
-        (data / f"{name}.json").write_text(json.dumps({"schema": schema, "tests": []}))
-    (data / "Github_easy---o1.json").write_text(json.dumps({"schema": weather, "tests": []}))
+    data = maskbench_folder(tmp_path / "data", {**files, "Github_easy---o1": weather})
     out = tmp_path / "tool_tags.json"
     result = bench.main(
         [
-            "--data",
-            str(data),
-            "--formats",
-            "qwen_3,qwen_3_coder",
-            "--tools",
-            "1,2",
-            "--repeat",
-            "2",
-            "--clock",
-            "cpu",
-            "--output",
-            str(out),
-        ]  # fmt: skip
-    )
+            "--data", str(data),
+            "--formats", "qwen_3,qwen_3_coder",
+            "--tools", "1,2",
+            "--repeat", "2",
+            "--clock", "cpu",
+            "--output", str(out),
+        ]
+    )  # fmt: skip
     assert read_json(out) == result
     assert result["meta"]["tools"] == {
         "1": ["BFCL_simple_1"],
