@@ -89,6 +89,31 @@ def write_vllm_model_dir(d: Path) -> Path:
     return d
 
 
+# --------------------------------------------------------------------------- tool calls
+# DeepSeek-V4's tool-call markers and the structural tags both engines' tests request.
+
+TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+TOOL_BEGIN, TOOL_SEP, TOOL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
+
+
+def triggered_tool_calls(tools: dict[str, Any]) -> dict:
+    """A structural tag in xgrammar's format form: text, and where ``TOOL_BEGIN`` appears,
+    a call of one of ``tools`` (name: JSON Schema of its arguments, or None)."""
+    tags = [
+        {
+            "type": "tag",
+            "begin": f"{TOOL_BEGIN}{name}{TOOL_SEP}",
+            "content": {"type": "json_schema", "json_schema": schema},
+            "end": TOOL_END,
+        }
+        for name, schema in tools.items()
+    ]
+    return {
+        "type": "structural_tag",
+        "format": {"type": "triggered_tags", "triggers": [TOOL_BEGIN], "tags": tags},
+    }
+
+
 # --------------------------------------------------------------------------- SGLang
 # The grammar keys both SGLang test modules request, and the tokenizer and the two grammar
 # backends (treegram's, SGLang's xgrammar one) they compare, built as SGLang builds them.

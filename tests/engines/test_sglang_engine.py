@@ -14,10 +14,15 @@ import pytest
 from engine_setup import (
     EOS,
     MODEL_VOCAB,
+    TOOL_BEGIN,
+    TOOL_END,
+    TOOL_SCHEMA,
+    TOOL_SEP,
     plugging_in_snippet,
     require,
     sglang_backends,
     sglang_tokenizer,
+    triggered_tool_calls,
 )
 from engine_setup import SGLANG_KEYS as KEYS
 from engine_setup import SGLANG_SCHEMA as SCHEMA
@@ -336,8 +341,6 @@ def test_registration_snippet_from_docs(tokenizer):
     assert walk_documents(ours, theirs, tokenizer, documents) == rows_of(tokenizer, documents)
 
 
-TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-TOOL_BEGIN, TOOL_SEP, TOOL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
 # (structural tag as SGLang receives it, a document it allows)
 STRUCTURAL_TAGS = [
     (  # legacy form with SGLang's at_least_one, and a structure without a schema
@@ -359,27 +362,7 @@ STRUCTURAL_TAGS = [
         f"{TOOL_END} then {TOOL_BEGIN}ping{TOOL_SEP}[1, {{}}]{TOOL_END}",
     ),
     (  # xgrammar's format form, a json_schema left null (SGLang fills in {})
-        {
-            "type": "structural_tag",
-            "format": {
-                "type": "triggered_tags",
-                "triggers": [TOOL_BEGIN],
-                "tags": [
-                    {
-                        "type": "tag",
-                        "begin": f"{TOOL_BEGIN}get_time{TOOL_SEP}",
-                        "content": {"type": "json_schema", "json_schema": TOOL_SCHEMA},
-                        "end": TOOL_END,
-                    },
-                    {
-                        "type": "tag",
-                        "begin": f"{TOOL_BEGIN}noop{TOOL_SEP}",
-                        "content": {"type": "json_schema", "json_schema": None},
-                        "end": TOOL_END,
-                    },
-                ],
-            },
-        },
+        triggered_tool_calls({"get_time": TOOL_SCHEMA, "noop": None}),
         f'ok {TOOL_BEGIN}get_time{TOOL_SEP}{{"city":"Oslo"}}{TOOL_END}'
         f'{TOOL_BEGIN}noop{TOOL_SEP}{{"k": "x"}}{TOOL_END}.',
     ),
