@@ -4,6 +4,8 @@ vocabulary."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from treegram import GrammarMatcher
@@ -29,6 +31,17 @@ val ::= num | key | "true" | "null"
 num ::= "-"? [0-9]+
 ws ::= [ \n]*
 """
+
+
+def compile_each(compiler: Any, grammars: dict[str, str | None]) -> dict[str, Any]:
+    """Each grammar compiled by ``compiler`` (treegram's or xgrammar's: the same method
+    names); None stands for the built-in JSON grammar."""
+    return {
+        name: compiler.compile_builtin_json_grammar()
+        if text is None
+        else compiler.compile_grammar(text)
+        for name, text in grammars.items()
+    }
 
 
 def mask_of(m: GrammarMatcher) -> np.ndarray | None:

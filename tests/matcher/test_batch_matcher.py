@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from matcher_rows import EXPR_GRAMMAR, OBJECT_GRAMMAR, SMALL_VOCAB, mask_of, snapshot
+from matcher_rows import EXPR_GRAMMAR, OBJECT_GRAMMAR, SMALL_VOCAB, compile_each, mask_of, snapshot
 
 import treegram as tg
 import treegram.matcher._batch as matcher_batch
@@ -44,11 +44,7 @@ def tid(text: str) -> int:
 @pytest.fixture(scope="module")
 def compiled():
     info = tg.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
-    comp = tg.GrammarCompiler(info)
-    return {
-        name: comp.compile_builtin_json_grammar() if text is None else comp.compile_grammar(text)
-        for name, text in GRAMMARS.items()
-    }
+    return compile_each(tg.GrammarCompiler(info), GRAMMARS)
 
 
 def pick_token(m: GrammarMatcher, rng: np.random.Generator) -> int:

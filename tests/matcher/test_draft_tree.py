@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from matcher_rows import EXPR_GRAMMAR, SMALL_VOCAB, mask_of, reference_rows, snapshot
+from matcher_rows import EXPR_GRAMMAR, SMALL_VOCAB, compile_each, mask_of, reference_rows, snapshot
 
 import treegram as tg
 import treegram.kernels._batch as kernels_batch
@@ -72,13 +72,7 @@ def tid(text: str) -> int:
 @pytest.fixture(scope="module")
 def compiled():
     info = tg.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
-    comp = tg.GrammarCompiler(info)
-    out = {}
-    for name, text in GRAMMARS.items():
-        out[name] = (
-            comp.compile_builtin_json_grammar() if text is None else comp.compile_grammar(text)
-        )
-    return out
+    return compile_each(tg.GrammarCompiler(info), GRAMMARS)
 
 
 @pytest.fixture(scope="module")
@@ -940,10 +934,9 @@ def test_xgrammar_parity_small_vocab_random_trees(compiled):
     xgr = pytest.importorskip("xgrammar")
     torch = pytest.importorskip("torch")
     xinfo = xgr.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
-    xc = xgr.GrammarCompiler(xinfo)
+    xcompiled = compile_each(xgr.GrammarCompiler(xinfo), GRAMMARS)
     rng = np.random.default_rng(61)
-    for name, text in GRAMMARS.items():
-        xcg = xc.compile_builtin_json_grammar() if text is None else xc.compile_grammar(text)
+    for name, xcg in xcompiled.items():
         for _ in range(3):
             m, xm = GrammarMatcher(compiled[name]), xgr.GrammarMatcher(xcg)
             for _ in range(int(rng.integers(0, 4))):
@@ -1244,11 +1237,7 @@ def test_unfilled_rows_and_last_nodes_match_xgrammar_on_allocated_rows(compiled,
     them, stopped matchers, sparse indices."""
     xgr = pytest.importorskip("xgrammar")
     xinfo = xgr.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
-    xc = xgr.GrammarCompiler(xinfo)
-    xcompiled = {
-        name: xc.compile_builtin_json_grammar() if text is None else xc.compile_grammar(text)
-        for name, text in GRAMMARS.items()
-    }
+    xcompiled = compile_each(xgr.GrammarCompiler(xinfo), GRAMMARS)
     rng = np.random.default_rng(700 + seed)
     b, n = 10, 14
     ours, theirs = [], []
