@@ -50,11 +50,13 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def maskbench_folder(folder: Path, schemas: dict[str, Any]) -> Path:
+def maskbench_folder(
+    folder: Path, schemas: dict[str, Any], tests: dict[str, list[dict]] | None = None
+) -> Path:
     """``folder``, made, holding one MaskBench-style file ``<name>.json`` per schema
-    (``{"schema": schema, "tests": []}``)."""
+    (``{"schema": schema, "tests": tests[name]}``; no tests where ``tests`` has none)."""
     folder.mkdir()
     for name, schema in schemas.items():
-        text = json.dumps({"schema": schema, "tests": []})
+        text = json.dumps({"schema": schema, "tests": (tests or {}).get(name, [])})
         (folder / f"{name}.json").write_text(text, encoding="utf-8")
     return folder
