@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import importlib.metadata
 import json
@@ -18,6 +19,7 @@ __all__ = [
     "platform_meta",
     "machine_meta",
     "command_line",
+    "arg_parser",
     "run_meta",
     "write_json",
     "xgrammar_like",
@@ -107,6 +109,15 @@ def command_line(argv: list[str] | None) -> str:
     if argv is None:
         return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
     return " ".join(["main", *argv])
+
+
+def arg_parser(doc: str) -> argparse.ArgumentParser:
+    """A benchmark's argument parser: the first paragraph of its docstring ``doc`` as the
+    description, defaults shown in ``--help``."""
+    return argparse.ArgumentParser(
+        description=doc.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
 
 
 def run_meta(

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, package_versions, platform_meta, write_json  # noqa: E402
+from _common import arg_parser, command_line, package_versions, platform_meta, write_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "apply.json"
@@ -126,9 +126,7 @@ def format_table(results: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument(
         "--batches", type=int, nargs="+", default=[1, 16, 64], help="batch sizes (rows of logits)"
     )

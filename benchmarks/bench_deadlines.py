@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_average, run_meta, write_json, xgrammar_like  # noqa: E402
+from _common import arg_parser, load_average, run_meta, write_json, xgrammar_like  # noqa: E402
 from bench_maskbench import DEFAULT_DATA, list_files, load_instances  # noqa: E402
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "deadlines.json"
@@ -121,10 +121,7 @@ def format_table(results: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MaskBench *.json folder")
     ap.add_argument("--every", type=int, default=48, help="take every k-th file in sorted order")
     ap.add_argument("--limit", type=int, default=None, help="at most N schemas")

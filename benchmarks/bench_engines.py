@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_average, package_versions, run_meta, write_json  # noqa: E402
+from _common import arg_parser, load_average, package_versions, run_meta, write_json  # noqa: E402
 
 # the engines as the engine tests build them (tests/engine_setup.py)
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
@@ -447,10 +447,7 @@ def _ints(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument(
         "--data",
         type=Path,

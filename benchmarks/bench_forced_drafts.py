@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_average, run_meta, write_json  # noqa: E402  (a sibling script module)
+from _common import arg_parser, load_average, run_meta, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -370,9 +370,7 @@ def plot(result: dict, path: Path) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument(
         "--data", type=Path, default=DEFAULT_DATA, help="folder of MaskBench *.json files"
     )

@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
+    arg_parser,
     command_line,
     llguidance_like,
     package_versions,
@@ -584,9 +585,7 @@ def format_spread(spread: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument(
         "--data", type=Path, default=DEFAULT_DATA, help="folder of MaskBench *.json files"
     )

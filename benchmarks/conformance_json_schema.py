@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, package_versions, platform_meta, write_json  # noqa: E402
+from _common import arg_parser, command_line, package_versions, platform_meta, write_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "json-schema-test-suite"
@@ -480,10 +480,7 @@ def _other_mode_lines(results: dict) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument(
         "--data",
         type=Path,
