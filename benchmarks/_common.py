@@ -22,6 +22,8 @@ __all__ = [
     "arg_parser",
     "run_meta",
     "write_json",
+    "pyplot",
+    "save_figure",
     "xgrammar_like",
     "llguidance_like",
 ]
@@ -146,6 +148,29 @@ def write_json(path: Path, data, *, indent: int = 2, strict: bool = True, defaul
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=indent, allow_nan=not strict, default=default)
         fh.write("\n")
+
+
+def pyplot():
+    """matplotlib's ``pyplot`` on the non-interactive Agg backend, or None where matplotlib
+    is not importable (the plots are optional)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def save_figure(fig, path: Path) -> None:
+    """Lay ``fig`` out, write it to ``path`` at 110 dpi (its folder made) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def xgrammar_like(info):

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import arg_parser, load_average, run_meta, write_json  # noqa: E402  (a sibling script module)
+from _common import arg_parser, load_average, pyplot, run_meta, save_figure, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -337,12 +337,8 @@ def format_table(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     per_doc = result["per_document"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -362,10 +358,7 @@ def plot(result: dict, path: Path) -> bool:
         ax.set_ylabel(f"steps per document, {forced}")
         ax.set_title(f"{title}: with vs without forced nodes")
         ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 

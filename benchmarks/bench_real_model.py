@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_average, run_meta, write_json  # noqa: E402  (a sibling script module)
+from _common import load_average, pyplot, run_meta, save_figure, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PROMPTS = REPO / "benchmarks" / "data" / "real_model_prompts.json"
@@ -500,12 +500,8 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, path: Path) -> str | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     summary = results["summary"]
     if not summary:
@@ -531,9 +527,7 @@ def plot(results: dict, path: Path) -> str | None:
         f"SmolLM2-135M-Instruct, {results['meta']['machine']['cpu_count']} CPUs, 1 torch thread, "
         f"{len(results['meta']['prompts'])} prompts (dashed: unconstrained)"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return str(path)
 
 

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_average, run_meta, write_json, xgrammar_like  # noqa: E402
+from _common import load_average, pyplot, run_meta, save_figure, write_json, xgrammar_like  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "scaling.json"
@@ -270,12 +270,8 @@ def format_table(results: list[dict], engines: list[str]) -> str:
 def plot(results: list[dict], engines: list[str], path: Path) -> bool:
     """Log-log time (compile + first mask, plus accept for ``recursion``) against size;
     ``False`` when matplotlib is not importable."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     families = [f for f in FAMILIES if any(r["family"] == f for r in results)]
     fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.8), squeeze=False)
@@ -296,10 +292,7 @@ def plot(results: list[dict], engines: list[str], path: Path) -> bool:
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:  # no engine may have finished any size
             ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
