@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -36,7 +33,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import package_versions  # noqa: E402  (a sibling script module)
+from _common import arg_parser, command_line, package_versions, platform_meta, write_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "apply.json"
@@ -129,9 +126,7 @@ def format_table(results: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument(
         "--batches", type=int, nargs="+", default=[1, 16, 64], help="batch sizes (rows of logits)"
     )
@@ -180,17 +175,9 @@ def main(argv: list[str] | None = None) -> dict:
         "dtype": "float32",
         "torch_threads": torch.get_num_threads(),
         "mismatches": sum(row["mismatches"] for row in shapes),
-        "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(),
-        },
+        "machine": platform_meta(),
         "versions": package_versions(),
-        "command": " ".join(
-            [Path(sys.argv[0]).name if argv is None else "main"]
-            + (sys.argv[1:] if argv is None else list(argv))
-        ),
+        "command": command_line(argv),
         "notes": (
             "one call per engine per run, engines alternating first place, logits "
             "restored untimed before each call; GB/s = (logits + bitmask bytes) / "
@@ -199,10 +186,7 @@ def main(argv: list[str] | None = None) -> dict:
         ),
     }
     results = {"meta": meta, "shapes": shapes}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=2, allow_nan=False)
-        fh.write("\n")
+    write_json(args.output, results)
     print(format_table(results))
     print(f"wrote {args.output}")
     return results

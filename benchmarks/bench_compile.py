@@ -22,7 +22,6 @@ Run from the repository root: ``python benchmarks/bench_compile.py --help``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import multiprocessing
 import sys
@@ -32,13 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402  (a sibling script module)
-    command_line,
-    load_average,
-    machine_meta,
-    package_versions,
-    xgrammar_like,
-)
+from _common import load_average, run_meta, write_json, xgrammar_like  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -207,10 +200,7 @@ def main(argv: list[str] | None = None) -> dict:
     both = [r for r in done if r["xgrammar_ms"] is not None]
     result = {
         "meta": {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": command_line(argv),
-            "versions": package_versions(),
-            "machine": machine_meta(load_start),
+            **run_meta(argv, load_start),
             "data": str(args.data),
             "files": len(files),
             "repeat": args.repeat,
@@ -253,8 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"{x['xgrammar_total']['p50_ms']:.2f} ms; median per-schema ratio "
             f"treegram/xgrammar {x['median_ratio_treegram_over_xgrammar']:.3f}"
         )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(args.output, result, indent=1, strict=False)
     print(f"wrote {args.output}")
     return result
 

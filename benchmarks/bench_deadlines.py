@@ -22,8 +22,6 @@ Run from the repository root: ``python benchmarks/bench_deadlines.py --help``.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
 import sys
 import time
@@ -32,13 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402 (sibling module)
-    command_line,
-    load_average,
-    machine_meta,
-    package_versions,
-    xgrammar_like,
-)
+from _common import arg_parser, load_average, run_meta, write_json, xgrammar_like  # noqa: E402
 from bench_maskbench import DEFAULT_DATA, list_files, load_instances  # noqa: E402
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "deadlines.json"
@@ -129,10 +121,7 @@ def format_table(results: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MaskBench *.json folder")
     ap.add_argument("--every", type=int, default=48, help="take every k-th file in sorted order")
     ap.add_argument("--limit", type=int, default=None, help="at most N schemas")
@@ -204,18 +193,14 @@ def main(argv: list[str] | None = None) -> dict:
             results[str(budget)][name] = summarize(ratios, finished)
     out = {
         "meta": {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": command_line(argv),
+            **run_meta(argv, load_start, flat=True),
             "data": str(args.data),
             "schemas": len(todo),
             "nodes": args.nodes,
-            "versions": package_versions(),
-            **machine_meta(load_start),
         },
         "results": results,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    write_json(args.output, out, indent=1, strict=False)
     print(format_table(results))
     return out
 

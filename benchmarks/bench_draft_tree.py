@@ -23,7 +23,6 @@ Run from the repository root: ``python benchmarks/bench_draft_tree.py --help``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import random
 import statistics
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, load_average, machine_meta, package_versions  # noqa: E402 (sibling module)
+from _common import SAMPLE_CITIES, SAMPLE_TAGS, arg_parser, load_average, run_meta, write_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "draft_tree.json"
@@ -104,37 +103,8 @@ _NAMES = [
     "Ольга Петрова",
     'Søren "Sø" Kierkegaard',
 ]
-_TAGS = [
-    "compiler",
-    "grammar",
-    "parsing",
-    "systems",
-    "math",
-    "databases",
-    "networking",
-    "gpu",
-    "speculative decoding",
-    "tokenizer",
-    "café",
-    "日本語",
-    "a\\b",
-    "tab\there",
-    "x",
-]
-_CITIES = [
-    "London",
-    "New York",
-    "Zürich",
-    "São Paulo",
-    "東京",
-    "Kraków",
-    "Reykjavík",
-    "San Francisco",
-    "Paris",
-    "Москва",
-    "Cape Town",
-    "Seoul",
-]
+_TAGS = [*SAMPLE_TAGS, "x"]
+_CITIES = SAMPLE_CITIES
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -486,10 +456,7 @@ def format_table(results: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument("--iterations", type=int, default=200, help="timed iterations per row")
     ap.add_argument("--warmup", type=int, default=20, help="untimed iterations first")
     ap.add_argument(
@@ -521,13 +488,10 @@ def main(argv: list[str] | None = None) -> dict:
     for name in cases:
         results["cases"][name] = run_case(name, args, xgr, treegram)
     results["meta"] = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_meta(load_start),
-        "command": command_line(argv),
+        **run_meta(argv, load_start),
         "iterations": args.iterations,
         "warmup": args.warmup,
         "seed": args.seed,
-        "versions": package_versions(),
         "rows": {
             XG_LOOP: "bitmask.fill_(-1), then GrammarMatcher.traverse_draft_tree per request "
             "on its slice of rows",
@@ -549,10 +513,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     results = {"meta": results.pop("meta"), **results}
 
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=2, allow_nan=False)
-        fh.write("\n")
+    write_json(args.output, results)
     print(format_table(results))
     print(f"wrote {args.output}")
     return results

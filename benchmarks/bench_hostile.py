@@ -22,12 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402  (a sibling script module)
-    command_line,
-    load_average,
-    machine_meta,
-    package_versions,
-)
+from _common import load_average, run_meta, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "hostile.json"
@@ -222,19 +217,16 @@ def main(argv: list[str] | None = None) -> dict:
     results = {
         "cases": cases,
         "meta": {
-            "command": command_line(argv),
+            **run_meta(argv, load_start, date=False),
             "engines": engines,
             "timeout_s": args.timeout,
-            "versions": package_versions(),
-            "machine": machine_meta(load_start),
             "notes": "fresh subprocess per case and engine; kernels and libraries warmed "
             "before the clock; memory = peak RSS (VmHWM, reset by /proc/self/clear_refs before "
             "the compile) minus RSS before it",
         },
     }
     print(format_table(results))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    write_json(args.output, results, strict=False)
     print(f"\nwrote {args.output}")
     return results
 

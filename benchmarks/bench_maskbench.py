@@ -28,7 +28,6 @@ import datetime
 import json
 import os
 import pickle
-import platform
 import select
 import struct
 import subprocess
@@ -40,7 +39,15 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import package_versions, xgrammar_like  # noqa: E402  (a sibling script module)
+from _common import (  # noqa: E402
+    arg_parser,
+    command_line,
+    llguidance_like,
+    package_versions,
+    platform_meta,
+    write_json,
+    xgrammar_like,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -62,7 +69,21 @@ WARMUP_TEXT = '{"a": "x\\u00e9y", "b": [1, -2, 30]}'
 # ---------------------------------------------------------------------------- worker side
 
 
-class _TreegramWorker:
+class _Worker:
+    """An engine in a worker process: ``fill`` the one-row bitmask that ``words`` views,
+    ``accept`` a token, ``reset`` a matcher (as treegram's and xgrammar's matchers name them)."""
+
+    def fill(self, matcher) -> None:
+        matcher.fill_next_token_bitmask(self.bitmask, 0)
+
+    def accept(self, matcher, token: int) -> bool:
+        return bool(matcher.accept_token(token))
+
+    def reset(self, matcher) -> None:
+        matcher.reset()
+
+
+class _TreegramWorker(_Worker):
     def __init__(self) -> None:
         import treegram
 
@@ -78,17 +99,8 @@ class _TreegramWorker:
         )
         return self.tg.GrammarMatcher(self.compiler.compile_grammar(grammar))
 
-    def fill(self, matcher) -> None:
-        matcher.fill_next_token_bitmask(self.bitmask, 0)
 
-    def accept(self, matcher, token: int) -> bool:
-        return bool(matcher.accept_token(token))
-
-    def reset(self, matcher) -> None:
-        matcher.reset()
-
-
-class _XgrammarWorker:
+class _XgrammarWorker(_Worker):
     def __init__(self) -> None:
         import xgrammar
 
@@ -105,33 +117,17 @@ class _XgrammarWorker:
         )
         return self.xg.GrammarMatcher(compiled)
 
-    def fill(self, matcher) -> None:
-        matcher.fill_next_token_bitmask(self.bitmask, 0)
 
-    def accept(self, matcher, token: int) -> bool:
-        return bool(matcher.accept_token(token))
-
-    def reset(self, matcher) -> None:
-        matcher.reset()
-
-
-class _LlguidanceWorker:
+class _LlguidanceWorker(_Worker):
     def __init__(self) -> None:
         import llguidance
         import llguidance.numpy as llnp
 
         import treegram
-        from treegram.tokenizer import deepseek_v4_tokenizer_json
 
-        info = treegram.TokenizerInfo.deepseek_v4()
         self.ll = llguidance
         self.llnp = llnp
-        self.tokenizer = llguidance.LLTokenizer(
-            str(deepseek_v4_tokenizer_json()),
-            n_vocab=info.vocab_size,
-            eos_token=list(info.stop_token_ids),
-        )
-        self.bitmask = llnp.allocate_token_bitmask(1, self.tokenizer.vocab_size)
+        self.tokenizer, self.bitmask = llguidance_like(treegram.TokenizerInfo.deepseek_v4())
         self.words = self.bitmask[0]
 
     def compile(self, schema_text: str):
@@ -146,9 +142,6 @@ class _LlguidanceWorker:
 
     def accept(self, matcher, token: int) -> bool:
         return bool(matcher.consume_token(token))
-
-    def reset(self, matcher) -> None:
-        matcher.reset()
 
 
 _WORKERS = {
@@ -592,9 +585,7 @@ def format_spread(spread: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument(
         "--data", type=Path, default=DEFAULT_DATA, help="folder of MaskBench *.json files"
     )
@@ -812,18 +803,11 @@ def main(argv: list[str] | None = None) -> dict:
             "tokenized without special tokens; an instance whose tokens do not "
             "decode back to its bytes is not walked",
             "wall_s": time.perf_counter() - t_start,
-            "machine": {
-                "platform": platform.platform(),
-                "cpu_count": os.cpu_count(),
-                "python": platform.python_version(),
-            },
+            "machine": platform_meta(processor=False),
             "versions": package_versions(),
             "treegram_src": srcs.get("treegram"),
             "baseline_src": srcs.get("treegram_base"),
-            "command": " ".join(
-                [Path(sys.argv[0]).name if argv is None else "main"]
-                + (sys.argv[1:] if argv is None else list(argv))
-            ),
+            "command": command_line(argv),
             "notes": "engines run in separate worker processes, one schema at a time, taking "
             "turns (the first engine rotates per schema); compile time is measured in "
             "the worker around the compile call only; mask time is one "
@@ -855,11 +839,8 @@ def main(argv: list[str] | None = None) -> dict:
         return results
 
     def write(results: dict) -> None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.output.with_suffix(".partial")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(results, fh, indent=1, allow_nan=False)
-            fh.write("\n")
+        write_json(tmp, results, indent=1)
         tmp.replace(args.output)
 
     def checkpoint(stats: dict, per_schema: list[dict], rep: int) -> None:

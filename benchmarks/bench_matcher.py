@@ -25,7 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import package_versions  # noqa: E402  (a sibling script module)
+from _common import arg_parser, command_line, package_versions, platform_meta, write_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "matcher.json"
@@ -392,10 +391,7 @@ def format_table(results: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    ap = arg_parser(__doc__)
     default = default_data()
     ap.add_argument(
         "--data",
@@ -562,17 +558,9 @@ def main(argv: list[str] | None = None) -> dict:
             "treegram": type(tg_bitmask).__module__ + "." + type(tg_bitmask).__name__,
             "xgrammar": type(xg_bitmask).__module__ + "." + type(xg_bitmask).__name__,
         },
-        "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(),
-        },
+        "machine": platform_meta(),
         "versions": package_versions(),
-        "command": " ".join(
-            [Path(sys.argv[0]).name if argv is None else "main"]
-            + (sys.argv[1:] if argv is None else list(argv))
-        ),
+        "command": command_line(argv),
         "notes": (
             "compile: median of fresh compiles, cache disabled, engines interleaved; "
             "walk: both engines in lock step on the same token ids, fill order "
@@ -589,10 +577,7 @@ def main(argv: list[str] | None = None) -> dict:
         meta["interpreter_s"] = imports["interpreter_s"]
     results = {"meta": meta, "treegram": tg_r, "xgrammar": xg_r, "ratios": ratios}
 
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=2, allow_nan=False, default=_json_default)
-        fh.write("\n")
+    write_json(args.output, results, default=_json_default)
     print(format_table(results))
     print(f"wrote {args.output}")
     if walked["rejections"]:

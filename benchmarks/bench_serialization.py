@@ -43,6 +43,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_json  # noqa: E402  (a sibling script module)
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "serialization.json"
 MASKBENCH_DIR = "maskbench-sample"
@@ -395,8 +398,7 @@ def main(argv: list[str] | None = None) -> dict:
         "cases": cases,
         "bars_props_schema": bars,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_json(args.output, result, strict=False)
     print(f"\nwrote {args.output}")
     return result
 

@@ -28,7 +28,6 @@ Run from the repository root: ``python benchmarks/bench_serving.py --help``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import random
 import statistics
@@ -41,7 +40,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, load_average, machine_meta, package_versions  # noqa: E402 (sibling module)
+from _common import SAMPLE_CITIES, SAMPLE_TAGS, arg_parser, load_average, run_meta, write_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "serving.json"
@@ -112,36 +111,8 @@ _LAST = [
     "Wirth",
     "Perlman",
 ]
-_TAGS = [
-    "compiler",
-    "grammar",
-    "parsing",
-    "systems",
-    "math",
-    "databases",
-    "networking",
-    "gpu",
-    "speculative decoding",
-    "tokenizer",
-    "café",
-    "日本語",
-    "a\\b",
-    "tab\there",
-]
-_CITIES = [
-    "London",
-    "New York",
-    "Zürich",
-    "São Paulo",
-    "東京",
-    "Kraków",
-    "Reykjavík",
-    "San Francisco",
-    "Paris",
-    "Москва",
-    "Cape Town",
-    "Seoul",
-]
+_TAGS = SAMPLE_TAGS
+_CITIES = SAMPLE_CITIES
 _STREETS = ["Main St", "Baker Street", "Rue de Rivoli", "Bahnhofstrasse", "Nevsky Prospekt"]
 
 
@@ -548,10 +519,7 @@ def _int_list(text: str, name: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument("--iterations", type=int, default=20, help="timed steps per configuration")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     ap.add_argument("--batch-sizes", default="1,16,64", help="comma-separated batch sizes")
@@ -609,10 +577,7 @@ def main(argv: list[str] | None = None) -> dict:
         applied = [measure_apply(b, vocab, args.apply_runs, args.seed + b) for b in batch_sizes]
         torch.set_num_threads(args.threads)
     meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_meta(load_start),
-        "command": command_line(argv),
-        "versions": package_versions(),
+        **run_meta(argv, load_start),
         "vocab_size": vocab,
         "grammar": (
             "JSON Schema RECORD_SCHEMA" if args.grammar == "schema" else "built-in JSON grammar"
@@ -643,10 +608,7 @@ def main(argv: list[str] | None = None) -> dict:
         ),
     }
     results = {"meta": meta, "steps": steps, "apply": applied}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=2, allow_nan=False)
-        fh.write("\n")
+    write_json(args.output, results)
     print(format_table(results))
     print(f"wrote {args.output}")
     return results

@@ -36,12 +36,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402  (a sibling script module)
-    command_line,
-    load_average,
-    machine_meta,
-    package_versions,
-)
+from _common import load_average, run_meta, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "startup.json"
@@ -333,19 +328,16 @@ def main(argv: list[str] | None = None) -> dict:
     if args.install:
         results["install"] = measure_install(args.wheel)
     results["meta"] = {
-        "command": command_line(argv),
+        **run_meta(argv, load_start, date=False),
         "repeats": args.repeats,
         "cold_repeats": args.cold_repeats,
-        "versions": package_versions(),
-        "machine": machine_meta(load_start),
         "notes": "fresh subprocess per measurement; marks are seconds since the script's "
         "first line (the interpreter's own start is in process_wall); treegram_cold runs "
         "with an empty, unseeded kernel cache (TREEGRAM_KERNEL_CACHE_DIR, "
         "TREEGRAM_KERNEL_CACHE_SEED=0)",
     }
     print(format_table(results))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    write_json(args.output, results, strict=False)
     print(f"\nwrote {args.output}")
     return results
 

@@ -24,7 +24,6 @@ Run from the repository root: ``python benchmarks/bench_tool_tags.py --help``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import re
 import statistics
@@ -33,13 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402  (a sibling script module)
-    command_line,
-    load_average,
-    machine_meta,
-    package_versions,
-    xgrammar_like,
-)
+from _common import llguidance_like, load_average, run_meta, write_json, xgrammar_like  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -139,16 +132,9 @@ class _Llguidance:
         import llguidance
         import llguidance.numpy as llnp
 
-        from treegram.tokenizer import deepseek_v4_tokenizer_json
-
         self.ll = llguidance
         self.llnp = llnp
-        self.tokenizer = llguidance.LLTokenizer(
-            str(deepseek_v4_tokenizer_json()),
-            n_vocab=info.vocab_size,
-            eos_token=list(info.stop_token_ids),
-        )
-        self.bitmask = llnp.allocate_token_bitmask(1, self.tokenizer.vocab_size)
+        self.tokenizer, self.bitmask = llguidance_like(info)
 
     def tag(self, fmt: str, tools: list[dict]):
         """The format's triggered tags as llguidance ``StructTag``s (a Lark grammar), or
@@ -296,10 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
         row["compile_cpu_ratio_treegram_over_xgrammar"] = ratio(row, "compile_cpu_ms")
     result = {
         "meta": {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": command_line(argv),
-            "versions": package_versions(),
-            "machine": machine_meta(load_start),
+            **run_meta(argv, load_start),
             "data": str(args.data),
             "repeat": args.repeat,
             "tools": {str(n): [t["function"]["name"] for t in tools_of[n]] for n in counts},
@@ -316,8 +299,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"{s['treegram_first_mask_max_ms']:.2f} ms; compile / xgrammar's: max "
         f"{_fmt(s['max_compile_ratio'])}, median {_fmt(s['median_compile_ratio'])}"
     )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(args.output, result, indent=1, strict=False)
     print(f"wrote {args.output}")
     return result
 

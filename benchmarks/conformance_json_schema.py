@@ -40,8 +40,6 @@ import argparse
 import datetime
 import importlib.metadata
 import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -49,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import package_versions  # noqa: E402  (a sibling script module)
+from _common import arg_parser, command_line, package_versions, platform_meta, write_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "json-schema-test-suite"
@@ -482,10 +480,7 @@ def _other_mode_lines(results: dict) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    ap = arg_parser(__doc__)
     ap.add_argument(
         "--data",
         type=Path,
@@ -563,24 +558,14 @@ def main(argv: list[str] | None = None) -> dict:
             "compile_error": "valid test of a group the engine refused to compile",
             "refused_invalid": "invalid test of a group the engine refused to compile",
         },
-        "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-        },
+        "machine": platform_meta(processor=False),
         "versions": package_versions(),
-        "command": " ".join(
-            [Path(sys.argv[0]).name if argv is None else "main"]
-            + (sys.argv[1:] if argv is None else list(argv))
-        ),
+        "command": command_line(argv),
     }
     results = {"meta": meta, "engines": per_engine}
     if other is not None:
         results["other_mode"] = other
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=1, allow_nan=False)
-        fh.write("\n")
+    write_json(args.output, results, indent=1)
     if str(args.doc) != "-":
         write_doc(results, args.doc)
     print(format_table(results))

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -43,7 +41,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import package_versions  # noqa: E402  (a sibling script module)
+from _common import command_line, package_versions, platform_meta, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "gpu_check.json"
@@ -326,10 +324,7 @@ def _output_path(arg: Path | None, skipped: bool) -> Path | None:
 def _write(path: Path | None, results: dict) -> None:
     if path is None:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=2, allow_nan=False, default=str)
-        fh.write("\n")
+    write_json(path, results, default=str)
     print(f"wrote {path}")
 
 
@@ -416,15 +411,8 @@ def main(argv: list[str] | None = None) -> int:
 
     meta: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-        },
-        "command": " ".join(
-            [Path(sys.argv[0]).name if argv is None else "main"]
-            + (sys.argv[1:] if argv is None else list(argv))
-        ),
+        "machine": platform_meta(processor=False),
+        "command": command_line(argv),
         "versions": package_versions(),
     }
     device = _cuda_device()

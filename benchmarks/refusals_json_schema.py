@@ -35,8 +35,6 @@ import contextlib
 import datetime
 import json
 import multiprocessing as mp
-import os
-import platform
 import re
 import sys
 import time
@@ -45,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import package_versions  # noqa: E402  (a sibling script module)
+from _common import command_line, package_versions, platform_meta, write_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -308,23 +306,13 @@ def main(argv: list[str] | None = None) -> dict:
             "n_schemas": len(sample),
             "timeout_s": args.timeout,
             "vocabulary": "256 single-byte tokens + <eos> (refusals do not depend on it)",
-            "machine": {
-                "platform": platform.platform(),
-                "cpu_count": os.cpu_count(),
-                "python": platform.python_version(),
-            },
+            "machine": platform_meta(processor=False),
             "versions": package_versions(),
-            "command": " ".join(
-                [Path(sys.argv[0]).name if argv is None else "main"]
-                + (sys.argv[1:] if argv is None else list(argv))
-            ),
+            "command": command_line(argv),
         },
         "modes": modes,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=1, allow_nan=False)
-        fh.write("\n")
+    write_json(args.output, results, indent=1)
     print(format_table(results))
     print(f"wrote {args.output}")
     return results

@@ -2,23 +2,23 @@
 stub, and the rule that the engine tests skip without the engines, except where
 ``TREEGRAM_REQUIRE_ENGINES=1`` says the engines were installed (then they fail).
 
-CI (.ci/run) installs them from .ci/engines.txt and sets the variable."""
+CI (.ci/run) installs them from .ci/engines.txt and sets the variable. benchmarks/bench_engines.py
+builds its engines with the same functions (pytest is imported only where a test skips)."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 STUBS = Path(__file__).parent / "engine_stubs"
 
 
-def _torchvision_stub() -> None:
+def torchvision_stub() -> None:
     """Make ``import torchvision`` find the stub in tests/engine_stubs when the real one
     is missing (SGLang's config modules import it for image models)."""
     if importlib.util.find_spec("torchvision") is None and str(STUBS) not in sys.path:
@@ -28,10 +28,12 @@ def _torchvision_stub() -> None:
 def require(module: str) -> Any:
     """Import ``module`` of an engine; skip without it (fail with
     ``TREEGRAM_REQUIRE_ENGINES=1``)."""
-    _torchvision_stub()
+    torchvision_stub()
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        import pytest
+
         reason = f'{module} is not importable ({exc}); see docs/adapters.md, "Engine tests"'
         if os.environ.get("TREEGRAM_REQUIRE_ENGINES") == "1":
             pytest.fail(f"TREEGRAM_REQUIRE_ENGINES=1, but: {reason}", pytrace=False)
@@ -65,7 +67,6 @@ EOS = 1
 def write_vllm_model_dir(d: Path) -> Path:
     """A model folder vLLM accepts in ``d``: the DeepSeek-V4 tokenizer files and a
     one-layer Llama ``config.json`` with the model vocabulary (no weights)."""
-    import json
     import shutil
 
     for name in ("tokenizer.json", "tokenizer_config.json"):
@@ -88,6 +89,97 @@ def write_vllm_model_dir(d: Path) -> Path:
     return d
 
 
+# --------------------------------------------------------------------------- tool calls
+# DeepSeek-V4's tool-call markers and the structural tags both engines' tests request.
+
+TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+TOOL_BEGIN, TOOL_SEP, TOOL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
+
+
+def triggered_tool_calls(tools: dict[str, Any]) -> dict:
+    """A structural tag in xgrammar's format form: text, and where ``TOOL_BEGIN`` appears,
+    a call of one of ``tools`` (name: JSON Schema of its arguments, or None)."""
+    tags = [
+        {
+            "type": "tag",
+            "begin": f"{TOOL_BEGIN}{name}{TOOL_SEP}",
+            "content": {"type": "json_schema", "json_schema": schema},
+            "end": TOOL_END,
+        }
+        for name, schema in tools.items()
+    ]
+    return {
+        "type": "structural_tag",
+        "format": {"type": "triggered_tags", "triggers": [TOOL_BEGIN], "tags": tags},
+    }
+
+
+# --------------------------------------------------------------------------- SGLang
+# The grammar keys both SGLang test modules request, and the tokenizer and the two grammar
+# backends (treegram's, SGLang's xgrammar one) they compare, built as SGLang builds them.
+
+SGLANG_SCHEMA = json.dumps(
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "n": {"type": "boolean"},
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
+        },
+        "required": ["name", "n"],
+    }
+)
+SGLANG_KEYS = [
+    ("json", SGLANG_SCHEMA),
+    ("regex", r"(yes|no) [0-9]{1,3}"),
+    ("ebnf", 'root ::= "call(" [a-z]+ ("," [0-9]+)* ")"'),
+    ("json", "$$ANY$$"),
+]
+
+
+def sglang_tokenizer() -> Any:
+    """DeepSeek-V4's tokenizer as SGLang loads it (``transformers``' fast tokenizer)."""
+    transformers = importlib.import_module("transformers")
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_file=str(deepseek_dir() / "tokenizer.json"), eos_token="<｜end▁of▁sentence｜>"
+    )
+
+
+def sglang_backends(tokenizer: Any) -> tuple[Any, Any]:
+    """(treegram backend, xgrammar backend) as SGLang would build them for ``tokenizer``."""
+    xgb = importlib.import_module("sglang.srt.constrained.xgrammar_backend")
+    import treegram as tg
+    from treegram.serving.sglang import SGLangGrammarBackend
+
+    info = tg.TokenizerInfo.from_huggingface(
+        tokenizer, vocab_size=MODEL_VOCAB, stop_token_ids=[EOS]
+    )
+    ours = SGLangGrammarBackend(tg.GrammarCompiler(info), MODEL_VOCAB)
+    theirs = xgb.XGrammarGrammarBackend(
+        tokenizer, vocab_size=MODEL_VOCAB, model_eos_token_ids=[EOS]
+    )
+    return ours, theirs
+
+
+# --------------------------------------------------------------------------- vLLM
+# The structured-output requests both vLLM test modules make.
+
+VLLM_SCHEMA = json.dumps(
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "n": {"type": "boolean"}},
+        "required": ["name", "n"],
+    }
+)
+VLLM_SPECS = [
+    {"json": VLLM_SCHEMA},
+    {"regex": r"(yes|no) [0-9]{1,3}"},
+    {"grammar": 'root ::= "call(" [a-z]+ ("," [0-9]+)* ")"'},
+    {"choice": ["red", "green", "blue"]},
+    {"json_object": True},
+]
+
+
 # --------------------------------------------------------------------------- spawned
 # Targets of the processes tests/engines/test_plugins.py starts with the "spawn" method,
 # as the engines start their scheduler / engine-core processes: a fresh interpreter that
@@ -100,7 +192,7 @@ def sglang_scheduler_child(queue) -> None:
     grammar backend SGLang's ``create_grammar_backend`` makes under the server's options,
     without and with ``--reasoning-parser deepseek-v4``."""
     try:
-        _torchvision_stub()
+        torchvision_stub()
         from sglang.srt.plugins import load_plugins
 
         load_plugins()

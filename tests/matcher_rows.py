@@ -1,11 +1,47 @@
-"""Shared helpers of the matcher tests: one matcher's mask row and a comparable snapshot
-of its state, sized from the matcher's own vocabulary."""
+"""Shared helpers of the matcher tests: one matcher's mask row, a comparable snapshot of its
+state, and the rows a draft-tree traversal must give, sized from the matcher's own
+vocabulary."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from treegram import GrammarMatcher
+
+# The small vocabulary of the matcher tests: printable ASCII, then tokens that span grammar
+# structure (several characters, JSON punctuation and literals) and a stop token.
+SMALL_VOCAB: list[str] = [chr(c) for c in range(32, 127)]
+SMALL_VOCAB += ["\n", "ab", "abc", '",', '":', "true", "null", "12", "<eos>"]
+
+# Grammars several matcher tests walk: arithmetic (recursion through three rules) and a flat
+# JSON-like object.
+EXPR_GRAMMAR = r"""
+root ::= expr
+expr ::= term (("+" | "-") term)*
+term ::= factor (("*" | "/") factor)*
+factor ::= [0-9]+ | "(" expr ")" | "-" factor
+"""
+OBJECT_GRAMMAR = r"""
+root ::= "{" ws pair (ws "," ws pair)* ws "}"
+pair ::= key ws ":" ws val
+key ::= "\"" [a-z_]+ "\""
+val ::= num | key | "true" | "null"
+num ::= "-"? [0-9]+
+ws ::= [ \n]*
+"""
+
+
+def compile_each(compiler: Any, grammars: dict[str, str | None]) -> dict[str, Any]:
+    """Each grammar compiled by ``compiler`` (treegram's or xgrammar's: the same method
+    names); None stands for the built-in JSON grammar."""
+    return {
+        name: compiler.compile_builtin_json_grammar()
+        if text is None
+        else compiler.compile_grammar(text)
+        for name, text in grammars.items()
+    }
 
 
 def mask_of(m: GrammarMatcher) -> np.ndarray | None:
@@ -27,3 +63,46 @@ def snapshot(m: GrammarMatcher) -> tuple:
         m.is_terminated(),
         None if mask is None else mask.tobytes(),
     )
+
+
+def children_of(parents: np.ndarray) -> list[list[int]]:
+    """Each node's children, in index order (``parents[i] < 0`` marks a root)."""
+    ch: list[list[int]] = [[] for _ in range(len(parents))]
+    for i, p in enumerate(parents):
+        if p >= 0:
+            ch[int(p)].append(i)
+    return ch
+
+
+def reference_rows(
+    m: GrammarMatcher, parents: np.ndarray, tokens: np.ndarray, root: int = 0
+) -> np.ndarray:
+    """Expected rows of a traversal, from scalar accept / fill / rollback only.
+
+    Follows DESIGN.md "Draft-tree conventions": ``root`` holds the last verified token (its
+    row is the current mask); a child is visited only if its parent's row allows its token;
+    it is accepted, its row filled unless the matcher stopped, its children visited, and it
+    is rolled back. Rows of nodes never reached are zero; the matcher ends where it started.
+    """
+    vocab_size = m.compiled_grammar.tokenizer_info.vocab_size
+    out = np.zeros((len(parents), (vocab_size + 31) // 32), dtype=np.int32)
+    children = children_of(parents)
+    before = snapshot(m)
+    if m.is_terminated():
+        return out
+
+    def visit(node: int) -> None:
+        m.fill_next_token_bitmask(out, node)
+        row = out[node]
+        for c in children[node]:
+            t = int(tokens[c])
+            if not (0 <= t < vocab_size and (int(row[t >> 5]) >> (t & 31)) & 1):
+                continue
+            assert m.accept_token(t), "a token allowed by the mask must be accepted"
+            if not m.is_terminated():
+                visit(c)
+            m.rollback(1)
+
+    visit(root)
+    assert snapshot(m) == before
+    return out

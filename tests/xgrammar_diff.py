@@ -131,6 +131,7 @@ def walk_and_compare(
             continue
         if stops and (rng.random() < 0.3 or len(allowed) == len(stops)):
             assert ours_m.accept_token(stops[0]) and theirs_m.accept_token(stops[0])
+            assert ours_m.is_terminated() and theirs_m.is_terminated(), f"step {step}"
             ours_m.rollback(1)
             theirs_m.rollback(1)
             if len(allowed) == len(stops):

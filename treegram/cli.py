@@ -36,19 +36,14 @@ def _load_vocab(vocab_size: int | None):
 
 def _greedy_tokenize(info, text: str) -> list[int]:
     """Longest-match tokenization over the decoded vocabulary (no tokenizer library)."""
+    from treegram.demo import greedy_tokens
+
     by_bytes = {tok: i for i, tok in enumerate(info.decoded_vocab) if tok}
     data = text.encode("utf-8")
-    max_len = max(map(len, by_bytes))
-    ids, pos = [], 0
-    while pos < len(data):
-        for n in range(min(max_len, len(data) - pos), 0, -1):
-            tid = by_bytes.get(data[pos : pos + n])
-            if tid is not None:
-                ids.append(tid)
-                pos += n
-                break
-        else:
-            raise ValueError(f"byte {data[pos]:#x} has no token")
+    ids = greedy_tokens(data, by_bytes, max(map(len, by_bytes)))
+    cut = sum(len(info.decoded_vocab[i]) for i in ids)
+    if cut < len(data):
+        raise ValueError(f"byte {data[cut]:#x} has no token")
     return ids
 
 

@@ -361,6 +361,16 @@ def _is_rule_fsm_accept_string(grammar: Grammar, rule_id: int, input_str: str) -
     return _is_grammar_accept_string(as_root, input_str)
 
 
+def _unchanged(why: str) -> staticmethod[[Grammar], Grammar]:
+    """A GrammarFunctor pass that returns its grammar as it is, for the reason ``why``."""
+
+    def unchanged(grammar: Grammar) -> Grammar:
+        return GrammarFunctor._same(grammar)
+
+    unchanged.__doc__ = f"The grammar unchanged ({why})."
+    return staticmethod(unchanged)
+
+
 class GrammarFunctor:
     """xgrammar's grammar passes, for tests written against ``xgrammar.testing``.
 
@@ -378,40 +388,13 @@ class GrammarFunctor:
             raise ArgumentTypeError(f"grammar must be a Grammar, got {type(grammar).__name__}")
         return grammar
 
-    @staticmethod
-    def structure_normalizer(grammar: Grammar) -> Grammar:
-        """The grammar unchanged (treegram's IR has no structure to normalise)."""
-        return GrammarFunctor._same(grammar)
-
-    @staticmethod
-    def rule_inliner(grammar: Grammar) -> Grammar:
-        """The grammar unchanged (treegram inlines nothing before building its automaton)."""
-        return GrammarFunctor._same(grammar)
-
-    @staticmethod
-    def byte_string_fuser(grammar: Grammar) -> Grammar:
-        """The grammar unchanged (treegram's IR keeps strings as single byte strings)."""
-        return GrammarFunctor._same(grammar)
-
-    @staticmethod
-    def lookahead_assertion_analyzer(grammar: Grammar) -> Grammar:
-        """The grammar unchanged (treegram derives follow sets in its automaton)."""
-        return GrammarFunctor._same(grammar)
-
-    @staticmethod
-    def grammar_optimizer(grammar: Grammar) -> Grammar:
-        """The grammar unchanged (treegram optimises its automaton, not the grammar)."""
-        return GrammarFunctor._same(grammar)
-
-    @staticmethod
-    def fsm_builder(grammar: Grammar) -> Grammar:
-        """The grammar unchanged (treegram builds its automaton when compiling)."""
-        return GrammarFunctor._same(grammar)
-
-    @staticmethod
-    def repetition_normalizer(grammar: Grammar) -> Grammar:
-        """The grammar unchanged (treegram expands repetitions in its automaton)."""
-        return GrammarFunctor._same(grammar)
+    structure_normalizer = _unchanged("treegram's IR has no structure to normalise")
+    rule_inliner = _unchanged("treegram inlines nothing before building its automaton")
+    byte_string_fuser = _unchanged("treegram's IR keeps strings as single byte strings")
+    lookahead_assertion_analyzer = _unchanged("treegram derives follow sets in its automaton")
+    grammar_optimizer = _unchanged("treegram optimises its automaton, not the grammar")
+    fsm_builder = _unchanged("treegram builds its automaton when compiling")
+    repetition_normalizer = _unchanged("treegram expands repetitions in its automaton")
 
     @staticmethod
     def dead_code_eliminator(grammar: Grammar) -> Grammar:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from treegram import kernels
+from treegram import kernels, spec
 from treegram._kernel_cache import kernel_cache_dir, kernel_seconds
 from treegram.compiler import CompiledGrammar, GrammarCompiler, register_warm_up
 from treegram.matcher import (
@@ -32,15 +32,6 @@ from treegram.matcher import (
     batch_forced_chains,
     extend_draft_trees,
     forced_chain,
-)
-from treegram.spec import (
-    depths_from_parents,
-    links_from_parents,
-    links_from_tree_mask,
-    parents_from_tree_mask,
-    positions_from_parents,
-    tree_mask_from_parents,
-    validate_tree,
 )
 from treegram.structural_tag import (
     AnyTextFormat,
@@ -201,13 +192,13 @@ def _draft_trees(matchers: list[GrammarMatcher], info: TokenizerInfo) -> None:
     """Scalar and batched traversals, forced drafts and tree links (the matchers have no
     token budgets)."""
     parents = np.array([-1, 0, 0, 1, 3, 2], dtype=np.int64)
-    tree_mask = tree_mask_from_parents(parents)
-    next_token, next_sibling = links_from_tree_mask(tree_mask)
-    links_from_parents(parents)
-    parents_from_tree_mask(tree_mask[None])
-    depths_from_parents(parents)
-    positions_from_parents(parents, 3)
-    validate_tree(next_token, next_sibling)
+    tree_mask = spec.tree_mask_from_parents(parents)
+    next_token, next_sibling = spec.links_from_tree_mask(tree_mask)
+    spec.links_from_parents(parents)
+    spec.parents_from_tree_mask(tree_mask[None])
+    spec.depths_from_parents(parents)
+    spec.positions_from_parents(parents, 3)
+    spec.validate_tree(next_token, next_sibling)
     n, b = parents.shape[0], len(matchers)
     draft = np.tile(np.array([0, ord("{"), ord("a"), ord('"'), ord("1"), ord("(")]), (b, 1))
     mask = allocate_token_bitmask(b * n, info.vocab_size, backend="numpy")

@@ -14,6 +14,8 @@ import sys
 import tempfile
 import textwrap
 
+from matcher_rows import EXPR_GRAMMAR, OBJECT_GRAMMAR
+
 import treegram
 
 # A small synthetic vocabulary: printable ASCII, a few multi-byte tokens, a stop token.
@@ -24,20 +26,8 @@ EOS = VOCAB.index("<eos>")
 
 GRAMMAR_TEXTS: dict[str, str] = {
     "letters": 'root ::= [a-z]* "1"',
-    "expr": r"""
-root ::= expr
-expr ::= term (("+" | "-") term)*
-term ::= factor (("*" | "/") factor)*
-factor ::= [0-9]+ | "(" expr ")" | "-" factor
-""",
-    "object": r"""
-root ::= "{" ws pair (ws "," ws pair)* ws "}"
-pair ::= key ws ":" ws val
-key ::= "\"" [a-z_]+ "\""
-val ::= num | key | "true" | "null"
-num ::= "-"? [0-9]+
-ws ::= [ \n]*
-""",
+    "expr": EXPR_GRAMMAR,
+    "object": OBJECT_GRAMMAR,
 }
 
 PRELUDE = '''

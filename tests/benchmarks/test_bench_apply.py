@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("torch")
 pytest.importorskip("xgrammar")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_apply.py"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_apply", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_apply")
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
@@ -27,7 +19,7 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
     result = bench.main(
         ["--batches", "1", "3", "--vocab", "1000", "--runs", "3", "--output", str(out)]
     )
-    written = json.loads(out.read_text(encoding="utf-8"))
+    written = read_json(out)
     assert written == json.loads(json.dumps(result))
     assert written["meta"]["mismatches"] == 0
     assert [row["batch"] for row in written["shapes"]] == [1, 3]

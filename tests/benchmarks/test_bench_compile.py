@@ -2,53 +2,33 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
-from pathlib import Path
-
 import pytest
+from bench_setup import benchmark_fixture, maskbench_folder, read_json
 
 pytest.importorskip("xgrammar")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_compile.py"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_compile", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_compile"] = module  # its worker process imports it by name
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_compile", register=True)
 
 
 def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    schemas = [
-        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
-        {"type": "array", "items": {"type": "string", "maxLength": 5}},
-    ]
-    for k, schema in enumerate(schemas):
-        (data / f"s{k}.json").write_text(json.dumps({"schema": schema, "tests": []}))
-    (data / "refused.json").write_text(json.dumps({"schema": {"type": "nonsense"}, "tests": []}))
+    schemas = {
+        "s0": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        "s1": {"type": "array", "items": {"type": "string", "maxLength": 5}},
+        "refused": {"type": "nonsense"},
+    }
+    data = maskbench_folder(tmp_path / "data", schemas)
     out = tmp_path / "compile.json"
     result = bench.main(
         [
-            "--data",
-            str(data),
-            "--every",
-            "1",
-            "--repeat",
-            "2",
-            "--clock",
-            "cpu",
-            "--output",
-            str(out),
-        ]  # fmt: skip
-    )
-    assert json.loads(out.read_text()) == result
+            "--data", str(data),
+            "--every", "1",
+            "--repeat", "2",
+            "--clock", "cpu",
+            "--output", str(out),
+        ]
+    )  # fmt: skip
+    assert read_json(out) == result
     assert result["meta"]["files"] == 3
     assert result["treegram"]["compiled"] == 2  # the bad schema has no time, not a crash
     assert set(result["treegram"]["stages"]) == {"frontend", "automaton", "tables", "total"}
@@ -62,26 +42,19 @@ def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
 
 
 def test_a_schema_past_the_time_limit_is_counted_apart(bench, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
     ok = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    (data / "a.json").write_text(json.dumps({"schema": ok, "tests": []}))
+    data = maskbench_folder(tmp_path / "data", {"a": ok})
     out = tmp_path / "compile.json"
     # a limit no compile can meet: the schema times out, its worker is stopped
     result = bench.main(
         [
-            "--data",
-            str(data),
-            "--every",
-            "1",
-            "--repeat",
-            "1",
+            "--data", str(data),
+            "--every", "1",
+            "--repeat", "1",
             "--no-xgrammar",
-            "--timeout",
-            "0",
-            "--output",
-            str(out),
-        ]  # fmt: skip
-    )
+            "--timeout", "0",
+            "--output", str(out),
+        ]
+    )  # fmt: skip
     assert result["treegram"]["timeouts"] == ["a.json"]
     assert result["treegram"]["compiled"] == 0

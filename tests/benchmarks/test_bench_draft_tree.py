@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-from pathlib import Path
-
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("tokenizers")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_draft_tree.py"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_draft_tree", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_draft_tree")
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
@@ -27,7 +17,7 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
     result = bench.main(
         ["--iterations", "3", "--warmup", "1", "--requests", "4", "--output", str(out)]
     )
-    written = json.loads(out.read_text(encoding="utf-8"))
+    written = read_json(out)
     assert set(written) >= {"meta", "cases"}
     meta = written["meta"]
     assert meta["iterations"] == 3 and meta["warmup"] == 1
@@ -55,18 +45,13 @@ def test_cases_option(bench, tmp_path):
     out = tmp_path / "seed.json"
     result = bench.main(
         [
-            "--cases",
-            "seed",
-            "--iterations",
-            "1",
-            "--warmup",
-            "0",
-            "--requests",
-            "2",
-            "--output",
-            str(out),
+            "--cases", "seed",
+            "--iterations", "1",
+            "--warmup", "0",
+            "--requests", "2",
+            "--output", str(out),
         ]
-    )
+    )  # fmt: skip
     assert set(result["cases"]) == {"seed"}
     with pytest.raises(SystemExit):
         bench.main(["--cases", "nope", "--output", str(out)])

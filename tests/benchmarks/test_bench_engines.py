@@ -3,32 +3,21 @@ and vLLM's own code (no timing asserted; the engines as for tests/engines)."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
-from pathlib import Path
-
-import pytest
+from bench_setup import BENCHMARKS, benchmark_fixture, read_json
 from engine_setup import require
 
 require("sglang.srt.speculative.spec_utils")
 require("vllm.v1.structured_output")
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_engines", BENCH / "bench_engines.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_engines")
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
     out = tmp_path / "engines.json"
     bench.main(
         [
-            "--data", str(BENCH / "data" / "engine_schemas.jsonl"),
+            "--data", str(BENCHMARKS / "data" / "engine_schemas.jsonl"),
             "--schemas", "2",
             "--batch", "1,3",
             "--tree-nodes", "8",
@@ -39,7 +28,7 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
             "--output", str(out),
         ]
     )  # fmt: skip
-    written = json.loads(out.read_text(encoding="utf-8"))
+    written = read_json(out)
     assert set(written) == {"meta", "sglang", "vllm"}
     assert {"date", "command", "versions", "machine", "schemas"} <= set(written["meta"])
     assert len(written["meta"]["schemas"]) == 2

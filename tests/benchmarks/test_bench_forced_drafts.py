@@ -3,24 +3,16 @@ asserted)."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
 from pathlib import Path
 
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("torch")  # the n-gram drafter lives in treegram.demo
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_forced_drafts.py"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_forced_drafts", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_forced_drafts")
 
 
 def test_runs_on_two_schemas(bench, tmp_path):
@@ -33,7 +25,7 @@ def test_runs_on_two_schemas(bench, tmp_path):
             "--forced-budget", "8", "--quiet", "--output", str(out),
         ]
     )  # fmt: skip
-    written = json.loads(out.read_text(encoding="utf-8"))
+    written = read_json(out)
     assert set(written) == {"meta", "summary", "ratios", "cost", "forced_nodes", "per_document"}
     meta = written["meta"]
     assert {"date", "command", "versions", "machine"} <= set(meta)

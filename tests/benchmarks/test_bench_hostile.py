@@ -3,21 +3,15 @@ timing asserted)."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_hostile.py"
+from bench_setup import load_benchmark, read_json
 
 
 def test_runs_one_case(tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_hostile", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_hostile")
     out = tmp_path / "hostile.json"
     result = bench.main(
         ["--cases", "regex_nested16", "--engines", "treegram", "--output", str(out)]
     )
     row = result["cases"]["regex_nested16"]["treegram"]
     assert row["outcome"] == "compiled" and row["seconds"] >= 0
-    assert json.loads(out.read_text())["meta"]["engines"] == ["treegram"]
+    assert read_json(out)["meta"]["engines"] == ["treegram"]

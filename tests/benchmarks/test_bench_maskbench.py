@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-from pathlib import Path
-
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("llguidance")
 pytest.importorskip("tokenizers")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_maskbench.py"
 COUNTS = (
     "schemas",
     "passing",
@@ -23,12 +19,7 @@ COUNTS = (
 )
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_maskbench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_maskbench")
 
 
 def test_runs_on_three_schemas(bench, tmp_path):
@@ -37,20 +28,15 @@ def test_runs_on_three_schemas(bench, tmp_path):
     out = tmp_path / "mb.json"
     result = bench.main(
         [
-            "--limit",
-            "3",
-            "--every",
-            "1",
-            "--timeout",
-            "60",
-            "--repeats",
-            "2",
+            "--limit", "3",
+            "--every", "1",
+            "--timeout", "60",
+            "--repeats", "2",
             "--quiet",
-            "--output",
-            str(out),
+            "--output", str(out),
         ]
-    )
-    written = json.loads(out.read_text(encoding="utf-8"))
+    )  # fmt: skip
+    written = read_json(out)
     assert set(written) >= {"meta", "engines", "schemas"}
     assert written["meta"]["n_schemas"] == 3 and written["meta"]["vocab_size"] == 129280
     assert len(written["schemas"]) == 3

@@ -2,45 +2,31 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-from pathlib import Path
-
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("tokenizers")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_matcher.py"
 REQUIRED = ("compile_ms", "fill_us_p50", "accept_us_p50", "fill_us_p99")
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_matcher", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_matcher")
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
     out = tmp_path / "m.json"
     result = bench.main(
         [
-            "--data",
-            str(bench.FALLBACK_CORPUS),
-            "--docs",
-            "3",
-            "--passes",
-            "2",
-            "--compile-repeats",
-            "1",
+            "--data", str(bench.FALLBACK_CORPUS),
+            "--docs", "3",
+            "--passes", "2",
+            "--compile-repeats", "1",
             "--no-import-cost",
-            "--output",
-            str(out),
+            "--output", str(out),
         ]
-    )
-    written = json.loads(out.read_text(encoding="utf-8"))
+    )  # fmt: skip
+    written = read_json(out)
     assert set(written) >= {"meta", "treegram", "xgrammar", "ratios"}
     for engine in ("treegram", "xgrammar"):
         for key in REQUIRED:

@@ -3,25 +3,18 @@ prompts and one tool call, every kind of configuration; no timing asserted)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("torch")
 pytest.importorskip("xgrammar")
 pytest.importorskip("llguidance")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_real_model.py"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_real_model", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_real_model")
 
 
 def test_prompt_set_is_shipped(bench):
@@ -50,7 +43,7 @@ def test_runs_every_kind_of_configuration(bench, tmp_path):
             "--configs", ",".join(configs), "--quiet", "--output", str(out),
         ]
     )  # fmt: skip
-    written = json.loads(out.read_text(encoding="utf-8"))
+    written = read_json(out)
     assert written["summary"].keys() == set(configs)
     assert {"meta", "summary", "ratios", "bars", "first_request_latency_ms"} <= set(written)
     meta = written["meta"]
@@ -84,7 +77,7 @@ def test_latency_only_on_every_nth_schema(bench, tmp_path):
     expected = [e["file"] for e in payload["schemas"][::16]]
     assert results["meta"]["prompts"] == expected and results["meta"]["latency_only"]
     assert results["summary"] == {} and results["meta"]["plot"] is None
-    latency = json.loads(out.read_text(encoding="utf-8"))["first_request_latency_ms"]
+    latency = read_json(out)["first_request_latency_ms"]
     for key in ("per_schema", "per_schema_cpu"):
         assert set(latency[key]) == {"treegram", "llguidance"}
         assert all(len(v) == len(expected) and min(v) > 0 for v in latency[key].values())

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-from pathlib import Path
-
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("tokenizers")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scaling.py"
 TINY = [
     "--sizes-optional",
     "2,4",
@@ -28,18 +24,13 @@ TINY = [
 ]
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_scaling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_scaling")
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path, capsys):
     out = tmp_path / "scaling.json"
     result = bench.main([*TINY, "--output", str(out), "--timeout", "120"])
-    written = json.loads(out.read_text(encoding="utf-8"))
+    written = read_json(out)
     assert written["meta"]["vocab"] == "deepseek"
     rows = written["results"]
     assert len(rows) == 2 * 9  # two engines, nine family/size cases
@@ -73,25 +64,17 @@ def test_a_slow_case_times_out_and_the_run_goes_on(bench, tmp_path):
     # 300 properties take tens of milliseconds to compile: far past a 1 ms timeout
     bench.main(
         [
-            "--engines",
-            "treegram",
-            "--families",
-            "optional,nullable",
-            "--sizes-optional",
-            "300",
-            "--sizes-nullable",
-            "3",
-            "--timeout",
-            "0.001",
-            "--vocab",
-            "bytes",
-            "--output",
-            str(out),
-            "--plot",
-            str(tmp_path / "p.png"),
+            "--engines", "treegram",
+            "--families", "optional,nullable",
+            "--sizes-optional", "300",
+            "--sizes-nullable", "3",
+            "--timeout", "0.001",
+            "--vocab", "bytes",
+            "--output", str(out),
+            "--plot", str(tmp_path / "p.png"),
         ]
-    )
-    rows = json.loads(out.read_text(encoding="utf-8"))["results"]
+    )  # fmt: skip
+    rows = read_json(out)["results"]
     assert [r["family"] for r in rows] == ["optional", "nullable"]
     assert rows[0]["status"] == "timeout"
     assert rows[1]["status"] in ("ok", "timeout")  # a fresh worker answered or timed out

@@ -3,24 +3,18 @@ asserted)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("xgrammar")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_serialization.py"
 MASKBENCH = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_serialization", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_serialization")
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
@@ -41,7 +35,7 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
             str(out),
         ]
     )
-    written = json.loads(out.read_text(encoding="utf-8"))
+    written = read_json(out)
     assert written == json.loads(json.dumps(result))
     assert written["meta"]["vocab_size"] == 600
     big = written["cases"][0]

@@ -2,46 +2,30 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-from pathlib import Path
-
 import pytest
+from bench_setup import benchmark_fixture, load_benchmark, read_json
 
 pytest.importorskip("torch")
 pytest.importorskip("xgrammar")
 pytest.importorskip("tokenizers")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_serving.py"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_serving", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_serving")
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
     out = tmp_path / "serving.json"
     result = bench.main(
         [
-            "--iterations",
-            "2",
-            "--warmup",
-            "1",
-            "--batch-sizes",
-            "1,3",
-            "--tree-sizes",
-            "4,8",
-            "--apply-runs",
-            "2",
-            "--output",
-            str(out),
+            "--iterations", "2",
+            "--warmup", "1",
+            "--batch-sizes", "1,3",
+            "--tree-sizes", "4,8",
+            "--apply-runs", "2",
+            "--output", str(out),
         ]
-    )
-    written = json.loads(out.read_text(encoding="utf-8"))
+    )  # fmt: skip
+    written = read_json(out)
     assert set(written) == {"meta", "steps", "apply"}
     meta = written["meta"]
     assert {"date", "command", "versions", "machine"} <= set(meta)
@@ -70,22 +54,15 @@ def test_builtin_grammar_and_bad_options(bench, tmp_path):
     out = tmp_path / "builtin.json"
     result = bench.main(
         [
-            "--grammar",
-            "builtin",
-            "--iterations",
-            "1",
-            "--warmup",
-            "0",
-            "--batch-sizes",
-            "2",
-            "--tree-sizes",
-            "6",
-            "--apply-runs",
-            "0",
-            "--output",
-            str(out),
+            "--grammar", "builtin",
+            "--iterations", "1",
+            "--warmup", "0",
+            "--batch-sizes", "2",
+            "--tree-sizes", "6",
+            "--apply-runs", "0",
+            "--output", str(out),
         ]
-    )
+    )  # fmt: skip
     assert result["apply"] == []
     assert result["steps"][0]["paths_as_expected"] is True
     for bad in (
@@ -98,9 +75,6 @@ def test_builtin_grammar_and_bad_options(bench, tmp_path):
             bench.main([*bad, "--output", str(out)])
 
 
-GPU_CHECK = SCRIPT.parent / "gpu_check.py"
-
-
 def test_gpu_check_skips_without_cuda(tmp_path, monkeypatch, capsys):
     """benchmarks/gpu_check.py exits 0 with a skip message on a machine without CUDA, and
     its executor check's own logic holds on CPU (eager twin instead of a CUDA graph)."""
@@ -108,13 +82,11 @@ def test_gpu_check_skips_without_cuda(tmp_path, monkeypatch, capsys):
 
     if torch.cuda.is_available():
         pytest.skip("CUDA is available: run benchmarks/gpu_check.py itself")
-    spec = importlib.util.spec_from_file_location("gpu_check", GPU_CHECK)
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
+    gpu_check = load_benchmark("gpu_check")
     monkeypatch.setenv("OUT", str(tmp_path))
     assert gpu_check.main([]) == 0
     assert "no CUDA device: skipped" in capsys.readouterr().out
-    written = json.loads((tmp_path / "gpu_check.json").read_text(encoding="utf-8"))
+    written = read_json(tmp_path / "gpu_check.json")
     assert written["skipped"] is True and written["ok"] is True
     result = gpu_check.check_graph_executor(3, dry_run=True)
     assert result["ok"] is True, result

@@ -3,31 +3,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
-from pathlib import Path
-
 import pytest
+from bench_setup import benchmark_fixture, maskbench_folder, read_json
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("llguidance")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tool_tags.py"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_tool_tags", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_tool_tags"] = module
-    spec.loader.exec_module(module)
-    return module
+bench = benchmark_fixture("bench_tool_tags", register=True)
 
 
 def test_two_formats_two_tool_counts(bench, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
     weather = {
         "type": "object",
         "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
@@ -36,27 +22,19 @@ def test_two_formats_two_tool_counts(bench, tmp_path):
     # no value satisfies it: replaced by the next file in the list
     nothing = {"type": "object", "required": ["a"], "properties": {"a": False}}
     files = {"BFCL_simple_1": weather, "BFCL_simple_2": nothing, "Glaiveai2K---x_1": weather}
-    for name, schema in files.items():
-        (data / f"{name}.json").write_text(json.dumps({"schema": schema, "tests": []}))
-    (data / "Github_easy---o1.json").write_text(json.dumps({"schema": weather, "tests": []}))
+    data = maskbench_folder(tmp_path / "data", {**files, "Github_easy---o1": weather})
     out = tmp_path / "tool_tags.json"
     result = bench.main(
         [
-            "--data",
-            str(data),
-            "--formats",
-            "qwen_3,qwen_3_coder",
-            "--tools",
-            "1,2",
-            "--repeat",
-            "2",
-            "--clock",
-            "cpu",
-            "--output",
-            str(out),
-        ]  # fmt: skip
-    )
-    assert json.loads(out.read_text()) == result
+            "--data", str(data),
+            "--formats", "qwen_3,qwen_3_coder",
+            "--tools", "1,2",
+            "--repeat", "2",
+            "--clock", "cpu",
+            "--output", str(out),
+        ]
+    )  # fmt: skip
+    assert read_json(out) == result
     assert result["meta"]["tools"] == {
         "1": ["BFCL_simple_1"],
         "2": ["BFCL_simple_1", "Glaiveai2K___x_1"],

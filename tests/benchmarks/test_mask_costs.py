@@ -3,25 +3,15 @@ and its JSON positions and construct buckets are right on small cases."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from bench_setup import benchmark_fixture, read_json
 
 pytest.importorskip("tokenizers")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "mask_costs.py"
 
-
-@pytest.fixture(scope="module")
-def costs():
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("mask_costs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+costs = benchmark_fixture("mask_costs")
 
 
 def test_position_at(costs):
@@ -63,7 +53,7 @@ def test_runs_on_two_schemas(costs, tmp_path):
         pytest.skip(f"no MaskBench data at {costs.mb.DEFAULT_DATA}")
     out = tmp_path / "costs.json"
     result = costs.main(["--limit", "2", "--threshold-ms", "0", "--quiet", "--output", str(out)])
-    written = json.loads(out.read_text(encoding="utf-8"))
+    written = read_json(out)
     assert written["meta"]["n_schemas"] == 2
     # threshold 0: every mask is reported, with its parts adding up to its time
     assert written["meta"]["n_slow"] == written["meta"]["n_masks"] > 0

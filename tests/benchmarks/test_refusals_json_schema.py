@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import jsonschema
-import pytest
+from bench_setup import benchmark_fixture, read_json
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "refusals_json_schema.py"
-
-
-@pytest.fixture(scope="module")
-def script():
-    # registered under its name (and its folder importable): the worker processes are
-    # spawned and find their target function by module name
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("refusals_json_schema", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["refusals_json_schema"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("refusals_json_schema", None)
-    sys.path.remove(str(SCRIPT.parent))
+script = benchmark_fixture("refusals_json_schema", register=True)
 
 
 def test_causes_are_normalised(script):
@@ -63,7 +46,7 @@ def test_runs_on_a_few_schemas(script, tmp_path):
     result = script.main(
         ["--data", str(data), "--modes", "default", "widen", "--quiet", "--output", str(out)]
     )
-    written = json.loads(out.read_text(encoding="utf-8"))
+    written = read_json(out)
     assert written["meta"]["n_schemas"] == 3
     default, widen = result["modes"]["default"], result["modes"]["widen"]
     assert default["schemas"] == 3 and default["refused"] == 2

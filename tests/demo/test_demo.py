@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 import pytest
+from model_setup import prefill, root_path, tree_logits
 
 torch = pytest.importorskip("torch")
 jsonschema = pytest.importorskip("jsonschema")
@@ -25,12 +26,10 @@ from treegram.demo import (  # noqa: E402
     ByteTokenizer,
     DemoEngine,
     DemoRequest,
-    KVCache,
     NGramDrafter,
     TinyCausalLM,
     TinyLMConfig,
 )
-from treegram.spec import depths_from_parents, tree_mask_from_parents  # noqa: E402
 
 EXTRA = (
     DemoRequest(
@@ -220,32 +219,14 @@ def test_tree_attention_equals_causal_pass():
     prefixes = [rng.integers(0, tok.vocab_size, size=n).tolist() for n in (5, 11)]
     parents = np.array([[-1, 0, 0, 1, 1, 2, 5, -1], [-1, 0, 1, 2, 0, 4, 4, 6]])
     draft = rng.integers(0, tok.vocab_size, size=parents.shape)
-    cache = KVCache(model.config, 2, 32)
     with torch.inference_mode():
-        for row, prefix in enumerate(prefixes):
-            t = len(prefix)
-            _, k, v = model.forward(
-                torch.as_tensor(prefix)[None],
-                torch.arange(t)[None],
-                torch.ones(t, t, dtype=torch.bool).tril()[None],
-            )
-            cache.append(row, k[:, 0], v[:, 0])
-        positions = cache.lengths[:, None] + depths_from_parents(parents)
-        logits, _, _ = model.forward(
-            torch.as_tensor(draft),
-            torch.as_tensor(positions),
-            torch.as_tensor(tree_mask_from_parents(parents)),
-            past=cache.past([0, 1]),
-        )
+        logits = tree_logits(model, prefill(model, prefixes, 32), draft, parents)
         for row, prefix in enumerate(prefixes):
             for node in range(parents.shape[1]):
                 if node == 7 and row == 0:
                     continue  # a padding root: attends to the prefix, not a real node
-                path, j = [], node
-                while j >= 0:
-                    path.append(int(draft[row, j]))
-                    j = int(parents[row, j])
-                expected = model.causal_logits(prefix + path[::-1])[-1]
+                path = root_path(draft, parents, row, node)
+                expected = model.causal_logits(prefix + path)[-1]
                 torch.testing.assert_close(logits[row, node], expected, rtol=0, atol=1e-10)
 
 

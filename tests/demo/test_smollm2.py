@@ -16,7 +16,7 @@ import json
 
 import numpy as np
 import pytest
-from model_setup import require_model
+from model_setup import prefill, require_model, root_path, tree_logits
 
 require_model()
 
@@ -28,7 +28,6 @@ from treegram.demo import (  # noqa: E402
     SMOLLM2_EXAMPLES,
     DemoEngine,
     DemoRequest,
-    KVCache,
     LlamaConfig,
     LlamaModel,
     NGramDrafter,
@@ -41,7 +40,6 @@ from treegram.demo import (  # noqa: E402
     tool_call_request,
 )
 from treegram.errors import ArgumentError, GrammarError  # noqa: E402
-from treegram.spec import depths_from_parents, tree_mask_from_parents  # noqa: E402
 
 COLOR = {
     "type": "object",
@@ -223,32 +221,12 @@ def test_tree_logits_are_bitwise_those_of_single_token_decoding(engine):
     parents = np.array([[-1, 0, 0, 1, 1, 2, 5, 6, -1], [-1, 0, 1, 2, 0, 4, 4, 6, 7]])
     draft = rng.integers(3, 49152, size=parents.shape)
 
-    def prefill(rows):
-        cache = KVCache(model.config, len(rows), 64)
-        for r, prefix in enumerate(rows):
-            t = len(prefix)
-            mask = torch.ones(t, t, dtype=torch.bool).tril()[None]
-            _, k, v = model.forward(torch.as_tensor([prefix]), torch.arange(t)[None], mask)
-            cache.append(r, k[:, 0], v[:, 0])
-        return cache
-
     with torch.inference_mode():
-        cache = prefill(prefixes)
-        alone = [prefill([p]) for p in prefixes]
-        positions = cache.lengths[:, None] + depths_from_parents(parents)
-        logits, _, _ = model.forward(
-            torch.as_tensor(draft),
-            torch.as_tensor(positions),
-            torch.as_tensor(tree_mask_from_parents(parents)),
-            past=cache.past([0, 1]),
-        )
+        logits = tree_logits(model, prefill(model, prefixes, 64), draft, parents)
+        alone = [prefill(model, [p], 64) for p in prefixes]
         for row, node in ((0, 0), (0, 7), (1, 5), (1, 8)):
-            path, j = [], node
-            while j >= 0:
-                path.append(int(draft[row, j]))
-                j = int(parents[row, j])
             single = copy.deepcopy(alone[row])
-            for tok in reversed(path):
+            for tok in root_path(draft, parents, row, node):
                 out, k, v = model.forward(
                     torch.as_tensor([[tok]]),
                     torch.as_tensor([[int(single.lengths[0])]]),

@@ -14,7 +14,8 @@ import types
 
 import numpy as np
 import pytest
-from engine_setup import EOS, MODEL_VOCAB, deepseek_dir, require
+from engine_setup import EOS, MODEL_VOCAB, require, sglang_backends, sglang_tokenizer
+from engine_setup import SGLANG_KEYS as KEYS
 
 base = require("sglang.srt.constrained.base_grammar_backend")
 xgb = require("sglang.srt.constrained.xgrammar_backend")
@@ -32,36 +33,9 @@ from treegram.serving import sglang as tg_sglang  # noqa: E402
 ENGINE_GENERATE = spec_utils.generate_token_bitmask
 assert ENGINE_GENERATE is not tg_sglang.generate_token_bitmask
 
-SCHEMA = (
-    '{"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "boolean"},'
-    ' "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2}},'
-    ' "required": ["name", "n"]}'
-)
-KEYS = [
-    ("json", SCHEMA),
-    ("regex", r"(yes|no) [0-9]{1,3}"),
-    ("ebnf", 'root ::= "call(" [a-z]+ ("," [0-9]+)* ")"'),
-    ("json", "$$ANY$$"),
-]
 
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_file=str(deepseek_dir() / "tokenizer.json"), eos_token="<｜end▁of▁sentence｜>"
-    )
-
-
-@pytest.fixture(scope="module")
-def backends(tokenizer):
-    info = tg.TokenizerInfo.from_huggingface(
-        tokenizer, vocab_size=MODEL_VOCAB, stop_token_ids=[EOS]
-    )
-    ours = tg_sglang.SGLangGrammarBackend(tg.GrammarCompiler(info), MODEL_VOCAB)
-    theirs = xgb.XGrammarGrammarBackend(
-        tokenizer, vocab_size=MODEL_VOCAB, model_eos_token_ids=[EOS]
-    )
-    return ours, theirs
+tokenizer = pytest.fixture(scope="module", name="tokenizer")(sglang_tokenizer)
+backends = pytest.fixture(scope="module", name="backends")(sglang_backends)
 
 
 def allowed(row) -> np.ndarray:

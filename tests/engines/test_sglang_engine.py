@@ -11,7 +11,21 @@ import types
 
 import numpy as np
 import pytest
-from engine_setup import EOS, MODEL_VOCAB, deepseek_dir, plugging_in_snippet, require
+from engine_setup import (
+    EOS,
+    MODEL_VOCAB,
+    TOOL_BEGIN,
+    TOOL_END,
+    TOOL_SCHEMA,
+    TOOL_SEP,
+    plugging_in_snippet,
+    require,
+    sglang_backends,
+    sglang_tokenizer,
+    triggered_tool_calls,
+)
+from engine_setup import SGLANG_KEYS as KEYS
+from engine_setup import SGLANG_SCHEMA as SCHEMA
 
 base = require("sglang.srt.constrained.base_grammar_backend")
 xgb = require("sglang.srt.constrained.xgrammar_backend")
@@ -26,43 +40,8 @@ import treegram as tg  # noqa: E402
 from treegram.serving import sglang as tg_sglang  # noqa: E402
 from treegram.serving.sglang import SGLangGrammar, SGLangGrammarBackend  # noqa: E402
 
-SCHEMA = json.dumps(
-    {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string"},
-            "n": {"type": "boolean"},
-            "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
-        },
-        "required": ["name", "n"],
-    }
-)
-KEYS = [
-    ("json", SCHEMA),
-    ("regex", r"(yes|no) [0-9]{1,3}"),
-    ("ebnf", 'root ::= "call(" [a-z]+ ("," [0-9]+)* ")"'),
-    ("json", "$$ANY$$"),
-]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_file=str(deepseek_dir() / "tokenizer.json"), eos_token="<｜end▁of▁sentence｜>"
-    )
-
-
-@pytest.fixture(scope="module")
-def backends(tokenizer):
-    """(treegram backend, xgrammar backend) as SGLang would build them."""
-    info = tg.TokenizerInfo.from_huggingface(
-        tokenizer, vocab_size=MODEL_VOCAB, stop_token_ids=[EOS]
-    )
-    ours = SGLangGrammarBackend(tg.GrammarCompiler(info), MODEL_VOCAB)
-    theirs = xgb.XGrammarGrammarBackend(
-        tokenizer, vocab_size=MODEL_VOCAB, model_eos_token_ids=[EOS]
-    )
-    return ours, theirs
+tokenizer = pytest.fixture(scope="module", name="tokenizer")(sglang_tokenizer)
+backends = pytest.fixture(scope="module", name="backends")(sglang_backends)
 
 
 def allowed(row: torch.Tensor) -> np.ndarray:
@@ -362,8 +341,6 @@ def test_registration_snippet_from_docs(tokenizer):
     assert walk_documents(ours, theirs, tokenizer, documents) == rows_of(tokenizer, documents)
 
 
-TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-TOOL_BEGIN, TOOL_SEP, TOOL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
 # (structural tag as SGLang receives it, a document it allows)
 STRUCTURAL_TAGS = [
     (  # legacy form with SGLang's at_least_one, and a structure without a schema
@@ -385,27 +362,7 @@ STRUCTURAL_TAGS = [
         f"{TOOL_END} then {TOOL_BEGIN}ping{TOOL_SEP}[1, {{}}]{TOOL_END}",
     ),
     (  # xgrammar's format form, a json_schema left null (SGLang fills in {})
-        {
-            "type": "structural_tag",
-            "format": {
-                "type": "triggered_tags",
-                "triggers": [TOOL_BEGIN],
-                "tags": [
-                    {
-                        "type": "tag",
-                        "begin": f"{TOOL_BEGIN}get_time{TOOL_SEP}",
-                        "content": {"type": "json_schema", "json_schema": TOOL_SCHEMA},
-                        "end": TOOL_END,
-                    },
-                    {
-                        "type": "tag",
-                        "begin": f"{TOOL_BEGIN}noop{TOOL_SEP}",
-                        "content": {"type": "json_schema", "json_schema": None},
-                        "end": TOOL_END,
-                    },
-                ],
-            },
-        },
+        triggered_tool_calls({"get_time": TOOL_SCHEMA, "noop": None}),
         f'ok {TOOL_BEGIN}get_time{TOOL_SEP}{{"city":"Oslo"}}{TOOL_END}'
         f'{TOOL_BEGIN}noop{TOOL_SEP}{{"k": "x"}}{TOOL_END}.',
     ),

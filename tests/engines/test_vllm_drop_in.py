@@ -21,6 +21,7 @@ import time
 import numpy as np
 import pytest
 from engine_setup import EOS, MODEL_VOCAB, require, write_vllm_model_dir
+from engine_setup import VLLM_SPECS as SPECS
 
 config = require("vllm.config")
 so = require("vllm.v1.structured_output")
@@ -36,17 +37,6 @@ ENGINE_VALIDATE = so.StructuredOutputManager.validate_tokens
 ENGINE_XGRAMMAR = so.XgrammarBackend
 assert ENGINE_BITMASK is not tg_vllm.grammar_bitmask
 
-SCHEMA = (
-    '{"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "boolean"}},'
-    ' "required": ["name", "n"]}'
-)
-SPECS = [
-    {"json": SCHEMA},
-    {"regex": r"(yes|no) [0-9]{1,3}"},
-    {"grammar": 'root ::= "call(" [a-z]+ ("," [0-9]+)* ")"'},
-    {"choice": ["red", "green", "blue"]},
-    {"json_object": True},
-]
 THINK_END = 128822  # "</think>" in DeepSeek-V4's vocabulary
 SENTINEL = 0x3C3C3C3C
 
@@ -153,6 +143,21 @@ def fill_sentinel(*managers) -> None:
             m._grammar_bitmask.fill_(SENTINEL)
 
 
+def three_way_bitmask(ours, theirs, reqs_o, reqs_t, live, sched) -> np.ndarray:
+    """The drop-in's bitmask for ``live``, asserted equal to vLLM's own loop on the same
+    treegram grammars and to vLLM on xgrammar grammars (buffers refilled with SENTINEL
+    before each call, so no stale row passes)."""
+    fill_sentinel(ours, theirs)
+    m_o = ours.grammar_bitmask(reqs_o, live, sched).copy()
+    fill_sentinel(ours)
+    m_ref = ENGINE_BITMASK(ours, reqs_o, live, sched).copy()
+    fill_sentinel(theirs)
+    m_t = theirs.grammar_bitmask(reqs_t, live, sched)
+    np.testing.assert_array_equal(m_o, m_ref)
+    np.testing.assert_array_equal(m_o, m_t)
+    return m_o
+
+
 def states(reqs: dict) -> list:
     return [
         (
@@ -183,14 +188,7 @@ def test_bitmask_validate_accept_bit_identical(model_dir, monkeypatch, k, path):
             break
         sched = {r: draft_for(grammar(reqs_t[r]), rng, k) for r in live if k}
         # the three ways: drop-in / vLLM's loop on treegram grammars / vLLM's on xgrammar
-        fill_sentinel(ours, theirs)
-        m_o = ours.grammar_bitmask(reqs_o, live, sched).copy()
-        fill_sentinel(ours)
-        m_ref = ENGINE_BITMASK(ours, reqs_o, live, sched).copy()
-        fill_sentinel(theirs)
-        m_t = theirs.grammar_bitmask(reqs_t, live, sched)
-        np.testing.assert_array_equal(m_o, m_ref)
-        np.testing.assert_array_equal(m_o, m_t)
+        m_o = three_way_bitmask(ours, theirs, reqs_o, reqs_t, live, sched)
         rows += m_o.shape[0]
         failures += sum(
             (m_o[i * (k + 1) + 1 : i * (k + 1) + len(d) + 1] == m_o[i * (k + 1)]).all()
@@ -204,7 +202,7 @@ def test_bitmask_validate_accept_bit_identical(model_dir, monkeypatch, k, path):
             vt = theirs.validate_tokens(reqs_t[rid], list(draft))
             assert vo == vt
             new = list(vo)
-            row = m_t[i * (k + 1) + len(new)]
+            row = m_o[i * (k + 1) + len(new)]
             if not (new and new[-1] == EOS):
                 choices = allowed(row)
                 bonus = EOS if EOS in choices and rng.random() < 0.2 else int(rng.choice(choices))
@@ -248,14 +246,7 @@ def test_requests_still_reasoning_take_vllms_loop(model_dir):
             sched[r] = d
         batched = [r for r in live if tg_vllm._chain_grammar(ours, reqs_o[r], sched[r]) is not None]
         seen_mixed |= 0 < len(batched) < len(live)
-        fill_sentinel(ours, theirs)
-        m_o = ours.grammar_bitmask(reqs_o, live, sched).copy()
-        fill_sentinel(ours)
-        m_ref = ENGINE_BITMASK(ours, reqs_o, live, sched).copy()
-        fill_sentinel(theirs)
-        m_t = theirs.grammar_bitmask(reqs_t, live, sched)
-        np.testing.assert_array_equal(m_o, m_ref)
-        np.testing.assert_array_equal(m_o, m_t)
+        three_way_bitmask(ours, theirs, reqs_o, reqs_t, live, sched)
         for rid in live:
             vo = ours.validate_tokens(reqs_o[rid], list(sched[rid]))
             assert vo == theirs.validate_tokens(reqs_t[rid], list(sched[rid]))

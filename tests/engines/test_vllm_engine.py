@@ -16,11 +16,17 @@ import pytest
 from engine_setup import (
     EOS,
     MODEL_VOCAB,
+    TOOL_BEGIN,
+    TOOL_END,
+    TOOL_SCHEMA,
+    TOOL_SEP,
     deepseek_dir,
     plugging_in_snippet,
     require,
+    triggered_tool_calls,
     write_vllm_model_dir,
 )
+from engine_setup import VLLM_SPECS as SPECS
 
 config = require("vllm.config")
 so = require("vllm.v1.structured_output")
@@ -37,22 +43,6 @@ def _uninstalled():
     """Every test leaves vLLM as it found it (the docs' snippet installs treegram)."""
     yield
     tg_vllm.uninstall()
-
-
-SCHEMA = json.dumps(
-    {
-        "type": "object",
-        "properties": {"name": {"type": "string"}, "n": {"type": "boolean"}},
-        "required": ["name", "n"],
-    }
-)
-SPECS = [
-    {"json": SCHEMA},
-    {"regex": r"(yes|no) [0-9]{1,3}"},
-    {"grammar": 'root ::= "call(" [a-z]+ ("," [0-9]+)* ")"'},
-    {"choice": ["red", "green", "blue"]},
-    {"json_object": True},
-]
 
 
 @pytest.fixture(scope="module")
@@ -235,8 +225,6 @@ def test_lark_detection_is_vllms():
         assert _grammar_is_lark(text) is utils.grammar_is_likely_lark(text), text
 
 
-TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-TOOL_BEGIN, TOOL_SEP, TOOL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
 LARK = 'start: "call(" NAME ("," NUMBER)* ")"\nNAME: /[a-z]+/\nNUMBER: /[0-9]+/\n'
 TAG_SPECS = {
     "lark": ({"grammar": LARK}, "call(abc,12,7)"),
@@ -261,25 +249,7 @@ TAG_SPECS = {
         f"{TOOL_END} done",
     ),
     "format": (
-        {
-            "structural_tag": json.dumps(
-                {
-                    "type": "structural_tag",
-                    "format": {
-                        "type": "triggered_tags",
-                        "triggers": [TOOL_BEGIN],
-                        "tags": [
-                            {
-                                "type": "tag",
-                                "begin": f"{TOOL_BEGIN}get_time{TOOL_SEP}",
-                                "content": {"type": "json_schema", "json_schema": TOOL_SCHEMA},
-                                "end": TOOL_END,
-                            }
-                        ],
-                    },
-                }
-            )
-        },
+        {"structural_tag": json.dumps(triggered_tool_calls({"get_time": TOOL_SCHEMA}))},
         f'ok {TOOL_BEGIN}get_time{TOOL_SEP}{{"city":"Oslo"}}{TOOL_END}',
     ),
 }

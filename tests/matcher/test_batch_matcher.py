@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from matcher_rows import mask_of, snapshot
+from matcher_rows import EXPR_GRAMMAR, OBJECT_GRAMMAR, SMALL_VOCAB, compile_each, mask_of, snapshot
 
 import treegram as tg
 import treegram.matcher._batch as matcher_batch
@@ -23,17 +23,7 @@ from treegram.errors import (
     MatcherStateError,
 )
 
-VOCAB: list[str] = [chr(c) for c in range(32, 127)] + [
-    "\n",
-    "ab",
-    "abc",
-    '",',
-    '":',
-    "true",
-    "null",
-    "12",
-    "<eos>",
-]
+VOCAB = SMALL_VOCAB
 V = len(VOCAB) + 2  # two padding ids
 W = (V + 31) // 32
 EOS = VOCAB.index("<eos>")
@@ -42,20 +32,8 @@ SENTINEL = 0x5A5A5A5A
 GRAMMARS: dict[str, str | None] = {
     "letters": "root ::= [a-z]*",
     "builtin_json": None,
-    "expr": r"""
-root ::= expr
-expr ::= term (("+" | "-") term)*
-term ::= factor (("*" | "/") factor)*
-factor ::= [0-9]+ | "(" expr ")" | "-" factor
-""",
-    "object": r"""
-root ::= "{" ws pair (ws "," ws pair)* ws "}"
-pair ::= key ws ":" ws val
-key ::= "\"" [a-z_]+ "\""
-val ::= num | key | "true" | "null"
-num ::= "-"? [0-9]+
-ws ::= [ \n]*
-""",
+    "expr": EXPR_GRAMMAR,
+    "object": OBJECT_GRAMMAR,
 }
 
 
@@ -66,11 +44,7 @@ def tid(text: str) -> int:
 @pytest.fixture(scope="module")
 def compiled():
     info = tg.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
-    comp = tg.GrammarCompiler(info)
-    return {
-        name: comp.compile_builtin_json_grammar() if text is None else comp.compile_grammar(text)
-        for name, text in GRAMMARS.items()
-    }
+    return compile_each(tg.GrammarCompiler(info), GRAMMARS)
 
 
 def pick_token(m: GrammarMatcher, rng: np.random.Generator) -> int:

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from matcher_rows import mask_of, snapshot
+from matcher_rows import EXPR_GRAMMAR, SMALL_VOCAB, compile_each, mask_of, reference_rows, snapshot
 
 import treegram as tg
 import treegram.kernels._batch as kernels_batch
@@ -33,17 +33,7 @@ from treegram.errors import (
 from treegram.spec import links_from_parents
 
 # --------------------------------------------------------------------------- vocabulary
-VOCAB: list[str] = [chr(c) for c in range(32, 127)] + [
-    "\n",
-    "ab",
-    "abc",
-    '",',
-    '":',
-    "true",
-    "null",
-    "12",
-    "<eos>",
-]
+VOCAB = SMALL_VOCAB
 N_PAD = 3  # padding ids past the real tokens (special: never allowed)
 V = len(VOCAB) + N_PAD
 W = (V + 31) // 32
@@ -61,12 +51,7 @@ val ::= num | key | "[" ws (num (ws "," ws num)*)? ws "]" | "true" | "null"
 num ::= "-"? [0-9]+ ("." [0-9]+)?
 ws ::= [ \n]*
 """,
-    "expr": r"""
-root ::= expr
-expr ::= term (("+" | "-") term)*
-term ::= factor (("*" | "/") factor)*
-factor ::= [0-9]+ | "(" expr ")" | "-" factor
-""",
+    "expr": EXPR_GRAMMAR,
     "left_recursion": r"""
 root ::= list
 list ::= list "," item | item
@@ -87,13 +72,7 @@ def tid(text: str) -> int:
 @pytest.fixture(scope="module")
 def compiled():
     info = tg.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
-    comp = tg.GrammarCompiler(info)
-    out = {}
-    for name, text in GRAMMARS.items():
-        out[name] = (
-            comp.compile_builtin_json_grammar() if text is None else comp.compile_grammar(text)
-        )
-    return out
+    return compile_each(tg.GrammarCompiler(info), GRAMMARS)
 
 
 @pytest.fixture(scope="module")
@@ -127,14 +106,6 @@ def random_parents(rng: np.random.Generator, n: int, forest: float = 0.0) -> np.
             continue
         parents[i] = i - 1 if rng.random() < 0.4 else rng.integers(0, i)
     return parents
-
-
-def children_of(parents: np.ndarray) -> list[list[int]]:
-    ch: list[list[int]] = [[] for _ in range(len(parents))]
-    for i, p in enumerate(parents):
-        if p >= 0:
-            ch[int(p)].append(i)
-    return ch
 
 
 def path_to(parents: np.ndarray, node: int, root: int) -> list[int] | None:
@@ -184,32 +155,6 @@ def random_tokens(
         if done:
             m.rollback(done)
     return tokens
-
-
-def reference_rows(
-    m: GrammarMatcher, parents: np.ndarray, tokens: np.ndarray, root: int = 0
-) -> np.ndarray:
-    """Expected rows of a traversal, from scalar accept / fill / rollback only."""
-    out = np.zeros((len(parents), W), dtype=np.int32)
-    children = children_of(parents)
-    before = snapshot(m)
-    if m.is_terminated():
-        return out
-
-    def visit(node: int) -> None:
-        m.fill_next_token_bitmask(out, node)
-        for c in children[node]:
-            t = int(tokens[c])
-            if not allowed(out[node], t):
-                continue
-            assert m.accept_token(t), "a token allowed by the mask must be accepted"
-            if not m.is_terminated():
-                visit(c)
-            m.rollback(1)
-
-    visit(root)
-    assert snapshot(m) == before
-    return out
 
 
 def links(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -989,10 +934,9 @@ def test_xgrammar_parity_small_vocab_random_trees(compiled):
     xgr = pytest.importorskip("xgrammar")
     torch = pytest.importorskip("torch")
     xinfo = xgr.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
-    xc = xgr.GrammarCompiler(xinfo)
+    xcompiled = compile_each(xgr.GrammarCompiler(xinfo), GRAMMARS)
     rng = np.random.default_rng(61)
-    for name, text in GRAMMARS.items():
-        xcg = xc.compile_builtin_json_grammar() if text is None else xc.compile_grammar(text)
+    for name, xcg in xcompiled.items():
         for _ in range(3):
             m, xm = GrammarMatcher(compiled[name]), xgr.GrammarMatcher(xcg)
             for _ in range(int(rng.integers(0, 4))):
@@ -1293,11 +1237,7 @@ def test_unfilled_rows_and_last_nodes_match_xgrammar_on_allocated_rows(compiled,
     them, stopped matchers, sparse indices."""
     xgr = pytest.importorskip("xgrammar")
     xinfo = xgr.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
-    xc = xgr.GrammarCompiler(xinfo)
-    xcompiled = {
-        name: xc.compile_builtin_json_grammar() if text is None else xc.compile_grammar(text)
-        for name, text in GRAMMARS.items()
-    }
+    xcompiled = compile_each(xgr.GrammarCompiler(xinfo), GRAMMARS)
     rng = np.random.default_rng(700 + seed)
     b, n = 10, 14
     ours, theirs = [], []

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from matcher_rows import mask_of, snapshot
+from matcher_rows import mask_of, reference_rows, snapshot
 
 import treegram as tg
 from treegram import BatchGrammarMatcher, GrammarMatcher
@@ -147,31 +147,6 @@ def ref_extend(m, parents, tokens, budget, per_leaf, root=0):
         visit(root)
     assert snapshot(m) == before
     return new_tokens, new_parents
-
-
-def reference_rows(m, parents, tokens, root=0):
-    """Rows of a traversal from scalar calls (see tests/matcher/test_draft_tree.py)."""
-    out = np.zeros((len(parents), W), dtype=np.int32)
-    children: list[list[int]] = [[] for _ in range(len(parents))]
-    for i, p in enumerate(parents):
-        if p >= 0:
-            children[int(p)].append(i)
-    if m.is_terminated():
-        return out
-
-    def visit(node: int) -> None:
-        m.fill_next_token_bitmask(out, node)
-        for c in children[node]:
-            t = int(tokens[c])
-            if not allowed(out[node], t):
-                continue
-            assert m.accept_token(t)
-            if not m.is_terminated():
-                visit(c)
-            m.rollback(1)
-
-    visit(root)
-    return out
 
 
 def walk(m: GrammarMatcher, text: str) -> GrammarMatcher:

@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,8 @@ from treegram.tokenizer._token_table import TokenTable, build_token_table
 from treegram.tokenizer._vocab_type import VocabType
 
 __all__ = ["TokenizerInfo", "VocabType"]
+
+_T = TypeVar("_T")
 
 # Decoded tokens that are taken as stop tokens when none are given (xgrammar's list).
 _AUTO_STOP_TOKENS = frozenset(
@@ -439,13 +441,11 @@ class TokenizerInfo:
 
         Built on first use (thread-safe) and cached.
         """
-        if self._sorted_vocab is None:
-            with self._lock:
-                if self._sorted_vocab is None:
-                    # Stop tokens keep their text: a matcher may override the stop set, and
-                    # the matcher itself clears and sets the bits of its own stop tokens.
-                    self._sorted_vocab = build_sorted_vocab(self._decoded, self._special_token_ids)
-        return self._sorted_vocab
+        # Stop tokens keep their text: a matcher may override the stop set, and the matcher
+        # itself clears and sets the bits of its own stop tokens.
+        return self._built_once(
+            "_sorted_vocab", lambda: build_sorted_vocab(self._decoded, self._special_token_ids)
+        )
 
     @property
     def token_table(self) -> TokenTable:
@@ -453,11 +453,20 @@ class TokenizerInfo:
 
         Built on first use (thread-safe) and cached.
         """
-        if self._token_table is None:
+        return self._built_once(
+            "_token_table", lambda: build_token_table(self._decoded, self._special_token_ids)
+        )
+
+    def _built_once(self, attr: str, build: Callable[[], _T]) -> _T:
+        """``self.<attr>``, made by ``build()`` on first use: once, under the lock."""
+        value = getattr(self, attr)
+        if value is None:
             with self._lock:
-                if self._token_table is None:
-                    self._token_table = build_token_table(self._decoded, self._special_token_ids)
-        return self._token_table
+                value = getattr(self, attr)
+                if value is None:
+                    value = build()
+                    setattr(self, attr, value)
+        return value
 
     def serialize_json(self) -> str:
         """The decoded vocabulary and metadata as a versioned JSON document (xgrammar's
