@@ -404,8 +404,13 @@ SLICE_DFA_SCHEMAS = [
     # a string DFA that calls the character classes it shares (rules of their own)
     {"type": "string", "oneOf": [{"pattern": p} for p in ("customer", "maker", "admin")]},
 ]
-# a rule DFA that a slice byte (",") follows: a token may end it and go on in the caller
-SLICE_DFA_EBNF = 'root ::= word ("," word)*\nword ::= [a-z]+ "-" [a-z0-9]*'
+SLICE_DFA_EBNF = [
+    # a rule DFA that a slice byte (",") follows: a token may end it and go on in the caller
+    'root ::= word ("," word)*\nword ::= [a-z]+ "-" [a-z0-9]*',
+    # calls inside calls: text that calls a rule that calls another (return frames)
+    'root ::= "\\"" body "\\""\nbody ::= (piece | [a-z ])*\npiece ::= "x" num "y"\n'
+    'num ::= [0-9]+ ("." [0-9]+)?',
+]
 
 
 def test_slice_dfa_walk_equals_the_plain_walk(info):
@@ -417,7 +422,7 @@ def test_slice_dfa_walk_equals_the_plain_walk(info):
         compiler.compile_json_schema(json.dumps(s), any_whitespace=True, strict_mode=False)
         for s in SLICE_DFA_SCHEMAS
     ]
-    grammars.append(compiler.compile_grammar(SLICE_DFA_EBNF))
+    grammars += [compiler.compile_grammar(text) for text in SLICE_DFA_EBNF]
     used = in_context = followed = calling = 0
     slice_bytes = (json_string_slice_dfa() >= 0).any(axis=0)
     for compiled in grammars:

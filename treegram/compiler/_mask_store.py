@@ -19,6 +19,7 @@ import numpy as np
 
 from ..kernels import (
     NO_SKIP,
+    SLICE_WALK_FRAMES,
     SLICE_WALK_PAIRS,
     DeadlineExceededError,
     bitset_positions,
@@ -962,7 +963,7 @@ class MaskStore:
         self, s: int, context: tuple, deadline: int = 0
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
         """:meth:`_walk`'s result for state ``s`` (in ``context``) with the JSON string
-        slice's tokens read by its rule and the leaf rules it calls, without a chart
+        slice's tokens read by its rule and the rules it calls, without a chart
         (``kernels.slice_dfa_walk``); the chart walks only the tokens outside the slice and
         those left undecided. None when the state cannot be walked that way or leaves too
         many undecided."""
@@ -979,13 +980,16 @@ class MaskStore:
             )
         automaton, slice_bytes = self._slice_walk_arrays
         # where a slice byte may follow the rule, a token that ends it may go on in a caller
-        followed = bool((self._rule_follow[self._state_rule[s]].astype(bool) & slice_bytes).any())
+        followed = int((self._rule_follow[self._state_rule[s]].astype(bool) & slice_bytes).any())
+        if followed and context[0].shape[0]:  # in a context, the walk reads on into the callers
+            followed = 2
         acc = np.empty(len(sv), dtype=np.int32)
         unk = np.empty(len(sv), dtype=np.int32)
         pairs = np.empty((sv.max_len + 1, 2 * SLICE_WALK_PAIRS + 1), dtype=np.int32)
+        frames = np.empty((2, SLICE_WALK_FRAMES + 1), dtype=np.int32)
         clock = np.zeros(2, dtype=np.int64)
         st, n_acc, n_unk = slice_dfa_walk(
-            automaton, followed, s, sv.trie, whole.leads, acc, unk, pairs, clock, deadline
+            automaton, followed, s, sv.trie, whole.leads, acc, unk, pairs, frames, clock, deadline
         )
         if st == layout.TIMEOUT:
             raise DeadlineExceededError

@@ -41,6 +41,7 @@ from treegram.kernels._ops import (
 )
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import state_signature
+from treegram.kernels._slice_walk import MAX_FRAMES as SLICE_WALK_FRAMES
 from treegram.kernels._slice_walk import MAX_PAIRS as SLICE_WALK_PAIRS
 from treegram.kernels._slice_walk import slice_dfa_walk
 from treegram.kernels._slices import (
@@ -106,6 +107,7 @@ __all__ = [
     "positions_to_bitset",
     "slice_dfa_walk",
     "SLICE_WALK_PAIRS",
+    "SLICE_WALK_FRAMES",
     "slice_members",
     "slice_reach",
     "subtree_max_leads",

@@ -1,5 +1,4 @@
-"""The JSON string slice's tokens read by one rule and the leaf rules it calls, without a
-chart.
+"""The JSON string slice's tokens read by one rule and the rules it calls, without a chart.
 
 A state inside a string whose text is constrained (a pattern, a key that is none of the
 declared names, a length bound) does not contain the whole slice (``kernels._slices``), so
@@ -8,11 +7,13 @@ or more per state for about 280k trie nodes. But a slice token cannot end the st
 and go on in a caller unless a slice byte may follow the rule (its follow set is ``"`` and
 the like), so the token is ACCEPTED exactly when the rule, with the calls it makes on the
 way, reads all of its bytes, and REJECTED otherwise. The walk keeps, per trie depth, the
-few (state, return state) pairs that the rule's DFA and the *leaf* rules it calls (rules
-that call nothing) can be in: a few transitions per trie node, tens of times cheaper than a
-chart step. Only the tokens outside the slice (their own small trie) and the ones the walk
-cannot decide (a call inside a called rule, too many pairs, or, where a slice byte may
-follow the rule, a path that goes on past a state where the rule may end) need the chart.
+few (state, return frame) pairs that the rule and the rules it calls can be in (a frame is
+a call in progress: the state it returns to and the frame that state is in): a few
+transitions per trie node, tens of times cheaper than a chart step, and one transition
+while the rule is in a single state that calls nothing. Only the tokens outside the slice
+(their own small trie) and the ones the walk cannot decide (too many pairs or frames, or,
+where a slice byte may follow the rule, a path that goes on past a state where the rule
+may end) need the chart.
 """
 
 from __future__ import annotations
@@ -33,52 +34,75 @@ from ._layout import (
     TIMEOUT,
 )
 
-# (state, return state) pairs a trie depth may hold; a node with more is left undecided
+# (state, frame) pairs a trie depth may hold; a node with more is left undecided
 MAX_PAIRS = 8
+# return frames a walk may make (calls in progress, each with the frame it returns into)
+MAX_FRAMES = 64
 _UNDECIDED = -1  # _closure / _add: the walk cannot decide the subtree
-_IN_RULE = -1  # return state of a pair in the classified state's own rule
-# a row of the pairs scratch: MAX_PAIRS states, then their return states, then the count
-_RETURNS = MAX_PAIRS
+_IN_RULE = -1  # the frame of a pair in the classified state's own rule
+# a row of the pairs scratch: MAX_PAIRS states, then their frames, then the count
+_FRAMES = MAX_PAIRS
 _COUNT = 2 * MAX_PAIRS
+# the frames scratch: row 0 the return states, row 1 the parent frames; [0, MAX_FRAMES] the
+# number made
+_RET, _PARENT = 0, 1
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _add(pairs, d, n, s, q):
-    """Append pair (s, q) to depth ``d`` unless present; the new count, or _UNDECIDED."""
+def _add(pairs, d, n, s, f):
+    """Append pair (s, f) to depth ``d`` unless present; the new count, or _UNDECIDED."""
     for j in range(n):
-        if pairs[d, j] == s and pairs[d, _RETURNS + j] == q:
+        if pairs[d, j] == s and pairs[d, _FRAMES + j] == f:
             return n
     if n == MAX_PAIRS:
         return _UNDECIDED
     pairs[d, n] = s
-    pairs[d, _RETURNS + n] = q
+    pairs[d, _FRAMES + n] = f
     return n + 1
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _closure(ref_ptr, ref_rule, ref_target, rule_start, rule_nullable, state_final, pairs, d, n):
+def _frame(frames, ret, parent):
+    """The frame that returns to state ``ret`` and then into frame ``parent`` (made once
+    per walk); _UNDECIDED when the walk has made MAX_FRAMES."""
+    n = frames[0, MAX_FRAMES]
+    for f in range(n):
+        if frames[_RET, f] == ret and frames[_PARENT, f] == parent:
+            return f
+    if n == MAX_FRAMES:
+        return _UNDECIDED
+    frames[_RET, n] = ret
+    frames[_PARENT, n] = parent
+    frames[0, MAX_FRAMES] = n + 1
+    return n
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _closure(A, pairs, frames, d, n):
     """Calls and returns of the pairs at depth ``d`` (the first ``n``), to a fixpoint: a
-    pair in the rule calls a leaf rule (its start, returning to the call's target; past it
-    at once when the rule is nullable), a pair in a called rule that may end returns. The
-    new count, or _UNDECIDED (a called rule calls, or too many pairs)."""
+    pair that calls a rule adds the rule's start in a frame returning to the call's
+    target (and the target itself when the rule is nullable); a pair in a called rule that
+    may end returns into its frame. The new count, or _UNDECIDED (too many pairs or
+    frames)."""
+    ref_ptr, ref_rule, ref_target = A[A_REF_PTR], A[A_REF_RULE], A[A_REF_TARGET]
     j = 0
     while j < n:
         s = pairs[d, j]
-        q = pairs[d, _RETURNS + j]
-        if ref_ptr[s + 1] > ref_ptr[s]:
-            if q != _IN_RULE:
-                return _UNDECIDED
-            for e in range(ref_ptr[s], ref_ptr[s + 1]):
-                r = ref_rule[e]
-                n = _add(pairs, d, n, rule_start[r], ref_target[e])
+        f = pairs[d, _FRAMES + j]
+        for e in range(ref_ptr[s], ref_ptr[s + 1]):
+            r = ref_rule[e]
+            g = _frame(frames, ref_target[e], f)
+            if g < 0:
+                return g
+            n = _add(pairs, d, n, A[A_RULE_START][r], g)
+            if n < 0:
+                return n
+            if A[A_RULE_NULLABLE][r]:
+                n = _add(pairs, d, n, ref_target[e], f)
                 if n < 0:
                     return n
-                if rule_nullable[r]:
-                    n = _add(pairs, d, n, ref_target[e], _IN_RULE)
-                    if n < 0:
-                        return n
-        if q != _IN_RULE and state_final[s]:
-            n = _add(pairs, d, n, q, _IN_RULE)
+        if f != _IN_RULE and A[A_STATE_FINAL][s]:
+            n = _add(pairs, d, n, frames[_RET, f], frames[_PARENT, f])
             if n < 0:
                 return n
         j += 1
@@ -86,16 +110,18 @@ def _closure(ref_ptr, ref_rule, ref_target, rule_start, rule_nullable, state_fin
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, clock, deadline):
+def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, frames, clock, deadline):
     """Classify the slice tokens (``leads >= 0``) of the token trie for ``state``.
 
     Parameters
     ----------
     A : tuple
         The unpacked automaton (``kernels._layout``'s ``A_*`` order).
-    followed : bool
-        A slice byte may follow the state's rule: a path that reads on past a state where
-        the rule may end is left undecided.
+    followed : int
+        0: no slice byte may follow the state's rule. 1: one may, so a path that reads on
+        past a state where the rule may end is left undecided. 2: the same, in a context
+        (the walk reads on into the callers), so where the rule may end before the first
+        byte the whole state is left to the chart.
     state : int
         The state to classify.
     trie : tuple
@@ -107,7 +133,11 @@ def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, clock, dead
         (ACCEPTED) and of those left undecided (for the chart). Every other slice token is
         REJECTED; tokens outside the slice are left to the caller.
     pairs : int32 [max_token_len + 1, 2 * MAX_PAIRS + 1]
-        Scratch: per trie depth, the pairs the walk can be in and their count.
+        Scratch: per trie depth, the (state, frame) pairs the walk can be in, and their
+        count.
+    frames : int32 [2, MAX_FRAMES + 1]
+        Scratch: the return frames the walk makes (``frames[0, MAX_FRAMES]`` is set to 0
+        here).
     clock : int64 [2]
         The clock's scratch.
     deadline : int
@@ -121,13 +151,17 @@ def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, clock, dead
     """
     node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi = trie
     byte_class, n_classes, trans = A[A_BYTE_CLASS], A[A_N_CLASSES], A[A_TRANS]
-    ref_ptr, ref_rule, ref_target = A[A_REF_PTR], A[A_REF_RULE], A[A_REF_TARGET]
-    rule_start, rule_nullable, state_final = A[A_RULE_START], A[A_RULE_NULLABLE], A[A_STATE_FINAL]
+    ref_ptr, state_final = A[A_REF_PTR], A[A_STATE_FINAL]
+    frames[0, MAX_FRAMES] = 0
     pairs[0, 0] = state
-    pairs[0, _RETURNS] = _IN_RULE
-    n = _closure(ref_ptr, ref_rule, ref_target, rule_start, rule_nullable, state_final, pairs, 0, 1)
+    pairs[0, _FRAMES] = _IN_RULE
+    n = _closure(A, pairs, frames, 0, 1)
     if n < 0:
         return _UNDECIDED, 0, 0
+    if followed == 2:
+        for j in range(n):
+            if pairs[0, _FRAMES + j] == _IN_RULE and state_final[pairs[0, j]]:
+                return _UNDECIDED, 0, 0
     pairs[0, _COUNT] = n
     n_acc = 0
     n_unk = 0
@@ -142,29 +176,26 @@ def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, clock, dead
         c = byte_class[node_byte[k]]
         n = 0
         calls = True  # the new pairs may call or return: close them
-        if pairs[d - 1, _COUNT] == 1 and pairs[d - 1, _RETURNS] == _IN_RULE:
+        if pairs[d - 1, _COUNT] == 1 and pairs[d - 1, _FRAMES] == _IN_RULE:
             # one state of the rule (the common case): a plain DFA step
             t = trans[pairs[d - 1, 0] * n_classes + c]
             if t >= 0:
                 pairs[d, 0] = t
-                pairs[d, _RETURNS] = _IN_RULE
+                pairs[d, _FRAMES] = _IN_RULE
                 n = 1
                 calls = ref_ptr[t + 1] > ref_ptr[t]
         else:
             for j in range(pairs[d - 1, _COUNT]):
                 t = trans[pairs[d - 1, j] * n_classes + c]
                 if t >= 0:
-                    n = _add(pairs, d, n, t, pairs[d - 1, _RETURNS + j])
+                    n = _add(pairs, d, n, t, pairs[d - 1, _FRAMES + j])
                     if n < 0:
                         break
         if n == 0:  # nothing reads this byte: the subtree's slice tokens fail
             k = node_end[k]
             continue
         if n > 0 and calls:
-            n = _closure(
-                ref_ptr, ref_rule, ref_target, rule_start, rule_nullable, state_final,
-                pairs, d, n,
-            )  # fmt: skip
+            n = _closure(A, pairs, frames, d, n)
         first_deeper = node_first[k]  # the node's own tokens come first in its subtree
         if n > 0:
             pairs[d, _COUNT] = n
@@ -174,9 +205,9 @@ def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, clock, dead
                     n_acc += 1
             first_deeper += node_tok_hi[k] - node_tok_lo[k]
             ends = False
-            if followed:  # the rule may end here and a caller read on
+            if followed > 0:  # the rule may end here and a caller read on
                 for j in range(n):
-                    if pairs[d, _RETURNS + j] == _IN_RULE and state_final[pairs[d, j]]:
+                    if pairs[d, _FRAMES + j] == _IN_RULE and state_final[pairs[d, j]]:
                         ends = True
             if not ends:
                 k += 1
