@@ -122,7 +122,13 @@ def _string_encoder(conv: ConversionContext):
     def encode(ranges: tuple) -> Expr | None:
         got = cache.get(ranges, _MISSING)
         if got is _MISSING:
-            got = cache[ranges] = encoded_class(ranges)
+            # once per class and conversion: the cached build itself, no copy (the key is
+            # the class as encoded_class caches it, so no build is handed out twice)
+            key = tuple(map(tuple, ranges))
+            got = cache.get(key, _MISSING)
+            if got is _MISSING:
+                got = cache[key] = encoded_class(key, once=True)
+            cache[ranges] = got
         return got  # type: ignore[return-value]
 
     return encode

@@ -187,13 +187,16 @@ def _unicode_escapes(ranges) -> Expr | None:
 # Encoded characters.
 
 
-def encoded_class(ranges, negated: bool = False) -> Expr | None:
+def encoded_class(ranges, negated: bool = False, *, once: bool = False) -> Expr | None:
     """Every encoding inside a JSON string of one decoded character from the class.
 
     Built once per class (:func:`_encoded_class_template`) and handed out as a fresh
     copy: callers share expressions by identity on purpose (rules hoisted from shared
     nodes, alternatives deduplicated by identity), so each call must get the new objects
-    a build would give.
+    a build would give. A caller that asks for each class at most once per grammar (and
+    shares the answer itself) passes ``once=True`` and gets the build itself: identity
+    only matters inside one grammar, and the copy was most of a small schema's frontend
+    (and of every later pass, which walked each copy again).
 
     Parameters
     ----------
@@ -201,6 +204,8 @@ def encoded_class(ranges, negated: bool = False) -> Expr | None:
         Inclusive code point ranges.
     negated : bool
         Use the complement of ``ranges``.
+    once : bool
+        The caller takes this class at most once per grammar: no copy.
 
     Returns
     -------
@@ -209,7 +214,7 @@ def encoded_class(ranges, negated: bool = False) -> Expr | None:
         escapes; ``None`` when the class is empty.
     """
     template, constants = _encoded_class_template(tuple(map(tuple, ranges)), negated)
-    if template is None or constants is None:
+    if template is None or constants is None or once:
         return template
     return _fresh(template, constants, {})
 
