@@ -257,15 +257,6 @@ class FlatIr:
 
 
 @njit(nogil=True, cache=True)
-def _grow(a, need):
-    if need <= a.shape[0]:
-        return a
-    out = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
-    out[: a.shape[0]] = a
-    return out
-
-
-@njit(nogil=True, cache=True)
 def _csr(src, n_edges, n_states):
     """Offsets [n_states + 1] and the edge order that groups edges by source state,
     keeping each state's edges in the order they were added."""
@@ -574,7 +565,9 @@ def tail_calls(roots, n_rules, kind, a, b, kid_at, kids):
                 stack[top] = nxt
                 top += 1
         if n_out + n_found > out.shape[0]:  # grown here, out of the walk's loop
-            out = _grow(out, n_out + n_found)
+            bigger = np.empty(max(n_out + n_found, 2 * out.shape[0]), dtype=out.dtype)
+            bigger[:n_out] = out[:n_out]
+            out = bigger
         out[n_out : n_out + n_found] = np.sort(found[:n_found])
         n_out += n_found
         ptr[r + 1] = n_out

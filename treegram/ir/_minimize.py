@@ -183,16 +183,7 @@ def _live(n, accept, ptr, to):
     stack = np.empty(n, dtype=np.int64)
     fwd[0] = 1
     stack[0] = 0
-    top = 1
-    while top > 0:
-        top -= 1
-        s = stack[top]
-        for e in range(ptr[s], ptr[s + 1]):
-            t = to[e]
-            if not fwd[t]:
-                fwd[t] = 1
-                stack[top] = t
-                top += 1
+    _mark_reachable(stack, 1, ptr, to, fwd)
     m = ptr[n]
     src = np.empty(m, dtype=np.int64)
     for s in range(n):
@@ -216,16 +207,23 @@ def _live(n, accept, ptr, to):
             live[s] = 1
             stack[top] = s
             top += 1
+    _mark_reachable(stack, top, pred_ptr, pred, live)
+    return live
+
+
+@njit(nogil=True, cache=True)
+def _mark_reachable(stack, top, ptr, to, mark):
+    """Mark every state reachable along the CSR edges ``ptr``/``to`` from the ``top``
+    states on ``stack`` (already marked); ``stack`` has room for every state."""
     while top > 0:
         top -= 1
         s = stack[top]
-        for i in range(pred_ptr[s], pred_ptr[s + 1]):
-            p = pred[i]
-            if not live[p]:
-                live[p] = 1
-                stack[top] = p
+        for e in range(ptr[s], ptr[s + 1]):
+            t = to[e]
+            if not mark[t]:
+                mark[t] = 1
+                stack[top] = t
                 top += 1
-    return live
 
 
 @njit(nogil=True, cache=True)
