@@ -97,24 +97,6 @@ def _intern(members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_m
 
 
 @njit(nogil=True, cache=True)
-def _subset_id(
-    targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to,
-    pool, pool_len, sub_ptr, sub_hash, n_sub, table,
-):  # fmt: skip
-    """The id of the subset the epsilon closure of ``targets[:n_targets]`` makes (see
-    :func:`_closure` and :func:`_intern`), with the store's new ``pool_len`` and ``n_sub``;
-    when the store is full the id is ``-1 - full`` (``full`` as :func:`_subsets` returns
-    it: 0 for the states, 3 for the pool)."""
-    k = _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to)
-    tid, pool_len, n_sub = _intern(
-        members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table.shape[0] - 1
-    )
-    if tid < 0:
-        tid = -1 if n_sub == sub_hash.shape[0] else -4
-    return tid, pool_len, n_sub
-
-
-@njit(nogil=True, cache=True)
 def _sort_unique(a, n):
     """Sort ``a[:n]`` in place and drop repeats; return how many values remain. Rows are
     short (a few edges), so insertion sort beats a general sort's allocations."""
@@ -273,18 +255,19 @@ def _subsets(  # noqa: C901
     """The subset construction of :func:`determinize` into arrays of fixed size. Returns
     ``(full, n_sub, n_out, n_out_ref)``: ``full`` is -1 when done, else which capacity ran
     out (0 states, 1 byte edges, 2 call edges, 3 the subset pool, 4 the interval buckets)."""
+    table_mask = table.shape[0] - 1
     gen = 1
     pool_len = 0
     n_sub = 0
     n_out = 0
     n_out_ref = 0
     targets[0] = start
-    tid, pool_len, n_sub = _subset_id(
-        targets, 1, gen, stamp, stack, members, important, eps_ptr, eps_to,
-        pool, pool_len, sub_ptr, sub_hash, n_sub, table,
-    )  # fmt: skip
+    k = _closure(targets, 1, gen, stamp, stack, members, important, eps_ptr, eps_to)
+    tid, pool_len, n_sub = _intern(
+        members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+    )
     if tid < 0:
-        return -1 - tid, 0, 0, 0
+        return (0 if n_sub == sub_hash.shape[0] else 3), 0, 0, 0
     i = 0
     while i < n_sub:
         final[i] = 0
@@ -330,12 +313,12 @@ def _subsets(  # noqa: C901
             for t in range(n_targets):
                 targets[t] = span_to[span_ptr[c] + t]
             gen += 1
-            tid, pool_len, n_sub = _subset_id(
-                targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to,
-                pool, pool_len, sub_ptr, sub_hash, n_sub, table,
-            )  # fmt: skip
+            k = _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to)
+            tid, pool_len, n_sub = _intern(
+                members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+            )
             if tid < 0:
-                return -1 - tid, 0, 0, 0
+                return (0 if n_sub == sub_hash.shape[0] else 3), 0, 0, 0
             if n_out > out_byte_ptr[i] and out_hi[n_out - 1] == a - 1 and out_to[n_out - 1] == tid:
                 out_hi[n_out - 1] = b - 1  # extends the previous range of this state
             else:
@@ -364,12 +347,12 @@ def _subsets(  # noqa: C901
                 n_targets += 1
                 g += 1
             gen += 1
-            tid, pool_len, n_sub = _subset_id(
-                targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to,
-                pool, pool_len, sub_ptr, sub_hash, n_sub, table,
-            )  # fmt: skip
+            k = _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to)
+            tid, pool_len, n_sub = _intern(
+                members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+            )
             if tid < 0:
-                return -1 - tid, 0, 0, 0
+                return (0 if n_sub == sub_hash.shape[0] else 3), 0, 0, 0
             if n_out_ref == out_rule.shape[0]:
                 return 2, 0, 0, 0
             out_rule[n_out_ref] = rid
