@@ -179,12 +179,15 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
         return enc_cache[key]
 
     names: dict[int, str] = {}
+    calls: dict[int, RuleRef] = {}  # one reference node per state: later passes walk it once
 
     def ref(s: int):
-        if s not in names:
+        got = calls.get(s)
+        if got is None:
             names[s] = conv.new_rule(f"{base}_dfa")
             pending.append(s)
-        return RuleRef(names[s])
+            got = calls[s] = RuleRef(names[s])
+        return got
 
     def body(s: int, depth: int) -> Expr | None:
         g = groups[s]
