@@ -682,6 +682,8 @@ def _build(ir: GrammarIR) -> Automaton:
     # (a fresh checkout's first compile, a minute on a busy machine) does not count
     deadline = _build_clock() + MAX_BUILD_SECONDS
 
+    cycle_states: dict[frozenset[int], int] = {}  # NFA states of a tail-call cycle's bodies
+
     def rule_dfa(rid: int) -> tuple:
         nonlocal total
         root = roots[rid]
@@ -695,7 +697,13 @@ def _build(ir: GrammarIR) -> Automaton:
         nfa = _list_nfa(csr)  # calls to rewrite, on the kernel's NFA as edge lists
         if rid in tail_cycles:
             cycle = tail_cycles[rid]
-            whole = sum(nfa_of(roots[c])[0] for c in cycle)  # every member's body once
+            # every other member's body once: the cycle's total, summed once per cycle (a
+            # string with patterns and a length bound has a 557-rule cycle, 300k sums)
+            members = cycle | {rid}
+            total_states = cycle_states.get(members)
+            if total_states is None:
+                total_states = cycle_states[members] = sum(nfa_of(roots[c])[0] for c in members)
+            whole = total_states - csr[0]
             room = whole if whole <= _CYCLE_INLINE_STATES else 0
             _inline_tail_calls(nfa, 1, cycle, splice_into(nfa), room)
         if rid not in captured:

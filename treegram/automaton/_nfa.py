@@ -112,77 +112,103 @@ class FlatIr:
         self.lo: list[int] = []
         self.hi: list[int] = []
         self._arrays: tuple | None = None
+        self._visit = None
 
     def add(self, root: Expr) -> int:
         """Index ``root`` and every node below it; return the root's node id."""
+        got = self.index.get(id(root))
+        if got is None:
+            if self._visit is None:
+                self._visit = self._visitor()
+            got = self._visit(root)
+        self._arrays = None
+        return got
+
+    def _visitor(self):
+        """The recursive indexing function of :meth:`add` (one frame per level; the
+        builder runs deep IR on a large stack, ``ir.run_sized``). Children are numbered
+        before their parents, the last child first, as :func:`node_sizes` and the NFA
+        kernel need."""
         index, keep, kids, kind, a, b, kid_at, inner = (
             self.index, self.keep, self.kids, self.kind, self.a, self.b, self.kid_at, self.inner
         )  # fmt: skip
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            if id(node) in index:
-                continue
+        bad, leaf, class_sequences = self.bad, self._leaf, self.class_sequences
+
+        def visit(node) -> int:
             t = type(node)
-            if t is Choice:
-                seqs = choice_sequences(node, self.class_sequences)  # type: ignore[arg-type]
-                if seqs is not None:  # one class leaf
-                    index[id(node)] = self._leaf(node, seqs)
-                    keep.append(node)
-                    continue
-            if t is Seq or t is Choice:
-                children = node.items  # type: ignore[union-attr]
-            elif t is Repeat:
-                children = (node.item,)  # type: ignore[union-attr]
+            if t is Repeat:
+                c = node.item
+                k = index.get(id(c))
+                if k is None:
+                    k = visit(c)
+                kid_ids = [k]
+                key: tuple = (t, node.min, node.max, k)
+            elif t is Seq or t is Choice:
+                if t is Choice:
+                    seqs = choice_sequences(node, class_sequences)
+                    if seqs is not None:  # one class leaf
+                        nid = index[id(node)] = leaf(node, seqs)
+                        keep.append(node)
+                        return nid
+                kid_ids = []
+                for c in reversed(node.items):
+                    k = index.get(id(c))
+                    if k is None:
+                        k = visit(c)
+                    kid_ids.append(k)
+                kid_ids.reverse()
+                key = (t, tuple(kid_ids))
             else:
-                index[id(node)] = self._leaf(node)
+                nid = index[id(node)] = leaf(node)
                 keep.append(node)
-                continue
-            pending = [c for c in children if id(c) not in index]
-            if pending:  # children first, then this node again
-                stack.append(node)
-                stack.extend(pending)
-                continue
-            kid_ids = [index[id(c)] for c in children]
+                return nid
+            keep.append(node)
             # equal structure, one node: rules with equal bodies share their automaton
-            key = (t, tuple(kid_ids)) if t is not Repeat else (t, node.min, node.max, kid_ids[0])  # type: ignore[union-attr]
-            got = inner.get(key)
-            if got is not None:
-                index[id(node)] = got
-                keep.append(node)
-                continue
-            inner[key] = len(kid_at)
+            nid = inner.get(key)
+            if nid is not None:
+                index[id(node)] = nid
+                return nid
+            nid = inner[key] = index[id(node)] = len(kid_at)
             at = len(kids)
             kids.extend(kid_ids)
             if t is Repeat:
-                lo, hi = node.min, node.max  # type: ignore[union-attr]
+                lo, hi = node.min, node.max
                 kind.append(REPEAT)
                 a.append(lo)
                 b.append(-1 if hi is None else hi)
                 if hi is not None and hi < lo:
-                    self.bad.add(len(kid_at))
+                    bad.add(nid)
             else:
                 kind.append(SEQ if t is Seq else CHOICE)
                 a.append(at)
                 b.append(len(kid_ids))
-            if self.bad and not self.bad.isdisjoint(kid_ids):
-                self.bad.add(len(kid_at))
-            index[id(node)] = len(kid_at)
+            if bad and not bad.isdisjoint(kid_ids):
+                bad.add(nid)
             kid_at.append(at)
-            keep.append(node)
-        self._arrays = None
-        return index[id(root)]
+            return nid
+
+        return visit
 
     def _leaf(self, node, seqs=None) -> int:
         """The node id of a leaf (``seqs``: a choice read as a class, see
         :func:`choice_sequences`); equal leaves share one."""
-        # a choice by its sequences: comparing two choices as IR nodes would walk them
-        key = node if seqs is None else seqs
+        # a choice by its sequences: comparing two choices as IR nodes would walk them;
+        # a leaf by its fields (the dataclasses' hash and equality are Python calls)
+        t = type(node)
+        if seqs is not None:
+            key = seqs
+        elif t is Bytes:
+            key = (t, node.data)
+        elif t is CharClass:
+            key = (t, node.ranges, node.negated)
+        elif t is RuleRef:
+            key = (t, node.name)
+        else:
+            key = node
         got = self.leaves.get(key)
         if got is not None:
             return got
         nid = len(self.kid_at)
-        t = type(node)
         if seqs is not None or t is CharClass:
             if seqs is None:
                 seqs = self.class_sequences(node)
@@ -228,15 +254,6 @@ class FlatIr:
             )
             self._arrays += (node_sizes(*self._arrays[:5], self._arrays[6]),)
         return self._arrays
-
-
-@njit(nogil=True, cache=True)
-def _grow(a, need):
-    if need <= a.shape[0]:
-        return a
-    out = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
-    out[: a.shape[0]] = a
-    return out
 
 
 @njit(nogil=True, cache=True)
@@ -548,7 +565,9 @@ def tail_calls(roots, n_rules, kind, a, b, kid_at, kids):
                 stack[top] = nxt
                 top += 1
         if n_out + n_found > out.shape[0]:  # grown here, out of the walk's loop
-            out = _grow(out, n_out + n_found)
+            bigger = np.empty(max(n_out + n_found, 2 * out.shape[0]), dtype=out.dtype)
+            bigger[:n_out] = out[:n_out]
+            out = bigger
         out[n_out : n_out + n_found] = np.sort(found[:n_found])
         n_out += n_found
         ptr[r + 1] = n_out

@@ -201,6 +201,7 @@ def determinize(
     cut_at = np.zeros(257, dtype=np.int64)
     span_ptr = np.zeros(258, dtype=np.int64)
     cursor = np.zeros(258, dtype=np.int64)
+    single = np.empty(n_nfa, dtype=np.int64)  # per NFA state: the id of its closure
     while True:
         n_table = 64
         while n_table < 2 * cap[0]:
@@ -219,11 +220,13 @@ def determinize(
         pool = np.empty(cap[3], dtype=np.int32)
         span_to = np.empty(cap[4], dtype=np.int32)
         stamp[:] = 0
+        single[:] = -1
         full, n_sub, n_out, n_out_ref = _subsets(
             eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule, ref_to,
             start, accept, important, stamp, stack, members, e_lo, e_hi, e_to, targets,
             cuts, order, final, out_byte_ptr, out_ref_ptr, sub_ptr, sub_hash, table,
             out_lo, out_hi, out_to, out_rule, out_ref_to, pool, cut_at, span_ptr, cursor, span_to,
+            single,
         )  # fmt: skip
         if full < 0:
             break
@@ -251,6 +254,7 @@ def _subsets(  # noqa: C901
     start, accept, important, stamp, stack, members, e_lo, e_hi, e_to, targets,
     cuts, order, final, out_byte_ptr, out_ref_ptr, sub_ptr, sub_hash, table,
     out_lo, out_hi, out_to, out_rule, out_ref_to, pool, cut_at, span_ptr, cursor, span_to,
+    single,
 ):  # fmt: skip
     """The subset construction of :func:`determinize` into arrays of fixed size. Returns
     ``(full, n_sub, n_out, n_out_ref)``: ``full`` is -1 when done, else which capacity ran
@@ -310,15 +314,24 @@ def _subsets(  # noqa: C901
             n_targets = span_ptr[c + 1] - span_ptr[c]
             if n_targets == 0:
                 continue
-            for t in range(n_targets):
-                targets[t] = span_to[span_ptr[c] + t]
-            gen += 1
-            k = _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to)
-            tid, pool_len, n_sub = _intern(
-                members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
-            )
-            if tid < 0:
-                return (0 if n_sub == sub_hash.shape[0] else 3), 0, 0, 0
+            # most intervals lead to one NFA state: its subset is interned once (the same
+            # id the lookup would find, so the DFA is the same)
+            if n_targets == 1 and single[span_to[span_ptr[c]]] >= 0:
+                tid = single[span_to[span_ptr[c]]]
+            else:
+                for t in range(n_targets):
+                    targets[t] = span_to[span_ptr[c] + t]
+                gen += 1
+                k = _closure(
+                    targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to
+                )
+                tid, pool_len, n_sub = _intern(
+                    members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+                )
+                if tid < 0:
+                    return (0 if n_sub == sub_hash.shape[0] else 3), 0, 0, 0
+                if n_targets == 1:
+                    single[targets[0]] = tid
             if n_out > out_byte_ptr[i] and out_hi[n_out - 1] == a - 1 and out_to[n_out - 1] == tid:
                 out_hi[n_out - 1] = b - 1  # extends the previous range of this state
             else:
@@ -346,13 +359,20 @@ def _subsets(  # noqa: C901
                 targets[n_targets] = e_to[order[g]]
                 n_targets += 1
                 g += 1
-            gen += 1
-            k = _closure(targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to)
-            tid, pool_len, n_sub = _intern(
-                members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
-            )
-            if tid < 0:
-                return (0 if n_sub == sub_hash.shape[0] else 3), 0, 0, 0
+            if n_targets == 1 and single[targets[0]] >= 0:
+                tid = single[targets[0]]
+            else:
+                gen += 1
+                k = _closure(
+                    targets, n_targets, gen, stamp, stack, members, important, eps_ptr, eps_to
+                )
+                tid, pool_len, n_sub = _intern(
+                    members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
+                )
+                if tid < 0:
+                    return (0 if n_sub == sub_hash.shape[0] else 3), 0, 0, 0
+                if n_targets == 1:
+                    single[targets[0]] = tid
             if n_out_ref == out_rule.shape[0]:
                 return 2, 0, 0, 0
             out_rule[n_out_ref] = rid

@@ -59,19 +59,12 @@ def coarsest_partition(n, accept, t_src, t_lo, t_hi, t_dst):  # noqa: C901
     src, cls, dst, n_classes = _by_class(t_src, t_lo, t_hi, t_dst)
     m = src.shape[0]
     # transitions grouped by target, then by class: the predecessors of a state per class
-    into_ptr = np.zeros(n + 1, dtype=np.int64)
-    for e in range(m):
-        into_ptr[dst[e] + 1] += 1
-    for s in range(n):
-        into_ptr[s + 1] += into_ptr[s]
-    fill = into_ptr[:-1].copy()
+    into_ptr, by_dst = _grouped(dst, n)
     into_cls = np.empty(m, dtype=np.int64)
     into_src = np.empty(m, dtype=np.int64)
-    for e in range(m):
-        at = fill[dst[e]]
-        into_cls[at] = cls[e]
-        into_src[at] = src[e]
-        fill[dst[e]] += 1
+    for j in range(m):
+        into_cls[j] = cls[by_dst[j]]
+        into_src[j] = src[by_dst[j]]
     # partition: block b holds elems[first[b]:end[b]]; loc[s] is s's index in elems
     elems = np.empty(n, dtype=np.int64)
     loc = np.empty(n, dtype=np.int64)
@@ -177,38 +170,41 @@ def coarsest_partition(n, accept, t_src, t_lo, t_hi, t_dst):  # noqa: C901
 
 
 @njit(nogil=True, cache=True)
+def _grouped(key, n):
+    """Offsets ``[n + 1]`` of the values ``0..n-1`` of ``key`` and the indices of ``key``
+    grouped by value, each group in index order (a counting sort)."""
+    m = key.shape[0]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for e in range(m):
+        ptr[key[e] + 1] += 1
+    for s in range(n):
+        ptr[s + 1] += ptr[s]
+    fill = ptr[:-1].copy()
+    order = np.empty(m, dtype=np.int64)
+    for e in range(m):
+        order[fill[key[e]]] = e
+        fill[key[e]] += 1
+    return ptr, order
+
+
+@njit(nogil=True, cache=True)
 def _live(n, accept, ptr, to):
     """States reachable from the start that can reach an accepting state."""
     fwd = np.zeros(n, dtype=np.uint8)
     stack = np.empty(n, dtype=np.int64)
     fwd[0] = 1
     stack[0] = 0
-    top = 1
-    while top > 0:
-        top -= 1
-        s = stack[top]
-        for e in range(ptr[s], ptr[s + 1]):
-            t = to[e]
-            if not fwd[t]:
-                fwd[t] = 1
-                stack[top] = t
-                top += 1
+    _mark_reachable(stack, 1, ptr, to, fwd)
     m = ptr[n]
     src = np.empty(m, dtype=np.int64)
     for s in range(n):
         for e in range(ptr[s], ptr[s + 1]):
             src[e] = s
     # predecessors as CSR
-    pred_ptr = np.zeros(n + 1, dtype=np.int64)
-    for e in range(m):
-        pred_ptr[to[e] + 1] += 1
-    for s in range(n):
-        pred_ptr[s + 1] += pred_ptr[s]
-    fill = pred_ptr[:-1].copy()
+    pred_ptr, by_to = _grouped(to[:m], n)
     pred = np.empty(m, dtype=np.int64)
-    for e in range(m):
-        pred[fill[to[e]]] = src[e]
-        fill[to[e]] += 1
+    for j in range(m):
+        pred[j] = src[by_to[j]]
     live = np.zeros(n, dtype=np.uint8)
     top = 0
     for s in range(n):
@@ -216,16 +212,23 @@ def _live(n, accept, ptr, to):
             live[s] = 1
             stack[top] = s
             top += 1
+    _mark_reachable(stack, top, pred_ptr, pred, live)
+    return live
+
+
+@njit(nogil=True, cache=True)
+def _mark_reachable(stack, top, ptr, to, mark):
+    """Mark every state reachable along the CSR edges ``ptr``/``to`` from the ``top``
+    states on ``stack`` (already marked); ``stack`` has room for every state."""
     while top > 0:
         top -= 1
         s = stack[top]
-        for i in range(pred_ptr[s], pred_ptr[s + 1]):
-            p = pred[i]
-            if not live[p]:
-                live[p] = 1
-                stack[top] = p
+        for e in range(ptr[s], ptr[s + 1]):
+            t = to[e]
+            if not mark[t]:
+                mark[t] = 1
+                stack[top] = t
                 top += 1
-    return live
 
 
 @njit(nogil=True, cache=True)

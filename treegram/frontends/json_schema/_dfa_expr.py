@@ -122,7 +122,13 @@ def _string_encoder(conv: ConversionContext):
     def encode(ranges: tuple) -> Expr | None:
         got = cache.get(ranges, _MISSING)
         if got is _MISSING:
-            got = cache[ranges] = encoded_class(ranges)
+            # once per class and conversion: the cached build itself, no copy (the key is
+            # the class as encoded_class caches it, so no build is handed out twice)
+            key = tuple(map(tuple, ranges))
+            got = cache.get(key, _MISSING)
+            if got is _MISSING:
+                got = cache[key] = encoded_class(key, once=True)
+            cache[ranges] = got
         return got  # type: ignore[return-value]
 
     return encode
@@ -173,12 +179,15 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
         return enc_cache[key]
 
     names: dict[int, str] = {}
+    calls: dict[int, RuleRef] = {}  # one reference node per state: later passes walk it once
 
     def ref(s: int):
-        if s not in names:
+        got = calls.get(s)
+        if got is None:
             names[s] = conv.new_rule(f"{base}_dfa")
             pending.append(s)
-        return RuleRef(names[s])
+            got = calls[s] = RuleRef(names[s])
+        return got
 
     def body(s: int, depth: int) -> Expr | None:
         g = groups[s]

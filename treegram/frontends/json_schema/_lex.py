@@ -187,13 +187,16 @@ def _unicode_escapes(ranges) -> Expr | None:
 # Encoded characters.
 
 
-def encoded_class(ranges, negated: bool = False) -> Expr | None:
+def encoded_class(ranges, negated: bool = False, *, once: bool = False) -> Expr | None:
     """Every encoding inside a JSON string of one decoded character from the class.
 
     Built once per class (:func:`_encoded_class_template`) and handed out as a fresh
     copy: callers share expressions by identity on purpose (rules hoisted from shared
     nodes, alternatives deduplicated by identity), so each call must get the new objects
-    a build would give.
+    a build would give. A caller that asks for each class at most once per grammar (and
+    shares the answer itself) passes ``once=True`` and gets the build itself: identity
+    only matters inside one grammar, and the copy was most of a small schema's frontend
+    (and of every later pass, which walked each copy again).
 
     Parameters
     ----------
@@ -201,6 +204,8 @@ def encoded_class(ranges, negated: bool = False) -> Expr | None:
         Inclusive code point ranges.
     negated : bool
         Use the complement of ``ranges``.
+    once : bool
+        The caller takes this class at most once per grammar: no copy.
 
     Returns
     -------
@@ -209,7 +214,7 @@ def encoded_class(ranges, negated: bool = False) -> Expr | None:
         escapes; ``None`` when the class is empty.
     """
     template, constants = _encoded_class_template(tuple(map(tuple, ranges)), negated)
-    if template is None or constants is None:
+    if template is None or constants is None or once:
         return template
     return _fresh(template, constants, {})
 
@@ -222,11 +227,59 @@ def _encoded_class_template(ranges, negated: bool) -> tuple[Expr | None, frozens
     it is (``None`` for the ids): sharing it by identity makes no rule, and every later
     pass (hoisting, flattening, depth) walks it once instead of once per character."""
     first = _encoded_class_build(ranges, negated)
+    if first is not None:
+        first = _interned(first, {})
     if first is not None and _tree_size(first, HOIST_SIZE) < HOIST_SIZE:
         return first, None
     second = _encoded_class_build(ranges, negated)  # alive together: ids are distinct
     shared = _node_ids(first) & _node_ids(second)
     return first, frozenset(shared)
+
+
+# Small subtrees of the encodings, one object per structure (see _interned); cleared when
+# it grows past _SMALL_LIMIT (the encodings already built keep theirs).
+_SMALL: dict[tuple, Expr] = {}
+_SMALL_LIMIT = 200_000
+
+
+def _interned(node: Expr, memo: dict[int, tuple[Expr, int]]) -> Expr:
+    """``node`` with every subtree smaller than ``HOIST_SIZE`` nodes (as a tree) replaced by
+    one object per structure, shared by all encodings: ``\\u`` escapes spell the same hex
+    digit sequences for many characters, and every later pass (hoisting, flattening) walks
+    each object once per grammar. A shared subtree this small is never hoisted into a rule,
+    and every pass reads the grammar as a tree, so the grammar is the same."""
+    return _intern_small(node, memo)[0]
+
+
+def _intern_small(node: Expr, memo: dict[int, tuple[Expr, int]]) -> tuple[Expr, int]:
+    got = memo.get(id(node))
+    if got is not None:
+        return got
+    t = type(node)
+    if t is Seq or t is Choice:
+        kids = [_intern_small(c, memo) for c in node.items]  # type: ignore[union-attr]
+        items = tuple(k for k, _ in kids)
+        size = 1 + sum(n for _, n in kids)
+        same = all(a is b for a, b in zip(items, node.items, strict=True))  # type: ignore[union-attr]
+        new: Expr = node if same else t(items)  # type: ignore[operator]
+        key: tuple = (t, *map(id, items))
+    elif t is Repeat:
+        item, n = _intern_small(node.item, memo)  # type: ignore[union-attr]
+        size = 1 + n
+        new = node if item is node.item else Repeat(item, node.min, node.max)  # type: ignore[union-attr]
+        key = (t, id(item), node.min, node.max)  # type: ignore[union-attr]
+    elif t is Bytes:
+        new, size, key = node, 1, (t, node.data)  # type: ignore[union-attr]
+    elif t is CharClass:
+        new, size, key = node, 1, (t, node.ranges, node.negated)  # type: ignore[union-attr]
+    else:  # pragma: no cover - encodings hold no other nodes
+        raise TypeError(f"unexpected node {node!r}")
+    if size < HOIST_SIZE:
+        if len(_SMALL) > _SMALL_LIMIT:
+            _SMALL.clear()
+        new = _SMALL.setdefault(key, new)
+    memo[id(node)] = (new, size)
+    return new, size
 
 
 def _tree_size(expr: Expr, cap: int) -> int:
