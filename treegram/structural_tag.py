@@ -23,7 +23,7 @@ Example
 ...                     end="</function>")]))
 """
 
-from treegram.frontends import (
+from treegram.frontends.structural_tag import (
     AnyTextFormat,
     AnyTokensFormat,
     BuiltinToolParam,

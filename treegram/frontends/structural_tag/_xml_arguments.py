@@ -1,5 +1,5 @@
 """The XML argument converter: tool-call arguments written as XML parameters (the
-``JSONSchemaFormat`` styles other than ``"json"``; :mod:`._structural_tag_xml` is the entry).
+``JSONSchemaFormat`` styles other than ``"json"``; :mod:`._xml` is the entry).
 
 The language is xgrammar 0.2.8's. The argument object of a tool call is written as a list
 of parameters instead of a JSON object; for Qwen (``qwen_xml``)::
@@ -27,7 +27,7 @@ DeepSeek's styles tag every value with ``string="true"`` (raw text, no padding) 
 ``string="false"`` (JSON, padded); a union carries the attribute per branch. Kimi-K3 writes
 the value's JSON type into the key (``type="number"``), or any of the types when the schema
 does not fix one. Cohere's and MiniMax-M3's recursive elements are
-:mod:`._xml_arguments_cohere` and :mod:`._xml_arguments_minimax_m3`.
+:mod:`._xml_cohere` and :mod:`._xml_minimax_m3`.
 ``excludes`` keep strings out of raw values, parameter names (a further parameter's name
 is an identifier minus the names holding one, an exact automaton difference) and the
 strings of JSON values (JSON Schema ``excludes``, :mod:`.json_schema._excludes`: the

@@ -1236,7 +1236,7 @@ def _lower_lazy(
     Returns the helper rules and the :class:`CaptureMarker` of each marker rule that
     captures need (where its marker lies in its completions).
     """
-    from treegram.frontends._structural_tag import free_text_rules
+    from treegram.frontends.structural_tag import free_text_rules
 
     defs = parser.defs
     any_text: dict[str, bool] = {}

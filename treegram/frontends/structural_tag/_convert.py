@@ -1,8 +1,8 @@
-"""Structural tag frontend: a structural tag (:mod:`._structural_tag_formats`) to grammar IR.
+"""Structural tag frontend: a structural tag (:mod:`._formats`) to grammar IR.
 
 Each format becomes an IR expression; JSON Schema, regex and EBNF contents are compiled by
 their own frontends and their rules embedded under fresh names. The language is xgrammar
-0.2.8's, checked mask for mask against it (tests/frontends/test_structural_tag.py):
+0.2.8's, checked mask for mask against it (tests/frontends/structural_tag/test_convert.py):
 
 - ``any_text`` is any text; inside a tag it may not contain the tag's end strings (nor its
   own ``excludes``), so the first end string closes the tag;
@@ -28,7 +28,8 @@ from typing import Any
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
 from treegram.frontends._ebnf import parse_ebnf
 from treegram.frontends._regex import regex_to_ir
-from treegram.frontends._structural_tag_formats import (
+from treegram.frontends.json_schema import MAX_GRAMMAR_STATES, dfa_expr, json_schema_to_ir
+from treegram.frontends.structural_tag._formats import (
     AnyTextFormat,
     AnyTokensFormat,
     ConstStringFormat,
@@ -56,8 +57,7 @@ from treegram.frontends._structural_tag_formats import (
     legacy_structural_tag,
     parse_structural_tag,
 )
-from treegram.frontends._structural_tag_xml import xml_arguments_expr
-from treegram.frontends.json_schema import MAX_GRAMMAR_STATES, dfa_expr, json_schema_to_ir
+from treegram.frontends.structural_tag._xml import xml_arguments_expr
 from treegram.ir import (
     MAX_CODEPOINT,
     Bytes,

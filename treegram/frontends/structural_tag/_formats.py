@@ -66,7 +66,7 @@ _UNSUPPORTED_TYPES: dict[str, str] = {}
 TokenRef = int | str
 
 
-# JSONSchemaFormat.style values of xgrammar 0.2.8 (not all compile, see _structural_tag_xml)
+# JSONSchemaFormat.style values of xgrammar 0.2.8 (not all compile, see _xml)
 JSON_SCHEMA_STYLES = (
     "json",
     "qwen_xml",
@@ -185,7 +185,7 @@ class JSONSchemaFormat(_Format):
     values are raw text, other values JSON; ``"cohere_xml"``: every value a typed
     ``<cofl:value>`` element, objects and arrays nested as elements; ``"minimax_m3_xml"``:
     namespaced elements, objects and arrays nested (fixed property names only)
-    (:mod:`treegram.frontends._structural_tag_xml`). ``excludes``: with ``"json"``, texts
+    (:mod:`treegram.frontends.structural_tag._xml`). ``excludes``: with ``"json"``, texts
     that no string the schema leaves free (values and keys; not strings under a
     ``pattern`` or a known ``format``) may contain as written; with the other XML styles,
     strings kept out of raw string values and parameter names (their JSON values must

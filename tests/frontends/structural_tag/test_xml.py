@@ -1,8 +1,8 @@
-"""XML argument styles of ``JSONSchemaFormat`` (treegram/frontends/_structural_tag_xml.py).
+"""XML argument styles of ``JSONSchemaFormat`` (treegram/frontends/structural_tag/_xml.py).
 
 Hand-written tool-call arguments are accepted or rejected as written here and as xgrammar
 0.2.8 decides; masks equal xgrammar's bit for bit along random paths on a small vocabulary
-of XML pieces. (tests/frontends/test_builtin_structural_tag.py checks the models' tool-call
+of XML pieces. (tests/frontends/structural_tag/test_builtin.py checks the models' tool-call
 formats on the DeepSeek-V4 vocabulary.)
 """
 

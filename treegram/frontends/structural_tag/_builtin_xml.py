@@ -1,9 +1,9 @@
 """Built-in structural tags of the models whose tool calls carry XML arguments.
 
-Each builder takes the normalized options of :mod:`._builtin_structural_tag` (tools, tool
+Each builder takes the normalized options of :mod:`._builtin` (tools, tool
 choice, reasoning mode...) and returns the same structural tag, field for field, as
 xgrammar 0.2.8's function for the model; the arguments are a :class:`JSONSchemaFormat`
-with the model's XML ``style`` (:mod:`._structural_tag_xml` compiles them).
+with the model's XML ``style`` (:mod:`._xml` compiles them).
 
 Model keys: ``qwen_3_5`` / ``qwen_3_coder`` (``<tool_call>\\n<function=f>\\n``...),
 ``mimo`` (the same without the newlines), ``deepseek_v3_2``, ``deepseek_v4`` and
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from treegram.errors import ArgumentError
-from treegram.frontends._structural_tag_formats import (
+from treegram.frontends.structural_tag._formats import (
     AnyTextFormat,
     ConstStringFormat,
     Format,
@@ -41,7 +41,7 @@ _THINK = ["<think>", "</think>"]
 
 
 class _Options(Protocol):
-    """The fields of ``_builtin_structural_tag._Options`` that the builders read."""
+    """The fields of ``_builtin._Options`` that the builders read."""
 
     tools: list[Any]
     builtins: list[Any]

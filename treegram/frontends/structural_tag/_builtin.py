@@ -6,14 +6,14 @@ A builder turns the available tools, the tool choice and the reasoning mode into
 block, then free text in which the model's tool-call marker starts a call whose arguments
 follow the tool's JSON Schema (``tool_choice="auto"``), at least one call (``"required"``),
 or exactly the one forced call. The structural tags are the same, field for field, as
-xgrammar's for the same arguments (tests/frontends/test_builtin_structural_tag.py).
+xgrammar's for the same arguments (tests/frontends/structural_tag/test_builtin.py).
 
 Model keys: ``llama`` (Llama 3.x JSON calls), ``qwen_3`` (Qwen3 ``<tool_call>``),
 ``exaone`` (EXAONE 4.0), ``kimi`` (Kimi-K2), ``deepseek_r1`` and ``deepseek_v3_1``
 (DeepSeek's tool-call special tokens) and ``harmony`` (OpenAI gpt-oss); the models whose
 calls carry XML arguments (``qwen_3_coder``/``qwen_3_5``, ``mimo``, ``minimax``,
 ``glm_4_7``, ``kimi_k3``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``, ``cohere``,
-``minimax_m3``) are built in :mod:`._builtin_structural_tag_xml`.
+``minimax_m3``) are built in :mod:`._builtin_xml`.
 Each model also has xgrammar's per-model function (``get_llama_structural_tag``...).
 """
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from treegram.errors import ArgumentError
-from treegram.frontends._builtin_structural_tag_xml import XML_MODEL_BUILDERS
-from treegram.frontends._structural_tag_formats import (
+from treegram.frontends.structural_tag._builtin_xml import XML_MODEL_BUILDERS
+from treegram.frontends.structural_tag._formats import (
     AnyTextFormat,
     ConstStringFormat,
     Format,

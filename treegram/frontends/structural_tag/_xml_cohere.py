@@ -15,7 +15,8 @@ from typing import Any
 
 from treegram.errors import InvalidStructuralTagError
 from treegram.frontends._regex import regex_to_ir
-from treegram.frontends._xml_arguments import (
+from treegram.frontends.json_schema import format_expr
+from treegram.frontends.structural_tag._xml_arguments import (
     ANNOTATIONS,
     ANY_CHAR,
     COHERE_ENTITIES,
@@ -25,7 +26,6 @@ from treegram.frontends._xml_arguments import (
     is_any,
     union_options,
 )
-from treegram.frontends.json_schema import format_expr
 from treegram.ir import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq
 
 __all__ = ["CohereConverter"]

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from treegram.errors import InvalidStructuralTagError
-from treegram.frontends._xml_arguments import (
+from treegram.frontends.json_schema import format_expr
+from treegram.frontends.structural_tag._xml_arguments import (
     ANNOTATIONS,
     EMPTY,
     Converter,
@@ -29,7 +30,6 @@ from treegram.frontends._xml_arguments import (
     json_text,
     union_options,
 )
-from treegram.frontends.json_schema import format_expr
 from treegram.ir import Bytes, Choice, Expr, Repeat, RuleRef, Seq
 
 __all__ = ["MiniMaxM3Converter", "NAMESPACE"]
