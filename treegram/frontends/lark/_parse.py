@@ -1,94 +1,34 @@
-"""Lark frontend: Lark grammar text -> :class:`GrammarIR`.
-
-The accepted subset and its meaning follow xgrammar 0.2.8's ``Grammar.from_lark``:
-
-- definitions ``name: expansions``; names hold letters, digits, ``_`` and ``-``; a name
-  whose first letter (after leading ``_``) is upper case is a *terminal*, any other name a
-  *rule*; ``?name`` and ``!name`` are plain rules (tree shaping does not change the
-  language); the grammar starts at ``start`` (the root rule is named ``root``, as in
-  xgrammar, so a printed grammar parses back as EBNF); a definition continues on the
-  next line only when that line starts with ``|``; ``-> alias`` at the end of an
-  alternative is ignored;
-- items: ``"literal"`` (JSON string escapes; flag ``i`` folds ASCII letters),
-  ``"a".."z"`` (one code point each), ``/regex/flags`` (flags ``i``, ``s``, ``u``; ``.``
-  excludes ``\\n`` unless ``s``), names, ``( )``, ``[ ]`` (optional), ``%json {schema}``
-  (a JSON Schema inline), ``@name`` (a grammar from ``named_grammars``), ``%lark { ... }``
-  (a nested Lark grammar with its own names, ``start``, ``%ignore`` and options),
-  ``%regex {"substring_chunks": [...]}`` / ``{"substring_chars": "..."}`` (any run of
-  consecutive chunks or characters, or nothing), and the operators ``? * + ~n ~n..m``
-  and ``{n} {n,} {,m} {n,m}``;
-- ``%ignore item`` (any number): inside *rules*, anything in the ignored set may follow
-  each literal, range, regex, terminal reference or ``%json`` value (not a rule
-  reference: the rule adds its own); terminals never contain it; with
-  ``%grammar_options {"allow_initial_skip": true}`` it may also come first;
-- ``%import common.NAME [-> ALIAS]`` and ``%import common (A, B)`` for the terminals of
-  Lark's ``common`` library;
-- rule attributes ``name[lazy]``, ``name[max_chars=N]``, ``name[max_tokens=N]`` (a token
-  budget per occurrence, enforced by the matcher) and ``name[temperature=T]`` (see
-  :mod:`treegram.frontends._rule_attrs`), ``name[suffix=M]`` / ``name[stop=M]`` (the
-  marker ``M`` a string, a regex or a terminal name: the rule is the lazy rule
-  ``body M``); as in xgrammar, a lazy, suffix, stop or temperature rule is handled like
-  a terminal: it references terminals (and sub-grammars) only and ``%ignore`` applies
-  after it, not inside; ``name[capture]`` / ``capture="x"`` record the rule's text
-  (:meth:`GrammarMatcher.get_captures`; :attr:`Rule.capture`), and the marker of a
-  ``suffix`` / ``stop`` rule is left out of captures as xgrammar does (``stop_capture="x"``
-  records it; :class:`~treegram.ir.CaptureMarker`);
-- xgrammar's dynamic tool-call dispatch (``start: (tool | ...)* tail`` over any-text
-  heads ending in a trigger) and lazy any-text heads used on their own become the
-  byte-level free text of structural tags, xgrammar's ``TagDispatch`` (see
-  :func:`_lower_lazy`).
-
-Refused with :class:`GrammarSyntaxError` (line and column, and the source line with a
-caret under the column): priorities ``name.2``, templates, parametric grammars (``::``,
-``%if``), ``&`` and ``~`` on terminals, ``%declare`` / ``%override`` / other
-directives, malformed special tokens (each with its own message; well-formed ones,
-``<|name|>``, ``<name>``, ``<[1,3-5]>``, ``<[^1]>`` and ``<[*]>``, are token-id elements
-that read one whole token), ``max_tokens`` on the rules of a dynamic dispatch,
-``lazy`` / ``max_chars`` on a recursive rule, terminals that reference rules or
-themselves, unknown names and imports, duplicate definitions, and a grammar without
-``start``.
-"""
+"""The Lark parser: recursive descent over the text (Lark is line-oriented, so the scanner
+and the parser share the position); it collects the definitions, ``%ignore`` items,
+imports, rule attributes and helper rules that :mod:`._lower` turns into IR."""
 
 from __future__ import annotations
 
-import bisect
-import json
 import math
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import NoReturn
+from collections.abc import Callable
 
-from treegram._json import get_max_recursion_depth, json_text_depth
-from treegram.errors import GrammarError, GrammarSyntaxError, LarkSyntaxError, RegexSyntaxError
+from treegram.frontends.lark._scan import Scanner
+from treegram.frontends.lark._syntax import COMMON, IGNORE, Definition, Marker, is_terminal
 from treegram.ir import (
     Bytes,
-    CaptureMarker,
     CharClass,
     Choice,
     Expr,
-    GrammarIR,
     Repeat,
     Rule,
     RuleRef,
     Seq,
     TokenSet,
-    complement_ranges,
-    normalize_ranges,
     token_rule,
 )
 
-__all__ = ["lark_to_ir"]
+__all__ = ["Parser"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Rule, terminal and grammar names may also hold '-' after their first character (as in
 # xgrammar, ``x->y`` is the name ``x-`` and a stray '>').
 _LARK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_INT = re.compile(r"[0-9]+")
-_FLAGS = re.compile(r"[A-Za-z]*")
-_BLANK = re.compile(r"(?:[ \t\r\f]+|//[^\n]*|#[^\n]*)*")
-# A newline (plus blank and comment lines) that a '|' continues.
-_CONTINUATION = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*)*\|")
 _SPACE = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*)*")
 # Rules marked [lazy], [suffix=...], [stop=...] or [temperature=...]: xgrammar handles them
 # like terminals.
@@ -99,14 +39,8 @@ _LEXICAL_RULE = re.compile(
 _TEMPERATURE_RULE = re.compile(
     r"^[ \t]*[?!]?([A-Za-z_][A-Za-z0-9_-]*)[ \t]*\[[^\]\n]*\btemperature\b", re.M
 )
-# Literals inside a nested %lark block, skipped while looking for its closing brace.
-_NESTED_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-_NESTED_REGEX = re.compile(r"/(?:[^/\\\n]|\\.)+/")
 _NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _IMPORT_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-# Placeholder for the %ignore rule: cannot clash with a Lark name.
-_IGNORE = "\0ignore"
-_MAX_COUNT = 10**9
 # Each group level costs about five Python frames of the recursive descent.
 _MAX_NESTING = 128
 # Rule attributes the parser reads.
@@ -120,97 +54,23 @@ _MAX_TOKEN_RANGE = 1_000_000
 _HELPER = "lark."
 _CAPTURE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
-# Lark's ``common`` terminals, as regular expressions over their language.
-_DECIMAL = r"[0-9]+\.[0-9]*|\.[0-9]+"
-_FLOAT = rf"(?:{_DECIMAL})(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+"
-_COMMON = {
-    "DIGIT": "[0-9]",
-    "HEXDIGIT": "[a-fA-F0-9]",
-    "INT": "[0-9]+",
-    "SIGNED_INT": "[+-]?[0-9]+",
-    "DECIMAL": _DECIMAL,
-    "_EXP": "[eE][+-]?[0-9]+",
-    "FLOAT": _FLOAT,
-    "SIGNED_FLOAT": rf"[+-]?(?:{_FLOAT})",
-    "NUMBER": rf"[0-9]+|{_FLOAT}",
-    "SIGNED_NUMBER": rf"[+-]?(?:[0-9]+|{_FLOAT})",
-    "ESCAPED_STRING": r'"(?:[^"\\]|\\[^\n])*"',
-    "LETTER": "[A-Za-z]",
-    "WORD": "[A-Za-z]+",
-    "CNAME": "[_A-Za-z][_A-Za-z0-9]*",
-    "WS_INLINE": "[ \\t]+",
-    "WS": "[ \\t\\f\\r\\n]+",
-    "CR": "\\r",
-    "LF": "\\n",
-    "NEWLINE": "(?:\\r?\\n)+",
-    "LCASE_LETTER": "[a-z]",
-    "UCASE_LETTER": "[A-Z]",
-    "SH_COMMENT": "#[^\\n]*",
-    "CPP_COMMENT": "//[^\\n]*",
-    "C_COMMENT": r"/\*[^*]*\*+(?:[^/*][^*]*\*+)*/",
-    "SQL_COMMENT": "--[^\\n]*",
-}
 
-
-def is_terminal(name: str) -> bool:
-    """Lark's convention: the first letter after leading underscores is upper case."""
-    stripped = name.lstrip("_")
-    return bool(stripped) and stripped[0].isupper()
-
-
-@dataclass(frozen=True)
-class _Marker:
-    """The marker of a ``suffix=`` or ``stop=`` attribute: its expression, where it is,
-    the literal text of a case-sensitive string marker and the name of a terminal one."""
-
-    expr: Expr
-    pos: int
-    literal: str | None = None
-    ref: str | None = None
-    kind: str = "suffix"  # or "stop"
-
-
-@dataclass
-class _Definition:
-    name: str
-    pos: int
-    terminal: bool
-    body: Expr | None = None
-    # (name, pos) of every name this definition references.
-    refs: list | None = None
-
-
-class _Source:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
-
-    def error(self, message: str, pos: int) -> NoReturn:
-        line = bisect.bisect_right(self._starts, pos)
-        begin = self._starts[line - 1]
-        end = self.text.find("\n", begin)
-        source = self.text[begin : len(self.text) if end < 0 else end].rstrip("\r")
-        raise LarkSyntaxError(message, line, pos - begin + 1, source)
-
-
-class _Parser:
+class Parser(Scanner):
     """Recursive descent straight over the text (Lark is line-oriented, so the scanner
     and the parser share the position)."""
 
     def __init__(self, text: str, embed) -> None:
-        self.src = _Source(text)
+        super().__init__(text)
         # names of the rules handled like terminals (lazy, suffix, stop, temperature),
         # known before any reference is parsed
         self.lazy = set(_LEXICAL_RULE.findall(text))
         self.hot = set(_TEMPERATURE_RULE.findall(text))  # these may hold sub-grammars
-        self.text = text
-        self.pos = 0
         self.embed = embed  # callback: (kind, value, pos) -> Expr for %json and @name
-        self.defs: dict[str, _Definition] = {}
+        self.defs: dict[str, Definition] = {}
         self.ignores: list[Expr] = []
         self.ignore_refs: list[tuple[str, int]] = []
         self.imports: dict[str, tuple[str, int]] = {}
-        self.current: _Definition | None = None
+        self.current: Definition | None = None
         self.depth = 0
         # rule name -> (attributes, position of the name)
         self.attrs: dict[str, tuple[dict[str, object], int]] = {}
@@ -222,27 +82,6 @@ class _Parser:
         self.attr_pos: dict[tuple[str, str], int] = {}  # (rule, attribute) -> position
         # (rule, "capture" or "stop_capture") -> capture name; captures are not recorded
         self.captures: dict[tuple[str, str], str] = {}
-
-    # -- low level
-    def error(self, message: str, pos: int | None = None) -> NoReturn:
-        self.src.error(message, self.pos if pos is None else pos)
-
-    def skip(self) -> None:
-        """Skip blanks and comments on this line, and a newline that a '|' continues."""
-        while True:
-            self.pos = _BLANK.match(self.text, self.pos).end()
-            if self.peek() == "\n":
-                m = _CONTINUATION.match(self.text, self.pos)
-                if m is not None:
-                    self.pos = m.end() - 1  # stop at the '|'
-                    continue
-            return
-
-    def peek(self) -> str:
-        return self.text[self.pos] if self.pos < len(self.text) else ""
-
-    def at_line_end(self) -> bool:
-        return self.peek() in ("", "\n")
 
     # -- top level
     def parse(self) -> None:
@@ -288,7 +127,7 @@ class _Parser:
         # xgrammar treats a lazy, suffix, stop (or temperature) rule as a terminal:
         # %ignore neither enters it nor skips after it, and it references terminals only
         lexical = is_terminal(name) or name in self.lazy
-        d = _Definition(name, name_pos, lexical, refs=[])
+        d = Definition(name, name_pos, lexical, refs=[])
         self.defs[name] = d
         self.current = d
         self.skip()
@@ -323,7 +162,7 @@ class _Parser:
                 self.skip()
                 attrs[attr] = self.read_marker(attr)
             elif attr == "max_tokens":
-                # not on rules consumed by dynamic dispatch (checked in _lower_lazy)
+                # not on rules consumed by dynamic dispatch (checked in lower_lazy)
                 if self.peek() != "=":
                     self.error("expected '=' and a count after max_tokens")
                 self.pos += 1
@@ -397,7 +236,7 @@ class _Parser:
             self.error("capture name must only contain letters, digits, '_', '-' and '.'", pos)
         return value
 
-    def read_marker(self, attr: str) -> _Marker:
+    def read_marker(self, attr: str) -> Marker:
         """The marker after ``suffix=`` or ``stop=``: a string literal (flag ``i``
         allowed), a regular expression (flags ``s`` and ``u``) or a terminal name."""
         pos, c = self.pos, self.peek()
@@ -414,17 +253,17 @@ class _Parser:
                         "case-insensitive string literals currently support ASCII characters only",
                         pos,
                     )
-                return _Marker(_fold_literal(value), pos, kind=attr)
-            return _Marker(Bytes(value.encode("utf-8")), pos, value, kind=attr)
+                return Marker(_fold_literal(value), pos, kind=attr)
+            return Marker(Bytes(value.encode("utf-8")), pos, value, kind=attr)
         if c == "/":
-            return _Marker(self.read_regex(marker=True), pos, kind=attr)
+            return Marker(self.read_regex(marker=True), pos, kind=attr)
         m = _LARK_NAME.match(self.text, self.pos)
         if m is None:
             self.error(f"expected a string, a regular expression or a terminal name after {attr}=")
         if not is_terminal(m.group()):
             self.error(f"{attr} terminal name must be uppercase", pos)
         self.pos = m.end()
-        return _Marker(RuleRef(m.group()), pos, ref=m.group(), kind=attr)
+        return Marker(RuleRef(m.group()), pos, ref=m.group(), kind=attr)
 
     def parse_directive(self) -> None:
         start = self.pos
@@ -433,7 +272,7 @@ class _Parser:
         if word == "ignore":
             self.pos = m.end()
             self.skip()
-            d = _Definition("%ignore", start, True, refs=[])
+            d = Definition("%ignore", start, True, refs=[])
             self.current = d
             self.ignores.append(
                 Bytes(b"") if self.at_line_end() else self.parse_expansions(top=True)
@@ -496,7 +335,7 @@ class _Parser:
                 self.add_import(name, name, start)
             return
         module, _, name = path.rpartition(".")
-        if module != "common" or name not in _COMMON:
+        if module != "common" or name not in COMMON:
             self.error(f"unknown common import {path!r}", start)
         alias = name
         if self.text.startswith("->", self.pos):
@@ -510,7 +349,7 @@ class _Parser:
         self.add_import(name, alias, start)
 
     def add_import(self, name: str, alias: str, pos: int) -> None:
-        if name not in _COMMON:
+        if name not in COMMON:
             self.error(f"unknown common import 'common.{name}'", pos)
         if alias in self.defs or alias in self.imports:
             self.error(f"duplicate rule or terminal {alias!r}", pos)
@@ -557,7 +396,7 @@ class _Parser:
         atom, lexical = self.parse_atom()
         ignore = lexical and bool(self.ignore_active()) and atom != Bytes(b"")
         if ignore:
-            atom = Seq((atom, RuleRef(_IGNORE)))
+            atom = Seq((atom, RuleRef(IGNORE)))
         op_pos = self.pos
         self.skip_inline()
         c = self.peek()
@@ -589,79 +428,6 @@ class _Parser:
             self.error("expected grammar expression")
         return [atom]
 
-    def read_braced_text(self, start: int) -> str:
-        """The text between ``{`` (at the position) and its matching ``}``, skipping
-        string literals, regular expressions and comments (they may hold braces)."""
-        if self.peek() != "{":
-            self.error("expected '{' after %lark")
-        text, i, depth = self.text, self.pos + 1, 1
-        while i < len(text):
-            c = text[i]
-            if c == '"':
-                m = _NESTED_STRING.match(text, i)
-                if m is None:
-                    break
-                i = m.end()
-                continue
-            if c == "/" and text.startswith("//", i) or c == "#":
-                nl = text.find("\n", i)
-                i = len(text) if nl < 0 else nl
-                continue
-            if c == "/":
-                m = _NESTED_REGEX.match(text, i)
-                if m is None:
-                    break
-                i = m.end()
-                continue
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    body = text[self.pos + 1 : i]
-                    self.pos = i + 1
-                    return body
-            i += 1
-        self.error("unterminated %lark block: expected '}'", start)
-
-    def read_braces(self, start: int) -> tuple[int, int | None]:
-        """``{n}``, ``{n,}``, ``{,m}`` or ``{n,m}`` after an item (the position is at
-        ``{``): the bounds of the repetition (``None``: unbounded)."""
-        self.pos += 1
-        self.skip_inline()
-        if self.peek() not in ("", ",", "-", "}") and not self.peek().isdigit():
-            self.error("Lark templates are not supported", start)  # name{args}
-        bounds: list[int | None] = []
-        while True:
-            if self.peek() == "-":
-                self.error("invalid repetition count")
-            if self.peek().isdigit():
-                bounds.append(self.read_count("a repetition count in '{...}'"))
-            else:
-                bounds.append(None)
-            self.skip_inline()
-            if self.peek() == "," and len(bounds) == 1:
-                self.pos += 1
-                self.skip_inline()
-                continue
-            if self.peek() != "}":
-                self.error("expected '}' to close the repetition")
-            self.pos += 1
-            break
-        if len(bounds) == 1:
-            if bounds[0] is None:
-                self.error("expected a repetition count in '{...}'", start)
-            return bounds[0], bounds[0]  # type: ignore[return-value]
-        if bounds == [None, None]:
-            self.error("expected a repetition count in '{...}'", start)
-        lo, hi = bounds[0] or 0, bounds[1]
-        if hi is not None and hi < lo:
-            self.error("repetition end must be greater than or equal to start", start)
-        return lo, hi
-
-    def skip_inline(self) -> None:
-        self.pos = _BLANK.match(self.text, self.pos).end()
-
     def in_terminal(self) -> bool:
         """Inside a terminal or a lazy rule (a temperature rule may hold sub-grammars)."""
         cur = self.current
@@ -671,15 +437,6 @@ class _Parser:
         # %ignore applies inside rules only; it is known once the whole text is read, so
         # every rule gets the reference and it is dropped later if no %ignore exists.
         return self.current is not None and not self.current.terminal
-
-    def read_count(self, what: str = "a repetition count after '~'") -> int:
-        m = _INT.match(self.text, self.pos)
-        if m is None:
-            self.error(f"expected {what}")
-        if len(m.group()) > 9 or int(m.group()) > _MAX_COUNT:
-            self.error("invalid repetition count")
-        self.pos = m.end()
-        return int(m.group())
 
     def parse_atom(self) -> tuple[Expr, bool]:
         """One atom; the flag says whether it is lexical (a place %ignore applies after)."""
@@ -791,24 +548,6 @@ class _Parser:
         self.current.refs.append((name, start))  # type: ignore[union-attr]
         return RuleRef(name), is_terminal(name) or name in self.imports or name in self.lazy
 
-    def read_json(self, directive: str, start: int) -> tuple[object, int]:
-        """The JSON value at the position and where it ends (the position is unchanged);
-        errors point at ``start``, the directive."""
-        try:
-            value, end = json.JSONDecoder().raw_decode(self.text, self.pos)
-        except json.JSONDecodeError as err:
-            self.error(f"failed to parse JSON value after {directive}: {err.msg}", start)
-        except RecursionError:
-            end = len(self.text)  # too deep for json: reported just below
-        limit = get_max_recursion_depth()
-        if json_text_depth(self.text[self.pos : end]) > limit:
-            self.error(
-                f"failed to parse JSON value after {directive}: Maximum recursion depth "
-                f"exceeded (max_recursion_depth={limit})",
-                start,
-            )
-        return value, end
-
     def read_structured_regex(self, start: int) -> Expr:
         """``%regex {"substring_chunks": [...]}`` or ``{"substring_chars": "..."}``: every
         run of consecutive chunks (characters), or the empty string."""
@@ -906,65 +645,6 @@ class _Parser:
             self.token_rules[rule.name] = rule
         return RuleRef(rule.name)
 
-    def read_string(self) -> str:
-        start, text = self.pos, self.text
-        pos = start + 1
-        while True:
-            if pos >= len(text) or text[pos] == "\n":
-                self.error("unterminated string literal", start)
-            if text[pos] == "\\":
-                pos += 2
-                continue
-            if text[pos] == '"':
-                break
-            pos += 1
-        raw = text[start : pos + 1]
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as err:
-            self.error(f"invalid string literal: {err.msg}", start)
-        if any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
-            self.error("invalid string literal: lone surrogate escape", start)
-        self.pos = pos + 1
-        return value
-
-    def read_flags(self) -> str:
-        m = _FLAGS.match(self.text, self.pos)
-        self.pos = m.end()
-        return m.group()
-
-    def read_regex(self, marker: bool = False) -> Expr:
-        """``/pattern/flags`` at the position; ``marker``: it ends a suffix or stop rule,
-        where xgrammar does not fold case."""
-        from treegram.frontends._regex import regex_to_expr
-
-        start, text = self.pos, self.text
-        pos = start + 1
-        while True:
-            if pos >= len(text) or text[pos] == "\n":
-                self.error("unterminated regular expression", start)
-            if text[pos] == "\\":
-                pos += 2
-                continue
-            if text[pos] == "/":
-                break
-            pos += 1
-        pattern = text[start + 1 : pos]
-        self.pos = pos + 1
-        flags = self.read_flags()
-        bad = sorted(set(flags) - set("isu"))
-        if bad:
-            self.error(f"regular-expression flag {bad[0]!r} is not supported", start)
-        if marker and "i" in flags:
-            self.error(
-                "regular-expression flag 'i' is not supported with suffix or stop attributes",
-                start,
-            )
-        try:
-            return regex_to_expr(pattern, dot_all="s" in flags, ignore_case="i" in flags)
-        except RegexSyntaxError as err:
-            self.error(f"failed to compile regular expression /{pattern}/: {err}", start)
-
 
 def _fold_literal(value: str) -> Expr:
     items: list[Expr] = []
@@ -976,663 +656,3 @@ def _fold_literal(value: str) -> Expr:
     if not items:
         return Bytes(b"")
     return items[0] if len(items) == 1 else Seq(tuple(items))
-
-
-def _rename(expr: Expr, names: Mapping[str, str]) -> Expr:
-    if isinstance(expr, RuleRef):
-        return RuleRef(names[expr.name])
-    if isinstance(expr, Seq):
-        return Seq(tuple(_rename(i, names) for i in expr.items))
-    if isinstance(expr, Choice):
-        return Choice(tuple(_rename(i, names) for i in expr.items))
-    if isinstance(expr, Repeat):
-        return Repeat(_rename(expr.item, names), expr.min, expr.max)
-    return expr
-
-
-def _strip_ignore(expr: Expr, name: str) -> Expr:
-    """``expr`` without references to the ignore rule (there was no %ignore)."""
-    if expr == RuleRef(name):
-        return Bytes(b"")
-    if isinstance(expr, Seq):
-        items = tuple(_strip_ignore(i, name) for i in expr.items if i != RuleRef(name))
-        return Bytes(b"") if not items else items[0] if len(items) == 1 else Seq(items)
-    if isinstance(expr, Choice):
-        return Choice(tuple(_strip_ignore(i, name) for i in expr.items))
-    if isinstance(expr, Repeat):
-        return Repeat(_strip_ignore(expr.item, name), expr.min, expr.max)
-    return expr
-
-
-def lark_to_ir(
-    text: str,
-    named_grammars: Mapping | None = None,
-    _seen: tuple = (),
-    *,
-    known_token: Callable[[str], bool] | None = None,
-) -> GrammarIR:
-    """Translate Lark grammar text into a :class:`GrammarIR` rooted at ``start``.
-
-    Parameters
-    ----------
-    text : str
-        The Lark grammar (the accepted subset is in the module docstring).
-    named_grammars : mapping of str to Grammar or str, optional
-        Grammars that ``@name`` refers to: a :class:`Grammar` or Lark text with its own
-        ``start`` rule; keys are the names without ``@``.
-    known_token : callable, optional
-        Whether a vocabulary has a token spelled like a named special token (``<|eot|>``);
-        given, an unknown one is a located error here instead of at compile time.
-
-    Returns
-    -------
-    GrammarIR
-
-    Raises
-    ------
-    LarkSyntaxError
-        Malformed or unsupported Lark (``line`` and ``column`` locate it; the message
-        starts ``Lark error at line L, column C:`` as xgrammar's does).
-    GrammarError
-        ``text`` or ``named_grammars`` has the wrong type.
-    """
-    if not isinstance(text, str):
-        raise GrammarError(f"lark text must be a str, got {type(text).__name__}")
-    named = dict(named_grammars or {})
-    for key in named:
-        if not isinstance(key, str):
-            raise GrammarError(f"named_grammars keys must be str, got {type(key).__name__}")
-    embedded: list[tuple[str, str, GrammarIR]] = []  # (placeholder prefix, kind, IR)
-
-    def embed(kind: str, value, pos: int) -> Expr:
-        placeholder = f"\0embed{len(embedded)}"
-        if kind == "json":
-            from treegram.frontends.json_schema import json_schema_to_ir
-
-            try:
-                ir = json_schema_to_ir(value)
-            except GrammarError as err:
-                parser.error(f"failed to compile inline JSON schema: {err}", pos)
-        elif kind == "lark":
-            try:
-                ir = lark_to_ir(value, named, _seen, known_token=known_token)
-            except GrammarSyntaxError as err:
-                parser.error(f"failed to compile nested Lark grammar: {err}", pos)
-        else:
-            if value not in named:
-                parser.error(f"unknown named grammar '@{value}'", pos)
-            if value in _seen:
-                cycle = " -> ".join(f"@{n}" for n in (*_seen, value))
-                parser.error(f"circular named grammar reference: {cycle}", pos)
-            ir = _named_ir(value, named[value], named, (*_seen, value), parser, pos)
-        embedded.append((placeholder, kind, ir))
-        return RuleRef(f"{placeholder}\0{ir.root}")
-
-    parser = _Parser(text, embed)
-    parser.known_token = known_token
-    parser.parse()
-    defs, imports = parser.defs, parser.imports
-    if "start" not in defs:
-        raise LarkSyntaxError("no start rule found", 1, 1)
-    markers = _apply_markers(parser)
-
-    # names: every definition must resolve, terminals reference terminals only
-    for d in (*defs.values(), _Definition("%ignore", 0, True, refs=parser.ignore_refs)):
-        for name, pos in d.refs:
-            if name not in defs and name not in imports:
-                parser.error(f"unknown name {name!r}", pos)
-            if d.terminal and name in defs and not is_terminal(name):
-                if d.name in parser.hot:
-                    if defs[name].terminal:
-                        continue  # a lazy rule inside a temperature rule
-                    parser.error(
-                        f"rule {d.name!r}: temperature applies to rules made of terminals and "
-                        f"sub-grammars only, and {name!r} is a rule",
-                        pos,
-                    )
-                if d.name == "%ignore":
-                    parser.error(f"terminal cannot reference rule {name!r}", pos)
-                if not is_terminal(d.name):  # a lazy, suffix or stop rule
-                    parser.error(
-                        f"terminal cannot reference rule {name!r} (rule {d.name!r} is lazy, so "
-                        "it is matched as one terminal)",
-                        pos,
-                    )
-                parser.error(f"terminal {d.name!r} cannot reference rule {name!r}", d.pos)
-    _check_terminal_cycles(defs, parser)
-
-    taken = set(defs) | set(imports)
-
-    def fresh(base: str) -> str:
-        name, k = base, 0
-        while name in taken:
-            k += 1
-            name = f"{base}_{k}"
-        taken.add(name)
-        return name
-
-    dispatch_rules, capture_markers = _lower_lazy(parser, markers, fresh)
-
-    rules: list[Rule] = []
-    ignore_name = fresh("lark_ignore") if parser.ignores else None
-    for d in defs.values():
-        body = d.body
-        if ignore_name is None:
-            body = _strip_ignore(body, _IGNORE)
-        else:
-            body = _rename_one(body, _IGNORE, ignore_name)
-        capture = parser.captures.get((d.name, "capture"))
-        rules.append(Rule(d.name, body, capture=capture, marker=capture_markers.get(d.name)))
-    for r in dispatch_rules:
-        body = r.body
-        body = (
-            _strip_ignore(body, _IGNORE)
-            if ignore_name is None
-            else _rename_one(body, _IGNORE, ignore_name)
-        )
-        rules.append(replace(r, body=body))
-    from treegram.frontends._regex import regex_to_expr
-
-    for alias, (name, _) in imports.items():
-        rules.append(Rule(alias, regex_to_expr(_COMMON[name])))
-    if ignore_name is not None:
-        items = parser.ignores
-        item = items[0] if len(items) == 1 else Choice(tuple(items))
-        rules.append(Rule(ignore_name, Repeat(item, 0, None)))
-    # helper rules of %regex substrings and embedded grammars: give them free names and
-    # point the placeholders at them
-    rules.extend(parser.helpers)
-    rules.extend(parser.token_rules.values())
-    mapping: dict[str, str] = {}
-    for placeholder, kind, ir in embedded:
-        local = {r.name: fresh(f"{kind}_{r.name}") for r in ir.rules}
-        for r in ir.rules:
-            mapping[f"{placeholder}\0{r.name}"] = local[r.name]
-            rules.append(
-                replace(
-                    r,
-                    name=local[r.name],
-                    body=_rename(r.body, local),
-                    lookahead=_la(r, local),
-                    marker=r.marker and r.marker.renamed(local.__getitem__),
-                )
-            )
-    if mapping:
-        identity = {r.name: r.name for r in rules}
-        identity.update(mapping)
-        rules = [replace(r, body=_rename(r.body, identity)) for r in rules]
-    if parser.attrs:
-        from treegram.frontends._rule_attrs import apply_rule_attributes
-
-        def located(name: str, message: str) -> NoReturn:
-            parser.error(f"rule {name!r}: {message}", parser.attrs[name][1])
-
-        rules = apply_rule_attributes(rules, {k: v for k, (v, _) in parser.attrs.items()}, located)
-    root = "start"
-    if parser.options.get("allow_initial_skip") and ignore_name is not None:
-        root = fresh("lark_root")
-        rules.append(Rule(root, Seq((RuleRef(ignore_name), RuleRef("start")))))
-    return _rooted(rules, root)
-
-
-def _rooted(rules: list[Rule], root: str) -> GrammarIR:
-    """The grammar with ``root`` renamed to ``root`` (xgrammar's name for the root rule,
-    so printed Lark grammars parse back with ``Grammar.from_ebnf``'s default) and a user
-    rule named ``root`` moved to a free name."""
-    if root == "root":
-        return GrammarIR(tuple(rules), "root")
-    names = {r.name: r.name for r in rules}
-    if "root" in names:
-        k = 0
-        while f"root_{k}" in names:
-            k += 1
-        names["root"] = f"root_{k}"
-    names[root] = "root"
-    out = [
-        replace(
-            r,
-            name=names[r.name],
-            body=_rename(r.body, names),
-            lookahead=_la(r, names),
-            marker=r.marker and r.marker.renamed(names.__getitem__),
-        )
-        for r in rules
-    ]
-    return GrammarIR(tuple(out), "root")
-
-
-def _apply_markers(parser: _Parser) -> dict[str, _Marker]:
-    """Take the ``suffix`` / ``stop`` markers out of the rule attributes (a terminal
-    marker's name is checked like any reference); rule name -> marker."""
-    markers: dict[str, _Marker] = {}
-    for name, (attrs, _) in parser.attrs.items():
-        for key in ("suffix", "stop"):
-            marker = attrs.pop(key, None)
-            if isinstance(marker, _Marker):
-                markers[name] = marker
-                if marker.ref is not None:
-                    parser.defs[name].refs.append((marker.ref, marker.pos))  # type: ignore[union-attr]
-    return markers
-
-
-def _lower_lazy(
-    parser: _Parser, markers: dict[str, _Marker], fresh
-) -> tuple[list[Rule], dict[str, CaptureMarker]]:
-    """Lower the lazy, ``suffix`` and ``stop`` rules; the helper rules this adds.
-
-    - *Dynamic dispatch* (xgrammar's tool-call pattern): ``start: (tool | ...)* tail``,
-      ``tail: TEXT`` with ``TEXT`` any text, every tool ``head rest...`` whose head is any
-      text up to a fixed trigger (``head[lazy]: TEXT "<t>"``, ``head[suffix="<t>"]: TEXT``,
-      ``head[stop="<t>"]: TEXT`` or ``head[lazy]: /(\\n|.)*<t>/``). ``start`` becomes free
-      text in which each trigger must be followed by the rest of a tool that has it, then
-      free text again (the byte-level automaton of structural tags' ``triggered_tags``,
-      which is xgrammar's ``TagDispatch``).
-    - A head of the first three forms used on its own matches text that ends at the first
-      trigger, or text without the trigger (xgrammar's TagDispatch lowering); the regex
-      form is refused there, as xgrammar refuses it.
-    - Any other ``suffix`` / ``stop`` rule is the lazy rule ``body marker``: it ends at
-      the first place the marker completes (committed-shortest matching).
-
-    Returns the helper rules and the :class:`CaptureMarker` of each marker rule that
-    captures need (where its marker lies in its completions).
-    """
-    from treegram.frontends.structural_tag import free_text_rules
-
-    defs = parser.defs
-    any_text: dict[str, bool] = {}
-
-    def is_any_text(expr: Expr) -> bool:
-        key = repr(expr)
-        if key not in any_text:
-            any_text[key] = _is_any_text(_inline_terminals(_strip_ignore(expr, _IGNORE), defs))
-        return any_text[key]
-
-    heads: dict[str, tuple[str, str]] = {}  # rule -> (trigger, form)
-    for name, (attrs, _) in parser.attrs.items():
-        if set(attrs) - {"lazy", "max_tokens"}:
-            continue  # max_chars or temperature: the general lowering
-        body = defs[name].body
-        marker = markers.get(name)
-        if marker is not None:
-            if marker.literal is not None and is_any_text(body):  # type: ignore[arg-type]
-                heads[name] = (marker.literal, "marker")
-        elif isinstance(body, Seq) and isinstance(body.items[-1], Bytes) and body.items[-1].data:
-            if id(body) in parser.regex_atoms:
-                prefix, trigger = _literal_tail(body)
-                if trigger and prefix is not None and is_any_text(prefix):
-                    heads[name] = (trigger.decode("utf-8"), "regex")
-            elif len(body.items) == 2 and is_any_text(body.items[0]):
-                heads[name] = (body.items[1].data.decode("utf-8"), "text")
-
-    rules: list[Rule] = []
-    infos: dict[str, CaptureMarker] = {}
-    pattern = _dispatch_tools(defs, heads, is_any_text)
-    token_pattern = _token_dispatch_tools(defs, parser.token_rules, is_any_text, heads)
-    if token_pattern == "mixed":
-        parser.error("dynamic dispatch cannot mix string and token triggers", defs["start"].pos)
-    if token_pattern == "negated":
-        parser.error("dynamic special-token trigger cannot be negated", defs["start"].pos)
-    if isinstance(token_pattern, tuple):
-        # ``tool: TEXT <|tool|> rest``: the dispatch reads whole tokens, as xgrammar's:
-        # any token but the triggers, or a trigger and its tool's rest (the tail is the
-        # free tokens)
-        tail, token_tools = token_pattern
-        triggers = [parser.token_rules[trigger].tokens for _, trigger, _ in token_tools]
-        ids = sorted({i for ts in triggers for i in ts.ids})  # type: ignore[union-attr]
-        names = sorted({n for ts in triggers for n in ts.names})  # type: ignore[union-attr]
-        free = token_rule(TokenSet(tuple(ids), True, tuple(names)))
-        parser.token_rules.setdefault(free.name, free)
-        branches: list[Expr] = [RuleRef(free.name)]
-        for tool, trigger, rest in token_tools:
-            group = fresh(f"lark.{tool}")
-            rules.append(Rule(group, rest))
-            branches.append(Seq((RuleRef(trigger), RuleRef(group))))
-        defs["start"].body = Repeat(Choice(tuple(branches)), 0, None)
-        for rule in (tail, *(tool for tool, _, _ in token_tools), "start"):
-            for key in ("capture", "max_tokens", "max_chars"):
-                if rule == "start" and key != "max_chars":
-                    continue
-                if key in parser.attrs.get(rule, ({}, 0))[0] or (rule, key) in parser.captures:
-                    parser.error(
-                        f"{key} is not supported on rules consumed by dynamic dispatch",
-                        parser.attr_pos.get((rule, key), defs[rule].pos),
-                    )
-    if pattern is not None and token_pattern is None:  # (a tuple and a pattern: "mixed")
-        tail, consumed = pattern
-        tags: dict[str, list[str]] = {}
-        for tool, head, rest in consumed:
-            # one rule per tool, so that each keeps its head's marker: the trigger, right
-            # before the rule
-            group = fresh(f"lark.{tool}")
-            marker = markers.get(head)
-            info = None
-            if marker is not None:
-                info = CaptureMarker(
-                    marker.kind,
-                    len(heads[head][0].encode("utf-8")),
-                    before=True,
-                    capture=parser.captures.get((head, "stop_capture")),
-                )
-            rules.append(Rule(group, rest, marker=info))
-            tags.setdefault(heads[head][0], []).append(group)
-        pairs = []
-        for trigger, groups in tags.items():  # tools that share a trigger: one of them
-            if len(groups) > 1:
-                shared = fresh("lark.trigger")
-                rules.append(Rule(shared, Choice(tuple(RuleRef(g) for g in groups))))
-                groups = [shared]
-            pairs.append((trigger, groups[0]))
-        expr, helpers = free_text_rules(pairs, loop=True, prefix=fresh("lark.dispatch") + ".")
-        rules.extend(helpers)
-        defs["start"].body = expr
-        roles = {tail, *(r for tool, head, _ in consumed for r in (tool, head))}
-        for (rule, key), _ in parser.captures.items():
-            if rule in roles and key == "capture":
-                parser.error(
-                    f"{key} is not supported on rules consumed by dynamic dispatch",
-                    parser.attr_pos[rule, key],
-                )
-        for rule in (*roles, "start"):
-            for key in ("max_tokens", "max_chars"):
-                # xgrammar ignores max_chars here with a warning; a bound the grammar
-                # states is not dropped here
-                if key in parser.attrs.get(rule, ({}, 0))[0]:
-                    parser.error(
-                        f"{key} is not supported on rules consumed by dynamic dispatch "
-                        f"(rule {rule!r})",
-                        parser.attr_pos[rule, key],
-                    )
-        for _, head, _ in consumed:
-            parser.attrs.pop(head, None)
-            markers.pop(head, None)
-            heads.pop(head, None)
-    for name, (trigger, form) in heads.items():
-        if form == "regex":
-            parser.error(
-                "lazy regex suffix is only supported on a head used by dynamic dispatch",
-                defs[name].pos,
-            )
-        end = fresh("lark.end")
-        rules.append(Rule(end, Bytes(b"")))
-        expr, helpers = free_text_rules(
-            [(trigger, end)], loop=False, prefix=fresh(f"lark.{name}") + "."
-        )
-        rules.extend(helpers)
-        defs[name].body = expr
-        parser.attrs[name][0].pop("lazy", None)  # a budget stays
-        marker = markers.pop(name, None)
-        if marker is not None:  # the trigger ends the completions that have it
-            infos[name] = CaptureMarker(
-                marker.kind,
-                text=trigger.encode("utf-8"),
-                capture=parser.captures.get((name, "stop_capture")),
-            )
-    for name, marker in markers.items():
-        body = defs[name].body
-        defs[name].body = Seq((body, marker.expr))  # type: ignore[arg-type]
-        parser.attrs[name][0]["lazy"] = True
-        stop_capture = parser.captures.get((name, "stop_capture"))
-        size = _byte_length(_inline_terminals(marker.expr, defs))
-        if size is not None:
-            infos[name] = CaptureMarker(marker.kind, size, capture=stop_capture)
-            continue
-        # markers of several lengths: the matcher splits each completion with the
-        # automata of the body and the marker, kept as two rules nothing calls
-        split = (fresh(f"lark.{name}.body"), fresh(f"lark.{name}.marker"))
-        rules.append(Rule(split[0], body))  # type: ignore[arg-type]
-        rules.append(Rule(split[1], marker.expr))
-        infos[name] = CaptureMarker(marker.kind, capture=stop_capture, split=split)
-    return rules, infos
-
-
-def _dispatch_shape(
-    defs: dict[str, _Definition], is_any_text
-) -> tuple[RuleRef, tuple[Expr, ...]] | None:
-    """When ``start`` is ``(tool | ...)* tail`` with ``tail`` a rule of free text: the
-    tail's reference and the tools (unchecked)."""
-    body = defs["start"].body
-    if not (isinstance(body, Seq) and len(body.items) == 2):
-        return None
-    loop, tail = body.items
-    if not (isinstance(loop, Repeat) and loop.min == 0 and loop.max is None):
-        return None
-    if not (isinstance(tail, RuleRef) and tail.name in defs and not defs[tail.name].terminal):
-        return None
-    if not is_any_text(defs[tail.name].body):
-        return None
-    return tail, loop.item.items if isinstance(loop.item, Choice) else (loop.item,)
-
-
-def _dispatch_tools(
-    defs: dict[str, _Definition], heads: Mapping[str, tuple[str, str]], is_any_text
-) -> tuple[str, list[tuple[str, str, Expr]]] | None:
-    """When ``start`` has the dynamic-dispatch shape: the tail rule, and the tool, head
-    and rest of every tool."""
-    shape = _dispatch_shape(defs, is_any_text)
-    if shape is None:
-        return None
-    tail, tools = shape
-    out = []
-    for tool in tools:
-        if not (isinstance(tool, RuleRef) and tool.name in defs and tool.name != "start"):
-            return None
-        items = _items(defs[tool.name].body)  # type: ignore[arg-type]
-        first, rest = items[0], list(items[1:])
-        if isinstance(first, Seq) and first.items[1:] == (RuleRef(_IGNORE),):
-            first = first.items[0]  # as in xgrammar, %ignore does not follow the trigger
-        if not (isinstance(first, RuleRef) and first.name in heads):
-            return None
-        body: Expr = Bytes(b"") if not rest else rest[0] if len(rest) == 1 else Seq(tuple(rest))
-        out.append((tool.name, first.name, body))
-    return tail.name, out
-
-
-def _token_dispatch_tools(
-    defs: dict[str, _Definition], token_rules: Mapping[str, Rule], is_any_text, heads
-) -> tuple[str, list[tuple[str, str, Expr]]] | str | None:
-    """When ``start`` is ``(tool | ...)* tail`` with every tool ``TEXT <token> rest``
-    (free text, then a special token that is not negated): the tail rule, and the tool,
-    the trigger's token rule and the rest of every tool. ``"mixed"`` when some tools are
-    that and the others start with a string-trigger head (``heads``); ``"negated"`` when
-    a trigger is a negated token set."""
-    shape = _dispatch_shape(defs, is_any_text)
-    if shape is None:
-        return None
-    tail, tools = shape
-    out = []
-    string_tools = 0
-    for tool in tools:
-        if not (isinstance(tool, RuleRef) and tool.name in defs and tool.name != "start"):
-            return None
-        items = [_unignored(x) for x in _items(defs[tool.name].body)]  # type: ignore[arg-type]
-        if isinstance(items[0], RuleRef) and items[0].name in heads:
-            string_tools += 1
-            continue
-        if len(items) < 2 or not is_any_text(items[0]):
-            return None
-        trigger = items[1]
-        if not (isinstance(trigger, RuleRef) and trigger.name in token_rules):
-            return None
-        if token_rules[trigger.name].tokens.exclude:  # type: ignore[union-attr]
-            return "negated"
-        rest = items[2:]
-        expr: Expr = Bytes(b"") if not rest else rest[0] if len(rest) == 1 else Seq(tuple(rest))
-        out.append((tool.name, trigger.name, expr))
-    if string_tools:
-        return "mixed" if out else None
-    return tail.name, out
-
-
-def _unignored(expr: Expr) -> Expr:
-    """``x`` for ``x %ignore`` (the ignored text after a lexical item), else ``expr``."""
-    if isinstance(expr, Seq) and expr.items[1:] == (RuleRef(_IGNORE),):
-        return expr.items[0]
-    return expr
-
-
-def _byte_length(expr: Expr) -> int | None:
-    """The length in UTF-8 bytes of every string ``expr`` (no rule references) matches,
-    or None when they differ."""
-    lengths = _byte_lengths(expr)
-    return lengths.pop() if lengths is not None and len(lengths) == 1 else None
-
-
-def _byte_lengths(expr: Expr) -> set[int] | None:
-    # None: unbounded, or too many lengths to follow
-    if isinstance(expr, Bytes):
-        return {len(expr.data)}
-    if isinstance(expr, CharClass):
-        ranges = complement_ranges(expr.ranges) if expr.negated else expr.ranges
-        sizes = set()
-        for lo, hi in ranges:
-            for cut, size in ((0x7F, 1), (0x7FF, 2), (0xFFFF, 3), (0x10FFFF, 4)):
-                if lo <= cut:
-                    sizes.add(size)
-                    if hi <= cut:
-                        break
-        return sizes
-    if isinstance(expr, Repeat):
-        item = _byte_lengths(expr.item)
-        if item is None:
-            return None
-        if item == {0}:
-            return {0}
-        if expr.max is None or expr.max > 64:
-            return None
-        out: set[int] = set()
-        total = {0}
-        for count in range(expr.max + 1):
-            if count >= expr.min:
-                out |= total
-            total = {a + b for a in total for b in item}
-            if len(total) > 64:
-                return None
-        return out
-    if isinstance(expr, Seq):
-        total = {0}
-        for part in map(_byte_lengths, expr.items):
-            if part is None:
-                return None
-            total = {a + b for a in total for b in part}
-            if len(total) > 64:
-                return None
-        return total
-    if isinstance(expr, Choice):
-        out = set()
-        for item in expr.items:
-            sub = _byte_lengths(item)
-            if sub is None:
-                return None
-            out |= sub
-        return out
-    return None  # a rule reference
-
-
-def _items(expr: Expr) -> tuple[Expr, ...]:
-    return expr.items if isinstance(expr, Seq) else (expr,)
-
-
-def _literal_tail(expr: Seq) -> tuple[Expr | None, bytes]:
-    """``expr`` as (the part before its trailing literal bytes, those bytes)."""
-    items = list(expr.items)
-    tail = b""
-    while items and isinstance(items[-1], Bytes):
-        tail = items.pop().data + tail
-    if not items:
-        return None, tail
-    return (items[0] if len(items) == 1 else Seq(tuple(items))), tail
-
-
-def _inline_terminals(expr: Expr, defs: Mapping[str, _Definition], depth: int = 0) -> Expr:
-    """``expr`` with terminal references replaced by their bodies (rule references are
-    kept; terminals are not recursive, which was checked)."""
-    if isinstance(expr, RuleRef):
-        d = defs.get(expr.name)
-        if d is None or not is_terminal(expr.name):
-            return expr
-        return _inline_terminals(d.body, defs, depth + 1)  # type: ignore[arg-type]
-    if isinstance(expr, (Seq, Choice)):
-        return type(expr)(tuple(_inline_terminals(i, defs, depth) for i in expr.items))
-    if isinstance(expr, Repeat):
-        return Repeat(_inline_terminals(expr.item, defs, depth), expr.min, expr.max)
-    return expr
-
-
-def _is_any_text(expr: Expr) -> bool:
-    """Whether ``expr`` (no rule references) matches every string of code points."""
-    from treegram.ir import Dfa, DfaLimitError
-
-    if _has_ref(expr):
-        return False
-    try:
-        d = Dfa.from_expr(expr).minimize()
-    except DfaLimitError:
-        return False
-    if len(d) != 1 or not d.accept[0]:
-        return False
-    covered = [(lo, hi) for lo, hi, t in d.trans[0] if t == 0]
-    gaps = complement_ranges(normalize_ranges(covered))
-    # surrogates are not characters; a class may or may not list them
-    return all(lo >= 0xD800 and hi <= 0xDFFF for lo, hi in gaps)
-
-
-def _has_ref(expr: Expr) -> bool:
-    if isinstance(expr, RuleRef):
-        return True
-    if isinstance(expr, (Seq, Choice)):
-        return any(_has_ref(i) for i in expr.items)
-    if isinstance(expr, Repeat):
-        return _has_ref(expr.item)
-    return False
-
-
-def _la(rule: Rule, names: Mapping[str, str]) -> Expr | None:
-    return None if rule.lookahead is None else _rename(rule.lookahead, names)
-
-
-def _rename_one(expr: Expr, old: str, new: str) -> Expr:
-    if isinstance(expr, RuleRef):
-        return RuleRef(new) if expr.name == old else expr
-    if isinstance(expr, (Seq, Choice)):
-        return type(expr)(tuple(_rename_one(i, old, new) for i in expr.items))
-    if isinstance(expr, Repeat):
-        return Repeat(_rename_one(expr.item, old, new), expr.min, expr.max)
-    return expr
-
-
-def _named_ir(name: str, value, named: Mapping, seen: tuple, parser: _Parser, pos: int):
-    if isinstance(getattr(value, "ir", None), GrammarIR):  # a Grammar (a layer above)
-        return value.ir
-    if isinstance(value, str):
-        try:
-            return lark_to_ir(value, named, seen)
-        except GrammarSyntaxError as err:
-            parser.error(f"in named grammar '@{name}': {err}", pos)
-    raise GrammarError(
-        f"named_grammars[{name!r}] must be a Grammar or Lark text, got {type(value).__name__}"
-    )
-
-
-def _check_terminal_cycles(defs: dict[str, _Definition], parser: _Parser) -> None:
-    state: dict[str, int] = {}  # 1: on the path, 2: done
-
-    for root in defs:
-        if not defs[root].terminal or state.get(root):
-            continue
-        stack = [(root, iter(defs[root].refs))]
-        state[root] = 1
-        while stack:
-            name, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                state[name] = 2
-                stack.pop()
-                continue
-            ref = nxt[0]
-            if ref not in defs or not defs[ref].terminal:
-                continue
-            if state.get(ref) == 1:
-                parser.error(f"circular reference in terminal {ref!r}", defs[ref].pos)
-            if not state.get(ref):
-                state[ref] = 1
-                stack.append((ref, iter(defs[ref].refs)))
