@@ -12,10 +12,11 @@ Modules, from the entry points down (each imports only modules below it):
   ``_xml_minimax_m3``;
 - ``_formats``: the data model, the formats as dataclasses and their JSON form.
 
-:mod:`treegram.structural_tag` is the public face of the formats and model builders.
+:mod:`treegram.structural_tag` is the public face: it publishes ``__all__`` below, the formats
+and the model builders. The frontend's entry points are exported by name (``x as x``).
 """
 
-from treegram.frontends.structural_tag._builtin import (
+from ._builtin import (
     BuiltinToolParam,
     FunctionDefinition,
     FunctionToolParam,
@@ -43,16 +44,13 @@ from treegram.frontends.structural_tag._builtin import (
     normalize_tool_choice,
     register_model_structural_tag,
 )
-from treegram.frontends.structural_tag._convert import (
-    MAX_BOUNDED_TEXT_STATES,
-    free_text_rules,
-    structural_tag_from_args,
-    structural_tag_key,
-    structural_tag_to_ir,
-    xml_arguments_to_ir,
-)
-from treegram.frontends.structural_tag._formats import (
-    TOKEN_FORMATS,
+from ._convert import MAX_BOUNDED_TEXT_STATES as MAX_BOUNDED_TEXT_STATES
+from ._convert import free_text_rules as free_text_rules
+from ._convert import structural_tag_from_args as structural_tag_from_args
+from ._convert import structural_tag_key as structural_tag_key
+from ._convert import structural_tag_to_ir as structural_tag_to_ir
+from ._convert import xml_arguments_to_ir as xml_arguments_to_ir
+from ._formats import (
     AnyTextFormat,
     AnyTokensFormat,
     ConstStringFormat,
@@ -77,19 +75,10 @@ from treegram.frontends.structural_tag._formats import (
     TokenFormat,
     TokenTriggeredTagsFormat,
     TriggeredTagsFormat,
-    parse_structural_tag,
 )
-from treegram.frontends.structural_tag._text import structural_tag_text
+from ._text import structural_tag_text as structural_tag_text
 
 __all__ = [
-    "MAX_BOUNDED_TEXT_STATES",
-    "structural_tag_to_ir",
-    "structural_tag_text",
-    "structural_tag_from_args",
-    "structural_tag_key",
-    "xml_arguments_to_ir",
-    "free_text_rules",
-    "parse_structural_tag",
     "StructuralTag",
     "StructuralTagItem",
     "Format",
@@ -114,7 +103,6 @@ __all__ = [
     "AnyTokensFormat",
     "TokenTriggeredTagsFormat",
     "TokenDispatchFormat",
-    "TOKEN_FORMATS",
     "FunctionDefinition",
     "FunctionToolParam",
     "BuiltinToolParam",

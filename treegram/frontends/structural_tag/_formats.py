@@ -26,39 +26,6 @@ from typing import Any
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
 from treegram.ir import MAX_NESTING_DEPTH
 
-__all__ = [
-    "check_budget",
-    "ConstStringFormat",
-    "JSONSchemaFormat",
-    "AnyTextFormat",
-    "GrammarFormat",
-    "RegexFormat",
-    "SequenceFormat",
-    "OrFormat",
-    "TagFormat",
-    "TriggeredTagsFormat",
-    "TagsWithSeparatorFormat",
-    "OptionalFormat",
-    "PlusFormat",
-    "StarFormat",
-    "RepeatFormat",
-    "DispatchFormat",
-    "QwenXMLParameterFormat",
-    "TokenFormat",
-    "ExcludeTokenFormat",
-    "AnyTokensFormat",
-    "TokenTriggeredTagsFormat",
-    "TokenDispatchFormat",
-    "TOKEN_FORMATS",
-    "Format",
-    "StructuralTagItem",
-    "StructuralTag",
-    "parse_structural_tag",
-    "parse_format",
-    "legacy_structural_tag",
-    "JSON_SCHEMA_STYLES",
-]
-
 # Formats xgrammar 0.2.8 defines that treegram does not compile, with the reason.
 _UNSUPPORTED_TYPES: dict[str, str] = {}
 
