@@ -156,17 +156,11 @@ class Parser(Scanner):
                 other = "stop" if attr == "suffix" else "suffix"
                 if other in attrs:
                     self.error(f"{attr} cannot be combined with {other}", attr_pos)
-                if self.peek() != "=":
-                    self.error(f"expected '=' and a marker after {attr}")
-                self.pos += 1
-                self.skip()
+                self.expect_value(attr, "a marker")
                 attrs[attr] = self.read_marker(attr)
             elif attr == "max_tokens":
                 # not on rules consumed by dynamic dispatch (checked in lower_lazy)
-                if self.peek() != "=":
-                    self.error("expected '=' and a count after max_tokens")
-                self.pos += 1
-                self.skip()
+                self.expect_value("max_tokens", "a count")
                 count_pos = self.pos
                 count = self.read_count("an integer after max_tokens=")
                 if not 1 <= count <= _MAX_TOKENS:
@@ -174,16 +168,10 @@ class Parser(Scanner):
                     self.error(f"max_tokens must be {what}", count_pos)
                 attrs[attr] = count
             elif attr == "max_chars":
-                if self.peek() != "=":
-                    self.error("expected '=' and a count after max_chars")
-                self.pos += 1
-                self.skip()
+                self.expect_value("max_chars", "a count")
                 attrs[attr] = self.read_count("an integer after max_chars=")
             elif attr == "temperature":
-                if self.peek() != "=":
-                    self.error("expected '=' and a number after temperature")
-                self.pos += 1
-                self.skip()
+                self.expect_value("temperature", "a number")
                 m = _NUMBER_TEXT.match(self.text, self.pos)
                 if m is None:
                     self.error("expected a number after temperature=")
@@ -195,10 +183,7 @@ class Parser(Scanner):
             elif attr == "lazy":
                 attrs[attr] = True
             elif attr == "stop_capture":
-                if self.peek() != "=":
-                    self.error("expected '=' and a string after stop_capture")
-                self.pos += 1
-                self.skip()
+                self.expect_value("stop_capture", "a string")
                 attrs[attr] = self.read_capture_name("stop_capture")
             else:  # capture: no effect on the language (no captures are recorded)
                 attrs[attr] = name
@@ -223,6 +208,13 @@ class Parser(Scanner):
             if attrs:
                 self.attrs[name] = (attrs, name_pos)
             return
+
+    def expect_value(self, attr: str, what: str) -> None:
+        """Step over the ``=`` after an attribute that takes a value (``what`` it is)."""
+        if self.peek() != "=":
+            self.error(f"expected '=' and {what} after {attr}")
+        self.pos += 1
+        self.skip()
 
     def read_capture_name(self, attr: str) -> str:
         """The string literal naming a capture, checked as xgrammar checks it."""

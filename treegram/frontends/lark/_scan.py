@@ -169,19 +169,25 @@ class Scanner:
             )
         return value, end
 
-    def read_string(self) -> str:
+    def closing(self, delimiter: str, what: str) -> int:
+        """Where the literal that opens at the position closes with ``delimiter`` on its
+        line (a backslash escapes the next character); ``unterminated {what}`` if not."""
         start, text = self.pos, self.text
         pos = start + 1
         while True:
             if pos >= len(text) or text[pos] == "\n":
-                self.error("unterminated string literal", start)
+                self.error(f"unterminated {what}", start)
             if text[pos] == "\\":
                 pos += 2
                 continue
-            if text[pos] == '"':
-                break
+            if text[pos] == delimiter:
+                return pos
             pos += 1
-        raw = text[start : pos + 1]
+
+    def read_string(self) -> str:
+        start = self.pos
+        pos = self.closing('"', "string literal")
+        raw = self.text[start : pos + 1]
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as err:
@@ -201,18 +207,9 @@ class Scanner:
         where xgrammar does not fold case."""
         from treegram.frontends._regex import regex_to_expr
 
-        start, text = self.pos, self.text
-        pos = start + 1
-        while True:
-            if pos >= len(text) or text[pos] == "\n":
-                self.error("unterminated regular expression", start)
-            if text[pos] == "\\":
-                pos += 2
-                continue
-            if text[pos] == "/":
-                break
-            pos += 1
-        pattern = text[start + 1 : pos]
+        start = self.pos
+        pos = self.closing("/", "regular expression")
+        pattern = self.text[start + 1 : pos]
         self.pos = pos + 1
         flags = self.read_flags()
         bad = sorted(set(flags) - set("isu"))
