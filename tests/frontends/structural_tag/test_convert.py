@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from xgrammar_diff import deepseek_env
+from xgrammar_diff import deepseek_env, small_compilers
 
 import treegram as tg
 from treegram.errors import (
@@ -779,13 +779,7 @@ def _random_format(r, depth=0):
 
 @pytest.fixture(scope="module")
 def small():
-    xgr = pytest.importorskip("xgrammar")
-    stop = len(SMALL_VOCAB) - 1
-    info = tg.TokenizerInfo(SMALL_VOCAB, stop_token_ids=[stop])
-    xinfo = xgr.TokenizerInfo(
-        SMALL_VOCAB, xgr.VocabType.RAW, vocab_size=len(SMALL_VOCAB), stop_token_ids=[stop]
-    )
-    return xgr, tg.GrammarCompiler(info, max_threads=1), xgr.GrammarCompiler(xinfo), stop
+    return small_compilers(pytest.importorskip("xgrammar"), SMALL_VOCAB)
 
 
 @pytest.mark.parametrize("chunk", range(6))
