@@ -62,6 +62,7 @@ from treegram.ir import (
 )
 
 __all__ = [
+    "parameter_list",
     "XML_STYLES",
     "XmlBuilder",
     "Converter",
@@ -306,6 +307,14 @@ class Converter:
             self.b.rules.append(Rule(name, make(self._target(ref))))
         return memo[ref]
 
+    def _shared_value(self, schema: Any) -> Expr | None:
+        """The start of every style's ``value``: a bare ``$ref``'s one rule (None for any
+        other schema); a false schema refused."""
+        shared = self._by_ref(self._value_refs, schema, lambda s: self.value(s)[0])
+        if shared is None and schema is False:
+            raise self._unsupported("a false schema")
+        return shared
+
     def json(self, schema: Any) -> RuleRef:
         """A JSON value valid against ``schema`` (the root's definitions in scope)."""
         if isinstance(schema, dict) and isinstance(self.doc, dict):
@@ -370,11 +379,9 @@ class Converter:
     def value(self, schema: Any) -> tuple[Expr, bool]:
         """The expression of one parameter's value; True when it is the unconstrained raw
         string (which takes no padding: it contains any whitespace already)."""
-        shared = self._by_ref(self._value_refs, schema, lambda s: self.value(s)[0])
+        shared = self._shared_value(schema)
         if shared is not None:
             return shared, False
-        if schema is False:
-            raise self._unsupported("a false schema")
         if is_any(schema):
             return self.any_value(), False
         if "const" in schema or "enum" in schema:
@@ -529,9 +536,7 @@ class Converter:
 
     def _any_arguments(self) -> RuleRef:
         def make() -> Expr:
-            one = self.parameter(self.variable_name(), True)
-            some = Seq((self.ws, one, Repeat(Seq((self.ws, one)), 0, None), self.ws))
-            return Choice((some, self.ws))
+            return parameter_list(self.ws, self.parameter(self.variable_name(), True))
 
         return self._once("xml_object", make)
 
@@ -686,6 +691,13 @@ def union_options(schema: dict) -> list[Any] | None:
         rest = {k: v for k, v in schema.items() if k != "type"}
         return [{**rest, "type": t} for t in kind]
     return None
+
+
+def parameter_list(ws: Expr, one: Expr) -> Expr:
+    """Any number of ``one`` (zero: whitespace alone), each after whitespace, then
+    whitespace."""
+    some = Seq((ws, one, Repeat(Seq((ws, one)), 0, None), ws))
+    return Choice((some, ws))
 
 
 def alt(items: list[Expr]) -> Expr:

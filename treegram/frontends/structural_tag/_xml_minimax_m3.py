@@ -81,11 +81,9 @@ class MiniMaxM3Converter(Converter):
         return Bytes(json_text(value).encode("utf-8"))  # as xgrammar writes JSON
 
     def value(self, schema: Any) -> tuple[Expr, bool]:
-        shared = self._by_ref(self._value_refs, schema, lambda s: self.value(s)[0])
+        shared = self._shared_value(schema)
         if shared is not None:
             return shared, False
-        if schema is False:
-            raise self._unsupported("a false schema")
         if is_any(schema):
             raise self._invalid("does not support unconstrained schemas")
         if "const" in schema:
