@@ -245,6 +245,11 @@ class _Builder:
         # tags carry (harmony's channels, a forced call beside the free calls) is
         # converted and embedded once, its rules called from each tag
         self._json_memo: dict[str, RuleRef] = {}
+        # the same for the JSON values inside XML arguments (by schema and the converter's
+        # options), and free texts by triggers, excluded strings and loop: every tool of a
+        # tag asks for the same few (raw string values, JSON numbers), built once
+        self.xml_json_memo: dict[str, RuleRef] = {}
+        self._free_texts: dict[tuple, Expr] = {}
         # what ir_facts finds in the embedded grammars' rules, renamed (their rules are
         # not walked again: the frontends recorded it, or it was found once)
         self._embedded: set[str] = set()
@@ -698,6 +703,15 @@ class _Builder:
 
         The text may end in any other state.
         """
+        key = (tuple(pairs), tuple(excludes), loop)
+        if key in self._free_texts:
+            return self._free_texts[key]
+        self._free_texts[key] = got = self._build_free_text(pairs, excludes, loop=loop, path=path)
+        return got
+
+    def _build_free_text(
+        self, pairs: list[tuple[str, RuleRef]], excludes: list[str], *, loop: bool, path: str
+    ) -> Expr:
         outcome: dict[bytes, RuleRef | None] = {}
         for pattern, group in pairs:
             if not pattern:

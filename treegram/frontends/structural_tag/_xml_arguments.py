@@ -185,6 +185,9 @@ class XmlBuilder(Protocol):
         self, pairs: list[tuple[str, RuleRef]], excludes: list[str], *, loop: bool, path: str
     ) -> Expr: ...
 
+    #: JSON values of XML arguments by schema and options, shared by the tag's converters
+    xml_json_memo: dict[str, RuleRef]
+
 
 def _json_type(value: Any) -> str:
     if isinstance(value, str):
@@ -246,7 +249,6 @@ class Converter:
         self._memo: dict[str, RuleRef] = {}
         self._value_refs: dict[str, RuleRef] = {}
         self._deepseek_refs: dict[str, RuleRef] = {}
-        self._json_memo: dict[str, RuleRef] = {}
         self.excludes: list[str] = []
         self.strict = True
 
@@ -322,8 +324,10 @@ class Converter:
             for key in ("$defs", "definitions"):
                 if key in self.doc and key not in schema:
                     schema[key] = self.doc[key]
-        key = json.dumps(schema, sort_keys=True)
-        if key not in self._json_memo:
+        options = [self.max_ws, self.any_order, self.strict, self.excludes]
+        key = json.dumps([schema, options], sort_keys=True)
+        memo = self.b.xml_json_memo
+        if key not in memo:
             ir = json_schema_to_ir(
                 schema,
                 max_whitespace_cnt=self.max_ws,
@@ -331,8 +335,8 @@ class Converter:
                 strict_mode=self.strict,
                 excludes=self.excludes,
             )
-            self._json_memo[key] = self.b._embed(ir)
-        return self._json_memo[key]
+            memo[key] = self.b._embed(ir)
+        return memo[key]
 
     def xml_string(self) -> RuleRef:
         """Raw text that does not contain the closing tag."""
