@@ -752,10 +752,14 @@ class _Builder:
                 if inherited is not None and outcome[inherited] is None:
                     done[t] = inherited  # an excluded suffix wins, even over a trigger
 
+        # the automaton's moves: a state's own children over its failure state's moves
+        # (breadth first, so the failure state's are complete); any other byte: the root
+        goto: list[dict[int, int]] = [{} for _ in children]
+        for t in order:
+            goto[t] = {**goto[fail[t]], **children[t]} if t else children[0]
+
         def step(s: int, byte: int) -> int:
-            while s and byte not in children[s]:
-                s = fail[s]
-            return children[s].get(byte, 0)
+            return goto[s].get(byte, 0)
 
         def call_of(t: int) -> RuleRef | None:
             key = done[t]

@@ -128,6 +128,11 @@ _SCHEMA = ("additionalProperties", "unevaluatedProperties", "propertyNames",
            "contentSchema")  # fmt: skip
 _SCHEMAS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+# Annotations for a reader only (no $id, $schema or definitions: references read those).
+_DESCRIPTIVE = frozenset(
+    {"title", "description", "examples", "default", "$comment", "deprecated", "readOnly",
+     "writeOnly"}
+)  # fmt: skip
 
 
 def without_unknown_keywords(schema: Any) -> Any:
@@ -136,22 +141,33 @@ def without_unknown_keywords(schema: Any) -> Any:
     never constrains a value, and :class:`Converter` reads the keys a schema has to tell its
     shape (a plain object, a bare ``$ref``, a one-branch ``allOf``). A schema without any is
     returned as it is."""
+    return _only_keys(schema, _KEYWORDS)
+
+
+def without_descriptions(schema: Any) -> Any:
+    """``schema`` without the annotations that describe a value to a reader (titles,
+    descriptions, examples, defaults...), in it and in every subschema: they never constrain
+    a value, so two tools' parameters that differ only there are one JSON value grammar."""
+    return _only_keys(schema, _KEYWORDS - _DESCRIPTIVE)
+
+
+def _only_keys(schema: Any, keep: frozenset[str]) -> Any:
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     changed = False
     for key, value in schema.items():
-        if key not in _KEYWORDS:
+        if key not in keep:
             changed = True
             continue
         new = value
         if key in _SCHEMA or (key == "items" and isinstance(value, dict)):
-            new = without_unknown_keywords(value)
+            new = _only_keys(value, keep)
         elif (key in _SCHEMAS or key == "items") and isinstance(value, list):
-            items = [without_unknown_keywords(v) for v in value]
+            items = [_only_keys(v, keep) for v in value]
             new = value if all(a is b for a, b in zip(items, value, strict=True)) else items
         elif (key in _SCHEMA_MAPS or key == "dependencies") and isinstance(value, dict):
-            fields = {k: without_unknown_keywords(v) for k, v in value.items()}
+            fields = {k: _only_keys(v, keep) for k, v in value.items()}
             new = value if all(fields[k] is value[k] for k in value) else fields
         changed = changed or new is not value
         out[key] = new
@@ -324,6 +340,7 @@ class Converter:
             for key in ("$defs", "definitions"):
                 if key in self.doc and key not in schema:
                     schema[key] = self.doc[key]
+        schema = without_descriptions(schema)
         options = [self.max_ws, self.any_order, self.strict, self.excludes]
         key = json.dumps([schema, options], sort_keys=True)
         memo = self.b.xml_json_memo
