@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -62,6 +63,7 @@ from treegram.ir import (
 )
 
 __all__ = [
+    "ordered_tail",
     "parameter_list",
     "XML_STYLES",
     "XmlBuilder",
@@ -597,38 +599,16 @@ class Converter:
             more = Repeat(Seq((ws, item)), least - 1, None if hi is None else hi - 1)
             body: Expr = Seq((ws, item, more, ws))
             return Choice((body, ws)) if can_be_empty else body
+
         # declared properties in order, then further keys; the count in [lo, hi]
-        memo: dict[tuple[int, int], Expr | None] = {}
+        def end(count: int) -> Expr | None:
+            if extra is None:
+                return EMPTY if count >= lo else None
+            need = max(lo - count, 0)
+            room = None if hi is None else hi - count
+            return Repeat(Seq((ws, extra)), need, room) if room is None or need <= room else None
 
-        def tail(i: int, count: int) -> Expr | None:
-            key = (i, count)
-            if key in memo:
-                return memo[key]
-            if i == len(declared):
-                if extra is None:
-                    out: Expr | None = EMPTY if count >= lo else None
-                else:
-                    need = max(lo - count, 0)
-                    room = None if hi is None else hi - count
-                    fits = room is None or need <= room
-                    out = Repeat(Seq((ws, extra)), need, room) if fits else None
-            else:
-                param, is_required = declared[i]
-                nxt = count + 1 if hi is not None else min(count + 1, lo)
-                parts: list[Expr] = []
-                if hi is None or count < hi:
-                    rest = tail(i + 1, nxt)
-                    if rest is not None:
-                        parts.append(Seq((ws, param, rest)))
-                if not is_required:
-                    rest = tail(i + 1, count)
-                    if rest is not None:
-                        parts.append(rest)
-                out = self.b._rule("xml_part", alt(parts)) if parts else None
-            memo[key] = out
-            return out
-
-        content = tail(0, 0)
+        content = ordered_tail(self.b, declared, ws, lo, hi, end, "xml_part")(0, 0)
         if content is None:
             raise self._unsupported("an argument object no value satisfies")
         return Seq((content, ws))
@@ -712,6 +692,47 @@ def union_options(schema: dict) -> list[Any] | None:
         rest = {k: v for k, v in schema.items() if k != "type"}
         return [{**rest, "type": t} for t in kind]
     return None
+
+
+def ordered_tail(
+    b: XmlBuilder,
+    declared: list[tuple[Expr, bool]],
+    ws: Expr,
+    lo: int,
+    hi: int | None,
+    end: Callable[[int], Expr | None],
+    base: str,
+) -> Callable[[int, int], Expr | None]:
+    """``tail(i, count)``: the declared parameters (expression, required) from the ``i``-th
+    on, in order, each after whitespace, a required one always and any other one or not,
+    ``count`` of at most ``hi`` written so far (counted up to ``lo`` when unbounded), then
+    ``end(count)``; None where nothing fits. One rule ``base`` per (i, count), made once."""
+    memo: dict[tuple[int, int], Expr | None] = {}
+
+    def tail(i: int, count: int) -> Expr | None:
+        key = (i, count)
+        if key in memo:
+            return memo[key]
+        out: Expr | None
+        if i == len(declared):
+            out = end(count)
+        else:
+            param, required = declared[i]
+            nxt = count + 1 if hi is not None else min(count + 1, lo)
+            parts: list[Expr] = []
+            if hi is None or count < hi:
+                rest = tail(i + 1, nxt)
+                if rest is not None:
+                    parts.append(Seq((ws, param, rest)))
+            if not required:
+                rest = tail(i + 1, count)
+                if rest is not None:
+                    parts.append(rest)
+            out = b._rule(base, alt(parts)) if parts else None
+        memo[key] = out
+        return out
+
+    return tail
 
 
 def parameter_list(ws: Expr, one: Expr) -> Expr:
