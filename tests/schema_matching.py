@@ -1,9 +1,13 @@
-"""Shared helpers of the JSON Schema tests: compile over a byte-level vocabulary (256
-single-byte tokens + ``<eos>``) and check that a matcher accepts a whole text."""
+"""Shared helpers of the grammar tests: compile over a byte-level vocabulary (256
+single-byte tokens + ``<eos>``), check that a matcher accepts a whole text, check a table
+of passing and failing texts, and check a located Lark error."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from functools import cache
+
+import pytest
 
 import treegram
 from treegram.frontends.json_schema._convert import json_schema_to_ir
@@ -26,6 +30,26 @@ def accepts(cg: treegram.CompiledGrammar, text: str) -> bool:
     """Whether a fresh matcher accepts all of ``text`` and is then complete."""
     m = treegram.GrammarMatcher(cg)
     return m.accept_string(text) and m.is_completed()
+
+
+def assert_table(
+    accept: Callable[[str], bool], passing: Iterable[str], failing: Iterable[str]
+) -> None:
+    """Every ``passing`` text accepted and no ``failing`` one (a failure lists the texts)."""
+    assert [s for s in passing if not accept(s)] == []
+    assert [s for s in failing if accept(s)] == []
+
+
+def assert_lark_error(source: str, fragment: str, line: int, column: int) -> None:
+    """``Grammar.from_lark(source)`` raises a GrammarSyntaxError (also a ValueError and a
+    RuntimeError) holding ``fragment``, located at ``line``/``column`` and laid out as
+    xgrammar's (``Lark error at line L, column C: ``, which engines and its tests read)."""
+    with pytest.raises(treegram.GrammarSyntaxError) as info:
+        treegram.Grammar.from_lark(source)
+    assert fragment in str(info.value)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, RuntimeError)
+    assert (info.value.line, info.value.column) == (line, column)
+    assert str(info.value).startswith(f"Lark error at line {line}, column {column}: ")
 
 
 def exact_validator(schema, draft: str = "2020-12"):

@@ -40,6 +40,17 @@ def deepseek_infos(xgr) -> tuple[TokenizerInfo, object]:
     return ours, theirs
 
 
+def small_compilers(xgr, vocab: list[str]) -> tuple:
+    """``(xgr, treegram compiler, xgrammar compiler, stop id)`` over a small raw vocabulary
+    whose last entry is the stop token."""
+    stop = len(vocab) - 1
+    info = TokenizerInfo(vocab, stop_token_ids=[stop])
+    xinfo = xgr.TokenizerInfo(
+        vocab, xgr.VocabType.RAW, vocab_size=len(vocab), stop_token_ids=[stop]
+    )
+    return xgr, GrammarCompiler(info, max_threads=1), xgr.GrammarCompiler(xinfo), stop
+
+
 def deepseek_env(xgr) -> dict:
     """Both engines on the DeepSeek-V4 vocabulary, as the structural-tag and JSON Schema
     differential tests use them: ``xgr``, ``info``, ``tok`` (the HF tokenizer), ``tc`` and

@@ -160,7 +160,7 @@ class Grammar:
         text : str
             Lark grammar text: rules, terminals, literals (flag ``i``), ranges, regexes
             (flags ``i s u``), ``? * + ~n ~n..m``, ``%ignore``, ``%import common.X``,
-            ``%json {schema}`` and ``@name`` (see ``treegram.frontends._lark``).
+            ``%json {schema}`` and ``@name`` (see ``treegram.frontends.lark``).
         tokenizer_info : TokenizerInfo, optional
             Named special tokens (``<|eot|>``) must be tokens of its vocabulary (an
             unknown one is a located error). They are looked up again in the vocabulary

@@ -14,7 +14,7 @@ text.
 from __future__ import annotations
 
 import pytest
-from schema_matching import accepts, byte_compiler
+from schema_matching import accepts, assert_table, byte_compiler
 from xgrammar_diff import compare_source
 
 from treegram import Grammar, GrammarCompiler, GrammarSyntaxError, UndefinedRuleError
@@ -87,8 +87,7 @@ def compiler() -> GrammarCompiler:
 @pytest.mark.parametrize("source, passing, failing", CASES, ids=[c[0] for c in CASES])
 def test_acceptance(compiler, source: str, passing: list[str], failing: list[str]) -> None:
     compiled = compiler.compile_grammar(source)
-    assert [s for s in passing if not accepts(compiled, s)] == []
-    assert [s for s in failing if accepts(compiled, s)] == []
+    assert_table(lambda s: accepts(compiled, s), passing, failing)
 
 
 @pytest.mark.parametrize("source, passing, failing", CASES, ids=[c[0] for c in CASES])
@@ -96,8 +95,7 @@ def test_acceptance_matches_xgrammar(source: str, passing: list[str], failing: l
     pytest.importorskip("xgrammar")
     from xgrammar.testing import _is_grammar_accept_string
 
-    assert [s for s in passing if not _is_grammar_accept_string(source, s)] == []
-    assert [s for s in failing if _is_grammar_accept_string(source, s)] == []
+    assert_table(lambda s: _is_grammar_accept_string(source, s), passing, failing)
 
 
 def test_substring_helper_rules_avoid_user_names() -> None:

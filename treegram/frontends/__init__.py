@@ -1,80 +1,18 @@
 """Frontends: grammar text in each supported language to the grammar IR.
 
 EBNF (xgrammar's dialect), regular expressions (ECMA-262 subset), the built-in JSON
-grammar, JSON Schema (the :mod:`treegram.frontends.json_schema` subpackage) and structural
-tags (xgrammar's format family). Every frontend produces a :class:`~treegram.ir.GrammarIR`;
-JSON Schema reads ``pattern`` through the regex frontend, and structural tags embed the
-JSON Schema, regex and EBNF frontends' grammars.
+grammar, and three subpackages: JSON Schema (:mod:`treegram.frontends.json_schema`), Lark
+(:mod:`treegram.frontends.lark`) and structural tags (xgrammar's format family,
+:mod:`treegram.frontends.structural_tag`, whose formats and model builders
+:mod:`treegram.structural_tag` publishes). Every frontend produces a
+:class:`~treegram.ir.GrammarIR`; JSON Schema reads ``pattern`` through the regex frontend,
+structural tags embed the JSON Schema, regex and EBNF frontends' grammars, and Lark's
+dynamic dispatch lowers to a structural tag's free text.
 """
 
 from treegram.frontends._builtin_json import BUILTIN_JSON_EBNF, builtin_json_grammar_ir
-from treegram.frontends._builtin_structural_tag import (
-    BuiltinToolParam,
-    FunctionDefinition,
-    FunctionToolParam,
-    builtin_structural_tag_models,
-    get_builtin_structural_tag,
-    get_cohere_structural_tag,
-    get_deepseek_r1_structural_tag,
-    get_deepseek_v3_1_structural_tag,
-    get_deepseek_v3_2_structural_tag,
-    get_deepseek_v4_1_structural_tag,
-    get_deepseek_v4_structural_tag,
-    get_exaone_structural_tag,
-    get_glm_4_7_structural_tag,
-    get_harmony_structural_tag,
-    get_kimi_k3_structural_tag,
-    get_kimi_structural_tag,
-    get_llama_structural_tag,
-    get_mimo_structural_tag,
-    get_minimax_m3_structural_tag,
-    get_minimax_structural_tag,
-    get_model_structural_tag,
-    get_qwen_3_5_structural_tag,
-    get_qwen_3_coder_structural_tag,
-    get_qwen_3_structural_tag,
-    normalize_tool_choice,
-    register_model_structural_tag,
-)
 from treegram.frontends._ebnf import parse_ebnf
-from treegram.frontends._lark import lark_to_ir
 from treegram.frontends._regex import regex_to_expr, regex_to_ir
-from treegram.frontends._structural_tag import (
-    MAX_BOUNDED_TEXT_STATES,
-    structural_tag_from_args,
-    structural_tag_key,
-    structural_tag_to_ir,
-    xml_arguments_to_ir,
-)
-from treegram.frontends._structural_tag_formats import (
-    TOKEN_FORMATS,
-    AnyTextFormat,
-    AnyTokensFormat,
-    ConstStringFormat,
-    DispatchFormat,
-    ExcludeTokenFormat,
-    Format,
-    GrammarFormat,
-    JSONSchemaFormat,
-    OptionalFormat,
-    OrFormat,
-    PlusFormat,
-    QwenXMLParameterFormat,
-    RegexFormat,
-    RepeatFormat,
-    SequenceFormat,
-    StarFormat,
-    StructuralTag,
-    StructuralTagItem,
-    TagFormat,
-    TagsWithSeparatorFormat,
-    TokenDispatchFormat,
-    TokenFormat,
-    TokenTriggeredTagsFormat,
-    TriggeredTagsFormat,
-    parse_structural_tag,
-)
-from treegram.frontends._structural_tag_text import structural_tag_text
 from treegram.frontends.json_schema import (
     JsonSchemaOptions,
     check_remotes,
@@ -82,9 +20,17 @@ from treegram.frontends.json_schema import (
     downgraded_keywords,
     json_schema_to_ir,
 )
+from treegram.frontends.lark import lark_to_ir
+from treegram.frontends.structural_tag import (
+    MAX_BOUNDED_TEXT_STATES,
+    structural_tag_from_args,
+    structural_tag_key,
+    structural_tag_text,
+    structural_tag_to_ir,
+    xml_arguments_to_ir,
+)
 
 __all__ = [
-    "MAX_BOUNDED_TEXT_STATES",
     "parse_ebnf",
     "lark_to_ir",
     "regex_to_ir",
@@ -96,61 +42,10 @@ __all__ = [
     "check_unknown_format",
     "downgraded_keywords",
     "check_remotes",
+    "MAX_BOUNDED_TEXT_STATES",
     "structural_tag_to_ir",
     "structural_tag_text",
     "structural_tag_from_args",
     "structural_tag_key",
     "xml_arguments_to_ir",
-    "parse_structural_tag",
-    "StructuralTag",
-    "StructuralTagItem",
-    "Format",
-    "ConstStringFormat",
-    "JSONSchemaFormat",
-    "AnyTextFormat",
-    "GrammarFormat",
-    "RegexFormat",
-    "SequenceFormat",
-    "OrFormat",
-    "TagFormat",
-    "TriggeredTagsFormat",
-    "TagsWithSeparatorFormat",
-    "OptionalFormat",
-    "PlusFormat",
-    "StarFormat",
-    "RepeatFormat",
-    "DispatchFormat",
-    "QwenXMLParameterFormat",
-    "TokenFormat",
-    "ExcludeTokenFormat",
-    "AnyTokensFormat",
-    "TokenTriggeredTagsFormat",
-    "TokenDispatchFormat",
-    "TOKEN_FORMATS",
-    "FunctionDefinition",
-    "FunctionToolParam",
-    "BuiltinToolParam",
-    "get_model_structural_tag",
-    "get_llama_structural_tag",
-    "get_qwen_3_structural_tag",
-    "get_exaone_structural_tag",
-    "get_kimi_structural_tag",
-    "get_deepseek_r1_structural_tag",
-    "get_deepseek_v3_1_structural_tag",
-    "get_harmony_structural_tag",
-    "get_qwen_3_5_structural_tag",
-    "get_qwen_3_coder_structural_tag",
-    "get_mimo_structural_tag",
-    "get_kimi_k3_structural_tag",
-    "get_deepseek_v3_2_structural_tag",
-    "get_deepseek_v4_structural_tag",
-    "get_deepseek_v4_1_structural_tag",
-    "get_minimax_structural_tag",
-    "get_minimax_m3_structural_tag",
-    "get_glm_4_7_structural_tag",
-    "get_cohere_structural_tag",
-    "get_builtin_structural_tag",
-    "normalize_tool_choice",
-    "register_model_structural_tag",
-    "builtin_structural_tag_models",
 ]

@@ -19,7 +19,7 @@ import pytest
 import treegram as tg
 from treegram.testing import _get_matcher_from_grammar
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "xgrammar_structural_tag_text.json"
+DATA = Path(__file__).resolve().parents[2] / "data" / "xgrammar_structural_tag_text.json"
 RECORDED = json.loads(DATA.read_text(encoding="utf-8"))
 
 
@@ -36,7 +36,7 @@ def _tag(begin: str, content: dict, end: str | list[str]) -> dict:
 
 
 # (format, text) derived by hand from xgrammar's rules (module docstring of
-# treegram/frontends/_structural_tag_text.py), for what the recorded cases leave out
+# treegram/frontends/structural_tag/_text.py), for what the recorded cases leave out
 DERIVED = [
     (  # escapes: xgrammar's C-style ones; \x before a hex digit would read on, so \u00hh
         _const("a\"b'?\\\n\x1b\xe9A\xe9g\uff5c\U0001f600"),

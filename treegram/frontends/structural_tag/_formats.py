@@ -26,39 +26,6 @@ from typing import Any
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
 from treegram.ir import MAX_NESTING_DEPTH
 
-__all__ = [
-    "check_budget",
-    "ConstStringFormat",
-    "JSONSchemaFormat",
-    "AnyTextFormat",
-    "GrammarFormat",
-    "RegexFormat",
-    "SequenceFormat",
-    "OrFormat",
-    "TagFormat",
-    "TriggeredTagsFormat",
-    "TagsWithSeparatorFormat",
-    "OptionalFormat",
-    "PlusFormat",
-    "StarFormat",
-    "RepeatFormat",
-    "DispatchFormat",
-    "QwenXMLParameterFormat",
-    "TokenFormat",
-    "ExcludeTokenFormat",
-    "AnyTokensFormat",
-    "TokenTriggeredTagsFormat",
-    "TokenDispatchFormat",
-    "TOKEN_FORMATS",
-    "Format",
-    "StructuralTagItem",
-    "StructuralTag",
-    "parse_structural_tag",
-    "parse_format",
-    "legacy_structural_tag",
-    "JSON_SCHEMA_STYLES",
-]
-
 # Formats xgrammar 0.2.8 defines that treegram does not compile, with the reason.
 _UNSUPPORTED_TYPES: dict[str, str] = {}
 
@@ -66,7 +33,7 @@ _UNSUPPORTED_TYPES: dict[str, str] = {}
 TokenRef = int | str
 
 
-# JSONSchemaFormat.style values of xgrammar 0.2.8 (not all compile, see _structural_tag_xml)
+# JSONSchemaFormat.style values of xgrammar 0.2.8 (not all compile, see _xml)
 JSON_SCHEMA_STYLES = (
     "json",
     "qwen_xml",
@@ -185,7 +152,7 @@ class JSONSchemaFormat(_Format):
     values are raw text, other values JSON; ``"cohere_xml"``: every value a typed
     ``<cofl:value>`` element, objects and arrays nested as elements; ``"minimax_m3_xml"``:
     namespaced elements, objects and arrays nested (fixed property names only)
-    (:mod:`treegram.frontends._structural_tag_xml`). ``excludes``: with ``"json"``, texts
+    (:mod:`treegram.frontends.structural_tag._xml`). ``excludes``: with ``"json"``, texts
     that no string the schema leaves free (values and keys; not strings under a
     ``pattern`` or a known ``format``) may contain as written; with the other XML styles,
     strings kept out of raw string values and parameter names (their JSON values must

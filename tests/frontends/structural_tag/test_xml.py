@@ -1,8 +1,8 @@
-"""XML argument styles of ``JSONSchemaFormat`` (treegram/frontends/_structural_tag_xml.py).
+"""XML argument styles of ``JSONSchemaFormat`` (treegram/frontends/structural_tag/_xml.py).
 
 Hand-written tool-call arguments are accepted or rejected as written here and as xgrammar
 0.2.8 decides; masks equal xgrammar's bit for bit along random paths on a small vocabulary
-of XML pieces. (tests/frontends/test_builtin_structural_tag.py checks the models' tool-call
+of XML pieces. (tests/frontends/structural_tag/test_builtin.py checks the models' tool-call
 formats on the DeepSeek-V4 vocabulary.)
 """
 
@@ -13,7 +13,7 @@ import random
 
 import numpy as np
 import pytest
-from xgrammar_diff import compare_source
+from xgrammar_diff import compare_source, small_compilers
 
 import treegram as tg
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
@@ -335,14 +335,7 @@ EXCLUDES_CASES = [
 
 def test_excludes_keep_marker_strings_out_of_values_and_names():
     tag = _tag("kimi_k3_xml", EXCLUDES_SCHEMA, excludes=["<|x|>", "<|"])
-    ours = tg.Grammar.from_structural_tag(tag)
-    xgr = pytest.importorskip("xgrammar")
-    from xgrammar.testing import _is_grammar_accept_string as xgr_accepts
-
-    theirs = xgr.Grammar.from_structural_tag(json.dumps(tag))
-    for text, accepted in EXCLUDES_CASES:
-        assert _is_grammar_accept_string(ours, text) == accepted, text
-        assert xgr_accepts(theirs, text) == accepted, text
+    _accepts_as_xgrammar_does(tag, EXCLUDES_CASES)
 
 
 def _k3(key: str, kind: str, value: str) -> str:
@@ -554,13 +547,7 @@ SMALL_VOCAB = [
 
 @pytest.fixture(scope="module")
 def small():
-    xgr = pytest.importorskip("xgrammar")
-    stop = len(SMALL_VOCAB) - 1
-    info = tg.TokenizerInfo(SMALL_VOCAB, stop_token_ids=[stop])
-    xinfo = xgr.TokenizerInfo(
-        SMALL_VOCAB, xgr.VocabType.RAW, vocab_size=len(SMALL_VOCAB), stop_token_ids=[stop]
-    )
-    return xgr, tg.GrammarCompiler(info, max_threads=1), xgr.GrammarCompiler(xinfo), stop
+    return small_compilers(pytest.importorskip("xgrammar"), SMALL_VOCAB)
 
 
 @pytest.mark.parametrize(

@@ -6,14 +6,14 @@ A builder turns the available tools, the tool choice and the reasoning mode into
 block, then free text in which the model's tool-call marker starts a call whose arguments
 follow the tool's JSON Schema (``tool_choice="auto"``), at least one call (``"required"``),
 or exactly the one forced call. The structural tags are the same, field for field, as
-xgrammar's for the same arguments (tests/frontends/test_builtin_structural_tag.py).
+xgrammar's for the same arguments (tests/frontends/structural_tag/test_builtin.py).
 
 Model keys: ``llama`` (Llama 3.x JSON calls), ``qwen_3`` (Qwen3 ``<tool_call>``),
 ``exaone`` (EXAONE 4.0), ``kimi`` (Kimi-K2), ``deepseek_r1`` and ``deepseek_v3_1``
 (DeepSeek's tool-call special tokens) and ``harmony`` (OpenAI gpt-oss); the models whose
 calls carry XML arguments (``qwen_3_coder``/``qwen_3_5``, ``mimo``, ``minimax``,
 ``glm_4_7``, ``kimi_k3``, ``deepseek_v3_2``, ``deepseek_v4``/``deepseek_v4_1``, ``cohere``,
-``minimax_m3``) are built in :mod:`._builtin_structural_tag_xml`.
+``minimax_m3``) are built in :mod:`._builtin_xml`.
 Each model also has xgrammar's per-model function (``get_llama_structural_tag``...).
 """
 
@@ -24,8 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from treegram.errors import ArgumentError
-from treegram.frontends._builtin_structural_tag_xml import XML_MODEL_BUILDERS
-from treegram.frontends._structural_tag_formats import (
+from treegram.frontends.structural_tag._builtin_xml import (
+    XML_MODEL_BUILDERS,
+    call_block,
+    triggered_calls,
+)
+from treegram.frontends.structural_tag._formats import (
     AnyTextFormat,
     ConstStringFormat,
     Format,
@@ -39,35 +43,6 @@ from treegram.frontends._structural_tag_formats import (
     TagsWithSeparatorFormat,
     TriggeredTagsFormat,
 )
-
-__all__ = [
-    "FunctionDefinition",
-    "FunctionToolParam",
-    "BuiltinToolParam",
-    "get_model_structural_tag",
-    "get_builtin_structural_tag",
-    "normalize_tool_choice",
-    "register_model_structural_tag",
-    "builtin_structural_tag_models",
-    "get_llama_structural_tag",
-    "get_qwen_3_structural_tag",
-    "get_exaone_structural_tag",
-    "get_kimi_structural_tag",
-    "get_deepseek_r1_structural_tag",
-    "get_deepseek_v3_1_structural_tag",
-    "get_harmony_structural_tag",
-    "get_qwen_3_5_structural_tag",
-    "get_qwen_3_coder_structural_tag",
-    "get_mimo_structural_tag",
-    "get_kimi_k3_structural_tag",
-    "get_deepseek_v3_2_structural_tag",
-    "get_deepseek_v4_structural_tag",
-    "get_deepseek_v4_1_structural_tag",
-    "get_minimax_structural_tag",
-    "get_minimax_m3_structural_tag",
-    "get_glm_4_7_structural_tag",
-    "get_cohere_structural_tag",
-]
 
 
 # ----------------------------------------------------------------------------- tools
@@ -370,17 +345,7 @@ def _json_calls(o: _Options, begin: Callable[[str], str], end: str, trigger: str
         TagFormat(begin=begin(t.function.name), content=o.args(t.function), end=end)
         for t in o.tools
     ]
-    if o.choice == "forced":
-        return tags[0]
-    if not tags:
-        return AnyTextFormat(excludes=o.excludes())
-    return TriggeredTagsFormat(
-        triggers=[trigger],
-        tags=tags,
-        excludes=o.excludes(),
-        at_least_one=o.choice == "required",
-        stop_after_first=not o.parallel,
-    )
+    return triggered_calls(o, trigger, tags, excludes=o.excludes(), text_excludes=o.excludes())
 
 
 @_builtin("llama")
@@ -495,47 +460,16 @@ def _kimi(o: _Options) -> StructuralTag:
             end="<|tool_call_end|>",
         )
 
-    def section(tags: list[TagFormat]) -> list[Format]:
-        return [
-            ConstStringFormat(value=_KIMI_SECTION_BEGIN),
-            TagsWithSeparatorFormat(
-                tags=tags, separator="", at_least_one=True, stop_after_first=not o.parallel
-            ),
-            ConstStringFormat(value=_KIMI_SECTION_END),
-        ]
-
-    body: Format
-    if o.choice == "forced":
-        fn = o.tools[0].function
-        body = SequenceFormat(
-            elements=[
-                ConstStringFormat(value=_KIMI_SECTION_BEGIN),
-                call(fn),
-                ConstStringFormat(value=_KIMI_SECTION_END),
-            ]
-        )
-    elif o.choice == "required":
-        body = SequenceFormat(elements=section([call(t.function) for t in o.tools]))
-    elif o.tools:
-        block = TagFormat(
-            begin=_KIMI_SECTION_BEGIN,
-            content=TagsWithSeparatorFormat(
-                tags=[call(t.function) for t in o.tools],
-                separator="",
-                at_least_one=True,
-                stop_after_first=not o.parallel,
-            ),
-            end=_KIMI_SECTION_END,
-        )
-        excludes = [*o.think_excludes, _KIMI_CALL_BEGIN] if o.exclude_special_tokens else []
-        body = TriggeredTagsFormat(
-            triggers=[_KIMI_SECTION_BEGIN],
-            tags=[block],
-            excludes=excludes,
-            stop_after_first=not o.parallel,
-        )
-    else:
-        body = AnyTextFormat(excludes=o.excludes())
+    body = call_block(
+        o,
+        [call(t.function) for t in o.tools],
+        trigger=_KIMI_SECTION_BEGIN,
+        begin=_KIMI_SECTION_BEGIN,
+        end=_KIMI_SECTION_END,
+        opening=_KIMI_SECTION_BEGIN,
+        excludes=[*o.think_excludes, _KIMI_CALL_BEGIN] if o.exclude_special_tokens else [],
+        text_excludes=o.excludes(),
+    )
     # Kimi-K2 does not prefill <think>: the enabled block may contain the markers
     banned = None if o.reasoning == "auto" else []
     return _with_prefix(o.reasoning_prefix(excludes=banned), body)

@@ -15,7 +15,8 @@ from typing import Any
 
 from treegram.errors import InvalidStructuralTagError
 from treegram.frontends._regex import regex_to_ir
-from treegram.frontends._xml_arguments import (
+from treegram.frontends.json_schema import format_expr
+from treegram.frontends.structural_tag._xml_arguments import (
     ANNOTATIONS,
     ANY_CHAR,
     COHERE_ENTITIES,
@@ -23,9 +24,9 @@ from treegram.frontends._xml_arguments import (
     Converter,
     alt,
     is_any,
+    parameter_list,
     union_options,
 )
-from treegram.frontends.json_schema import format_expr
 from treegram.ir import MAX_CODEPOINT, Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq
 
 __all__ = ["CohereConverter"]
@@ -105,9 +106,7 @@ class CohereConverter(Converter):
 
     def any_dict(self) -> RuleRef:
         def make() -> Expr:
-            one = self.parameter(self.cohere_key(), True)
-            some = Seq((self.ws, one, Repeat(Seq((self.ws, one)), 0, None), self.ws))
-            return Choice((some, self.ws))
+            return parameter_list(self.ws, self.parameter(self.cohere_key(), True))
 
         return self._once("cohere_any_dict", make)
 
@@ -161,11 +160,9 @@ class CohereConverter(Converter):
 
     # values
     def value(self, schema: Any) -> tuple[Expr, bool]:
-        shared = self._by_ref(self._value_refs, schema, lambda s: self.value(s)[0])
+        shared = self._shared_value(schema)
         if shared is not None:
             return shared, False
-        if schema is False:
-            raise self._unsupported("a false schema")
         if is_any(schema):
             return alt([self.xml_string(), self.json({"type": ["number", "boolean", "null"]}),
                          self.any_dict(), self.any_list()]), False  # fmt: skip

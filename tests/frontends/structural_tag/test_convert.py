@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from xgrammar_diff import deepseek_env
+from xgrammar_diff import deepseek_env, small_compilers
 
 import treegram as tg
 from treegram.errors import (
@@ -420,7 +420,7 @@ def _tiny_info():
 
 def test_free_text_prints_parses_back_and_serializes():
     # free text reads raw bytes; treegram's EBNF writes those as \x{HH} and reads them back
-    # (str() prints xgrammar's form instead: tests/frontends/test_structural_tag_text.py)
+    # (str() prints xgrammar's form instead: tests/frontends/structural_tag/test_text.py)
     g = tg.Grammar.from_structural_tag(_st(CASES[5][1]["format"]))
     text = g.to_ebnf()
     assert '"\\x{80}"' in text and '"\\x{FF}"' in text
@@ -779,13 +779,7 @@ def _random_format(r, depth=0):
 
 @pytest.fixture(scope="module")
 def small():
-    xgr = pytest.importorskip("xgrammar")
-    stop = len(SMALL_VOCAB) - 1
-    info = tg.TokenizerInfo(SMALL_VOCAB, stop_token_ids=[stop])
-    xinfo = xgr.TokenizerInfo(
-        SMALL_VOCAB, xgr.VocabType.RAW, vocab_size=len(SMALL_VOCAB), stop_token_ids=[stop]
-    )
-    return xgr, tg.GrammarCompiler(info, max_threads=1), xgr.GrammarCompiler(xinfo), stop
+    return small_compilers(pytest.importorskip("xgrammar"), SMALL_VOCAB)
 
 
 @pytest.mark.parametrize("chunk", range(6))
@@ -1018,7 +1012,7 @@ def test_every_format_round_trips_through_pydantic_names(data):
     """model_validate_json / model_dump_json (xgrammar's formats are pydantic models,
     test_length_budget_pydantic_roundtrip) on every format class, and JSON that
     xgrammar's model of the same name reads back to an equal format."""
-    from treegram.frontends._structural_tag_formats import _FORMAT_CLASSES, parse_format
+    from treegram.frontends.structural_tag._formats import _FORMAT_CLASSES, parse_format
 
     cls = _FORMAT_CLASSES[data["type"]]
     fmt = parse_format(data)
@@ -1036,7 +1030,7 @@ def test_every_format_round_trips_through_pydantic_names(data):
 
 
 def test_every_format_type_has_a_round_trip_case():
-    from treegram.frontends._structural_tag_formats import _FORMAT_CLASSES
+    from treegram.frontends.structural_tag._formats import _FORMAT_CLASSES
 
     assert {d["type"] for d in _EVERY_FORMAT} == set(_FORMAT_CLASSES)
 

@@ -1,8 +1,8 @@
-"""Structural tag frontend: a structural tag (:mod:`._structural_tag_formats`) to grammar IR.
+"""Structural tag frontend: a structural tag (:mod:`._formats`) to grammar IR.
 
 Each format becomes an IR expression; JSON Schema, regex and EBNF contents are compiled by
 their own frontends and their rules embedded under fresh names. The language is xgrammar
-0.2.8's, checked mask for mask against it (tests/frontends/test_structural_tag.py):
+0.2.8's, checked mask for mask against it (tests/frontends/structural_tag/test_convert.py):
 
 - ``any_text`` is any text; inside a tag it may not contain the tag's end strings (nor its
   own ``excludes``), so the first end string closes the tag;
@@ -28,7 +28,8 @@ from typing import Any
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
 from treegram.frontends._ebnf import parse_ebnf
 from treegram.frontends._regex import regex_to_ir
-from treegram.frontends._structural_tag_formats import (
+from treegram.frontends.json_schema import MAX_GRAMMAR_STATES, dfa_expr, json_schema_to_ir
+from treegram.frontends.structural_tag._formats import (
     AnyTextFormat,
     AnyTokensFormat,
     ConstStringFormat,
@@ -56,8 +57,7 @@ from treegram.frontends._structural_tag_formats import (
     legacy_structural_tag,
     parse_structural_tag,
 )
-from treegram.frontends._structural_tag_xml import xml_arguments_expr
-from treegram.frontends.json_schema import MAX_GRAMMAR_STATES, dfa_expr, json_schema_to_ir
+from treegram.frontends.structural_tag._xml import xml_arguments_expr
 from treegram.ir import (
     MAX_CODEPOINT,
     Bytes,
@@ -245,6 +245,11 @@ class _Builder:
         # tags carry (harmony's channels, a forced call beside the free calls) is
         # converted and embedded once, its rules called from each tag
         self._json_memo: dict[str, RuleRef] = {}
+        # the same for the JSON values inside XML arguments (by schema and the converter's
+        # options), and free texts by triggers, excluded strings and loop: every tool of a
+        # tag asks for the same few (raw string values, JSON numbers), built once
+        self.xml_json_memo: dict[str, RuleRef] = {}
+        self._free_texts: dict[tuple, Expr] = {}
         # what ir_facts finds in the embedded grammars' rules, renamed (their rules are
         # not walked again: the frontends recorded it, or it was found once)
         self._embedded: set[str] = set()
@@ -698,6 +703,15 @@ class _Builder:
 
         The text may end in any other state.
         """
+        key = (tuple(pairs), tuple(excludes), loop)
+        if key in self._free_texts:
+            return self._free_texts[key]
+        self._free_texts[key] = got = self._build_free_text(pairs, excludes, loop=loop, path=path)
+        return got
+
+    def _build_free_text(
+        self, pairs: list[tuple[str, RuleRef]], excludes: list[str], *, loop: bool, path: str
+    ) -> Expr:
         outcome: dict[bytes, RuleRef | None] = {}
         for pattern, group in pairs:
             if not pattern:
@@ -738,10 +752,14 @@ class _Builder:
                 if inherited is not None and outcome[inherited] is None:
                     done[t] = inherited  # an excluded suffix wins, even over a trigger
 
+        # the automaton's moves: a state's own children over its failure state's moves
+        # (breadth first, so the failure state's are complete); any other byte: the root
+        goto: list[dict[int, int]] = [{} for _ in children]
+        for t in order:
+            goto[t] = {**goto[fail[t]], **children[t]} if t else children[0]
+
         def step(s: int, byte: int) -> int:
-            while s and byte not in children[s]:
-                s = fail[s]
-            return children[s].get(byte, 0)
+            return goto[s].get(byte, 0)
 
         def call_of(t: int) -> RuleRef | None:
             key = done[t]

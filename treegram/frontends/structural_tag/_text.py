@@ -13,7 +13,7 @@ recorded outputs show:
   (``plus`` and ``star`` name their recursive helper rule first); a format met again with
   the same end strings around it reuses its rule;
 - ``any_text`` and ``triggered_tags`` exclude the end strings of the nearest enclosing
-  tag (as the compiled grammar does, see :mod:`._structural_tag`);
+  tag (as the compiled grammar does, see :mod:`._convert`);
 - an empty string written as a literal (a tag's empty ``begin``) stays ``""`` in a
   sequence, an empty alternative (an empty ``end``) is dropped from it.
 
@@ -28,7 +28,7 @@ tree holding one, and the grammar prints as treegram's own EBNF.
 
 The text describes exactly the grammar treegram compiles: ``Grammar.from_ebnf`` parses it
 (``TagDispatch`` is treegram's macro, ``{m, -1}`` its unbounded repetition) to a grammar
-accepting the same strings (tests/frontends/test_structural_tag_text.py checks both).
+accepting the same strings (tests/frontends/structural_tag/test_text.py checks both).
 Where xgrammar's printer would write a text that reads back differently (a NUL ends its
 literal; ``\\xe9`` before a hex digit reads on), the true text is printed instead.
 """
@@ -42,7 +42,7 @@ from typing import Any
 
 from treegram.frontends._ebnf import parse_ebnf
 from treegram.frontends._regex import regex_to_ir
-from treegram.frontends._structural_tag_formats import (
+from treegram.frontends.structural_tag._formats import (
     AnyTextFormat,
     AnyTokensFormat,
     ConstStringFormat,

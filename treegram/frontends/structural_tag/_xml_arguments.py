@@ -1,5 +1,5 @@
 """The XML argument converter: tool-call arguments written as XML parameters (the
-``JSONSchemaFormat`` styles other than ``"json"``; :mod:`._structural_tag_xml` is the entry).
+``JSONSchemaFormat`` styles other than ``"json"``; :mod:`._xml` is the entry).
 
 The language is xgrammar 0.2.8's. The argument object of a tool call is written as a list
 of parameters instead of a JSON object; for Qwen (``qwen_xml``)::
@@ -27,7 +27,7 @@ DeepSeek's styles tag every value with ``string="true"`` (raw text, no padding) 
 ``string="false"`` (JSON, padded); a union carries the attribute per branch. Kimi-K3 writes
 the value's JSON type into the key (``type="number"``), or any of the types when the schema
 does not fix one. Cohere's and MiniMax-M3's recursive elements are
-:mod:`._xml_arguments_cohere` and :mod:`._xml_arguments_minimax_m3`.
+:mod:`._xml_cohere` and :mod:`._xml_minimax_m3`.
 ``excludes`` keep strings out of raw values, parameter names (a further parameter's name
 is an identifier minus the names holding one, an exact automaton difference) and the
 strings of JSON values (JSON Schema ``excludes``, :mod:`.json_schema._excludes`: the
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -62,6 +63,8 @@ from treegram.ir import (
 )
 
 __all__ = [
+    "ordered_tail",
+    "parameter_list",
     "XML_STYLES",
     "XmlBuilder",
     "Converter",
@@ -127,6 +130,11 @@ _SCHEMA = ("additionalProperties", "unevaluatedProperties", "propertyNames",
            "contentSchema")  # fmt: skip
 _SCHEMAS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+# Annotations for a reader only (no $id, $schema or definitions: references read those).
+_DESCRIPTIVE = frozenset(
+    {"title", "description", "examples", "default", "$comment", "deprecated", "readOnly",
+     "writeOnly"}
+)  # fmt: skip
 
 
 def without_unknown_keywords(schema: Any) -> Any:
@@ -135,22 +143,33 @@ def without_unknown_keywords(schema: Any) -> Any:
     never constrains a value, and :class:`Converter` reads the keys a schema has to tell its
     shape (a plain object, a bare ``$ref``, a one-branch ``allOf``). A schema without any is
     returned as it is."""
+    return _only_keys(schema, _KEYWORDS)
+
+
+def without_descriptions(schema: Any) -> Any:
+    """``schema`` without the annotations that describe a value to a reader (titles,
+    descriptions, examples, defaults...), in it and in every subschema: they never constrain
+    a value, so two tools' parameters that differ only there are one JSON value grammar."""
+    return _only_keys(schema, _KEYWORDS - _DESCRIPTIVE)
+
+
+def _only_keys(schema: Any, keep: frozenset[str]) -> Any:
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     changed = False
     for key, value in schema.items():
-        if key not in _KEYWORDS:
+        if key not in keep:
             changed = True
             continue
         new = value
         if key in _SCHEMA or (key == "items" and isinstance(value, dict)):
-            new = without_unknown_keywords(value)
+            new = _only_keys(value, keep)
         elif (key in _SCHEMAS or key == "items") and isinstance(value, list):
-            items = [without_unknown_keywords(v) for v in value]
+            items = [_only_keys(v, keep) for v in value]
             new = value if all(a is b for a, b in zip(items, value, strict=True)) else items
         elif (key in _SCHEMA_MAPS or key == "dependencies") and isinstance(value, dict):
-            fields = {k: without_unknown_keywords(v) for k, v in value.items()}
+            fields = {k: _only_keys(v, keep) for k, v in value.items()}
             new = value if all(fields[k] is value[k] for k in value) else fields
         changed = changed or new is not value
         out[key] = new
@@ -183,6 +202,9 @@ class XmlBuilder(Protocol):
     def _free_text(
         self, pairs: list[tuple[str, RuleRef]], excludes: list[str], *, loop: bool, path: str
     ) -> Expr: ...
+
+    #: JSON values of XML arguments by schema and options, shared by the tag's converters
+    xml_json_memo: dict[str, RuleRef]
 
 
 def _json_type(value: Any) -> str:
@@ -245,7 +267,6 @@ class Converter:
         self._memo: dict[str, RuleRef] = {}
         self._value_refs: dict[str, RuleRef] = {}
         self._deepseek_refs: dict[str, RuleRef] = {}
-        self._json_memo: dict[str, RuleRef] = {}
         self.excludes: list[str] = []
         self.strict = True
 
@@ -306,6 +327,14 @@ class Converter:
             self.b.rules.append(Rule(name, make(self._target(ref))))
         return memo[ref]
 
+    def _shared_value(self, schema: Any) -> Expr | None:
+        """The start of every style's ``value``: a bare ``$ref``'s one rule (None for any
+        other schema); a false schema refused."""
+        shared = self._by_ref(self._value_refs, schema, lambda s: self.value(s)[0])
+        if shared is None and schema is False:
+            raise self._unsupported("a false schema")
+        return shared
+
     def json(self, schema: Any) -> RuleRef:
         """A JSON value valid against ``schema`` (the root's definitions in scope)."""
         if isinstance(schema, dict) and isinstance(self.doc, dict):
@@ -313,8 +342,11 @@ class Converter:
             for key in ("$defs", "definitions"):
                 if key in self.doc and key not in schema:
                     schema[key] = self.doc[key]
-        key = json.dumps(schema, sort_keys=True)
-        if key not in self._json_memo:
+        schema = without_descriptions(schema)
+        options = [self.max_ws, self.any_order, self.strict, self.excludes]
+        key = json.dumps([schema, options], sort_keys=True)
+        memo = self.b.xml_json_memo
+        if key not in memo:
             ir = json_schema_to_ir(
                 schema,
                 max_whitespace_cnt=self.max_ws,
@@ -322,8 +354,8 @@ class Converter:
                 strict_mode=self.strict,
                 excludes=self.excludes,
             )
-            self._json_memo[key] = self.b._embed(ir)
-        return self._json_memo[key]
+            memo[key] = self.b._embed(ir)
+        return memo[key]
 
     def xml_string(self) -> RuleRef:
         """Raw text that does not contain the closing tag."""
@@ -370,11 +402,9 @@ class Converter:
     def value(self, schema: Any) -> tuple[Expr, bool]:
         """The expression of one parameter's value; True when it is the unconstrained raw
         string (which takes no padding: it contains any whitespace already)."""
-        shared = self._by_ref(self._value_refs, schema, lambda s: self.value(s)[0])
+        shared = self._shared_value(schema)
         if shared is not None:
             return shared, False
-        if schema is False:
-            raise self._unsupported("a false schema")
         if is_any(schema):
             return self.any_value(), False
         if "const" in schema or "enum" in schema:
@@ -529,9 +559,7 @@ class Converter:
 
     def _any_arguments(self) -> RuleRef:
         def make() -> Expr:
-            one = self.parameter(self.variable_name(), True)
-            some = Seq((self.ws, one, Repeat(Seq((self.ws, one)), 0, None), self.ws))
-            return Choice((some, self.ws))
+            return parameter_list(self.ws, self.parameter(self.variable_name(), True))
 
         return self._once("xml_object", make)
 
@@ -571,38 +599,16 @@ class Converter:
             more = Repeat(Seq((ws, item)), least - 1, None if hi is None else hi - 1)
             body: Expr = Seq((ws, item, more, ws))
             return Choice((body, ws)) if can_be_empty else body
+
         # declared properties in order, then further keys; the count in [lo, hi]
-        memo: dict[tuple[int, int], Expr | None] = {}
+        def end(count: int) -> Expr | None:
+            if extra is None:
+                return EMPTY if count >= lo else None
+            need = max(lo - count, 0)
+            room = None if hi is None else hi - count
+            return Repeat(Seq((ws, extra)), need, room) if room is None or need <= room else None
 
-        def tail(i: int, count: int) -> Expr | None:
-            key = (i, count)
-            if key in memo:
-                return memo[key]
-            if i == len(declared):
-                if extra is None:
-                    out: Expr | None = EMPTY if count >= lo else None
-                else:
-                    need = max(lo - count, 0)
-                    room = None if hi is None else hi - count
-                    fits = room is None or need <= room
-                    out = Repeat(Seq((ws, extra)), need, room) if fits else None
-            else:
-                param, is_required = declared[i]
-                nxt = count + 1 if hi is not None else min(count + 1, lo)
-                parts: list[Expr] = []
-                if hi is None or count < hi:
-                    rest = tail(i + 1, nxt)
-                    if rest is not None:
-                        parts.append(Seq((ws, param, rest)))
-                if not is_required:
-                    rest = tail(i + 1, count)
-                    if rest is not None:
-                        parts.append(rest)
-                out = self.b._rule("xml_part", alt(parts)) if parts else None
-            memo[key] = out
-            return out
-
-        content = tail(0, 0)
+        content = ordered_tail(self.b, declared, ws, lo, hi, end, "xml_part")(0, 0)
         if content is None:
             raise self._unsupported("an argument object no value satisfies")
         return Seq((content, ws))
@@ -686,6 +692,54 @@ def union_options(schema: dict) -> list[Any] | None:
         rest = {k: v for k, v in schema.items() if k != "type"}
         return [{**rest, "type": t} for t in kind]
     return None
+
+
+def ordered_tail(
+    b: XmlBuilder,
+    declared: list[tuple[Expr, bool]],
+    ws: Expr,
+    lo: int,
+    hi: int | None,
+    end: Callable[[int], Expr | None],
+    base: str,
+) -> Callable[[int, int], Expr | None]:
+    """``tail(i, count)``: the declared parameters (expression, required) from the ``i``-th
+    on, in order, each after whitespace, a required one always and any other one or not,
+    ``count`` of at most ``hi`` written so far (counted up to ``lo`` when unbounded), then
+    ``end(count)``; None where nothing fits. One rule ``base`` per (i, count), made once."""
+    memo: dict[tuple[int, int], Expr | None] = {}
+
+    def tail(i: int, count: int) -> Expr | None:
+        key = (i, count)
+        if key in memo:
+            return memo[key]
+        out: Expr | None
+        if i == len(declared):
+            out = end(count)
+        else:
+            param, required = declared[i]
+            nxt = count + 1 if hi is not None else min(count + 1, lo)
+            parts: list[Expr] = []
+            if hi is None or count < hi:
+                rest = tail(i + 1, nxt)
+                if rest is not None:
+                    parts.append(Seq((ws, param, rest)))
+            if not required:
+                rest = tail(i + 1, count)
+                if rest is not None:
+                    parts.append(rest)
+            out = b._rule(base, alt(parts)) if parts else None
+        memo[key] = out
+        return out
+
+    return tail
+
+
+def parameter_list(ws: Expr, one: Expr) -> Expr:
+    """Any number of ``one`` (zero: whitespace alone), each after whitespace, then
+    whitespace."""
+    some = Seq((ws, one, Repeat(Seq((ws, one)), 0, None), ws))
+    return Choice((some, ws))
 
 
 def alt(items: list[Expr]) -> Expr:

@@ -20,16 +20,17 @@ from __future__ import annotations
 from typing import Any
 
 from treegram.errors import InvalidStructuralTagError
-from treegram.frontends._xml_arguments import (
+from treegram.frontends.json_schema import format_expr
+from treegram.frontends.structural_tag._xml_arguments import (
     ANNOTATIONS,
     EMPTY,
     Converter,
     alt,
     is_any,
     json_text,
+    ordered_tail,
     union_options,
 )
-from treegram.frontends.json_schema import format_expr
 from treegram.ir import Bytes, Choice, Expr, Repeat, RuleRef, Seq
 
 __all__ = ["MiniMaxM3Converter", "NAMESPACE"]
@@ -81,11 +82,9 @@ class MiniMaxM3Converter(Converter):
         return Bytes(json_text(value).encode("utf-8"))  # as xgrammar writes JSON
 
     def value(self, schema: Any) -> tuple[Expr, bool]:
-        shared = self._by_ref(self._value_refs, schema, lambda s: self.value(s)[0])
+        shared = self._shared_value(schema)
         if shared is not None:
             return shared, False
-        if schema is False:
-            raise self._unsupported("a false schema")
         if is_any(schema):
             raise self._invalid("does not support unconstrained schemas")
         if "const" in schema:
@@ -152,29 +151,9 @@ class MiniMaxM3Converter(Converter):
                 (ws, item, Repeat(Seq((ws, item)), least - 1, None if hi is None else hi - 1), ws)
             )
             return Choice((some, EMPTY)) if not required and lo == 0 else some
-        memo: dict[tuple[int, int], Expr | None] = {}
-
-        def tail(i: int, count: int) -> Expr | None:
-            if (i, count) in memo:
-                return memo[(i, count)]
-            out: Expr | None
-            if i == len(decl):
-                out = EMPTY if count >= lo else None
-            else:
-                param, needed = decl[i]
-                parts: list[Expr] = []
-                nxt = count + 1 if hi is not None else min(count + 1, lo)
-                if hi is None or count < hi:
-                    rest = tail(i + 1, nxt)
-                    if rest is not None:
-                        parts.append(Seq((ws, param, rest)))
-                if not needed:
-                    rest = tail(i + 1, count)
-                    if rest is not None:
-                        parts.append(rest)
-                out = self.b._rule("m3_part", alt(parts)) if parts else None
-            memo[(i, count)] = out
-            return out
+        tail = ordered_tail(
+            self.b, decl, ws, lo, hi, lambda count: EMPTY if count >= lo else None, "m3_part"
+        )
 
         # a sequence of at least one element, then whitespace; or nothing at all
         first: list[Expr] = []

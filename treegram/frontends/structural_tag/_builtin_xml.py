@@ -1,9 +1,9 @@
 """Built-in structural tags of the models whose tool calls carry XML arguments.
 
-Each builder takes the normalized options of :mod:`._builtin_structural_tag` (tools, tool
+Each builder takes the normalized options of :mod:`._builtin` (tools, tool
 choice, reasoning mode...) and returns the same structural tag, field for field, as
 xgrammar 0.2.8's function for the model; the arguments are a :class:`JSONSchemaFormat`
-with the model's XML ``style`` (:mod:`._structural_tag_xml` compiles them).
+with the model's XML ``style`` (:mod:`._xml` compiles them).
 
 Model keys: ``qwen_3_5`` / ``qwen_3_coder`` (``<tool_call>\\n<function=f>\\n``...),
 ``mimo`` (the same without the newlines), ``deepseek_v3_2``, ``deepseek_v4`` and
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from treegram.errors import ArgumentError
-from treegram.frontends._structural_tag_formats import (
+from treegram.frontends.structural_tag._formats import (
     AnyTextFormat,
     ConstStringFormat,
     Format,
@@ -35,13 +35,13 @@ from treegram.frontends._structural_tag_formats import (
     TriggeredTagsFormat,
 )
 
-__all__ = ["XML_MODEL_BUILDERS"]
+__all__ = ["XML_MODEL_BUILDERS", "call_block", "triggered_calls"]
 
 _THINK = ["<think>", "</think>"]
 
 
 class _Options(Protocol):
-    """The fields of ``_builtin_structural_tag._Options`` that the builders read."""
+    """The fields of ``_builtin._Options`` that the builders read."""
 
     tools: list[Any]
     builtins: list[Any]
@@ -114,25 +114,76 @@ def _calls(o: _Options, begin: Callable[[str], str], end: str, style: str) -> li
     ]
 
 
+def triggered_calls(
+    o: _Options,
+    trigger: str,
+    tags: list[TagFormat],
+    *,
+    excludes: list[str],
+    text_excludes: list[str],
+    forced: Format | None = None,
+) -> Format:
+    """Calls that ``trigger`` starts in free text without ``excludes``: the tags (at least
+    one when required), the forced call alone (default: the first tag), or free text
+    without ``text_excludes`` when there are no tools."""
+    if o.choice == "forced":
+        return tags[0] if forced is None else forced
+    if not tags:
+        return AnyTextFormat(excludes=text_excludes)
+    return TriggeredTagsFormat(
+        triggers=[trigger],
+        tags=tags,
+        excludes=excludes,
+        at_least_one=o.choice == "required",
+        stop_after_first=not o.parallel,
+    )
+
+
+def call_block(
+    o: _Options,
+    tags: list[TagFormat],
+    *,
+    trigger: str,
+    begin: str,
+    end: str,
+    opening: str,
+    excludes: list[str],
+    text_excludes: list[str],
+) -> Format:
+    """Calls inside one ``begin ... end`` block: written out after ``opening`` when forced
+    (the one call) or required (one or more), else a block that ``trigger`` starts in free
+    text without ``excludes``; free text without ``text_excludes`` when there are no tools."""
+    if o.choice == "forced":
+        return _written_block(opening, tags[0], end)
+    if not tags:
+        return AnyTextFormat(excludes=text_excludes)
+    calls = TagsWithSeparatorFormat(
+        tags=tags, separator="", at_least_one=True, stop_after_first=not o.parallel
+    )
+    if o.choice == "required":
+        return _written_block(opening, calls, end)
+    return TriggeredTagsFormat(
+        triggers=[trigger],
+        tags=[TagFormat(begin=begin, content=calls, end=end)],
+        excludes=excludes,
+        stop_after_first=not o.parallel,
+    )
+
+
+def _written_block(opening: str, content: Format, end: str) -> SequenceFormat:
+    return SequenceFormat(
+        elements=[ConstStringFormat(value=opening), content, ConstStringFormat(value=end)]
+    )
+
+
 # ----------------------------------------------------------------------------- Qwen, MiMo
 def _qwen_3_5(o: _Options) -> StructuralTag:
     # <tool_call>\n<function=f>\n<parameter=k>v</parameter>...\n</function>\n</tool_call>
     _need_tools(o)
     trigger = "<tool_call>\n<function="
     tags = _calls(o, lambda n: f"{trigger}{n}>\n", "\n</function>\n</tool_call>", "qwen_xml")
-    body: Format
-    if o.choice == "forced":
-        body = tags[0]
-    elif tags:
-        body = TriggeredTagsFormat(
-            triggers=[trigger],
-            tags=tags,
-            excludes=_banned(o, _THINK),
-            at_least_one=o.choice == "required",
-            stop_after_first=not o.parallel,
-        )
-    else:
-        body = AnyTextFormat(excludes=_banned(o, _THINK))
+    excludes = _banned(o, _THINK)
+    body = triggered_calls(o, trigger, tags, excludes=excludes, text_excludes=excludes)
     return _assemble(_reasoning(o, suffix="\n\n"), body)
 
 
@@ -145,19 +196,13 @@ def _mimo(o: _Options) -> StructuralTag:
     text_excludes = [*_THINK, "</tool_call>", "<function="]
     reasoning_excludes = [start, *text_excludes]
     tags = _calls(o, lambda n: f"{start}<function={n}>", "</function></tool_call>", "qwen_xml")
-    body: Format
-    if o.choice == "forced":
-        body = tags[0]
-    elif tags:
-        body = TriggeredTagsFormat(
-            triggers=[start],
-            tags=tags,
-            excludes=_banned(o, text_excludes),
-            at_least_one=o.choice == "required",
-            stop_after_first=not o.parallel,
-        )
-    else:
-        body = AnyTextFormat(excludes=_banned(o, reasoning_excludes))
+    body = triggered_calls(
+        o,
+        start,
+        tags,
+        excludes=_banned(o, text_excludes),
+        text_excludes=_banned(o, reasoning_excludes),
+    )
     prefix = _reasoning(o, excludes=reasoning_excludes, prompt_opens=False)
     return _assemble(prefix, body)
 
@@ -174,35 +219,18 @@ def _dsml(o: _Options, *, invoke: str, calls: str, style: str, v4_1: bool = Fals
         f"</\uff5cDSML\uff5c{invoke}>\n",
         style,
     )
-    if o.choice == "forced":
-        return SequenceFormat(
-            elements=[
-                ConstStringFormat(value="\n\n" + begin_block),
-                tags[0],
-                ConstStringFormat(value=end_block),
-            ]
-        )
-    if not tags:
-        excludes = _banned(o, _THINK)
-        if v4_1:  # without tools, a calls block may not slip through as text
-            excludes.append(f"<\uff5cDSML\uff5c{calls}>")
-        return AnyTextFormat(excludes=excludes)
-    invokes = TagsWithSeparatorFormat(
-        tags=tags, separator="", at_least_one=True, stop_after_first=not o.parallel
-    )
-    if o.choice == "required":
-        return SequenceFormat(
-            elements=[
-                ConstStringFormat(value="\n\n" + begin_block),
-                invokes,
-                ConstStringFormat(value=end_block),
-            ]
-        )
-    return TriggeredTagsFormat(
-        triggers=[f"<\uff5cDSML\uff5c{calls}>"],
-        tags=[TagFormat(begin=begin_block, content=invokes, end=end_block)],
+    trigger = f"<\uff5cDSML\uff5c{calls}>"
+    # without tools, a calls block may not slip through as text (V4.1)
+    text_excludes = [*_banned(o, _THINK), *([trigger] if v4_1 else [])]
+    return call_block(
+        o,
+        tags,
+        trigger=trigger,
+        begin=begin_block,
+        end=end_block,
+        opening="\n\n" + begin_block,
         excludes=_banned(o, _THINK),
-        stop_after_first=not o.parallel,
+        text_excludes=text_excludes,
     )
 
 
@@ -227,36 +255,16 @@ def _minimax(o: _Options) -> StructuralTag:
     _need_tools(o)
     begin_block, end_block = "<minimax:tool_call>\n", "</minimax:tool_call>"
     tags = _calls(o, lambda n: f'<invoke name="{n}">\n', "</invoke>\n", "minimax_xml")
-    body: Format
-    if o.choice == "forced":
-        body = SequenceFormat(
-            elements=[
-                ConstStringFormat(value="\n" + begin_block),
-                tags[0],
-                ConstStringFormat(value=end_block),
-            ]
-        )
-    elif not tags:
-        body = AnyTextFormat(excludes=_banned(o, _THINK))
-    else:
-        invokes = TagsWithSeparatorFormat(
-            tags=tags, separator="", at_least_one=True, stop_after_first=not o.parallel
-        )
-        if o.choice == "required":
-            body = SequenceFormat(
-                elements=[
-                    ConstStringFormat(value="\n" + begin_block),
-                    invokes,
-                    ConstStringFormat(value=end_block),
-                ]
-            )
-        else:
-            body = TriggeredTagsFormat(
-                triggers=["<minimax:tool_call>"],
-                tags=[TagFormat(begin=begin_block, content=invokes, end=end_block)],
-                excludes=_banned(o, _THINK),
-                stop_after_first=not o.parallel,
-            )
+    body = call_block(
+        o,
+        tags,
+        trigger="<minimax:tool_call>",
+        begin=begin_block,
+        end=end_block,
+        opening="\n" + begin_block,
+        excludes=_banned(o, _THINK),
+        text_excludes=_banned(o, _THINK),
+    )
     if o.reasoning == "disabled":  # an empty reasoning block is written out
         return StructuralTag(
             format=SequenceFormat(
@@ -279,19 +287,13 @@ def _glm_4_7(o: _Options) -> StructuralTag:
     reasoning_excludes = [*_THINK, "<tool_call>", "</tool_call>", *arg_tokens]
     text_excludes = [*_THINK, "</tool_call>", *arg_tokens]
     tags = _calls(o, lambda n: f"<tool_call>{n}", "</tool_call>", "glm_xml")
-    body: Format
-    if o.choice == "forced":
-        body = tags[0]
-    elif tags:
-        body = TriggeredTagsFormat(
-            triggers=["<tool_call>"],
-            tags=tags,
-            excludes=_banned(o, text_excludes),
-            at_least_one=o.choice == "required",
-            stop_after_first=not o.parallel,
-        )
-    else:
-        body = AnyTextFormat(excludes=_banned(o, reasoning_excludes))
+    body = triggered_calls(
+        o,
+        "<tool_call>",
+        tags,
+        excludes=_banned(o, text_excludes),
+        text_excludes=_banned(o, reasoning_excludes),
+    )
     return _assemble(_reasoning(o, excludes=reasoning_excludes), body)
 
 
@@ -382,36 +384,16 @@ def _cohere(o: _Options) -> StructuralTag:
         )
 
     tags = [call(t.function) for t in o.tools]
-    body: Format
-    if o.choice == "forced":
-        body = SequenceFormat(
-            elements=[
-                ConstStringFormat(value=begin_block),
-                tags[0],
-                ConstStringFormat(value=end_block),
-            ]
-        )
-    elif not tags:
-        body = AnyTextFormat(excludes=_banned(o, think))
-    else:
-        calls = TagsWithSeparatorFormat(
-            tags=tags, separator="", at_least_one=True, stop_after_first=not o.parallel
-        )
-        if o.choice == "required":
-            body = SequenceFormat(
-                elements=[
-                    ConstStringFormat(value=begin_block),
-                    calls,
-                    ConstStringFormat(value=end_block),
-                ]
-            )
-        else:
-            body = TriggeredTagsFormat(
-                triggers=[begin_block],
-                tags=[TagFormat(begin=begin_block, content=calls, end=end_block)],
-                excludes=_banned(o, think),
-                stop_after_first=not o.parallel,
-            )
+    body = call_block(
+        o,
+        tags,
+        trigger=begin_block,
+        begin=begin_block,
+        end=end_block,
+        opening=begin_block,
+        excludes=_banned(o, think),
+        text_excludes=_banned(o, think),
+    )
     excludes = [] if o.reasoning == "enabled" else think
     prefix = _reasoning(o, begin=think[0], end=think[1], excludes=excludes)
     return _assemble(prefix, body)
@@ -447,19 +429,14 @@ def _minimax_m3(o: _Options) -> StructuralTag:
         )
         return TagFormat(begin=f"{trigger}\n", content=content, end=block_end)
 
-    body: Format
-    if o.choice == "forced":
-        body = block([invokes[0]], many=False)
-    elif invokes:
-        body = TriggeredTagsFormat(
-            triggers=[trigger],
-            tags=[block(invokes)],
-            excludes=_banned(o, suffix_excludes),
-            at_least_one=o.choice == "required",
-            stop_after_first=not o.parallel,
-        )
-    else:
-        body = AnyTextFormat(excludes=_banned(o, [trigger, *suffix_excludes]))
+    body = triggered_calls(
+        o,
+        trigger,
+        [block(invokes)] if invokes else [],
+        excludes=_banned(o, suffix_excludes),
+        text_excludes=_banned(o, [trigger, *suffix_excludes]),
+        forced=block(invokes[:1], many=False) if o.choice == "forced" else None,
+    )
     prefix = _reasoning(o, begin=think[0], end=think[1], excludes=reasoning_excludes)
     if isinstance(prefix, OptionalFormat):  # skipping reasoning may write a lone closing marker
         prefix.content = OrFormat(elements=[prefix.content, ConstStringFormat(value=think[1])])

@@ -1,6 +1,6 @@
 """The entry of the XML argument styles of ``JSONSchemaFormat``: checks the style and the
 excluded strings, and picks the converter (:mod:`._xml_arguments`;
-:mod:`._xml_arguments_cohere` for ``cohere_xml``, :mod:`._xml_arguments_minimax_m3` for
+:mod:`._xml_cohere` for ``cohere_xml``, :mod:`._xml_minimax_m3` for
 ``minimax_m3_xml``)."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from treegram.errors import InvalidStructuralTagError
-from treegram.frontends._xml_arguments import (
+from treegram.frontends.structural_tag._xml_arguments import (
     XML_STYLES,
     Converter,
     XmlBuilder,
 )
-from treegram.frontends._xml_arguments_cohere import CohereConverter
-from treegram.frontends._xml_arguments_minimax_m3 import MiniMaxM3Converter
+from treegram.frontends.structural_tag._xml_cohere import CohereConverter
+from treegram.frontends.structural_tag._xml_minimax_m3 import MiniMaxM3Converter
 from treegram.ir import Expr
 
 __all__ = ["xml_arguments_expr", "XML_STYLES"]
