@@ -36,7 +36,8 @@ from ._layout import (
 
 # (state, frame) pairs a trie depth may hold; a node with more is left undecided
 MAX_PAIRS = 8
-# return frames a walk may make (calls in progress, each with the frame it returns into)
+# frames of calls inside called rules a walk may make; a call from the state's own rule
+# needs none: its frame is _direct(return state)
 MAX_FRAMES = 64
 _UNDECIDED = -1  # _closure / _add: the walk cannot decide the subtree
 _IN_RULE = -1  # the frame of a pair in the classified state's own rule
@@ -46,6 +47,13 @@ _COUNT = 2 * MAX_PAIRS
 # the frames scratch: row 0 the return states, row 1 the parent frames; [0, MAX_FRAMES] the
 # number made
 _RET, _PARENT = 0, 1
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _direct(ret):
+    """The frame of a call made in the state's own rule, returning to ``ret`` (and from
+    there on in the rule): a negative number below _IN_RULE, no table entry."""
+    return -2 - ret
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -63,8 +71,11 @@ def _add(pairs, d, n, s, f):
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def _frame(frames, ret, parent):
-    """The frame that returns to state ``ret`` and then into frame ``parent`` (made once
-    per walk); _UNDECIDED when the walk has made MAX_FRAMES."""
+    """The frame of a call that returns to state ``ret`` in frame ``parent``: _direct(ret)
+    from the state's own rule, else a table entry made once per walk (_UNDECIDED when the
+    walk has made MAX_FRAMES)."""
+    if parent == _IN_RULE:
+        return _direct(ret)
     n = frames[0, MAX_FRAMES]
     for f in range(n):
         if frames[_RET, f] == ret and frames[_PARENT, f] == parent:
@@ -92,7 +103,7 @@ def _closure(A, pairs, frames, d, n):
         for e in range(ref_ptr[s], ref_ptr[s + 1]):
             r = ref_rule[e]
             g = _frame(frames, ref_target[e], f)
-            if g < 0:
+            if g == _UNDECIDED:
                 return g
             n = _add(pairs, d, n, A[A_RULE_START][r], g)
             if n < 0:
@@ -102,7 +113,10 @@ def _closure(A, pairs, frames, d, n):
                 if n < 0:
                     return n
         if f != _IN_RULE and A[A_STATE_FINAL][s]:
-            n = _add(pairs, d, n, frames[_RET, f], frames[_PARENT, f])
+            if f < _IN_RULE:  # a call from the rule returns into it
+                n = _add(pairs, d, n, -2 - f, _IN_RULE)
+            else:
+                n = _add(pairs, d, n, frames[_RET, f], frames[_PARENT, f])
             if n < 0:
                 return n
         j += 1
