@@ -67,8 +67,6 @@ _RAW_LOOP_BYTES = 128
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
 WALK_BUDGET = 4096
-# automaton arrays reads_string_text takes after the slice DFA and its byte representatives
-_READER_ARRAYS = (layout.A_BYTE_CLASS, layout.A_N_CLASSES, layout.A_TRANS, layout.A_REF_PTR)
 # A context class is refined from its state's own class (only the own class's UNCERTAIN
 # tokens walked) when that class leaves at most this many uncertain.
 REFINE_MAX_UNCERTAIN = 16384
@@ -383,10 +381,7 @@ class MaskStore:
         if known is None:
             known = self._text_readers = np.full(self._n_states, -1, dtype=np.int8)
         if known[s] < 0:
-            args = self._slice_arguments()
-            known[s] = reads_string_text(
-                args[0], args[1], *(self._automaton_arrays[i] for i in _READER_ARRAYS), int(s)
-            )
+            known[s] = reads_string_text(*self._slice_arguments(), int(s))
         return bool(known[s])
 
     def classify_all(self) -> None:
@@ -447,7 +442,7 @@ class MaskStore:
             ]
         _, _, chain_targets, top_targets, follow = context
         ok, h0, h1 = state_signature(
-            *self._automaton_arrays,
+            self._automaton_arrays,
             s,
             chain_targets,
             top_targets,
@@ -615,26 +610,15 @@ class MaskStore:
         raise KeyError(f"state {caller} does not call rule {rule}")  # a corrupt key
 
     def _slice_arguments(self) -> tuple:
-        """The arguments that ``slice_reach`` and ``wide_near_rule_end`` take before the
-        state: the whole JSON string slice's DFA, one byte of each class of bytes that
-        neither that DFA nor this automaton tells apart, then the automaton's arrays."""
+        """The arguments that ``slice_reach``, ``wide_near_rule_end`` and
+        ``reads_string_text`` take before the state: the whole JSON string slice's DFA, one
+        byte of each class of bytes that neither that DFA nor this automaton tells apart,
+        then the automaton's arrays (one tuple)."""
         a = self._automaton_arrays
         whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
         if self._slice_reps is None:
             self._slice_reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
-        return (
-            whole.dfa,
-            self._slice_reps,
-            a[layout.A_RULE_START],
-            a[layout.A_RULE_NULLABLE],
-            a[layout.A_STATE_FINAL],
-            a[layout.A_BYTE_CLASS],
-            a[layout.A_N_CLASSES],
-            a[layout.A_TRANS],
-            a[layout.A_REF_PTR],
-            a[layout.A_REF_RULE],
-            a[layout.A_REF_TARGET],
-        )
+        return whole.dfa, self._slice_reps, a
 
     def _string_slice(
         self, s: int, context: tuple, deadline: int = 0
@@ -677,7 +661,7 @@ class MaskStore:
         """
         reach, exact = slice_reach(
             *dfa_reps,
-            *self._slice_arguments()[2:],
+            self._automaton_arrays,
             s,
             chain_targets,
             top_targets,

@@ -35,11 +35,10 @@ from ..kernels import (
     accept_bytes,
     accept_token_entry,
     chart_can_end,
-    fill_entry,
     jump_forward,
+    layout,
     row_allows_all,
     start_chart,
-    traverse_entry,
 )
 from ..kernels import batch as _kernels_batch
 from ._bitmask import BitmaskViewCache, check_row_index
@@ -220,7 +219,18 @@ class GrammarMatcher:
         self._ab = a.packed
         self._tok_offsets = compiled_grammar.token_table.offsets
         self._tok_data = compiled_grammar.token_table.data
-        self._sv = info.sorted_vocab
+        self._sv = sv = info.sorted_vocab
+        # the vocabulary as the scalar kernels take it (a plain tuple: numba types one
+        # faster than a namedtuple)
+        self._vocab_arrays = tuple(
+            layout.Vocab(
+                sv_ids=sv.token_ids,
+                sv_offsets=sv.offsets,
+                sv_data=sv.data,
+                tok_offsets=self._tok_offsets,
+                tok_data=self._tok_data,
+            )
+        )
         self._store = compiled_grammar.mask_store
         self._bufs = np.zeros((2, 64), dtype=np.int32)  # distinct classes / missing states
         self._items_s = np.zeros(256, dtype=np.int32)
@@ -369,19 +379,12 @@ class GrammarMatcher:
             self._hist,
             self._stop_ids,
         )
-        self._fill_args = (
-            self._items_s,
-            self._items_o,
-            self._set_starts,
-            self._meta,
-            self._stop_ids,
-            self._bufs,
-            self._memo_key,
-            self._memo_meta,
-            self._memo_row,
-            self._cand,
-        )
-        self._state = self._state_arrays()
+        self._bind_walk()
+
+    def _bind_walk(self) -> None:
+        """The scratch of a scalar traversal, as ``kernels.batch.traverse_slot`` takes it:
+        the walk's stack and clock, then the tree check's (``_root1`` first)."""
+        self._walk = (self._stack, self._clock, self._root1, *self._tree_check)
 
     def _arrays_changed(self) -> None:
         self._bind_views()
@@ -861,15 +864,15 @@ class GrammarMatcher:
         """Fill row ``r`` of ``out`` with the current mask, classifying what it needs. Past
         ``deadline`` (monotonic nanoseconds, 0: none) no classification starts: the row is
         left zero and False returned."""
-        sv = self._sv
+        if self._slot < 0:
+            self._register()  # the kernel reaches the matcher's state through its slot
         while True:
-            st = fill_entry(
+            st = _kernels_batch.fill_slot(
                 self._ab,
                 *self._store.snapshot(),
-                sv.token_ids,
-                sv.offsets,
-                sv.data,
-                *self._fill_args,
+                self._vocab_arrays,
+                MATCHERS.table,
+                self._slot,
                 out,
                 r,
             )
@@ -990,6 +993,7 @@ class GrammarMatcher:
         self._root1[0] = root_position
         if self._tree_check[0].shape[0] < n:
             self._tree_check = check_scratch(max(n, 2 * self._tree_check[0].shape[0]))
+            self._bind_walk()
         if self._counted is not None:  # walked node by node: checked here (else the kernel)
             check_draft_input(
                 next_token,
@@ -1015,6 +1019,7 @@ class GrammarMatcher:
                 )
         if self._stack.shape[0] <= n:
             self._stack = np.zeros(n + 1, dtype=np.int32)
+            self._bind_walk()
         done = self._traverse(next_token, next_sibling, draft, out, root_position, deadline)
         if temps is not None:
             temps[:n] = -1.0
@@ -1069,35 +1074,27 @@ class GrammarMatcher:
             return self._traverse_by_steps(
                 next_token, next_sibling, draft, out, int(root_position), deadline
             )
-        sv = self._sv
         if self._slot < 0:
             self._register()  # the first call reaches the state through the slot's row
-        st = _kernels_batch.checked_traverse_slot(
-            self._ab,
-            *self._store.snapshot(),
-            sv.token_ids,
-            sv.offsets,
-            sv.data,
-            self._tok_offsets,
-            self._tok_data,
-            MATCHERS.table,
-            self._slot,
-            next_token,
-            next_sibling,
-            draft,
-            out,
-            0,
-            int(root_position),
-            self._vocab_size,
-            deadline,
-            self._clock,
-            self._stack,
-            self._root1,
-            *self._tree_check,
-        )
-        if st > 0:  # a LINKS_* code: the input is not a valid tree, nothing was written
-            raise_tree_input(st, self._tree_check[2], draft, self._vocab_size, one_d=True)
+        tree = (next_token, next_sibling, draft)  # a kernels.layout.Tree
+        check = True
         while True:
+            st = _kernels_batch.traverse_slot(
+                self._ab,
+                self._store.snapshot(),
+                self._vocab_arrays,
+                MATCHERS.table,
+                self._slot,
+                tree,
+                out,
+                int(root_position),
+                self._vocab_size,
+                deadline,
+                self._walk,
+                check,
+            )
+            if st > 0:  # a LINKS_* code: the input is not a valid tree, nothing was written
+                raise_tree_input(st, self._tree_check[2], draft, self._vocab_size, one_d=True)
             if st == 0:
                 return True
             if st == TIMEOUT or past_deadline(deadline):
@@ -1105,26 +1102,7 @@ class GrammarMatcher:
                 self._fill_root_row(out, int(root_position), deadline)
                 return False
             self._resolve(st, None, deadline)
-            st = traverse_entry(  # checked already: the walk again, after room was made
-                self._ab,
-                *self._store.snapshot(),
-                sv.token_ids,
-                sv.offsets,
-                sv.data,
-                self._tok_offsets,
-                self._tok_data,
-                *self._state,
-                next_token,
-                next_sibling,
-                draft,
-                out,
-                0,
-                int(root_position),
-                self._vocab_size,
-                deadline,
-                self._clock,
-                self._stack,
-            )
+            check = False  # checked already: the walk again, after room was made
 
     def _fill_root_row(self, out: np.ndarray, row: int, deadline: int) -> None:
         """After a traversal timed out: fill the root's row, the current mask, when it
