@@ -37,7 +37,7 @@ def _near_end(compiler: tg.GrammarCompiler, ebnf: str, rule: str, max_len: int) 
         wide_near_rule_end(
             dfa,
             joint_byte_classes(dfa, a[layout.A_BYTE_CLASS]),
-            a,
+            automaton.packed,
             state,
             max_len,
         )

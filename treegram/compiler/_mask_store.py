@@ -167,6 +167,7 @@ class MaskStore:
 
     def __init__(self, automaton, sorted_vocab, vocab_size: int) -> None:
         self._automaton_arrays = automaton.arrays()
+        self._packed = automaton.packed  # what the kernels take: one array to type per call
         self._state_rule = automaton.state_rule
         self._rule_follow = automaton.rule_follow
         self._sorted_vocab = sorted_vocab
@@ -442,7 +443,7 @@ class MaskStore:
             ]
         _, _, chain_targets, top_targets, follow = context
         ok, h0, h1 = state_signature(
-            self._automaton_arrays,
+            self._packed,
             s,
             chain_targets,
             top_targets,
@@ -550,7 +551,7 @@ class MaskStore:
             trie = sv.subset_trie(candidates)
             _check_deadline(deadline)
             accepted, uncertain = classify(
-                self._automaton_arrays,
+                self._packed,
                 s,
                 follow,
                 trie,
@@ -613,12 +614,12 @@ class MaskStore:
         """The arguments that ``slice_reach``, ``wide_near_rule_end`` and
         ``reads_string_text`` take before the state: the whole JSON string slice's DFA, one
         byte of each class of bytes that neither that DFA nor this automaton tells apart,
-        then the automaton's arrays (one tuple)."""
+        then the packed automaton."""
         a = self._automaton_arrays
         whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
         if self._slice_reps is None:
             self._slice_reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
-        return whole.dfa, self._slice_reps, a
+        return whole.dfa, self._slice_reps, self._packed
 
     def _string_slice(
         self, s: int, context: tuple, deadline: int = 0
@@ -661,7 +662,7 @@ class MaskStore:
         """
         reach, exact = slice_reach(
             *dfa_reps,
-            self._automaton_arrays,
+            self._packed,
             s,
             chain_targets,
             top_targets,
@@ -872,7 +873,7 @@ class MaskStore:
         outside it are walked; the slice's own tokens (up to ``reach`` characters) are all
         accepted. Without it, a restricted slice the state reads (``skip``, see
         :meth:`_restricted_slice`) is accepted subtree by subtree during the walk."""
-        a = self._automaton_arrays
+        a = self._packed
         sv = self._sorted_vocab
         states, n_top, _, _, follow = context
         if string_slice is not None:

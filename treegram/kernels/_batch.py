@@ -41,6 +41,7 @@ from ._mask import fill_row
 from ._ops import _accept_token_inlined, accept_in, rollback_in, traverse_op
 from ._tree import LINKS_OK, check_tree_input
 from ._views import (
+    view_bool,
     view_i32,
     view_i32_2d,
     view_i32_ro,
@@ -101,47 +102,69 @@ def _matcher(mtab, m):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _scalar_grammar(ab, classes, vocab):
-    """The ``Grammar`` bundle of a scalar call: a packed automaton, the token classes and
-    the vocabulary (plain tuples in the fields' order, as Python passes them)."""
-    return Grammar(unpack(ab), ab[PACK_ROOT_RULE], Classes(*classes), Vocab(*vocab))
+def _matcher_own(mtab, m):
+    """What only the scalar entry points read from matcher slot ``m``: the vocabulary it
+    holds (a ``Vocab``) and its traversal scratch (stack, clock, root, then the tree
+    check's seen flags, stack and report)."""
+    r = mtab[m]
+    vocab = Vocab(
+        view_i32_ro(r[11], r[_M + 11], 0),  # read-only, as in the grammar row's views
+        view_i64_ro(r[12], r[_M + 12], 0),
+        view_u8_ro(r[13], r[_M + 13], 0),
+        view_i64(r[14], r[_M + 14], 0),
+        view_u8(r[15], r[_M + 15], 0),
+    )
+    walk = (
+        view_i32(r[16], r[_M + 16], 0),
+        view_i64(r[17], r[_M + 17], 0),
+        view_i64(r[18], r[_M + 18], 0),
+        view_bool(r[19], r[_M + 19], 0),
+        view_i64(r[20], r[_M + 20], 0),
+        view_i64(r[21], r[_M + 21], 0),
+    )
+    return vocab, walk
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def accept_token_slot(ab, tok_offsets, tok_data, mtab, m, token):
-    """``accept_token_op`` of the matcher in slot ``m`` (its own state row of ``mtab``) on
-    a packed automaton: the scalar ``accept_token`` with 6 arguments instead of 10 (numba
-    charges each array argument). Only the matcher that owns the slot may call it, while
-    it holds itself: its row changes only through that matcher, so the row (and the
-    table, which a registration in another thread may replace by a copy) needs no lock."""
+def accept_token_slot(ab, mtab, m, token):
+    """``accept_token_op`` of the matcher in slot ``m`` (its own row of ``mtab``: its
+    state and its token table) on a packed automaton: the scalar ``accept_token`` with 4
+    arguments instead of 10 (numba charges each array argument). Only the matcher that
+    owns the slot may call it, while it holds itself: its row changes only through that
+    matcher, so the row (and the table, which a registration in another thread may
+    replace by a copy) needs no lock."""
     state, _ = _matcher(mtab, m)
+    vocab, _ = _matcher_own(mtab, m)
     return _accept_token_inlined(
-        unpack(ab), ab[PACK_ROOT_RULE], tok_offsets, tok_data, state, token
+        unpack(ab), ab[PACK_ROOT_RULE], vocab.tok_offsets, vocab.tok_data, state, token
     )
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def fill_slot(ab, state_class, cls_meta, acc_pool, unc_pool, vocab, mtab, m, out, r):
+def fill_slot(ab, state_class, cls_meta, acc_pool, unc_pool, mtab, m, out, r):
     """``fill_row`` of the matcher in slot ``m`` into row ``r`` of ``out`` (the scalar
-    mask). The grammar's token classes come flat (they are re-allocated as they grow),
-    ``vocab`` as the plain tuple of a ``Vocab``. As :func:`accept_token_slot`, only the
-    matcher that owns the slot may call it, while it holds itself."""
+    mask); the grammar's token classes come flat (``Classes`` order: they are
+    re-allocated as they grow, by any matcher of the grammar). As
+    :func:`accept_token_slot`, only the matcher that owns the slot may call it, while it
+    holds itself."""
     state, scratch = _matcher(mtab, m)
-    G = _scalar_grammar(ab, (state_class, cls_meta, acc_pool, unc_pool), vocab)
+    vocab, _ = _matcher_own(mtab, m)
+    G = Grammar(
+        unpack(ab), ab[PACK_ROOT_RULE], Classes(state_class, cls_meta, acc_pool, unc_pool), vocab
+    )
     return fill_row(G, state, scratch, out, r)
 
 
 @njit(nogil=True, cache=True, _nrt=False)
 def traverse_slot(
-    ab, classes, vocab, mtab, m, tree, out, root, vocab_size, deadline_ns, scratch, check
+    ab, state_class, cls_meta, acc_pool, unc_pool, mtab, m, tree, out, root, vocab_size, deadline_ns
 ):
-    """A scalar traversal: ``traverse_op`` of the matcher in slot ``m`` on one tree.
+    """A scalar traversal in one call: ``kernels._tree.check_tree_input`` of one tree,
+    then, when the input is valid, ``traverse_op`` of the matcher in slot ``m``.
 
-    ``classes`` and ``vocab`` are the plain tuples of the grammar's ``Classes`` and
-    ``Vocab``, ``tree`` that of a ``Tree`` (C-contiguous int64 [N] links and tokens);
-    ``scratch`` is the matcher's (``stack`` int32 [N + 1], ``clock`` int64 [2], then the
-    tree check's: ``roots`` int64 [1] holding ``root``, ``seen``, ``stack``, ``report``).
-    With ``check`` the tree is first checked (``kernels._tree.check_tree_input``). As
+    ``tree`` is the plain tuple of a ``Tree`` (C-contiguous int64 [N] links and tokens);
+    the classes come as in :func:`fill_slot`; the scratch of the walk and of the check
+    (large enough, its root entry holding ``root``) is the matcher's, in its row. As
     :func:`accept_token_slot`, only the matcher that owns the slot may call it, while it
     holds itself.
 
@@ -151,28 +174,31 @@ def traverse_slot(
         A ``LINKS_*`` code (> 0, nothing written) for invalid input, else the status of
         ``traverse_op``.
     """
-    stack, clock, roots, seen, check_stack, report = scratch
-    if check:
-        next_token, next_sibling, draft = tree
-        n = draft.shape[0]
-        code = check_tree_input(
-            view_i64_2d(next_token.ctypes.data, 1, n),
-            view_i64_2d(next_sibling.ctypes.data, 1, n),
-            roots,
-            view_i64_2d(draft.ctypes.data, 1, n),
-            vocab_size,
-            seen,
-            check_stack,
-            report,
-        )
-        if code != LINKS_OK:
-            return code
-    state, mscratch = _matcher(mtab, m)
+    next_token, next_sibling, draft = tree
+    vocab, own = _matcher_own(mtab, m)
+    stack, clock, roots, seen, check_stack, report = own
+    n = draft.shape[0]
+    code = check_tree_input(
+        view_i64_2d(next_token.ctypes.data, 1, n),
+        view_i64_2d(next_sibling.ctypes.data, 1, n),
+        roots,
+        view_i64_2d(draft.ctypes.data, 1, n),
+        vocab_size,
+        seen,
+        check_stack,
+        report,
+    )
+    if code != LINKS_OK:
+        return code
+    state, scratch = _matcher(mtab, m)
+    G = Grammar(
+        unpack(ab), ab[PACK_ROOT_RULE], Classes(state_class, cls_meta, acc_pool, unc_pool), vocab
+    )
     return traverse_op(
-        _scalar_grammar(ab, classes, vocab),
+        G,
         state,
-        mscratch,
-        Tree(*tree),
+        scratch,
+        Tree(next_token, next_sibling, draft),
         out,
         0,
         root,

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._earley import closure, scan_byte
+from ._earley import closure, scan_one, unpack
 from ._layout import (
     A_BYTE_CLASS,
     A_N_CLASSES,
@@ -75,7 +75,7 @@ class DeadlineExceededError(Exception):
     """A classification walk stopped at its deadline (nothing was classified)."""
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def _rule_ends(state_final, chart, pos):
     for j in range(chart.set_starts[pos], chart.set_starts[pos + 1]):
         if chart.items_o[j] == 0 and state_final[chart.items_s[j]]:
@@ -84,13 +84,13 @@ def _rule_ends(state_final, chart, pos):
 
 
 @njit(nogil=True, cache=True)
-def classify_state(A, state, context, n_top, follow, trie, chart_arrays, out, limits, skip, loops):
+def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, limits, skip, loops):
     """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
 
     Parameters
     ----------
-    A : tuple
-        The automaton's arrays (``Automaton.arrays()``, indexed by ``_layout.A_*``).
+    ab : int32 array
+        The packed automaton (``Automaton.packed``: one array to type per call, not ten).
     state : int
         Automaton state to classify.
     context : int32 [n_top + m]
@@ -137,9 +137,11 @@ def classify_state(A, state, context, n_top, follow, trie, chart_arrays, out, li
         (status, n_acc, n_unc): status 0, OVERFLOW if the scratch chart is too small
         (retry with larger arrays), OVER_BUDGET or TIMEOUT.
     """
+    A = unpack(ab)
     byte_class = A[A_BYTE_CLASS]
     n_classes = A[A_N_CLASSES]
     trans = A[A_TRANS]
+    state_final = A[A_STATE_FINAL]
     node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi = trie
     chart = Chart(*chart_arrays)
     items_s, items_o, set_starts = chart
@@ -231,7 +233,7 @@ def classify_state(A, state, context, n_top, follow, trie, chart_arrays, out, li
         elif seen[memo] == parent[d] and built[d] == c:
             st = 0  # the set at depth d is this class's already: keep it and its subtree memo
         else:
-            st = scan_byte(A, chart, base - 1 + d, b)
+            st = scan_one(A, chart, base - 1 + d, b)
             if st == OVERFLOW:
                 return OVERFLOW, 0, 0
             if st == REJECT:
@@ -241,7 +243,7 @@ def classify_state(A, state, context, n_top, follow, trie, chart_arrays, out, li
                 built[d] = c
                 stamps += 1
                 parent[d + 1] = stamps
-                ends[d] = _rule_ends(A[A_STATE_FINAL], chart, base + d)
+                ends[d] = _rule_ends(state_final, chart, base + d)
         if st == REJECT:
             # The whole subtree fails at this byte, with the same verdict.
             if u:
@@ -293,7 +295,7 @@ def _set_loops_below(
 
 
 def classify(
-    automaton_arrays: tuple,
+    packed: np.ndarray,
     state: int,
     follow: np.ndarray,
     trie: tuple,
@@ -306,9 +308,10 @@ def classify(
     skip: tuple = NO_SKIP,
     loops: tuple = NO_LOOPS,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Classify the ``n_tokens`` tokens of ``trie`` for ``state`` (in ``context``, see
-    ``classify_state``); grows the scratch chart as needed. Returns None when the walk
-    would scan more than ``budget`` trie nodes (0: no limit). ``skip`` is a restricted
+    """Classify the ``n_tokens`` tokens of ``trie`` for ``state`` of the packed automaton
+    ``packed`` (``Automaton.packed``; in ``context``, see ``classify_state``); grows the
+    scratch chart as needed. Returns None when the walk would scan more than ``budget``
+    trie nodes (0: no limit). ``skip`` is a restricted
     slice the state reads and ``loops`` the byte-loop arrays (see ``classify_state``; with
     either, ``trie`` must be the whole vocabulary's).
 
@@ -333,7 +336,7 @@ def classify(
         items_s = np.zeros(cap, dtype=np.int32)
         items_o = np.zeros(cap, dtype=np.int32)
         st, n_acc, n_unc = classify_state(
-            automaton_arrays,
+            packed,
             state,
             context,
             n_top,

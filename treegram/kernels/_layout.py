@@ -199,7 +199,10 @@ _GRAMMAR_FIELDS = (
 )
 # (name, length axis) of each array of a matcher row (``GrammarMatcher._state_arrays``):
 # the Earley chart, the meta fields, the history, the stop tokens, and the scratch arrays
-# (bufs and memo_key are [2, cap]: their length is along axis 1).
+# (bufs and memo_key are [2, cap]: their length is along axis 1); then what only the scalar
+# entry points read (``kernels._batch``, ``*_slot``): the vocabulary the matcher holds (the
+# grammar row's, fixed) and the scratch of a scalar traversal (its stack int32, clock int64
+# [2], root int64 [1], then the tree check's seen flags bool, stack int64 and report int64).
 _MATCHER_FIELDS = (
     ("items_s", 0),
     ("items_o", 0),
@@ -212,11 +215,22 @@ _MATCHER_FIELDS = (
     ("memo_meta", 0),
     ("memo_row", 0),
     ("cand", 0),
+    ("sv_ids", 0),
+    ("sv_offsets", 0),
+    ("sv_data", 0),
+    ("tok_offsets", 0),
+    ("tok_data", 0),
+    ("walk_stack", 0),
+    ("walk_clock", 0),
+    ("walk_root", 0),
+    ("check_seen", 0),
+    ("check_stack", 0),
+    ("check_report", 0),
 )
 GRAMMAR_ROW = tuple(name for name, _ in _GRAMMAR_FIELDS)
 GRAMMAR_LENGTH_AXES = tuple(axis for _, axis in _GRAMMAR_FIELDS)
 MATCHER_ROW = tuple(name for name, _ in _MATCHER_FIELDS)
 MATCHER_LENGTH_AXES = tuple(axis for _, axis in _MATCHER_FIELDS)
 N_GRAMMAR_ARRAYS = 10
-N_MATCHER_ARRAYS = 11
+N_MATCHER_ARRAYS = 22
 assert len(GRAMMAR_ROW) == N_GRAMMAR_ARRAYS and len(MATCHER_ROW) == N_MATCHER_ARRAYS

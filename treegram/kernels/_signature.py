@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._earley import unpack
 from ._layout import (
     A_BYTE_CLASS,
     A_N_CLASSES,
@@ -48,14 +49,14 @@ def _mix(h, v):
 
 @njit(nogil=True, cache=True)
 def state_signature(
-    A, state, chain_targets, top_targets, follow, max_depth, cap, key0, key1, canon, rule_canon
+    ab, state, chain_targets, top_targets, follow, max_depth, cap, key0, key1, canon, rule_canon
 ):
     """Canonical hash of the part of the automaton a classification of ``state`` can see.
 
     Parameters
     ----------
-    A : tuple
-        The automaton's arrays (``Automaton.arrays()``, indexed by ``_layout.A_*``).
+    ab : int32 array
+        The packed automaton (``Automaton.packed``: one array to type per call, not ten).
     state : int
         The automaton state.
     chain_targets, top_targets : int64 [m], int64 [k]
@@ -79,6 +80,7 @@ def state_signature(
     (bool, uint64, uint64)
         ``(True, h0, h1)``, or ``(False, 0, 0)`` when the window exceeds ``cap`` states.
     """
+    A = unpack(ab)
     rule_start = A[A_RULE_START]
     rule_nullable = A[A_RULE_NULLABLE]
     state_rule = A[A_STATE_RULE]

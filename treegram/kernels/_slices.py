@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
+from ._earley import unpack
 from ._layout import (
     A_BYTE_CLASS,
     A_N_CLASSES,
@@ -338,13 +339,14 @@ def _grown_table(table, node_hash, n_nodes):
 
 
 @njit(nogil=True, cache=True)
-def reads_string_text(dfa, reps, A, state):
+def reads_string_text(dfa, reps, ab, state):
     """Whether ``state`` may read every first byte of a slice character without a context:
     it has a call (``_reads_every_lead`` decides it) or a transition on each such byte.
     Otherwise ``_reads_every_lead`` is False with no context, so ``slice_reach`` gives no
     reach and ``wide_near_rule_end`` is False: a check of the state's own row spares those
     kernels (and asks nothing of the rest of the automaton, so a grammar's first mask
     does not pay for a pass over all its states)."""
+    A = unpack(ab)
     byte_class = A[A_BYTE_CLASS]
     n_classes = A[A_N_CLASSES]
     trans = A[A_TRANS]
@@ -358,7 +360,7 @@ def reads_string_text(dfa, reps, A, state):
 
 
 @njit(nogil=True, cache=True)
-def wide_near_rule_end(dfa, reps, A, state, max_len):
+def wide_near_rule_end(dfa, reps, ab, state, max_len):
     """Whether ``state`` may read any first byte of a slice character and its rule may end
     after fewer than ``max_len`` bytes of slice text: a state inside a string body close to
     the end of its rule (a block of a length-bounded string), not one whose rule ends with
@@ -369,6 +371,7 @@ def wide_near_rule_end(dfa, reps, A, state, max_len):
     The distance is a lower bound (a call counts as reading nothing; a byte class counts as
     slice text when one of its bytes is), so the answer may be True for a state that
     cannot end that soon; that only costs a context lookup."""
+    A = unpack(ab)
     state_final = A[A_STATE_FINAL]
     byte_class = A[A_BYTE_CLASS]
     n_classes = A[A_N_CLASSES]
@@ -439,7 +442,7 @@ def _bytes_by_slice_state(dfa, reps):
 
 @njit(nogil=True, cache=True)
 def slice_reach(
-    dfa, reps, A, state, chain_targets, top_targets, max_leads, min_inexact, cap, deadline, clock
+    dfa, reps, ab, state, chain_targets, top_targets, max_leads, min_inexact, cap, deadline, clock
 ):
     """How many characters of slice text the walk seeded at ``state`` surely accepts.
 
@@ -463,8 +466,8 @@ def slice_reach(
     reps : int64 [n_reps]
         One byte of each class of bytes that neither the slice DFA nor the automaton tells
         apart (``joint_byte_classes``).
-    A : tuple
-        The automaton's arrays (``Automaton.arrays()``, indexed by ``_layout.A_*``).
+    ab : int32 array
+        The packed automaton (``Automaton.packed``: one array to type per call, not ten).
     state : int
         Automaton state.
     chain_targets, top_targets : int64 [m], int64 [k]
@@ -492,6 +495,7 @@ def slice_reach(
         token is REJECTED. ``(0, False)`` when a limit was reached, ``(-1, False)`` at the
         deadline.
     """
+    A = unpack(ab)
     rule_start = A[A_RULE_START]
     rule_nullable = A[A_RULE_NULLABLE]
     state_final = A[A_STATE_FINAL]

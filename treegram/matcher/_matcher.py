@@ -36,7 +36,6 @@ from ..kernels import (
     accept_token_entry,
     chart_can_end,
     jump_forward,
-    layout,
     row_allows_all,
     start_chart,
 )
@@ -219,18 +218,7 @@ class GrammarMatcher:
         self._ab = a.packed
         self._tok_offsets = compiled_grammar.token_table.offsets
         self._tok_data = compiled_grammar.token_table.data
-        self._sv = sv = info.sorted_vocab
-        # the vocabulary as the scalar kernels take it (a plain tuple: numba types one
-        # faster than a namedtuple)
-        self._vocab_arrays = tuple(
-            layout.Vocab(
-                sv_ids=sv.token_ids,
-                sv_offsets=sv.offsets,
-                sv_data=sv.data,
-                tok_offsets=self._tok_offsets,
-                tok_data=self._tok_data,
-            )
-        )
+        self._sv = info.sorted_vocab
         self._store = compiled_grammar.mask_store
         self._bufs = np.zeros((2, 64), dtype=np.int32)  # distinct classes / missing states
         self._items_s = np.zeros(256, dtype=np.int32)
@@ -328,7 +316,10 @@ class GrammarMatcher:
 
     # ------------------------------------------------------- arrays and slots
     def _state_arrays(self) -> tuple:
-        """The matcher's arrays in the order the kernels and the registry use."""
+        """The matcher's arrays in the order of its registry row (``kernels.layout``'s
+        ``MATCHER_ROW``): its state, then the vocabulary and the scalar traversal's scratch
+        that only the scalar kernels read there."""
+        sv = self._sv
         return (
             self._items_s,
             self._items_o,
@@ -341,6 +332,15 @@ class GrammarMatcher:
             self._memo_meta,
             self._memo_row,
             self._cand,
+            sv.token_ids,
+            sv.offsets,
+            sv.data,
+            self._tok_offsets,
+            self._tok_data,
+            self._stack,
+            self._clock,
+            self._root1,
+            *self._tree_check,
         )
 
     def _register(self) -> int:
@@ -367,7 +367,6 @@ class GrammarMatcher:
         self._memo_mv = self._memo_meta.data
         # The scalar kernels' array arguments, fixed until an array is re-allocated: one
         # prebuilt tuple costs less per call than loading each attribute.
-        self._grammar_accept_args = (self._ab, self._tok_offsets, self._tok_data)
         self._accept_args = (
             self._ab,
             self._tok_offsets,
@@ -379,12 +378,6 @@ class GrammarMatcher:
             self._hist,
             self._stop_ids,
         )
-        self._bind_walk()
-
-    def _bind_walk(self) -> None:
-        """The scratch of a scalar traversal, as ``kernels.batch.traverse_slot`` takes it:
-        the walk's stack and clock, then the tree check's (``_root1`` first)."""
-        self._walk = (self._stack, self._clock, self._root1, *self._tree_check)
 
     def _arrays_changed(self) -> None:
         self._bind_views()
@@ -490,9 +483,7 @@ class GrammarMatcher:
                 if slot < 0:  # the first token: take the registry slot the kernel reads
                     self._register()
                     slot = self._slot
-                st = _kernels_batch.accept_token_slot(
-                    *self._grammar_accept_args, MATCHERS.table, slot, token_id
-                )
+                st = _kernels_batch.accept_token_slot(self._ab, MATCHERS.table, slot, token_id)
                 if st >= 0:
                     if st == 1 and self._tracks:
                         self._after_token(token_id)
@@ -870,7 +861,6 @@ class GrammarMatcher:
             st = _kernels_batch.fill_slot(
                 self._ab,
                 *self._store.snapshot(),
-                self._vocab_arrays,
                 MATCHERS.table,
                 self._slot,
                 out,
@@ -993,7 +983,7 @@ class GrammarMatcher:
         self._root1[0] = root_position
         if self._tree_check[0].shape[0] < n:
             self._tree_check = check_scratch(max(n, 2 * self._tree_check[0].shape[0]))
-            self._bind_walk()
+            self._arrays_changed()
         if self._counted is not None:  # walked node by node: checked here (else the kernel)
             check_draft_input(
                 next_token,
@@ -1019,7 +1009,7 @@ class GrammarMatcher:
                 )
         if self._stack.shape[0] <= n:
             self._stack = np.zeros(n + 1, dtype=np.int32)
-            self._bind_walk()
+            self._arrays_changed()  # the kernel finds the stack in the matcher's row
         done = self._traverse(next_token, next_sibling, draft, out, root_position, deadline)
         if temps is not None:
             temps[:n] = -1.0
@@ -1077,12 +1067,10 @@ class GrammarMatcher:
         if self._slot < 0:
             self._register()  # the first call reaches the state through the slot's row
         tree = (next_token, next_sibling, draft)  # a kernels.layout.Tree
-        check = True
         while True:
             st = _kernels_batch.traverse_slot(
                 self._ab,
-                self._store.snapshot(),
-                self._vocab_arrays,
+                *self._store.snapshot(),
                 MATCHERS.table,
                 self._slot,
                 tree,
@@ -1090,8 +1078,6 @@ class GrammarMatcher:
                 int(root_position),
                 self._vocab_size,
                 deadline,
-                self._walk,
-                check,
             )
             if st > 0:  # a LINKS_* code: the input is not a valid tree, nothing was written
                 raise_tree_input(st, self._tree_check[2], draft, self._vocab_size, one_d=True)
@@ -1101,8 +1087,7 @@ class GrammarMatcher:
                 # classifying between kernel runs spends the same budget
                 self._fill_root_row(out, int(root_position), deadline)
                 return False
-            self._resolve(st, None, deadline)
-            check = False  # checked already: the walk again, after room was made
+            self._resolve(st, None, deadline)  # then the walk again (the check is cheap)
 
     def _fill_root_row(self, out: np.ndarray, row: int, deadline: int) -> None:
         """After a traversal timed out: fill the root's row, the current mask, when it
