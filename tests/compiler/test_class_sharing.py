@@ -91,7 +91,7 @@ def _plain(
     for c in callers or [state]:  # the callers' rules' follow sets, or the state's own
         follow |= a.rule_follow[a.state_rule[c]]
     accepted, uncertain = classify(
-        a.arrays(),
+        a.packed,
         state,
         follow,
         sv.trie,
@@ -176,8 +176,8 @@ def test_walk_budget(grammars, info):
     results = {}
     for s in range(a.n_states):
         follow = a.rule_follow[a.state_rule[s]]
-        full = classify(a.arrays(), s, follow, sv.trie, len(sv), sv.max_len)
-        cut = classify(a.arrays(), s, follow, sv.trie, len(sv), sv.max_len, 1000)
+        full = classify(a.packed, s, follow, sv.trie, len(sv), sv.max_len)
+        cut = classify(a.packed, s, follow, sv.trie, len(sv), sv.max_len, 1000)
         results[s] = cut is None
         if cut is not None:
             assert all(np.array_equal(x, y) for x, y in zip(cut, full, strict=True))
@@ -297,7 +297,7 @@ def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut):
         # the shortcut is taken: within a node budget the plain walk cannot keep
         budget = 4096
         a, sv = compiled.automaton, info.sorted_vocab
-        plain = classify(a.arrays(), s, context[4], sv.trie, len(sv), sv.max_len, budget)
+        plain = classify(a.packed, s, context[4], sv.trie, len(sv), sv.max_len, budget)
         shortened += plain is None and (
             store._walk(s, None, 0, budget, context, 0, skip) is not None
         )
@@ -348,7 +348,7 @@ def test_byte_loop_skip_equals_the_plain_walk(info):
             # a third of DeepSeek-V4's 280k trie nodes: the plain walk of free text needs all
             budget = 100_000
             a, sv = compiled.automaton, info.sorted_vocab
-            plain = classify(a.arrays(), s, context[4], sv.trie, len(sv), sv.max_len, budget)
+            plain = classify(a.packed, s, context[4], sv.trie, len(sv), sv.max_len, budget)
             shortened += plain is None and (
                 store._walk(s, None, 0, budget, context, 0, skip) is not None
             )

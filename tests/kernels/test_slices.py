@@ -37,15 +37,7 @@ def _near_end(compiler: tg.GrammarCompiler, ebnf: str, rule: str, max_len: int) 
         wide_near_rule_end(
             dfa,
             joint_byte_classes(dfa, a[layout.A_BYTE_CLASS]),
-            a[layout.A_RULE_START],
-            a[layout.A_RULE_NULLABLE],
-            a[layout.A_STATE_FINAL],
-            a[layout.A_BYTE_CLASS],
-            a[layout.A_N_CLASSES],
-            a[layout.A_TRANS],
-            a[layout.A_REF_PTR],
-            a[layout.A_REF_RULE],
-            a[layout.A_REF_TARGET],
+            automaton.packed,
             state,
             max_len,
         )

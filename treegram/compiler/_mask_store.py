@@ -70,8 +70,6 @@ _RAW_LOOP_BYTES = 128
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
 # a signature, so that every state that classifies alike reuses its class.
 WALK_BUDGET = 4096
-# automaton arrays reads_string_text takes after the slice DFA and its byte representatives
-_READER_ARRAYS = (layout.A_BYTE_CLASS, layout.A_N_CLASSES, layout.A_TRANS, layout.A_REF_PTR)
 # Slice tokens the rule DFA leaves undecided (a call or a possible end on their path) that
 # a DFA slice walk hands to the chart along with the tokens outside the slice; with more,
 # a trie of them costs more to build than the usual walk (see MaskStore._slice_dfa_walk).
@@ -184,6 +182,7 @@ class MaskStore:
 
     def __init__(self, automaton, sorted_vocab, vocab_size: int) -> None:
         self._automaton_arrays = automaton.arrays()
+        self._packed = automaton.packed  # what the kernels take: one array to type per call
         self._state_rule = automaton.state_rule
         self._rule_follow = automaton.rule_follow
         self._sorted_vocab = sorted_vocab
@@ -399,10 +398,7 @@ class MaskStore:
         if known is None:
             known = self._text_readers = np.full(self._n_states, -1, dtype=np.int8)
         if known[s] < 0:
-            args = self._slice_arguments()
-            known[s] = reads_string_text(
-                args[0], args[1], *(self._automaton_arrays[i] for i in _READER_ARRAYS), int(s)
-            )
+            known[s] = reads_string_text(*self._slice_arguments(), int(s))
         return bool(known[s])
 
     def classify_all(self) -> None:
@@ -463,7 +459,7 @@ class MaskStore:
             ]
         _, _, chain_targets, top_targets, follow = context
         ok, h0, h1 = state_signature(
-            *self._automaton_arrays,
+            self._packed,
             s,
             chain_targets,
             top_targets,
@@ -574,7 +570,7 @@ class MaskStore:
             trie = sv.subset_trie(candidates)
             _check_deadline(deadline)
             accepted, uncertain = classify(
-                self._automaton_arrays,
+                self._packed,
                 s,
                 follow,
                 trie,
@@ -634,26 +630,15 @@ class MaskStore:
         raise KeyError(f"state {caller} does not call rule {rule}")  # a corrupt key
 
     def _slice_arguments(self) -> tuple:
-        """The arguments that ``slice_reach`` and ``wide_near_rule_end`` take before the
-        state: the whole JSON string slice's DFA, one byte of each class of bytes that
-        neither that DFA nor this automaton tells apart, then the automaton's arrays."""
+        """The arguments that ``slice_reach``, ``wide_near_rule_end`` and
+        ``reads_string_text`` take before the state: the whole JSON string slice's DFA, one
+        byte of each class of bytes that neither that DFA nor this automaton tells apart,
+        then the packed automaton."""
         a = self._automaton_arrays
         whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
         if self._slice_reps is None:
             self._slice_reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
-        return (
-            whole.dfa,
-            self._slice_reps,
-            a[layout.A_RULE_START],
-            a[layout.A_RULE_NULLABLE],
-            a[layout.A_STATE_FINAL],
-            a[layout.A_BYTE_CLASS],
-            a[layout.A_N_CLASSES],
-            a[layout.A_TRANS],
-            a[layout.A_REF_PTR],
-            a[layout.A_REF_RULE],
-            a[layout.A_REF_TARGET],
-        )
+        return whole.dfa, self._slice_reps, self._packed
 
     def _string_slice(
         self, s: int, context: tuple, deadline: int = 0
@@ -696,7 +681,7 @@ class MaskStore:
         """
         reach, exact = slice_reach(
             *dfa_reps,
-            *self._slice_arguments()[2:],
+            self._packed,
             s,
             chain_targets,
             top_targets,
@@ -907,7 +892,7 @@ class MaskStore:
         outside it are walked; the slice's own tokens (up to ``reach`` characters) are all
         accepted. Without it, a restricted slice the state reads (``skip``, see
         :meth:`_restricted_slice`) is accepted subtree by subtree during the walk."""
-        a = self._automaton_arrays
+        a = self._packed
         sv = self._sorted_vocab
         states, n_top, _, _, follow = context
         if string_slice is not None:
@@ -1003,7 +988,7 @@ class MaskStore:
             trie = sv.subset_trie(rest)
         states, n_top, _, _, follow = context
         walked = classify(
-            self._automaton_arrays,
+            self._packed,
             s,
             follow,
             trie,

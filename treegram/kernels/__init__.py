@@ -7,7 +7,7 @@ tables of :mod:`._registry` let one batch kernel reach the arrays of many matche
 grammars. The batch, forced-draft, row and tree kernels are exported as namespaces
 (``batch``, ``forced``, ``rows``, ``tree``) because their callers look them up per call (a
 test may swap one in); ``layout`` is :mod:`._layout` itself (the ``A_*`` / ``PACK_*``
-array-order names too).
+array-order names and the bundles kernels pass arrays in, ``layout.Chart`` and the rest).
 """
 
 from treegram.kernels import _batch as batch
@@ -33,12 +33,7 @@ from treegram.kernels._layout import (
     TIMEOUT,
 )
 from treegram.kernels._mask import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN, context_hash
-from treegram.kernels._ops import (
-    accept_token_entry,
-    fill_entry,
-    rollback_op,
-    traverse_entry,
-)
+from treegram.kernels._ops import accept_token_entry, rollback_op
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import state_signature
 from treegram.kernels._slice_walk import MAX_FRAMES as SLICE_WALK_FRAMES
@@ -93,9 +88,7 @@ __all__ = [
     "M_TOP",
     "TIMEOUT",
     "accept_token_entry",
-    "fill_entry",
     "rollback_op",
-    "traverse_entry",
     "GRAMMARS",
     "MATCHERS",
     "REGISTRY_LOCK",

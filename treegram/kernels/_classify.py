@@ -31,8 +31,18 @@ import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._earley import closure, scan_byte
-from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT
+from ._earley import closure, scan_one, unpack
+from ._layout import (
+    A_BYTE_CLASS,
+    A_N_CLASSES,
+    A_STATE_FINAL,
+    A_TRANS,
+    OVER_BUDGET,
+    OVERFLOW,
+    REJECT,
+    TIMEOUT,
+    Chart,
+)
 from ._slices import bytes_off_loop
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
@@ -65,56 +75,22 @@ class DeadlineExceededError(Exception):
     """A classification walk stopped at its deadline (nothing was classified)."""
 
 
-@njit(nogil=True, cache=True)
-def _rule_ends(state_final, items_s, items_o, set_starts, pos):
-    for j in range(set_starts[pos], set_starts[pos + 1]):
-        if items_o[j] == 0 and state_final[items_s[j]]:
+@njit(nogil=True, cache=True, _nrt=False)
+def _rule_ends(state_final, chart, pos):
+    for j in range(chart.set_starts[pos], chart.set_starts[pos + 1]):
+        if chart.items_o[j] == 0 and state_final[chart.items_s[j]]:
             return True
     return False
 
 
 @njit(nogil=True, cache=True)
-def classify_state(
-    rule_start,
-    rule_nullable,
-    state_rule,
-    state_final,
-    byte_class,
-    n_classes,
-    trans,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    state,
-    context,
-    n_top,
-    follow,
-    node_byte,
-    node_depth,
-    node_end,
-    node_first,
-    node_tok_lo,
-    node_tok_hi,
-    items_s,
-    items_o,
-    set_starts,
-    acc,
-    unc,
-    budget,
-    deadline,
-    clock,
-    skip_bits,
-    skip_leads,
-    excluded,
-    skip_reach,
-    suffix_bits,
-    loop_off,
-    loop_known,
-):
+def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, limits, skip, loops):
     """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
 
     Parameters
     ----------
+    ab : int32 array
+        The packed automaton (``Automaton.packed``: one array to type per call, not ten).
     state : int
         Automaton state to classify.
     context : int32 [n_top + m]
@@ -125,31 +101,35 @@ def classify_state(
     follow : uint8 [256]
         Bytes that may be read right after the state's rule ends (with a context: after one
         of the top level's rules ends).
-    node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi : arrays
-        The token trie (see ``kernels._trie``).
-    items_s, items_o, set_starts : int32 arrays
-        Scratch chart (holding at least the context and the seed); ``set_starts`` needs
-        ``max_token_len + 4 + len(context)`` entries.
-    acc, unc : int32 [n_tokens]
-        Receive the sorted positions of the ACCEPTED and of the UNCERTAIN tokens, in
-        increasing order; every other token is REJECTED.
-    budget : int
-        Stop with OVER_BUDGET after scanning this many trie nodes (0: no limit).
-    deadline : int
-        Stop with TIMEOUT once the monotonic clock passes it (nanoseconds, checked every
-        1,024 nodes; 0: none). ``clock`` is the clock's int64 [2] scratch.
-    skip_bits, skip_leads, excluded, skip_reach : arrays, int
-        A restricted slice the state is known to read (``kernels.subtree_text_summary`` and
-        ``subtree_max_leads`` of this trie, the lead bytes of the characters left out of the
-        slice, and how many characters of its text the state reads; empty arrays: none). A
-        subtree whose tokens are all such text of at most ``skip_reach`` characters is
-        ACCEPTED whole, without a scan.
-    suffix_bits, loop_off, loop_known : arrays
-        Byte loops met on the way (empty arrays: none): the bytes below each node of this
-        trie (``kernels.subtree_suffix_bits``), and per automaton state the bytes it does
-        not move back to itself on (filled on first need where ``loop_known`` is 0). When
-        a state of the set read so far loops on every byte below a node, every token there
-        is read staying in it: the subtree is ACCEPTED whole.
+    trie : tuple
+        The token trie (``kernels._trie.build_trie``: ``node_byte``, ``node_depth``,
+        ``node_end``, ``node_first``, ``node_tok_lo``, ``node_tok_hi``).
+    chart_arrays : tuple
+        Scratch chart, the plain tuple of a ``_layout.Chart`` (int32 arrays holding at least
+        the context and the seed); ``set_starts`` needs ``max_token_len + 4 + len(context)``
+        entries.
+    out : (int32 [n_tokens], int32 [n_tokens])
+        ``(acc, unc)``: receive the sorted positions of the ACCEPTED and of the UNCERTAIN
+        tokens, in increasing order; every other token is REJECTED.
+    limits : (int, int, int64 [2])
+        ``(budget, deadline, clock)``: stop with OVER_BUDGET after scanning ``budget`` trie
+        nodes (0: no limit), with TIMEOUT once the monotonic clock passes ``deadline``
+        (nanoseconds, checked every 1,024 nodes; 0: none); ``clock`` is the clock's
+        scratch.
+    skip : (uint64 [n, 4], int32 [n], uint64 [4], int)
+        ``(skip_bits, skip_leads, excluded, skip_reach)``: a restricted slice the state is
+        known to read (``kernels.subtree_text_summary`` and ``subtree_max_leads`` of this
+        trie, the lead bytes of the characters left out of the slice, and how many
+        characters of its text the state reads; empty arrays: none). A subtree whose tokens
+        are all such text of at most ``skip_reach`` characters is ACCEPTED whole, without a
+        scan.
+    loops : (uint64 [n, 4], uint64 [n_states, 4], int8 [n_states])
+        ``(suffix_bits, loop_off, loop_known)``: byte loops met on the way (empty arrays:
+        none): the bytes below each node of this trie (``kernels.subtree_suffix_bits``), and
+        per automaton state the bytes it does not move back to itself on (filled on first
+        need where ``loop_known`` is 0). When a state of the set read so far loops on every
+        byte below a node, every token there is read staying in it: the subtree is ACCEPTED
+        whole.
 
     Returns
     -------
@@ -157,6 +137,18 @@ def classify_state(
         (status, n_acc, n_unc): status 0, OVERFLOW if the scratch chart is too small
         (retry with larger arrays), OVER_BUDGET or TIMEOUT.
     """
+    A = unpack(ab)
+    byte_class = A[A_BYTE_CLASS]
+    n_classes = A[A_N_CLASSES]
+    trans = A[A_TRANS]
+    state_final = A[A_STATE_FINAL]
+    node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi = trie
+    chart = Chart(*chart_arrays)
+    items_s, items_o, set_starts = chart
+    acc, unc = out
+    budget, deadline, clock = limits
+    skip_bits, skip_leads, excluded, skip_reach = skip
+    suffix_bits, loop_off, loop_known = loops
     # set 0 is the virtual caller set (empty); the context's levels follow (the top level
     # in set 1, then one chain state per set), then set `base` with the seed item.
     set_starts[0] = 0
@@ -173,21 +165,7 @@ def classify_state(
     set_starts[base] = n
     items_s[n] = state
     items_o[n] = base - 1
-    n = closure(
-        rule_start,
-        rule_nullable,
-        state_rule,
-        state_final,
-        ref_ptr,
-        ref_rule,
-        ref_target,
-        items_s,
-        items_o,
-        set_starts,
-        base,
-        n,
-        n + 1,
-    )
+    n = closure(A, chart, base, n, n + 1)
     if n < 0:
         return n, 0, 0
     set_starts[base + 1] = n
@@ -255,23 +233,7 @@ def classify_state(
         elif seen[memo] == parent[d] and built[d] == c:
             st = 0  # the set at depth d is this class's already: keep it and its subtree memo
         else:
-            st = scan_byte(
-                rule_start,
-                rule_nullable,
-                state_rule,
-                state_final,
-                byte_class,
-                n_classes,
-                trans,
-                ref_ptr,
-                ref_rule,
-                ref_target,
-                items_s,
-                items_o,
-                set_starts,
-                base - 1 + d,
-                b,
-            )
+            st = scan_one(A, chart, base - 1 + d, b)
             if st == OVERFLOW:
                 return OVERFLOW, 0, 0
             if st == REJECT:
@@ -281,7 +243,7 @@ def classify_state(
                 built[d] = c
                 stamps += 1
                 parent[d + 1] = stamps
-                ends[d] = _rule_ends(state_final, items_s, items_o, set_starts, base + d)
+                ends[d] = _rule_ends(state_final, chart, base + d)
         if st == REJECT:
             # The whole subtree fails at this byte, with the same verdict.
             if u:
@@ -333,7 +295,7 @@ def _set_loops_below(
 
 
 def classify(
-    automaton_arrays: tuple,
+    packed: np.ndarray,
     state: int,
     follow: np.ndarray,
     trie: tuple,
@@ -346,9 +308,10 @@ def classify(
     skip: tuple = NO_SKIP,
     loops: tuple = NO_LOOPS,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Classify the ``n_tokens`` tokens of ``trie`` for ``state`` (in ``context``, see
-    ``classify_state``); grows the scratch chart as needed. Returns None when the walk
-    would scan more than ``budget`` trie nodes (0: no limit). ``skip`` is a restricted
+    """Classify the ``n_tokens`` tokens of ``trie`` for ``state`` of the packed automaton
+    ``packed`` (``Automaton.packed``; in ``context``, see ``classify_state``); grows the
+    scratch chart as needed. Returns None when the walk would scan more than ``budget``
+    trie nodes (0: no limit). ``skip`` is a restricted
     slice the state reads and ``loops`` the byte-loop arrays (see ``classify_state``; with
     either, ``trie`` must be the whole vocabulary's).
 
@@ -373,22 +336,17 @@ def classify(
         items_s = np.zeros(cap, dtype=np.int32)
         items_o = np.zeros(cap, dtype=np.int32)
         st, n_acc, n_unc = classify_state(
-            *automaton_arrays,
+            packed,
             state,
             context,
             n_top,
             follow,
-            *trie,
-            items_s,
-            items_o,
-            set_starts,
-            acc,
-            unc,
-            budget,
-            deadline,
-            clock,
-            *skip,
-            *loops,
+            trie,
+            (items_s, items_o, set_starts),
+            (acc, unc),
+            (budget, deadline, clock),
+            skip,
+            loops,
         )
         if st == OVER_BUDGET:
             return None

@@ -7,6 +7,9 @@ current top, so a failed scan leaves the chart exactly as it was and rollback is
 of forgetting sets. Nullable calls use the Aycock-Horspool rule (predicting a nullable
 rule also steps over the call), so no completion ever targets the set being built.
 
+Kernels take the unpacked automaton ``A`` (a tuple indexed by ``_layout.A_*``) and the
+chart as one ``_layout.Chart`` bundle.
+
 Every function returns a negative status instead of raising: ``OVERFLOW`` when the caller
 must grow the arrays and retry, ``REJECT`` when the input does not match.
 """
@@ -17,6 +20,8 @@ import numpy as np
 from numba import njit
 
 from ._layout import (
+    A_BYTE_CLASS,
+    A_N_CLASSES,
     A_REF_PTR,
     A_REF_RULE,
     A_REF_TARGET,
@@ -24,11 +29,14 @@ from ._layout import (
     A_RULE_START,
     A_STATE_FINAL,
     A_STATE_RULE,
+    A_TOKENS,
+    A_TRANS,
     OVERFLOW,
     PACK_N_CLASSES,
     PACK_OFFSETS,
     PACK_ROOT_RULE,
     REJECT,
+    Chart,
 )
 
 
@@ -47,25 +55,20 @@ def add_item(items_s, items_o, set_lo, n, s, o):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def closure(
-    rule_start,
-    rule_nullable,
-    state_rule,
-    state_final,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    items_s,
-    items_o,
-    set_starts,
-    pos,
-    lo,
-    n,
-):
-    """Predict and complete the items of set ``pos`` (``items[lo:n]``) to a fixpoint.
+def closure(A, chart, pos, lo, n):
+    """Predict and complete the items of set ``pos`` (``items[lo:n]``) of ``chart`` to a
+    fixpoint, on the unpacked automaton ``A``.
 
     Returns the new end of the set, or OVERFLOW.
     """
+    rule_start = A[A_RULE_START]
+    rule_nullable = A[A_RULE_NULLABLE]
+    state_rule = A[A_STATE_RULE]
+    state_final = A[A_STATE_FINAL]
+    ref_ptr = A[A_REF_PTR]
+    ref_rule = A[A_REF_RULE]
+    ref_target = A[A_REF_TARGET]
+    items_s, items_o, set_starts = chart
     j = lo
     while j < n:
         s = items_s[j]
@@ -93,32 +96,19 @@ def closure(
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def scan_byte(
-    rule_start,
-    rule_nullable,
-    state_rule,
-    state_final,
-    byte_class,
-    n_classes,
-    trans,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    items_s,
-    items_o,
-    set_starts,
-    pos,
-    b,
-):
-    """Build set ``pos + 1`` from set ``pos`` by reading byte ``b``.
+def scan_byte(A, chart, pos, b):
+    """Build set ``pos + 1`` of ``chart`` from set ``pos`` by reading byte ``b``.
 
     ``set_starts[pos + 1]`` must be the end of set ``pos``. On success writes
     ``set_starts[pos + 2]`` and returns it; returns REJECT if no item reads ``b``
     (nothing is written then), or OVERFLOW.
     """
+    items_s, items_o, set_starts = chart
+    n_classes = A[A_N_CLASSES]
+    trans = A[A_TRANS]
     lo = set_starts[pos]
     hi = set_starts[pos + 1]
-    c = byte_class[b]
+    c = A[A_BYTE_CLASS][b]
     n = hi
     for j in range(lo, hi):
         t = trans[items_s[j] * n_classes + c]
@@ -128,21 +118,7 @@ def scan_byte(
                 return n
     if n == hi:
         return REJECT
-    n = closure(
-        rule_start,
-        rule_nullable,
-        state_rule,
-        state_final,
-        ref_ptr,
-        ref_rule,
-        ref_target,
-        items_s,
-        items_o,
-        set_starts,
-        pos + 1,
-        hi,
-        n,
-    )
+    n = closure(A, chart, pos + 1, hi, n)
     if n < 0:
         return n
     set_starts[pos + 2] = n
@@ -150,51 +126,25 @@ def scan_byte(
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def scan_bytes(
-    rule_start,
-    rule_nullable,
-    state_rule,
-    state_final,
-    byte_class,
-    n_classes,
-    trans,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    items_s,
-    items_o,
-    set_starts,
-    top,
-    data,
-    lo,
-    hi,
-):
-    """Read ``data[lo:hi]`` starting from set ``top``.
+def scan_one(A, chart, pos, b):
+    """``scan_byte`` as a call of its own, for kernels that run with reference counting
+    (they allocate): inlined there, every field it reads from a bundle would cost an
+    atomic increment and decrement per byte."""
+    return scan_byte(A, chart, pos, b)
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def scan_bytes(A, chart, top, data, lo, hi):
+    """Read ``data[lo:hi]`` starting from set ``top`` of ``chart``.
 
     Returns the index of the new top set, REJECT, or OVERFLOW (also when ``set_starts``
     has no room). Sets above ``top`` are scratch until the caller commits the new top.
     """
-    if top + 1 + (hi - lo) >= set_starts.shape[0]:
+    if top + 1 + (hi - lo) >= chart.set_starts.shape[0]:
         return OVERFLOW
     pos = top
     for i in range(lo, hi):
-        st = scan_byte(
-            rule_start,
-            rule_nullable,
-            state_rule,
-            state_final,
-            byte_class,
-            n_classes,
-            trans,
-            ref_ptr,
-            ref_rule,
-            ref_target,
-            items_s,
-            items_o,
-            set_starts,
-            pos,
-            data[i],
-        )
+        st = scan_byte(A, chart, pos, data[i])
         if st < 0:
             return st
         pos += 1
@@ -210,11 +160,14 @@ def _in_token_set(tokens, k, token):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def waits_on_token(tokens, rule_start, items_s, set_starts, pos):
+def waits_on_token(A, chart, pos):
     """Whether an item of set ``pos`` waits on a token-id element (is the start of a
     token rule): then the next token may also be read by id, not only by its bytes."""
+    tokens = A[A_TOKENS]
+    rule_start = A[A_RULE_START]
+    items_s = chart.items_s
     n = tokens[0]
-    for j in range(set_starts[pos], set_starts[pos + 1]):
+    for j in range(chart.set_starts[pos], chart.set_starts[pos + 1]):
         s = items_s[j]
         for k in range(n):
             if rule_start[tokens[2 + k]] == s:
@@ -223,11 +176,14 @@ def waits_on_token(tokens, rule_start, items_s, set_starts, pos):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def or_token_sets(tokens, rule_start, items_s, set_starts, pos, out, r):
+def or_token_sets(A, chart, pos, out, r):
     """OR into row ``r`` of ``out`` the token sets that items of set ``pos`` wait on."""
+    tokens = A[A_TOKENS]
+    rule_start = A[A_RULE_START]
+    items_s = chart.items_s
     n = tokens[0]
     n_words = min(tokens[1], out.shape[1])
-    for j in range(set_starts[pos], set_starts[pos + 1]):
+    for j in range(chart.set_starts[pos], chart.set_starts[pos + 1]):
         s = items_s[j]
         for k in range(n):
             if rule_start[tokens[2 + k]] == s:
@@ -237,23 +193,7 @@ def or_token_sets(tokens, rule_start, items_s, set_starts, pos, out, r):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def scan_token(
-    rule_start,
-    rule_nullable,
-    state_rule,
-    state_final,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    tokens,
-    items_s,
-    items_o,
-    set_starts,
-    top,
-    new_top,
-    token,
-    n_bytes,
-):
+def scan_token(A, chart, top, new_top, token, n_bytes):
     """Read ``token`` (``n_bytes`` >= 1 bytes long) by id from set ``top``: every token
     rule waiting there whose set holds it completes, in set ``top + n_bytes``: the set its
     bytes reached (``new_top``, already built) or, when they were rejected
@@ -263,6 +203,12 @@ def scan_token(
     Returns the new top, REJECT when neither way reads the token (nothing is written
     then), or OVERFLOW.
     """
+    items_s, items_o, set_starts = chart
+    rule_start = A[A_RULE_START]
+    ref_ptr = A[A_REF_PTR]
+    ref_rule = A[A_REF_RULE]
+    ref_target = A[A_REF_TARGET]
+    tokens = A[A_TOKENS]
     n_tok = tokens[0]
     if new_top < 0:
         pos = top + n_bytes
@@ -298,21 +244,7 @@ def scan_token(
             set_starts[p] = lo
     # predict and complete from the new items (the set's old items are closed already;
     # closure over them again only finds what is there)
-    n = closure(
-        rule_start,
-        rule_nullable,
-        state_rule,
-        state_final,
-        ref_ptr,
-        ref_rule,
-        ref_target,
-        items_s,
-        items_o,
-        set_starts,
-        pos,
-        lo,
-        n,
-    )
+    n = closure(A, chart, pos, lo, n)
     if n < 0:
         return n
     set_starts[pos + 1] = n
@@ -320,38 +252,14 @@ def scan_token(
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def init_chart(
-    rule_start,
-    rule_nullable,
-    state_rule,
-    state_final,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    items_s,
-    items_o,
-    set_starts,
-    root_rule,
-):
-    """Write set 0: the root rule's start item and its closure. Returns 0 or OVERFLOW."""
+def init_chart(A, chart, root_rule):
+    """Write set 0 of ``chart``: the root rule's start item and its closure. Returns 0 or
+    OVERFLOW."""
+    items_s, items_o, set_starts = chart
     set_starts[0] = 0
-    items_s[0] = rule_start[root_rule]
+    items_s[0] = A[A_RULE_START][root_rule]
     items_o[0] = 0
-    n = closure(
-        rule_start,
-        rule_nullable,
-        state_rule,
-        state_final,
-        ref_ptr,
-        ref_rule,
-        ref_target,
-        items_s,
-        items_o,
-        set_starts,
-        0,
-        0,
-        1,
-    )
+    n = closure(A, chart, 0, 0, 1)
     if n < 0:
         return n
     set_starts[1] = n
@@ -359,8 +267,11 @@ def init_chart(
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def can_end(state_rule, state_final, items_s, items_o, set_starts, pos, root_rule):
-    """Whether the root rule is complete at set ``pos``."""
+def can_end(A, chart, pos, root_rule):
+    """Whether the root rule is complete at set ``pos`` of ``chart``."""
+    items_s, items_o, set_starts = chart
+    state_rule = A[A_STATE_RULE]
+    state_final = A[A_STATE_FINAL]
     for j in range(set_starts[pos], set_starts[pos + 1]):
         s = items_s[j]
         if items_o[j] == 0 and state_final[s] and state_rule[s] == root_rule:
@@ -390,54 +301,19 @@ def unpack(ab):
 @njit(nogil=True, cache=True, _nrt=False)
 def accept_bytes(ab, items_s, items_o, set_starts, top, data, lo, hi):
     """``scan_bytes`` on a packed automaton: the matcher's accept entry point."""
-    a = unpack(ab)
-    return scan_bytes(
-        a[0],
-        a[1],
-        a[2],
-        a[3],
-        a[4],
-        a[5],
-        a[6],
-        a[7],
-        a[8],
-        a[9],
-        items_s,
-        items_o,
-        set_starts,
-        top,
-        data,
-        lo,
-        hi,
-    )
+    return scan_bytes(unpack(ab), Chart(items_s, items_o, set_starts), top, data, lo, hi)
 
 
 @njit(nogil=True, cache=True, _nrt=False)
 def start_chart(ab, items_s, items_o, set_starts):
     """``init_chart`` on a packed automaton for its root rule."""
-    a = unpack(ab)
-    return init_chart(
-        a[A_RULE_START],
-        a[A_RULE_NULLABLE],
-        a[A_STATE_RULE],
-        a[A_STATE_FINAL],
-        a[A_REF_PTR],
-        a[A_REF_RULE],
-        a[A_REF_TARGET],
-        items_s,
-        items_o,
-        set_starts,
-        ab[PACK_ROOT_RULE],
-    )
+    return init_chart(unpack(ab), Chart(items_s, items_o, set_starts), ab[PACK_ROOT_RULE])
 
 
 @njit(nogil=True, cache=True, _nrt=False)
 def chart_can_end(ab, items_s, items_o, set_starts, top):
     """``can_end`` on a packed automaton for its root rule."""
-    a = unpack(ab)
-    return can_end(
-        a[A_STATE_RULE], a[A_STATE_FINAL], items_s, items_o, set_starts, top, ab[PACK_ROOT_RULE]
-    )
+    return can_end(unpack(ab), Chart(items_s, items_o, set_starts), top, ab[PACK_ROOT_RULE])
 
 
 def new_chart(item_capacity: int = 256, set_capacity: int = 64):

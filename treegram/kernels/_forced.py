@@ -27,107 +27,30 @@ import numpy as np
 from numba import njit
 
 from ._batch import _grammar, _matcher
-from ._earley import OVERFLOW, can_end, scan_byte, unpack, waits_on_token
+from ._earley import can_end, waits_on_token
+from ._jump import forced_bytes, mark_bytes
 from ._layout import (
-    A_BYTE_CLASS,
-    A_N_CLASSES,
-    A_REF_PTR,
-    A_REF_RULE,
-    A_REF_TARGET,
-    A_RULE_NULLABLE,
-    A_RULE_START,
-    A_STATE_FINAL,
-    A_STATE_RULE,
     A_TOKENS,
-    A_TRANS,
-    PACK_ROOT_RULE,
-)
-from ._ops import (
     HIST_FULL,
     M_NO_STOP,
     M_STEPS,
     M_STOPPED,
     M_TOP,
-    accept_token_op,
-    fill_op,
-    rollback_op,
+    TokenTrie,
+    Tree,
 )
+from ._mask import fill_row
+from ._ops import _allowed, accept_in, rollback_in
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _mark_bytes(A, items_s, set_starts, pos, seen):
-    """``seen[c]`` = some item of set ``pos`` reads a byte of class ``c``."""
-    byte_class = A[A_BYTE_CLASS]
-    n_classes = A[A_N_CLASSES]
-    trans = A[A_TRANS]
-    for c in range(n_classes):
-        seen[c] = False
-    for j in range(set_starts[pos], set_starts[pos + 1]):
-        base = items_s[j] * n_classes
-        for c in range(n_classes):
-            if trans[base + c] >= 0:
-                seen[c] = True
-    return byte_class
-
-
-@njit(nogil=True, cache=True, _nrt=False)
-def forced_bytes(A, root_rule, items_s, items_o, set_starts, top, fb, limit, seen):
-    """Write into ``fb`` the bytes forced from set ``top`` (at most ``limit``): stop where
-    the grammar may end or more than one byte may follow. Scans into the sets above
-    ``top`` (scratch). Returns the count, or OVERFLOW."""
-    n = 0
-    pos = top
-    while n < limit:
-        if pos + 2 >= set_starts.shape[0]:
-            return OVERFLOW
-        if can_end(A[A_STATE_RULE], A[A_STATE_FINAL], items_s, items_o, set_starts, pos, root_rule):
-            break
-        if A[A_TOKENS][0] > 0 and waits_on_token(
-            A[A_TOKENS], A[A_RULE_START], items_s, set_starts, pos
-        ):
-            break  # a token may also be read by id here: no byte is forced
-        byte_class = _mark_bytes(A, items_s, set_starts, pos, seen)
-        only = -1
-        count = 0
-        for b in range(256):
-            if seen[byte_class[b]]:
-                count += 1
-                only = b
-                if count > 1:
-                    break
-        if count != 1:
-            break
-        st = scan_byte(
-            # scan_byte is inlined, and numba cannot inline a call with *args
-            A[A_RULE_START],
-            A[A_RULE_NULLABLE],
-            A[A_STATE_RULE],
-            A[A_STATE_FINAL],
-            A[A_BYTE_CLASS],
-            A[A_N_CLASSES],
-            A[A_TRANS],
-            A[A_REF_PTR],
-            A[A_REF_RULE],
-            A[A_REF_TARGET],
-            items_s,
-            items_o,
-            set_starts,
-            pos,
-            only,
-        )
-        if st < 0:
-            return st
-        fb[n] = only
-        n += 1
-        pos += 1
-    return n
-
-
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
-def longest_token(fb, p, n, node_byte, node_end, node_tok_lo, node_tok_hi, sv_ids):
+def longest_token(fb, p, n, trie, sv_ids):
     """The longest token whose bytes are a prefix of ``fb[p:n]``: ``(token id, length)``,
-    or ``(-1, 0)``. Walks the preorder token trie (``kernels._trie``): the children of
-    node ``k`` are ``k + 1`` and on through ``node_end``; bytes are ascending."""
+    or ``(-1, 0)``. Walks the preorder token trie (``TokenTrie``, ``kernels._trie``): the
+    children of node ``k`` are ``k + 1`` and on through ``node_end``; bytes are
+    ascending."""
+    node_byte = trie.node_byte
+    node_end = trie.node_end
     best = -1
     best_len = 0
     c = 0
@@ -147,8 +70,8 @@ def longest_token(fb, p, n, node_byte, node_end, node_tok_lo, node_tok_hi, sv_id
         if found < 0:
             break
         depth += 1
-        if node_tok_lo[found] < node_tok_hi[found]:
-            best = sv_ids[node_tok_lo[found]]
+        if trie.node_tok_lo[found] < trie.node_tok_hi[found]:
+            best = sv_ids[trie.node_tok_lo[found]]
             best_len = depth
         hi = node_end[found]
         c = found + 1
@@ -198,11 +121,6 @@ def _is_stop(stop_ids, token):
     return False
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _allowed(out, r, token):
-    return (out[r, token >> 5] >> (token & 31)) & 1
-
-
 @njit(nogil=True, cache=True, _nrt=False)
 def copy_tree(nt_in, ns_in, draft_in, root, draft_out, nt_out, ns_out, par_out, stack):
     """Copy the tree of ``root`` (validated links) into the output arrays and derive its
@@ -231,65 +149,20 @@ def copy_tree(nt_in, ns_in, draft_in, root, draft_out, nt_out, ns_out, par_out, 
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def extend_op(
-    A,
-    root_rule,
-    state_class,
-    cls_meta,
-    acc_pool,
-    unc_pool,
-    sv_ids,
-    sv_offsets,
-    sv_data,
-    tok_offsets,
-    tok_data,
-    items_s,
-    items_o,
-    set_starts,
-    meta,
-    hist,
-    stop_ids,
-    bufs,
-    memo_key,
-    memo_meta,
-    memo_row,
-    cand,
-    node_byte,
-    node_end,
-    node_tok_lo,
-    node_tok_hi,
-    single,
-    max_len,
-    nt_in,
-    ns_in,
-    draft_in,
-    root,
-    draft_out,
-    nt_out,
-    ns_out,
-    par_out,
-    out,
-    row_base,
-    with_masks,
-    scratch_row,
-    budget,
-    per_leaf,
-    vocab_size,
-    stack,
-    had_child,
-    fb,
-    seen,
-):
+def extend_op(G, M, S, trie, tree_in, root, tree_out, masks, budget, per_leaf, vocab_size, scratch):
     """Extend one request's draft tree with forced nodes (see the module docstring).
 
-    ``nt_in``/``ns_in``/``draft_in`` [N] are the validated input tree; the outputs
-    ``draft_out``/``nt_out``/``ns_out``/``par_out`` [M] (M >= N + budget) receive the
-    extended tree, forced nodes at ``N, N + 1, ...``. With ``with_masks`` the rows
+    ``G``, ``M``, ``S`` are the grammar and the matcher (``_layout`` bundles), ``trie`` a
+    ``TokenTrie``. ``tree_in`` (a ``Tree`` of [N] arrays) is the validated input tree;
+    ``tree_out`` = ``(draft, next_token, next_sibling, parent)`` [M] (M >= N + budget)
+    receives the extended tree, forced nodes at ``N, N + 1, ...``. ``masks`` =
+    ``(out, row_base, with_masks, scratch_row)``: with ``with_masks`` the rows
     ``out[row_base : row_base + M]`` receive every node's mask (zero when not reached);
     otherwise ``out`` is not touched and ``scratch_row`` [1, W] serves the rare
     single-token check that needs a mask. ``budget`` bounds the forced nodes of the tree,
-    ``per_leaf`` those of one leaf. ``stack``/``had_child`` int32 [M + 1], ``fb`` uint8
-    (forced bytes, longer than the longest token), ``seen`` bool [256] are scratch.
+    ``per_leaf`` those of one leaf. ``scratch`` = ``(stack, had_child, fb, seen)``:
+    int32 [M + 1] twice, the forced bytes (uint8, longer than the longest token) and bool
+    [256].
 
     Returns
     -------
@@ -297,6 +170,17 @@ def extend_op(
         The number of forced nodes appended (>= 0), or a negative status (``kernels._ops``);
         the matcher ends where it started either way.
     """
+    A = G.automaton
+    root_rule = G.root
+    chart = M.chart
+    meta = M.meta
+    hist = M.hist
+    stop_ids = M.stop_ids
+    nt_in, ns_in, draft_in = tree_in
+    draft_out, nt_out, ns_out, par_out = tree_out
+    out, row_base, with_masks, scratch_row = masks
+    stack, had_child, fb, seen = scratch
+    max_len = trie.max_len
     n_in = draft_in.shape[0]
     copy_tree(nt_in, ns_in, draft_in, root, draft_out, nt_out, ns_out, par_out, stack)
     if with_masks:
@@ -309,29 +193,7 @@ def extend_op(
     top0 = meta[M_TOP]
     status = 0
     if with_masks:
-        status = fill_op(
-            A,
-            root_rule,
-            state_class,
-            cls_meta,
-            acc_pool,
-            unc_pool,
-            sv_ids,
-            sv_offsets,
-            sv_data,
-            items_s,
-            items_o,
-            set_starts,
-            meta,
-            stop_ids,
-            bufs,
-            memo_key,
-            memo_meta,
-            memo_row,
-            cand,
-            out,
-            row_base + root,
-        )
+        status = fill_row(G, M, S, out, row_base + root)
         if status < 0:
             return status
     added = 0
@@ -354,9 +216,7 @@ def extend_op(
                     need = (cap - taken) * max_len
                     limit = min(fb.shape[0], need)
                     base = meta[M_TOP]
-                    n = forced_bytes(
-                        A, root_rule, items_s, items_o, set_starts, meta[M_TOP], fb, limit, seen
-                    )
+                    n = forced_bytes(A, root_rule, chart, meta[M_TOP], fb, limit, seen, True)
                     if n < 0:
                         status = n
                         break
@@ -364,31 +224,21 @@ def extend_op(
                     if n == 0:
                         # No forced byte: is one token the only choice?
                         top = meta[M_TOP]
-                        ends = can_end(
-                            A[A_STATE_RULE],
-                            A[A_STATE_FINAL],
-                            items_s,
-                            items_o,
-                            set_starts,
-                            top,
-                            root_rule,
-                        )
+                        ends = can_end(A, chart, top, root_rule)
                         n_stop = 0 if (not ends or meta[M_NO_STOP]) else stop_ids.shape[0]
-                        byte_class = _mark_bytes(A, items_s, set_starts, top, seen)
+                        byte_class = mark_bytes(A, chart, top, seen)
                         n_any = 0
                         n_single = 0
                         for b in range(256):
                             if seen[byte_class[b]]:
                                 n_any += 1
-                                if single[b]:
+                                if trie.single[b]:
                                     n_single += 1
                         if n_single + n_stop >= 2:
                             break  # at least two single tokens allowed: a real choice
                         # a token-id element waiting here allows tokens no byte shows:
                         # only the mask tells
-                        waits = A[A_TOKENS][0] > 0 and waits_on_token(
-                            A[A_TOKENS], A[A_RULE_START], items_s, set_starts, top
-                        )
+                        waits = A[A_TOKENS][0] > 0 and waits_on_token(A, chart, top)
                         if n_any == 0 and n_stop == 0 and not waits:
                             break  # nothing allowed
                         if n_any == 0 and n_stop == 1 and not waits:
@@ -398,29 +248,8 @@ def extend_op(
                             if tok < 0:
                                 break
                         else:
-                            status = fill_op(
-                                A,
-                                root_rule,
-                                state_class,
-                                cls_meta,
-                                acc_pool,
-                                unc_pool,
-                                sv_ids,
-                                sv_offsets,
-                                sv_data,
-                                items_s,
-                                items_o,
-                                set_starts,
-                                meta,
-                                stop_ids,
-                                bufs,
-                                memo_key,
-                                memo_meta,
-                                memo_row,
-                                cand,
-                                scratch_row,
-                                np.int64(0),  # not a literal: one specialization of fill_row
-                            )
+                            # not a literal 0: one specialization of fill_row
+                            status = fill_row(G, M, S, scratch_row, np.int64(0))
                             if status < 0:
                                 break
                             tok = _single_token(scratch_row, 0, vocab_size)
@@ -436,9 +265,7 @@ def extend_op(
                             break
                         ln = 0
                         if tok < 0:
-                            t, ln = longest_token(
-                                fb, p, n, node_byte, node_end, node_tok_lo, node_tok_hi, sv_ids
-                            )
+                            t, ln = longest_token(fb, p, n, trie, G.vocab.sv_ids)
                         else:
                             t = tok
                             ln = n
@@ -458,19 +285,7 @@ def extend_op(
                             meta[M_TOP] = base + p + ln
                             acc = 1
                         else:
-                            acc = accept_token_op(
-                                A,
-                                root_rule,
-                                tok_offsets,
-                                tok_data,
-                                items_s,
-                                items_o,
-                                set_starts,
-                                meta,
-                                hist,
-                                stop_ids,
-                                t,
-                            )
+                            acc = accept_in(G, M, t)
                         if acc < 0:
                             status = acc
                             break
@@ -483,29 +298,7 @@ def extend_op(
                         prev = j
                         p += ln
                         if with_masks and not meta[M_STOPPED]:
-                            status = fill_op(
-                                A,
-                                root_rule,
-                                state_class,
-                                cls_meta,
-                                acc_pool,
-                                unc_pool,
-                                sv_ids,
-                                sv_offsets,
-                                sv_data,
-                                items_s,
-                                items_o,
-                                set_starts,
-                                meta,
-                                stop_ids,
-                                bufs,
-                                memo_key,
-                                memo_meta,
-                                memo_row,
-                                cand,
-                                out,
-                                row_base + j,
-                            )
+                            status = fill_row(G, M, S, out, row_base + j)
                             if status < 0:
                                 break
                     if status < 0:
@@ -514,11 +307,11 @@ def extend_op(
                         done = True  # stopped inside the forced bytes
                 if status < 0:
                     break
-                rollback_op(meta, hist, memo_meta, taken)
+                rollback_in(M, S, taken)
                 added += taken
             if sp == 0:
                 break
-            rollback_op(meta, hist, memo_meta, 1)
+            rollback_in(M, S, 1)
             sp -= 1
             v = ns_in[u]
             continue
@@ -526,48 +319,14 @@ def extend_op(
         p = stack[sp]
         ok = 0
         if 0 <= token < vocab_size and (not with_masks or _allowed(out, row_base + p, token)):
-            ok = accept_token_op(
-                A,
-                root_rule,
-                tok_offsets,
-                tok_data,
-                items_s,
-                items_o,
-                set_starts,
-                meta,
-                hist,
-                stop_ids,
-                token,
-            )
+            ok = accept_in(G, M, token)
             if ok < 0:
                 status = ok
                 break
         if ok == 1:
             had_child[sp] = 1
             if with_masks and not meta[M_STOPPED]:
-                status = fill_op(
-                    A,
-                    root_rule,
-                    state_class,
-                    cls_meta,
-                    acc_pool,
-                    unc_pool,
-                    sv_ids,
-                    sv_offsets,
-                    sv_data,
-                    items_s,
-                    items_o,
-                    set_starts,
-                    meta,
-                    stop_ids,
-                    bufs,
-                    memo_key,
-                    memo_meta,
-                    memo_row,
-                    cand,
-                    out,
-                    row_base + v,
-                )
+                status = fill_row(G, M, S, out, row_base + v)
                 if status < 0:
                     break
             sp += 1
@@ -577,7 +336,7 @@ def extend_op(
             continue
         v = ns_in[v]
     # Restore the starting position whatever happened (all steps above steps0 undone).
-    rollback_op(meta, hist, memo_meta, meta[M_STEPS] - steps0)
+    rollback_in(M, S, meta[M_STEPS] - steps0)
     meta[M_TOP] = top0
     meta[M_STOPPED] = 0
     if status < 0:
@@ -587,104 +346,50 @@ def extend_op(
 
 @njit(nogil=True, cache=True, _nrt=False)
 def batch_extend(
-    gtab,
-    mtab,
-    gslots,
-    mslots,
-    node_byte,
-    node_end,
-    node_tok_lo,
-    node_tok_hi,
-    single,
-    max_len,
-    nt_in,
-    ns_in,
-    draft_in,
-    roots,
-    trees_out,
-    out,
-    with_masks,
-    scratch_row,
-    budgets,
-    per_leaf,
-    vocab_size,
-    result,
-    walk,
-    fb,
-    seen,
-    start,
-    stop,
+    gtab, mtab, gslots, mslots, trie, tree, outputs, jobs, vocab_size, scratch, start, stop
 ):
     """:func:`extend_op` for requests ``start .. stop - 1``.
 
-    ``nt_in``/``ns_in`` are [T, N] (T = 1: one tree shared by every request), ``draft_in``
-    [B, N]; ``trees_out`` int64 [4, B, M] receives the extended draft tokens, next-token
-    and next-sibling links and parents. Request ``i`` writes rows ``i * M .. i * M + M - 1``
-    of ``out`` (with masks) and ``result[i]`` (forced nodes appended, or a negative
-    status). ``walk`` int32 [2, M + 1] (stack, had_child), ``fb`` and ``seen`` are this
-    call's scratch.
+    ``trie`` is the plain tuple of a ``TokenTrie``, ``tree`` that of a ``Tree``:
+    ``next_token``/``next_sibling`` [T, N] (T = 1: one tree shared by every request),
+    ``draft`` [B, N]. ``outputs`` = ``(trees_out, out, with_masks)``: ``trees_out`` int64
+    [4, B, M] receives the extended draft tokens, next-token and next-sibling links and
+    parents; request ``i`` writes rows ``i * M .. i * M + M - 1`` of ``out`` (with masks).
+    ``jobs`` = ``(roots, budgets, per_leaf, result)``: request ``i``'s root, its budget of
+    forced nodes, those of one leaf (for all), and ``result[i]`` (forced nodes appended, or
+    a negative status). ``scratch`` = ``(walk, fb, seen, scratch_row)``: ``walk`` int32
+    [2, M + 1] (stack, had_child), the forced bytes, bool [256] and the single-choice mask
+    row int32 [1, W], this call's own.
 
     Returns
     -------
     int
         How many requests of the range ended with a negative status (0: all done).
     """
-    shared = nt_in.shape[0] == 1
+    next_token, next_sibling, draft = tree
+    trees_out, out, with_masks = outputs
+    roots, budgets, per_leaf, result = jobs
+    walk, fb, seen, scratch_row = scratch
+    t_trie = TokenTrie(*trie)
+    shared = next_token.shape[0] == 1
     m_nodes = trees_out.shape[2]
     pending = 0
     for i in range(start, stop):
         t = 0 if shared else i
-        g = _grammar(gtab, gslots[i])
-        m = _matcher(mtab, mslots[i])
-        ab = g[0]
+        state, mscratch = _matcher(mtab, mslots[i])
         r = extend_op(
-            unpack(ab),
-            ab[PACK_ROOT_RULE],
-            g[1],
-            g[2],
-            g[3],
-            g[4],
-            g[5],
-            g[6],
-            g[7],
-            g[8],
-            g[9],
-            m[0],
-            m[1],
-            m[2],
-            m[3],
-            m[4],
-            m[5],
-            m[6],
-            m[7],
-            m[8],
-            m[9],
-            m[10],
-            node_byte,
-            node_end,
-            node_tok_lo,
-            node_tok_hi,
-            single,
-            max_len,
-            nt_in[t],
-            ns_in[t],
-            draft_in[i],
+            _grammar(gtab, gslots[i]),
+            state,
+            mscratch,
+            t_trie,
+            Tree(next_token[t], next_sibling[t], draft[i]),
             roots[i],
-            trees_out[0, i],
-            trees_out[1, i],
-            trees_out[2, i],
-            trees_out[3, i],
-            out,
-            i * m_nodes,
-            with_masks,
-            scratch_row,
+            (trees_out[0, i], trees_out[1, i], trees_out[2, i], trees_out[3, i]),
+            (out, i * m_nodes, with_masks, scratch_row),
             budgets[i],
             per_leaf,
             vocab_size,
-            walk[0],
-            walk[1],
-            fb,
-            seen,
+            (walk[0], walk[1], fb, seen),
         )
         result[i] = r
         if r < 0:

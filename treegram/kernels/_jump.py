@@ -1,83 +1,99 @@
-"""Jump-forward: the bytes that every continuation of the current prefix starts with."""
+"""Jump-forward: the bytes that every continuation of the current prefix starts with.
+
+:func:`forced_bytes` serves both the matcher's jump-forward string and the grammar-forced
+draft nodes (``kernels._forced``)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from ._earley import can_end, scan_byte, unpack
+from ._earley import can_end, scan_byte, unpack, waits_on_token
 from ._layout import (
+    A_BYTE_CLASS,
+    A_N_CLASSES,
+    A_TOKENS,
+    A_TRANS,
     OVERFLOW,
     PACK_ROOT_RULE,
+    Chart,
 )
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def mark_bytes(A, chart, pos, seen):
+    """``seen[c]`` = some item of set ``pos`` reads a byte of class ``c``."""
+    byte_class = A[A_BYTE_CLASS]
+    n_classes = A[A_N_CLASSES]
+    trans = A[A_TRANS]
+    for c in range(n_classes):
+        seen[c] = False
+    for j in range(chart.set_starts[pos], chart.set_starts[pos + 1]):
+        base = chart.items_s[j] * n_classes
+        for c in range(n_classes):
+            if trans[base + c] >= 0:
+                seen[c] = True
+    return byte_class
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _only_byte(byte_class, seen):
+    """The one byte whose class is ``seen``, or -1 when none or several are."""
+    only = -1
+    count = 0
+    for b in range(256):
+        if seen[byte_class[b]]:
+            count += 1
+            only = b
+            if count > 1:
+                return -1
+    return only
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def forced_bytes(A, root_rule, chart, top, fb, limit, seen, by_id):
+    """Write into ``fb`` the bytes forced from set ``top`` of ``chart`` (at most
+    ``limit``): stop where the grammar may end or more than one byte may follow, and with
+    ``by_id`` where a token-id element waits (a token may be read by id there). Scans into
+    the sets above ``top`` (scratch). Returns the count, or OVERFLOW."""
+    n = 0
+    pos = top
+    while n < limit:
+        if pos + 2 >= chart.set_starts.shape[0]:
+            return OVERFLOW
+        if can_end(A, chart, pos, root_rule):
+            break
+        if by_id and A[A_TOKENS][0] > 0 and waits_on_token(A, chart, pos):
+            break  # a token may also be read by id here: no byte is forced
+        only = _only_byte(mark_bytes(A, chart, pos, seen), seen)
+        if only < 0:
+            break
+        st = scan_byte(A, chart, pos, only)
+        if st < 0:
+            return st
+        fb[n] = only
+        n += 1
+        pos += 1
+    return n
 
 
 @njit(nogil=True, cache=True)
 def jump_forward(ab, items_s, items_o, set_starts, top, out):
     """Write into ``out`` the longest byte string forced from set ``top``: stop where the
-    grammar may end or where more than one byte may follow. Uses the chart above ``top``
-    as scratch. ``ab`` is the packed automaton. Returns its length, or OVERFLOW."""
-    (
-        rule_start,
-        rule_nullable,
-        state_rule,
-        state_final,
-        byte_class,
-        n_classes,
-        trans,
-        ref_ptr,
-        ref_rule,
-        ref_target,
-        _tokens,  # token-id elements are not text: the forced bytes read past none
-    ) = unpack(ab)
-    root_rule = ab[PACK_ROOT_RULE]
-    n_out = 0
-    pos = top
-    seen = np.zeros(n_classes, dtype=np.bool_)
-    while n_out < out.shape[0]:
-        if pos + 2 >= set_starts.shape[0]:
-            return OVERFLOW
-        if can_end(state_rule, state_final, items_s, items_o, set_starts, pos, root_rule):
-            break
-        seen[:] = False
-        for j in range(set_starts[pos], set_starts[pos + 1]):
-            base = items_s[j] * n_classes
-            for c in range(n_classes):
-                if trans[base + c] >= 0:
-                    seen[c] = True
-        only = -1
-        count = 0
-        for b in range(256):
-            if seen[byte_class[b]]:
-                count += 1
-                only = b
-                if count > 1:
-                    break
-        if count != 1:
-            break
-        st = scan_byte(
-            rule_start,
-            rule_nullable,
-            state_rule,
-            state_final,
-            byte_class,
-            n_classes,
-            trans,
-            ref_ptr,
-            ref_rule,
-            ref_target,
-            items_s,
-            items_o,
-            set_starts,
-            pos,
-            only,
-        )
-        if st < 0:
-            return st
-        out[n_out] = only
-        n_out += 1
-        pos += 1
-    return n_out
+    grammar may end or where more than one byte may follow (token-id elements are not
+    text: the forced bytes read past them). Uses the chart above ``top`` as scratch.
+    ``ab`` is the packed automaton. Returns its length, or OVERFLOW."""
+    seen = np.zeros(256, dtype=np.bool_)
+    return forced_bytes(
+        unpack(ab),
+        ab[PACK_ROOT_RULE],
+        Chart(items_s, items_o, set_starts),
+        top,
+        out,
+        out.shape[0],
+        seen,
+        False,
+    )
 
 
 @njit(nogil=True, cache=True, _nrt=False)

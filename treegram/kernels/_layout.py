@@ -32,6 +32,26 @@ Automaton arrays
 (``Automaton.packed``): counts, the root rule, then ``PACK_OFFSETS + k``, where array ``k``
 of the buffer starts.
 
+Bundles
+-------
+Arrays that always travel together go to kernels as one argument: a namedtuple of arrays
+below (numba passes one as a single argument and folds each attribute to its field, so a
+bundle costs nothing inside compiled code). Kernels build them from their flat arguments
+or a registry row; Python hands kernels flat arrays or slot ids (numba types a namedtuple
+argument in Python, about 1 us per call, against some 25 ns per plain array).
+
+===============  ===========================================================================
+``Chart``         an Earley chart: ``items_s``, ``items_o``, ``set_starts``
+``MatcherState``  a matcher's position: its ``chart``, ``meta``, ``hist``, ``stop_ids``
+``Scratch``       a matcher's mask scratch: ``bufs``, the memo, ``cand``
+``Classes``       a grammar's token classes (``MaskStore.snapshot()``)
+``Vocab``         the sorted vocabulary and the token table of a vocabulary
+``Grammar``       the unpacked automaton ``A``, its root rule, ``Classes`` and ``Vocab``
+``Tree``          a draft tree: ``next_token``, ``next_sibling``, ``draft`` links and tokens
+``TokenTrie``     the token trie of forced drafts (``kernels._trie``) with its byte tables
+``Walk``          a tree walk's scratch and limits: ``stack``, ``clock``, ``deadline_ns``
+===============  ===========================================================================
+
 Registry rows
 -------------
 A batch kernel finds each grammar's and each matcher's arrays through a row of the slot
@@ -41,7 +61,18 @@ lengths (along the axis in ``*_LENGTH_AXES``; the other axis of a 2-D array is f
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 __all__ = [
+    "Chart",
+    "MatcherState",
+    "Scratch",
+    "Classes",
+    "Vocab",
+    "Grammar",
+    "Tree",
+    "TokenTrie",
+    "Walk",
     "REJECT",
     "OVERFLOW",
     "OVER_BUDGET",
@@ -116,6 +147,33 @@ A_REF_TARGET = 9  # int32 [refs]: the state after the called rule
 # (``Automaton.token_bits``; ``[0, 0]`` for a grammar without any)
 A_TOKENS = 10
 
+# ---- bundles (see the module docstring); fields in the orders of the registry rows below
+Chart = namedtuple("Chart", ["items_s", "items_o", "set_starts"])
+"""Earley chart: item states and origins (int32 [cap]), set ``i`` at ``set_starts[i]``."""
+MatcherState = namedtuple("MatcherState", ["chart", "meta", "hist", "stop_ids"])
+"""A matcher's position: its ``Chart``, ``meta`` int64 [4] (``M_*``), ``hist`` int32 [cap]
+(the top set before each step) and ``stop_ids`` int32."""
+Scratch = namedtuple("Scratch", ["bufs", "memo_key", "memo_meta", "memo_row", "cand"])
+"""A matcher's mask scratch: ``bufs`` int32 [2, cap], the one-entry memo (``memo_key`` int32
+[2, cap], ``memo_meta`` int64 [2], ``memo_row`` int32 [n_words]) and ``cand`` int32 [cap]."""
+Classes = namedtuple("Classes", ["state_class", "cls_meta", "acc_pool", "unc_pool"])
+"""A grammar's token classes: ``state_class`` int32, ``cls_meta`` int64 [n, 5], the pools."""
+Vocab = namedtuple("Vocab", ["sv_ids", "sv_offsets", "sv_data", "tok_offsets", "tok_data"])
+"""The sorted vocabulary (ids int32, offsets int64, bytes uint8; read-only) and the token
+table (``tok_offsets`` int64 [V + 1], ``tok_data`` uint8)."""
+Grammar = namedtuple("Grammar", ["automaton", "root", "classes", "vocab"])
+"""One compiled grammar: the unpacked automaton (``A``), its root rule, ``Classes``, ``Vocab``."""
+Tree = namedtuple("Tree", ["next_token", "next_sibling", "draft"])
+"""A draft tree: first-child and next-sibling links and node tokens (int64 [N] each)."""
+TokenTrie = namedtuple(
+    "TokenTrie", ["node_byte", "node_end", "node_tok_lo", "node_tok_hi", "single", "max_len"]
+)
+"""The preorder token trie (``kernels._trie``) as forced drafts cut bytes into tokens with
+it, ``single`` bool [256] (a one-byte token exists) and ``max_len`` (the longest token)."""
+Walk = namedtuple("Walk", ["stack", "clock", "deadline_ns"])
+"""A tree walk's scratch and limit: ``stack`` int32 [N + 1], ``clock`` int64 [2] (the
+monotonic clock's scratch), ``deadline_ns`` (0: none)."""
+
 # Header words of the packed automaton buffer.
 PACK_N_STATES = 0
 PACK_N_RULES = 1
@@ -141,7 +199,10 @@ _GRAMMAR_FIELDS = (
 )
 # (name, length axis) of each array of a matcher row (``GrammarMatcher._state_arrays``):
 # the Earley chart, the meta fields, the history, the stop tokens, and the scratch arrays
-# (bufs and memo_key are [2, cap]: their length is along axis 1).
+# (bufs and memo_key are [2, cap]: their length is along axis 1); then what only the scalar
+# entry points read (``kernels._batch``, ``*_slot``): the vocabulary the matcher holds (the
+# grammar row's, fixed) and the scratch of a scalar traversal (its stack int32, clock int64
+# [2], root int64 [1], then the tree check's seen flags bool, stack int64 and report int64).
 _MATCHER_FIELDS = (
     ("items_s", 0),
     ("items_o", 0),
@@ -154,11 +215,22 @@ _MATCHER_FIELDS = (
     ("memo_meta", 0),
     ("memo_row", 0),
     ("cand", 0),
+    ("sv_ids", 0),
+    ("sv_offsets", 0),
+    ("sv_data", 0),
+    ("tok_offsets", 0),
+    ("tok_data", 0),
+    ("walk_stack", 0),
+    ("walk_clock", 0),
+    ("walk_root", 0),
+    ("check_seen", 0),
+    ("check_stack", 0),
+    ("check_report", 0),
 )
 GRAMMAR_ROW = tuple(name for name, _ in _GRAMMAR_FIELDS)
 GRAMMAR_LENGTH_AXES = tuple(axis for _, axis in _GRAMMAR_FIELDS)
 MATCHER_ROW = tuple(name for name, _ in _MATCHER_FIELDS)
 MATCHER_LENGTH_AXES = tuple(axis for _, axis in _MATCHER_FIELDS)
 N_GRAMMAR_ARRAYS = 10
-N_MATCHER_ARRAYS = 11
+N_MATCHER_ARRAYS = 22
 assert len(GRAMMAR_ROW) == N_GRAMMAR_ARRAYS and len(MATCHER_ROW) == N_MATCHER_ARRAYS

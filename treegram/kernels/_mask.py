@@ -22,13 +22,13 @@ from ._layout import (
     A_REF_PTR,
     A_REF_RULE,
     A_REF_TARGET,
-    A_RULE_START,
     A_STATE_FINAL,
     A_STATE_RULE,
     A_TOKENS,
     BUFS_FULL,
     CAND_FULL,
     CONTEXT_FIRST,
+    M_TOP,
     NEED_CLASSIFY,
     OVERFLOW,
     REJECT,
@@ -111,12 +111,15 @@ def _request_present(bufs, n_missing, lo, n):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _callers(ref_ptr, ref_rule, items_s, set_starts, origin, rule, bufs, at):
+def _callers(A, chart, origin, rule, bufs, at):
     """Write the distinct states of set ``origin`` that call ``rule`` into ``bufs[1, at:]``,
     increasing; returns how many (-1 when there are more than CONTEXT_MAX_CALLERS or the
     buffer is too small)."""
+    ref_ptr = A[A_REF_PTR]
+    ref_rule = A[A_REF_RULE]
+    items_s = chart.items_s
     k = 0
-    for j in range(set_starts[origin], set_starts[origin + 1]):
+    for j in range(chart.set_starts[origin], chart.set_starts[origin + 1]):
         c = items_s[j]
         calls = False
         for e in range(ref_ptr[c], ref_ptr[c + 1]):
@@ -141,58 +144,35 @@ def _callers(ref_ptr, ref_rule, items_s, set_starts, origin, rule, bufs, at):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _tail_origin(
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    state_final,
-    items_s,
-    items_o,
-    set_starts,
-    origin,
-    caller,
-    rule,
-    same_set,
-):
+def _tail_origin(A, chart, origin, caller, rule, same_set):
     """The origin of the one item of set ``origin`` in state ``caller``, when there is one
     and ``caller``'s rule may end right after ``rule`` returns (a tail call: the context
     continues at the caller's own callers); else -1. With ``same_set``, that origin may be
     ``origin`` itself (the caller's rule had read nothing before the call)."""
+    ref_ptr = A[A_REF_PTR]
+    ref_rule = A[A_REF_RULE]
+    ref_target = A[A_REF_TARGET]
     target = -1
     for e in range(ref_ptr[caller], ref_ptr[caller + 1]):
         if ref_rule[e] == rule:
             target = ref_target[e]
-    if target < 0 or not state_final[target]:
+    if target < 0 or not A[A_STATE_FINAL][target]:
         return -1
     found = -1
-    for j in range(set_starts[origin], set_starts[origin + 1]):
-        if items_s[j] == caller:
+    for j in range(chart.set_starts[origin], chart.set_starts[origin + 1]):
+        if chart.items_s[j] == caller:
             if found >= 0:
                 return -1
-            found = items_o[j]
+            found = chart.items_o[j]
     if found == origin and same_set:
         return found  # its callers are in the same set; CONTEXT_MAX_CHAIN bounds the chain
     return found if 0 <= found < origin else -1
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _context_key(
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    state_rule,
-    state_final,
-    items_s,
-    items_o,
-    set_starts,
-    s,
-    o,
-    bufs,
-    lo,
-    same_set,
-):
-    """Write the context key of item ``(s, o)`` at ``bufs[1, lo:]``; returns its length, 0
-    when the item has no usable context, or -1 when ``bufs`` is too small.
+def _context_key(A, chart, s, o, bufs, lo, same_set):
+    """Write the context key of item ``(s, o)`` of ``chart`` at ``bufs[1, lo:]``; returns
+    its length, 0 when the item has no usable context, or -1 when ``bufs`` is too small.
 
     Level 1 is the states of set ``o`` that call ``s``'s rule. While that is a single item
     whose own rule may end right after the call (the second half of a doubled block, say),
@@ -207,28 +187,17 @@ def _context_key(
     at = lo + 3
     if at >= bufs.shape[1]:
         return -1
+    state_rule = A[A_STATE_RULE]
     rule = state_rule[s]
     origin = o
     m = 0
     k = 0
     while True:
-        k = _callers(ref_ptr, ref_rule, items_s, set_starts, origin, rule, bufs, at + m)
+        k = _callers(A, chart, origin, rule, bufs, at + m)
         if k != 1 or m >= CONTEXT_MAX_CHAIN:
             break
         c = bufs[1, at + m]
-        up = _tail_origin(
-            ref_ptr,
-            ref_rule,
-            ref_target,
-            state_final,
-            items_s,
-            items_o,
-            set_starts,
-            origin,
-            c,
-            rule,
-            same_set,
-        )
+        up = _tail_origin(A, chart, origin, c, rule, same_set)
         if up < 0:
             break
         m += 1  # c joins the chain (it is already in place)
@@ -245,21 +214,7 @@ def _context_key(
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def collect_classes(
-    state_class,
-    cls_meta,
-    state_rule,
-    state_final,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    root,
-    items_s,
-    items_o,
-    set_starts,
-    top,
-    bufs,
-):
+def collect_classes(A, root, classes, chart, top, bufs):
     """Distinct classes of the states in set ``top`` that the mask needs into ``bufs[0]``.
 
     An item whose origin is ``top`` itself lies inside a call made at ``top``: it was
@@ -283,6 +238,10 @@ def collect_classes(
     ``n_missing`` counts words. Returns (-1, -1) when a buffer is too small (no bounds
     checks in nopython mode).
     """
+    state_class = classes.state_class
+    cls_meta = classes.cls_meta
+    state_rule = A[A_STATE_RULE]
+    items_s, items_o, set_starts = chart
     n_states = state_rule.shape[0]
     n_cls = 0
     n_missing = np.int64(0)  # not a literal: one specialization of context_class
@@ -298,21 +257,7 @@ def collect_classes(
         if o < top and (first or (c >= 0 and cls_meta[c, 4] >= CONTEXT_MIN_UNCERTAIN)):
             # try the class of this state in its context (the key is written after the
             # requests, and becomes one if it is missing)
-            n = _context_key(
-                ref_ptr,
-                ref_rule,
-                ref_target,
-                state_rule,
-                state_final,
-                items_s,
-                items_o,
-                set_starts,
-                s,
-                o,
-                bufs,
-                n_missing,
-                first,
-            )
+            n = _context_key(A, chart, s, o, bufs, n_missing, first)
             if n < 0:
                 return -1, -1
             if n > 0:
@@ -356,50 +301,25 @@ def _set_bit(out, r, t):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def fill_row(
-    A,
-    root,
-    state_class,
-    cls_meta,
-    acc_pool,
-    unc_pool,
-    sv_ids,
-    sv_offsets,
-    sv_data,
-    items_s,
-    items_o,
-    set_starts,
-    top,
-    stop_ids,
-    out,
-    r,
-    bufs,
-    memo_key,
-    memo_meta,
-    memo_row,
-    cand,
-):
-    """Write the next-token mask of chart set ``top`` into row ``r`` of ``out``.
+def fill_row(G, M, S, out, r):
+    """Write the next-token mask of matcher position ``M`` into row ``r`` of ``out``.
 
     Parameters
     ----------
-    A : tuple
-        The unpacked automaton (``kernels._earley.unpack``).
-    root : int
-        Root rule id.
-    state_class : int32 [n_states]
-        Class id per state, -1 while unclassified.
-    cls_meta : int64 [n_classes, 5]
-        Per class: kind (0 list, 1 bitset), accepted offset and length in ``acc_pool``,
-        uncertain offset and length in ``unc_pool``.
-    sv_ids, sv_offsets, sv_data : arrays of the sorted vocabulary.
-    bufs : int32 [2, >= items in the top set]
-        Scratch for distinct classes (row 0) and unclassified states (row 1).
+    G : Grammar
+        The grammar (``_layout.Grammar``): the unpacked automaton, its root rule, its token
+        classes (``Classes``: ``state_class`` int32 [n_states], a class id per state, -1
+        while unclassified; ``cls_meta`` int64 [n_classes, 5], per class its kind (0 list,
+        1 bitset), accepted offset and length in ``acc_pool``, uncertain offset and length
+        in ``unc_pool``) and the vocabulary (``Vocab``).
+    M : MatcherState
+        The chart, whose top set (``meta[M_TOP]``) is masked, and the stop tokens.
+    S : Scratch
+        ``bufs`` int32 [2, >= items in the top set] (distinct classes in row 0,
+        unclassified states in row 1), the one-entry memo (see :func:`memo_lookup`) and
+        ``cand`` int32 (uncertain candidates; CAND_FULL asks for a larger one).
     out : int32 [rows, n_words]
         Output bitmask; only row ``r`` is written.
-    memo_key, memo_meta, memo_row : the one-entry memo (see :func:`memo_lookup`).
-    cand : int32 [:]
-        Scratch for uncertain candidates; CAND_FULL asks for a larger one.
 
     A one-entry memo returns the previous row when the top set and every set it refers
     to are unchanged - the common case while decoding the body of a string, where each
@@ -414,29 +334,23 @@ def fill_row(
         requests (states, or context keys: see ``collect_classes``; nothing useful is
         written then).
     """
-    if memo_lookup(items_s, items_o, set_starts, top, memo_key, memo_meta):
+    A = G.automaton
+    chart = M.chart
+    top = M.meta[M_TOP]
+    bufs = S.bufs
+    memo_row = S.memo_row
+    if memo_lookup(chart, top, S):
         for w in range(memo_row.shape[0]):
             out[r, w] = memo_row[w]
         return 0
-    n_cls, n_missing = collect_classes(
-        state_class,
-        cls_meta,
-        A[A_STATE_RULE],
-        A[A_STATE_FINAL],
-        A[A_REF_PTR],
-        A[A_REF_RULE],
-        A[A_REF_TARGET],
-        root,
-        items_s,
-        items_o,
-        set_starts,
-        top,
-        bufs,
-    )
+    n_cls, n_missing = collect_classes(A, G.root, G.classes, chart, top, bufs)
     if n_cls < 0:
         return BUFS_FULL
     if n_missing > 0:
         return NEED_CLASSIFY - n_missing
+    cls_meta = G.classes.cls_meta
+    acc_pool = G.classes.acc_pool
+    unc_pool = G.classes.unc_pool
     n_words = memo_row.shape[0]  # ceil(vocab_size / 32): the width of every stored bitset
     for w in range(out.shape[1]):
         out[r, w] = 0
@@ -452,8 +366,10 @@ def fill_row(
                 _set_bit(out, r, acc_pool[off + q])
         n_unc += cls_meta[c, 4]
     if n_unc > 0:
+        cand = S.cand
         if n_unc > cand.shape[0]:
             return CAND_FULL
+        sv_ids = G.vocab.sv_ids
         k = 0
         for m in range(n_cls):
             c = bufs[0, m]
@@ -464,24 +380,22 @@ def fill_row(
                     cand[k] = idx
                     k += 1
         k = _sort_unique(cand, k)  # sorted order = lexicographic order of the tokens
-        st = check_candidates(
-            A, sv_ids, sv_offsets, sv_data, items_s, items_o, set_starts, top, cand, k, out, r
-        )
+        st = check_candidates(A, G.vocab, chart, top, cand, k, out, r)
         if st < 0:
             return st
-    tokens = A[A_TOKENS]
-    if tokens[0] > 0:  # token-id elements waiting here allow their sets wholesale
-        or_token_sets(tokens, A[A_RULE_START], items_s, set_starts, top, out, r)
+    if A[A_TOKENS][0] > 0:  # token-id elements waiting here allow their sets wholesale
+        or_token_sets(A, chart, top, out, r)
     # Stop tokens are stops only: allowed exactly when the root rule can end here, even if
     # their text would also match the grammar.
-    ends = can_end(A[A_STATE_RULE], A[A_STATE_FINAL], items_s, items_o, set_starts, top, root)
+    ends = can_end(A, chart, top, G.root)
+    stop_ids = M.stop_ids
     for q in range(stop_ids.shape[0]):
         t = stop_ids[q]
         if ends:
             _set_bit(out, r, t)
         else:
             out[r, t >> 5] &= ~(np.int32(1) << np.int32(t & 31))
-    memo_store(items_s, items_o, set_starts, top, memo_key, memo_meta, memo_row, out, r)
+    memo_store(chart, top, S, out, r)
     return 0
 
 
@@ -529,11 +443,14 @@ def _sift_down(a, start, end):
 # memo_meta[0]: items in the memo key (-1: empty); memo_meta[1]: the floor - every chart set
 # at or below it is unchanged since the memo was stored (rollback lowers it).
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def memo_lookup(items_s, items_o, set_starts, top, memo_key, memo_meta):
-    """Whether the memo row is the mask of set ``top``.
+def memo_lookup(chart, top, S):
+    """Whether the memo row of ``S`` is the mask of set ``top``.
 
     The key is the top set's items, with origins equal to the top written as -1; any other
     origin must be at or below the floor so that the sets it reaches are the same."""
+    items_s, items_o, set_starts = chart
+    memo_key = S.memo_key
+    memo_meta = S.memo_meta
     lo = set_starts[top]
     n = set_starts[top + 1] - lo
     if memo_meta[0] != n:
@@ -553,9 +470,13 @@ def memo_lookup(items_s, items_o, set_starts, top, memo_key, memo_meta):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def memo_store(items_s, items_o, set_starts, top, memo_key, memo_meta, memo_row, out, r):
+def memo_store(chart, top, S, out, r):
     """Remember row ``r`` of ``out`` as the mask of set ``top`` (skipped if the set is too
     large for the key)."""
+    items_s, items_o, set_starts = chart
+    memo_key = S.memo_key
+    memo_meta = S.memo_meta
+    memo_row = S.memo_row
     lo = set_starts[top]
     n = set_starts[top + 1] - lo
     if n > memo_key.shape[1]:
@@ -572,25 +493,13 @@ def memo_store(items_s, items_o, set_starts, top, memo_key, memo_meta, memo_row,
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def check_candidates(
-    A, sv_ids, sv_offsets, sv_data, items_s, items_o, set_starts, top, cand, n, out, r
-):
+def check_candidates(A, vocab, chart, top, cand, n, out, r):
     """Scan each candidate ``cand[:n]`` (sorted-vocabulary indices, ascending) on the real
-    chart and set its bit in row ``r`` when all of its bytes are read. Returns 0 or
-    OVERFLOW."""
-    (
-        rule_start,
-        rule_nullable,
-        state_rule,
-        state_final,
-        byte_class,
-        n_classes,
-        trans,
-        ref_ptr,
-        ref_rule,
-        ref_target,
-        _tokens,  # candidates are checked by their bytes; token ids are ORed in later
-    ) = A
+    chart and set its bit in row ``r`` when all of its bytes are read (token ids are ORed
+    in later). Returns 0 or OVERFLOW."""
+    sv_ids = vocab.sv_ids
+    sv_offsets = vocab.sv_offsets
+    sv_data = vocab.sv_data
     if n == 0:
         return 0
     max_len = 0
@@ -598,7 +507,7 @@ def check_candidates(
         ln = sv_offsets[cand[q] + 1] - sv_offsets[cand[q]]
         if ln > max_len:
             max_len = ln
-    if top + 2 + max_len >= set_starts.shape[0]:
+    if top + 2 + max_len >= chart.set_starts.shape[0]:
         return OVERFLOW
     depth = 0
     prev_lo = 0
@@ -618,23 +527,7 @@ def check_candidates(
         prev_len = length
         fail_at = -1
         while depth < length:
-            st = scan_byte(
-                rule_start,
-                rule_nullable,
-                state_rule,
-                state_final,
-                byte_class,
-                n_classes,
-                trans,
-                ref_ptr,
-                ref_rule,
-                ref_target,
-                items_s,
-                items_o,
-                set_starts,
-                top + depth,
-                sv_data[lo + depth],
-            )
+            st = scan_byte(A, chart, top + depth, sv_data[lo + depth])
             if st == REJECT:
                 fail_at = depth
                 break

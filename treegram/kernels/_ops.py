@@ -1,19 +1,20 @@
 """Matcher operations over a matcher's state arrays: accept, rollback, fill, traverse.
 
-One matcher's state is a handful of arrays (see ``GrammarMatcher``):
-
-* ``items_s``, ``items_o``, ``set_starts``: the Earley chart;
-* ``meta`` int64 [4]: top set, number of history steps, stopped flag,
-  terminate-without-stop-token flag;
-* ``hist`` int32 [cap]: the top set before each accepted step (rollback pops it);
-* ``stop_ids`` int32, ``bufs`` int32 [2, cap], the mask memo (``memo_key``,
-  ``memo_meta``, ``memo_row``) and ``cand`` int32 [cap] (uncertain-token scratch).
+One matcher's state is two bundles (``_layout``): a ``MatcherState`` (the Earley chart;
+``meta`` int64 [4]: top set, number of history steps, stopped flag,
+terminate-without-stop-token flag; ``hist`` int32 [cap]: the top set before each accepted
+step, which rollback pops; ``stop_ids`` int32) and a ``Scratch`` (``bufs`` int32 [2, cap],
+the mask memo and ``cand`` int32 [cap], the uncertain-token scratch). A grammar is a
+``Grammar`` bundle: the *unpacked* automaton ``A``, its root rule, its token classes and
+the vocabulary. Entry points unpack the packed buffer once per call, since every slice
+costs an atomic reference count, and build the bundles from their flat arguments or the
+matcher's registry row (numba passes a bundle as one argument and folds its fields, so
+bundles cost nothing inside; Python hands kernels flat arrays and plain tuples, which
+numba types fastest).
 
 Like the mask kernels they run without reference counting and never allocate.
 
-The scalar API and the batch kernels call the same functions, so both behave alike. The
-functions take the *unpacked* automaton ``A`` and its root rule: entry points unpack the
-packed buffer once per call, since every slice costs an atomic reference count.
+The scalar API and the batch kernels call the same functions, so both behave alike.
 Every function returns a status instead of raising: ``OVERFLOW`` (grow the chart),
 ``HIST_FULL`` (grow ``hist``), ``BUFS_FULL`` / ``CAND_FULL`` (grow a scratch),
 ``NEED_CLASSIFY - k`` (classify ``bufs[1, :k]``) or ``TIMEOUT``; the matcher state is then
@@ -27,13 +28,6 @@ from numba import njit
 from ._clock import monotonic_ns
 from ._earley import can_end, scan_bytes, scan_token, unpack
 from ._layout import (
-    A_REF_PTR,
-    A_REF_RULE,
-    A_REF_TARGET,
-    A_RULE_NULLABLE,
-    A_RULE_START,
-    A_STATE_FINAL,
-    A_STATE_RULE,
     A_TOKENS,
     HIST_FULL,
     M_NO_STOP,
@@ -43,18 +37,22 @@ from ._layout import (
     PACK_ROOT_RULE,
     REJECT,
     TIMEOUT,
+    Chart,
+    MatcherState,
 )
 from ._mask import fill_row
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def accept_token_op(
-    A, root, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist, stop_ids, token
-):
-    """Accept ``token`` (an id already checked to be in range).
+def accept_token_op(A, root, tok_offsets, tok_data, M, token):
+    """Accept ``token`` (an id already checked to be in range) at matcher position ``M``,
+    reading its bytes from the token table (``tok_offsets``, ``tok_data``).
 
     Returns 1 if accepted, 0 if rejected (state unchanged), or a negative status.
     """
+    meta = M.meta
+    hist = M.hist
+    stop_ids = M.stop_ids
     if meta[M_STOPPED]:
         return 0
     if meta[M_STEPS] >= hist.shape[0]:
@@ -62,9 +60,7 @@ def accept_token_op(
     top = meta[M_TOP]
     for q in range(stop_ids.shape[0]):
         if stop_ids[q] == token:
-            if meta[M_NO_STOP] or not can_end(
-                A[A_STATE_RULE], A[A_STATE_FINAL], items_s, items_o, set_starts, top, root
-            ):
+            if meta[M_NO_STOP] or not can_end(A, M.chart, top, root):
                 return 0
             hist[meta[M_STEPS]] = top
             meta[M_STEPS] += 1
@@ -72,50 +68,15 @@ def accept_token_op(
             return 1
     lo = tok_offsets[token]
     hi = tok_offsets[token + 1]
-    tokens = A[A_TOKENS]
     if lo == hi:  # no text: a special token (token-id elements never hold one)
         return 0
     new_top = REJECT
     if lo < hi:  # the token's bytes, through the text elements
-        new_top = scan_bytes(
-            A[0],
-            A[1],
-            A[2],
-            A[3],
-            A[4],
-            A[5],
-            A[6],
-            A[7],
-            A[8],
-            A[9],
-            items_s,
-            items_o,
-            set_starts,
-            top,
-            tok_data,
-            lo,
-            hi,
-        )
+        new_top = scan_bytes(A, M.chart, top, tok_data, lo, hi)
         if new_top < 0 and new_top != REJECT:
             return new_top
-    if tokens[0] > 0 and lo < hi:  # and its id, through the token-id elements at top
-        new_top = scan_token(
-            A[A_RULE_START],
-            A[A_RULE_NULLABLE],
-            A[A_STATE_RULE],
-            A[A_STATE_FINAL],
-            A[A_REF_PTR],
-            A[A_REF_RULE],
-            A[A_REF_TARGET],
-            tokens,
-            items_s,
-            items_o,
-            set_starts,
-            top,
-            new_top,
-            token,
-            hi - lo,
-        )
+    if A[A_TOKENS][0] > 0 and lo < hi:  # and its id, through the token-id elements at top
+        new_top = scan_token(A, M.chart, top, new_top, token, hi - lo)
         if new_top < 0 and new_top != REJECT:
             return new_top
     if new_top == REJECT:
@@ -124,6 +85,12 @@ def accept_token_op(
     meta[M_STEPS] += 1
     meta[M_TOP] = new_top
     return 1
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def accept_in(G, M, token):
+    """``accept_token_op`` on grammar ``G`` (its automaton and token table)."""
+    return accept_token_op(G.automaton, G.root, G.vocab.tok_offsets, G.vocab.tok_data, M, token)
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -142,53 +109,9 @@ def rollback_op(meta, hist, memo_meta, n):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def fill_op(
-    A,
-    root,
-    state_class,
-    cls_meta,
-    acc_pool,
-    unc_pool,
-    sv_ids,
-    sv_offsets,
-    sv_data,
-    items_s,
-    items_o,
-    set_starts,
-    meta,
-    stop_ids,
-    bufs,
-    memo_key,
-    memo_meta,
-    memo_row,
-    cand,
-    out,
-    r,
-):
-    """Fill row ``r`` of ``out`` with the mask of the matcher's position (``fill_row``)."""
-    return fill_row(
-        A,
-        root,
-        state_class,
-        cls_meta,
-        acc_pool,
-        unc_pool,
-        sv_ids,
-        sv_offsets,
-        sv_data,
-        items_s,
-        items_o,
-        set_starts,
-        meta[M_TOP],
-        stop_ids,
-        out,
-        r,
-        bufs,
-        memo_key,
-        memo_meta,
-        memo_row,
-        cand,
-    )
+def rollback_in(M, S, n):
+    """``rollback_op`` of the matcher whose position is ``M`` and scratch ``S``."""
+    return rollback_op(M.meta, M.hist, S.memo_meta, n)
 
 
 # The scalar entry point inlines the body (a call costs about 70 ns of its 1.9 us on
@@ -203,68 +126,15 @@ _accept_token_inlined = njit(nogil=True, cache=True, inline="always", _nrt=False
 def accept_token_entry(
     ab, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist, stop_ids, token
 ):
-    """``accept_token_op`` on a packed automaton (scalar entry point)."""
+    """``accept_token_op`` on a packed automaton and flat matcher arrays (scalar entry
+    point, for a matcher without a registry slot)."""
     return _accept_token_inlined(
         unpack(ab),
         ab[PACK_ROOT_RULE],
         tok_offsets,
         tok_data,
-        items_s,
-        items_o,
-        set_starts,
-        meta,
-        hist,
-        stop_ids,
+        MatcherState(Chart(items_s, items_o, set_starts), meta, hist, stop_ids),
         token,
-    )
-
-
-@njit(nogil=True, cache=True, _nrt=False)
-def fill_entry(
-    ab,
-    state_class,
-    cls_meta,
-    acc_pool,
-    unc_pool,
-    sv_ids,
-    sv_offsets,
-    sv_data,
-    items_s,
-    items_o,
-    set_starts,
-    meta,
-    stop_ids,
-    bufs,
-    memo_key,
-    memo_meta,
-    memo_row,
-    cand,
-    out,
-    r,
-):
-    """``fill_op`` on a packed automaton (scalar entry point)."""
-    return fill_op(
-        unpack(ab),
-        ab[PACK_ROOT_RULE],
-        state_class,
-        cls_meta,
-        acc_pool,
-        unc_pool,
-        sv_ids,
-        sv_offsets,
-        sv_data,
-        items_s,
-        items_o,
-        set_starts,
-        meta,
-        stop_ids,
-        bufs,
-        memo_key,
-        memo_meta,
-        memo_row,
-        cand,
-        out,
-        r,
     )
 
 
@@ -274,54 +144,25 @@ def _allowed(out, r, token):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def traverse_op(
-    A,
-    root_rule,
-    state_class,
-    cls_meta,
-    acc_pool,
-    unc_pool,
-    sv_ids,
-    sv_offsets,
-    sv_data,
-    tok_offsets,
-    tok_data,
-    items_s,
-    items_o,
-    set_starts,
-    meta,
-    hist,
-    stop_ids,
-    bufs,
-    memo_key,
-    memo_meta,
-    memo_row,
-    cand,
-    next_token,
-    next_sibling,
-    draft,
-    out,
-    row_base,
-    root,
-    vocab_size,
-    deadline_ns,
-    clock,
-    stack,
-):
+def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
     """Fill the masks of every reachable node of one draft tree.
 
-    Rows ``out[row_base + j]`` of all ``N`` nodes are zeroed first; node ``root`` gets the
-    current mask; a child whose token its parent's mask allows is accepted, its mask
-    filled unless the matcher stopped, its children visited, then it is rolled back.
-    Depth-first with an explicit ``stack`` (int32 [N + 1]), so depth is unbounded.
-    ``root`` is the root *node*; ``root_rule`` the grammar's root rule.
-    The matcher ends exactly where it started, whatever the status.
+    Rows ``out[row_base + j]`` of all ``N`` nodes of ``tree`` (``_layout.Tree``) are
+    zeroed first; node ``root`` gets the current mask; a child whose token its parent's
+    mask allows is accepted, its mask filled unless the matcher stopped, its children
+    visited, then it is rolled back. Depth-first with an explicit ``walk.stack`` (int32
+    [N + 1]), so depth is unbounded. ``root`` is the root *node* (``G.root`` the grammar's
+    root rule). The matcher ends exactly where it started, whatever the status.
 
     Returns
     -------
     int
-        0 when complete, TIMEOUT when ``deadline_ns`` (> 0) passed, or a negative status.
+        0 when complete, TIMEOUT when ``walk.deadline_ns`` (> 0) passed, or a negative
+        status.
     """
+    meta = M.meta
+    next_token, next_sibling, draft = tree
+    stack = walk.stack
     n = draft.shape[0]
     for j in range(n):
         for w in range(out.shape[1]):
@@ -332,29 +173,7 @@ def traverse_op(
     status = 0
     if stopped0:
         return 0  # a stopped matcher allows nothing: every row stays zero
-    status = fill_op(
-        A,
-        root_rule,
-        state_class,
-        cls_meta,
-        acc_pool,
-        unc_pool,
-        sv_ids,
-        sv_offsets,
-        sv_data,
-        items_s,
-        items_o,
-        set_starts,
-        meta,
-        stop_ids,
-        bufs,
-        memo_key,
-        memo_meta,
-        memo_row,
-        cand,
-        out,
-        row_base + root,
-    )
+    status = fill_row(G, M, S, out, row_base + root)
     if status < 0:
         return status
     sp = 0
@@ -366,60 +185,30 @@ def traverse_op(
             if sp == 0:
                 break
             parent = stack[sp]
-            rollback_op(meta, hist, memo_meta, 1)
+            rollback_in(M, S, 1)
             sp -= 1
             v = next_sibling[parent]
             continue
         visits += 1
-        if deadline_ns > 0 and (visits & 15) == 0 and monotonic_ns(clock) > deadline_ns:
+        if (
+            walk.deadline_ns > 0
+            and (visits & 15) == 0
+            and monotonic_ns(walk.clock) > walk.deadline_ns
+        ):
             status = TIMEOUT
             break
         token = draft[v]
         p = stack[sp]
         if 0 <= token < vocab_size and _allowed(out, row_base + p, token):
-            acc = accept_token_op(
-                A,
-                root_rule,
-                tok_offsets,
-                tok_data,
-                items_s,
-                items_o,
-                set_starts,
-                meta,
-                hist,
-                stop_ids,
-                token,
-            )
+            acc = accept_in(G, M, token)
             if acc < 0:
                 status = acc
                 break
             if acc == 1:
                 if not meta[M_STOPPED]:
-                    status = fill_op(
-                        A,
-                        root_rule,
-                        state_class,
-                        cls_meta,
-                        acc_pool,
-                        unc_pool,
-                        sv_ids,
-                        sv_offsets,
-                        sv_data,
-                        items_s,
-                        items_o,
-                        set_starts,
-                        meta,
-                        stop_ids,
-                        bufs,
-                        memo_key,
-                        memo_meta,
-                        memo_row,
-                        cand,
-                        out,
-                        row_base + v,
-                    )
+                    status = fill_row(G, M, S, out, row_base + v)
                     if status < 0:
-                        rollback_op(meta, hist, memo_meta, 1)
+                        rollback_in(M, S, 1)
                         break
                 sp += 1
                 stack[sp] = v
@@ -427,78 +216,7 @@ def traverse_op(
                 continue
         v = next_sibling[v]
     # Restore the starting position whatever happened (all steps above steps0 undone).
-    rollback_op(meta, hist, memo_meta, meta[M_STEPS] - steps0)
+    rollback_in(M, S, meta[M_STEPS] - steps0)
     meta[M_TOP] = top0
     meta[M_STOPPED] = stopped0
     return status
-
-
-@njit(nogil=True, cache=True, _nrt=False)
-def traverse_entry(
-    ab,
-    state_class,
-    cls_meta,
-    acc_pool,
-    unc_pool,
-    sv_ids,
-    sv_offsets,
-    sv_data,
-    tok_offsets,
-    tok_data,
-    items_s,
-    items_o,
-    set_starts,
-    meta,
-    hist,
-    stop_ids,
-    bufs,
-    memo_key,
-    memo_meta,
-    memo_row,
-    cand,
-    next_token,
-    next_sibling,
-    draft,
-    out,
-    row_base,
-    root,
-    vocab_size,
-    deadline_ns,
-    clock,
-    stack,
-):
-    """``traverse_op`` on a packed automaton (scalar entry point)."""
-    return traverse_op(
-        unpack(ab),
-        ab[PACK_ROOT_RULE],
-        state_class,
-        cls_meta,
-        acc_pool,
-        unc_pool,
-        sv_ids,
-        sv_offsets,
-        sv_data,
-        tok_offsets,
-        tok_data,
-        items_s,
-        items_o,
-        set_starts,
-        meta,
-        hist,
-        stop_ids,
-        bufs,
-        memo_key,
-        memo_meta,
-        memo_row,
-        cand,
-        next_token,
-        next_sibling,
-        draft,
-        out,
-        row_base,
-        root,
-        vocab_size,
-        deadline_ns,
-        clock,
-        stack,
-    )

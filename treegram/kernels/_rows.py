@@ -25,42 +25,32 @@ from ._layout import M_NO_STOP, M_STOPPED
 
 @njit(nogil=True, cache=True, _nrt=False)
 def batch_unfilled_rows(
-    mtab,
-    mslots,
-    next_token,
-    next_sibling,
-    draft,
-    out,
-    requests,
-    roots,
-    n_nodes,
-    vocab_size,
-    value,
-    last_nodes,
-    filled,
-    stack,
-    start,
-    stop,
+    mtab, mslots, tree, out, jobs, vocab_size, value, last_nodes, scratch, start, stop
 ):
     """For each request ``i = requests[k]``, ``k`` in ``[start, stop)``: write ``value``
-    into every word of the rows ``i * n_nodes + j`` the traversal did not fill (nothing
+    into every word of the rows ``i * N + j`` the traversal did not fill (nothing
     when ``value`` is 0, what the traversal left there), and the last node it accepted,
     in depth-first order, into ``last_nodes[k]`` (-1 when none; ``last_nodes`` may be
     shorter than ``stop`` when not wanted: it is then not written).
 
-    ``next_token``/``next_sibling`` int64 [T, N] (T = 1: shared), ``draft`` int64 [B, N],
-    ``roots`` int64 [K]; ``filled`` bool [>= N] and ``stack`` int64 [>= N + 1] are scratch.
+    ``tree`` is the plain tuple of a ``_layout.Tree``: ``next_token``/``next_sibling``
+    int64 [T, N] (T = 1: shared), ``draft`` int64 [B, N]; ``jobs`` = ``(requests, roots)``,
+    int64 [K] each; ``scratch`` = ``(filled, stack)``: bool [>= N] and int64 [>= N + 1].
     The matchers must be where the traversal left them (where they started).
     """
+    next_token, next_sibling, draft = tree
+    requests, roots = jobs
+    filled, stack = scratch
+    n_nodes = draft.shape[1]
     shared = next_token.shape[0] == 1
     want_last = last_nodes.shape[0] >= stop
     n_words = out.shape[1]
     for k in range(start, stop):
         i = requests[k]
         t = 0 if shared else i
-        m = _matcher(mtab, mslots[i])
-        meta = m[3]
-        stops = m[5]
+        state, _ = _matcher(mtab, mslots[i])
+        meta = state.meta
+        stops = state.stop_ids
         base = i * n_nodes
         for j in range(n_nodes):
             filled[j] = False

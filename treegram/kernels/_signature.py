@@ -20,6 +20,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._earley import unpack
+from ._layout import (
+    A_BYTE_CLASS,
+    A_N_CLASSES,
+    A_REF_PTR,
+    A_REF_RULE,
+    A_REF_TARGET,
+    A_RULE_NULLABLE,
+    A_RULE_START,
+    A_STATE_FINAL,
+    A_STATE_RULE,
+    A_TRANS,
+)
+
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
@@ -35,31 +49,14 @@ def _mix(h, v):
 
 @njit(nogil=True, cache=True)
 def state_signature(
-    rule_start,
-    rule_nullable,
-    state_rule,
-    state_final,
-    byte_class,
-    n_classes,
-    trans,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    state,
-    chain_targets,
-    top_targets,
-    follow,
-    max_depth,
-    cap,
-    key0,
-    key1,
-    canon,
-    rule_canon,
+    ab, state, chain_targets, top_targets, follow, max_depth, cap, key0, key1, canon, rule_canon
 ):
     """Canonical hash of the part of the automaton a classification of ``state`` can see.
 
     Parameters
     ----------
+    ab : int32 array
+        The packed automaton (``Automaton.packed``: one array to type per call, not ten).
     state : int
         The automaton state.
     chain_targets, top_targets : int64 [m], int64 [k]
@@ -83,6 +80,17 @@ def state_signature(
     (bool, uint64, uint64)
         ``(True, h0, h1)``, or ``(False, 0, 0)`` when the window exceeds ``cap`` states.
     """
+    A = unpack(ab)
+    rule_start = A[A_RULE_START]
+    rule_nullable = A[A_RULE_NULLABLE]
+    state_rule = A[A_STATE_RULE]
+    state_final = A[A_STATE_FINAL]
+    byte_class = A[A_BYTE_CLASS]
+    n_classes = A[A_N_CLASSES]
+    trans = A[A_TRANS]
+    ref_ptr = A[A_REF_PTR]
+    ref_rule = A[A_REF_RULE]
+    ref_target = A[A_REF_TARGET]
     order = np.empty(cap + 1, dtype=np.int64)
     depth = np.empty(cap + 1, dtype=np.int64)
     # Byte runs of equal class, so a state's transitions are read per run, not per byte.

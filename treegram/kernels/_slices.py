@@ -22,6 +22,18 @@ import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
+from ._earley import unpack
+from ._layout import (
+    A_BYTE_CLASS,
+    A_N_CLASSES,
+    A_REF_PTR,
+    A_REF_RULE,
+    A_REF_TARGET,
+    A_RULE_NULLABLE,
+    A_RULE_START,
+    A_STATE_FINAL,
+    A_TRANS,
+)
 from ._mask import _sort_unique
 
 DEAD = -1
@@ -268,25 +280,19 @@ def joint_byte_classes(dfa, byte_class):
 
 
 @njit(nogil=True, cache=True)
-def _reads_every_lead(
-    dfa,
-    reps,
-    rule_start,
-    rule_nullable,
-    byte_class,
-    n_classes,
-    trans,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    state,
-    chain_targets,
-    top_targets,
-):
+def _reads_every_lead(dfa, reps, A, state, chain_targets, top_targets):
     """False when the seed surely cannot read some first byte of a slice character: no
     state it reaches without reading (calls, nullable calls, its return states; an
     over-approximation) has a transition on it. True when it may (or the closure is too
     large to tell)."""
+    rule_start = A[A_RULE_START]
+    rule_nullable = A[A_RULE_NULLABLE]
+    byte_class = A[A_BYTE_CLASS]
+    n_classes = A[A_N_CLASSES]
+    trans = A[A_TRANS]
+    ref_ptr = A[A_REF_PTR]
+    ref_rule = A[A_REF_RULE]
+    ref_target = A[A_REF_TARGET]
     seen = np.empty(_MAX_CLOSURE, dtype=np.int64)
     n = 1
     seen[0] = state
@@ -333,13 +339,18 @@ def _grown_table(table, node_hash, n_nodes):
 
 
 @njit(nogil=True, cache=True)
-def reads_string_text(dfa, reps, byte_class, n_classes, trans, ref_ptr, state):
+def reads_string_text(dfa, reps, ab, state):
     """Whether ``state`` may read every first byte of a slice character without a context:
     it has a call (``_reads_every_lead`` decides it) or a transition on each such byte.
     Otherwise ``_reads_every_lead`` is False with no context, so ``slice_reach`` gives no
     reach and ``wide_near_rule_end`` is False: a check of the state's own row spares those
     kernels (and asks nothing of the rest of the automaton, so a grammar's first mask
     does not pay for a pass over all its states)."""
+    A = unpack(ab)
+    byte_class = A[A_BYTE_CLASS]
+    n_classes = A[A_N_CLASSES]
+    trans = A[A_TRANS]
+    ref_ptr = A[A_REF_PTR]
     if ref_ptr[state + 1] > ref_ptr[state]:
         return True
     for k in range(reps.shape[0]):
@@ -349,21 +360,7 @@ def reads_string_text(dfa, reps, byte_class, n_classes, trans, ref_ptr, state):
 
 
 @njit(nogil=True, cache=True)
-def wide_near_rule_end(
-    dfa,
-    reps,
-    rule_start,
-    rule_nullable,
-    state_final,
-    byte_class,
-    n_classes,
-    trans,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    state,
-    max_len,
-):
+def wide_near_rule_end(dfa, reps, ab, state, max_len):
     """Whether ``state`` may read any first byte of a slice character and its rule may end
     after fewer than ``max_len`` bytes of slice text: a state inside a string body close to
     the end of its rule (a block of a length-bounded string), not one whose rule ends with
@@ -374,21 +371,14 @@ def wide_near_rule_end(
     The distance is a lower bound (a call counts as reading nothing; a byte class counts as
     slice text when one of its bytes is), so the answer may be True for a state that
     cannot end that soon; that only costs a context lookup."""
-    if not _reads_every_lead(
-        dfa,
-        reps,
-        rule_start,
-        rule_nullable,
-        byte_class,
-        n_classes,
-        trans,
-        ref_ptr,
-        ref_rule,
-        ref_target,
-        state,
-        _NO_FRAMES,
-        _NO_FRAMES,
-    ):
+    A = unpack(ab)
+    state_final = A[A_STATE_FINAL]
+    byte_class = A[A_BYTE_CLASS]
+    n_classes = A[A_N_CLASSES]
+    trans = A[A_TRANS]
+    ref_ptr = A[A_REF_PTR]
+    ref_target = A[A_REF_TARGET]
+    if not _reads_every_lead(dfa, reps, A, state, _NO_FRAMES, _NO_FRAMES):
         return False
     # breadth first, one level per byte read; a call is followed to its return state at
     # no cost (it is put in the current level)
@@ -452,25 +442,7 @@ def _bytes_by_slice_state(dfa, reps):
 
 @njit(nogil=True, cache=True)
 def slice_reach(
-    dfa,
-    reps,
-    rule_start,
-    rule_nullable,
-    state_final,
-    byte_class,
-    n_classes,
-    trans,
-    ref_ptr,
-    ref_rule,
-    ref_target,
-    state,
-    chain_targets,
-    top_targets,
-    max_leads,
-    min_inexact,
-    cap,
-    deadline,
-    clock,
+    dfa, reps, ab, state, chain_targets, top_targets, max_leads, min_inexact, cap, deadline, clock
 ):
     """How many characters of slice text the walk seeded at ``state`` surely accepts.
 
@@ -494,6 +466,8 @@ def slice_reach(
     reps : int64 [n_reps]
         One byte of each class of bytes that neither the slice DFA nor the automaton tells
         apart (``joint_byte_classes``).
+    ab : int32 array
+        The packed automaton (``Automaton.packed``: one array to type per call, not ten).
     state : int
         Automaton state.
     chain_targets, top_targets : int64 [m], int64 [k]
@@ -521,21 +495,17 @@ def slice_reach(
         token is REJECTED. ``(0, False)`` when a limit was reached, ``(-1, False)`` at the
         deadline.
     """
-    if not _reads_every_lead(
-        dfa,
-        reps,
-        rule_start,
-        rule_nullable,
-        byte_class,
-        n_classes,
-        trans,
-        ref_ptr,
-        ref_rule,
-        ref_target,
-        state,
-        chain_targets,
-        top_targets,
-    ):
+    A = unpack(ab)
+    rule_start = A[A_RULE_START]
+    rule_nullable = A[A_RULE_NULLABLE]
+    state_final = A[A_STATE_FINAL]
+    byte_class = A[A_BYTE_CLASS]
+    n_classes = A[A_N_CLASSES]
+    trans = A[A_TRANS]
+    ref_ptr = A[A_REF_PTR]
+    ref_rule = A[A_REF_RULE]
+    ref_target = A[A_REF_TARGET]
+    if not _reads_every_lead(dfa, reps, A, state, chain_targets, top_targets):
         return 0, False  # some one-character slice text fails: no reach (before allocating)
     node_q = np.empty(cap, dtype=np.int64)
     node_d = np.empty(cap, dtype=np.int64)

@@ -18,6 +18,7 @@ __all__ = [
     "view_i32",
     "view_i64",
     "view_u8",
+    "view_bool",
     "view_i32_2d",
     "view_i64_2d",
     "view_i32_ro",
@@ -63,6 +64,7 @@ def _view_maker(nbtype, ndim: int, readonly: bool = False):
 view_i32 = _view_maker(types.int32, 1)
 view_i64 = _view_maker(types.int64, 1)
 view_u8 = _view_maker(types.uint8, 1)
+view_bool = _view_maker(types.boolean, 1)
 view_i32_2d = _view_maker(types.int32, 2)
 view_i64_2d = _view_maker(types.int64, 2)
 # Read-only views of arrays the scalar entry points receive read-only (the sorted

@@ -234,9 +234,10 @@ def _rows_scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.empty(n, dtype=np.bool_), np.empty(n + 1, dtype=np.int64)
 
 
-def _traverse_scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """A traversal's own stack (int32 [n + 1]) and clock buffer (int64 [2])."""
-    return np.empty(n + 1, dtype=np.int32), np.zeros(2, dtype=np.int64)
+def _traverse_walk(n: int, deadline: int) -> tuple:
+    """A traversal's own stack (int32 [n + 1]) and clock buffer (int64 [2]), and its
+    deadline: the plain tuple of a ``kernels.layout.Walk``."""
+    return np.empty(n + 1, dtype=np.int32), np.zeros(2, dtype=np.int64), deadline
 
 
 def _index_vector(values, name: str, n: int | None = None) -> np.ndarray:
@@ -727,19 +728,16 @@ class BatchGrammarMatcher:
         if k == 0:
             return []
         status = np.zeros(k, dtype=np.int64)
-        args = (next_token, next_sibling, draft, out, requests, roots, n, vocab, deadline, status)
+        tree = (next_token, next_sibling, draft)  # a kernels.layout.Tree
+        args = (tree, out, (requests, roots, status), vocab)
         post = None  # the unfilled-rows pass, run in the same chunks as the traversal
         if unfilled_rows or last_nodes is not None:
             post = (
                 MATCHERS.table,
                 mslots,
-                next_token,
-                next_sibling,
-                draft,
+                tree,
                 out,
-                requests,
-                roots,
-                n,
+                (requests, roots),
                 vocab,
                 unfilled_rows,
                 _NO_LAST if last_nodes is None else last_nodes,
@@ -752,12 +750,12 @@ class BatchGrammarMatcher:
                 gslots,
                 mslots,
                 *args,
-                *_traverse_scratch(n),
+                _traverse_walk(n, deadline),
                 start,
                 stop,
             )
             if post is not None:
-                _rows.batch_unfilled_rows(*post, *_rows_scratch(n), start, stop)
+                _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
 
         self._run(kernel, k, n * out.shape[1])
         if flags is None and not status.any():
@@ -768,7 +766,7 @@ class BatchGrammarMatcher:
             requests,
             status,
             lambda j: self._run_one(
-                _batch.batch_traverse, (gslots, mslots, *args, *_traverse_scratch(n)), j
+                _batch.batch_traverse, (gslots, mslots, *args, _traverse_walk(n, deadline)), j
             ),
             extra_bytes=None,
             deadline=deadline,
@@ -792,11 +790,11 @@ class BatchGrammarMatcher:
             for j in np.flatnonzero(counted).tolist():
                 r = int(requests[j])
                 m = matchers[r]
-                tree = r if next_token.shape[0] > 1 else 0
+                t = r if next_token.shape[0] > 1 else 0
                 rows = out[r * n : (r + 1) * n]
                 rows[:] = 0
                 done = m._traverse_by_steps(
-                    next_token[tree], next_sibling[tree], draft[r], rows, int(roots[j]), deadline
+                    next_token[t], next_sibling[t], draft[r], rows, int(roots[j]), deadline
                 )
                 status[j] = 0 if done else 1
         if post is not None:
@@ -818,7 +816,7 @@ class BatchGrammarMatcher:
         """The unfilled-rows pass for request ``j`` alone (after its walk was redone)."""
         REGISTRY_LOCK.acquire_read()
         try:
-            _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], *_rows_scratch(n), j, j + 1)
+            _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], _rows_scratch(n), j, j + 1)
         finally:
             REGISTRY_LOCK.release_read()
 

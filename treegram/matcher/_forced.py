@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ArgumentError, BitmaskError, DraftTreeError
-from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK
+from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK, layout
 from ..kernels import forced as _forced
 from ._batch import BatchGrammarMatcher, _check_distinct, _claiming, _hold, _slot_arrays
 from ._bitmask import as_bitmask_array
@@ -95,8 +95,8 @@ def _scratch(nodes: int, fb_len: int, words: int) -> tuple:
 
 
 def _trie_arrays(sorted_vocab) -> tuple:
-    """The trie arrays the kernel walks, and which bytes are single-byte tokens; computed
-    once per vocabulary."""
+    """The trie arrays the kernel walks, and which bytes are single-byte tokens: the plain
+    tuple of a ``kernels.layout.TokenTrie``, computed once per vocabulary."""
     cached = _TRIES.get(sorted_vocab)
     if cached is None:
         node_byte, _depth, node_end, _first, tok_lo, tok_hi = sorted_vocab.trie
@@ -106,7 +106,16 @@ def _trie_arrays(sorted_vocab) -> tuple:
             if tok_lo[c] < tok_hi[c]:
                 single[node_byte[c]] = True
             c = int(node_end[c])
-        cached = (node_byte, node_end, tok_lo, tok_hi, single, int(sorted_vocab.max_len))
+        cached = tuple(
+            layout.TokenTrie(
+                node_byte=node_byte,
+                node_end=node_end,
+                node_tok_lo=tok_lo,
+                node_tok_hi=tok_hi,
+                single=single,
+                max_len=int(sorted_vocab.max_len),
+            )
+        )
         _TRIES[sorted_vocab] = cached
     return cached
 
@@ -322,42 +331,30 @@ def extend_draft_trees(
     result = np.zeros(b, dtype=np.int64)
     if b == 0:
         return ExtendedTrees(trees[0], trees[1], trees[2], trees[3], result, n)
-    node_byte, node_end, tok_lo, tok_hi, single, max_len = _trie_arrays(
-        matchers[0]._compiled.tokenizer_info.sorted_vocab
-    )
+    trie = _trie_arrays(matchers[0]._compiled.tokenizer_info.sorted_vocab)
+    max_len = trie[-1]  # TokenTrie.max_len
     # Forced bytes looked at per round: enough for the budget, and at least two tokens' worth
     # (a round leaves its last max_len bytes to the next one when the scratch cuts it).
     fb_len = max(2 * max_len + 1, min(_FORCED_BYTES, most * max_len + 1))
     words_per_item = m * (words if with_masks else 1)
+    tree = (next_token, next_sibling, draft)
+    outputs = (trees, out, with_masks)
+    jobs = (roots, budgets, per_leaf, result)
 
     def run(start: int, stop: int) -> int:  # under the registry read lock
-        walk, fb, seen, row = _scratch(m + 1, fb_len, max(words, 1))
+        # the scratch's last array is the single-choice mask row (used without masks, rarely)
+        scratch = _scratch(m + 1, fb_len, max(words, 1))
         return _forced.batch_extend(
             GRAMMARS.table,
             MATCHERS.table,
             gslots,
             mslots,
-            node_byte,
-            node_end,
-            tok_lo,
-            tok_hi,
-            single,
-            max_len,
-            next_token,
-            next_sibling,
-            draft,
-            roots,
-            trees,
-            out,
-            with_masks,
-            row,  # the single-choice mask row (only used without masks, rarely)
-            budgets,
-            per_leaf,
+            trie,
+            tree,
+            outputs,
+            jobs,
             vocab,
-            result,
-            walk,
-            fb,
-            seen,
+            scratch,
             start,
             stop,
         )

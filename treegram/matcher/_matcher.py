@@ -35,11 +35,9 @@ from ..kernels import (
     accept_bytes,
     accept_token_entry,
     chart_can_end,
-    fill_entry,
     jump_forward,
     row_allows_all,
     start_chart,
-    traverse_entry,
 )
 from ..kernels import batch as _kernels_batch
 from ._bitmask import BitmaskViewCache, check_row_index
@@ -318,7 +316,10 @@ class GrammarMatcher:
 
     # ------------------------------------------------------- arrays and slots
     def _state_arrays(self) -> tuple:
-        """The matcher's arrays in the order the kernels and the registry use."""
+        """The matcher's arrays in the order of its registry row (``kernels.layout``'s
+        ``MATCHER_ROW``): its state, then the vocabulary and the scalar traversal's scratch
+        that only the scalar kernels read there."""
+        sv = self._sv
         return (
             self._items_s,
             self._items_o,
@@ -331,6 +332,15 @@ class GrammarMatcher:
             self._memo_meta,
             self._memo_row,
             self._cand,
+            sv.token_ids,
+            sv.offsets,
+            sv.data,
+            self._tok_offsets,
+            self._tok_data,
+            self._stack,
+            self._clock,
+            self._root1,
+            *self._tree_check,
         )
 
     def _register(self) -> int:
@@ -357,7 +367,6 @@ class GrammarMatcher:
         self._memo_mv = self._memo_meta.data
         # The scalar kernels' array arguments, fixed until an array is re-allocated: one
         # prebuilt tuple costs less per call than loading each attribute.
-        self._grammar_accept_args = (self._ab, self._tok_offsets, self._tok_data)
         self._accept_args = (
             self._ab,
             self._tok_offsets,
@@ -369,19 +378,6 @@ class GrammarMatcher:
             self._hist,
             self._stop_ids,
         )
-        self._fill_args = (
-            self._items_s,
-            self._items_o,
-            self._set_starts,
-            self._meta,
-            self._stop_ids,
-            self._bufs,
-            self._memo_key,
-            self._memo_meta,
-            self._memo_row,
-            self._cand,
-        )
-        self._state = self._state_arrays()
 
     def _arrays_changed(self) -> None:
         self._bind_views()
@@ -487,9 +483,7 @@ class GrammarMatcher:
                 if slot < 0:  # the first token: take the registry slot the kernel reads
                     self._register()
                     slot = self._slot
-                st = _kernels_batch.accept_token_slot(
-                    *self._grammar_accept_args, MATCHERS.table, slot, token_id
-                )
+                st = _kernels_batch.accept_token_slot(self._ab, MATCHERS.table, slot, token_id)
                 if st >= 0:
                     if st == 1 and self._tracks:
                         self._after_token(token_id)
@@ -861,15 +855,14 @@ class GrammarMatcher:
         """Fill row ``r`` of ``out`` with the current mask, classifying what it needs. Past
         ``deadline`` (monotonic nanoseconds, 0: none) no classification starts: the row is
         left zero and False returned."""
-        sv = self._sv
+        if self._slot < 0:
+            self._register()  # the kernel reaches the matcher's state through its slot
         while True:
-            st = fill_entry(
+            st = _kernels_batch.fill_slot(
                 self._ab,
                 *self._store.snapshot(),
-                sv.token_ids,
-                sv.offsets,
-                sv.data,
-                *self._fill_args,
+                MATCHERS.table,
+                self._slot,
                 out,
                 r,
             )
@@ -990,6 +983,7 @@ class GrammarMatcher:
         self._root1[0] = root_position
         if self._tree_check[0].shape[0] < n:
             self._tree_check = check_scratch(max(n, 2 * self._tree_check[0].shape[0]))
+            self._arrays_changed()
         if self._counted is not None:  # walked node by node: checked here (else the kernel)
             check_draft_input(
                 next_token,
@@ -1015,6 +1009,7 @@ class GrammarMatcher:
                 )
         if self._stack.shape[0] <= n:
             self._stack = np.zeros(n + 1, dtype=np.int32)
+            self._arrays_changed()  # the kernel finds the stack in the matcher's row
         done = self._traverse(next_token, next_sibling, draft, out, root_position, deadline)
         if temps is not None:
             temps[:n] = -1.0
@@ -1069,62 +1064,30 @@ class GrammarMatcher:
             return self._traverse_by_steps(
                 next_token, next_sibling, draft, out, int(root_position), deadline
             )
-        sv = self._sv
         if self._slot < 0:
             self._register()  # the first call reaches the state through the slot's row
-        st = _kernels_batch.checked_traverse_slot(
-            self._ab,
-            *self._store.snapshot(),
-            sv.token_ids,
-            sv.offsets,
-            sv.data,
-            self._tok_offsets,
-            self._tok_data,
-            MATCHERS.table,
-            self._slot,
-            next_token,
-            next_sibling,
-            draft,
-            out,
-            0,
-            int(root_position),
-            self._vocab_size,
-            deadline,
-            self._clock,
-            self._stack,
-            self._root1,
-            *self._tree_check,
-        )
-        if st > 0:  # a LINKS_* code: the input is not a valid tree, nothing was written
-            raise_tree_input(st, self._tree_check[2], draft, self._vocab_size, one_d=True)
+        tree = (next_token, next_sibling, draft)  # a kernels.layout.Tree
         while True:
+            st = _kernels_batch.traverse_slot(
+                self._ab,
+                *self._store.snapshot(),
+                MATCHERS.table,
+                self._slot,
+                tree,
+                out,
+                int(root_position),
+                self._vocab_size,
+                deadline,
+            )
+            if st > 0:  # a LINKS_* code: the input is not a valid tree, nothing was written
+                raise_tree_input(st, self._tree_check[2], draft, self._vocab_size, one_d=True)
             if st == 0:
                 return True
             if st == TIMEOUT or past_deadline(deadline):
                 # classifying between kernel runs spends the same budget
                 self._fill_root_row(out, int(root_position), deadline)
                 return False
-            self._resolve(st, None, deadline)
-            st = traverse_entry(  # checked already: the walk again, after room was made
-                self._ab,
-                *self._store.snapshot(),
-                sv.token_ids,
-                sv.offsets,
-                sv.data,
-                self._tok_offsets,
-                self._tok_data,
-                *self._state,
-                next_token,
-                next_sibling,
-                draft,
-                out,
-                0,
-                int(root_position),
-                self._vocab_size,
-                deadline,
-                self._clock,
-                self._stack,
-            )
+            self._resolve(st, None, deadline)  # then the walk again (the check is cheap)
 
     def _fill_root_row(self, out: np.ndarray, row: int, deadline: int) -> None:
         """After a traversal timed out: fill the root's row, the current mask, when it
