@@ -23,6 +23,10 @@ JSON Schema semantics, where an absent ``additionalProperties`` allows any furth
 test into a false negative by design; ``--strict-mode`` measures that instead). For the
 same reason treegram gets ``canonical_integers=False`` without ``--strict-mode`` (the suite
 counts ``1.0`` as an integer; treegram's default writes integers only as ``1``).
+``format`` is an assertion in the groups of ``optional/`` (the suite's tests of the
+format-assertion vocabulary: ``optional/format/``, ``format-assertion.json``); the required
+tests (``format.json``) expect JSON Schema's default, an annotation, and treegram gets
+``format_assertion=False`` there (xgrammar has no such option and keeps its own behaviour).
 The draft-7 groups' schemas are written for that draft: a dict schema without ``$schema``
 gets ``"$schema": "http://json-schema.org/draft-07/schema#"`` (for both engines), so that a
 ``$ref`` overrides its sibling keywords there. Remote ``$ref``s (``http://localhost:1234/...``)
@@ -159,9 +163,10 @@ class TreegramEngine:
         self.version = importlib.metadata.version("treegram")
         self.remotes = remotes or None
 
-    def compile(self, schema: Any):
+    def compile(self, schema: Any, format_assertion: bool = True):
         grammar = self._tg.Grammar.from_json_schema(
             schema,
+            format_assertion=format_assertion,
             any_whitespace=True,
             strict_mode=self.strict_mode,
             canonical_integers=self.strict_mode,
@@ -185,7 +190,7 @@ class XgrammarEngine:
         self.compiler = xgrammar.GrammarCompiler(info)
         self.version = importlib.metadata.version("xgrammar")
 
-    def compile(self, schema: Any):
+    def compile(self, schema: Any, format_assertion: bool = True):  # noqa: ARG002 - no option
         return self.compiler.compile_json_schema(
             json.dumps(schema), any_whitespace=True, strict_mode=self.strict_mode
         )
@@ -213,14 +218,18 @@ def empty_counts() -> dict[str, int]:
 
 
 def run_group(
-    engine, group: dict, texts: list[str | None], draft: str = "draft2020-12"
+    engine,
+    group: dict,
+    texts: list[str | None],
+    draft: str = "draft2020-12",
+    format_assertion: bool = True,
 ) -> tuple[list[str], dict]:
     """Outcome per test of one group, plus the group record (compile status, timing)."""
     tests = group["tests"]
     record: dict[str, Any] = {"compiled": True}
     t0 = time.perf_counter()
     try:
-        compiled = engine.compile(for_draft(group["schema"], draft))
+        compiled = engine.compile(for_draft(group["schema"], draft), format_assertion)
         matcher = engine.matcher(compiled)
     except Exception as exc:  # noqa: BLE001 - any refusal or crash is a compile error
         record["compiled"] = False
@@ -263,7 +272,8 @@ def run(suite: dict, engines: list, progress: Callable[[str], None] | None = Non
                 fc = empty_counts()
                 for gi, group in enumerate(groups):
                     texts = [serialize(t["data"]) for t in group["tests"]]
-                    outcomes, record = run_group(engine, group, texts, draft)
+                    asserted = fname.startswith("optional/")
+                    outcomes, record = run_group(engine, group, texts, draft, asserted)
                     record.update(
                         {
                             "draft": draft,

@@ -226,6 +226,7 @@ class GrammarCompiler:
         max_whitespace_cnt: int | None = None,
         unsupported: str | Collection[str] = "error",
         unknown_format: str = "warn",
+        format_assertion: bool = True,
         canonical_integers: bool = True,
         classify: str = "lazy",
         remote_schemas: Mapping[str, dict | bool] | None = None,
@@ -263,6 +264,8 @@ class GrammarCompiler:
             raise GrammarError(f"canonical_integers must be a bool, got {canonical_integers!r}")
         if not isinstance(any_order, bool):
             raise GrammarError(f"any_order must be a bool, got {any_order!r}")
+        if not isinstance(format_assertion, bool):
+            raise GrammarError(f"format_assertion must be a bool, got {format_assertion!r}")
         options = JsonSchemaOptions(
             any_whitespace=any_whitespace,
             indent=indent,
@@ -271,6 +274,7 @@ class GrammarCompiler:
             max_whitespace_cnt=max_whitespace_cnt,
             unsupported=unsupported,
             unknown_format=unknown_format,
+            format_assertion=format_assertion,
             canonical_integers=canonical_integers,
             remote_schemas=remotes,
             any_order=any_order,

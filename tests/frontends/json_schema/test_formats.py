@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import warnings
 
+import jsonschema
 import pytest
 from schema_matching import accepts, byte_compiler, compile_schema
 
@@ -135,3 +136,43 @@ def test_unknown_format_policies():
             Grammar.from_json_schema(schema, unknown_format=bad)
         with pytest.raises(GrammarError, match="unknown_format must be"):
             byte_compiler().compile_json_schema(schema, unknown_format=bad)
+
+
+FORMAT_ANNOTATION_CASES = [
+    ({"type": "string", "format": "email"}, ["a@b.c", "no at sign", 5]),
+    ({"type": "string", "format": "regex"}, ["^(a", "a+"]),  # refused when asserted
+    ({"type": "string", "format": "idn-hostname", "maxLength": 3}, ["〮", "abcd", "ab"]),
+    ({"not": {"type": "string", "format": "date"}}, ["2024-02-30", "2024-02-29", 1, None]),
+    ({"oneOf": [{"format": "ipv4"}, {"type": "string", "maxLength": 4}]}, ["1.2.3.4", "abc", 7]),
+    (
+        {"properties": {"format": {"const": "uri"}}, "required": ["format"]},
+        [{"format": "uri"}, {"format": "url"}, {}],  # a property named format still counts
+    ),
+    (
+        {"$defs": {"d": {"format": "uuid", "minLength": 2}}, "items": {"$ref": "#/$defs/d"}},
+        [["x"], ["xy"], ["123e4567-e89b-12d3-a456-426614174000"]],
+    ),
+]
+
+
+@pytest.mark.parametrize("schema, instances", FORMAT_ANNOTATION_CASES)
+def test_format_assertion_false_makes_every_format_an_annotation(schema, instances):
+    # the oracle: jsonschema without a format checker (2020-12's default vocabulary)
+    validator = jsonschema.Draft202012Validator(schema)
+    cg = compile_schema(schema, format_assertion=False, strict_mode=False)
+    for inst in instances:
+        assert accepts(cg, json.dumps(inst)) == validator.is_valid(inst), (schema, inst)
+
+
+def test_format_assertion_is_a_checked_option_and_part_of_the_cache_key():
+    schema = {"type": "string", "format": "date"}
+    compiler = byte_compiler()
+    asserted = compiler.compile_json_schema(schema)
+    annotated = compiler.compile_json_schema(schema, format_assertion=False)
+    assert not accepts(asserted, '"tuesday"')
+    assert accepts(annotated, '"tuesday"')
+    for bad in (None, 1, "no"):
+        with pytest.raises(GrammarError, match="format_assertion must be a bool"):
+            Grammar.from_json_schema(schema, format_assertion=bad)
+        with pytest.raises(GrammarError, match="format_assertion must be a bool"):
+            compiler.compile_json_schema(schema, format_assertion=bad)

@@ -885,6 +885,7 @@ def json_schema_to_ir(
     max_whitespace_cnt: int | None = None,
     unsupported: str | Collection[str] = "error",
     unknown_format: str = "warn",
+    format_assertion: bool = True,
     canonical_integers: bool = True,
     remote_schemas: Mapping[str, dict | bool] | None = None,
     any_order: bool = False,
@@ -921,6 +922,11 @@ def json_schema_to_ir(
         ``"ignore"`` without one, ``"error"`` refuses it as an unsupported keyword (then
         ``unsupported`` may downgrade it). Known formats that treegram does not compile
         exactly (``regex``, ``idn-hostname``) stay under ``unsupported``.
+    format_assertion : bool, default True
+        Enforce every ``format`` treegram knows (the generation default). ``False`` makes
+        every ``format`` an annotation that constrains nothing, as JSON Schema 2020-12
+        does without the format-assertion vocabulary (the test suite's required tests
+        expect it).
     canonical_integers : bool, default True
         Write an ``integer`` only in its canonical form (``63``), as xgrammar and typed
         parsers expect; ``False`` is JSON Schema's value semantics, under which ``63.0``
@@ -960,10 +966,13 @@ def json_schema_to_ir(
     """
     downgraded_keywords(unsupported)  # validates the option
     check_unknown_format(unknown_format)
-    if not isinstance(canonical_integers, bool):
-        raise GrammarError(f"canonical_integers must be a bool, got {canonical_integers!r}")
-    if not isinstance(any_order, bool):
-        raise GrammarError(f"any_order must be a bool, got {any_order!r}")
+    for flag, value in (
+        ("canonical_integers", canonical_integers),
+        ("any_order", any_order),
+        ("format_assertion", format_assertion),
+    ):
+        if not isinstance(value, bool):
+            raise GrammarError(f"{flag} must be a bool, got {value!r}")
     if max_whitespace_cnt is not None and (
         not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt <= 0
     ):
@@ -988,6 +997,7 @@ def json_schema_to_ir(
         max_whitespace_cnt=max_whitespace_cnt,
         unsupported=unsupported,
         unknown_format=unknown_format,
+        format_assertion=format_assertion,
         canonical_integers=canonical_integers,
         remote_schemas=remotes,
         any_order=any_order,
@@ -1032,7 +1042,7 @@ def _convert(
         layout,
         o.strict_mode,
         o.unsupported,
-        RefIndex(root, o.remote_schemas),
+        RefIndex(root, o.remote_schemas, formats=o.format_assertion),
         unknown_format=o.unknown_format,
         canonical_integers=o.canonical_integers,
         any_order=o.any_order,
