@@ -394,6 +394,9 @@ def test_fractional_range_matches_arithmetic(lo, lo_strict, hi, hi_strict):
         assert accepts(cg, text) == inside, text
 
 
+_HARD = {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}
+
+
 def test_disjoint_one_of_needs_no_negation():
     # The branches cannot be negated exactly (uniqueItems, patternProperties), so this only
     # compiles when oneOf is proven disjoint: by the parent's required "kind" with different
@@ -420,6 +423,75 @@ def test_disjoint_one_of_needs_no_negation():
         {"kind": 1},
         {},
     ]:
+        text = json.dumps(value)
+        assert accepts(cg, text) == validator.is_valid(value), text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {  # a branch that is a choice itself: each alternative is disjoint from the other
+            # branch, by its required "t" whose value the other's additionalProperties forbid
+            "$defs": {
+                "kinds": {
+                    "type": "object",
+                    "oneOf": [
+                        {"required": ["t"], "properties": {"t": {"const": "a"}}},
+                        {"required": ["t"], "properties": {"t": {"const": "b"}}},
+                    ],
+                }
+            },
+            "type": "object",
+            "oneOf": [
+                {"$ref": "#/$defs/kinds"},
+                {"additionalProperties": {"enum": [False]}, "properties": {"ys": _HARD}},
+            ],
+        },
+        {  # more required members than the other branch's maxProperties
+            "type": "object",
+            "oneOf": [
+                {"required": ["a", "b"], "properties": {"xs": _HARD}},
+                {"maxProperties": 1, "properties": {"ys": _HARD}},
+            ],
+        },
+    ],
+)
+def test_disjoint_one_of_through_choices_member_schemas_and_counts(schema):
+    # uniqueItems has no exact complement: these compile only when proven disjoint
+    cg = compiled(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [
+        {"t": "a"},
+        {"t": "b"},
+        {"t": "c"},
+        {"t": "a", "xs": [1, 1]},
+        {"t": "a", "xs": [1, 2]},
+        {"x": False},
+        {"x": False, "y": False},
+        {"a": 1, "b": 2},
+        {"a": 1},
+        {"ys": [1, 1]},
+        {"ys": [1]},
+        {},
+    ]:
+        text = json.dumps(value)
+        assert accepts(cg, text) == validator.is_valid(value), text
+
+
+def test_one_of_negation_within_a_closed_branch_is_dropped():
+    # Within a closed branch that does not declare "b", "not {required: [b]}" always holds:
+    # the negation is true there (no alternatives to distribute), and the rest stays exact.
+    schema = {
+        "type": "object",
+        "oneOf": [
+            {"properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+            {"required": ["b"]},
+            {"required": ["a"], "properties": {"a": {"type": "integer", "minimum": 2}}},
+        ],
+    }
+    cg = compiled(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [{}, {"a": 1}, {"a": 3}, {"b": 1}, {"a": 1, "b": 1}, {"a": 3, "b": 1}, {"c": 1}]:
         text = json.dumps(value)
         assert accepts(cg, text) == validator.is_valid(value), text
 

@@ -295,6 +295,8 @@ def negate(
     out = [o for o in out if o is not False]
     if within is not None:
         out = [o for o in _flat(out) if not _contradicts(within, o)]
+        if any(_implied(within, o) for o in out):
+            return True  # within, every value already breaks the schema
     if any(o is True for o in out):
         return True
     if not out:
@@ -349,6 +351,23 @@ def _contradicts(within: dict, alt) -> bool:
             if all(_outside(lang, names) for lang, _ in requirement):
                 return True  # its member would have to be one within forbids
     return False
+
+
+def _implied(within: dict, alt) -> bool:
+    """Whether every value ``within`` accepts meets a derived alternative (cheap, syntactic
+    checks only; ``False`` when in doubt): a type that covers ``within``'s, or a property
+    that ``within`` forbids being absent."""
+    if not isinstance(alt, dict) or "type" not in within or "type" not in alt:
+        return False
+    inner, outer = _type_set(within["type"]), _type_set(alt["type"])
+    if inner is None or outer is None or not inner <= outer:
+        return False
+    rest = {k: v for k, v in alt.items() if k not in ("type", OPEN)}
+    if not rest:
+        return True
+    if set(rest) != {"properties"} or outer != {"object"}:
+        return False
+    return all(sub is False and _forbidden(within, n) for n, sub in rest["properties"].items())
 
 
 def _closed(within: dict) -> bool:
