@@ -79,6 +79,7 @@ from treegram.frontends.json_schema import (
     JsonSchemaOptions,
     check_remotes,
     check_unknown_format,
+    checked_options,
     downgraded_keywords,
     json_schema_to_ir,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "json_schema_to_ir",
     "JsonSchemaOptions",
     "check_unknown_format",
+    "checked_options",
     "downgraded_keywords",
     "check_remotes",
     "structural_tag_to_ir",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from fractions import Fraction
 
 from treegram._json import get_max_recursion_depth
@@ -875,6 +876,33 @@ def _scan(root, what: str) -> bool:
     return deep or refs > _SHALLOW_REFS
 
 
+def checked_options(**options) -> JsonSchemaOptions:
+    """The options of one conversion (``json_schema_to_ir``'s keyword arguments but
+    ``excludes``), validated, with ``remote_schemas`` normalized: what both
+    ``json_schema_to_ir`` and the compiler's cache key are made of.
+
+    Raises
+    ------
+    GrammarError
+        An option has a value it cannot take (the message names it).
+    """
+    o = JsonSchemaOptions(**options)
+    downgraded_keywords(o.unsupported)
+    check_unknown_format(o.unknown_format)
+    for flag in ("canonical_integers", "any_order", "format_assertion"):
+        if not isinstance(getattr(o, flag), bool):
+            raise GrammarError(f"{flag} must be a bool, got {getattr(o, flag)!r}")
+    if o.max_whitespace_cnt is not None and (
+        not isinstance(o.max_whitespace_cnt, int) or o.max_whitespace_cnt <= 0
+    ):
+        raise GrammarError(
+            f"max_whitespace_cnt must be a positive integer, got {o.max_whitespace_cnt!r}"
+        )
+    if o.indent is not None and (not isinstance(o.indent, int) or o.indent < 0):
+        raise GrammarError(f"indent must be a non-negative integer, got {o.indent!r}")
+    return replace(o, remote_schemas=check_remotes(o.remote_schemas))
+
+
 def json_schema_to_ir(
     schema,
     *,
@@ -964,32 +992,7 @@ def json_schema_to_ir(
     GrammarError
         The schema is malformed or admits no value.
     """
-    downgraded_keywords(unsupported)  # validates the option
-    check_unknown_format(unknown_format)
-    for flag, value in (
-        ("canonical_integers", canonical_integers),
-        ("any_order", any_order),
-        ("format_assertion", format_assertion),
-    ):
-        if not isinstance(value, bool):
-            raise GrammarError(f"{flag} must be a bool, got {value!r}")
-    if max_whitespace_cnt is not None and (
-        not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt <= 0
-    ):
-        raise GrammarError(
-            f"max_whitespace_cnt must be a positive integer, got {max_whitespace_cnt!r}"
-        )
-    if indent is not None and (not isinstance(indent, int) or indent < 0):
-        raise GrammarError(f"indent must be a non-negative integer, got {indent!r}")
-    remotes = check_remotes(remote_schemas)
-    excluded = check_excludes(excludes)
-    root = _load(schema)
-    deep = _scan(root, "schema")
-    check_schema_shapes(root)
-    for uri, doc in (remotes or {}).items():
-        deep = _scan(doc, f"remote_schemas[{uri!r}]") or deep
-        check_schema_shapes(doc, f"remote_schemas[{uri!r}]")
-    options = JsonSchemaOptions(
+    options = checked_options(
         any_whitespace=any_whitespace,
         indent=indent,
         separators=separators,
@@ -999,9 +1002,16 @@ def json_schema_to_ir(
         unknown_format=unknown_format,
         format_assertion=format_assertion,
         canonical_integers=canonical_integers,
-        remote_schemas=remotes,
+        remote_schemas=remote_schemas,
         any_order=any_order,
     )
+    excluded = check_excludes(excludes)
+    root = _load(schema)
+    deep = _scan(root, "schema")
+    check_schema_shapes(root)
+    for uri, doc in (options.remote_schemas or {}).items():
+        deep = _scan(doc, f"remote_schemas[{uri!r}]") or deep
+        check_schema_shapes(doc, f"remote_schemas[{uri!r}]")
     args = (root, options, excluded)
     with collector_paused():  # the IR is acyclic: collections would free nothing
         # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
