@@ -17,6 +17,12 @@ Outcomes per test and engine:
   engine cannot be measured there, and refusing a schema is not evidence that it rejects
   these instances for the right reason).
 
+A schema the engine proves empty is not a refusal: treegram raises ``GrammarError("the
+schema admits no JSON value")`` for a schema no value satisfies (``not: {}``, ``false``,
+``enum: []``), which is the exact answer, so each test of such a group counts as rejected
+(a pass when invalid, a false negative when valid: a wrong proof would show there). The
+group record says ``"empty": true``.
+
 Schemas are compiled with ``any_whitespace=True`` and, by default, ``strict_mode=False``:
 JSON Schema semantics, where an absent ``additionalProperties`` allows any further property
 (both engines' default ``strict_mode=True`` forbids them, which would turn every such valid
@@ -177,6 +183,12 @@ class TreegramEngine:
     def matcher(self, compiled):
         return self._tg.GrammarMatcher(compiled)
 
+    def proves_empty(self, exc: Exception) -> bool:
+        """Whether the compile failed because the schema admits no value at all."""
+        return isinstance(exc, self._tg.GrammarError) and str(exc).startswith(
+            "the schema admits no JSON value"
+        )
+
 
 class XgrammarEngine:
     name = "xgrammar"
@@ -197,6 +209,9 @@ class XgrammarEngine:
 
     def matcher(self, compiled):
         return self._xg.GrammarMatcher(compiled)
+
+    def proves_empty(self, exc: Exception) -> bool:  # noqa: ARG002 - no such error
+        return False
 
 
 def make_engine(name: str, strict_mode: bool, remotes: dict | None = None):
@@ -236,6 +251,9 @@ def run_group(
         first_line = str(exc).splitlines()[0][:200] if str(exc) else ""
         record["error"] = f"{type(exc).__name__}: {first_line}"
         record["compile_ms"] = (time.perf_counter() - t0) * 1e3
+        if engine.proves_empty(exc):  # every instance rejected, for the right reason
+            record["empty"] = True
+            return ["false_negative" if t["valid"] else "pass" for t in tests], record
         return ["compile_error" if t["valid"] else "refused_invalid" for t in tests], record
     record["compile_ms"] = (time.perf_counter() - t0) * 1e3
     outcomes = []
@@ -433,7 +451,9 @@ def write_doc(results: dict, path: Path) -> None:
             "serialized with `json.dumps` and must be accepted (`accept_string` then "
             "`is_completed`) exactly when the test is valid. A group the engine refuses counts its "
             "valid tests as compile errors (CE); its invalid tests are counted apart "
-            "(`refused_invalid` in the JSON), neither as passes nor as errors. Draft-7 schemas "
+            "(`refused_invalid` in the JSON), neither as passes nor as errors; a schema treegram "
+            "proves empty (`GrammarError: the schema admits no JSON value`: `not: {}`, `false`) "
+            "is not a refusal: each of its tests counts as rejected. Draft-7 schemas "
             "without `$schema` are given the draft-07 one. Remote `$ref`s "
             "(`http://localhost:1234/...`) name the suite's `remotes/` documents: treegram "
             "receives them as `remote_schemas`; xgrammar has no such option, so its groups "
