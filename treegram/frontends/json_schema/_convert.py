@@ -949,7 +949,7 @@ def json_schema_to_ir(
         in JSON Schema 2020-12: ``"warn"`` accepts any string for it with a warning,
         ``"ignore"`` without one, ``"error"`` refuses it as an unsupported keyword (then
         ``unsupported`` may downgrade it). Known formats that treegram does not compile
-        exactly (``regex``, ``idn-hostname``) stay under ``unsupported``.
+        exactly (``regex``) stay under ``unsupported``.
     format_assertion : bool, default True
         Enforce every ``format`` treegram knows (the generation default). ``False`` makes
         every ``format`` an annotation that constrains nothing, as JSON Schema 2020-12
