@@ -524,3 +524,25 @@ def test_strict_mode_closes_to_listed_names_and_keeps_conditions_open():
     ):
         expected = validator.is_valid(json.loads(text)) and "other" not in text
         assert accepts(cg, text) == expected, text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"if": {"patternProperties": {"foo": {"type": "string"}}}, "unevaluatedProperties": False},
+        {
+            "if": {"properties": {"foo": {"type": "string"}}, "required": ["foo"]},
+            "properties": {"bar": {"type": "integer"}},
+            "unevaluatedProperties": False,
+        },
+        # its negation would declare items: left out (rejects ["a"], never a wrong value)
+        {"if": {"prefixItems": [{"const": "a"}]}, "unevaluatedItems": False},
+    ],
+)
+def test_if_without_then_or_else_evaluates_members_where_it_holds(schema):
+    cg = compiled(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    exact = "prefixItems" not in schema["if"]
+    for value in [*VALUES, {"foo": "a"}, {"foo": 1}, {"foo": "a", "bar": 1}, ["a"], ["a", 1]]:
+        got, want = accepts(cg, json.dumps(value, sort_keys=True)), validator.is_valid(value)
+        assert got == want if exact else (not got or want), value

@@ -86,6 +86,8 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
         then, other = _opened(schema.get("then", True)), _opened(schema.get("else", True))
         negations.append(negate(conv, cond, f"{ptr}/if"))
         parts.append(_any_of([_all_of(cond, then), _all_of(negations[-1], other)]))
+    elif "if" in schema and any(schema.get(k, True) not in (True, {}) for k in _UNEVALUATED):
+        parts.extend(_lone_if(conv, _opened(schema["if"]), f"{ptr}/if"))
     deps = dict(schema.get("dependentRequired", {}))
     dep_schemas = dict(schema.get("dependentSchemas", {}))
     for name, dep in schema.get("dependencies", {}).items():
@@ -507,6 +509,19 @@ def _absent(name: str) -> dict:
 
 def _typed(t: str | list[str], schema: dict) -> dict:
     return {"type": t, **schema, OPEN: True}
+
+
+def _lone_if(conv: ConversionContext, cond, ptr: str) -> list:
+    """An ``if`` without ``then`` and ``else`` next to ``unevaluated*``: it constrains
+    nothing, but where it holds the members it evaluates count as evaluated, so it is
+    ``anyOf [if, not if]``. When its negation would itself declare members (which a merge
+    would make look evaluated) or cannot be written, it is left out: the unevaluated*
+    keyword then sees fewer members, which only rejects more (never a wrong value)."""
+    try:
+        neg = negate(conv, cond, ptr)
+    except UnsupportedSchemaError:
+        return []
+    return [] if _evaluates(neg) else [_any_of([cond, neg])]
 
 
 def _exclusive(conv: ConversionContext, branches: list, ptr: str, parent: dict) -> dict | bool:
