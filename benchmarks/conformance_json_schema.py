@@ -50,8 +50,6 @@ import argparse
 import datetime
 import importlib.metadata
 import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -59,7 +57,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import package_versions  # noqa: E402  (a sibling script module)
+from _common import (  # noqa: E402  (a sibling script module)
+    command_line,
+    load_average,
+    machine_meta,
+    package_versions,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "json-schema-test-suite"
@@ -553,6 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    load_start = load_average()
     args = build_parser().parse_args(argv)
     suite = load_suite(args.data, tuple(args.drafts), args.optional)
     remotes = load_remotes(args.data)
@@ -593,16 +597,9 @@ def main(argv: list[str] | None = None) -> dict:
             "compile_error": "valid test of a group the engine refused to compile",
             "refused_invalid": "invalid test of a group the engine refused to compile",
         },
-        "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-        },
+        "machine": machine_meta(load_start),
         "versions": package_versions(),
-        "command": " ".join(
-            [Path(sys.argv[0]).name if argv is None else "main"]
-            + (sys.argv[1:] if argv is None else list(argv))
-        ),
+        "command": command_line(argv),
     }
     results = {"meta": meta, "engines": per_engine}
     if other is not None:

@@ -35,8 +35,6 @@ import contextlib
 import datetime
 import json
 import multiprocessing as mp
-import os
-import platform
 import re
 import sys
 import time
@@ -45,7 +43,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import package_versions  # noqa: E402  (a sibling script module)
+from _common import (  # noqa: E402  (a sibling script module)
+    command_line,
+    load_average,
+    machine_meta,
+    package_versions,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -293,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    load_start = load_average()
     args = build_parser().parse_args(argv)
     sample = load_sample(args.data, args.limit, args.only)
     modes = {}
@@ -308,16 +312,9 @@ def main(argv: list[str] | None = None) -> dict:
             "n_schemas": len(sample),
             "timeout_s": args.timeout,
             "vocabulary": "256 single-byte tokens + <eos> (refusals do not depend on it)",
-            "machine": {
-                "platform": platform.platform(),
-                "cpu_count": os.cpu_count(),
-                "python": platform.python_version(),
-            },
+            "machine": machine_meta(load_start),
             "versions": package_versions(),
-            "command": " ".join(
-                [Path(sys.argv[0]).name if argv is None else "main"]
-                + (sys.argv[1:] if argv is None else list(argv))
-            ),
+            "command": command_line(argv),
         },
         "modes": modes,
     }
