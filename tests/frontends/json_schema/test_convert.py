@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schema_matching import accepts, byte_compiler
+from schema_matching import accepts, byte_compiler, json_values
 from schema_matching import compile_schema as compiled
 
 import treegram
@@ -454,16 +454,13 @@ def _compound(children):
 
 
 _schemas = st.recursive(_scalar_schemas, _compound, max_leaves=5)
-_json_values = st.recursive(
+_json_values = json_values(
     st.one_of(
         st.none(),
         st.booleans(),
         st.integers(-60, 120),
         st.sampled_from([-1.5, 0.5, 2.5]),
         st.text(alphabet='ab"\\\né😀', max_size=4),
-    ),
-    lambda c: st.one_of(
-        st.lists(c, max_size=3), st.dictionaries(st.sampled_from(["a", "b", "c"]), c, max_size=3)
     ),
     max_leaves=6,
 )

@@ -14,7 +14,13 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schema_matching import accepts, byte_compiler, compile_schema, exact_validator
+from schema_matching import (
+    accepts,
+    byte_compiler,
+    compile_schema,
+    exact_validator,
+    json_values,
+)
 
 import treegram
 from treegram.frontends.json_schema._convert import UnsupportedSchemaError, json_schema_to_ir
@@ -297,16 +303,13 @@ def _logic(children):
 
 
 _schemas = st.recursive(_leaf, _logic, max_leaves=4)
-_values = st.recursive(
+_values = json_values(
     st.one_of(
         st.none(),
         st.booleans(),
         st.integers(-2, 3),
         st.sampled_from([-0.5, 1.5, 2.5]),
         st.text(alphabet="ab\n", max_size=3),
-    ),
-    lambda c: st.one_of(
-        st.lists(c, max_size=3), st.dictionaries(st.sampled_from(["a", "b", "c"]), c, max_size=3)
     ),
     max_leaves=5,
 )
