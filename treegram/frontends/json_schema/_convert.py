@@ -182,6 +182,7 @@ class Converter:
         self.work = 0  # value() calls: bounded by MAX_SUBSCHEMAS
         self.widen_one_of = False  # overlapping oneOf as anyOf (a second, widened try)
         self.expanded: list[str] = []  # pointers of the overlapping oneOfs expanded
+        self.widenings = 0  # keywords widened so far (unsupported downgraded to a warning)
         self._negations: dict[str, object] = {}
         self._negation_names: dict[int, str] = {}  # id of a negated subschema: its ref
         self._negation_targets: dict[str, dict] = {}
@@ -198,6 +199,7 @@ class Converter:
             raise UnsupportedSchemaError(
                 f"unsupported JSON Schema keyword {keyword!r} at {where}: {why} ({WIDEN_HINT})"
             )
+        self.widenings += 1
         warnings.warn(
             f"JSON Schema keyword {keyword!r} at {where} widened (constraint dropped): {why}; "
             "the grammar accepts every value the schema accepts, and some it rejects",

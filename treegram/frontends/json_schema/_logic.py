@@ -160,13 +160,18 @@ def negate(
     if _depth > _MAX_DEPTH:
         conv.unsupported("not", ptr, "negation nested too deeply (recursive reference?)")
         return True
+    widened = conv.widenings
     schema = conv.merge_all_of(schema, ptr)
+    if not isinstance(schema, bool) and needs_logic(conv, schema):
+        schema = conv.merge_all_of(expand_logic(conv, schema, ptr), ptr)
+    if conv.widenings > widened:
+        # a keyword inside was widened while merging or expanding (a negation in an
+        # overlapping oneOf, an if): the schema is now a superset of itself, and its
+        # complement would be a subset of the true one, so the complement is widened too
+        conv.unsupported("not", ptr, "the negated schema has a widened keyword inside")
+        return True
     if isinstance(schema, bool):
         return not schema
-    if needs_logic(conv, schema):
-        schema = conv.merge_all_of(expand_logic(conv, schema, ptr), ptr)
-        if isinstance(schema, bool):
-            return not schema
     out: list = []
     keys = {k: v for k, v in schema.items() if k not in _IGNORED}
     if "type" in keys or "nullable" in keys:
