@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 from fractions import Fraction
+from itertools import permutations
 
 from treegram._json import get_max_recursion_depth
 from treegram.errors import GrammarError, UnsupportedSchemaError
@@ -451,7 +452,13 @@ class Converter:
                 seq(self.excludes.literal(k), lay.colon(), self.literal(v, depth + 1))
                 for k, v in value.items()
             ]
-            return None if None in items else self._container("{}", items, depth)
+            if None in items:
+                return None
+            if len(items) > _ANY_ORDER_MEMBERS:
+                return self._container("{}", items, depth)
+            # a JSON object has no order: a small constant in every order of its members
+            # (the member expressions are shared, only the sequences differ)
+            return alt(*(self._container("{}", list(p), depth) for p in permutations(items)))
         if isinstance(value, list):
             if not value:
                 return lay.empty("[]")
@@ -1029,6 +1036,9 @@ def json_schema_to_ir(
 class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
     """Raised on the caller's stack past ``_SHALLOW_NESTING``: compile again deeper."""
 
+
+_ANY_ORDER_MEMBERS = 4
+"""A constant object of at most this many members is written in any order (24 orders)."""
 
 MAX_SUBSCHEMAS = 20_000
 """Subschemas one conversion may convert (``value`` calls). A schema of thousands of
