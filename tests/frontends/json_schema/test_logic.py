@@ -450,6 +450,17 @@ def test_disjoint_one_of_needs_no_negation():
                 {"additionalProperties": {"enum": [False]}, "properties": {"ys": _HARD}},
             ],
         },
+        {  # a branch with a choice inside is still disjoint by its own keywords ("t")
+            "type": "object",
+            "oneOf": [
+                {
+                    "required": ["t"],
+                    "properties": {"t": {"const": "a"}, "xs": _HARD},
+                    "anyOf": [{"required": ["x"]}, {"required": ["y"]}],
+                },
+                {"required": ["t"], "properties": {"t": {"const": "b"}, "ys": _HARD}},
+            ],
+        },
         {  # more required members than the other branch's maxProperties
             "type": "object",
             "oneOf": [

@@ -41,23 +41,33 @@ def disjoint(conv: ConversionContext, branches: list, parent: dict | None = None
     parent = parent or {}
     shapes = []
     for b in branches:
-        alternatives = _shapes(conv, b, parent, 0)
-        if alternatives is None:
+        got = _shape(conv, b, parent)
+        if got is None:
             return False
-        shapes.append(alternatives)
-    return all(
-        _pair_disjoint(conv, x, y)
-        for i in range(len(shapes))
-        for j in range(i + 1, len(shapes))
-        for x in shapes[i]
-        for y in shapes[j]
-    )
+        if got is not False:
+            shapes.append(got)
+    splits: dict[int, list | None] = {}  # branch index -> its alternatives, once
+
+    def split(i: int) -> list | None:
+        if i not in splits:
+            splits[i] = _shapes(conv, shapes[i], 0)
+        return splits[i]
+
+    def pair(i: int, j: int) -> bool:
+        """Disjoint as they are, or alternative by alternative where one is a choice."""
+        if _pair_disjoint(conv, shapes[i], shapes[j]):
+            return True
+        a, b = split(i), split(j)
+        if a is None or b is None or (len(a) == 1 and len(b) == 1):
+            return False
+        return all(_pair_disjoint(conv, x, y) for x in a for y in b)
+
+    return all(pair(i, j) for i in range(len(shapes)) for j in range(i + 1, len(shapes)))
 
 
-def _shapes(conv: ConversionContext, b, parent: dict, depth: int) -> list | None:
-    """Schemas whose union holds every value of ``b`` inside ``parent``'s ``type`` and
-    ``required`` (``b`` itself, or the alternatives of its ``anyOf`` / ``oneOf``, each
-    with ``b``'s type and required names), or ``None`` when that cannot be worked out."""
+def _shape(conv: ConversionContext, b, parent: dict):
+    """Branch ``b`` as one schema inside ``parent``'s ``type`` and ``required`` (``False``
+    when it accepts nothing, ``None`` when that cannot be worked out)."""
     b = _deref(conv, b)
     if isinstance(b, dict) and ("allOf" in b or "$ref" in b):
         try:
@@ -65,25 +75,35 @@ def _shapes(conv: ConversionContext, b, parent: dict, depth: int) -> list | None
         except UnsupportedSchemaError:
             return None
     if b is False:
-        return []
+        return False
     if not isinstance(b, dict):
         return None
     if "type" in parent and "type" not in b:
         b = {**b, "type": parent["type"]}
     if parent.get("required"):
         b = {**b, "required": [*parent["required"], *b.get("required", [])]}
-    # A branch that is a choice itself (a $ref to a oneOf of kinds) lies inside the union
-    # of its alternatives; leaving out its other keywords only widens each of them.
+    return b
+
+
+def _shapes(conv: ConversionContext, b: dict, depth: int) -> list | None:
+    """Schemas whose union holds every value of the shape ``b``: ``b`` itself, or the
+    alternatives of its ``anyOf`` / ``oneOf``, each with ``b``'s type and required names
+    (leaving out its other keywords only widens them); ``None`` when an alternative
+    cannot be worked out."""
     key = "oneOf" if "oneOf" in b else "anyOf" if "anyOf" in b else None
     if key is None or depth >= _MAX_SPLIT_DEPTH or len(b[key]) > _MAX_SPLIT:
         return [b]
     outer = {k: b[k] for k in ("type", "required") if k in b}
     out: list = []
     for alt in b[key]:
-        got = _shapes(conv, alt, outer, depth + 1)
-        if got is None:
-            return [b]
-        out += got
+        shape = _shape(conv, alt, outer)
+        if shape is None:
+            return None
+        if shape is not False:
+            got = _shapes(conv, shape, depth + 1)
+            if got is None:
+                return None
+            out += got
     return out
 
 
