@@ -17,12 +17,22 @@ Outcomes per test and engine:
   engine cannot be measured there, and refusing a schema is not evidence that it rejects
   these instances for the right reason).
 
+A schema the engine proves empty is not a refusal: treegram raises ``GrammarError("the
+schema admits no JSON value")`` for a schema no value satisfies (``not: {}``, ``false``,
+``enum: []``), which is the exact answer, so each test of such a group counts as rejected
+(a pass when invalid, a false negative when valid: a wrong proof would show there). The
+group record says ``"empty": true``.
+
 Schemas are compiled with ``any_whitespace=True`` and, by default, ``strict_mode=False``:
 JSON Schema semantics, where an absent ``additionalProperties`` allows any further property
 (both engines' default ``strict_mode=True`` forbids them, which would turn every such valid
 test into a false negative by design; ``--strict-mode`` measures that instead). For the
 same reason treegram gets ``canonical_integers=False`` without ``--strict-mode`` (the suite
 counts ``1.0`` as an integer; treegram's default writes integers only as ``1``).
+``format`` is an assertion in the groups of ``optional/`` (the suite's tests of the
+format-assertion vocabulary: ``optional/format/``, ``format-assertion.json``); the required
+tests (``format.json``) expect JSON Schema's default, an annotation, and treegram gets
+``format_assertion=False`` there (xgrammar has no such option and keeps its own behaviour).
 The draft-7 groups' schemas are written for that draft: a dict schema without ``$schema``
 gets ``"$schema": "http://json-schema.org/draft-07/schema#"`` (for both engines), so that a
 ``$ref`` overrides its sibling keywords there. Remote ``$ref``s (``http://localhost:1234/...``)
@@ -47,7 +57,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import arg_parser, command_line, package_versions, platform_meta, write_json  # noqa: E402
+from _common import (  # noqa: E402  (a sibling script module)
+    arg_parser,
+    command_line,
+    load_average,
+    machine_meta,
+    package_versions,
+    write_json,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "json-schema-test-suite"
@@ -157,9 +174,10 @@ class TreegramEngine:
         self.version = importlib.metadata.version("treegram")
         self.remotes = remotes or None
 
-    def compile(self, schema: Any):
+    def compile(self, schema: Any, format_assertion: bool = True):
         grammar = self._tg.Grammar.from_json_schema(
             schema,
+            format_assertion=format_assertion,
             any_whitespace=True,
             strict_mode=self.strict_mode,
             canonical_integers=self.strict_mode,
@@ -169,6 +187,12 @@ class TreegramEngine:
 
     def matcher(self, compiled):
         return self._tg.GrammarMatcher(compiled)
+
+    def proves_empty(self, exc: Exception) -> bool:
+        """Whether the compile failed because the schema admits no value at all."""
+        return isinstance(exc, self._tg.GrammarError) and str(exc).startswith(
+            "the schema admits no JSON value"
+        )
 
 
 class XgrammarEngine:
@@ -183,13 +207,16 @@ class XgrammarEngine:
         self.compiler = xgrammar.GrammarCompiler(info)
         self.version = importlib.metadata.version("xgrammar")
 
-    def compile(self, schema: Any):
+    def compile(self, schema: Any, format_assertion: bool = True):  # noqa: ARG002 - no option
         return self.compiler.compile_json_schema(
             json.dumps(schema), any_whitespace=True, strict_mode=self.strict_mode
         )
 
     def matcher(self, compiled):
         return self._xg.GrammarMatcher(compiled)
+
+    def proves_empty(self, exc: Exception) -> bool:  # noqa: ARG002 - no such error
+        return False
 
 
 def make_engine(name: str, strict_mode: bool, remotes: dict | None = None):
@@ -211,20 +238,27 @@ def empty_counts() -> dict[str, int]:
 
 
 def run_group(
-    engine, group: dict, texts: list[str | None], draft: str = "draft2020-12"
+    engine,
+    group: dict,
+    texts: list[str | None],
+    draft: str = "draft2020-12",
+    format_assertion: bool = True,
 ) -> tuple[list[str], dict]:
     """Outcome per test of one group, plus the group record (compile status, timing)."""
     tests = group["tests"]
     record: dict[str, Any] = {"compiled": True}
     t0 = time.perf_counter()
     try:
-        compiled = engine.compile(for_draft(group["schema"], draft))
+        compiled = engine.compile(for_draft(group["schema"], draft), format_assertion)
         matcher = engine.matcher(compiled)
     except Exception as exc:  # noqa: BLE001 - any refusal or crash is a compile error
         record["compiled"] = False
         first_line = str(exc).splitlines()[0][:200] if str(exc) else ""
         record["error"] = f"{type(exc).__name__}: {first_line}"
         record["compile_ms"] = (time.perf_counter() - t0) * 1e3
+        if engine.proves_empty(exc):  # every instance rejected, for the right reason
+            record["empty"] = True
+            return ["false_negative" if t["valid"] else "pass" for t in tests], record
         return ["compile_error" if t["valid"] else "refused_invalid" for t in tests], record
     record["compile_ms"] = (time.perf_counter() - t0) * 1e3
     outcomes = []
@@ -261,7 +295,8 @@ def run(suite: dict, engines: list, progress: Callable[[str], None] | None = Non
                 fc = empty_counts()
                 for gi, group in enumerate(groups):
                     texts = [serialize(t["data"]) for t in group["tests"]]
-                    outcomes, record = run_group(engine, group, texts, draft)
+                    asserted = fname.startswith("optional/")
+                    outcomes, record = run_group(engine, group, texts, draft, asserted)
                     record.update(
                         {
                             "draft": draft,
@@ -421,7 +456,9 @@ def write_doc(results: dict, path: Path) -> None:
             "serialized with `json.dumps` and must be accepted (`accept_string` then "
             "`is_completed`) exactly when the test is valid. A group the engine refuses counts its "
             "valid tests as compile errors (CE); its invalid tests are counted apart "
-            "(`refused_invalid` in the JSON), neither as passes nor as errors. Draft-7 schemas "
+            "(`refused_invalid` in the JSON), neither as passes nor as errors; a schema treegram "
+            "proves empty (`GrammarError: the schema admits no JSON value`: `not: {}`, `false`) "
+            "is not a refusal: each of its tests counts as rejected. Draft-7 schemas "
             "without `$schema` are given the draft-07 one. Remote `$ref`s "
             "(`http://localhost:1234/...`) name the suite's `remotes/` documents: treegram "
             "receives them as `remote_schemas`; xgrammar has no such option, so its groups "
@@ -518,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    load_start = load_average()
     args = build_parser().parse_args(argv)
     suite = load_suite(args.data, tuple(args.drafts), args.optional)
     remotes = load_remotes(args.data)
@@ -558,7 +596,7 @@ def main(argv: list[str] | None = None) -> dict:
             "compile_error": "valid test of a group the engine refused to compile",
             "refused_invalid": "invalid test of a group the engine refused to compile",
         },
-        "machine": platform_meta(processor=False),
+        "machine": machine_meta(load_start),
         "versions": package_versions(),
         "command": command_line(argv),
     }

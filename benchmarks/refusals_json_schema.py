@@ -43,7 +43,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, package_versions, platform_meta, write_json  # noqa: E402
+from _common import (  # noqa: E402  (a sibling script module)
+    command_line,
+    load_average,
+    machine_meta,
+    package_versions,
+    write_json,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -291,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    load_start = load_average()
     args = build_parser().parse_args(argv)
     sample = load_sample(args.data, args.limit, args.only)
     modes = {}
@@ -306,7 +313,7 @@ def main(argv: list[str] | None = None) -> dict:
             "n_schemas": len(sample),
             "timeout_s": args.timeout,
             "vocabulary": "256 single-byte tokens + <eos> (refusals do not depend on it)",
-            "machine": platform_meta(processor=False),
+            "machine": machine_meta(load_start),
             "versions": package_versions(),
             "command": command_line(argv),
         },

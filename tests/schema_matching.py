@@ -73,3 +73,18 @@ def exact_validator(schema, draft: str = "2020-12"):
     base = {"2020-12": jsonschema.Draft202012Validator, "7": jsonschema.Draft7Validator}[draft]
     cls = jsonschema.validators.extend(base, {"multipleOf": multiple_of})
     return cls(schema)
+
+
+def json_values(scalars, max_leaves: int):
+    """A hypothesis strategy: JSON values built from ``scalars`` in arrays and in objects
+    keyed ``a``, ``b``, ``c`` (at most 3 members each)."""
+    from hypothesis import strategies as st
+
+    return st.recursive(
+        scalars,
+        lambda c: st.one_of(
+            st.lists(c, max_size=3),
+            st.dictionaries(st.sampled_from(["a", "b", "c"]), c, max_size=3),
+        ),
+        max_leaves=max_leaves,
+    )

@@ -204,6 +204,7 @@ class Grammar:
         max_whitespace_cnt: int | None = None,
         unsupported: str | Collection[str] = "error",
         unknown_format: str = "warn",
+        format_assertion: bool = True,
         canonical_integers: bool = True,
         remote_schemas: Mapping[str, dict | bool] | None = None,
         any_order: bool = False,
@@ -226,6 +227,9 @@ class Grammar:
             A ``format`` treegram does not know is an annotation (JSON Schema 2020-12):
             any string, with a warning (``"warn"``) or without (``"ignore"``);
             ``"error"`` refuses it as an unsupported keyword.
+        format_assertion : bool, default True
+            Enforce the formats treegram knows; ``False`` makes every ``format`` an
+            annotation (JSON Schema 2020-12 without the format-assertion vocabulary).
         canonical_integers : bool, default True
             An ``integer`` is written only as ``63``; ``False`` also accepts ``63.0``
             (JSON Schema's value semantics).
@@ -258,6 +262,7 @@ class Grammar:
                 max_whitespace_cnt=max_whitespace_cnt,
                 unsupported=unsupported,
                 unknown_format=unknown_format,
+                format_assertion=format_assertion,
                 canonical_integers=canonical_integers,
                 remote_schemas=remote_schemas,
                 any_order=any_order,

@@ -32,20 +32,27 @@ DATA = ROOT / "tests" / "data" / "json_schema_test_suite"
 # 578 then; 615 once $ref resolved $id bases, anchors and percent-encoded pointers;
 # 755 once not / if-then-else / overlapping oneOf / dependencies were compiled;
 # 795 once string intersections and key languages went through code point DFAs;
-# 1020 with the optional date, time, date-time and hostname format files (1,154 tests).
-PASS_FLOOR = 1020
+# 1020 with the optional date, time, date-time and hostname format files (1,154 tests);
+# 1056 with format.json's formats as annotations (format_assertion=False, as the required
+# tests expect); 1093 once a schema proven empty counts its tests as rejected.
+PASS_FLOOR = 1093
 
 # (file, group index, test index): cause
 KNOWN_FALSE_POSITIVES: dict[tuple[str, int, int], str] = {}
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def harness():
     spec = importlib.util.spec_from_file_location("conformance_json_schema", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def results(harness, tmp_path_factory):
     out = tmp_path_factory.mktemp("conformance") / "suite.json"
-    return module.main(
+    return harness.main(
         [
             "--data",
             str(DATA),
@@ -94,3 +101,27 @@ def test_no_false_positives(results):
 def test_pass_floor(results):
     totals = results["engines"]["treegram"]["totals"]
     assert totals["pass"] >= PASS_FLOOR, totals
+
+
+def _group(schema, *tests):
+    return {"schema": schema, "tests": [{"valid": v, "data": d} for d, v in tests]}
+
+
+def test_a_schema_proven_empty_rejects_every_test_and_a_refusal_does_not_count(harness):
+    engine = harness.make_engine("treegram", False)
+    # not: {} admits nothing: its tests are rejections (a valid one would be a false negative)
+    outcomes, record = harness.run_group(
+        engine, _group({"not": {}}, (1, False), (2, True)), ["1", "2"]
+    )
+    assert outcomes == ["pass", "false_negative"] and record["empty"]
+    # a refusal (uniqueItems over free strings) is neither a pass nor a rejection
+    refused = _group({"type": "array", "uniqueItems": True}, ([1], True), ([1, 1], False))
+    outcomes, record = harness.run_group(engine, refused, ["[1]", "[1, 1]"])
+    assert outcomes == ["compile_error", "refused_invalid"] and "empty" not in record
+
+
+def test_formats_are_annotations_outside_optional(harness):
+    engine = harness.make_engine("treegram", False)
+    group = _group({"format": "date"}, ("tuesday", True))
+    assert harness.run_group(engine, group, ['"tuesday"'], format_assertion=False)[0] == ["pass"]
+    assert harness.run_group(engine, group, ['"tuesday"'])[0] == ["false_negative"]

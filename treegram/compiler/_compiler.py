@@ -22,10 +22,7 @@ from ..errors import (
     TokenizerMismatchError,
 )
 from ..frontends import (
-    JsonSchemaOptions,
-    check_remotes,
-    check_unknown_format,
-    downgraded_keywords,
+    checked_options,
     structural_tag_from_args,
     structural_tag_key,
 )
@@ -226,6 +223,7 @@ class GrammarCompiler:
         max_whitespace_cnt: int | None = None,
         unsupported: str | Collection[str] = "error",
         unknown_format: str = "warn",
+        format_assertion: bool = True,
         canonical_integers: bool = True,
         classify: str = "lazy",
         remote_schemas: Mapping[str, dict | bool] | None = None,
@@ -256,14 +254,7 @@ class GrammarCompiler:
                 "schema must be a JSON str, a dict or a pydantic model class, got "
                 f"{type(schema).__name__}"
             )
-        remotes = check_remotes(remote_schemas)
-        downgraded_keywords(unsupported)  # a clear error before it becomes a cache key
-        check_unknown_format(unknown_format)
-        if not isinstance(canonical_integers, bool):
-            raise GrammarError(f"canonical_integers must be a bool, got {canonical_integers!r}")
-        if not isinstance(any_order, bool):
-            raise GrammarError(f"any_order must be a bool, got {any_order!r}")
-        options = JsonSchemaOptions(
+        options = checked_options(  # a clear error before it becomes a cache key
             any_whitespace=any_whitespace,
             indent=indent,
             separators=separators,
@@ -271,8 +262,9 @@ class GrammarCompiler:
             max_whitespace_cnt=max_whitespace_cnt,
             unsupported=unsupported,
             unknown_format=unknown_format,
+            format_assertion=format_assertion,
             canonical_integers=canonical_integers,
-            remote_schemas=remotes,
+            remote_schemas=remote_schemas,
             any_order=any_order,
         )
         return self._cached(

@@ -17,6 +17,7 @@ from treegram.frontends.json_schema import (
     JsonSchemaOptions,
     check_remotes,
     check_unknown_format,
+    checked_options,
     downgraded_keywords,
     json_schema_to_ir,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "json_schema_to_ir",
     "JsonSchemaOptions",
     "check_unknown_format",
+    "checked_options",
     "downgraded_keywords",
     "check_remotes",
     "MAX_BOUNDED_TEXT_STATES",

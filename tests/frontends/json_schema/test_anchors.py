@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
@@ -83,7 +84,35 @@ def test_ecma_classes_and_property_escapes(pattern, good, bad):
             assert dfa.accepts(ch) == unicodedata.category(ch).startswith("L"), hex(cp)
 
 
-@pytest.mark.parametrize("pattern", [r"\p{Script=Greek}", r"[\P{L}]", r"[\S]"])
+def _ecma_space(ch: str) -> bool:
+    """ECMA-262's WhiteSpace and LineTerminator (what \\s matches there)."""
+    return ch in "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" or (
+        "\u2000" <= ch <= "\u200a"
+    )
+
+
+@pytest.mark.parametrize(
+    "pattern, inside",
+    [
+        (r"^[\S]$", lambda c: not _ecma_space(c)),
+        (r"^[\s\S]$", lambda c: True),
+        (r"^[^\S]$", lambda c: _ecma_space(c)),
+        (r"^[a\S]$", lambda c: c == "a" or not _ecma_space(c)),
+        (r"^[\P{L}]$", lambda c: not unicodedata.category(c).startswith("L")),
+        (r"^[^\P{Nd}x]$", lambda c: unicodedata.category(c) == "Nd"),
+    ],
+)
+def test_complements_inside_a_class_are_their_ranges(pattern, inside):
+    # every code point a JSON string can hold, sampled: ECMA-262's \s and Python's
+    # General_Category decide (the regex package is not the oracle: its \s differs)
+    dfa = pattern_dfa(pattern)
+    for cp in [*range(0, 0x3100, 3), 0x3000, 0xFEFF, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF]:
+        ch = chr(cp)
+        assert dfa.accepts(ch) == inside(ch), (pattern, hex(cp))
+    assert not dfa.accepts("ab")
+
+
+@pytest.mark.parametrize("pattern", [r"\p{Script=Greek}"])
 def test_unsupported_class_escapes_are_refused(pattern):
     from treegram.frontends.json_schema._string_dfa import StringConstraintError
 

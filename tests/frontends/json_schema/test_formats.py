@@ -8,10 +8,14 @@ decides it. Each instance is tried raw (UTF-8) and with ``\\uXXXX`` escapes.
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 
+import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from schema_matching import accepts, byte_compiler, compile_schema
 
 from treegram import Grammar, GrammarError
@@ -86,7 +90,6 @@ def test_ascii_formats_stay_ascii():
     "fmt, why",
     [
         ("regex", "not a regular language"),
-        ("idn-hostname", "IDNA 2008"),
     ],
 )
 def test_refused_formats_say_why(fmt, why):
@@ -135,3 +138,138 @@ def test_unknown_format_policies():
             Grammar.from_json_schema(schema, unknown_format=bad)
         with pytest.raises(GrammarError, match="unknown_format must be"):
             byte_compiler().compile_json_schema(schema, unknown_format=bad)
+
+
+FORMAT_ANNOTATION_CASES = [
+    ({"type": "string", "format": "email"}, ["a@b.c", "no at sign", 5]),
+    ({"type": "string", "format": "regex"}, ["^(a", "a+"]),  # refused when asserted
+    ({"type": "string", "format": "idn-hostname", "maxLength": 3}, ["〮", "abcd", "ab"]),
+    ({"not": {"type": "string", "format": "date"}}, ["2024-02-30", "2024-02-29", 1, None]),
+    ({"oneOf": [{"format": "ipv4"}, {"type": "string", "maxLength": 4}]}, ["1.2.3.4", "abc", 7]),
+    (
+        {"properties": {"format": {"const": "uri"}}, "required": ["format"]},
+        [{"format": "uri"}, {"format": "url"}, {}],  # a property named format still counts
+    ),
+    (
+        {"$defs": {"d": {"format": "uuid", "minLength": 2}}, "items": {"$ref": "#/$defs/d"}},
+        [["x"], ["xy"], ["123e4567-e89b-12d3-a456-426614174000"]],
+    ),
+]
+
+
+@pytest.mark.parametrize("schema, instances", FORMAT_ANNOTATION_CASES)
+def test_format_assertion_false_makes_every_format_an_annotation(schema, instances):
+    # the oracle: jsonschema without a format checker (2020-12's default vocabulary)
+    validator = jsonschema.Draft202012Validator(schema)
+    cg = compile_schema(schema, format_assertion=False, strict_mode=False)
+    for inst in instances:
+        assert accepts(cg, json.dumps(inst)) == validator.is_valid(inst), (schema, inst)
+
+
+def test_format_assertion_is_a_checked_option_and_part_of_the_cache_key():
+    schema = {"type": "string", "format": "date"}
+    compiler = byte_compiler()
+    asserted = compiler.compile_json_schema(schema)
+    annotated = compiler.compile_json_schema(schema, format_assertion=False)
+    assert not accepts(asserted, '"tuesday"')
+    assert accepts(annotated, '"tuesday"')
+    for bad in (None, 1, "no"):
+        with pytest.raises(GrammarError, match="format_assertion must be a bool"):
+            Grammar.from_json_schema(schema, format_assertion=bad)
+        with pytest.raises(GrammarError, match="format_assertion must be a bool"):
+            compiler.compile_json_schema(schema, format_assertion=bad)
+
+
+IDN_HOSTNAME_VALID = [
+    "실례.테스트",  # Hangul syllables
+    "παράδειγμα",  # Greek with tonos, 10 code points: outside the subset (below)
+    "ßς་〇",  # exceptions that are PVALID
+    "ひらがな。カタカナ",  # an ideographic full stop between labels
+    "漢字．example｡com",  # fullwidth and halfwidth full stops
+    "host-name.Example.COM",  # LDH labels as in hostname
+    "a" * 63,
+]
+IDN_HOSTNAME_INVALID = [
+    "",
+    ".",
+    "。",
+    "example.",
+    "a..b",
+    "-hello",
+    "hello-",
+    "ab--cd",  # hyphens in the third and fourth position
+    "xn--X",
+    "A\u00df",  # an uppercase letter in a U-label is DISALLOWED
+    "\u302e\uc2e4",  # a Hangul tone mark first
+    "a\u00b7l",  # MIDDLE DOT without its context
+    "\u0300hello",  # a combining mark first
+    "a" * 64,
+    "\u00fc" * 60,  # an A-label longer than 63 octets
+]
+
+
+def _idna_valid(name: str) -> bool:
+    """The oracle: jsonschema's idn-hostname check (``idna.encode``), without the trailing
+    full stop it tolerates and the suite does not."""
+    import idna
+
+    if not name or name[-1] in ".\u3002\uff0e\uff61":
+        return False
+    try:
+        idna.encode(name)
+    except (idna.IDNAError, UnicodeError):
+        return False
+    return True
+
+
+def test_idn_hostname_is_a_subset_of_idna_2008():
+    cg = compiled({"type": "string", "format": "idn-hostname"})
+    for name in IDN_HOSTNAME_VALID:
+        assert _idna_valid(name), name
+        inside = name != "παράδειγμα"  # more than 7 code points in a U-label
+        for text in _spellings(name):
+            assert accepts(cg, text) == inside, text
+    for name in IDN_HOSTNAME_INVALID:
+        assert not _idna_valid(name), name
+        for text in _spellings(name):
+            assert not accepts(cg, text), text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.text(
+            alphabet=st.sampled_from(
+                "aZ09-\u00df\u00f6\u00f7\u00f8\u00ff\u0100\u03ab\u03ac\u03ce\u03cf"
+                "\u3040\u3041\u3096\u3099\u30a0\u30a1\u30fa\u30fb\u30fc\u4e00\u9fa5"
+                "\u0f0a\u0f0b\u0f0c\u3006\u3007\u3008"
+                "\uabff\uac00\ud7a3\u00b7\u0300"
+            ),
+            min_size=0,
+            max_size=9,
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.lists(st.sampled_from(".\u3002\uff0e\uff61"), min_size=4, max_size=4),
+)
+def test_idn_hostname_accepts_only_valid_names(labels, dots):
+    # every name the grammar accepts is a valid IDNA 2008 host name (never a false
+    # positive); the alphabet straddles each letter range of the subset
+    name = labels[0] + "".join(d + label for d, label in zip(dots, labels[1:], strict=False))
+    cg = _IDN_HOSTNAME()
+    if accepts(cg, json.dumps(name)):
+        assert _idna_valid(name), name
+
+
+@functools.cache
+def _IDN_HOSTNAME():  # noqa: N802 - a compiled constant
+    return compiled({"type": "string", "format": "idn-hostname"})
+
+
+def test_idn_hostname_letters_are_each_valid():
+    from treegram.frontends.json_schema._formats import _U_LETTERS
+
+    for lo, hi in _U_LETTERS:
+        for cp in {lo, hi, (lo + hi) // 2}:
+            assert _idna_valid("a" + chr(cp)), hex(cp)

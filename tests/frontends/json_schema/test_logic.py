@@ -14,7 +14,13 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schema_matching import accepts, byte_compiler, compile_schema, exact_validator
+from schema_matching import (
+    accepts,
+    byte_compiler,
+    compile_schema,
+    exact_validator,
+    json_values,
+)
 
 import treegram
 from treegram.frontends.json_schema._convert import UnsupportedSchemaError, json_schema_to_ir
@@ -297,16 +303,13 @@ def _logic(children):
 
 
 _schemas = st.recursive(_leaf, _logic, max_leaves=4)
-_values = st.recursive(
+_values = json_values(
     st.one_of(
         st.none(),
         st.booleans(),
         st.integers(-2, 3),
         st.sampled_from([-0.5, 1.5, 2.5]),
         st.text(alphabet="ab\n", max_size=3),
-    ),
-    lambda c: st.one_of(
-        st.lists(c, max_size=3), st.dictionaries(st.sampled_from(["a", "b", "c"]), c, max_size=3)
     ),
     max_leaves=5,
 )
@@ -394,6 +397,9 @@ def test_fractional_range_matches_arithmetic(lo, lo_strict, hi, hi_strict):
         assert accepts(cg, text) == inside, text
 
 
+_HARD = {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}
+
+
 def test_disjoint_one_of_needs_no_negation():
     # The branches cannot be negated exactly (uniqueItems, patternProperties), so this only
     # compiles when oneOf is proven disjoint: by the parent's required "kind" with different
@@ -420,6 +426,86 @@ def test_disjoint_one_of_needs_no_negation():
         {"kind": 1},
         {},
     ]:
+        text = json.dumps(value)
+        assert accepts(cg, text) == validator.is_valid(value), text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {  # a branch that is a choice itself: each alternative is disjoint from the other
+            # branch, by its required "t" whose value the other's additionalProperties forbid
+            "$defs": {
+                "kinds": {
+                    "type": "object",
+                    "oneOf": [
+                        {"required": ["t"], "properties": {"t": {"const": "a"}}},
+                        {"required": ["t"], "properties": {"t": {"const": "b"}}},
+                    ],
+                }
+            },
+            "type": "object",
+            "oneOf": [
+                {"$ref": "#/$defs/kinds"},
+                {"additionalProperties": {"enum": [False]}, "properties": {"ys": _HARD}},
+            ],
+        },
+        {  # a branch with a choice inside is still disjoint by its own keywords ("t")
+            "type": "object",
+            "oneOf": [
+                {
+                    "required": ["t"],
+                    "properties": {"t": {"const": "a"}, "xs": _HARD},
+                    "anyOf": [{"required": ["x"]}, {"required": ["y"]}],
+                },
+                {"required": ["t"], "properties": {"t": {"const": "b"}, "ys": _HARD}},
+            ],
+        },
+        {  # more required members than the other branch's maxProperties
+            "type": "object",
+            "oneOf": [
+                {"required": ["a", "b"], "properties": {"xs": _HARD}},
+                {"maxProperties": 1, "properties": {"ys": _HARD}},
+            ],
+        },
+    ],
+)
+def test_disjoint_one_of_through_choices_member_schemas_and_counts(schema):
+    # uniqueItems has no exact complement: these compile only when proven disjoint
+    cg = compiled(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [
+        {"t": "a"},
+        {"t": "b"},
+        {"t": "c"},
+        {"t": "a", "xs": [1, 1]},
+        {"t": "a", "xs": [1, 2]},
+        {"x": False},
+        {"x": False, "y": False},
+        {"a": 1, "b": 2},
+        {"a": 1},
+        {"ys": [1, 1]},
+        {"ys": [1]},
+        {},
+    ]:
+        text = json.dumps(value)
+        assert accepts(cg, text) == validator.is_valid(value), text
+
+
+def test_one_of_negation_within_a_closed_branch_is_dropped():
+    # Within a closed branch that does not declare "b", "not {required: [b]}" always holds:
+    # the negation is true there (no alternatives to distribute), and the rest stays exact.
+    schema = {
+        "type": "object",
+        "oneOf": [
+            {"properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+            {"required": ["b"]},
+            {"required": ["a"], "properties": {"a": {"type": "integer", "minimum": 2}}},
+        ],
+    }
+    cg = compiled(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [{}, {"a": 1}, {"a": 3}, {"b": 1}, {"a": 1, "b": 1}, {"a": 3, "b": 1}, {"c": 1}]:
         text = json.dumps(value)
         assert accepts(cg, text) == validator.is_valid(value), text
 
@@ -452,3 +538,25 @@ def test_strict_mode_closes_to_listed_names_and_keeps_conditions_open():
     ):
         expected = validator.is_valid(json.loads(text)) and "other" not in text
         assert accepts(cg, text) == expected, text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"if": {"patternProperties": {"foo": {"type": "string"}}}, "unevaluatedProperties": False},
+        {
+            "if": {"properties": {"foo": {"type": "string"}}, "required": ["foo"]},
+            "properties": {"bar": {"type": "integer"}},
+            "unevaluatedProperties": False,
+        },
+        # its negation would declare items: left out (rejects ["a"], never a wrong value)
+        {"if": {"prefixItems": [{"const": "a"}]}, "unevaluatedItems": False},
+    ],
+)
+def test_if_without_then_or_else_evaluates_members_where_it_holds(schema):
+    cg = compiled(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    exact = "prefixItems" not in schema["if"]
+    for value in [*VALUES, {"foo": "a"}, {"foo": 1}, {"foo": "a", "bar": 1}, ["a"], ["a", 1]]:
+        got, want = accepts(cg, json.dumps(value, sort_keys=True)), validator.is_valid(value)
+        assert got == want if exact else (not got or want), value

@@ -104,3 +104,27 @@ def test_widened_grammar_accepts_every_valid_instance(schema, values):
         if validator.is_valid(value):
             text = json.dumps(value)
             assert accepts(cg, text), (schema, text)
+
+
+@pytest.mark.parametrize(
+    "schema, value",
+    [
+        # oneOf [true, B] is "not B": widened, "not B" grows to every value, and the
+        # complement of that would be nothing, rejecting [null, 0] (which is valid)
+        ({"not": {"oneOf": [True, {"type": "array", "uniqueItems": True}]}}, [None, 0]),
+        ({"not": {"not": {"not": {"type": "array", "uniqueItems": True}}}}, [1, 1]),
+        (
+            {"not": {"if": {"type": "array", "uniqueItems": True}, "then": False}},
+            [1, 2],
+        ),
+    ],
+)
+def test_a_negation_of_a_widened_schema_is_widened(schema, value):
+    assert exact_validator(schema).is_valid(value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cg = compile_schema(schema, unsupported="warn", strict_mode=False)
+    assert accepts(cg, json.dumps(value))
+    # without widening, the negation is refused rather than narrowed
+    with pytest.raises(UnsupportedSchemaError):
+        json_schema_to_ir(schema, strict_mode=False)

@@ -23,6 +23,7 @@ Modules, from the entry point down (each imports only modules below it):
 
 from treegram.frontends.json_schema._convert import (
     check_unknown_format,
+    checked_options,
     downgraded_keywords,
     json_schema_to_ir,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "json_schema_to_ir",
     "JsonSchemaOptions",
     "check_unknown_format",
+    "checked_options",
     "downgraded_keywords",
     "check_remotes",
     "dfa_expr",

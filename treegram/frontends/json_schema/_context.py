@@ -29,6 +29,7 @@ class ConversionContext(Protocol):
     string_classes: dict[tuple, Expr | None]
     widen_one_of: bool  # overlapping oneOf compiled as anyOf (the widened second try)
     expanded: list[str]  # pointers of the overlapping oneOfs expanded with negations
+    widenings: int  # keywords widened so far (a widened schema is a superset of its own)
 
     def unsupported(self, keyword: str, ptr: str, why: str) -> None:
         """Refuse ``keyword`` at ``ptr`` (or warn and drop it when downgraded)."""

@@ -21,7 +21,9 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from fractions import Fraction
+from itertools import permutations
 
 from treegram._json import get_max_recursion_depth
 from treegram.errors import GrammarError, UnsupportedSchemaError
@@ -181,6 +183,7 @@ class Converter:
         self.work = 0  # value() calls: bounded by MAX_SUBSCHEMAS
         self.widen_one_of = False  # overlapping oneOf as anyOf (a second, widened try)
         self.expanded: list[str] = []  # pointers of the overlapping oneOfs expanded
+        self.widenings = 0  # keywords widened so far (unsupported downgraded to a warning)
         self._negations: dict[str, object] = {}
         self._negation_names: dict[int, str] = {}  # id of a negated subschema: its ref
         self._negation_targets: dict[str, dict] = {}
@@ -197,6 +200,7 @@ class Converter:
             raise UnsupportedSchemaError(
                 f"unsupported JSON Schema keyword {keyword!r} at {where}: {why} ({WIDEN_HINT})"
             )
+        self.widenings += 1
         warnings.warn(
             f"JSON Schema keyword {keyword!r} at {where} widened (constraint dropped): {why}; "
             "the grammar accepts every value the schema accepts, and some it rejects",
@@ -448,7 +452,13 @@ class Converter:
                 seq(self.excludes.literal(k), lay.colon(), self.literal(v, depth + 1))
                 for k, v in value.items()
             ]
-            return None if None in items else self._container("{}", items, depth)
+            if None in items:
+                return None
+            if len(items) > _ANY_ORDER_MEMBERS:
+                return self._container("{}", items, depth)
+            # a JSON object has no order: a small constant in every order of its members
+            # (the member expressions are shared, only the sequences differ)
+            return alt(*(self._container("{}", list(p), depth) for p in permutations(items)))
         if isinstance(value, list):
             if not value:
                 return lay.empty("[]")
@@ -875,6 +885,33 @@ def _scan(root, what: str) -> bool:
     return deep or refs > _SHALLOW_REFS
 
 
+def checked_options(**options) -> JsonSchemaOptions:
+    """The options of one conversion (``json_schema_to_ir``'s keyword arguments but
+    ``excludes``), validated, with ``remote_schemas`` normalized: what both
+    ``json_schema_to_ir`` and the compiler's cache key are made of.
+
+    Raises
+    ------
+    GrammarError
+        An option has a value it cannot take (the message names it).
+    """
+    o = JsonSchemaOptions(**options)
+    downgraded_keywords(o.unsupported)
+    check_unknown_format(o.unknown_format)
+    for flag in ("canonical_integers", "any_order", "format_assertion"):
+        if not isinstance(getattr(o, flag), bool):
+            raise GrammarError(f"{flag} must be a bool, got {getattr(o, flag)!r}")
+    if o.max_whitespace_cnt is not None and (
+        not isinstance(o.max_whitespace_cnt, int) or o.max_whitespace_cnt <= 0
+    ):
+        raise GrammarError(
+            f"max_whitespace_cnt must be a positive integer, got {o.max_whitespace_cnt!r}"
+        )
+    if o.indent is not None and (not isinstance(o.indent, int) or o.indent < 0):
+        raise GrammarError(f"indent must be a non-negative integer, got {o.indent!r}")
+    return replace(o, remote_schemas=check_remotes(o.remote_schemas))
+
+
 def json_schema_to_ir(
     schema,
     *,
@@ -885,6 +922,7 @@ def json_schema_to_ir(
     max_whitespace_cnt: int | None = None,
     unsupported: str | Collection[str] = "error",
     unknown_format: str = "warn",
+    format_assertion: bool = True,
     canonical_integers: bool = True,
     remote_schemas: Mapping[str, dict | bool] | None = None,
     any_order: bool = False,
@@ -920,7 +958,12 @@ def json_schema_to_ir(
         in JSON Schema 2020-12: ``"warn"`` accepts any string for it with a warning,
         ``"ignore"`` without one, ``"error"`` refuses it as an unsupported keyword (then
         ``unsupported`` may downgrade it). Known formats that treegram does not compile
-        exactly (``regex``, ``idn-hostname``) stay under ``unsupported``.
+        exactly (``regex``) stay under ``unsupported``.
+    format_assertion : bool, default True
+        Enforce every ``format`` treegram knows (the generation default). ``False`` makes
+        every ``format`` an annotation that constrains nothing, as JSON Schema 2020-12
+        does without the format-assertion vocabulary (the test suite's required tests
+        expect it).
     canonical_integers : bool, default True
         Write an ``integer`` only in its canonical form (``63``), as xgrammar and typed
         parsers expect; ``False`` is JSON Schema's value semantics, under which ``63.0``
@@ -958,29 +1001,7 @@ def json_schema_to_ir(
     GrammarError
         The schema is malformed or admits no value.
     """
-    downgraded_keywords(unsupported)  # validates the option
-    check_unknown_format(unknown_format)
-    if not isinstance(canonical_integers, bool):
-        raise GrammarError(f"canonical_integers must be a bool, got {canonical_integers!r}")
-    if not isinstance(any_order, bool):
-        raise GrammarError(f"any_order must be a bool, got {any_order!r}")
-    if max_whitespace_cnt is not None and (
-        not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt <= 0
-    ):
-        raise GrammarError(
-            f"max_whitespace_cnt must be a positive integer, got {max_whitespace_cnt!r}"
-        )
-    if indent is not None and (not isinstance(indent, int) or indent < 0):
-        raise GrammarError(f"indent must be a non-negative integer, got {indent!r}")
-    remotes = check_remotes(remote_schemas)
-    excluded = check_excludes(excludes)
-    root = _load(schema)
-    deep = _scan(root, "schema")
-    check_schema_shapes(root)
-    for uri, doc in (remotes or {}).items():
-        deep = _scan(doc, f"remote_schemas[{uri!r}]") or deep
-        check_schema_shapes(doc, f"remote_schemas[{uri!r}]")
-    options = JsonSchemaOptions(
+    options = checked_options(
         any_whitespace=any_whitespace,
         indent=indent,
         separators=separators,
@@ -988,10 +1009,18 @@ def json_schema_to_ir(
         max_whitespace_cnt=max_whitespace_cnt,
         unsupported=unsupported,
         unknown_format=unknown_format,
+        format_assertion=format_assertion,
         canonical_integers=canonical_integers,
-        remote_schemas=remotes,
+        remote_schemas=remote_schemas,
         any_order=any_order,
     )
+    excluded = check_excludes(excludes)
+    root = _load(schema)
+    deep = _scan(root, "schema")
+    check_schema_shapes(root)
+    for uri, doc in (options.remote_schemas or {}).items():
+        deep = _scan(doc, f"remote_schemas[{uri!r}]") or deep
+        check_schema_shapes(doc, f"remote_schemas[{uri!r}]")
     args = (root, options, excluded)
     with collector_paused():  # the IR is acyclic: collections would free nothing
         # Deep schemas, long $ref chains and huge numeric bounds recurse deeply: they are
@@ -1007,6 +1036,9 @@ def json_schema_to_ir(
 class _NeedsDeepStack(Exception):  # noqa: N818 - control flow, never escapes
     """Raised on the caller's stack past ``_SHALLOW_NESTING``: compile again deeper."""
 
+
+_ANY_ORDER_MEMBERS = 4
+"""A constant object of at most this many members is written in any order (24 orders)."""
 
 MAX_SUBSCHEMAS = 20_000
 """Subschemas one conversion may convert (``value`` calls). A schema of thousands of
@@ -1032,7 +1064,7 @@ def _convert(
         layout,
         o.strict_mode,
         o.unsupported,
-        RefIndex(root, o.remote_schemas),
+        RefIndex(root, o.remote_schemas, formats=o.format_assertion),
         unknown_format=o.unknown_format,
         canonical_integers=o.canonical_integers,
         any_order=o.any_order,

@@ -8,10 +8,13 @@ others, which is larger and not always expressible. Two branches are disjoint wh
   (checked with treegram's own validator, :mod:`._validate`);
 - their types do not meet (the parent's ``type`` applies to a branch without one);
 - both are strings whose languages (code point automata) do not intersect;
-- both are objects that require a common property with disjoint schemas (``const``,
-  ``enum``, types, string patterns), or one requires a property the other forbids
-  (``false``, or not declared next to ``additionalProperties: false``). The parent's
-  ``required`` counts for both.
+- both are objects, one requires a property and the two schemas for its value are
+  disjoint (``const``, ``enum``, types, string patterns; ``additionalProperties`` for a
+  name one does not declare), or one requires a property the other forbids (``false``,
+  or not declared next to ``additionalProperties: false``), or one requires more members
+  than the other's ``maxProperties``. The parent's ``required`` counts for both;
+- a branch that is itself an ``anyOf`` / ``oneOf`` (a ``$ref`` to a choice of kinds) is
+  disjoint from another when each of its alternatives is.
 
 Anything not proven disjoint is treated as overlapping (never the other way round).
 """
@@ -29,6 +32,8 @@ __all__ = ["disjoint"]
 
 _TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
 _MAX_DEREF = 8
+_MAX_SPLIT = 16  # alternatives of a branch's own anyOf / oneOf taken one by one
+_MAX_SPLIT_DEPTH = 2
 
 
 def disjoint(conv: ConversionContext, branches: list, parent: dict | None = None) -> bool:
@@ -36,26 +41,70 @@ def disjoint(conv: ConversionContext, branches: list, parent: dict | None = None
     parent = parent or {}
     shapes = []
     for b in branches:
-        b = _deref(conv, b)
-        if isinstance(b, dict) and ("allOf" in b or "$ref" in b):
-            try:
-                b = merge_all_of(conv, b, "")  # flattened: its parts' members count
-            except UnsupportedSchemaError:
-                return False
-        if b is False:
-            continue
-        if not isinstance(b, dict):
+        got = _shape(conv, b, parent)
+        if got is None:
             return False
-        if "type" in parent and "type" not in b:
-            b = {**b, "type": parent["type"]}
-        if parent.get("required"):
-            b = {**b, "required": [*parent["required"], *b.get("required", [])]}
-        shapes.append(b)
-    return all(
-        _pair_disjoint(conv, shapes[i], shapes[j])
-        for i in range(len(shapes))
-        for j in range(i + 1, len(shapes))
-    )
+        if got is not False:
+            shapes.append(got)
+    splits: dict[int, list | None] = {}  # branch index -> its alternatives, once
+
+    def split(i: int) -> list | None:
+        if i not in splits:
+            splits[i] = _shapes(conv, shapes[i], 0)
+        return splits[i]
+
+    def pair(i: int, j: int) -> bool:
+        """Disjoint as they are, or alternative by alternative where one is a choice."""
+        if _pair_disjoint(conv, shapes[i], shapes[j]):
+            return True
+        a, b = split(i), split(j)
+        if a is None or b is None or (len(a) == 1 and len(b) == 1):
+            return False
+        return all(_pair_disjoint(conv, x, y) for x in a for y in b)
+
+    return all(pair(i, j) for i in range(len(shapes)) for j in range(i + 1, len(shapes)))
+
+
+def _shape(conv: ConversionContext, b, parent: dict):
+    """Branch ``b`` as one schema inside ``parent``'s ``type`` and ``required`` (``False``
+    when it accepts nothing, ``None`` when that cannot be worked out)."""
+    b = _deref(conv, b)
+    if isinstance(b, dict) and ("allOf" in b or "$ref" in b):
+        try:
+            b = merge_all_of(conv, b, "")  # flattened: its parts' members count
+        except UnsupportedSchemaError:
+            return None
+    if b is False:
+        return False
+    if not isinstance(b, dict):
+        return None
+    if "type" in parent and "type" not in b:
+        b = {**b, "type": parent["type"]}
+    if parent.get("required"):
+        b = {**b, "required": [*parent["required"], *b.get("required", [])]}
+    return b
+
+
+def _shapes(conv: ConversionContext, b: dict, depth: int) -> list | None:
+    """Schemas whose union holds every value of the shape ``b``: ``b`` itself, or the
+    alternatives of its ``anyOf`` / ``oneOf``, each with ``b``'s type and required names
+    (leaving out its other keywords only widens them); ``None`` when an alternative
+    cannot be worked out."""
+    key = "oneOf" if "oneOf" in b else "anyOf" if "anyOf" in b else None
+    if key is None or depth >= _MAX_SPLIT_DEPTH or len(b[key]) > _MAX_SPLIT:
+        return [b]
+    outer = {k: b[k] for k in ("type", "required") if k in b}
+    out: list = []
+    for alt in b[key]:
+        shape = _shape(conv, alt, outer)
+        if shape is None:
+            return None
+        if shape is not False:
+            got = _shapes(conv, shape, depth + 1)
+            if got is None:
+                return None
+            out += got
+    return out
 
 
 def _deref(conv: ConversionContext, schema):
@@ -146,11 +195,29 @@ def _strings_disjoint(conv: ConversionContext, a: dict, b: dict) -> bool:
 
 
 def _objects_disjoint(conv: ConversionContext, a: dict, b: dict) -> bool:
-    pa, pb = a.get("properties", {}), b.get("properties", {})
-    for key in set(a.get("required", [])) & set(b.get("required", [])):
-        if key in pa and key in pb and _pair_disjoint(conv, pa[key], pb[key]):
+    # a member one requires is present, so its value must meet both member schemas
+    for key in set(a.get("required", [])) | set(b.get("required", [])):
+        sa, sb = _member_schema(a, key), _member_schema(b, key)
+        if sa is not None and sb is not None and _pair_disjoint(conv, sa, sb):
             return True
-    return _forbids(conv, a, b) or _forbids(conv, b, a)
+    return _too_many(a, b) or _too_many(b, a) or _forbids(conv, a, b) or _forbids(conv, b, a)
+
+
+def _member_schema(schema: dict, key: str):
+    """The schema the value of member ``key`` meets in ``schema`` (``None``: unknown)."""
+    props = schema.get("properties", {})
+    if key in props:
+        return props[key]
+    if schema.get("patternProperties"):
+        return None  # whether a pattern matches the key is not worked out here
+    return schema.get("additionalProperties", True)
+
+
+def _too_many(a: dict, b: dict) -> bool:
+    """Whether ``a`` needs more members than ``b`` allows."""
+    most = b.get("maxProperties")
+    least = max(len(set(a.get("required", []))), a.get("minProperties", 0))
+    return isinstance(most, (int, float)) and not isinstance(most, bool) and least > most
 
 
 def _forbids(conv: ConversionContext, a: dict, b: dict) -> bool:

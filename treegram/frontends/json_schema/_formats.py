@@ -7,13 +7,15 @@ per-month day limits, RFC 3986 URIs, RFC 3987 IRIs, RFC 5321 simplified mailboxe
 their RFC 6531 internationalized form, RFC 1123 host names, RFC 4291 IPv6 text forms,
 RFC 4122 UUIDs).
 
-``regex`` (the set of valid ECMA-262 patterns is not a regular language: groups nest) and
-``idn-hostname`` (IDNA 2008 validity depends on Unicode property tables, contextual rules
-and the punycode length of each label) are in :data:`REFUSED` with the reason.
+``regex`` (the set of valid ECMA-262 patterns is not a regular language: groups nest) is
+in :data:`REFUSED` with the reason.
 
 Where exactness would cost thousands of states, a format is a documented subset (never
 a string outside the format): ``hostname`` of at most 253 characters as a union of
-label-count shapes, leap seconds in ``time`` only with the UTC offsets in use.
+label-count shapes, leap seconds in ``time`` only with the UTC offsets in use;
+``idn-hostname`` (IDNA 2008 validity depends on Unicode property tables, contextual rules
+and the punycode length of each label) as those host names plus short U-labels of
+left-to-right letters that need no contextual rule.
 """
 
 from __future__ import annotations
@@ -170,6 +172,62 @@ def _bounded_hostname() -> Expr:
     for count, most in _HOSTNAME_SHAPES:
         label = _ldh_label(most)
         shapes.append(seq(label, _n(seq(lit("."), label), 0, count - 1)))
+    return alt(*shapes)
+
+
+# Letters of the U-labels in the idn-hostname subset: lowercase Latin-1, Greek with
+# tonos, the Tibetan mark tsheg and the ideographic zero (PVALID exceptions), Hiragana,
+# Katakana with the prolonged sound mark, the CJK Unified Ideographs of Unicode 1.1 and
+# the Hangul syllables. Each is PVALID in IDNA 2008 with no contextual rule,
+# left-to-right (no Bidi rule applies), a starter that composes with nothing (a string of
+# them is NFC).
+_U_LETTERS = (
+    (0xDF, 0xF6),
+    (0xF8, 0xFF),
+    (0x3AC, 0x3CE),
+    (0xF0B, 0xF0B),
+    (0x3007, 0x3007),
+    (0x3041, 0x3096),
+    (0x30A1, 0x30FA),
+    (0x30FC, 0x30FC),
+    (0x4E00, 0x9FA5),
+    (0xAC00, 0xD7A3),
+)
+# Code points of a U-label: its A-label ("xn--", the ASCII letters, "-", one punycode
+# delta per other code point) then has at most 5 + 8 * 7 = 61 octets, as a delta below
+# (0xD7A3 + 1) * 64 takes at most 8 base-36 digits (each digit but the last divides
+# what is left by at least 36 - 26 = 10).
+_U_LABEL_MOST = 7
+# The separators IDNA 2008 reads as full stops (RFC 3490 section 3.1).
+_DOTS = ((0x2E, 0x2E), (0x3002, 0x3002), (0xFF0E, 0xFF0E), (0xFF61, 0xFF61))
+
+
+def _u_label() -> Expr:
+    """A U-label of 1 to 7 code points, lowercase ASCII letters and digits and
+    :data:`_U_LETTERS`, at least one of the latter."""
+    ascii_ = cls([_r("a", "z"), _r("0", "9")])
+    other = cls(list(_U_LETTERS))
+    either = cls([_r("a", "z"), _r("0", "9"), *_U_LETTERS])
+    return alt(
+        *(
+            seq(_n(ascii_, i, i), other, _n(either, 0, _U_LABEL_MOST - 1 - i))
+            for i in range(_U_LABEL_MOST)
+        )
+    )
+
+
+def _idn_hostname() -> Expr:
+    """A documented subset of IDNA 2008 host names (RFC 5890): the ``hostname`` subset's
+    LDH labels (no R-LDH labels, so no A-labels), and U-labels of :func:`_u_label` in the
+    names of at most 4 labels (an A-label of at most 61 octets fits their 62), separated
+    by any of the four full stops. Exact validity needs Unicode property tables, the
+    contextual rules, the Bidi rule and each label's punycode length."""
+    shapes = []
+    for count, most in _HOSTNAME_SHAPES:
+        label = _ldh_label(most)
+        if most >= 61:
+            label = alt(label, _u_label())
+        shapes.append(seq(label, _n(seq(cls(list(_DOTS)), label), 0, count - 1)))
     return alt(*shapes)
 
 
@@ -336,6 +394,7 @@ FORMATS = {
     "duration": _duration,
     "email": _email,
     "hostname": _bounded_hostname,
+    "idn-hostname": _idn_hostname,
     "ipv4": _ipv4,
     "ipv6": _ipv6,
     "uuid": _uuid,
@@ -350,8 +409,6 @@ FORMATS = {
 REFUSED = {
     "regex": "the valid ECMA-262 patterns are not a regular language (groups nest), so no "
     "grammar of this kind accepts exactly them",
-    "idn-hostname": "IDNA 2008 label validity depends on Unicode property tables, "
-    "contextual rules and each label's punycode length; not compiled exactly",
 }
 
 

@@ -86,6 +86,8 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
         then, other = _opened(schema.get("then", True)), _opened(schema.get("else", True))
         negations.append(negate(conv, cond, f"{ptr}/if"))
         parts.append(_any_of([_all_of(cond, then), _all_of(negations[-1], other)]))
+    elif "if" in schema and any(schema.get(k, True) not in (True, {}) for k in _UNEVALUATED):
+        parts.extend(_lone_if(conv, _opened(schema["if"]), f"{ptr}/if"))
     deps = dict(schema.get("dependentRequired", {}))
     dep_schemas = dict(schema.get("dependentSchemas", {}))
     for name, dep in schema.get("dependencies", {}).items():
@@ -158,13 +160,18 @@ def negate(
     if _depth > _MAX_DEPTH:
         conv.unsupported("not", ptr, "negation nested too deeply (recursive reference?)")
         return True
+    widened = conv.widenings
     schema = conv.merge_all_of(schema, ptr)
+    if not isinstance(schema, bool) and needs_logic(conv, schema):
+        schema = conv.merge_all_of(expand_logic(conv, schema, ptr), ptr)
+    if conv.widenings > widened:
+        # a keyword inside was widened while merging or expanding (a negation in an
+        # overlapping oneOf, an if): the schema is now a superset of itself, and its
+        # complement would be a subset of the true one, so the complement is widened too
+        conv.unsupported("not", ptr, "the negated schema has a widened keyword inside")
+        return True
     if isinstance(schema, bool):
         return not schema
-    if needs_logic(conv, schema):
-        schema = conv.merge_all_of(expand_logic(conv, schema, ptr), ptr)
-        if isinstance(schema, bool):
-            return not schema
     out: list = []
     keys = {k: v for k, v in schema.items() if k not in _IGNORED}
     if "type" in keys or "nullable" in keys:
@@ -295,6 +302,8 @@ def negate(
     out = [o for o in out if o is not False]
     if within is not None:
         out = [o for o in _flat(out) if not _contradicts(within, o)]
+        if any(_implied(within, o) for o in out):
+            return True  # within, every value already breaks the schema
     if any(o is True for o in out):
         return True
     if not out:
@@ -349,6 +358,23 @@ def _contradicts(within: dict, alt) -> bool:
             if all(_outside(lang, names) for lang, _ in requirement):
                 return True  # its member would have to be one within forbids
     return False
+
+
+def _implied(within: dict, alt) -> bool:
+    """Whether every value ``within`` accepts meets a derived alternative (cheap, syntactic
+    checks only; ``False`` when in doubt): a type that covers ``within``'s, or a property
+    that ``within`` forbids being absent."""
+    if not isinstance(alt, dict) or "type" not in within or "type" not in alt:
+        return False
+    inner, outer = _type_set(within["type"]), _type_set(alt["type"])
+    if inner is None or outer is None or not inner <= outer:
+        return False
+    rest = {k: v for k, v in alt.items() if k not in ("type", OPEN)}
+    if not rest:
+        return True
+    if set(rest) != {"properties"} or outer != {"object"}:
+        return False
+    return all(sub is False and _forbidden(within, n) for n, sub in rest["properties"].items())
 
 
 def _closed(within: dict) -> bool:
@@ -488,6 +514,19 @@ def _absent(name: str) -> dict:
 
 def _typed(t: str | list[str], schema: dict) -> dict:
     return {"type": t, **schema, OPEN: True}
+
+
+def _lone_if(conv: ConversionContext, cond, ptr: str) -> list:
+    """An ``if`` without ``then`` and ``else`` next to ``unevaluated*``: it constrains
+    nothing, but where it holds the members it evaluates count as evaluated, so it is
+    ``anyOf [if, not if]``. When its negation would itself declare members (which a merge
+    would make look evaluated) or cannot be written, it is left out: the unevaluated*
+    keyword then sees fewer members, which only rejects more (never a wrong value)."""
+    try:
+        neg = negate(conv, cond, ptr)
+    except UnsupportedSchemaError:
+        return []
+    return [] if _evaluates(neg) else [_any_of([cond, neg])]
 
 
 def _exclusive(conv: ConversionContext, branches: list, ptr: str, parent: dict) -> dict | bool:

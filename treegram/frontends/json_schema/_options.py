@@ -30,6 +30,7 @@ class JsonSchemaOptions:
     max_whitespace_cnt: int | None = None
     unsupported: str | Collection[str] = "error"
     unknown_format: str = "warn"
+    format_assertion: bool = True
     canonical_integers: bool = True
     any_order: bool = False
     remote_schemas: Mapping[str, dict | bool] | None = None

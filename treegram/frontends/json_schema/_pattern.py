@@ -19,6 +19,19 @@ __all__ = [
 # ECMA-262's WhiteSpace and LineTerminator: what \s matches (the regex frontend's \s is
 # xgrammar's smaller set), and the line terminators '.' does not match.
 _SPACE = "\\t-\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+_SPACE_RANGES = (
+    (0x09, 0x0D),
+    (0x20, 0x20),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+    (0xFEFF, 0xFEFF),
+)
+_MAX_CODEPOINT = 0x10FFFF
 _DOT = "[^\\n\\r\\u2028\\u2029]"
 
 
@@ -30,8 +43,9 @@ def ecma_classes(pattern: str) -> str:
     Raises
     ------
     ValueError
-        ``\\S`` or ``\\P{...}`` inside a class (a complement cannot be written there), or
-        a property escape other than a General_Category value and a few binary properties.
+        A property escape other than a General_Category value and a few binary
+        properties. (``\\S`` and ``\\P{...}`` inside a class are written out as the
+        ranges of their complement.)
     """
     out: list[str] = []
     in_class, i = False, 0
@@ -43,9 +57,10 @@ def ecma_classes(pattern: str) -> str:
                 raise ValueError(f"unterminated property escape in pattern {pattern!r}")
             ranges = _class_text(property_ranges(pattern[i + 3 : close]))
             if pattern[i + 1] == "P":
-                if in_class:
-                    raise ValueError(f"\\P{{...}} inside a character class in {pattern!r}")
-                out.append(f"[^{ranges}]" if ranges else "[^]")
+                if in_class:  # the complement written out as ranges
+                    out.append(_class_text(_complement(property_ranges(pattern[i + 3 : close]))))
+                else:
+                    out.append(f"[^{ranges}]" if ranges else "[^]")
             else:
                 out.append(ranges if in_class else (f"[{ranges}]" if ranges else "[]"))
             i = close + 1
@@ -55,9 +70,10 @@ def ecma_classes(pattern: str) -> str:
             if nxt == "s":
                 out.append(_SPACE if in_class else f"[{_SPACE}]")
             elif nxt == "S":
-                if in_class:
-                    raise ValueError(f"\\S inside a character class in pattern {pattern!r}")
-                out.append(f"[^{_SPACE}]")
+                if in_class:  # the complement written out as ranges
+                    out.append(_class_text(_complement(_SPACE_RANGES)))
+                else:
+                    out.append(f"[^{_SPACE}]")
             else:
                 out.append(pattern[i : i + 2])
             i += 2
@@ -227,6 +243,18 @@ def _category_ranges(category: str, negate: bool = False) -> tuple[tuple[int, in
     if start is not None:
         out.append((start, 0x10FFFF))
     return tuple(out)
+
+
+def _complement(ranges) -> list[tuple[int, int]]:
+    """The code points outside sorted, disjoint ``ranges``."""
+    out, start = [], 0
+    for lo, hi in sorted(ranges):
+        if lo > start:
+            out.append((start, lo - 1))
+        start = max(start, hi + 1)
+    if start <= _MAX_CODEPOINT:
+        out.append((start, _MAX_CODEPOINT))
+    return out
 
 
 def _class_text(ranges) -> str:

@@ -106,9 +106,13 @@ class RefIndex:
         The schema.
     remotes : mapping of str to dict or bool, optional
         Documents keyed by their retrieval URI.
+    formats : bool, default True
+        Keep ``format``; ``False`` leaves it out of every copied subschema (an annotation:
+        the ``format_assertion=False`` option).
     """
 
-    def __init__(self, root, remotes: Mapping | None = None) -> None:
+    def __init__(self, root, remotes: Mapping | None = None, formats: bool = True) -> None:
+        self.formats = formats
         schema_uri = root.get("$schema") if isinstance(root, dict) else None
         self.legacy = _legacy(schema_uri)
         self.docs: list = []
@@ -252,6 +256,8 @@ class RefIndex:
             return node
         own = self._own_base(node, base, dialect)
         out = dict(node)
+        if not self.formats:
+            out.pop("format", None)
         for steps, child in _subschemas(node):
             new = self._copy(i, child, path + steps, own, dialect)
             if len(steps) == 1:

@@ -45,6 +45,22 @@ class UndecidedError(Exception):
     """The value's validity cannot be decided here (the caller keeps the value)."""
 
 
+def _counts_allow(schema: dict, members: str, n: int) -> bool:
+    """Whether ``n`` members meet ``min{members}`` / ``max{members}``.
+
+    Raises
+    ------
+    UndecidedError
+        The schema has ``unevaluated{members}`` (it needs the annotations of the
+        applicators around it).
+    """
+    key = f"unevaluated{members}"
+    if key in schema and schema[key] is not True:
+        raise UndecidedError(key)
+    lo, hi = schema.get(f"min{members}"), schema.get(f"max{members}")
+    return not (_is_number(lo) and n < lo or _is_number(hi) and n > hi)
+
+
 def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -224,10 +240,7 @@ class Validator:
 
     def _array(self, schema: dict, arr: list, refs: int) -> bool:
         sub = self._valid
-        if "unevaluatedItems" in schema and schema["unevaluatedItems"] is not True:
-            raise UndecidedError("unevaluatedItems")
-        lo, hi = schema.get("minItems"), schema.get("maxItems")
-        if _is_number(lo) and len(arr) < lo or _is_number(hi) and len(arr) > hi:
+        if not _counts_allow(schema, "Items", len(arr)):
             return False
         items = schema.get("items")
         prefix = schema.get("prefixItems", [])
@@ -256,10 +269,7 @@ class Validator:
 
     def _object(self, schema: dict, obj: dict, refs: int) -> bool:
         sub = self._valid
-        if "unevaluatedProperties" in schema and schema["unevaluatedProperties"] is not True:
-            raise UndecidedError("unevaluatedProperties")
-        lo, hi = schema.get("minProperties"), schema.get("maxProperties")
-        if _is_number(lo) and len(obj) < lo or _is_number(hi) and len(obj) > hi:
+        if not _counts_allow(schema, "Properties", len(obj)):
             return False
         if any(k not in obj for k in schema.get("required", ())):
             return False
