@@ -84,6 +84,19 @@ def test_kernels_are_cached_in_the_package_and_loaded_by_the_next_process(tmp_pa
     assert (second["compiled"], second["loaded"]) == (0, 1)
 
 
+def test_a_kernel_is_compiled_again_when_a_file_it_reads_changes(tmp_path):
+    """A kernel inlines functions and freezes constants of other modules (the array orders
+    of kernels/_layout.py): cached machine code built before such a file changed would
+    read the wrong arrays, so the stamp covers every file of the kernel packages."""
+    site = _copy_package(tmp_path)
+    env = _env(site, tmp_path / "home")
+    assert _run(site, env)["compiled"] == 1
+    assert (_run(site, env)["compiled"], _run(site, env)["loaded"]) == (0, 1)
+    layout = site / "treegram" / "kernels" / "_layout.py"
+    layout.write_text(layout.read_text() + "\n# an edit\n")
+    assert (_run(site, env)["compiled"], _run(site, env)["loaded"]) == (1, 1)
+
+
 @pytest.mark.parametrize("variable", ["TREEGRAM_KERNEL_CACHE_DIR", "NUMBA_CACHE_DIR"])
 def test_an_override_directory_is_seeded_from_the_shipped_kernels(tmp_path, variable):
     site = _copy_package(tmp_path)

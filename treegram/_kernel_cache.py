@@ -16,9 +16,10 @@ A wheel built from source compiles every kernel at build time (``setup.py``, thr
 loads machine code instead of compiling it. When the root is elsewhere (cases 1, 2 and 4),
 the files a module's kernels need are copied from that shipped folder the first time the
 module's kernels are set up, unless ``TREEGRAM_KERNEL_CACHE_SEED=0``. numba itself decides
-whether a cached kernel is usable: its index records the numba version and a hash of the
-source file, and each entry the kernel's bytecode, argument types and the CPU it was built
-for, so a stale or foreign file is never loaded, only recompiled over.
+whether a cached kernel is usable: its index records the numba version and a stamp (here a
+hash of every file of the kernel packages, since kernels inline their neighbours' functions
+and constants), and each entry the kernel's bytecode, argument types and the CPU it was
+built for, so a stale or foreign file is never loaded, only recompiled over.
 """
 
 from __future__ import annotations
@@ -118,17 +119,44 @@ def _seed(module_file: str, rel_dir: str, cache_path: str) -> None:
                 continue  # a file that cannot be copied is compiled instead
 
 
+# The packages whose modules define kernels. A kernel inlines the functions and freezes the
+# constants it imports from its neighbours (``kernels._layout``'s array orders, ``ir``'s
+# limits), so its cached machine code is stale when any of these files changes, not only
+# its own: the stamp hashes them all.
+_KERNEL_PACKAGES = ("kernels", "automaton", "ir")
+
+
 @functools.cache
 def _source_hash(path: str, mtime: float, size: int) -> bytes:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).digest()
 
 
+def _kernel_sources() -> list[str]:
+    """The files of the kernel packages and treegram's top-level modules, sorted."""
+    out = [os.path.join(_PACKAGE_DIR, f) for f in os.listdir(_PACKAGE_DIR) if f.endswith(".py")]
+    for package in _KERNEL_PACKAGES:
+        folder = os.path.join(_PACKAGE_DIR, package)
+        out += [os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".py")]
+    return sorted(out)
+
+
+def _sources_stamp() -> bytes:
+    """A hash of every kernel source file's contents (re-read when a file changes)."""
+    digest = hashlib.sha256()
+    for path in _kernel_sources():
+        st = os.stat(path)
+        digest.update(_source_hash(path, st.st_mtime, st.st_size))
+    return digest.digest()
+
+
 class KernelCacheLocator(_CacheLocator):
     """numba cache locator for functions defined in treegram's own source files.
 
-    The source stamp is a hash of the file's contents, not its modification time, so a
-    cache built into a wheel stays valid after pip writes the files anew.
+    The source stamp is a hash of the contents of every file of the kernel packages, not a
+    modification time, so a cache built into a wheel stays valid after pip writes the files
+    anew, and a kernel is compiled again when a file it inlines or reads constants from
+    changes.
     """
 
     def __init__(self, py_func, py_file: str, cache_path: str) -> None:
@@ -147,8 +175,7 @@ class KernelCacheLocator(_CacheLocator):
             _usable_dirs.add(self._cache_path)
 
     def get_source_stamp(self) -> bytes:
-        st = os.stat(self._py_file)
-        return _source_hash(self._py_file, st.st_mtime, st.st_size)
+        return _sources_stamp()
 
     def get_disambiguator(self) -> str:
         return str(self._lineno)
