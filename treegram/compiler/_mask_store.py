@@ -516,7 +516,9 @@ class MaskStore:
                 hit = self._shared.get(signature)
                 if hit is not None:
                     return hit[0], hit[1:]
-            if string_slice is None or string_slice.max_bytes < self._sorted_vocab.max_len:
+            if skip is NO_SKIP and (
+                string_slice is None or string_slice.max_bytes < self._sorted_vocab.max_len
+            ):  # (a walk that skips loops' subtrees whole is the shorter one)
                 walked = self._slice_dfa_walk(s, context, deadline)
             if walked is None:
                 walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
@@ -974,7 +976,18 @@ class MaskStore:
         frames = np.empty((2, SLICE_WALK_FRAMES + 1), dtype=np.int32)
         clock = np.zeros(2, dtype=np.int64)
         st, n_acc, n_unk = slice_dfa_walk(
-            automaton, followed, s, sv.trie, whole.leads, acc, unk, pairs, frames, clock, deadline
+            automaton,
+            followed,
+            s,
+            sv.trie,
+            whole.leads,
+            self._loops(),
+            acc,
+            unk,
+            pairs,
+            frames,
+            clock,
+            deadline,
         )
         if st == layout.TIMEOUT:
             raise DeadlineExceededError

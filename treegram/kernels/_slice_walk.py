@@ -18,6 +18,7 @@ may end) need the chart.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
@@ -47,6 +48,8 @@ _COUNT = 2 * MAX_PAIRS
 # the frames scratch: row 0 the return states, row 1 the parent frames; [0, MAX_FRAMES] the
 # number made
 _RET, _PARENT = 0, 1
+# a subtree of fewer tokens is walked as usual: the loop check would cost more than it saves
+_LOOP_MIN_TOKENS = 8
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -124,7 +127,9 @@ def _closure(A, pairs, frames, d, n):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, frames, clock, deadline):
+def slice_dfa_walk(
+    A, followed, state, trie, leads, loops, acc, unk, pairs, frames, clock, deadline
+):
     """Classify the slice tokens (``leads >= 0``) of the token trie for ``state``.
 
     Parameters
@@ -142,6 +147,10 @@ def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, frames, clo
         The whole vocabulary's token trie (``kernels._trie``), in sorted-token order.
     leads : int32 [n_tokens]
         Per sorted token, its characters in the slice, -1 outside it (``StringSlice.leads``).
+    loops : tuple
+        (the bytes below each trie node, per automaton state the bytes it does not move back
+        to itself on, which of those are known): a pair whose state loops on every byte
+        below a node reads its whole subtree (``classify``'s byte loops).
     acc, unk : int32 [n_tokens]
         Receive, in increasing order, the positions of the slice tokens read whole
         (ACCEPTED) and of those left undecided (for the chart). Every other slice token is
@@ -164,6 +173,7 @@ def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, frames, clo
         cannot be walked this way (nothing is written then).
     """
     node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi = trie
+    suffix_bits, loop_off, loop_known = loops
     byte_class, n_classes, trans = A[A_BYTE_CLASS], A[A_N_CLASSES], A[A_TRANS]
     ref_ptr, state_final = A[A_REF_PTR], A[A_STATE_FINAL]
     frames[0, MAX_FRAMES] = 0
@@ -210,6 +220,30 @@ def slice_dfa_walk(A, followed, state, trie, leads, acc, unk, pairs, frames, clo
             continue
         if n > 0 and calls:
             n = _closure(A, pairs, frames, d, n)
+        if n > 0 and node_first[node_end[k]] - node_first[k] >= _LOOP_MIN_TOKENS:
+            looping = False
+            for j in range(n):
+                x = pairs[d, j]
+                if loop_known[x] == 0:  # as kernels.bytes_off_loop, without allocating
+                    for b in range(256):
+                        if trans[x * n_classes + byte_class[b]] != x:
+                            loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+                    loop_known[x] = 1
+                if (
+                    (suffix_bits[k, 0] & loop_off[x, 0]) == 0
+                    and (suffix_bits[k, 1] & loop_off[x, 1]) == 0
+                    and (suffix_bits[k, 2] & loop_off[x, 2]) == 0
+                    and (suffix_bits[k, 3] & loop_off[x, 3]) == 0
+                ):
+                    looping = True
+                    break
+            if looping:  # every token below is read staying in that state
+                for p in range(node_first[k], node_first[node_end[k]]):
+                    if leads[p] >= 0:
+                        acc[n_acc] = p
+                        n_acc += 1
+                k = node_end[k]
+                continue
         first_deeper = node_first[k]  # the node's own tokens come first in its subtree
         if n > 0:
             pairs[d, _COUNT] = n
