@@ -22,6 +22,7 @@ __all__ = [
     "arg_parser",
     "run_meta",
     "write_json",
+    "write_results",
     "pyplot",
     "save_figure",
     "xgrammar_like",
@@ -148,6 +149,15 @@ def write_json(path: Path, data, *, indent: int = 2, strict: bool = True, defaul
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=indent, allow_nan=not strict, default=default)
         fh.write("\n")
+
+
+def write_results(path: Path, data, table: str | None = None, **json_options) -> None:
+    """Write a run's ``data`` to ``path`` (see write_json, which takes ``json_options``),
+    print its ``table`` where one is given, then say where the JSON went."""
+    write_json(path, data, **json_options)
+    if table is not None:
+        print(table)
+    print(f"wrote {path}")
 
 
 def pyplot():

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import arg_parser, command_line, package_versions, platform_meta, write_json  # noqa: E402
+from _common import arg_parser, command_line, package_versions, platform_meta, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "apply.json"
@@ -186,9 +186,7 @@ def main(argv: list[str] | None = None) -> dict:
         ),
     }
     results = {"meta": meta, "shapes": shapes}
-    write_json(args.output, results)
-    print(format_table(results))
-    print(f"wrote {args.output}")
+    write_results(args.output, results, format_table(results))
     return results
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_average, run_meta, write_json, xgrammar_like  # noqa: E402
+from _common import load_average, run_meta, write_results, xgrammar_like  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -243,8 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"{x['xgrammar_total']['p50_ms']:.2f} ms; median per-schema ratio "
             f"treegram/xgrammar {x['median_ratio_treegram_over_xgrammar']:.3f}"
         )
-    write_json(args.output, result, indent=1, strict=False)
-    print(f"wrote {args.output}")
+    write_results(args.output, result, indent=1, strict=False)
     return result
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SAMPLE_CITIES, SAMPLE_TAGS, arg_parser, load_average, run_meta, write_json  # noqa: E402
+from _common import SAMPLE_CITIES, SAMPLE_TAGS, arg_parser, load_average, run_meta, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "draft_tree.json"
@@ -513,9 +513,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     results = {"meta": results.pop("meta"), **results}
 
-    write_json(args.output, results)
-    print(format_table(results))
-    print(f"wrote {args.output}")
+    write_results(args.output, results, format_table(results))
     return results
 
 

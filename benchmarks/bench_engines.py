@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import arg_parser, load_average, package_versions, run_meta, write_json  # noqa: E402
+from _common import arg_parser, load_average, package_versions, run_meta, write_results  # noqa: E402
 
 # the engines as the engine tests build them (tests/engine_setup.py)
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
@@ -610,8 +610,7 @@ def main(argv: list[str] | None = None) -> dict:
         "valid drafts and the document's next token",
     }
     results = {"meta": results.pop("meta"), **results}
-    write_json(args.output, results)
-    print(f"wrote {args.output}")
+    write_results(args.output, results)
     return results
 
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_average, run_meta, write_json  # noqa: E402  (a sibling script module)
+from _common import load_average, run_meta, write_results  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "hostile.json"
@@ -225,9 +225,7 @@ def main(argv: list[str] | None = None) -> dict:
             "the compile) minus RSS before it",
         },
     }
-    print(format_table(results))
-    write_json(args.output, results, strict=False)
-    print(f"\nwrote {args.output}")
+    write_results(args.output, results, format_table(results) + "\n", strict=False)
     return results
 
 

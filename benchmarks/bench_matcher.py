@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import arg_parser, command_line, package_versions, platform_meta, write_json  # noqa: E402
+from _common import arg_parser, command_line, package_versions, platform_meta, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "matcher.json"
@@ -577,9 +577,7 @@ def main(argv: list[str] | None = None) -> dict:
         meta["interpreter_s"] = imports["interpreter_s"]
     results = {"meta": meta, "treegram": tg_r, "xgrammar": xg_r, "ratios": ratios}
 
-    write_json(args.output, results, default=_json_default)
-    print(format_table(results))
-    print(f"wrote {args.output}")
+    write_results(args.output, results, format_table(results), default=_json_default)
     if walked["rejections"]:
         raise AssertionError(
             f"an engine rejected a token of a valid document: {walked['rejections'][:3]}"

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_json  # noqa: E402  (a sibling script module)
+from _common import write_results  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "serialization.json"
@@ -398,8 +398,8 @@ def main(argv: list[str] | None = None) -> dict:
         "cases": cases,
         "bars_props_schema": bars,
     }
-    write_json(args.output, result, strict=False)
-    print(f"\nwrote {args.output}")
+    print()
+    write_results(args.output, result, strict=False)
     return result
 
 

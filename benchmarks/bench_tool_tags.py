@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import llguidance_like, load_average, run_meta, write_json, xgrammar_like  # noqa: E402
+from _common import llguidance_like, load_average, run_meta, write_results, xgrammar_like  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -292,15 +292,14 @@ def main(argv: list[str] | None = None) -> dict:
         "summary": {"wall": _summary(rows, ""), "cpu": _summary(rows, "_cpu")},
     }
     s = result["summary"][args.clock]
-    print(
+    summary = (
         f"{args.clock} time: treegram compile max {s['treegram_compile_max_ms']:.1f} ms, "
         f"with 8 tools max "
         f"{s['treegram_compile_max_ms_8_tools']:.1f} ms; first mask max "
         f"{s['treegram_first_mask_max_ms']:.2f} ms; compile / xgrammar's: max "
         f"{_fmt(s['max_compile_ratio'])}, median {_fmt(s['median_compile_ratio'])}"
     )
-    write_json(args.output, result, indent=1, strict=False)
-    print(f"wrote {args.output}")
+    write_results(args.output, result, summary, indent=1, strict=False)
     return result
 
 

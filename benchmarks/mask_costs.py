@@ -42,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_maskbench as mb  # noqa: E402  (a sibling script module)
-from _common import package_versions, write_json  # noqa: E402
+from _common import package_versions, write_results  # noqa: E402
 
 DEFAULT_OUTPUT = mb.REPO / "benchmarks" / "results" / "mask_costs.json"
 # mask store kernels by the part of a classification they belong to
@@ -546,9 +546,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     args.spread = args.spread or None
     result = run(args)
-    write_json(args.output, result, indent=1)
-    print(format_report(result))
-    print(f"wrote {args.output}")
+    write_results(args.output, result, format_report(result), indent=1)
     return result
 
 

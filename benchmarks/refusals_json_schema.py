@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import multiprocessing as mp
 import re
@@ -43,13 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402  (a sibling script module)
-    command_line,
-    load_average,
-    machine_meta,
-    package_versions,
-    write_json,
-)
+from _common import load_average, run_meta, write_results  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "maskbench-sample"
@@ -307,21 +300,16 @@ def main(argv: list[str] | None = None) -> dict:
         modes[mode] = run_mode(sample, MODES[mode], args.timeout, args.quiet)
     results = {
         "meta": {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            **run_meta(argv, load_start),
             "data": str(args.data),
             "source": "guidance-ai/jsonschemabench maskbench/data @ ba103c7 (repository sample)",
             "n_schemas": len(sample),
             "timeout_s": args.timeout,
             "vocabulary": "256 single-byte tokens + <eos> (refusals do not depend on it)",
-            "machine": machine_meta(load_start),
-            "versions": package_versions(),
-            "command": command_line(argv),
         },
         "modes": modes,
     }
-    write_json(args.output, results, indent=1)
-    print(format_table(results))
-    print(f"wrote {args.output}")
+    write_results(args.output, results, format_table(results), indent=1)
     return results
 
 
