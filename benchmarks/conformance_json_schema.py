@@ -47,7 +47,7 @@ Run from the repository root: ``python benchmarks/conformance_json_schema.py --h
 from __future__ import annotations
 
 import argparse
-import datetime
+import importlib
 import importlib.metadata
 import json
 import sys
@@ -57,14 +57,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402  (a sibling script module)
-    arg_parser,
-    command_line,
-    load_average,
-    machine_meta,
-    package_versions,
-    write_json,
-)
+from _common import arg_parser, load_average, run_meta, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "json-schema-test-suite"
@@ -161,21 +154,28 @@ def byte_vocab() -> list[bytes]:
     return [bytes([b]) for b in range(256)] + [b"<eos>"]
 
 
-class TreegramEngine:
-    name = "treegram"
+class _ByteEngine:
+    """An engine (the package ``name``) over 256 single-byte tokens and <eos> (stop id 256)."""
+
+    name: str
 
     def __init__(self, strict_mode: bool, remotes: dict | None = None) -> None:
-        import treegram
-
-        self._tg = treegram
+        self.lib = importlib.import_module(self.name)
         self.strict_mode = strict_mode
-        info = treegram.TokenizerInfo(byte_vocab(), stop_token_ids=[256])
-        self.compiler = treegram.GrammarCompiler(info)
-        self.version = importlib.metadata.version("treegram")
+        info = self.lib.TokenizerInfo(byte_vocab(), stop_token_ids=[256])
+        self.compiler = self.lib.GrammarCompiler(info)
+        self.version = importlib.metadata.version(self.name)
         self.remotes = remotes or None
 
+    def matcher(self, compiled):
+        return self.lib.GrammarMatcher(compiled)
+
+
+class TreegramEngine(_ByteEngine):
+    name = "treegram"
+
     def compile(self, schema: Any, format_assertion: bool = True):
-        grammar = self._tg.Grammar.from_json_schema(
+        grammar = self.lib.Grammar.from_json_schema(
             schema,
             format_assertion=format_assertion,
             any_whitespace=True,
@@ -185,35 +185,20 @@ class TreegramEngine:
         )
         return self.compiler.compile_grammar(grammar)
 
-    def matcher(self, compiled):
-        return self._tg.GrammarMatcher(compiled)
-
     def proves_empty(self, exc: Exception) -> bool:
         """Whether the compile failed because the schema admits no value at all."""
-        return isinstance(exc, self._tg.GrammarError) and str(exc).startswith(
+        return isinstance(exc, self.lib.GrammarError) and str(exc).startswith(
             "the schema admits no JSON value"
         )
 
 
-class XgrammarEngine:
+class XgrammarEngine(_ByteEngine):
     name = "xgrammar"
-
-    def __init__(self, strict_mode: bool, remotes: dict | None = None) -> None:
-        import xgrammar
-
-        self._xg = xgrammar
-        self.strict_mode = strict_mode
-        info = xgrammar.TokenizerInfo(byte_vocab(), stop_token_ids=[256])
-        self.compiler = xgrammar.GrammarCompiler(info)
-        self.version = importlib.metadata.version("xgrammar")
 
     def compile(self, schema: Any, format_assertion: bool = True):  # noqa: ARG002 - no option
         return self.compiler.compile_json_schema(
             json.dumps(schema), any_whitespace=True, strict_mode=self.strict_mode
         )
-
-    def matcher(self, compiled):
-        return self._xg.GrammarMatcher(compiled)
 
     def proves_empty(self, exc: Exception) -> bool:  # noqa: ARG002 - no such error
         return False
@@ -579,7 +564,7 @@ def main(argv: list[str] | None = None) -> dict:
             },
         }
     meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **run_meta(argv, load_start),
         "data": str(args.data),
         "source": "json-schema-org/JSON-Schema-Test-Suite @ 44401e0 (MIT)",
         "drafts": list(suite),
@@ -596,9 +581,6 @@ def main(argv: list[str] | None = None) -> dict:
             "compile_error": "valid test of a group the engine refused to compile",
             "refused_invalid": "invalid test of a group the engine refused to compile",
         },
-        "machine": machine_meta(load_start),
-        "versions": package_versions(),
-        "command": command_line(argv),
     }
     results = {"meta": meta, "engines": per_engine}
     if other is not None:
