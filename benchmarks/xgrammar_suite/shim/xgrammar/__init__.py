@@ -6,23 +6,17 @@ treegram lacks is left undefined here, so a test that needs it fails as missing 
 """
 
 from treegram import (
-    BatchGrammarMatcher,
     CompiledGrammar,
     DeserializeFormatError,
     DeserializeVersionError,
     Grammar,
     GrammarCompiler,
-    GrammarMatcher,
     InvalidJSONError,
     InvalidStructuralTagError,
     StructuralTag,
     StructuralTagItem,
     TokenizerInfo,
     VocabType,
-    allocate_token_bitmask,
-    apply_token_bitmask_inplace,
-    bitmask_dtype,
-    get_bitmask_shape,
     get_builtin_structural_tag,
     get_max_recursion_depth,
     get_model_structural_tag,
@@ -30,11 +24,11 @@ from treegram import (
     max_recursion_depth,
     normalize_tool_choice,
     register_model_structural_tag,
-    reset_token_bitmask,
     set_max_recursion_depth,
 )
 
-from . import exception, structural_tag, testing
+from . import exception, matcher, structural_tag, testing
+from .matcher import *  # noqa: F403  (matchers and bitmask helpers: matcher.__all__)
 
 __all__ = [
     "exception",
@@ -52,13 +46,7 @@ __all__ = [
     "InvalidStructuralTagError",
     "Grammar",
     "StructuralTagItem",
-    "BatchGrammarMatcher",
-    "GrammarMatcher",
-    "allocate_token_bitmask",
-    "apply_token_bitmask_inplace",
-    "bitmask_dtype",
-    "get_bitmask_shape",
-    "reset_token_bitmask",
+    *matcher.__all__,
     "StructuralTag",
     "TokenizerInfo",
     "VocabType",
