@@ -1,10 +1,12 @@
 """Shared helpers of the grammar tests: compile over a byte-level vocabulary (256
-single-byte tokens + ``<eos>``), check that a matcher accepts a whole text, check a table
-of passing and failing texts, and check a located Lark error."""
+single-byte tokens + ``<eos>``), parse random grammars, check that a matcher accepts a whole
+text, check a table of passing and failing texts, check xgrammar's recorded acceptance cases,
+check a located Lark error, and draw JSON values with hypothesis."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import random
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 
 import pytest
@@ -18,6 +20,18 @@ def byte_compiler() -> treegram.GrammarCompiler:
     """One compiler over the byte-level vocabulary, shared by every test."""
     vocab = [bytes([b]) for b in range(256)] + [b"<eos>"]
     return treegram.GrammarCompiler(treegram.TokenizerInfo(vocab, stop_token_ids=[256]))
+
+
+def parsed_grammars(
+    make_text: Callable[[random.Random], str], rng: random.Random, tries: int
+) -> Iterator[treegram.Grammar]:
+    """The grammars of ``tries`` random EBNF texts ``make_text(rng)``, skipping the texts
+    that are not a valid grammar (GrammarError)."""
+    for _ in range(tries):
+        try:
+            yield treegram.Grammar.from_ebnf(make_text(rng))
+        except treegram.errors.GrammarError:
+            continue
 
 
 def compile_schema(schema, **options) -> treegram.CompiledGrammar:
@@ -38,6 +52,29 @@ def assert_table(
     """Every ``passing`` text accepted and no ``failing`` one (a failure lists the texts)."""
     assert [s for s in passing if not accept(s)] == []
     assert [s for s in failing if accept(s)] == []
+
+
+def assert_accepts_table(
+    cg: treegram.CompiledGrammar, passing: Iterable[str], failing: Iterable[str]
+) -> None:
+    """``cg`` accepts every ``passing`` text in full and no ``failing`` one (see accepts and
+    assert_table)."""
+    assert_table(lambda s: accepts(cg, s), passing, failing)
+
+
+def assert_recorded_cases(cg: treegram.CompiledGrammar, cases: Iterable[dict]) -> None:
+    """Each of xgrammar's recorded ``cases`` (``input``, ``expected``, ``require_termination``,
+    ``origin``) gets its expected verdict from a fresh matcher: all of ``input`` accepted, and
+    complete where the case requires termination (a failure lists the cases it got wrong)."""
+    failures = []
+    for case in cases:
+        matcher = treegram.GrammarMatcher(cg)
+        ok = matcher.accept_string(case["input"])
+        if ok and case["require_termination"]:
+            ok = matcher.is_completed()
+        if ok != case["expected"]:
+            failures.append((case["input"][:80], case["expected"], case["origin"]))
+    assert not failures, failures
 
 
 def assert_lark_error(source: str, fragment: str, line: int, column: int) -> None:
@@ -75,11 +112,22 @@ def exact_validator(schema, draft: str = "2020-12"):
     return cls(schema)
 
 
-def json_values(scalars, max_leaves: int):
-    """A hypothesis strategy: JSON values built from ``scalars`` in arrays and in objects
-    keyed ``a``, ``b``, ``c`` (at most 3 members each)."""
+def json_values(
+    *, ints: tuple[int, int], floats: list[float], alphabet: str, max_chars: int, max_leaves: int
+):
+    """A hypothesis strategy: JSON values built from null, booleans, integers from ``ints[0]``
+    to ``ints[1]``, the ``floats`` and strings of at most ``max_chars`` characters of
+    ``alphabet``, in arrays and in objects keyed ``a``, ``b``, ``c`` (at most 3 members
+    each)."""
     from hypothesis import strategies as st
 
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(*ints),
+        st.sampled_from(floats),
+        st.text(alphabet=alphabet, max_size=max_chars),
+    )
     return st.recursive(
         scalars,
         lambda c: st.one_of(

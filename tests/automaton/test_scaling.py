@@ -11,7 +11,7 @@ import random
 
 import numpy as np
 import pytest
-from schema_matching import accepts, compile_schema
+from schema_matching import accepts, compile_schema, parsed_grammars
 
 import treegram
 from treegram.automaton import build_automaton
@@ -237,11 +237,7 @@ def test_fixpoints_match_reference_on_random_grammars():
         return _follow_sets(*args)
 
     checked = 0
-    for _ in range(300):
-        try:
-            grammar = treegram.Grammar.from_ebnf(_random_grammar(rng))
-        except treegram.errors.GrammarError:
-            continue
+    for grammar in parsed_grammars(_random_grammar, rng, 300):
         orig_n, orig_f = _build._nullable_rules, _build._follow_sets
         _build._nullable_rules, _build._follow_sets = spy_nullable, spy_follow
         try:

@@ -17,8 +17,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from schema_matching import assert_recorded_cases
 
-from treegram import GrammarCompiler, GrammarMatcher, GrammarSyntaxError, TokenizerInfo
+from treegram import GrammarCompiler, GrammarSyntaxError, TokenizerInfo
 
 DATA = Path(__file__).parent.parent / "data" / "xgrammar_cases_ebnf.jsonl"
 # Regex macros with lookaround, which xgrammar ignores and treegram refuses.
@@ -78,12 +79,4 @@ def test_group(compiler, index):
         compiled = compiler.compile_builtin_json_grammar()
     else:
         compiled = compiler.compile_grammar(source, root_rule_name=root)
-    failures = []
-    for case in cases:
-        matcher = GrammarMatcher(compiled)
-        ok = matcher.accept_string(case["input"])
-        if ok and case["require_termination"]:
-            ok = matcher.is_completed()
-        if ok != case["expected"]:
-            failures.append((case["input"][:80], case["expected"], case["origin"]))
-    assert not failures, failures
+    assert_recorded_cases(compiled, cases)

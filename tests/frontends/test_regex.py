@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from schema_matching import assert_recorded_cases
 
 from treegram import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from treegram.errors import ArgumentError, GrammarError, GrammarSyntaxError
@@ -297,15 +298,7 @@ def test_xgrammar_case_group(compiler: GrammarCompiler, index: int) -> None:
     pattern = PATTERNS[index]
     cases = [c for c in CASES if c["source"] == pattern]
     compiled = compiler.compile_grammar(Grammar.from_ir(regex_to_ir(pattern)))
-    failures = []
-    for case in cases:
-        matcher = GrammarMatcher(compiled)
-        ok = matcher.accept_string(case["input"])
-        if ok and case["require_termination"]:
-            ok = matcher.is_completed()
-        if ok != case["expected"]:
-            failures.append((case["input"][:80], case["expected"], case["origin"]))
-    assert not failures, failures
+    assert_recorded_cases(compiled, cases)
 
 
 # Patterns where treegram agrees with xgrammar 0.2.8 on every listed input (checked

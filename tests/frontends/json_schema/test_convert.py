@@ -455,14 +455,7 @@ def _compound(children):
 
 _schemas = st.recursive(_scalar_schemas, _compound, max_leaves=5)
 _json_values = json_values(
-    st.one_of(
-        st.none(),
-        st.booleans(),
-        st.integers(-60, 120),
-        st.sampled_from([-1.5, 0.5, 2.5]),
-        st.text(alphabet='ab"\\\né😀', max_size=4),
-    ),
-    max_leaves=6,
+    ints=(-60, 120), floats=[-1.5, 0.5, 2.5], alphabet='ab"\\\né😀', max_chars=4, max_leaves=6
 )
 
 

@@ -304,14 +304,7 @@ def _logic(children):
 
 _schemas = st.recursive(_leaf, _logic, max_leaves=4)
 _values = json_values(
-    st.one_of(
-        st.none(),
-        st.booleans(),
-        st.integers(-2, 3),
-        st.sampled_from([-0.5, 1.5, 2.5]),
-        st.text(alphabet="ab\n", max_size=3),
-    ),
-    max_leaves=5,
+    ints=(-2, 3), floats=[-0.5, 1.5, 2.5], alphabet="ab\n", max_chars=3, max_leaves=5
 )
 
 
