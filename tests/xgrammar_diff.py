@@ -16,7 +16,15 @@ import numpy as np
 from treegram import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from treegram.matcher import allowed_token_ids
 
-__all__ = ["compare_source", "deepseek_env", "deepseek_infos", "walk_and_compare"]
+__all__ = [
+    "compare_source",
+    "deepseek_env",
+    "deepseek_infos",
+    "probe_alike",
+    "small_walk_matches",
+    "text_masks_match",
+    "walk_and_compare",
+]
 
 
 def deepseek_infos(xgr) -> tuple[TokenizerInfo, object]:
@@ -51,6 +59,44 @@ def small_compilers(xgr, vocab: list[str]) -> tuple:
     return xgr, GrammarCompiler(info, max_threads=1), xgr.GrammarCompiler(xinfo), stop
 
 
+def probe_alike(ours, theirs, token: int, step: int) -> None:
+    """treegram's matcher ``ours`` and xgrammar's ``theirs`` accept ``token`` alike (``step``
+    names a failure); where both accept it, both roll it back."""
+    a, b = ours.accept_token(token), theirs.accept_token(token)
+    assert a == b, f"step {step}: token {token}"
+    if a:
+        ours.rollback(1)
+        theirs.rollback(1)
+
+
+def small_walk_matches(
+    xgr, ours, theirs, vocab: list[bytes], stop: int, rng, steps: int, label: object
+) -> None:
+    """Walk fresh matchers of ``ours`` (treegram) and ``theirs`` (xgrammar) over the small
+    ``vocab`` in lock step for up to ``steps`` tokens: before each step both allow the same
+    tokens of ``vocab`` (bits past it are ignored: xgrammar sets them), and the step takes
+    one of them at random (``rng``: a ``random.Random``), both accepting it; the walk ends
+    at ``stop`` or where nothing is allowed. ``label`` and the path so far name a failure."""
+    n = len(vocab)
+    m, xm = GrammarMatcher(ours), xgr.GrammarMatcher(theirs)
+    path: list[bytes] = []
+    for _ in range(steps):
+        a = np.zeros((1, (n + 31) // 32), dtype=np.int32)
+        b = xgr.allocate_token_bitmask(1, n)
+        m.fill_next_token_bitmask(a, 0)
+        xm.fill_next_token_bitmask(b, 0)
+        ours_ids = [t for t in range(n) if a[0, t // 32] >> (t % 32) & 1]
+        their_ids = [t for t in range(n) if int(b[0, t // 32]) >> (t % 32) & 1]
+        assert ours_ids == their_ids, (label, path)
+        if not ours_ids:
+            break
+        t = rng.choice(ours_ids)
+        path.append(vocab[t])
+        assert m.accept_token(t) and xm.accept_token(t)
+        if t == stop:
+            break
+
+
 def deepseek_env(xgr) -> dict:
     """Both engines on the DeepSeek-V4 vocabulary, as the structural-tag and JSON Schema
     differential tests use them: ``xgr``, ``info``, ``tok`` (the HF tokenizer), ``tc`` and
@@ -76,6 +122,25 @@ def deepseek_env(xgr) -> dict:
         words=(info.vocab_size + 31) // 32,
         stop=info.stop_token_ids[0],
     )
+
+
+def text_masks_match(env: dict, ours, theirs, text: str, label: str) -> None:
+    """Feed the DeepSeek-V4 tokens of ``text`` and then the stop token to fresh matchers of
+    ``ours`` (treegram) and ``theirs`` (xgrammar) from ``deepseek_env`` ``env``: before each
+    token both full masks are equal, both matchers accept it, and both end terminated.
+    ``label`` names the text in a failure."""
+    xgr = env["xgr"]
+    m, xm = GrammarMatcher(ours), xgr.GrammarMatcher(theirs)
+    a = np.zeros((1, env["words"]), dtype=np.int32)
+    ids = env["tok"].encode(text, add_special_tokens=False).ids
+    for step, t in enumerate([*ids, env["stop"]]):
+        b = xgr.allocate_token_bitmask(1, env["info"].vocab_size)
+        m.fill_next_token_bitmask(a, 0)
+        xm.fill_next_token_bitmask(b, 0)
+        np.testing.assert_array_equal(a, b.numpy(), err_msg=f"{label} step {step}")
+        assert m.accept_token(t), (label, step)
+        assert xm.accept_token(t), (label, step)
+    assert m.is_terminated() and xm.is_terminated()
 
 
 def walk_and_compare(

@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from xgrammar_diff import deepseek_env, small_compilers
+from xgrammar_diff import deepseek_env, small_compilers, small_walk_matches, text_masks_match
 
 import treegram as tg
 from treegram.errors import (
@@ -272,17 +272,8 @@ def test_masks_match_xgrammar(env, name, tag, good, bad):
     xgr = env["xgr"]
     ours = env["tc"].compile_structural_tag(tag)
     theirs = env["xc"].compile_structural_tag(json.dumps(tag))
-    a = np.zeros((1, env["words"]), dtype=np.int32)
     for doc in good:
-        m, xm = tg.GrammarMatcher(ours), xgr.GrammarMatcher(theirs)
-        for step, t in enumerate([*_ids(env, doc), env["stop"]]):
-            b = xgr.allocate_token_bitmask(1, env["info"].vocab_size)
-            m.fill_next_token_bitmask(a, 0)
-            xm.fill_next_token_bitmask(b, 0)
-            np.testing.assert_array_equal(a, b.numpy(), err_msg=f"{doc!r} step {step}")
-            assert m.accept_token(t), (doc, step)
-            assert xm.accept_token(t)
-        assert m.is_terminated() and xm.is_terminated()
+        text_masks_match(env, ours, theirs, doc, repr(doc))
     for doc in bad:
         m, xm = tg.GrammarMatcher(ours), xgr.GrammarMatcher(theirs)
         ours_ok = m.accept_string(doc) and m.accept_token(env["stop"])
@@ -787,31 +778,13 @@ def test_random_structural_tags_match_xgrammar(small, chunk):
     import random
 
     xgr, tc, xc, stop = small
-    n = len(SMALL_VOCAB)
-    in_vocab = (1 << n) - 1  # xgrammar sets the bits past the vocabulary, treegram does not
     for seed in range(chunk * 15, chunk * 15 + 15):
         r = random.Random(seed)
         tag = _st(_random_format(r))
         ours = tc.compile_structural_tag(tag)
         theirs = xc.compile_structural_tag(json.dumps(tag))
         for _ in range(4):
-            m, xm = tg.GrammarMatcher(ours), xgr.GrammarMatcher(theirs)
-            path = []
-            for _ in range(25):
-                a = np.zeros((1, 1), dtype=np.int32)
-                b = xgr.allocate_token_bitmask(1, n)
-                m.fill_next_token_bitmask(a, 0)
-                xm.fill_next_token_bitmask(b, 0)
-                mask = int(a[0, 0]) & in_vocab
-                assert mask == int(b[0, 0]) & in_vocab, (seed, tag, path)
-                allowed = [t for t in range(n) if mask >> t & 1]
-                if not allowed:
-                    break
-                t = r.choice(allowed)
-                path.append(SMALL_VOCAB[t])
-                assert m.accept_token(t) and xm.accept_token(t)
-                if t == stop:
-                    break
+            small_walk_matches(xgr, ours, theirs, SMALL_VOCAB, stop, r, 25, (seed, tag))
 
 
 def _tt(trigger, begin, content, end, excludes):

@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import random
 
-import numpy as np
 import pytest
-from xgrammar_diff import compare_source, small_compilers
+from xgrammar_diff import compare_source, small_compilers, small_walk_matches
 
 import treegram as tg
 from treegram.errors import InvalidStructuralTagError, UnsupportedStructuralTagError
@@ -556,31 +555,13 @@ def small():
 )
 def test_masks_match_xgrammar_on_random_paths(small, style):
     xgr, tc, xc, stop = small
-    n = len(SMALL_VOCAB)
-    words = (n + 31) // 32
     for schema in (WEATHER, {"type": "object", "additionalProperties": {"type": "integer"}}):
         tag = _tag(style, schema)
         ours = tc.compile_structural_tag(tag)
         theirs = xc.compile_structural_tag(json.dumps(tag))
         r = random.Random(style)
         for _ in range(6):
-            m, xm = tg.GrammarMatcher(ours), xgr.GrammarMatcher(theirs)
-            path: list[bytes] = []
-            for _ in range(30):
-                a = np.zeros((1, words), dtype=np.int32)
-                b = xgr.allocate_token_bitmask(1, n)
-                m.fill_next_token_bitmask(a, 0)
-                xm.fill_next_token_bitmask(b, 0)
-                ours_ids = [t for t in range(n) if a[0, t // 32] >> (t % 32) & 1]
-                their_ids = [t for t in range(n) if int(b[0, t // 32]) >> (t % 32) & 1]
-                assert ours_ids == their_ids, (style, schema, path)
-                if not ours_ids:
-                    break
-                t = r.choice(ours_ids)
-                path.append(SMALL_VOCAB[t])
-                assert m.accept_token(t) and xm.accept_token(t)
-                if t == stop:
-                    break
+            small_walk_matches(xgr, ours, theirs, SMALL_VOCAB, stop, r, 30, (style, schema))
 
 
 # ---------------------------------------------------------------- errors
