@@ -1,6 +1,6 @@
-"""Shared helpers of the matcher tests: one matcher's mask row, a comparable snapshot of its
-state, and the rows a draft-tree traversal must give, sized from the matcher's own
-vocabulary."""
+"""Shared helpers of the matcher tests: grammars compiled over a small vocabulary, one
+matcher's mask row, a comparable snapshot of its state, and the rows a draft-tree traversal
+must give, sized from the matcher's own vocabulary."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from treegram import GrammarMatcher
+from treegram import GrammarCompiler, GrammarMatcher, TokenizerInfo
 
 # The small vocabulary of the matcher tests: printable ASCII, then tokens that span grammar
 # structure (several characters, JSON punctuation and literals) and a stop token.
@@ -42,6 +42,19 @@ def compile_each(compiler: Any, grammars: dict[str, str | None]) -> dict[str, An
         else compiler.compile_grammar(text)
         for name, text in grammars.items()
     }
+
+
+def tid(text: str) -> int:
+    """The id of ``text`` in SMALL_VOCAB."""
+    return SMALL_VOCAB.index(text)
+
+
+def compile_small(grammars: dict[str, str | None], vocab_size: int) -> dict[str, Any]:
+    """Each grammar (see compile_each) compiled by treegram over SMALL_VOCAB padded to
+    ``vocab_size`` ids, with ``<eos>`` the stop token."""
+    eos = SMALL_VOCAB.index("<eos>")
+    info = TokenizerInfo(SMALL_VOCAB, vocab_size=vocab_size, stop_token_ids=[eos])
+    return compile_each(GrammarCompiler(info), grammars)
 
 
 def mask_of(m: GrammarMatcher) -> np.ndarray | None:

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from matcher_rows import EXPR_GRAMMAR, OBJECT_GRAMMAR, SMALL_VOCAB, compile_each, mask_of, snapshot
+from matcher_rows import (
+    EXPR_GRAMMAR,
+    OBJECT_GRAMMAR,
+    SMALL_VOCAB,
+    compile_small,
+    mask_of,
+    snapshot,
+    tid,
+)
 
 import treegram as tg
 import treegram.matcher._batch as matcher_batch
@@ -37,14 +45,9 @@ GRAMMARS: dict[str, str | None] = {
 }
 
 
-def tid(text: str) -> int:
-    return VOCAB.index(text)
-
-
 @pytest.fixture(scope="module")
 def compiled():
-    info = tg.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
-    return compile_each(tg.GrammarCompiler(info), GRAMMARS)
+    return compile_small(GRAMMARS, V)
 
 
 def pick_token(m: GrammarMatcher, rng: np.random.Generator) -> int:

@@ -17,7 +17,16 @@ import time
 
 import numpy as np
 import pytest
-from matcher_rows import EXPR_GRAMMAR, SMALL_VOCAB, compile_each, mask_of, reference_rows, snapshot
+from matcher_rows import (
+    EXPR_GRAMMAR,
+    SMALL_VOCAB,
+    compile_each,
+    compile_small,
+    mask_of,
+    reference_rows,
+    snapshot,
+    tid,
+)
 
 import treegram as tg
 import treegram.kernels._batch as kernels_batch
@@ -65,14 +74,9 @@ name ::= [A-Z] [a-z]{0,3}
 }
 
 
-def tid(text: str) -> int:
-    return VOCAB.index(text)
-
-
 @pytest.fixture(scope="module")
 def compiled():
-    info = tg.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
-    return compile_each(tg.GrammarCompiler(info), GRAMMARS)
+    return compile_small(GRAMMARS, V)
 
 
 @pytest.fixture(scope="module")
