@@ -104,6 +104,26 @@ def _plain(
     return positions_to_bitset(sv.token_ids, accepted, n_words, _NO_BASE), uncertain
 
 
+def _assert_plain(
+    compiled: tg.CompiledGrammar,
+    state: int,
+    walked: tuple,
+    label: object,
+    callers: tuple[int, ...] = (),
+) -> np.ndarray:
+    """A store walk's result ``walked`` from ``state`` (bitset or None, accepted count, met sorted
+    positions, uncertain sorted positions) gives the plain walk's accepted token bitset and
+    uncertain positions (``label`` names the case in a failure); returns the plain bitset."""
+    bitset, _, met, uncertain = walked
+    plain_bits, plain_unc = _plain(compiled, state, callers)
+    if bitset is None:
+        ids = compiled._store._sorted_vocab.token_ids
+        bitset = positions_to_bitset(ids, met, plain_bits.shape[0], _NO_BASE)
+    assert np.array_equal(bitset, plain_bits), label
+    assert np.array_equal(uncertain, plain_unc), label
+    return plain_bits
+
+
 def _sample(n_states: int, k: int = 150) -> list[int]:
     return sorted(set(np.linspace(0, n_states - 1, num=min(k, n_states)).astype(int).tolist()))
 
@@ -286,13 +306,9 @@ def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut):
         if skip is NO_SKIP:
             continue
         used += 1
-        bitset, n_accepted, met, uncertain = store._walk(s, None, 0, 0, context, 0, skip)
-        plain_bits, plain_unc = _plain(compiled, s)
-        if bitset is None:
-            ids = store._sorted_vocab.token_ids
-            bitset = positions_to_bitset(ids, met, plain_bits.shape[0], _NO_BASE)
-        assert np.array_equal(bitset, plain_bits), (pattern, s)
-        assert np.array_equal(uncertain, plain_unc), (pattern, s)
+        walked = store._walk(s, None, 0, 0, context, 0, skip)
+        _assert_plain(compiled, s, walked, (pattern, s))
+        n_accepted = walked[1]
         assert n_accepted > 1000  # such loops accept much of the vocabulary
         # the shortcut is taken: within a node budget the plain walk cannot keep
         budget = 4096
@@ -338,13 +354,7 @@ def test_byte_loop_skip_equals_the_plain_walk(info):
                 continue
             used += 1
             context = store._context_of(s, ())
-            bitset, n_accepted, met, uncertain = store._walk(s, None, 0, 0, context, 0, skip)
-            plain_bits, plain_unc = _plain(compiled, s)
-            if bitset is None:
-                ids = store._sorted_vocab.token_ids
-                bitset = positions_to_bitset(ids, met, plain_bits.shape[0], _NO_BASE)
-            assert np.array_equal(bitset, plain_bits), s
-            assert np.array_equal(uncertain, plain_unc), s
+            _assert_plain(compiled, s, store._walk(s, None, 0, 0, context, 0, skip), s)
             # a third of DeepSeek-V4's 280k trie nodes: the plain walk of free text needs all
             budget = 100_000
             a, sv = compiled.automaton, info.sorted_vocab
@@ -378,13 +388,7 @@ def test_slice_path_of_free_text_before_a_fixed_end_equals_the_plain_walk(info):
     for s in range(compiled.automaton.n_states):
         context = store._context_of(s, ())
         string_slice, reach = store._string_slice(s, context)
-        bitset, n_accepted, met, uncertain = store._walk(s, string_slice, reach, 0, context)
-        plain_bits, plain_unc = _plain(compiled, s)
-        if bitset is None:
-            ids = store._sorted_vocab.token_ids
-            bitset = positions_to_bitset(ids, met, plain_bits.shape[0], _NO_BASE)
-        assert np.array_equal(bitset, plain_bits), s
-        assert np.array_equal(uncertain, plain_unc), s
+        _assert_plain(compiled, s, store._walk(s, string_slice, reach, 0, context), s)
         sliced += string_slice is not None
     assert sliced >= 1
 
@@ -434,13 +438,8 @@ def test_slice_dfa_walk_equals_the_plain_walk(info):
                 walked = store._slice_dfa_walk(s, context)
                 if walked is None:  # a call in a called rule, or too many slice tokens undecided
                     continue
-                bitset, n_accepted, met, uncertain = walked
-                plain_bits, plain_unc = _plain(compiled, s, callers)
-                if bitset is None:
-                    ids = store._sorted_vocab.token_ids
-                    bitset = positions_to_bitset(ids, met, plain_bits.shape[0], _NO_BASE)
-                assert np.array_equal(bitset, plain_bits), (compiled, s, callers)
-                assert np.array_equal(uncertain, plain_unc), (compiled, s, callers)
+                plain_bits = _assert_plain(compiled, s, walked, (compiled, s, callers), callers)
+                n_accepted = walked[1]
                 assert n_accepted == int(np.unpackbits(plain_bits.view(np.uint8)).sum())
                 used += 1
                 in_context += bool(callers)
