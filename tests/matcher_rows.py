@@ -15,6 +15,9 @@ from treegram import GrammarCompiler, GrammarMatcher, TokenizerInfo
 SMALL_VOCAB: list[str] = [chr(c) for c in range(32, 127)]
 SMALL_VOCAB += ["\n", "ab", "abc", '",', '":', "true", "null", "12", "<eos>"]
 
+# Fills output rows before a call: a row still holding it was not written.
+SENTINEL = 0x5A5A5A5A
+
 # Grammars several matcher tests walk: arithmetic (recursion through three rules) and a flat
 # JSON-like object.
 EXPR_GRAMMAR = r"""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from adversarial.lifetime_scenarios import EOS, GRAMMAR_TEXTS, VOCAB, W
+from matcher_rows import SENTINEL
 
 import treegram as tg
 from treegram import BatchGrammarMatcher, GrammarMatcher
@@ -19,7 +20,6 @@ from treegram.errors import (
 )
 
 V = len(VOCAB)
-SENTINEL = 0x5A5A5A5A
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import pytest
 from matcher_rows import (
     EXPR_GRAMMAR,
     OBJECT_GRAMMAR,
+    SENTINEL,
     SMALL_VOCAB,
     compile_small,
     mask_of,
@@ -35,7 +36,6 @@ VOCAB = SMALL_VOCAB
 V = len(VOCAB) + 2  # two padding ids
 W = (V + 31) // 32
 EOS = VOCAB.index("<eos>")
-SENTINEL = 0x5A5A5A5A
 
 GRAMMARS: dict[str, str | None] = {
     "letters": "root ::= [a-z]*",

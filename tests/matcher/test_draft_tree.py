@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from matcher_rows import (
     EXPR_GRAMMAR,
+    SENTINEL,
     SMALL_VOCAB,
     compile_each,
     compile_small,
@@ -47,7 +48,6 @@ N_PAD = 3  # padding ids past the real tokens (special: never allowed)
 V = len(VOCAB) + N_PAD
 W = (V + 31) // 32
 EOS = VOCAB.index("<eos>")
-SENTINEL = 0x5A5A5A5A
 
 GRAMMARS: dict[str, str | None] = {
     "letters": "root ::= [a-z]*",
@@ -1021,12 +1021,18 @@ def test_chain_as_deep_as_sets_accepted_one_by_one(compiled):
     assert m.num_accepted_steps() == 0
 
 
+def _letters_after(compiled: dict, text: str) -> tuple[GrammarMatcher, tuple]:
+    """A matcher of the letters grammar that has accepted the token ``text``, and its
+    snapshot."""
+    m = GrammarMatcher(compiled["letters"])
+    m.accept_token(tid(text))
+    return m, snapshot(m)
+
+
 def test_ten_thousand_node_chain(compiled, batcher):
     n = 10_000
     nt, ns, draft = _chain(n, tid("a"))
-    m = GrammarMatcher(compiled["letters"])
-    m.accept_token(tid("b"))
-    before = snapshot(m)
+    m, before = _letters_after(compiled, "b")
     expected_row = np.frombuffer(before[3], dtype=np.int32)
     allowed_ids = np.flatnonzero(tg.bitmask_to_bool(expected_row, V)).tolist()
     assert allowed_ids == sorted(
@@ -1055,9 +1061,7 @@ def test_ten_thousand_node_chain(compiled, batcher):
 def test_tiny_time_threshold_returns_false_and_restores(compiled, batcher):
     n = 10_000
     nt, ns, draft = _chain(n, tid("a"))
-    m = GrammarMatcher(compiled["letters"])
-    m.accept_token(tid("q"))
-    before = snapshot(m)
+    m, before = _letters_after(compiled, "q")
     rows = np.zeros((n, W), dtype=np.int32)
     assert m.traverse_draft_tree(nt, ns, draft, rows, time_threshold=1e-9) is False
     assert snapshot(m) == before
