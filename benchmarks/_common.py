@@ -20,6 +20,7 @@ __all__ = [
     "machine_meta",
     "command_line",
     "arg_parser",
+    "timed_parser",
     "run_meta",
     "write_json",
     "write_results",
@@ -121,6 +122,17 @@ def arg_parser(doc: str) -> argparse.ArgumentParser:
         description=doc.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+
+
+def timed_parser(
+    doc: str, *, iterations: int, warmup: int, unit: str, per: str
+) -> argparse.ArgumentParser:
+    """arg_parser(``doc``) with the options of a benchmark that times rounds: ``--iterations``
+    (timed ``unit`` per ``per``) and ``--warmup`` (untimed ``unit`` first)."""
+    ap = arg_parser(doc)
+    ap.add_argument("--iterations", type=int, default=iterations, help=f"timed {unit} per {per}")
+    ap.add_argument("--warmup", type=int, default=warmup, help=f"untimed {unit} first")
+    return ap
 
 
 def run_meta(

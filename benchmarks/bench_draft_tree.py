@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SAMPLE_CITIES, SAMPLE_TAGS, arg_parser, load_average, run_meta, write_results  # noqa: E402
+from _common import SAMPLE_CITIES, SAMPLE_TAGS, load_average, run_meta, timed_parser, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "draft_tree.json"
@@ -456,9 +456,7 @@ def format_table(results: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = arg_parser(__doc__)
-    ap.add_argument("--iterations", type=int, default=200, help="timed iterations per row")
-    ap.add_argument("--warmup", type=int, default=20, help="untimed iterations first")
+    ap = timed_parser(__doc__, iterations=200, warmup=20, unit="iterations", per="row")
     ap.add_argument(
         "--requests",
         type=int,

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import arg_parser, load_average, package_versions, run_meta, write_results  # noqa: E402
+from _common import load_average, package_versions, run_meta, timed_parser, write_results  # noqa: E402
 
 # the engines as the engine tests build them (tests/engine_setup.py)
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
@@ -447,7 +447,7 @@ def _ints(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = arg_parser(__doc__)
+    ap = timed_parser(__doc__, iterations=15, warmup=2, unit="rounds", per="case")
     ap.add_argument(
         "--data",
         type=Path,
@@ -466,8 +466,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--tree-nodes", type=_ints, default=[8, 16, 64], help="SGLang tree sizes")
     ap.add_argument("--chains", type=_ints, default=[1, 3, 7], help="vLLM draft lengths")
     ap.add_argument("--engines", default="sglang,vllm", help="sglang, vllm or both")
-    ap.add_argument("--iterations", type=int, default=15, help="timed rounds per case")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     ap.add_argument(
         "--budget",
         type=float,

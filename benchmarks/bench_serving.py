@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SAMPLE_CITIES, SAMPLE_TAGS, arg_parser, load_average, run_meta, write_results  # noqa: E402
+from _common import SAMPLE_CITIES, SAMPLE_TAGS, load_average, run_meta, timed_parser, write_results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "serving.json"
@@ -519,9 +519,7 @@ def _int_list(text: str, name: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = arg_parser(__doc__)
-    ap.add_argument("--iterations", type=int, default=20, help="timed steps per configuration")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap = timed_parser(__doc__, iterations=20, warmup=3, unit="steps", per="configuration")
     ap.add_argument("--batch-sizes", default="1,16,64", help="comma-separated batch sizes")
     ap.add_argument("--tree-sizes", default="8,32", help="comma-separated nodes per tree")
     ap.add_argument(
