@@ -1,6 +1,6 @@
 """Shared setup for the benchmark smoke tests in tests/benchmarks: load a script from
-benchmarks/ as a module, give it a folder of MaskBench-style schema files, and read back the
-JSON it wrote."""
+benchmarks/ as a module (skipping without the packages it needs), run it, give it a folder of
+MaskBench-style schema files, and read back the JSON it wrote."""
 
 from __future__ import annotations
 
@@ -32,12 +32,15 @@ def load_benchmark(name: str, *, register: bool = False) -> ModuleType:
     return module
 
 
-def benchmark_fixture(name: str, *, register: bool = False) -> Any:
-    """A module-scoped fixture that loads ``benchmarks/<name>.py`` once (see load_benchmark);
-    a registered module leaves ``sys.modules`` again when the test module is done."""
+def benchmark_fixture(name: str, *, register: bool = False, requires: tuple[str, ...] = ()) -> Any:
+    """A module-scoped fixture that loads ``benchmarks/<name>.py`` once (see load_benchmark),
+    skipping its tests where a package it ``requires`` is not installed; a registered module
+    leaves ``sys.modules`` again when the test module is done."""
 
     @pytest.fixture(scope="module")
     def bench() -> Iterator[ModuleType]:
+        for package in requires:
+            pytest.importorskip(package)
         yield load_benchmark(name, register=register)
         if register:
             sys.modules.pop(name, None)
@@ -48,6 +51,13 @@ def benchmark_fixture(name: str, *, register: bool = False) -> Any:
 def read_json(path: Path) -> Any:
     """The JSON a benchmark wrote to ``path``."""
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_benchmark(bench: ModuleType, output: Path, args: list[str]) -> tuple[Any, Any]:
+    """Run ``bench.main`` on ``args`` with ``--output output``: what it returned, and the
+    JSON it wrote there."""
+    result = bench.main([*args, "--output", str(output)])
+    return result, read_json(output)
 
 
 def maskbench_folder(

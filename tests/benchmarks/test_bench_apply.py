@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from bench_setup import benchmark_fixture, read_json
+from bench_setup import benchmark_fixture, run_benchmark
 
-pytest.importorskip("torch")
-pytest.importorskip("xgrammar")
-
-
-bench = benchmark_fixture("bench_apply")
+bench = benchmark_fixture("bench_apply", requires=("torch", "xgrammar"))
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
-    out = tmp_path / "apply.json"
-    result = bench.main(
-        ["--batches", "1", "3", "--vocab", "1000", "--runs", "3", "--output", str(out)]
+    result, written = run_benchmark(
+        bench, tmp_path / "apply.json", ["--batches", "1", "3", "--vocab", "1000", "--runs", "3"]
     )
-    written = read_json(out)
     assert written == json.loads(json.dumps(result))
     assert written["meta"]["mismatches"] == 0
     assert [row["batch"] for row in written["shapes"]] == [1, 3]

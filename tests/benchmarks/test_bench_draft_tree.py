@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from bench_setup import benchmark_fixture, read_json
+from bench_setup import benchmark_fixture, run_benchmark
 
-pytest.importorskip("xgrammar")
-pytest.importorskip("tokenizers")
-
-
-bench = benchmark_fixture("bench_draft_tree")
+bench = benchmark_fixture("bench_draft_tree", requires=("xgrammar", "tokenizers"))
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
-    out = tmp_path / "dt.json"
-    result = bench.main(
-        ["--iterations", "3", "--warmup", "1", "--requests", "4", "--output", str(out)]
+    result, written = run_benchmark(
+        bench, tmp_path / "dt.json", ["--iterations", "3", "--warmup", "1", "--requests", "4"]
     )
-    written = read_json(out)
     assert set(written) >= {"meta", "cases"}
     meta = written["meta"]
     assert meta["iterations"] == 3 and meta["warmup"] == 1

@@ -3,29 +3,23 @@
 from __future__ import annotations
 
 import pytest
-from bench_setup import benchmark_fixture, load_benchmark, read_json
+from bench_setup import benchmark_fixture, load_benchmark, read_json, run_benchmark
 
-pytest.importorskip("torch")
-pytest.importorskip("xgrammar")
-pytest.importorskip("tokenizers")
-
-
-bench = benchmark_fixture("bench_serving")
+bench = benchmark_fixture("bench_serving", requires=("torch", "xgrammar", "tokenizers"))
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
-    out = tmp_path / "serving.json"
-    result = bench.main(
+    result, written = run_benchmark(
+        bench,
+        tmp_path / "serving.json",
         [
             "--iterations", "2",
             "--warmup", "1",
             "--batch-sizes", "1,3",
             "--tree-sizes", "4,8",
             "--apply-runs", "2",
-            "--output", str(out),
-        ]
+        ],
     )  # fmt: skip
-    written = read_json(out)
     assert set(written) == {"meta", "steps", "apply"}
     meta = written["meta"]
     assert {"date", "command", "versions", "machine"} <= set(meta)
@@ -78,7 +72,7 @@ def test_builtin_grammar_and_bad_options(bench, tmp_path):
 def test_gpu_check_skips_without_cuda(tmp_path, monkeypatch, capsys):
     """benchmarks/gpu_check.py exits 0 with a skip message on a machine without CUDA, and
     its executor check's own logic holds on CPU (eager twin instead of a CUDA graph)."""
-    import torch
+    torch = pytest.importorskip("torch")
 
     if torch.cuda.is_available():
         pytest.skip("CUDA is available: run benchmarks/gpu_check.py itself")
