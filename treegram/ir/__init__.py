@@ -13,12 +13,12 @@
 """
 
 # The public names are listed once, in each module's __all__.
-from treegram.ir import _budget, _deep, _nodes, _printer, _ranges
+from treegram.ir import _budget, _deep, _graphs, _nodes, _printer, _ranges
 from treegram.ir._budget import *  # noqa: F403
 from treegram.ir._charset import MAX_STATES, Dfa, DfaLimitError, LoopSplit
 from treegram.ir._collector import collector_paused
 from treegram.ir._deep import *  # noqa: F403
-from treegram.ir._graphs import cycles_of_two_or_more
+from treegram.ir._graphs import *  # noqa: F403
 from treegram.ir._nodes import *  # noqa: F403
 from treegram.ir._printer import *  # noqa: F403
 from treegram.ir._ranges import *  # noqa: F403
@@ -33,6 +33,6 @@ __all__ = [
     "MAX_STATES",
     *_printer.__all__,
     *_deep.__all__,
-    "cycles_of_two_or_more",
+    *_graphs.__all__,
     "collector_paused",
 ]
