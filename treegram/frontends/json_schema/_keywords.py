@@ -12,6 +12,7 @@ import json
 __all__ = [
     "ANNOTATIONS",
     "CONSTRAINING",
+    "INTERNAL",
     "COUNT_KEYWORDS",
     "is_annotation",
     "PATTERNS_KEY",
