@@ -47,6 +47,7 @@ from treegram.ir import (
     expr_depth_error,
     grammar_to_ebnf,
     ir_facts,
+    renamed_refs,
     run_sized,
 )
 from treegram.tokenizer import TokenizerInfo
@@ -491,16 +492,8 @@ def _raise_undefined_reference(ir: GrammarIR) -> None:
 
 
 def _renamed(expr: Expr, prefix: str) -> Expr:
-    """``expr`` with every rule reference prefixed (the nodes are immutable: rebuilt)."""
-    if isinstance(expr, RuleRef):
-        return RuleRef(prefix + expr.name)
-    if isinstance(expr, Seq):
-        return Seq(tuple(_renamed(x, prefix) for x in expr.items))
-    if isinstance(expr, Choice):
-        return Choice(tuple(_renamed(x, prefix) for x in expr.items))
-    if isinstance(expr, Repeat):
-        return Repeat(_renamed(expr.item, prefix), expr.min, expr.max)
-    return expr
+    """``expr`` with every rule reference prefixed."""
+    return renamed_refs(expr, lambda name: prefix + name)
 
 
 def _combine(grammars: tuple, what: str, node: type) -> Grammar:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq
+from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq, grouped_by_key
 
 __all__ = ["FlatIr", "build_nfa", "choice_sequences", "node_sizes", "tail_calls"]
 
@@ -258,19 +258,10 @@ class FlatIr:
 
 @njit(nogil=True, cache=True)
 def _csr(src, n_edges, n_states):
-    """Offsets [n_states + 1] and the edge order that groups edges by source state,
+    """Offsets [n_states + 1] (int32) and the edge order that groups edges by source state,
     keeping each state's edges in the order they were added."""
-    ptr = np.zeros(n_states + 1, dtype=np.int32)
-    for e in range(n_edges):
-        ptr[src[e] + 1] += 1
-    for s in range(n_states):
-        ptr[s + 1] += ptr[s]
-    fill = ptr[:-1].astype(np.int64)
-    order = np.empty(n_edges, dtype=np.int64)
-    for e in range(n_edges):
-        order[fill[src[e]]] = e
-        fill[src[e]] += 1
-    return ptr, order
+    ptr, order = grouped_by_key(src[:n_edges], n_states)
+    return ptr.astype(np.int32), order
 
 
 @njit(nogil=True, cache=True)

@@ -15,7 +15,8 @@ from ..automaton import Automaton
 from ..errors import ArgumentError, DeserializeFormatError
 from ..kernels import GRAMMARS
 from ._mask_store import MaskStore
-from ._serialize import decode_bytes, decode_file, encode_compiled, write_atomic
+from ._serialize import decode_bytes, decode_file, encode_compiled
+from ._store import write_atomic
 
 __all__ = [
     "CompiledGrammar",

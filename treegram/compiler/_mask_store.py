@@ -796,14 +796,9 @@ class MaskStore:
         for b in leads.tolist():
             every_lead[b >> 6] |= np.uint64(1 << (b & 63))
         for attempt in (excluded, every_lead):
-            key = attempt.tobytes()
-            found = self._restricted.get(key)
-            if found is None:
-                dfa = read_only(restricted_slice_dfa(whole.dfa, attempt))
-                found = self._restricted[key] = (dfa, joint_byte_classes(dfa, byte_class))
-            reach, _ = self._reach(found, s, _NO_TARGETS, _NO_TARGETS, deadline)
-            if reach >= _SLICE_BYTES[0]:
-                return (*self._shared.text_summary(self._n_words), attempt, reach)
+            skip = self._restricted_skip(whole, attempt, byte_class, s, deadline)
+            if skip is not None:
+                return skip
             if np.array_equal(attempt, every_lead):
                 break
         return NO_SKIP
@@ -836,8 +831,17 @@ class MaskStore:
             [text[0] & ~int(bits[0]), text[1] & ~int(bits[1]), 0, 0], dtype=np.uint64
         )
         excluded[2:] = ~np.uint64(0)  # no multi-byte character: each would end the count
-        key = excluded.tobytes()
         whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
+        skip = self._restricted_skip(whole, excluded, byte_class, s, deadline)
+        return NO_SKIP if skip is None else skip
+
+    def _restricted_skip(
+        self, whole, excluded: np.ndarray, byte_class: np.ndarray, s: int, deadline: int
+    ) -> tuple | None:
+        """The skip of the JSON string slice without the lead bytes ``excluded`` (its DFA
+        built once per excluded set) when state ``s`` reads all of it up to its reach, as
+        ``classify`` takes it; None when it does not reach far enough."""
+        key = excluded.tobytes()
         found = self._restricted.get(key)
         if found is None:
             dfa = read_only(restricted_slice_dfa(whole.dfa, excluded))
@@ -845,7 +849,7 @@ class MaskStore:
         reach, _ = self._reach(found, s, _NO_TARGETS, _NO_TARGETS, deadline)
         if reach >= _SLICE_BYTES[0]:
             return (*self._shared.text_summary(self._n_words), excluded, reach)
-        return NO_SKIP
+        return None
 
     def _first_ascii(self, s: int) -> np.ndarray:
         """bool [128]: the ASCII bytes state ``s`` can read first, by its own transitions

@@ -25,12 +25,9 @@ Every function here is thread-safe: serialization works on a snapshot of the mas
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import re
 import struct
-import tempfile
 
 import numpy as np
 
@@ -47,7 +44,7 @@ from ..grammar import Grammar
 from ..kernels import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN
 from ..tokenizer import TokenizerInfo
 from ._mask_store import KIND_BITSET, KIND_LIST, context_entries
-from ._store import check_key, open_regular_file
+from ._store import check_key, open_regular_file, path_argument
 
 __all__ = [
     "FORMAT_VERSION",
@@ -58,7 +55,6 @@ __all__ = [
     "encode_compiled",
     "decode_bytes",
     "decode_file",
-    "write_atomic",
 ]
 
 
@@ -231,27 +227,6 @@ def _pack(counts: tuple, parts: dict) -> bytes:
         buf[off : off + arr.nbytes] = arr.tobytes()
     buf[-_CHECKSUM_SIZE:] = _checksum(memoryview(buf)[:-_CHECKSUM_SIZE])
     return bytes(buf)
-
-
-def write_atomic(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically.
-
-    The bytes go to a temporary file in the same directory, are flushed to disk, and the
-    file is renamed over ``path``: readers see the old file or the complete new one, never
-    a torn write.
-    """
-    path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tgrm-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 # ---------------------------------------------------------------------------- reading
@@ -729,12 +704,7 @@ def decode_file(path, tokenizer_info, mmap: bool) -> tuple:
     if not isinstance(mmap, bool):
         raise ArgumentError(f"mmap must be a bool, got {type(mmap).__name__}")
     _check_args(tokenizer_info, None)
-    try:
-        path = os.fspath(path)
-    except TypeError:
-        raise ArgumentError(
-            f"path must be a str or os.PathLike, got {type(path).__name__}"
-        ) from None
+    path = path_argument(path)
     f, size = open_regular_file(path, "path", ArgumentError)  # a FIFO would block forever
     with f:
         raw = np.empty(size, dtype=np.uint8)

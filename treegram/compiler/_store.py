@@ -117,6 +117,42 @@ def open_regular_file(
         raise
 
 
+def path_argument(path: Any) -> Any:
+    """``os.fspath(path)``, or ArgumentError naming the type when ``path`` is not a str or
+    an os.PathLike."""
+    try:
+        return os.fspath(path)
+    except TypeError:
+        raise ArgumentError(
+            f"path must be a str or os.PathLike, got {type(path).__name__}"
+        ) from None
+
+
+def write_atomic(
+    path, data: bytes, *, prefix: str = ".tgrm-", suffix: str = "", fsync: bool = True
+) -> None:
+    """Write ``data`` to ``path`` atomically.
+
+    The bytes go to a temporary file (named ``prefix``...``suffix``) in the same directory,
+    are flushed to disk (unless ``fsync`` is False), and the file is renamed over ``path``:
+    readers see the old file or the complete new one, never a torn write. The temporary
+    file is removed when anything fails.
+    """
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=prefix, suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
 def _check_positive(value: Any, what: str) -> int:
     if not is_int(value, numpy=False) or value < 1:
         raise ArgumentError(f"{what} must be a positive int, got {value!r}")
@@ -173,12 +209,7 @@ class DirectoryStore:
         max_entry_bytes: int = 1 << 30,
         stale_tmp_s: float = 900.0,
     ) -> None:
-        try:
-            path = os.fspath(path)
-        except TypeError:
-            raise ArgumentError(
-                f"path must be a str or os.PathLike, got {type(path).__name__}"
-            ) from None
+        path = path_argument(path)
         if isinstance(path, bytes):
             raise ArgumentError("path must be a str or os.PathLike of str, got bytes")
         if not path:
@@ -242,18 +273,7 @@ class DirectoryStore:
         if time.monotonic() - self._last_sweep > self.stale_tmp_s / 4:
             self._last_sweep = time.monotonic()
             self.sweep_stale_tmp_files()
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=self._tmp_prefix, suffix=self.suffix)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-                if self.fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        write_atomic(target, blob, prefix=self._tmp_prefix, suffix=self.suffix, fsync=self.fsync)
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):

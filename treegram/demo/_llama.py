@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from treegram.demo._model import attention_mask
 from treegram.errors import ArgumentError
 
 __all__ = ["DTYPES", "LlamaConfig", "LlamaModel", "default_dtype"]
@@ -236,13 +237,7 @@ class LlamaModel:
             )
         h, kvh, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         group = h // kvh
-        if past is not None:
-            valid = past[2]
-            if valid.dim() == 2:
-                valid = valid[:, None, :].expand(b, t, -1)
-            full = torch.cat([valid, mask], dim=2)
-        else:
-            full = mask
+        full = attention_mask(mask, past)
         # query rows are ordered (group member, token): the mask repeats per member
         full = full[:, None, None].expand(b, 1, group, t, full.shape[-1])
         full = full.reshape(b, 1, group * t, -1)

@@ -261,6 +261,21 @@ class KVCache:
         self.lengths[row] = start + n
 
 
+def attention_mask(mask, past=None):
+    """The attention mask ``[b, T, S + T]`` of ``T`` new tokens over the ``S`` cached ones
+    and themselves: the cache's validity (``[b, S]``, the same for every new token, or
+    ``[b, T, S]``) of ``past = (k, v, valid)``, then ``mask`` (``[b, T, T]``)."""
+    import torch
+
+    if past is None:
+        return mask
+    b, t = mask.shape[:2]
+    valid = past[2]
+    if valid.dim() == 2:
+        valid = valid[:, None, :].expand(b, t, -1)
+    return torch.cat([valid, mask], dim=2)
+
+
 class TinyCausalLM:
     """A 2-block pre-LayerNorm transformer with seeded random weights and tree attention.
 
@@ -335,14 +350,7 @@ class TinyCausalLM:
         n_layers = cfg.n_layers if layers is None else layers
         if not 1 <= n_layers <= cfg.n_layers:
             raise ValueError(f"layers must be in [1, {cfg.n_layers}], got {layers}")
-        if past is not None:
-            valid = past[2]
-            if valid.dim() == 2:
-                valid = valid[:, None, :].expand(b, t, -1)
-            full_mask = torch.cat([valid, mask], dim=2)
-        else:
-            full_mask = mask
-        full_mask = full_mask[:, None]  # [b, 1, T, S + T]
+        full_mask = attention_mask(mask, past)[:, None]  # [b, 1, T, S + T]
         x = self.embed[tokens] + self.pos[positions]
         ks, vs = [], []
         for li, layer in enumerate(self.layers[:n_layers]):

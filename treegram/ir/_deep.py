@@ -38,6 +38,7 @@ __all__ = [
     "expr_depth",
     "ir_depth",
     "ir_facts",
+    "record_ir_facts",
     "IrFacts",
     "expr_depth_error",
 ]

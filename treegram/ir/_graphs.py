@@ -4,7 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["cycles_of_two_or_more"]
+import numpy as np
+from numba import njit
+
+__all__ = ["cycles_of_two_or_more", "grouped_by_key"]
+
+
+@njit(nogil=True, cache=True)
+def grouped_by_key(key, n):
+    """Offsets ``[n + 1]`` (int64) of the values ``0..n-1`` of ``key`` and the indices of
+    ``key`` grouped by value, each group in index order (a counting sort: the CSR layout of
+    edges keyed by their source)."""
+    m = key.shape[0]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for e in range(m):
+        ptr[key[e] + 1] += 1
+    for s in range(n):
+        ptr[s + 1] += ptr[s]
+    fill = ptr[:-1].copy()
+    order = np.empty(m, dtype=np.int64)
+    for e in range(m):
+        order[fill[key[e]]] = e
+        fill[key[e]] += 1
+    return ptr, order
 
 
 def cycles_of_two_or_more(successors: Sequence[Sequence[int]]) -> list[list[int]]:

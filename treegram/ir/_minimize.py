@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from treegram.ir._graphs import grouped_by_key
+
 __all__ = ["coarsest_partition"]
 
 
@@ -59,7 +61,7 @@ def coarsest_partition(n, accept, t_src, t_lo, t_hi, t_dst):  # noqa: C901
     src, cls, dst, n_classes = _by_class(t_src, t_lo, t_hi, t_dst)
     m = src.shape[0]
     # transitions grouped by target, then by class: the predecessors of a state per class
-    into_ptr, by_dst = _grouped(dst, n)
+    into_ptr, by_dst = grouped_by_key(dst, n)
     into_cls = np.empty(m, dtype=np.int64)
     into_src = np.empty(m, dtype=np.int64)
     for j in range(m):
@@ -170,24 +172,6 @@ def coarsest_partition(n, accept, t_src, t_lo, t_hi, t_dst):  # noqa: C901
 
 
 @njit(nogil=True, cache=True)
-def _grouped(key, n):
-    """Offsets ``[n + 1]`` of the values ``0..n-1`` of ``key`` and the indices of ``key``
-    grouped by value, each group in index order (a counting sort)."""
-    m = key.shape[0]
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    for e in range(m):
-        ptr[key[e] + 1] += 1
-    for s in range(n):
-        ptr[s + 1] += ptr[s]
-    fill = ptr[:-1].copy()
-    order = np.empty(m, dtype=np.int64)
-    for e in range(m):
-        order[fill[key[e]]] = e
-        fill[key[e]] += 1
-    return ptr, order
-
-
-@njit(nogil=True, cache=True)
 def _live(n, accept, ptr, to):
     """States reachable from the start that can reach an accepting state."""
     fwd = np.zeros(n, dtype=np.uint8)
@@ -201,7 +185,7 @@ def _live(n, accept, ptr, to):
         for e in range(ptr[s], ptr[s + 1]):
             src[e] = s
     # predecessors as CSR
-    pred_ptr, by_to = _grouped(to[:m], n)
+    pred_ptr, by_to = grouped_by_key(to[:m], n)
     pred = np.empty(m, dtype=np.int64)
     for j in range(m):
         pred[j] = src[by_to[j]]

@@ -9,6 +9,7 @@ consumes it. Nodes are immutable and hashable so frontends can share sub-trees.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 __all__ = [
@@ -20,9 +21,11 @@ __all__ = [
     "RuleRef",
     "Expr",
     "Rule",
+    "CaptureMarker",
     "GrammarIR",
     "TokenSet",
     "token_rule",
+    "renamed_refs",
     "MAX_CODEPOINT",
 ]
 
@@ -161,6 +164,20 @@ def token_rule(tokens: TokenSet) -> Rule:
     """The rule of a token-id element, named by its EBNF text (no EBNF rule name has
     parentheses, so it cannot clash with one), referenced with ``RuleRef(rule.name)``."""
     return Rule(tokens.text, CharClass(()), tokens=tokens)
+
+
+def renamed_refs(expr: Expr, new_name: Callable[[str], str]) -> Expr:
+    """``expr`` with every rule reference renamed by ``new_name`` (the nodes are immutable:
+    the path to each reference is rebuilt)."""
+    if isinstance(expr, RuleRef):
+        return RuleRef(new_name(expr.name))
+    if isinstance(expr, Seq):
+        return Seq(tuple(renamed_refs(x, new_name) for x in expr.items))
+    if isinstance(expr, Choice):
+        return Choice(tuple(renamed_refs(x, new_name) for x in expr.items))
+    if isinstance(expr, Repeat):
+        return Repeat(renamed_refs(expr.item, new_name), expr.min, expr.max)
+    return expr
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from treegram.ir._nodes import (
     Seq,
 )
 
-__all__ = ["expr_excerpt", "grammar_to_ebnf", "MACRO_NAMES", "NAME_PATTERN"]
+__all__ = ["expr_excerpt", "grammar_to_ebnf", "join_escapes", "MACRO_NAMES", "NAME_PATTERN"]
 
 #: xgrammar macro names; treegram does not support them.
 MACRO_NAMES = frozenset({"TagDispatch", "TokenTagDispatch", "Regex", "Substring"})
@@ -57,8 +57,9 @@ def _escape(cp: int, special: dict[int, str]) -> str:
     return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
 
 
-def _join(pieces: list[str]) -> str:
-    # ``\x`` takes every following hex digit, so use ``\u00XX`` before a hex digit.
+def join_escapes(pieces: list[str]) -> str:
+    """The escaped pieces of an EBNF literal or class as one text: ``\\x`` reads every hex
+    digit after it, so a ``\\xHH`` before a hex digit is written ``\\u00HH``."""
     for i in range(len(pieces) - 1):
         if pieces[i].startswith("\\x") and pieces[i + 1][:1] in _HEXDIGITS:
             pieces[i] = "\\u00" + pieces[i][2:]
@@ -75,11 +76,11 @@ def _literal(data: bytes) -> str:
             text = rest.decode("utf-8", "surrogatepass")
         except UnicodeDecodeError as exc:
             text = rest[: exc.start].decode("utf-8", "surrogatepass")
-            pieces.append(_join([_escape(ord(c), _STRING_SPECIAL) for c in text]))
+            pieces.append(join_escapes([_escape(ord(c), _STRING_SPECIAL) for c in text]))
             pieces.append(f"\\x{{{rest[exc.start]:02X}}}")
             rest = rest[exc.start + 1 :]
             continue
-        pieces.append(_join([_escape(ord(c), _STRING_SPECIAL) for c in text]))
+        pieces.append(join_escapes([_escape(ord(c), _STRING_SPECIAL) for c in text]))
         break
     return '"' + "".join(pieces) + '"'
 
@@ -95,7 +96,7 @@ def _char_class(cc: CharClass) -> str:
         elif hi != lo:
             pieces.append("-")
             pieces.append(_escape(hi, _CLASS_SPECIAL))
-    return "[" + ("^" if cc.negated else "") + _join(pieces) + "]"
+    return "[" + ("^" if cc.negated else "") + join_escapes(pieces) + "]"
 
 
 def _quantifier(lo: int, hi: int | None) -> str:

@@ -43,7 +43,7 @@ from ._layout import (
     TIMEOUT,
     Chart,
 )
-from ._slices import bytes_off_loop
+from ._slices import bytes_off_loop, loops_below
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 
@@ -284,12 +284,7 @@ def _set_loops_below(
         if loop_known[x] == 0:
             loop_off[x, :] = bytes_off_loop(byte_class, n_classes, trans, np.int64(x))[0]
             loop_known[x] = 1
-        if (
-            (suffix_bits[k, 0] & loop_off[x, 0]) == 0
-            and (suffix_bits[k, 1] & loop_off[x, 1]) == 0
-            and (suffix_bits[k, 2] & loop_off[x, 2]) == 0
-            and (suffix_bits[k, 3] & loop_off[x, 3]) == 0
-        ):
+        if loops_below(suffix_bits, k, loop_off, x):
             return True
     return False
 

@@ -47,6 +47,16 @@ def _mix(h, v):
     return z ^ (z >> np.uint64(31))
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _number(canon, order, depth, n, t, d):
+    """Give state ``t`` the canonical number ``n`` (window position ``n``, ``d`` bytes
+    from the start); returns the window's new size."""
+    canon[t] = n
+    order[n] = t
+    depth[n] = d
+    return n + 1
+
+
 @njit(nogil=True, cache=True)
 def state_signature(
     ab, state, chain_targets, top_targets, follow, max_depth, cap, key0, key1, canon, rule_canon
@@ -112,10 +122,7 @@ def state_signature(
             if n >= cap:
                 ok = False
                 break
-            canon[t] = n
-            order[n] = t
-            depth[n] = 0
-            n += 1
+            n = _number(canon, order, depth, n, t, 0)
     lo = 0
     d = 0
     while lo < n and ok:
@@ -129,10 +136,7 @@ def state_signature(
                         if n >= cap:
                             ok = False
                             break
-                        canon[t] = n
-                        order[n] = t
-                        depth[n] = d
-                        n += 1
+                        n = _number(canon, order, depth, n, t, d)
                 if not ok:
                     break
             i += 1
@@ -149,10 +153,7 @@ def state_signature(
                     if n >= cap:
                         ok = False
                         break
-                    canon[t] = n
-                    order[n] = t
-                    depth[n] = d + 1
-                    n += 1
+                    n = _number(canon, order, depth, n, t, d + 1)
         lo = hi
         d += 1
     h0 = key0

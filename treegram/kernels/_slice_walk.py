@@ -34,6 +34,7 @@ from ._layout import (
     A_TRANS,
     TIMEOUT,
 )
+from ._slices import loops_below
 
 # (state, frame) pairs a trie depth may hold; a node with more is left undecided
 MAX_PAIRS = 8
@@ -229,12 +230,7 @@ def slice_dfa_walk(
                         if trans[x * n_classes + byte_class[b]] != x:
                             loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
                     loop_known[x] = 1
-                if (
-                    (suffix_bits[k, 0] & loop_off[x, 0]) == 0
-                    and (suffix_bits[k, 1] & loop_off[x, 1]) == 0
-                    and (suffix_bits[k, 2] & loop_off[x, 2]) == 0
-                    and (suffix_bits[k, 3] & loop_off[x, 3]) == 0
-                ):
+                if loops_below(suffix_bits, k, loop_off, x):
                     looping = True
                     break
             if looping:  # every token below is read staying in that state

@@ -122,6 +122,19 @@ def bytes_off_loop(byte_class, n_classes, trans, state):
     return excluded, n_loop
 
 
+@njit(nogil=True, cache=True, inline="always")
+def loops_below(suffix_bits, k, loop_off, x):
+    """Whether state ``x`` moves back to itself on every byte below trie node ``k``: no
+    byte of the node's subtree (``suffix_bits[k]``, as ``subtree_suffix_bits`` sets them)
+    is one of the state's off-loop bytes (``loop_off[x]``, as ``bytes_off_loop``)."""
+    return (
+        (suffix_bits[k, 0] & loop_off[x, 0]) == 0
+        and (suffix_bits[k, 1] & loop_off[x, 1]) == 0
+        and (suffix_bits[k, 2] & loop_off[x, 2]) == 0
+        and (suffix_bits[k, 3] & loop_off[x, 3]) == 0
+    )
+
+
 @njit(nogil=True, cache=True)
 def looping_leads(dfa, byte_class, n_classes, trans, ref_ptr, state):
     """bool [256]: the lead bytes of multi-byte slice characters that ``state`` reads back

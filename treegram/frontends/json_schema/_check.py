@@ -10,6 +10,7 @@ converter as an ``AttributeError`` or ``TypeError``.
 from __future__ import annotations
 
 from treegram.errors import GrammarError
+from treegram.frontends.json_schema._keywords import COUNT_KEYWORDS
 
 __all__ = ["check_schema_shapes"]
 
@@ -28,16 +29,6 @@ _SCHEMA = (
 )
 _SCHEMA_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
-_COUNTS = (
-    "minLength",
-    "maxLength",
-    "minItems",
-    "maxItems",
-    "minProperties",
-    "maxProperties",
-    "minContains",
-    "maxContains",
-)
 _NUMBERS = ("minimum", "maximum", "multipleOf")
 _STRINGS = (
     "pattern",
@@ -129,7 +120,7 @@ def check_schema_shapes(root, what: str = "schema") -> None:
         for key in _BOOLEANS:
             if key in node and not isinstance(node[key], bool):
                 raise bad(key, "a boolean")
-        for key in _COUNTS:
+        for key in COUNT_KEYWORDS:
             v = node.get(key)
             if key in node and not (
                 _is_number(v) and v >= 0 and (isinstance(v, int) or v.is_integer())

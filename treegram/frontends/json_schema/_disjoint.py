@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from treegram.errors import UnsupportedSchemaError
 from treegram.frontends.json_schema._context import ConversionContext
-from treegram.frontends.json_schema._keywords import json_type, only_ref, same_value
+from treegram.frontends.json_schema._keywords import inside_parent, json_type, only_ref, same_value
 from treegram.frontends.json_schema._merge import merge_all_of
 from treegram.frontends.json_schema._string_dfa import StringConstraintError, string_dfa
 from treegram.ir import DfaLimitError
@@ -78,11 +78,7 @@ def _shape(conv: ConversionContext, b, parent: dict):
         return False
     if not isinstance(b, dict):
         return None
-    if "type" in parent and "type" not in b:
-        b = {**b, "type": parent["type"]}
-    if parent.get("required"):
-        b = {**b, "required": [*parent["required"], *b.get("required", [])]}
-    return b
+    return inside_parent(b, parent)
 
 
 def _shapes(conv: ConversionContext, b: dict, depth: int) -> list | None:

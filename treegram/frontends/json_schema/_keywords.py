@@ -12,6 +12,8 @@ import json
 __all__ = [
     "ANNOTATIONS",
     "CONSTRAINING",
+    "INTERNAL",
+    "COUNT_KEYWORDS",
     "is_annotation",
     "PATTERNS_KEY",
     "CONTAINS_ALL",
@@ -24,6 +26,7 @@ __all__ = [
     "same_value",
     "json_type",
     "only_ref",
+    "inside_parent",
 ]
 
 ANNOTATIONS = frozenset(
@@ -72,6 +75,18 @@ KEY_SCHEMAS = "x-treegram-key-schemas"
 """Internal keyword: a list of ``[keys, value]`` pairs; every member whose key the string
 schema ``keys`` accepts has a value satisfying ``value`` (``patternProperties`` with a key
 language in place of a pattern)."""
+
+COUNT_KEYWORDS = (
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "minContains",
+    "maxContains",
+)
+"""The keywords whose value is a count (a non-negative integer)."""
 
 INTERNAL = frozenset(
     {
@@ -172,3 +187,13 @@ def json_type(v) -> str:
 def only_ref(schema: dict) -> bool:
     """Whether ``schema`` is a ``$ref`` with nothing but annotations beside it."""
     return all(k == "$ref" or k in ANNOTATIONS for k in schema)
+
+
+def inside_parent(branch: dict, parent: dict) -> dict:
+    """A branch of ``parent``'s ``anyOf`` / ``oneOf`` as one schema: with ``parent``'s
+    ``type`` where it has none, and ``parent``'s ``required`` names before its own."""
+    if "type" in parent and "type" not in branch:
+        branch = {**branch, "type": parent["type"]}
+    if parent.get("required"):
+        branch = {**branch, "required": [*parent["required"], *branch.get("required", [])]}
+    return branch

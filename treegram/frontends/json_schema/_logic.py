@@ -31,6 +31,7 @@ from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._keywords import (
     ANNOTATIONS,
     CONTAINS_ALL,
+    COUNT_KEYWORDS,
     FRACTIONAL,
     HAS_MEMBER,
     KEY_SCHEMAS,
@@ -38,6 +39,7 @@ from treegram.frontends.json_schema._keywords import (
     NOT_STRING,
     OPEN,
     PATTERNS_KEY,
+    inside_parent,
     same_value,
 )
 
@@ -247,12 +249,7 @@ def negate(
         "maximum",
         "exclusiveMinimum",
         "exclusiveMaximum",
-        "minLength",
-        "maxLength",
-        "minItems",
-        "maxItems",
-        "minProperties",
-        "maxProperties",
+        *COUNT_KEYWORDS,
         "required",
         "properties",
         "items",
@@ -262,8 +259,6 @@ def negate(
         "anyOf",
         "oneOf",
         "uniqueItems",
-        "minContains",
-        "maxContains",
         FRACTIONAL,
         CONTAINS_ALL,
         "multipleOf",
@@ -577,11 +572,7 @@ def _within(conv: ConversionContext, branch, parent: dict, ptr: str) -> dict | N
         return None
     if not isinstance(merged, dict):
         return None
-    if "type" in parent and "type" not in merged:
-        merged = {**merged, "type": parent["type"]}
-    if parent.get("required"):
-        merged = {**merged, "required": [*parent["required"], *merged.get("required", [])]}
-    return merged
+    return inside_parent(merged, parent)
 
 
 def _alternatives(schema) -> int:

@@ -30,13 +30,8 @@ from treegram.frontends.json_schema._formats import REFUSED as REFUSED_FORMATS
 from treegram.frontends.json_schema._formats import format_expr
 from treegram.frontends.json_schema._keywords import (
     ANNOTATIONS,
-    CONTAINS_ALL,
-    FRACTIONAL,
-    HAS_MEMBER,
-    KEY_SCHEMAS,
-    NOT_MULTIPLE,
+    INTERNAL,
     NOT_STRING,
-    OPEN,
     PATTERNS_KEY,
     is_annotation,
 )
@@ -95,8 +90,8 @@ _OTHER_TYPES = (
         }
     )
     | ANNOTATIONS
-    | {"contentSchema", "nullable", OPEN, FRACTIONAL, NOT_MULTIPLE, HAS_MEMBER, KEY_SCHEMAS}
-    | {CONTAINS_ALL}
+    | {"contentSchema", "nullable"}
+    | (INTERNAL - {PATTERNS_KEY, NOT_STRING})  # those two are read below
 )
 _MAX_REF_DEPTH = 32
 # Applied after the other keywords (lengths: to the smallest automaton; then/else: by if).

@@ -5,21 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from treegram.ir import Bytes, Choice, Expr, Repeat, Rule, RuleRef, Seq
+from treegram.ir import Bytes, Choice, Expr, Repeat, Rule, RuleRef, Seq, renamed_refs
 
 __all__ = ["rename", "rename_one", "renamed_lookahead", "strip_ignore"]
 
 
 def rename(expr: Expr, names: Mapping[str, str]) -> Expr:
-    if isinstance(expr, RuleRef):
-        return RuleRef(names[expr.name])
-    if isinstance(expr, Seq):
-        return Seq(tuple(rename(i, names) for i in expr.items))
-    if isinstance(expr, Choice):
-        return Choice(tuple(rename(i, names) for i in expr.items))
-    if isinstance(expr, Repeat):
-        return Repeat(rename(expr.item, names), expr.min, expr.max)
-    return expr
+    return renamed_refs(expr, names.__getitem__)
 
 
 def strip_ignore(expr: Expr, name: str) -> Expr:

@@ -191,13 +191,8 @@ class Parser(Scanner):
                     self.pos += 1
                     self.skip()
                     attrs[attr] = self.read_capture_name("capture")
-            self.skip()
-            if self.peek() == ",":
-                self.pos += 1
+            if self.list_goes_on("]", "rule attributes"):
                 continue
-            if self.peek() != "]":
-                self.error("expected ',' or ']' in rule attributes")
-            self.pos += 1
             if "stop_capture" in attrs and "suffix" not in attrs and "stop" not in attrs:
                 self.error(
                     "stop_capture requires stop or suffix", self.attr_pos[name, "stop_capture"]
@@ -208,6 +203,26 @@ class Parser(Scanner):
             if attrs:
                 self.attrs[name] = (attrs, name_pos)
             return
+
+    def read_name(self, what: str) -> str:
+        """The name at the position, stepped over; an error (expected ``what``) if none."""
+        m = _NAME.match(self.text, self.pos)
+        if m is None:
+            self.error(f"expected {what}")
+        self.pos = m.end()
+        return m.group()
+
+    def list_goes_on(self, close: str, what: str) -> bool:
+        """After an item of a list: True past a ``,`` (another item follows), False past
+        ``close`` (the list ends); anything else is an error in ``what``."""
+        self.skip()
+        if self.peek() == ",":
+            self.pos += 1
+            return True
+        if self.peek() != close:
+            self.error(f"expected ',' or '{close}' in {what}")
+        self.pos += 1
+        return False
 
     def expect_value(self, attr: str, what: str) -> None:
         """Step over the ``=`` after an attribute that takes a value (``what`` it is)."""
@@ -310,18 +325,9 @@ class Parser(Scanner):
             names = []
             while True:
                 self.skip()
-                n = _NAME.match(self.text, self.pos)
-                if n is None:
-                    self.error("expected a terminal name in the import list")
-                names.append(n.group())
-                self.pos = n.end()
-                self.skip()
-                if self.peek() == ",":
-                    self.pos += 1
+                names.append(self.read_name("a terminal name in the import list"))
+                if self.list_goes_on(")", "the import list"):
                     continue
-                if self.peek() != ")":
-                    self.error("expected ',' or ')' in the import list")
-                self.pos += 1
                 break
             for name in names:
                 self.add_import(name, name, start)
@@ -333,11 +339,7 @@ class Parser(Scanner):
         if self.text.startswith("->", self.pos):
             self.pos += 2
             self.skip()
-            a = _NAME.match(self.text, self.pos)
-            if a is None:
-                self.error("expected alias name after '->'")
-            alias = a.group()
-            self.pos = a.end()
+            alias = self.read_name("alias name after '->'")
         self.add_import(name, alias, start)
 
     def add_import(self, name: str, alias: str, pos: int) -> None:

@@ -77,18 +77,12 @@ class Scanner:
         text, i, depth = self.text, self.pos + 1, 1
         while i < len(text):
             c = text[i]
-            if c == '"':
-                m = _NESTED_STRING.match(text, i)
-                if m is None:
-                    break
-                i = m.end()
-                continue
             if c == "/" and text.startswith("//", i) or c == "#":
                 nl = text.find("\n", i)
                 i = len(text) if nl < 0 else nl
                 continue
-            if c == "/":
-                m = _NESTED_REGEX.match(text, i)
+            if c in ('"', "/"):  # a string or regex literal, skipped whole
+                m = (_NESTED_STRING if c == '"' else _NESTED_REGEX).match(text, i)
                 if m is None:
                     break
                 i = m.end()

@@ -76,6 +76,7 @@ from treegram.ir import (
     RuleRef,
     Seq,
     TokenSet,
+    join_escapes,
     run_sized,
 )
 
@@ -89,7 +90,6 @@ _ESCAPES = {
     0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x0B: "\\v", 0x00: "\\0", 0x1B: "\\e",
 }  # fmt: skip
 _CLASS_ESCAPES = {0x2D: "\\-", 0x5D: "\\]"}
-_HEX = frozenset("0123456789abcdefABCDEF")
 # a rule body's tokens: literals and classes (skipped when renaming), names
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BODY_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|' + _IDENTIFIER.pattern)
@@ -629,7 +629,7 @@ def _char_class(cc: CharClass) -> str:
     pieces = ["^"] if cc.negated else []
     for lo, hi in cc.ranges:
         pieces.append(_class_range(lo, hi) if hi != lo else _escape(lo, _CLASS_ESCAPES))
-    return "[" + _joined(pieces) + "]"
+    return "[" + join_escapes(pieces) + "]"
 
 
 # ---------------------------------------------------------------------- printing
@@ -676,18 +676,9 @@ def _escape(cp: int, special: dict[int, str]) -> str:
     return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
 
 
-def _joined(pieces: list[str]) -> str:
-    # ``\x`` reads every hex digit after it, so before one the code point is ``\u00hh``
-    # (xgrammar would print a text that reads back as another character)
-    for i in range(len(pieces) - 1):
-        if pieces[i].startswith("\\x") and pieces[i + 1][:1] in _HEX:
-            pieces[i] = "\\u00" + pieces[i][2:]
-    return "".join(pieces)
-
-
 def _literal(text: str) -> str:
-    return '"' + _joined([_escape(ord(c), {}) for c in text]) + '"'
+    return '"' + join_escapes([_escape(ord(c), {}) for c in text]) + '"'
 
 
 def _class_range(lo: int, hi: int) -> str:
-    return _joined([_escape(lo, _CLASS_ESCAPES), "-", _escape(hi, _CLASS_ESCAPES)])
+    return join_escapes([_escape(lo, _CLASS_ESCAPES), "-", _escape(hi, _CLASS_ESCAPES)])

@@ -410,17 +410,25 @@ class Converter:
         if "const" in schema or "enum" in schema:
             values = [schema["const"]] if "const" in schema else schema["enum"]
             return self.constants(values, lambda v: Bytes(_raw(v))), False
+        combined = self._combined(schema)
+        if combined is not None:
+            return combined
+        if schema.get("type") == "string":
+            return self._string(schema)
+        if schema.get("type") == "object" and set(schema) - ANNOTATIONS == {"type"}:
+            return self.json({"type": "object"}), False
+        return self.json(schema), False
+
+    def _combined(self, schema: dict) -> tuple[Expr, bool] | None:
+        """The value of a union (the choice of its options' values) or of a lone ``allOf``
+        (its one schema's value); None for any other schema. Every style reads these alike."""
         options = union_options(schema)
         if options is not None:
             return alt([self.value(o)[0] for o in options]), False
         all_of = schema.get("allOf")
         if isinstance(all_of, list) and len(all_of) == 1 and set(schema) - ANNOTATIONS == {"allOf"}:
             return self.value(all_of[0])
-        if schema.get("type") == "string":
-            return self._string(schema)
-        if schema.get("type") == "object" and set(schema) - ANNOTATIONS == {"type"}:
-            return self.json({"type": "object"}), False
-        return self.json(schema), False
+        return None
 
     def _allowed(self, values: list[Any], *, root: bool = False) -> list[Any]:
         """The constants that contain no excluded string (xgrammar drops the others): a

@@ -168,12 +168,9 @@ class CohereConverter(Converter):
                          self.any_dict(), self.any_list()]), False  # fmt: skip
         if "const" in schema or "enum" in schema:
             return super().value(schema)
-        options = union_options(schema)
-        if options is not None:
-            return alt([self.value(o)[0] for o in options]), False
-        all_of = schema.get("allOf")
-        if isinstance(all_of, list) and len(all_of) == 1 and set(schema) - ANNOTATIONS == {"allOf"}:
-            return self.value(all_of[0])
+        combined = self._combined(schema)
+        if combined is not None:
+            return combined
         kind = _cohere_type(schema)
         if kind == "raw" and schema.get("type") == "string":
             return self._cohere_string(schema)

@@ -22,14 +22,12 @@ from typing import Any
 from treegram.errors import InvalidStructuralTagError
 from treegram.frontends.json_schema import format_expr
 from treegram.frontends.structural_tag._xml_arguments import (
-    ANNOTATIONS,
     EMPTY,
     Converter,
     alt,
     is_any,
     json_text,
     ordered_tail,
-    union_options,
 )
 from treegram.ir import Bytes, Choice, Expr, Repeat, RuleRef, Seq
 
@@ -94,12 +92,9 @@ class MiniMaxM3Converter(Converter):
             if not isinstance(values, list) or not values:
                 raise InvalidStructuralTagError(f"{self.path}.json_schema: bad enum {values!r}")
             return alt([self.literal(v) for v in values]), False
-        options = union_options(schema)
-        if options is not None:
-            return alt([self.value(o)[0] for o in options]), False
-        all_of = schema.get("allOf")
-        if isinstance(all_of, list) and len(all_of) == 1 and set(schema) - ANNOTATIONS == {"allOf"}:
-            return self.value(all_of[0])
+        combined = self._combined(schema)
+        if combined is not None:
+            return combined
         kind = schema.get("type")
         if kind is None and "properties" in schema:
             kind = "object"
