@@ -48,6 +48,7 @@ DEFAULT_OUTPUT = mb.REPO / "benchmarks" / "results" / "mask_costs.json"
 # mask store kernels by the part of a classification they belong to
 PARTS = {
     "classify": "trie walk",
+    "slice_dfa_walk": "slice DFA walk",
     "slice_reach": "slice check",
     "looping_leads": "slice check",
     "restricted_slice_dfa": "slice check",
@@ -476,7 +477,8 @@ def summarize(slow: list[dict], stats: dict, timeouts: list[str], files, args, w
             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             "notes": "wall-clock fills with timers around the mask store's kernels "
             "(a few microseconds per call added); parts: trie walk (classify; alone, "
-            "in a context, refined from the own class), slice check, signature, bitsets, "
+            "in a context, refined from the own class), slice DFA walk, slice check, signature, "
+            "bitsets, "
             "python in classify_states (the rest of the classification), mask kernel and "
             "matcher (the fill minus its classification)",
         },

@@ -52,6 +52,7 @@ from .._kernel_cache import kernel_seconds
 from ..errors import GrammarError, UndefinedRuleError
 from ..kernels import layout
 from ._follow import follow_sets
+from ._merge import merge_equal_rules
 from ._nfa import FlatIr, build_nfa, choice_sequences, tail_calls
 from ._repeats import repeats_as_rules, split_long_repeats
 from ._subset import determinize, fill_transitions
@@ -728,6 +729,13 @@ def _build(ir: GrammarIR) -> Automaton:
             if parts[callee] is None:
                 parts[callee] = ()  # queued
                 queue.append(callee)
+    # Calls of copies of a rule (equal automata calling equal rules) go to one of them:
+    # fewer chart items and states to classify, the same language. The copies keep their
+    # automata (a rule's own automaton and nullability stay readable by its id).
+    kept = hot | set(lookahead_of) | set(lookahead_of.values())
+    kept |= {i for i, r in enumerate(ir.rules) if r.tokens is not None}
+    live = [r for r, p in enumerate(parts) if p is not None]
+    merge_equal_rules(parts, live, kept, rule_ids[ir.root])
     parts = [_DEAD if p is None else p for p in parts]
 
     # One global state space: each rule's states follow the previous rule's.
