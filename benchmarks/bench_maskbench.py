@@ -16,7 +16,10 @@ walked, with its ratio to xgrammar's.
 
 Each engine runs in its own worker process (started once, warmed up, restarted after a
 timeout), so a compile or walk that exceeds ``--timeout`` seconds can be stopped; the
-engines take turns schema by schema.
+engines take turns schema by schema. treegram's worker makes its compiler as the SGLang and
+vLLM adapters do, with the kernel warm-up (``GrammarCompiler(warm_up=...)``): a serving
+process loads every kernel before its first request, so no mask pays a kernel's first load
+(the process start is ``bench_startup.py``'s figure).
 
 Run from the repository root: ``python benchmarks/bench_maskbench.py --help``.
 """
@@ -89,7 +92,8 @@ class _TreegramWorker(_Worker):
 
         self.tg = treegram
         self.info = treegram.TokenizerInfo.deepseek_v4()
-        self.compiler = treegram.GrammarCompiler(self.info, cache_enabled=False)
+        # as the engine adapters make it: every kernel loaded before the first request
+        self.compiler = treegram.GrammarCompiler(self.info, cache_enabled=False, warm_up=True)
         self.bitmask = treegram.allocate_token_bitmask(1, self.info.vocab_size, backend="numpy")
         self.words = self.bitmask[0]
 
