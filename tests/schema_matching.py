@@ -1,7 +1,8 @@
 """Shared helpers of the grammar tests: compile over a byte-level vocabulary (256
 single-byte tokens + ``<eos>``), parse random grammars, check that a matcher accepts a whole
-text, check a table of passing and failing texts, check xgrammar's recorded acceptance cases,
-check a located Lark error, and draw JSON values with hypothesis."""
+text, check a table of passing and failing texts (and make the two tests of such a table), check
+xgrammar's recorded acceptance cases, check a located Lark error, and draw JSON values with
+hypothesis."""
 
 from __future__ import annotations
 
@@ -60,6 +61,39 @@ def assert_accepts_table(
     """``cg`` accepts every ``passing`` text in full and no ``failing`` one (see accepts and
     assert_table)."""
     assert_table(lambda s: accepts(cg, s), passing, failing)
+
+
+def acceptance_tests(
+    cases: list[tuple[str, list[str], list[str]]], syntax: str, *, id_length: int | None = None
+) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The two tests of a table of ``(source, passing, failing)`` grammars in ``syntax``
+    (``"ebnf"`` or ``"lark"``), each case named by its source (cut to ``id_length``
+    characters): treegram accepts every passing text and no failing one, and so does
+    xgrammar 0.2.8, the oracle (skipped without it). A test module takes them as
+    ``test_acceptance, test_acceptance_matches_xgrammar = acceptance_tests(CASES, "lark")``."""
+
+    def table() -> pytest.MarkDecorator:  # one per test: pytest escapes the ids in place
+        ids = [c[0][:id_length] for c in cases]
+        return pytest.mark.parametrize("source, passing, failing", cases, ids=ids)
+
+    @table()
+    def test_acceptance(
+        compiler: treegram.GrammarCompiler, source: str, passing: list[str], failing: list[str]
+    ) -> None:
+        compile_source = compiler.compile_lark if syntax == "lark" else compiler.compile_grammar
+        assert_accepts_table(compile_source(source), passing, failing)
+
+    @table()
+    def test_acceptance_matches_xgrammar(
+        source: str, passing: list[str], failing: list[str]
+    ) -> None:
+        xgr = pytest.importorskip("xgrammar")
+        from xgrammar.testing import _is_grammar_accept_string
+
+        grammar = xgr.Grammar.from_lark(source) if syntax == "lark" else source
+        assert_table(lambda s: _is_grammar_accept_string(grammar, s), passing, failing)
+
+    return test_acceptance, test_acceptance_matches_xgrammar
 
 
 def assert_recorded_cases(cg: treegram.CompiledGrammar, cases: Iterable[dict]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bench_setup import benchmark_fixture, maskbench_folder, read_json
+from bench_setup import benchmark_fixture, maskbench_folder, run_benchmark
 
 pytest.importorskip("xgrammar")
 
@@ -18,17 +18,12 @@ def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
         "refused": {"type": "nonsense"},
     }
     data = maskbench_folder(tmp_path / "data", schemas)
-    out = tmp_path / "compile.json"
-    result = bench.main(
-        [
-            "--data", str(data),
-            "--every", "1",
-            "--repeat", "2",
-            "--clock", "cpu",
-            "--output", str(out),
-        ]
-    )  # fmt: skip
-    assert read_json(out) == result
+    result, written = run_benchmark(
+        bench,
+        tmp_path / "compile.json",
+        ["--data", str(data), "--every", "1", "--repeat", "2", "--clock", "cpu"],
+    )
+    assert written == result
     assert result["meta"]["files"] == 3
     assert result["treegram"]["compiled"] == 2  # the bad schema has no time, not a crash
     assert set(result["treegram"]["stages"]) == {"frontend", "automaton", "tables", "total"}
@@ -44,17 +39,11 @@ def test_stages_and_ratio_on_two_schemas(bench, tmp_path):
 def test_a_schema_past_the_time_limit_is_counted_apart(bench, tmp_path):
     ok = {"type": "object", "properties": {"a": {"type": "integer"}}}
     data = maskbench_folder(tmp_path / "data", {"a": ok})
-    out = tmp_path / "compile.json"
     # a limit no compile can meet: the schema times out, its worker is stopped
-    result = bench.main(
-        [
-            "--data", str(data),
-            "--every", "1",
-            "--repeat", "1",
-            "--no-xgrammar",
-            "--timeout", "0",
-            "--output", str(out),
-        ]
-    )  # fmt: skip
+    result, _ = run_benchmark(
+        bench,
+        tmp_path / "compile.json",
+        ["--data", str(data), "--every", "1", "--repeat", "1", "--no-xgrammar", "--timeout", "0"],
+    )
     assert result["treegram"]["timeouts"] == ["a.json"]
     assert result["treegram"]["compiled"] == 0

@@ -37,15 +37,9 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
 
 def test_cases_option(bench, tmp_path):
     out = tmp_path / "seed.json"
-    result = bench.main(
-        [
-            "--cases", "seed",
-            "--iterations", "1",
-            "--warmup", "0",
-            "--requests", "2",
-            "--output", str(out),
-        ]
-    )  # fmt: skip
+    result, _ = run_benchmark(
+        bench, out, ["--cases", "seed", "--iterations", "1", "--warmup", "0", "--requests", "2"]
+    )
     assert set(result["cases"]) == {"seed"}
     with pytest.raises(SystemExit):
         bench.main(["--cases", "nope", "--output", str(out)])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bench_setup import benchmark_fixture, read_json
+from bench_setup import benchmark_fixture, run_benchmark
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("llguidance")
@@ -25,18 +25,11 @@ bench = benchmark_fixture("bench_maskbench")
 def test_runs_on_three_schemas(bench, tmp_path):
     if not bench.DEFAULT_DATA.is_dir():
         pytest.skip(f"no MaskBench data at {bench.DEFAULT_DATA}")
-    out = tmp_path / "mb.json"
-    result = bench.main(
-        [
-            "--limit", "3",
-            "--every", "1",
-            "--timeout", "60",
-            "--repeats", "2",
-            "--quiet",
-            "--output", str(out),
-        ]
-    )  # fmt: skip
-    written = read_json(out)
+    result, written = run_benchmark(
+        bench,
+        tmp_path / "mb.json",
+        ["--limit", "3", "--every", "1", "--timeout", "60", "--repeats", "2", "--quiet"],
+    )
     assert set(written) >= {"meta", "engines", "schemas"}
     assert written["meta"]["n_schemas"] == 3 and written["meta"]["vocab_size"] == 129280
     assert len(written["schemas"]) == 3

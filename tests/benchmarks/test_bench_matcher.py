@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bench_setup import benchmark_fixture, read_json
+from bench_setup import benchmark_fixture, run_benchmark
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("tokenizers")
@@ -15,18 +15,17 @@ bench = benchmark_fixture("bench_matcher")
 
 
 def test_runs_at_tiny_sizes(bench, tmp_path):
-    out = tmp_path / "m.json"
-    result = bench.main(
+    result, written = run_benchmark(
+        bench,
+        tmp_path / "m.json",
         [
             "--data", str(bench.FALLBACK_CORPUS),
             "--docs", "3",
             "--passes", "2",
             "--compile-repeats", "1",
             "--no-import-cost",
-            "--output", str(out),
-        ]
+        ],
     )  # fmt: skip
-    written = read_json(out)
     assert set(written) >= {"meta", "treegram", "xgrammar", "ratios"}
     for engine in ("treegram", "xgrammar"):
         for key in REQUIRED:

@@ -46,7 +46,9 @@ def test_runs_at_tiny_sizes(bench, tmp_path):
 
 def test_builtin_grammar_and_bad_options(bench, tmp_path):
     out = tmp_path / "builtin.json"
-    result = bench.main(
+    result, _ = run_benchmark(
+        bench,
+        out,
         [
             "--grammar", "builtin",
             "--iterations", "1",
@@ -54,8 +56,7 @@ def test_builtin_grammar_and_bad_options(bench, tmp_path):
             "--batch-sizes", "2",
             "--tree-sizes", "6",
             "--apply-runs", "0",
-            "--output", str(out),
-        ]
+        ],
     )  # fmt: skip
     assert result["apply"] == []
     assert result["steps"][0]["paths_as_expected"] is True

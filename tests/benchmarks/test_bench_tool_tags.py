@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from bench_setup import benchmark_fixture, maskbench_folder, read_json
+from bench_setup import benchmark_fixture, maskbench_folder, run_benchmark
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("llguidance")
@@ -23,18 +23,18 @@ def test_two_formats_two_tool_counts(bench, tmp_path):
     nothing = {"type": "object", "required": ["a"], "properties": {"a": False}}
     files = {"BFCL_simple_1": weather, "BFCL_simple_2": nothing, "Glaiveai2K---x_1": weather}
     data = maskbench_folder(tmp_path / "data", {**files, "Github_easy---o1": weather})
-    out = tmp_path / "tool_tags.json"
-    result = bench.main(
+    result, written = run_benchmark(
+        bench,
+        tmp_path / "tool_tags.json",
         [
             "--data", str(data),
             "--formats", "qwen_3,qwen_3_coder",
             "--tools", "1,2",
             "--repeat", "2",
             "--clock", "cpu",
-            "--output", str(out),
-        ]
+        ],
     )  # fmt: skip
-    assert read_json(out) == result
+    assert written == result
     assert result["meta"]["tools"] == {
         "1": ["BFCL_simple_1"],
         "2": ["BFCL_simple_1", "Glaiveai2K___x_1"],

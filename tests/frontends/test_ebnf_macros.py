@@ -14,7 +14,7 @@ text.
 from __future__ import annotations
 
 import pytest
-from schema_matching import accepts, assert_accepts_table, assert_table
+from schema_matching import acceptance_tests, accepts
 from xgrammar_diff import compare_source
 
 from treegram import Grammar, GrammarSyntaxError, UndefinedRuleError
@@ -79,17 +79,7 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("source, passing, failing", CASES, ids=[c[0] for c in CASES])
-def test_acceptance(compiler, source: str, passing: list[str], failing: list[str]) -> None:
-    assert_accepts_table(compiler.compile_grammar(source), passing, failing)
-
-
-@pytest.mark.parametrize("source, passing, failing", CASES, ids=[c[0] for c in CASES])
-def test_acceptance_matches_xgrammar(source: str, passing: list[str], failing: list[str]) -> None:
-    pytest.importorskip("xgrammar")
-    from xgrammar.testing import _is_grammar_accept_string
-
-    assert_table(lambda s: _is_grammar_accept_string(source, s), passing, failing)
+test_acceptance, test_acceptance_matches_xgrammar = acceptance_tests(CASES, "ebnf")
 
 
 def test_substring_helper_rules_avoid_user_names() -> None:

@@ -71,18 +71,8 @@ def decode_raw(token: bytes) -> bytes:
 
 
 def decode_byte_fallback(token: bytes) -> bytes:
-    """Decode a BYTE_FALLBACK token (``<0x1B>`` -> ``b"\\x1b"``, ``▁a`` -> ``b" a"``).
-
-    Parameters
-    ----------
-    token : bytes
-        UTF-8 bytes of the encoded token.
-
-    Returns
-    -------
-    bytes
-        The decoded token.
-    """
+    """Decode a BYTE_FALLBACK token, given as its UTF-8 bytes (``<0x1B>`` -> ``b"\\x1b"``,
+    ``▁a`` -> ``b" a"``)."""
     if len(token) == 6:
         match = _BYTE_PIECE.fullmatch(token)
         if match is not None:
@@ -91,19 +81,9 @@ def decode_byte_fallback(token: bytes) -> bytes:
 
 
 def decode_byte_level(token: bytes) -> bytes:
-    """Decode a BYTE_LEVEL token (``Ġhello`` -> ``b" hello"``).
-
-    Parameters
-    ----------
-    token : bytes
-        UTF-8 bytes of the encoded token.
-
-    Returns
-    -------
-    bytes
-        The decoded bytes, or ``token`` itself when it uses a character outside the
-        byte-level alphabet or is not valid UTF-8.
-    """
+    """Decode a BYTE_LEVEL token, given as its UTF-8 bytes (``Ġhello`` -> ``b" hello"``):
+    ``token`` itself when it uses a character outside the byte-level alphabet or is not
+    valid UTF-8."""
     try:
         return token.decode("utf-8").translate(_FAST_TABLE).encode("latin-1")
     except (UnicodeDecodeError, UnicodeEncodeError):

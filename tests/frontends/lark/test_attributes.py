@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from schema_matching import accepts, assert_accepts_table, assert_lark_error, assert_table
+from schema_matching import acceptance_tests, accepts, assert_lark_error
 from xgrammar_diff import compare_source
 
 from treegram import Grammar, GrammarSyntaxError
@@ -93,18 +93,7 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("source, passing, failing", CASES, ids=[c[0][:60] for c in CASES])
-def test_acceptance(compiler, source: str, passing: list[str], failing: list[str]) -> None:
-    assert_accepts_table(compiler.compile_lark(source), passing, failing)
-
-
-@pytest.mark.parametrize("source, passing, failing", CASES, ids=[c[0][:60] for c in CASES])
-def test_acceptance_matches_xgrammar(source: str, passing: list[str], failing: list[str]) -> None:
-    xgr = pytest.importorskip("xgrammar")
-    from xgrammar.testing import _is_grammar_accept_string
-
-    grammar = xgr.Grammar.from_lark(source)
-    assert_table(lambda s: _is_grammar_accept_string(grammar, s), passing, failing)
+test_acceptance, test_acceptance_matches_xgrammar = acceptance_tests(CASES, "lark", id_length=60)
 
 
 def test_helper_rules_do_not_clash_with_user_names(compiler) -> None:

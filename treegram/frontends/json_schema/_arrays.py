@@ -24,7 +24,7 @@ from treegram.frontends.json_schema._logic import negate
 from treegram.frontends.json_schema._merge import merge_all_of
 from treegram.ir import CharClass, Expr, Repeat, RuleRef
 
-__all__ = ["UNCONSTRAINED", "contains_all_expr", "contains_expr", "unique_expr"]
+__all__ = ["UNCONSTRAINED", "ArrayItems", "contains_all_expr", "contains_expr", "unique_expr"]
 
 # Returned after a refusal was downgraded to a warning: build the array without the keyword.
 UNCONSTRAINED = object()
@@ -36,12 +36,23 @@ MAX_CONTAINS_ALL = 3  # contains schemas tracked together (2**k satisfied sets)
 MAX_UNIQUE_EDGES = 8192  # (used set, next value) pairs; about 1.5 s of compile time
 
 
-class _Positions:
-    """Per-position schemas of an array: ``prefix[i]``, then ``items``."""
+class ArrayItems:
+    """The items of an array schema at ``ptr``, converted at ``depth``: per-position schemas
+    (``prefix[i]``, then ``items``) and ``lo``..``hi`` of them."""
 
-    def __init__(self, conv: ConversionContext, ptr: str, depth: int, prefix: list, items) -> None:
+    def __init__(
+        self,
+        conv: ConversionContext,
+        ptr: str,
+        depth: int,
+        prefix: list,
+        items,
+        lo: int,
+        hi: int | None,
+    ) -> None:
         self.conv, self.ptr, self.depth = conv, ptr, depth
         self.prefix, self.items = prefix, items
+        self.lo, self.hi = lo, hi
         self.n = len(prefix)
         self.memo: dict = {}
 
@@ -65,24 +76,16 @@ class _Positions:
         return self.memo[key]
 
 
-def contains_all_expr(
-    conv: ConversionContext,
-    needs: list,
-    ptr: str,
-    depth: int,
-    prefix: list,
-    items,
-    lo: int,
-    hi: int | None,
-) -> Expr | None:
+def contains_all_expr(pos: ArrayItems, needs: list) -> Expr | None:
     """Arrays of ``lo``..``hi`` items in which every schema of ``needs`` is matched by some
     item (``contains`` of several ``allOf`` parts): one rule per (set of schemas matched
     so far, item count), counts past what the bounds distinguish merged."""
+    conv, ptr, depth, items, lo, hi = pos.conv, pos.ptr, pos.depth, pos.items, pos.lo, pos.hi
     cptr = f"{ptr}/contains"
     k = len(needs)
     full = (1 << k) - 1
     top = hi if hi is not None else max(lo, 1)  # counts above top behave alike
-    if prefix or k > MAX_CONTAINS_ALL or (full + 1) * (top + 1) > MAX_STATES:
+    if pos.prefix or k > MAX_CONTAINS_ALL or (full + 1) * (top + 1) > MAX_STATES:
         conv.unsupported(
             "contains",
             cptr,
@@ -133,25 +136,16 @@ def contains_all_expr(
 _NEVER = CharClass(((0, 0x10FFFF),), negated=True)
 
 
-def contains_expr(
-    conv: ConversionContext,
-    schema: dict,
-    ptr: str,
-    depth: int,
-    prefix: list,
-    items,
-    lo: int,
-    hi: int | None,
-) -> Expr | None:
+def contains_expr(pos: ArrayItems, schema: dict) -> Expr | None:
     """Arrays of ``lo``..``hi`` items whose count of ``contains`` matches is within
     ``minContains`` (default 1) .. ``maxContains``."""
+    conv, ptr, depth, lo, hi = pos.conv, pos.ptr, pos.depth, pos.lo, pos.hi
     cmin = conv.count(schema, "minContains", ptr, 1)
     cmax = conv.count(schema, "maxContains", ptr)
     if hi is not None and hi < lo:
         return None
     if cmax is not None and cmax < cmin:
         return None
-    pos = _Positions(conv, ptr, depth, prefix, items)
     cptr = f"{ptr}/contains"
     contains = schema["contains"]
     tmax = hi if hi is not None else max(lo, pos.n, 1)  # counts past tmax behave alike
@@ -206,7 +200,7 @@ def contains_expr(
 
 
 def _free_tails(
-    pos: _Positions, lo: int, hi: int | None, comma, close, tmax: int
+    pos: ArrayItems, lo: int, hi: int | None, comma, close, tmax: int
 ) -> dict[int, Expr | None]:
     """What may follow after ``t`` items once the match count no longer matters."""
     out: dict[int, Expr | None] = {}
@@ -233,22 +227,19 @@ class _RefusedError(Exception):
     pass
 
 
-def unique_expr(
-    conv: ConversionContext, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
-) -> Expr | None:
+def unique_expr(pos: ArrayItems) -> Expr | None:
     """Arrays of ``lo``..``hi`` pairwise distinct items (JSON Schema equality), or
     :data:`UNCONSTRAINED` when the refusal was downgraded to a warning."""
     try:
-        return _unique(conv, ptr, depth, prefix, items, lo, hi)
+        return _unique(pos)
     except _RefusedError as exc:
-        conv.unsupported("uniqueItems", f"{ptr}/uniqueItems", str(exc))
+        pos.conv.unsupported("uniqueItems", f"{pos.ptr}/uniqueItems", str(exc))
         return UNCONSTRAINED
 
 
-def _unique(
-    conv: ConversionContext, ptr: str, depth: int, prefix: list, items, lo: int, hi: int | None
-) -> Expr | None:
-    pos = _Positions(conv, ptr, depth, prefix, items)
+def _unique(pos: ArrayItems) -> Expr | None:
+    conv, ptr, depth, prefix, items = pos.conv, pos.ptr, pos.depth, pos.prefix, pos.items
+    lo, hi = pos.lo, pos.hi
     tail = _finite_values(conv, items, f"{ptr}/items")
     longest = pos.n if items is False else (pos.n + len(tail) if tail is not None else None)
     if hi is not None:
@@ -310,7 +301,7 @@ def _unique(
     return alt(empty, seq(lit("["), lay.open(depth), first) if first is not None else None)
 
 
-def _apart(conv: ConversionContext, pos: _Positions, i: int, longest: int) -> bool:
+def _apart(conv: ConversionContext, pos: ArrayItems, i: int, longest: int) -> bool:
     """Whether no value at position ``i`` can equal a value at another position."""
     return all(conv.disjoint([pos.schema(i), pos.schema(j)]) for j in range(longest) if j != i)
 

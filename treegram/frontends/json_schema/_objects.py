@@ -15,6 +15,7 @@ import itertools
 
 from treegram.frontends.json_schema._arrays import (
     UNCONSTRAINED,
+    ArrayItems,
     contains_all_expr,
     contains_expr,
     unique_expr,
@@ -655,20 +656,21 @@ def array_expr(conv: ConversionContext, schema: dict, ptr: str, depth: int) -> E
     if not prefix:
         hi = 0 if items is False else hi
     unique = schema.get("uniqueItems") is True and (hi is None or hi > 1)
+    arr = ArrayItems(conv, ptr, depth, prefix, items, lo, hi)
     if CONTAINS_ALL in schema:
         if unique:
             conv.unsupported("uniqueItems", f"{ptr}/uniqueItems", "together with contains")
-        out = contains_all_expr(conv, schema[CONTAINS_ALL], ptr, depth, prefix, items, lo, hi)
+        out = contains_all_expr(arr, schema[CONTAINS_ALL])
         if out is not UNCONSTRAINED:
             return out
     elif "contains" in schema:
         if unique:
             conv.unsupported("uniqueItems", f"{ptr}/uniqueItems", "together with contains")
-        out = contains_expr(conv, schema, ptr, depth, prefix, items, lo, hi)
+        out = contains_expr(arr, schema)
         if out is not UNCONSTRAINED:
             return out
     elif unique:
-        out = unique_expr(conv, ptr, depth, prefix, items, lo, hi)
+        out = unique_expr(arr)
         if out is not UNCONSTRAINED:
             return out
     pvals = [conv.value(p, f"{ptr}/prefixItems/{i}", depth + 1) for i, p in enumerate(prefix)]
