@@ -254,6 +254,37 @@ def test_finding13_deleted_matchers_release_registry_memory(info, blobs):
     assert state() is None
 
 
+def test_batch_calls_see_a_new_vocabulary_in_reused_slots(info, blobs):
+    """A batch call reuses the last batch's slot arrays and vocabulary while the matchers
+    it gets have the same slots (an engine passes the same requests every step). Once
+    those matchers and their grammar are collected and a grammar of a larger vocabulary
+    takes the same slots, the next call must check against the new vocabulary."""
+    g = tg.CompiledGrammar.deserialize(blobs["letters"], info)
+    bm = BatchGrammarMatcher(1)
+    m = GrammarMatcher(g)
+    bm.batch_fill_next_token_bitmask([m], np.zeros((1, W), np.int32))
+    slots = (g._slot, m._slot)
+    del m, g
+    gc.collect()
+    wide = tg.TokenizerInfo(VOCAB + [f"<x{i}>" for i in range(64)], stop_token_ids=[EOS])
+    g2 = tg.GrammarCompiler(wide, cache_enabled=False).compile_grammar(GRAMMAR_TEXTS["letters"])
+    m2 = GrammarMatcher(g2)
+    assert m2.accept_token(tok("a"))  # takes its slots
+    assert (g2._slot, m2._slot) == slots  # the freed ones, reused
+    assert bm.batch_accept_token([m2], [V + 5]) == [False]  # a special token, not invalid
+    out = np.zeros((1, (V + 64 + 31) // 32), np.int32)
+    bm.batch_fill_next_token_bitmask([m2], out)
+    np.testing.assert_array_equal(out[0], mask_of_wide(m2, out.shape[1]))
+    with pytest.raises(tg.errors.InvalidTokenIdError):
+        bm.batch_accept_token([m2], [V + 64])
+
+
+def mask_of_wide(m: GrammarMatcher, words: int) -> np.ndarray:
+    row = np.zeros((1, words), dtype=np.int32)
+    m.fill_next_token_bitmask(row)
+    return row[0]
+
+
 def test_registry_ignores_stale_slot_ids(info, blobs):
     """A slot id alone cannot rewrite or free a row: only its owner's token can."""
     g = tg.CompiledGrammar.deserialize(blobs["letters"], info)

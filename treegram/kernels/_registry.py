@@ -107,6 +107,10 @@ class Registry:
         self._axes = length_axes
         self.table = np.zeros((16, 2 * n_fields), dtype=np.int64)
         self.tags = np.zeros(16, dtype=np.int64)  # one int per slot (a grammar's vocab size)
+        # Counts slot assignments (each add): while it is unchanged, a slot id names the
+        # same owner as before, so what callers derived from slot ids and tags (a batch's
+        # slot arrays and vocabulary) still holds.
+        self.generation = 0
         self._keep: list[tuple | None] = []
         self._owner: list[object | None] = []
         self._free: list[int] = []
@@ -153,6 +157,7 @@ class Registry:
             self.tags[slot] = tag
             with self._free_lock:
                 self._owner[slot] = owner
+                self.generation += 1
             return slot
         finally:
             REGISTRY_LOCK.release_write()

@@ -148,6 +148,8 @@ def _close_spent_budgets(matchers: tuple, flags: np.ndarray | None) -> None:
 def _check_distinct(mslots: np.ndarray, positions: np.ndarray | None = None) -> None:
     """Raise ArgumentError if one matcher appears twice (live matchers have distinct
     slots): its state would be changed twice, or by two workers at once."""
+    if mslots is _LAST_SLOTS[3] and _LAST_SLOTS[6]:
+        return  # the slot arrays of the last batch, whose slots are distinct
     if len(mslots) < 2 or np.bincount(mslots).max() < 2:  # slots are small ints: no sort
         return
     order = np.argsort(mslots, kind="stable")
@@ -170,9 +172,19 @@ def _slots(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int]:
     return gslots, mslots, vocab
 
 
+# The last batch's slot arrays: (grammar registry generation, keys, gslots, mslots, vocab,
+# flags, whether the slots are distinct). An engine passes the same requests step after
+# step; their keys (compared as one list) then give the same arrays, as long as no grammar
+# slot changed owner (the generation), which could change the vocabulary a slot's tag
+# gives. Replaced whole (one store), so threads share it safely; the arrays are never
+# written after they are built.
+_LAST_SLOTS: tuple = (-1, None, None, None, 0, None, False)
+
+
 def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | None]:
     """:func:`_slots` and the matchers' key flags (``KEY_* >> 61`` per matcher; None when
-    no matcher has any, the common case)."""
+    no matcher has any, the common case). Callers must not write the arrays."""
+    global _LAST_SLOTS
     try:
         keys = list(map(_KEY, matchers))
     except AttributeError:
@@ -180,11 +192,27 @@ def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarr
         raise ArgumentError(
             f"matchers[{bad}] must be a GrammarMatcher, got {type(matchers[bad]).__name__}"
         ) from None
+    last = _LAST_SLOTS
+    if keys == last[1] and GRAMMARS.generation == last[0]:
+        return last[2], last[3], last[4], last[5]
+    generation = GRAMMARS.generation  # read before the tags
+    gslots, mslots, vocab, flags, keys = _split(matchers, keys)
+    if len(keys) and min(keys) >= 0:
+        distinct = len(mslots) < 2 or bool(np.bincount(mslots).max() < 2)
+        _LAST_SLOTS = (generation, keys, gslots, mslots, vocab, flags, distinct)
+    return gslots, mslots, vocab, flags
+
+
+def _split(
+    matchers: tuple, keys: list
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | None, list]:
+    """The work of :func:`_slot_arrays` for ``keys``, the matchers' batch keys; also
+    returns the keys after registering the matchers that had none."""
     b = len(keys)
     gslots = np.empty(b, dtype=np.int64)
     mslots = np.empty(b, dtype=np.int64)
     if not b:
-        return gslots, mslots, 0, None
+        return gslots, mslots, 0, None, keys
     if min(keys) < 0:  # some matchers never used yet: register them
         keys = [m._register() for m in matchers]
     arr = np.array(keys, dtype=np.int64)
@@ -199,7 +227,7 @@ def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarr
             f"matchers[{bad}] has vocab_size {int(tags[gslots[bad]])}, matchers[0] has "
             f"{int(tags[gslots[0]])}: one batch needs one vocabulary"
         )
-    return gslots, mslots, int(tags[gslots[0]]), flags
+    return gslots, mslots, int(tags[gslots[0]]), flags, keys
 
 
 _NO_LAST = np.empty(0, dtype=np.int64)  # last_nodes not wanted (never written)
