@@ -279,6 +279,44 @@ def test_batch_calls_see_a_new_vocabulary_in_reused_slots(info, blobs):
         bm.batch_accept_token([m2], [V + 64])
 
 
+def test_batch_claims_the_matchers_it_gets_when_slots_are_reused(info, blobs):
+    """A batch call reuses the last batch's lock list while the matchers it gets have the
+    same keys. After those matchers are collected and new ones take the same slots (the
+    same keys), a new matcher busy in another thread must still make the call raise: its
+    own lock is claimed, not the collected matcher's."""
+    g = tg.CompiledGrammar.deserialize(blobs["letters"], info)
+    bm = BatchGrammarMatcher(1)
+    out = np.zeros((2, W), np.int32)
+    ms = [GrammarMatcher(g) for _ in range(2)]
+    bm.batch_fill_next_token_bitmask(ms, out)
+    bm.batch_fill_next_token_bitmask(ms, out)  # the lock list reused
+    keys = [m._batch_key for m in ms]
+    del ms
+    gc.collect()
+    new = [GrammarMatcher(g) for _ in range(2)]
+    for m in new:  # the freed slots, reused
+        m._register()
+    new.sort(key=lambda m: keys.index(m._batch_key))  # in the order of the last batch
+    assert [m._batch_key for m in new] == keys
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with new[1]._busy:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        held.wait(10)
+        with pytest.raises(tg.errors.MatcherStateError, match=r"matchers\[1\]"):
+            bm.batch_fill_next_token_bitmask(new, out)
+    finally:
+        release.set()
+        t.join()
+    bm.batch_fill_next_token_bitmask(new, out)  # free again: claimed and filled
+
+
 def mask_of_wide(m: GrammarMatcher, words: int) -> np.ndarray:
     row = np.zeros((1, words), dtype=np.int32)
     m.fill_next_token_bitmask(row)
