@@ -278,7 +278,7 @@ class GrammarMatcher:
         self._cand = np.zeros(64, dtype=np.int32)  # uncertain-candidate scratch
         self._views = BitmaskViewCache()  # the engine's bitmask, validated once
         self._tree_views = IndexViewCache(3)  # the engine's tree tensors, viewed once
-        # the last traversal's four buffers and what their checks produced (_tree_fast)
+        # the last traversal's four buffers and their checked views (its fast path)
         self._tree_last: tuple | None = None
         self._tree_check = check_scratch(64)  # scratch of the tree checks
         self._root1 = np.zeros(1, dtype=np.int64)  # the root of a scalar traversal
