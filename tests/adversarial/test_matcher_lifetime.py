@@ -254,6 +254,75 @@ def test_finding13_deleted_matchers_release_registry_memory(info, blobs):
     assert state() is None
 
 
+def test_batch_calls_see_a_new_vocabulary_in_reused_slots(info, blobs):
+    """A batch call reuses the last batch's slot arrays and vocabulary while the matchers
+    it gets have the same slots (an engine passes the same requests every step). Once
+    those matchers and their grammar are collected and a grammar of a larger vocabulary
+    takes the same slots, the next call must check against the new vocabulary."""
+    g = tg.CompiledGrammar.deserialize(blobs["letters"], info)
+    bm = BatchGrammarMatcher(1)
+    m = GrammarMatcher(g)
+    bm.batch_fill_next_token_bitmask([m], np.zeros((1, W), np.int32))
+    slots = (g._slot, m._slot)
+    del m, g
+    gc.collect()
+    wide = tg.TokenizerInfo(VOCAB + [f"<x{i}>" for i in range(64)], stop_token_ids=[EOS])
+    g2 = tg.GrammarCompiler(wide, cache_enabled=False).compile_grammar(GRAMMAR_TEXTS["letters"])
+    m2 = GrammarMatcher(g2)
+    assert m2.accept_token(tok("a"))  # takes its slots
+    assert (g2._slot, m2._slot) == slots  # the freed ones, reused
+    assert bm.batch_accept_token([m2], [V + 5]) == [False]  # a special token, not invalid
+    out = np.zeros((1, (V + 64 + 31) // 32), np.int32)
+    bm.batch_fill_next_token_bitmask([m2], out)
+    np.testing.assert_array_equal(out[0], mask_of_wide(m2, out.shape[1]))
+    with pytest.raises(tg.errors.InvalidTokenIdError):
+        bm.batch_accept_token([m2], [V + 64])
+
+
+def test_batch_claims_the_matchers_it_gets_when_slots_are_reused(info, blobs):
+    """A batch call reuses the last batch's lock list while the matchers it gets have the
+    same keys. After those matchers are collected and new ones take the same slots (the
+    same keys), a new matcher busy in another thread must still make the call raise: its
+    own lock is claimed, not the collected matcher's."""
+    g = tg.CompiledGrammar.deserialize(blobs["letters"], info)
+    bm = BatchGrammarMatcher(1)
+    out = np.zeros((2, W), np.int32)
+    ms = [GrammarMatcher(g) for _ in range(2)]
+    bm.batch_fill_next_token_bitmask(ms, out)
+    bm.batch_fill_next_token_bitmask(ms, out)  # the lock list reused
+    keys = [m._batch_key for m in ms]
+    del ms
+    gc.collect()
+    new = [GrammarMatcher(g) for _ in range(2)]
+    for m in new:  # the freed slots, reused
+        m._register()
+    new.sort(key=lambda m: keys.index(m._batch_key))  # in the order of the last batch
+    assert [m._batch_key for m in new] == keys
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with new[1]._busy:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        held.wait(10)
+        with pytest.raises(tg.errors.MatcherStateError, match=r"matchers\[1\]"):
+            bm.batch_fill_next_token_bitmask(new, out)
+    finally:
+        release.set()
+        t.join()
+    bm.batch_fill_next_token_bitmask(new, out)  # free again: claimed and filled
+
+
+def mask_of_wide(m: GrammarMatcher, words: int) -> np.ndarray:
+    row = np.zeros((1, words), dtype=np.int32)
+    m.fill_next_token_bitmask(row)
+    return row[0]
+
+
 def test_registry_ignores_stale_slot_ids(info, blobs):
     """A slot id alone cannot rewrite or free a row: only its owner's token can."""
     g = tg.CompiledGrammar.deserialize(blobs["letters"], info)

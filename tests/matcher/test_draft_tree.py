@@ -262,6 +262,61 @@ def test_int32_links_and_torch_inputs(compiled, batcher):
     np.testing.assert_array_equal(out32, expected)
 
 
+def test_scalar_traversal_with_the_same_four_buffers_follows_in_place_changes(compiled):
+    """The scalar traversal reuses the checked views of the last call's four buffers (the
+    engines pass the same ones every step): new contents must show through, and a buffer
+    given new storage, shape or strides in place (``set_``, ``as_strided_``; numpy's
+    ``shape``) must be checked afresh, never served from a stale view. A buffer that had to
+    be converted (int32 links) is converted again every call."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    m = make_requests(compiled, rng, 1, ["object", "builtin_json"])[0]
+    n = 8
+    steps = []
+    for _ in range(4):
+        parents = random_parents(rng, n)
+        nt, ns = links(parents)
+        draft = random_tokens(m, rng, parents, 0)
+        steps.append((nt, ns, draft, reference_rows(m, parents, draft)))
+    # torch: the same four tensor objects every step
+    bufs = [torch.from_numpy(a.copy()) for a in steps[0][:3]]
+    rows = torch.full((n + 2, W), SENTINEL, dtype=torch.int32)
+    for k, (nt, ns, draft, expected) in enumerate(steps):
+        for buf, new in zip(bufs, (nt, ns, draft), strict=True):
+            if k == 2:  # new storage of the same shape
+                buf.set_(torch.from_numpy(new.copy()))
+            else:
+                buf.copy_(torch.from_numpy(new))
+        if k == 3:  # the same storage, other strides: only the first n rows are rows
+            rows.set_(torch.full((2 * (n + 2), W), SENTINEL, dtype=torch.int32))
+            rows.as_strided_((n, W), (2 * W, 1))
+        else:
+            rows.fill_(SENTINEL)
+        assert m.traverse_draft_tree(*bufs, rows) is True
+        np.testing.assert_array_equal(rows[:n].numpy(), expected, err_msg=f"step {k}")
+    # a stale view would keep the old shape: 4 nodes now, same tensor objects
+    small = torch.tensor([1, 2, 3, -1]), torch.tensor([-1, -1, -1, -1])
+    for buf, new in zip(bufs[:2], small, strict=True):
+        buf.set_(new)
+    with pytest.raises(DraftTreeError):
+        m.traverse_draft_tree(*bufs, rows)  # draft_tokens still has 8 entries
+    # numpy: the same arrays, one reshaped in place; int32 links converted each call
+    nt, ns, draft, expected = steps[0]
+    arrs = [nt.astype(np.int32), ns.astype(np.int32), draft.copy()]
+    out = np.full((n, W), SENTINEL, dtype=np.int32)
+    assert m.traverse_draft_tree(*arrs, out) is True
+    np.testing.assert_array_equal(out, expected)
+    nt, ns, draft, expected = steps[1]
+    arrs[0][:] = nt
+    arrs[1][:] = ns
+    arrs[2][:] = draft
+    assert m.traverse_draft_tree(*arrs, out) is True
+    np.testing.assert_array_equal(out, expected)
+    arrs[2].shape = (2, n // 2)
+    with pytest.raises(DraftTreeError):
+        m.traverse_draft_tree(*arrs, out)
+
+
 def test_reused_torch_buffers_follow_in_place_changes(compiled):
     """Engines pass the same tensors every step: the views kept between calls (scalar and
     batch) must follow new contents (``copy_``) and new storage, shape or strides

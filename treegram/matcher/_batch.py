@@ -80,10 +80,21 @@ _TRY_ACQUIRE = _RLOCK.acquire  # called as acquire(lock, False): never blocks
 _RELEASE = _RLOCK.release
 
 
-def _claim(held: tuple) -> list:
+# The last claimed batch: (matcher registry generation, keys, locks). While no matcher slot
+# changed owner (the generation), equal keys name the same live matchers (a registered
+# matcher owns its slot until it is collected, and the call holds every matcher it got),
+# so their locks are the same objects: an engine's next step claims them without looking
+# each one up. Replaced whole (one store); the lock list is never changed.
+_LAST_LOCKS: tuple = (-1, None, None)
+# The keys the running claim read, per thread, for the operation's _slot_arrays.
+_CLAIMED = threading.local()
+
+
+def _claim(held: tuple) -> tuple[list, list | None]:
     """Claim every matcher of ``held`` for the calling thread (its re-entrant lock, taken
-    without waiting) and return the locks to :func:`_release`. Entries that are not
-    matchers are skipped (the operation's own validation names them).
+    without waiting) and return the locks to :func:`_release`, with the matchers' batch
+    keys (None when an entry is not a matcher). Entries that are not matchers are skipped
+    (the operation's own validation names them).
 
     Raises
     ------
@@ -91,9 +102,20 @@ def _claim(held: tuple) -> list:
         A matcher is in use by another thread (the first one, by position); nothing is
         claimed then.
     """
-    if all(issubclass(kind, GrammarMatcher) for kind in set(map(type, held))):
-        positions = None
+    global _LAST_LOCKS
+    try:
+        keys: list | None = list(map(_KEY, held))
+    except AttributeError:
+        keys = None
+    last = _LAST_LOCKS
+    positions = None
+    if keys is not None and keys == last[1] and MATCHERS.generation == last[0]:
+        locks = last[2]
+    elif all(issubclass(kind, GrammarMatcher) for kind in set(map(type, held))):
+        generation = MATCHERS.generation  # read before the locks
         locks = list(map(_BUSY, held))
+        if keys and min(keys) >= 0:  # every matcher registered: its key names it
+            _LAST_LOCKS = (generation, keys, locks)
     else:
         positions = [i for i, m in enumerate(held) if isinstance(m, GrammarMatcher)]
         locks = [held[i]._busy for i in positions]
@@ -105,7 +127,7 @@ def _claim(held: tuple) -> list:
         raise MatcherStateError(
             f"matchers[{i}] is in use by another thread (a matcher serves one thread at a time)"
         )
-    return locks
+    return locks, keys
 
 
 def _release(locks: list) -> None:
@@ -126,10 +148,14 @@ def _claiming(position: int):
             else:
                 held = _hold(args[position])
                 args = (*args[:position], held, *args[position + 1 :])
-            locks = _claim(held)
+            locks, keys = _claim(held)
+            claimed = _CLAIMED
+            outer = getattr(claimed, "entry", None)  # a nested call puts it back
+            claimed.entry = (held, keys)
             try:
                 return method(*args, **kwargs)
             finally:
+                claimed.entry = outer
                 _release(locks)
 
         return claiming
@@ -148,6 +174,8 @@ def _close_spent_budgets(matchers: tuple, flags: np.ndarray | None) -> None:
 def _check_distinct(mslots: np.ndarray, positions: np.ndarray | None = None) -> None:
     """Raise ArgumentError if one matcher appears twice (live matchers have distinct
     slots): its state would be changed twice, or by two workers at once."""
+    if mslots is _LAST_SLOTS[3] and _LAST_SLOTS[6]:
+        return  # the slot arrays of the last batch, whose slots are distinct
     if len(mslots) < 2 or np.bincount(mslots).max() < 2:  # slots are small ints: no sort
         return
     order = np.argsort(mslots, kind="stable")
@@ -170,21 +198,51 @@ def _slots(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int]:
     return gslots, mslots, vocab
 
 
+# The last batch's slot arrays: (grammar registry generation, keys, gslots, mslots, vocab,
+# flags, whether the slots are distinct). An engine passes the same requests step after
+# step; their keys (compared as one list) then give the same arrays, as long as no grammar
+# slot changed owner (the generation), which could change the vocabulary a slot's tag
+# gives. Replaced whole (one store), so threads share it safely; the arrays are never
+# written after they are built.
+_LAST_SLOTS: tuple = (-1, None, None, None, 0, None, False)
+
+
 def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | None]:
     """:func:`_slots` and the matchers' key flags (``KEY_* >> 61`` per matcher; None when
-    no matcher has any, the common case)."""
+    no matcher has any, the common case). Callers must not write the arrays."""
+    global _LAST_SLOTS
+    claimed = getattr(_CLAIMED, "entry", None)
     try:
-        keys = list(map(_KEY, matchers))
+        if claimed is not None and claimed[0] is matchers and claimed[1] is not None:
+            keys = claimed[1]  # read by this call's claim (never changed)
+        else:
+            keys = list(map(_KEY, matchers))
     except AttributeError:
         bad = next(i for i, m in enumerate(matchers) if not isinstance(m, GrammarMatcher))
         raise ArgumentError(
             f"matchers[{bad}] must be a GrammarMatcher, got {type(matchers[bad]).__name__}"
         ) from None
+    last = _LAST_SLOTS
+    if keys == last[1] and GRAMMARS.generation == last[0]:
+        return last[2], last[3], last[4], last[5]
+    generation = GRAMMARS.generation  # read before the tags
+    gslots, mslots, vocab, flags, keys = _split(matchers, keys)
+    if len(keys) and min(keys) >= 0:
+        distinct = len(mslots) < 2 or bool(np.bincount(mslots).max() < 2)
+        _LAST_SLOTS = (generation, keys, gslots, mslots, vocab, flags, distinct)
+    return gslots, mslots, vocab, flags
+
+
+def _split(
+    matchers: tuple, keys: list
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | None, list]:
+    """The work of :func:`_slot_arrays` for ``keys``, the matchers' batch keys; also
+    returns the keys after registering the matchers that had none."""
     b = len(keys)
     gslots = np.empty(b, dtype=np.int64)
     mslots = np.empty(b, dtype=np.int64)
     if not b:
-        return gslots, mslots, 0, None
+        return gslots, mslots, 0, None, keys
     if min(keys) < 0:  # some matchers never used yet: register them
         keys = [m._register() for m in matchers]
     arr = np.array(keys, dtype=np.int64)
@@ -199,7 +257,7 @@ def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarr
             f"matchers[{bad}] has vocab_size {int(tags[gslots[bad]])}, matchers[0] has "
             f"{int(tags[gslots[0]])}: one batch needs one vocabulary"
         )
-    return gslots, mslots, int(tags[gslots[0]]), flags
+    return gslots, mslots, int(tags[gslots[0]]), flags, keys
 
 
 _NO_LAST = np.empty(0, dtype=np.int64)  # last_nodes not wanted (never written)

@@ -126,6 +126,50 @@ def _is_token_id(value) -> bool:
     return is_int(value)
 
 
+def _fingerprint(a, b, c, d) -> tuple | None:
+    """What must stay the same for the checked views of four buffers to be reused: of a
+    torch tensor its address, shape and strides; of a numpy array its shape, strides,
+    dtype and writability (all of them can change in place). Compared whole, as one
+    tuple; None when a buffer is neither (a list: nothing to reuse)."""
+    kind = type(a)
+    if kind is type(b) is type(c) is type(d) and kind is not np.ndarray:
+        try:  # four tensors, the engines' case: no loop
+            return (
+                a.data_ptr(),
+                a.shape,
+                a.stride(),
+                b.data_ptr(),
+                b.shape,
+                b.stride(),
+                c.data_ptr(),
+                c.shape,
+                c.stride(),
+                d.data_ptr(),
+                d.shape,
+                d.stride(),
+            )
+        except (AttributeError, TypeError):
+            return None
+    key: list = []
+    for x in (a, b, c, d):
+        if type(x) is np.ndarray:
+            key += (None, x.shape, x.strides, x.dtype, x.flags.writeable)
+        else:
+            try:
+                key += (x.data_ptr(), x.shape, x.stride())
+            except (AttributeError, TypeError):
+                return None
+    return tuple(key)
+
+
+def _shares(values, arr: np.ndarray) -> bool:
+    """Whether ``arr``, the checked view of a caller's ``values``, is ``values``' own memory
+    (not a converted copy): only then do the caller's in-place writes show through it."""
+    if type(values) is np.ndarray:
+        return arr is values
+    return arr.size > 0 and arr.ctypes.data == values.data_ptr()
+
+
 class GrammarMatcher:
     """Matches a token stream against a compiled grammar and produces next-token masks.
 
@@ -234,6 +278,8 @@ class GrammarMatcher:
         self._cand = np.zeros(64, dtype=np.int32)  # uncertain-candidate scratch
         self._views = BitmaskViewCache()  # the engine's bitmask, validated once
         self._tree_views = IndexViewCache(3)  # the engine's tree tensors, viewed once
+        # the last traversal's four buffers and their checked views (its fast path)
+        self._tree_last: tuple | None = None
         self._tree_check = check_scratch(64)  # scratch of the tree checks
         self._root1 = np.zeros(1, dtype=np.int64)  # the root of a scalar traversal
         self._busy = threading.RLock()  # held by the thread working on the arrays
@@ -294,6 +340,7 @@ class GrammarMatcher:
             setattr(twin, name, getattr(self, name).copy())
         twin._views = BitmaskViewCache()
         twin._tree_views = IndexViewCache(3)
+        twin._tree_last = None
         twin._tree_check = check_scratch(64)
         twin._root1 = np.zeros(1, dtype=np.int64)
         if self._text is not None:
@@ -833,13 +880,22 @@ class GrammarMatcher:
         try:
             arr = self._views.view(bitmask, self._vocab_size)
             r = check_row_index(index, arr.shape[0])
-            if self._meta[M_STOPPED]:
+            if self._meta_mv[M_STOPPED]:
                 raise MatcherStateError(
                     "the matcher accepted a stop token; roll back or reset before asking for a mask"
                 )
             if self._counted is not None:
                 self._close_spent()
-            self._fill_row(arr, r)
+            # _fill_row's first kernel run, inline (one Python frame less per mask)
+            slot = self._slot
+            if (
+                slot < 0
+                or _kernels_batch.fill_slot(
+                    self._ab, *self._store.snapshot(), MATCHERS.table, slot, arr, r
+                )
+                < 0
+            ):
+                self._fill_row(arr, r)  # registers, makes room or classifies, then fills
             if self._vocab_size >= 32 and arr[r, 0] != -1:
                 return True  # a token of the first word is left out: no kernel call needed
             return not row_allows_all(arr[r], self._vocab_size)
@@ -934,6 +990,46 @@ class GrammarMatcher:
         if not busy.acquire(False):
             raise _busy_error("traverse_draft_tree")
         try:
+            # An engine passes the same four buffers every step: when they are the last
+            # call's, unchanged in memory, shape and strides (one fingerprint, compared
+            # whole), their checks and views are reused; the links and tokens, which change
+            # every step, are still checked by the kernel.
+            last = self._tree_last
+            if (
+                last is not None
+                and last[0] is retrieve_next_token
+                and last[1] is retrieve_next_sibling
+                and last[2] is draft_tokens
+                and last[3] is token_bitmask
+                and temperatures is None
+                and _fingerprint(
+                    retrieve_next_token, retrieve_next_sibling, draft_tokens, token_bitmask
+                )
+                == last[4]
+            ):
+                tree, out, n = last[5]
+                if type(root_position) is not int or not 0 <= root_position < n:
+                    root_position = self._check_root(root_position, n)
+                deadline = (
+                    0
+                    if type(time_threshold) is float and time_threshold == -1.0
+                    else deadline_ns(time_threshold)
+                )
+                self._root1[0] = root_position
+                st = _kernels_batch.traverse_slot(
+                    self._ab,
+                    *self._store.snapshot(),
+                    MATCHERS.table,
+                    self._slot,
+                    tree,
+                    out,
+                    root_position,
+                    self._vocab_size,
+                    deadline,
+                )
+                if st == 0:
+                    return True
+                return self._traverse_kernel(tree, out, root_position, deadline, st)
             return self._traverse_checked(
                 retrieve_next_token,
                 retrieve_next_sibling,
@@ -970,10 +1066,7 @@ class GrammarMatcher:
                         f"{name} must have the shape of retrieve_next_token ({n},) and be "
                         f"1-D, got {arr.shape} and {next_token.shape}"
                     )
-        if type(root_position) is not int and not _is_token_id(root_position):
-            raise DraftTreeError(f"root_position must be an int, got {root_position!r}")
-        if not 0 <= root_position < n:  # also keeps ints beyond int64 off numpy
-            raise DraftTreeError(f"root_position {root_position} is outside [0, {n})")
+        root_position = self._check_root(root_position, n)
         # no time limit, the default: skip the clock
         deadline = (
             0
@@ -1010,6 +1103,25 @@ class GrammarMatcher:
         if self._stack.shape[0] <= n:
             self._stack = np.zeros(n + 1, dtype=np.int32)
             self._arrays_changed()  # the kernel finds the stack in the matcher's row
+        key = _fingerprint(retrieve_next_token, retrieve_next_sibling, draft_tokens, token_bitmask)
+        if (
+            key is not None
+            and temps is None
+            and self._counted is None
+            and _shares(retrieve_next_token, next_token)
+            and _shares(retrieve_next_sibling, next_sibling)
+            and _shares(draft_tokens, draft)
+        ):
+            if self._slot < 0:
+                self._register()  # the fast path's kernel reaches the state through the slot
+            self._tree_last = (
+                retrieve_next_token,
+                retrieve_next_sibling,
+                draft_tokens,
+                token_bitmask,
+                key,
+                ((next_token, next_sibling, draft), out, n),
+            )
         done = self._traverse(next_token, next_sibling, draft, out, root_position, deadline)
         if temps is not None:
             temps[:n] = -1.0
@@ -1064,23 +1176,43 @@ class GrammarMatcher:
             return self._traverse_by_steps(
                 next_token, next_sibling, draft, out, int(root_position), deadline
             )
+        return self._traverse_kernel(
+            (next_token, next_sibling, draft), out, root_position, deadline
+        )
+
+    @staticmethod
+    def _check_root(root_position, n: int) -> int:
+        """``root_position`` of a traversal of ``n`` nodes, checked: an int in ``[0, n)``."""
+        if type(root_position) is not int and not _is_token_id(root_position):
+            raise DraftTreeError(f"root_position must be an int, got {root_position!r}")
+        if not 0 <= root_position < n:  # also keeps ints beyond int64 off numpy
+            raise DraftTreeError(f"root_position {root_position} is outside [0, {n})")
+        return int(root_position)
+
+    def _traverse_kernel(
+        self, tree: tuple, out: np.ndarray, root_position: int, deadline, st: int | None = None
+    ) -> bool:
+        """The kernel walk of :meth:`_traverse` (no token budgets); ``tree`` is the plain
+        tuple of a ``kernels.layout.Tree``, ``_root1`` holds the root, ``_tree_check`` and
+        ``_stack`` are large enough. ``st``: the status of a first kernel run already made
+        (the matcher was registered then)."""
         if self._slot < 0:
             self._register()  # the first call reaches the state through the slot's row
-        tree = (next_token, next_sibling, draft)  # a kernels.layout.Tree
         while True:
-            st = _kernels_batch.traverse_slot(
-                self._ab,
-                *self._store.snapshot(),
-                MATCHERS.table,
-                self._slot,
-                tree,
-                out,
-                int(root_position),
-                self._vocab_size,
-                deadline,
-            )
+            if st is None:
+                st = _kernels_batch.traverse_slot(
+                    self._ab,
+                    *self._store.snapshot(),
+                    MATCHERS.table,
+                    self._slot,
+                    tree,
+                    out,
+                    int(root_position),
+                    self._vocab_size,
+                    deadline,
+                )
             if st > 0:  # a LINKS_* code: the input is not a valid tree, nothing was written
-                raise_tree_input(st, self._tree_check[2], draft, self._vocab_size, one_d=True)
+                raise_tree_input(st, self._tree_check[2], tree[2], self._vocab_size, one_d=True)
             if st == 0:
                 return True
             if st == TIMEOUT or past_deadline(deadline):
@@ -1088,6 +1220,7 @@ class GrammarMatcher:
                 self._fill_root_row(out, int(root_position), deadline)
                 return False
             self._resolve(st, None, deadline)  # then the walk again (the check is cheap)
+            st = None
 
     def _fill_root_row(self, out: np.ndarray, row: int, deadline: int) -> None:
         """After a traversal timed out: fill the root's row, the current mask, when it
