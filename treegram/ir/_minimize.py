@@ -178,7 +178,7 @@ def _live(n, accept, ptr, to):
     stack = np.empty(n, dtype=np.int64)
     fwd[0] = 1
     stack[0] = 0
-    _mark_reachable(stack, 1, ptr, to, fwd)
+    _mark_reachable(stack, np.int64(1), ptr, to, fwd)  # not a literal: one specialization
     m = ptr[n]
     src = np.empty(m, dtype=np.int64)
     for s in range(n):

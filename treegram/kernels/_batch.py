@@ -19,6 +19,7 @@ comes from the caller.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from ._earley import unpack
@@ -200,7 +201,7 @@ def traverse_slot(
         scratch,
         Tree(next_token, next_sibling, draft),
         out,
-        0,
+        np.int64(0),  # as the batch's row bases: one specialization, not a literal's
         root,
         vocab_size,
         Walk(stack, clock, deadline_ns),

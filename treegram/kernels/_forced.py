@@ -216,7 +216,8 @@ def extend_op(G, M, S, trie, tree_in, root, tree_out, masks, budget, per_leaf, v
                     need = (cap - taken) * max_len
                     limit = min(fb.shape[0], need)
                     base = meta[M_TOP]
-                    n = forced_bytes(A, root_rule, chart, meta[M_TOP], fb, limit, seen, True)
+                    by_id = np.bool_(True)  # not a literal: jump_forward's specialization
+                    n = forced_bytes(A, root_rule, chart, meta[M_TOP], fb, limit, seen, by_id)
                     if n < 0:
                         status = n
                         break

@@ -92,7 +92,7 @@ def jump_forward(ab, items_s, items_o, set_starts, top, out):
         out,
         out.shape[0],
         seen,
-        False,
+        np.bool_(False),  # not a literal: one specialization for both callers
     )
 
 
