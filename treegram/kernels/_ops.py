@@ -138,11 +138,6 @@ def accept_token_entry(
     )
 
 
-# The traversal's own copies of the per-node calls, inlined into its loop: a call passes
-# every array of the bundles field by field (a few hundred words per node).
-_fill_row_inlined = njit(nogil=True, cache=True, inline="always", _nrt=False)(fill_row.py_func)
-
-
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def _allowed(out, r, token):
     return (out[r, token >> 5] >> (token & 31)) & 1
@@ -205,15 +200,13 @@ def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
         token = draft[v]
         p = stack[sp]
         if 0 <= token < vocab_size and _allowed(out, row_base + p, token):
-            acc = _accept_token_inlined(
-                G.automaton, G.root, G.vocab.tok_offsets, G.vocab.tok_data, M, token
-            )
+            acc = accept_in(G, M, token)
             if acc < 0:
                 status = acc
                 break
             if acc == 1:
                 if not meta[M_STOPPED]:
-                    status = _fill_row_inlined(G, M, S, out, row_base + v)
+                    status = fill_row(G, M, S, out, row_base + v)
                     if status < 0:
                         rollback_in(M, S, 1)
                         break
