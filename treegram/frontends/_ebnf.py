@@ -491,7 +491,9 @@ class _Parser:
 
     # helpers -------------------------------------------------------------------------
     def peek(self, k: int = 0) -> _Token:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
+        j = self.i + k
+        toks = self.toks
+        return toks[j] if j < len(toks) else toks[-1]  # past the end: its "eof"
 
     def at_rule_start(self) -> bool:
         if self.peek()[0] != "name":

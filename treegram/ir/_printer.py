@@ -7,6 +7,7 @@ produces, and to a language-equivalent IR otherwise (one-item ``Seq``/``Choice``
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -70,6 +71,17 @@ _PLAIN = re.compile(rb"[ !#-\[\]-~]*")
 
 
 def _literal(data: bytes) -> str:
+    if len(data) <= 8:  # short literals recur (free text's 128 raw bytes in every state)
+        return _short_literal(data)
+    return _literal_text(data)
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_literal(data: bytes) -> str:
+    return _literal_text(data)
+
+
+def _literal_text(data: bytes) -> str:
     if _PLAIN.fullmatch(data):  # most literals: nothing to escape
         return '"' + data.decode("ascii") + '"'
     # Bytes that are not UTF-8 (free text of structural tags reads raw bytes) are written
