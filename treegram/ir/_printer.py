@@ -142,6 +142,8 @@ def _expr(
     ``toks`` maps the names of token-id rules to their element text; ``memo`` holds the
     text of inner nodes printed so far (by id and context: a node shared by many parents,
     such as free text's byte classes, is printed once)."""
+    if type(e) is Bytes:  # the most common node: straight to its text
+        return _literal(e.data)
     if memo is not None and isinstance(e, (Seq, Choice, Repeat)):
         key = (id(e), ctx)
         got = memo.get(key)
