@@ -33,6 +33,20 @@ def test_is_grammar_accept_string(text, full, prefix):
     assert xt._is_grammar_accept_string(EBNF, text) is full
 
 
+def test_repeated_and_many_grammars_keep_their_own_answers():
+    # the helpers keep the last parsed and compiled grammars: more texts than they keep,
+    # each asked twice with others in between, still answer for their own language
+    texts = [f'root ::= "k{i}" [0-9]*' for i in range(testing._KEEP + 6)]
+    for _ in range(2):
+        for i, text in enumerate(texts):
+            assert testing._is_grammar_accept_string(text, f"k{i}12")
+            assert not testing._is_grammar_accept_string(text, f"k{i + 1}x")
+    grammars = [tg.Grammar.from_ebnf(text) for text in texts[:3]]
+    for i, grammar in enumerate(grammars * 2):
+        assert testing._is_grammar_accept_string(grammar, f"k{i % 3}")
+        assert not testing._is_grammar_accept_string(grammar, f"k{(i + 1) % 3}")
+
+
 def test_schema_and_regex_text_round_trip():
     schema = {"type": "object", "properties": {"n": {"type": "boolean"}}, "required": ["n"]}
     text = testing._json_schema_to_ebnf(schema, any_whitespace=False)

@@ -6,12 +6,16 @@ API, so a test written against xgrammar's helpers runs here unchanged, except th
 grammar text these helpers print is treegram's EBNF (equal in language, not in spelling,
 to xgrammar's normalised text).
 
-Not for production paths: the helpers favour clarity over speed.
+Not for production paths: the helpers favour clarity over speed, except that the last
+grammars parsed from text and compiled for the one-token vocabulary are kept (xgrammar's
+tests print a grammar once and then match many strings against it, one call each).
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Collection
 from decimal import Decimal
 from typing import Any
@@ -57,13 +61,59 @@ __all__ = [
 # vocabulary, which treegram's TokenizerInfo refuses).
 _STRING_ONLY_VOCAB = ["\x00"]
 
+# The last grammars parsed from text, and compiled for the one-token vocabulary: xgrammar's
+# tests print a grammar once and then match many strings against it, one call each (both
+# steps are pure, so a repeated text or grammar gets the same result back).
+_KEEP = 64
+_lock = threading.Lock()
+_parsed: OrderedDict[str, Grammar] = OrderedDict()
+_compiled: OrderedDict[int, tuple[Grammar, CompiledGrammar]] = OrderedDict()
+_string_only: list[GrammarCompiler] = []
+
+
+def _kept(cache: OrderedDict, key: Any) -> Any:
+    with _lock:
+        got = cache.get(key)
+        if got is not None:
+            cache.move_to_end(key)
+        return got
+
+
+def _keep(cache: OrderedDict, key: Any, value: Any) -> None:
+    with _lock:
+        cache[key] = value
+        while len(cache) > _KEEP:
+            cache.popitem(last=False)
+
 
 def _as_grammar(grammar: Grammar | str, name: str = "grammar") -> Grammar:
     if isinstance(grammar, Grammar):
         return grammar
     if isinstance(grammar, str):
-        return Grammar.from_ebnf(grammar)
+        got = _kept(_parsed, grammar)
+        if got is None:
+            got = Grammar.from_ebnf(grammar)
+            _keep(_parsed, grammar, got)
+        return got
     raise GrammarError(f"{name} must be a Grammar or EBNF text, got {type(grammar).__name__}")
+
+
+def _compile_string_only(grammar: Grammar) -> CompiledGrammar:
+    """``grammar`` compiled for the one-token vocabulary (kept by identity: the entry holds
+    the grammar, so its id is not reused while kept)."""
+    got = _kept(_compiled, id(grammar))
+    if got is not None:
+        return got[1]
+    if not _string_only:
+        compiler = GrammarCompiler(
+            TokenizerInfo(_STRING_ONLY_VOCAB), max_threads=1, cache_enabled=False
+        )
+        with _lock:
+            if not _string_only:
+                _string_only.append(compiler)
+    compiled = _string_only[0].compile_grammar(grammar)
+    _keep(_compiled, id(grammar), (grammar, compiled))
+    return compiled
 
 
 def _json_schema_to_ebnf(
@@ -150,7 +200,7 @@ def _get_matcher_from_grammar_and_tokenizer_info(
     """A matcher for ``grammar`` (a Grammar or EBNF text) over ``tokenizer_info`` (default:
     a one-token vocabulary, for strings only); ``kwargs`` go to :class:`GrammarMatcher`."""
     if tokenizer_info is None:
-        tokenizer_info = TokenizerInfo(_STRING_ONLY_VOCAB)
+        return GrammarMatcher(_compile_string_only(_as_grammar(grammar)), **kwargs)
     compiler = GrammarCompiler(tokenizer_info, max_threads=1, cache_enabled=False)
     return GrammarMatcher(compiler.compile_grammar(_as_grammar(grammar)), **kwargs)
 

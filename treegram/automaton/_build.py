@@ -404,8 +404,12 @@ def _inline_tail_calls(
     budget = max(2 * len(nfa.eps) + 64, len(nfa.eps) + room)
     starts: dict[int, int] = {}
     p = 0
-    while p < len(nfa.ref_edges):  # states added by inlining are visited too
-        for callee, q in list(nfa.ref_edges[p]):
+    ref_edges = nfa.ref_edges
+    while p < len(ref_edges):  # states added by inlining are visited too
+        if not ref_edges[p]:  # most states call nothing
+            p += 1
+            continue
+        for callee, q in list(ref_edges[p]):
             if callee not in cycle or not _only_ends(nfa, q, accept):
                 continue
             start = starts.get(callee)
@@ -414,7 +418,7 @@ def _inline_tail_calls(
                     continue
                 start = starts[callee] = nfa.new_state()
                 splice(callee, start, accept)
-            nfa.ref_edges[p].remove((callee, q))
+            ref_edges[p].remove((callee, q))
             nfa.eps[p].append(start)
         p += 1
 

@@ -134,6 +134,10 @@ def _describe(tok: _Token) -> str:
 
 
 _RAW_BYTE = re.compile(r"\\x\{([0-9A-Fa-f]{2})\}")
+# Whole literals without escapes, and of one raw byte (free text prints 128 of these per
+# state): read in one match, as the general scan below reads them.
+_PLAIN_STRING = re.compile(r'"([^"\\\r\n]*)"')
+_RAW_BYTE_STRING = re.compile(r'"\\x\{([0-9A-Fa-f]{2})\}"')
 
 
 def _read_escape(src: _Source, pos: int, in_class: bool) -> tuple[int, int]:
@@ -171,6 +175,12 @@ def _scan_string(src: _Source, start: int) -> tuple[bytes, int]:
     Besides the code point escapes, ``\\x{HH}`` is the raw byte ``HH`` (how the printer
     writes literal bytes that are not UTF-8, such as the free text of structural tags)."""
     text, n = src.text, len(src.text)
+    m = _PLAIN_STRING.match(text, start)
+    if m is not None:
+        return m.group(1).encode("utf-8", "surrogatepass"), m.end()
+    m = _RAW_BYTE_STRING.match(text, start)
+    if m is not None:
+        return bytes((int(m.group(1), 16),)), m.end()
     parts: list[bytes] = []
     pos = start + 1
     while True:
@@ -491,7 +501,9 @@ class _Parser:
 
     # helpers -------------------------------------------------------------------------
     def peek(self, k: int = 0) -> _Token:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
+        j = self.i + k
+        toks = self.toks
+        return toks[j] if j < len(toks) else toks[-1]  # past the end: its "eof"
 
     def at_rule_start(self) -> bool:
         if self.peek()[0] != "name":

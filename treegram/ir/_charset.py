@@ -189,11 +189,12 @@ class Dfa:
         Per state, whether it accepts.
     """
 
-    __slots__ = ("trans", "accept")
+    __slots__ = ("trans", "accept", "_arrays")
 
     def __init__(self, trans: list[_Trans], accept: list[bool]) -> None:
         self.trans = trans
         self.accept = accept
+        self._arrays: tuple | None = None  # :func:`_flat`'s arrays, once asked for
 
     def __len__(self) -> int:
         return len(self.trans)
@@ -555,7 +556,15 @@ def _longest(d: Dfa) -> int | None:
 
 
 def _flat(d: Dfa) -> tuple:
-    """``d`` as flat arrays: n, accept [n], ptr [n + 1], lo, hi, to [n_edges]."""
+    """``d`` as flat arrays: n, accept [n], ptr [n + 1], lo, hi, to [n_edges]; kept on
+    ``d`` (automata are not changed after they are made; the kernels only read them)."""
+    got = d._arrays
+    if got is None:
+        got = d._arrays = _flat_arrays(d)
+    return got
+
+
+def _flat_arrays(d: Dfa) -> tuple:
     ptr = [0]
     lo: list[int] = []
     hi: list[int] = []
@@ -581,7 +590,10 @@ def _from_flat(n, accept, ptr, lo, hi, to) -> Dfa:
     edges = list(zip(lo.tolist(), hi.tolist(), to.tolist(), strict=True))
     bounds = ptr.tolist()
     trans = [tuple(edges[bounds[s] : bounds[s + 1]]) for s in range(n)]
-    return Dfa(trans, [bool(x) for x in accept.tolist()])
+    d = Dfa(trans, [bool(x) for x in accept.tolist()])
+    # the arrays it was read from are what _flat would make of it
+    d._arrays = (n, accept.astype(np.uint8, copy=False), ptr, lo, hi, to)
+    return d
 
 
 _INTERSECT, _UNION, _DIFFERENCE = 0, 1, 2

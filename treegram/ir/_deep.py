@@ -183,10 +183,27 @@ def _walk(
 
     stack = [expr]
     while stack:
-        node = stack[-1]
+        node = stack.pop()
+        if node is _DONE:  # the node below has all its children measured
+            node = stack.pop()
+            children = (node.item,) if type(node) is Repeat else node.items
+            deepest = 0
+            most = 1
+            for c in children:
+                d = memo[id(c)]
+                if d > deepest:
+                    deepest = d
+                if copies[id(c)] > most:
+                    most = copies[id(c)]
+            if type(node) is Repeat:
+                most *= max(node.min if node.max is None else node.max, 1)
+                if most > longest[0]:
+                    longest[0] = most
+            memo[id(node)] = 1 + deepest
+            copies[id(node)] = most
+            continue
         key = id(node)
-        if key in memo:
-            stack.pop()
+        if key in memo:  # measured since it was pushed (shared below another parent)
             continue
         t = type(node)
         if t is Seq or t is Choice:
@@ -199,7 +216,6 @@ def _walk(
                 refs.update(leaves)
                 memo[key] = 2 if children else 1
                 copies[key] = 1
-                stack.pop()
                 continue
         elif t is Repeat:
             children = (node.item,)
@@ -208,28 +224,16 @@ def _walk(
                 refs.add(node.name)
             memo[key] = 1
             copies[key] = 1
-            stack.pop()
             continue
-        pending = [c for c in children if id(c) not in memo]
-        if pending:  # children first, then this node again
-            stack.extend(pending)
-            continue
-        stack.pop()
-        deepest = 0
-        most = 1
+        stack.append(node)  # children first, then this node again
+        stack.append(_DONE)
         for c in children:
-            d = memo[id(c)]
-            if d > deepest:
-                deepest = d
-            if copies[id(c)] > most:
-                most = copies[id(c)]
-        if t is Repeat:
-            most *= max(node.min if node.max is None else node.max, 1)
-            if most > longest[0]:
-                longest[0] = most
-        memo[key] = 1 + deepest
-        copies[key] = most
+            if id(c) not in memo:
+                stack.append(c)
     return memo[id(expr)]
+
+
+_DONE = object()  # stack marker in _walk
 
 
 def _leaf_refs(children, seq, choice, repeat, rule_ref):

@@ -7,6 +7,7 @@ produces, and to a language-equivalent IR otherwise (one-item ``Seq``/``Choice``
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -66,7 +67,24 @@ def join_escapes(pieces: list[str]) -> str:
     return "".join(pieces)
 
 
+# Bytes printed as themselves: printable ASCII but for '"' and '\\'.
+_PLAIN = re.compile(rb"[ !#-\[\]-~]*")
+
+
 def _literal(data: bytes) -> str:
+    if len(data) <= 8:  # short literals recur (free text's 128 raw bytes in every state)
+        return _short_literal(data)
+    return _literal_text(data)
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_literal(data: bytes) -> str:
+    return _literal_text(data)
+
+
+def _literal_text(data: bytes) -> str:
+    if _PLAIN.fullmatch(data):  # most literals: nothing to escape
+        return '"' + data.decode("ascii") + '"'
     # Bytes that are not UTF-8 (free text of structural tags reads raw bytes) are written
     # as \x{HH}, the EBNF frontend's raw-byte escape.
     pieces: list[str] = []
@@ -115,9 +133,30 @@ def _name(name: str) -> str:
     return name
 
 
-def _expr(e: Expr, ctx: int, toks: dict[str, str] | None = None) -> str:
+def _expr(
+    e: Expr,
+    ctx: int,
+    toks: dict[str, str] | None = None,
+    memo: dict[tuple[int, int], str] | None = None,
+) -> str:
     """Print ``e`` so that it parses back as one unit in a context of precedence ``ctx``.
-    ``toks`` maps the names of token-id rules to their element text."""
+    ``toks`` maps the names of token-id rules to their element text; ``memo`` holds the
+    text of inner nodes printed so far (by id and context: a node shared by many parents,
+    such as free text's byte classes, is printed once)."""
+    if type(e) is Bytes:  # the most common node: straight to its text
+        return _literal(e.data)
+    if memo is not None and isinstance(e, (Seq, Choice, Repeat)):
+        key = (id(e), ctx)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = _inner(e, ctx, toks, memo)
+        return got
+    return _inner(e, ctx, toks, memo)
+
+
+def _inner(
+    e: Expr, ctx: int, toks: dict[str, str] | None, memo: dict[tuple[int, int], str] | None
+) -> str:
     if isinstance(e, Bytes):
         return _literal(e.data)
     if isinstance(e, CharClass):
@@ -127,21 +166,21 @@ def _expr(e: Expr, ctx: int, toks: dict[str, str] | None = None) -> str:
             return toks[e.name]
         return _name(e.name)
     if isinstance(e, Repeat):
-        out = _expr(e.item, _ATOM + 1, toks) + _quantifier(e.min, e.max)
+        out = _expr(e.item, _ATOM + 1, toks, memo) + _quantifier(e.min, e.max)
         return f"({out})" if ctx > _ATOM else out
     if isinstance(e, Seq):
         if not e.items:
             return '""'
         if len(e.items) == 1:
-            return _expr(e.items[0], ctx, toks)
-        out = " ".join(_expr(item, _SEQ + 1, toks) for item in e.items)
+            return _expr(e.items[0], ctx, toks, memo)
+        out = " ".join(_expr(item, _SEQ + 1, toks, memo) for item in e.items)
         return f"({out})" if ctx > _SEQ else out
     if isinstance(e, Choice):
         if not e.items:
             raise GrammarError("Choice with no alternatives cannot be written as EBNF")
         if len(e.items) == 1:
-            return _expr(e.items[0], ctx, toks)
-        out = " | ".join(_expr(item, _CHOICE + 1, toks) for item in e.items)
+            return _expr(e.items[0], ctx, toks, memo)
+        out = " | ".join(_expr(item, _CHOICE + 1, toks, memo) for item in e.items)
         return f"({out})" if ctx > _CHOICE else out
     raise GrammarError(f"unknown grammar expression {e!r}")
 
@@ -199,6 +238,7 @@ def _grammar_to_ebnf(ir: GrammarIR) -> str:
     # token-id rules print inline as their element (the parser makes them again)
     toks = {r.name: r.tokens.text for r in rules if r.tokens is not None}
     lines = []
+    memo: dict[tuple[int, int], str] = {}  # the nodes live in ``ir``: ids stay valid
     for rule in rules:
         if rule.tokens is not None:
             continue
@@ -212,8 +252,8 @@ def _grammar_to_ebnf(ir: GrammarIR) -> str:
         if rule.lazy:
             parts.append("lazy")
         attrs = f"[{', '.join(parts)}]" if parts else ""
-        line = f"{_name(rule.name)}{attrs} ::= {_expr(rule.body, _CHOICE, toks)}"
+        line = f"{_name(rule.name)}{attrs} ::= {_expr(rule.body, _CHOICE, toks, memo)}"
         if rule.lookahead is not None:
-            line += f" (= {_expr(rule.lookahead, _CHOICE, toks)})"
+            line += f" (= {_expr(rule.lookahead, _CHOICE, toks, memo)})"
         lines.append(line)
     return "\n".join(lines) + "\n"

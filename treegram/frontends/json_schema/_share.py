@@ -45,16 +45,18 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     seen: set[int] = set()
     for body in rules.values():
         _visit(body, refs, order, seen)
-    size: dict[int, tuple[int, int]] = {}  # size after hoisting, depth as built
+    # per node: size after hoisting, depth as built, and the most copies nested
+    # repetitions unroll it into (a hoisted child counts once)
+    info: dict[int, tuple[int, int, int]] = {}
     hoisted: dict[int, str] = {}
     lifted: list[Expr] = []  # the hoisted nodes, in order
     dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
     names = set(rules)
     # what ir_facts would find in the result, gathered on the way: depth as built (in
-    # ``size``), referenced rule names, the most copies nested repetitions unroll
+    # ``info``), referenced rule names, the most copies nested repetitions unroll
     ref_names: set[str] = set()
     longest = 0
-    copies: dict[int, int] = {}  # per node, as built (a hoisted child counts once)
+    leaf = (1, 1, 1)
     for node in order:
         t = type(node)
         if t is Seq or t is Choice:
@@ -64,8 +66,7 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
         else:
             if t is RuleRef:
                 ref_names.add(node.name)  # type: ignore[union-attr]
-            size[id(node)] = (1, 1)
-            copies[id(node)] = 1
+            info[id(node)] = leaf
             continue
         s = 1
         deepest = 1  # a child is at least one level
@@ -79,26 +80,27 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
                 below = True
                 ref_names.add(name)
             else:
-                cs, cd = size[cid]
+                cs, cd, cc = info[cid]
                 s += cs
                 if cd > deepest:
                     deepest = cd
                 if not below and cid in dirty:
                     below = True
-                most = max(most, copies[cid])
+                if cc > most:
+                    most = cc
         if t is Repeat:
             most *= max(node.min if node.max is None else node.max, 1)  # type: ignore[union-attr]
             longest = max(longest, most)
-        copies[id(node)] = most
-        size[id(node)] = (s, 1 + deepest if children else 1)
+        nid = id(node)
+        info[nid] = (s, 1 + deepest if children else 1, most)
         if below:
-            dirty.add(id(node))
-        if s >= HOIST_SIZE and refs.get(id(node), 0) > 1:
+            dirty.add(nid)
+        if s >= HOIST_SIZE and refs.get(nid, 0) > 1:
             name = f"shared_{len(hoisted)}"
             while name in names:
                 name += "_"
             names.add(name)
-            hoisted[id(node)] = name
+            hoisted[nid] = name
             lifted.append(node)
     memo: dict[int, Expr] = {}
     out = [
@@ -107,7 +109,7 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     for node in lifted:
         out.append(Rule(hoisted[id(node)], _rebuild(node, hoisted, dirty, memo, top=True)))
     ir = GrammarIR(tuple(out), root)
-    tops = [size[id(body)][1] for body in rules.values()] + [size[id(n)][1] for n in lifted]
+    tops = [info[id(body)][1] for body in rules.values()] + [info[id(n)][1] for n in lifted]
     record_ir_facts(ir, IrFacts(max(tops, default=0), frozenset(ref_names), longest))
     return ir
 
@@ -164,9 +166,9 @@ def _rebuild(
             return got
     t = type(node)
     if t is Seq:
-        new: Expr = Seq(tuple(_rebuild(c, hoisted, dirty, memo) for c in node.items))  # type: ignore[union-attr]
+        new: Expr = Seq(tuple([_rebuild(c, hoisted, dirty, memo) for c in node.items]))  # type: ignore[union-attr]
     elif t is Choice:
-        new = Choice(tuple(_rebuild(c, hoisted, dirty, memo) for c in node.items))  # type: ignore[union-attr]
+        new = Choice(tuple([_rebuild(c, hoisted, dirty, memo) for c in node.items]))  # type: ignore[union-attr]
     elif t is Repeat:
         new = Repeat(_rebuild(node.item, hoisted, dirty, memo), node.min, node.max)  # type: ignore[union-attr]
     else:

@@ -758,9 +758,6 @@ class _Builder:
         for t in order:
             goto[t] = {**goto[fail[t]], **children[t]} if t else children[0]
 
-        def step(s: int, byte: int) -> int:
-            return goto[s].get(byte, 0)
-
         def call_of(t: int) -> RuleRef | None:
             key = done[t]
             return None if key is None else outcome[key]
@@ -777,12 +774,19 @@ class _Builder:
             """Add the edges of ``s`` on ``byte_list`` that dispatch; return the others
             grouped by target state."""
             by_target: dict[int, list[int]] = {}
+            moves = goto[s]  # the state's moves; any other byte goes to the root
             for byte in byte_list:
-                t = step(s, byte)
-                call = call_of(t)
-                if done[t] is None or t in waiting:
-                    by_target.setdefault(t, []).append(byte)
-                elif call is not None:  # a trigger with nothing after it: fires now
+                t = moves.get(byte, 0)
+                key = done[t]
+                if key is None or t in waiting:
+                    got = by_target.get(t)
+                    if got is None:
+                        by_target[t] = [byte]
+                    else:
+                        got.append(byte)
+                    continue
+                call = outcome[key]
+                if call is not None:  # a trigger with nothing after it: fires now
                     exits.append(Seq((Bytes(bytes((byte,))), after(call))))
                 # else: the byte completes an excluded string
             return by_target
