@@ -256,6 +256,30 @@ def test_requests_still_reasoning_take_vllms_loop(model_dir):
     assert seen_mixed
 
 
+@pytest.mark.parametrize("path", ["batched", "scalar"])
+def test_result_is_the_managers_current_buffer(model_dir, monkeypatch, path):
+    """As vLLM's own, the result is a view of the manager's bitmask tensor, also after the
+    manager's buffer is replaced by another (the numpy view the drop-in keeps between
+    steps is of the buffer it was made from)."""
+    monkeypatch.setattr(tg_vllm, "_SCALAR_MAX", 0 if path == "batched" else 10**6)
+    rng = np.random.default_rng(41)
+    k = 1
+    ours = manager(model_dir, k)
+    reqs = {f"r{i}": request(ours, f"r{i}", s) for i, s in enumerate(SPECS)}
+    theirs = manager(model_dir, k)
+    reqs_t = {f"r{i}": request(theirs, f"r{i}", s, xgrammar=True) for i, s in enumerate(SPECS)}
+    for step in range(3):
+        if step:  # a new buffer, as a manager reallocating it would hold
+            ours._grammar_bitmask = ours.backend.allocate_token_bitmask(
+                ours._grammar_bitmask.shape[0]
+            )
+        sched = {r: draft_for(grammar(reqs_t[r]), rng, k) for r in reqs}
+        fill_sentinel(ours, theirs)
+        got = ours.grammar_bitmask(reqs, list(reqs), sched)
+        assert np.shares_memory(got, ours._grammar_bitmask.numpy())
+        np.testing.assert_array_equal(got, theirs.grammar_bitmask(reqs_t, list(reqs), sched))
+
+
 def test_failed_batched_call_uses_vllms_loop_and_logs_once(model_dir, monkeypatch, caplog):
     monkeypatch.setattr(tg_vllm, "_SCALAR_MAX", 0)
     rng = np.random.default_rng(31)
