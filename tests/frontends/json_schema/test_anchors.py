@@ -118,3 +118,24 @@ def test_unsupported_class_escapes_are_refused(pattern):
 
     with pytest.raises(StringConstraintError):
         pattern_dfa(pattern)
+
+
+ZONES = "|".join(
+    f"({area}/[A-Za-z]+)" for area in ("Africa", "America", "Asia", "Europe", "Pacific", "Indian")
+)
+SEARCHES = [
+    f"UTC|{ZONES}",  # MaskBench o47656: a search of many alternatives, each with a loop
+    r"^a[0-9]+|b+$|c[xy]+|d|^e$",  # every kind of anchoring side by side
+]
+
+
+@pytest.mark.parametrize("pattern", SEARCHES)
+def test_a_search_of_many_alternatives_compiles_exactly(pattern):
+    """The alternatives of a search share one leading and one trailing run of any
+    characters: as a union of separate searches, the automaton would track which of them
+    matched already (2^k subsets; the first pattern was refused past the state limit)."""
+    cg = compile_schema({"type": "string", "pattern": pattern}, strict_mode=False)
+    texts = "|UTC|xUTCx|Asia/|Asia/Tokyo|in Europe/Paris!|Pacific/9|Indian/Z|America"
+    texts += "|a1|xa1|bb|bbx|cx|acyz|d|e|xe"
+    for text in texts.split("|"):
+        assert accepts(cg, json.dumps(text)) == (re.search(pattern, text) is not None), text

@@ -73,15 +73,23 @@ def pattern_body(pattern: str) -> Expr | None:
         from the regex frontend propagate.
     """
     anything = Repeat(string_char(), 0, None)
-    parts = []
+    # alternatives grouped by their anchors: one leading and one trailing ``anything`` per
+    # group, as a union of k unanchored searches would make the automaton track which of
+    # them matched already (2^k subsets of their trailing loops)
+    groups: dict[tuple[bool, bool], list[Expr]] = {}
     pattern = ecma_classes(pattern)
     for alternative in split_alternatives(pattern):
         left, core, right = strip_anchors(alternative)
         if has_inner_anchor(core):
             raise ValueError(f"anchor inside a group in pattern {pattern!r}")
         body = encode_expr(regex_to_expr(core)) if core else EMPTY
-        parts.append(seq(EMPTY if left else anything, body, EMPTY if right else anything))
-    return alt(*parts)
+        groups.setdefault((left, right), []).append(body)
+    return alt(
+        *(
+            seq(EMPTY if left else anything, alt(*bodies), EMPTY if right else anything)
+            for (left, right), bodies in groups.items()
+        )
+    )
 
 
 def format_body(name: str) -> Expr | None:
