@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bench_setup import benchmark_fixture, run_benchmark
+from bench_setup import benchmark_fixture, maskbench_folder, run_benchmark
 
 pytest.importorskip("xgrammar")
 pytest.importorskip("llguidance")
@@ -21,18 +21,40 @@ COUNTS = (
 
 bench = benchmark_fixture("bench_maskbench")
 
+# three MaskBench-style files (a clone has no ../shared/data): valid and invalid instances
+SCHEMAS = {
+    "object": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "n": {"type": "integer", "minimum": 0}},
+        "required": ["name"],
+    },
+    "array": {"type": "array", "items": {"enum": ["a", "b", 3]}, "maxItems": 3},
+    "pattern": {"type": "string", "pattern": "^[a-z]{2,4}-[0-9]+$"},
+}
+TESTS = {
+    "object": [
+        {"valid": True, "data": {"name": "x", "n": 4}},
+        {"valid": False, "data": {"n": -1}},
+    ],
+    "array": [{"valid": True, "data": ["a", 3]}, {"valid": False, "data": ["a", "b", 3, 3]}],
+    "pattern": [{"valid": True, "data": "abc-12"}, {"valid": False, "data": "abcde-1"}],
+}
+
 
 def test_runs_on_three_schemas(bench, tmp_path):
-    if not bench.DEFAULT_DATA.is_dir():
-        pytest.skip(f"no MaskBench data at {bench.DEFAULT_DATA}")
+    data = maskbench_folder(tmp_path / "data", SCHEMAS, TESTS)
     result, written = run_benchmark(
         bench,
         tmp_path / "mb.json",
-        ["--limit", "3", "--every", "1", "--timeout", "60", "--repeats", "2", "--quiet"],
+        ["--data", str(data), "--limit", "3", "--every", "1", "--timeout", "60"]
+        + ["--repeats", "2", "--quiet"],
     )
     assert set(written) >= {"meta", "engines", "schemas"}
     assert written["meta"]["n_schemas"] == 3 and written["meta"]["vocab_size"] == 129280
     assert len(written["schemas"]) == 3
+    # every engine compiles these three and walks each valid instance to the end
+    assert written["engines"]["treegram"]["passing"] == 3
+    assert written["engines"]["treegram"]["invalidation_errors"] == 0
     for engine in ("treegram", "xgrammar", "llguidance"):
         stats = written["engines"][engine]
         for key in COUNTS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from bench_setup import benchmark_fixture, read_json
+from bench_setup import benchmark_fixture, maskbench_folder, read_json
 
 pytest.importorskip("tokenizers")
 
@@ -49,10 +49,18 @@ def test_construct_of(costs):
 
 
 def test_runs_on_two_schemas(costs, tmp_path):
-    if not costs.mb.DEFAULT_DATA.is_dir():
-        pytest.skip(f"no MaskBench data at {costs.mb.DEFAULT_DATA}")
+    schemas = {
+        "keys": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"enum": [1, 2]}}},
+        "words": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}},
+    }
+    tests = {
+        "keys": [{"valid": True, "data": {"a": "xy", "b": 2}}],
+        "words": [{"valid": True, "data": ["ab", "cde"]}],
+    }
+    data = maskbench_folder(tmp_path / "data", schemas, tests)
     out = tmp_path / "costs.json"
-    result = costs.main(["--limit", "2", "--threshold-ms", "0", "--quiet", "--output", str(out)])
+    args = ["--data", str(data), "--spread", "0", "--every", "1", "--threshold-ms", "0", "--quiet"]
+    result = costs.main([*args, "--output", str(out)])
     written = read_json(out)
     assert written["meta"]["n_schemas"] == 2
     # threshold 0: every mask is reported, with its parts adding up to its time
