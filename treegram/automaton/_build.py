@@ -634,6 +634,7 @@ def _build(ir: GrammarIR) -> Automaton:
 
     flat = FlatIr(rule_ids, _class_sequences)
     roots = [flat.add(body) for _, body in bodies]  # every shared node flattened once
+    flat.close()
     tail_cycles = _tail_cycles(flat, roots[: len(ir.rules)])
     # A rule with a temperature, a capture or a token budget keeps its own states (the
     # matcher reads them from the rule that owns a state), so it is never inlined into a caller;
