@@ -86,8 +86,9 @@ class Grammar:
         self._depth = _validate_ir(ir)
         self._ir = ir
         # what str() prints when the frontend wrote the grammar in xgrammar's normal form
-        # (structural tags); None: treegram's own EBNF (to_ebnf)
-        self._text: str | None = None
+        # (structural tags: the parsed tag, replaced by its text on the first str(), the
+        # same text whichever thread renders it); None: treegram's own EBNF (to_ebnf)
+        self._text: object = None
 
     @staticmethod
     def from_ebnf(text: str, *, root_rule_name: str = "root") -> Grammar:
@@ -307,7 +308,7 @@ class Grammar:
         """
         tag = structural_tag_from_args(args, kwargs)
         grammar = Grammar(structural_tag_to_ir(tag))
-        grammar._text = structural_tag_text(tag)
+        grammar._text = tag  # rendered when first printed: most grammars never are
         return grammar
 
     @staticmethod
@@ -424,7 +425,14 @@ class Grammar:
         """The grammar as EBNF text: :meth:`to_ebnf`, except for a structural tag's
         grammar, which prints in xgrammar's normal form (as xgrammar does; it parses back
         with :meth:`from_ebnf` to a grammar accepting the same strings)."""
-        return self.to_ebnf() if self._text is None else self._text
+        text = self._text
+        if text is None:
+            return self.to_ebnf()
+        if not isinstance(text, str):
+            text = self._text = structural_tag_text(text)  # type: ignore[arg-type]
+            if text is None:
+                return self.to_ebnf()
+        return text
 
     def __repr__(self) -> str:
         return f"Grammar(root_rule_name={self._ir.root!r}, num_rules={len(self._ir.rules)})"
