@@ -1023,7 +1023,7 @@ def test_model_validate_refusals():
         tg.StructuralTag.model_validate_json("[")
 
 
-@pytest.mark.parametrize("model", ["qwen_3", "harmony", "qwen_3_coder", "kimi_k3", "cohere"])
+@pytest.mark.parametrize("model", tg.structural_tag.builtin_structural_tag_models())
 def test_recorded_ir_facts_are_what_a_walk_finds(model):
     # the frontend records depth, referenced rules and longest repetition from the embedded
     # grammars' facts and a walk of its own rules; a walk over the whole IR finds the same
@@ -1033,7 +1033,11 @@ def test_recorded_ir_facts_are_what_a_walk_finds(model):
     schema = {
         "type": "object",
         "properties": {
-            "when": {"type": "string", "format": "date-time"},
+            # minimax_m3's XML arguments take no string formats
+            "when": {
+                "type": "string",
+                **({} if model == "minimax_m3" else {"format": "date-time"}),
+            },
             "n": {"type": "array", "items": {"type": "integer"}, "maxItems": 70},
             "tree": {"$ref": "#"},
         },
@@ -1042,7 +1046,37 @@ def test_recorded_ir_facts_are_what_a_walk_finds(model):
     tools = [
         {"type": "function", "function": {"name": f"f{i}", "parameters": schema}} for i in range(2)
     ]
-    ir = structural_tag_to_ir(tg.get_model_structural_tag(model, tools=tools))
-    recorded = ir.__dict__.pop("_facts")
-    assert recorded == ir_facts(ir)
-    assert recorded.longest_repeat > 60  # the maxItems bound, from the embedded grammar
+    from treegram.frontends.structural_tag import _convert
+
+    # a free text's facts are walked once per shape, then taken from the process's table:
+    # the first build finds its shapes' facts, the second reuses them
+    _convert._FREE_TEXT_SHAPES.clear()
+    for _ in range(2):
+        ir = structural_tag_to_ir(tg.get_model_structural_tag(model, tools=tools))
+        recorded = ir.__dict__.pop("_facts")
+        assert recorded == ir_facts(ir)
+        assert recorded.longest_repeat > 60  # the maxItems bound, from the embedded grammar
+    assert _convert._FREE_TEXT_SHAPES or model == "harmony"
+
+
+def test_free_text_facts_taken_from_the_shape_table_are_what_a_walk_finds():
+    # a tag whose deepest rules and longest repetition are its free text's: the facts
+    # recorded for a free text (walked the first time, from the table the second) decide
+    from treegram.frontends import structural_tag_to_ir
+    from treegram.frontends.structural_tag import _convert
+    from treegram.ir import GrammarIR, ir_facts
+
+    tags = [
+        {"begin": "<a>", "content": {"type": "const_string", "value": "x"}, "end": "</a>"},
+        {"begin": "<b>", "content": {"type": "regex", "pattern": "[0-9]+"}, "end": "</b>"},
+    ]
+    fmt = {"type": "triggered_tags", "triggers": ["<a", "<b"], "tags": tags}
+    _convert._FREE_TEXT_SHAPES.clear()
+    for _ in range(2):
+        ir = structural_tag_to_ir({"type": "structural_tag", "format": fmt})
+        recorded = ir.__dict__.pop("_facts")
+        assert recorded == ir_facts(ir)
+        assert recorded.depth == max(
+            ir_facts(GrammarIR((r,), r.name)).depth for r in ir.rules if "_text" in r.name
+        )
+    assert len(_convert._FREE_TEXT_SHAPES) == 1

@@ -766,9 +766,14 @@ class _Builder:
         waiting = {t for t in order if call_of(t) is not None and children[t]}
         names = {t: self._fresh("text") for t in order if done[t] is None or t in waiting}
         start = RuleRef(names[0])
+        refs: set[str] = set()  # every rule the rules below call (their ir_facts ref_names)
 
         def after(call: RuleRef) -> Expr:
-            return Seq((call, start)) if loop else call
+            refs.add(call.name)
+            if loop:
+                refs.add(start.name)
+                return Seq((call, start))
+            return call
 
         def edges(s: int, byte_list: list[int], exits: list[Expr]) -> dict[int, list[int]]:
             """Add the edges of ``s`` on ``byte_list`` that dispatch; return the others
@@ -793,6 +798,7 @@ class _Builder:
 
         alphabet = sorted({byte for key in outcome for byte in key})
         other = sorted(set(range(256)) - set(alphabet))
+        first_rule = len(self.rules)
         for s in order:
             if s not in names:
                 continue
@@ -816,11 +822,37 @@ class _Builder:
                 if t == s:
                     loop_back = Repeat(cls, 0, None)
                 else:
+                    refs.add(names[t])
                     exits.append(Seq((cls, RuleRef(names[t]))))
             rest = _alt(exits)
             body = rest if loop_back is None else Seq((loop_back, rest))
             self.rules.append(Rule(names[s], body))
+        self._free_text_facts(self.rules[first_rule:], (pairs, excludes, loop), refs)
         return start
+
+    def _free_text_facts(self, rules: list[Rule], key: tuple, refs: set[str]) -> None:
+        """Record the ``ir_facts`` of a free text's ``rules`` apart (not walked again in
+        :meth:`facts`: with one rule per state and an exit per target, they were nine
+        tenths of a tool-call tag's walk). Their depth and longest repetition depend only
+        on the patterns, excluded strings and loop (calls are rule references): walked
+        once per process for each such shape; their calls are ``refs``."""
+        patterns, excludes, loop = key
+        shape_key = (tuple(p for p, _ in patterns), tuple(excludes), loop)
+        shape = _FREE_TEXT_SHAPES.get(shape_key)
+        if shape is None:
+            found = ir_facts(GrammarIR(tuple(rules), rules[0].name))
+            shape = (found.depth, found.longest_repeat)
+            if len(_FREE_TEXT_SHAPES) >= _MAX_FREE_TEXT_SHAPES:
+                _FREE_TEXT_SHAPES.clear()
+            _FREE_TEXT_SHAPES[shape_key] = shape
+        self._embedded.update(r.name for r in rules)
+        self._embedded_facts.append(IrFacts(shape[0], frozenset(refs), shape[1]))
+
+
+# (patterns, excluded strings, loop) of a free text -> (depth, longest repetition) of its
+# rules (see _Builder._free_text_facts); a tool-call format has one or two such shapes
+_FREE_TEXT_SHAPES: dict[tuple, tuple[int, int]] = {}
+_MAX_FREE_TEXT_SHAPES = 256
 
 
 def _byte_budget(max_chars: int) -> Dfa:
