@@ -8,7 +8,9 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "run_meta",
     "write_json",
     "write_results",
+    "table_lines",
     "pyplot",
     "save_figure",
     "xgrammar_like",
@@ -170,6 +173,26 @@ def write_results(path: Path, data, table: str | None = None, **json_options) ->
     if table is not None:
         print(table)
     print(f"wrote {path}")
+
+
+# The alignment and width of a format spec (">9" of ">9.3f"): how a column's title is set.
+_ALIGN_WIDTH = re.compile(r"[<>^]?\d*")
+
+
+def table_lines(
+    columns: Sequence[tuple[str, str]], rows: Iterable[Sequence], sep: str = ""
+) -> list[str]:
+    """The lines of a text table: a header, a rule as long as the header, a line per row.
+
+    ``columns`` are ``(title, format spec)`` pairs: a row's values are formatted by the
+    specs (``">9.3f"``), the titles by the specs' alignment and width (``">9"``); ``sep``
+    stands between columns.
+    """
+    header = sep.join(format(title, _ALIGN_WIDTH.match(spec)[0]) for title, spec in columns)
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        lines.append(sep.join(format(v, spec) for v, (_, spec) in zip(row, columns, strict=True)))
+    return lines
 
 
 def pyplot():

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_average, pyplot, run_meta, save_figure, write_json  # noqa: E402  (a sibling script module)
+from _common import load_average, pyplot, run_meta, save_figure, table_lines, write_json  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PROMPTS = REPO / "benchmarks" / "data" / "real_model_prompts.json"
@@ -466,21 +466,41 @@ def bars(summary: dict, complete: dict) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- output
 
 
+_COLUMNS = [
+    ("configuration", "<26"),
+    ("tok/s cpu", ">10.1f"),
+    ("tok/s wall", ">11.1f"),
+    ("tok/step", ">9.2f"),
+    ("forced", ">8d"),
+    ("gram ms/st", ">11.2f"),
+    ("gram %", ">8"),
+    ("valid", ">7d"),
+    ("inval", ">6d"),
+    ("cut", ">5d"),
+    ("ident", ">7"),
+]
+
+
 def table(results: dict) -> str:
-    head = (
-        f"{'configuration':<26}{'tok/s cpu':>10}{'tok/s wall':>11}{'tok/step':>9}{'forced':>8}"
-        f"{'gram ms/st':>11}{'gram %':>8}{'valid':>7}{'inval':>6}{'cut':>5}{'ident':>7}"
-    )
-    lines = [head, "-" * len(head)]
+    rows = []
     for config, s in results["summary"].items():
         ident = s.get("identical_to_none")
-        ident_text = "" if ident is None else f"{ident}/{s['prompts']}"
-        lines.append(
-            f"{config:<26}{s['tokens_per_s_cpu']:>10.1f}{s['tokens_per_s_wall']:>11.1f}"
-            f"{s['tokens_per_step']:>9.2f}{s['forced_accepted']:>8d}"
-            f"{s['grammar_ms_per_step_cpu']:>11.2f}{s['grammar_share_cpu'] * 100:>7.1f}%"
-            f"{s['valid']:>7d}{s['invalid']:>6d}{s['cut_by_max_tokens']:>5d}{ident_text:>7}"
+        rows.append(
+            (
+                config,
+                s["tokens_per_s_cpu"],
+                s["tokens_per_s_wall"],
+                s["tokens_per_step"],
+                s["forced_accepted"],
+                s["grammar_ms_per_step_cpu"],
+                f"{s['grammar_share_cpu'] * 100:.1f}%",
+                s["valid"],
+                s["invalid"],
+                s["cut_by_max_tokens"],
+                "" if ident is None else f"{ident}/{s['prompts']}",
+            )
         )
+    lines = table_lines(_COLUMNS, rows)
     lines.append("")
     for name, r in results["ratios"].items():
         if r is not None and "(cpu" in name:

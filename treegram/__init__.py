@@ -9,7 +9,7 @@ from __future__ import annotations
 from treegram import _kernel_cache  # noqa: F401
 
 # isort: split
-from treegram import structural_tag, testing
+from treegram import errors, structural_tag, testing
 from treegram._json import (
     get_max_recursion_depth,
     get_serialization_version,
@@ -17,35 +17,7 @@ from treegram._json import (
     set_max_recursion_depth,
 )
 from treegram.compiler import CompiledGrammar, GrammarCompiler
-from treegram.errors import (
-    ArgumentError,
-    ArgumentTypeError,
-    BitmaskError,
-    BitmaskIndexError,
-    CacheStoreError,
-    ConfigError,
-    DeserializeFormatError,
-    DeserializeVersionError,
-    DraftTreeError,
-    EmptyVocabularyError,
-    GrammarError,
-    GrammarSyntaxError,
-    InvalidJSONError,
-    InvalidStructuralTagError,
-    InvalidTokenIdError,
-    LarkSyntaxError,
-    MatcherStateError,
-    MissingDependencyError,
-    RegexSyntaxError,
-    TemperatureError,
-    TokenizerError,
-    TokenizerMismatchError,
-    TreegramError,
-    UndefinedRuleError,
-    UnsupportedSchemaError,
-    UnsupportedStructuralTagError,
-    WorkerError,
-)
+from treegram.errors import *  # noqa: F403  (every error type, listed once in errors.__all__)
 from treegram.grammar import Grammar
 from treegram.matcher import (
     BatchGrammarMatcher,
@@ -80,34 +52,6 @@ __all__ = [
     "set_max_recursion_depth",
     "max_recursion_depth",
     "__version__",
-    # errors
-    "TreegramError",
-    "ArgumentError",
-    "ArgumentTypeError",
-    "GrammarError",
-    "GrammarSyntaxError",
-    "LarkSyntaxError",
-    "UndefinedRuleError",
-    "TokenizerError",
-    "EmptyVocabularyError",
-    "InvalidTokenIdError",
-    "BitmaskError",
-    "BitmaskIndexError",
-    "MatcherStateError",
-    "DeserializeFormatError",
-    "DeserializeVersionError",
-    "InvalidJSONError",
-    "ConfigError",
-    "TemperatureError",
-    "TokenizerMismatchError",
-    "RegexSyntaxError",
-    "UnsupportedSchemaError",
-    "InvalidStructuralTagError",
-    "UnsupportedStructuralTagError",
-    "DraftTreeError",
-    "WorkerError",
-    "MissingDependencyError",
-    "CacheStoreError",
     # bitmask
     "bitmask_dtype",
     "get_bitmask_shape",
@@ -138,3 +82,4 @@ __all__ = [
     "warm_up",
     "WarmUpReport",
 ]
+__all__ += errors.__all__  # the error types

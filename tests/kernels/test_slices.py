@@ -12,7 +12,6 @@ from treegram.kernels import (
     bitset_positions,
     joint_byte_classes,
     json_string_slice_dfa,
-    layout,
     positions_to_bitset,
     wide_near_rule_end,
 )
@@ -30,13 +29,12 @@ def compiler() -> tg.GrammarCompiler:
 def _near_end(compiler: tg.GrammarCompiler, ebnf: str, rule: str, max_len: int) -> bool:
     """The answer for the start state of ``rule``."""
     automaton = compiler.compile_grammar(tg.Grammar.from_ebnf(ebnf)).automaton
-    a = automaton.arrays()
     dfa = json_string_slice_dfa()
-    state = int(a[layout.A_RULE_START][automaton.rule_names.index(rule)])
+    state = int(automaton.rule_start[automaton.rule_names.index(rule)])
     return bool(
         wide_near_rule_end(
             dfa,
-            joint_byte_classes(dfa, a[layout.A_BYTE_CLASS]),
+            joint_byte_classes(dfa, automaton.byte_class),
             automaton.packed,
             state,
             max_len,
@@ -114,10 +112,9 @@ def test_a_string_with_hundreds_of_return_frames_keeps_its_slice(compiler):
         *(f'a{k} ::= {" ".join(["ch"] * 100)} "{k}"' for k in range(n_alt)),
     ]
     compiled = compiler.compile_grammar(tg.Grammar.from_ebnf("\n".join(rules)))
-    a = compiled.automaton.arrays()
-    start = int(a[layout.A_RULE_START][compiled.automaton.rule_names.index("root")])
-    n_classes = int(a[layout.A_N_CLASSES])
-    state = int(a[layout.A_TRANS][start * n_classes + a[layout.A_BYTE_CLASS][ord('"')]])
+    a = compiled.automaton
+    start = int(a.rule_start[a.rule_names.index("root")])
+    state = int(a.trans[start * a.n_classes + a.byte_class[ord('"')]])
     store = compiled._store
     context = store._context_of(state, ())
     string_slice, reach = store._string_slice(state, context)

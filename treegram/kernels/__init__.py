@@ -6,8 +6,9 @@ callers (compiler, matcher, spec, tokenizer) validate, allocate and orchestrate.
 tables of :mod:`._registry` let one batch kernel reach the arrays of many matchers and
 grammars. The batch, forced-draft, row and tree kernels are exported as namespaces
 (``batch``, ``forced``, ``rows``, ``tree``) because their callers look them up per call (a
-test may swap one in); ``layout`` is :mod:`._layout` itself (the ``A_*`` / ``PACK_*``
-array-order names and the bundles kernels pass arrays in, ``layout.Chart`` and the rest).
+test may swap one in); ``layout`` is :mod:`._layout` itself (the ``PACK_*`` / registry
+array-order names and the bundles kernels pass arrays in, ``layout.AutomatonArrays``,
+``layout.Chart`` and the rest).
 """
 
 from treegram.kernels import _batch as batch

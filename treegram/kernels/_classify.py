@@ -31,18 +31,8 @@ import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._earley import closure, scan_one, unpack
-from ._layout import (
-    A_BYTE_CLASS,
-    A_N_CLASSES,
-    A_STATE_FINAL,
-    A_TRANS,
-    OVER_BUDGET,
-    OVERFLOW,
-    REJECT,
-    TIMEOUT,
-    Chart,
-)
+from ._earley import closure_one, scan_one, unpack
+from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT, Chart
 from ._slices import bytes_off_loop, loops_below
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
@@ -138,10 +128,11 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
         (retry with larger arrays), OVER_BUDGET or TIMEOUT.
     """
     A = unpack(ab)
-    byte_class = A[A_BYTE_CLASS]
-    n_classes = A[A_N_CLASSES]
-    trans = A[A_TRANS]
-    state_final = A[A_STATE_FINAL]
+    # locals: with reference counting on, a field read in a loop may take a count
+    byte_class = A.byte_class
+    n_classes = A.n_classes
+    trans = A.trans
+    state_final = A.state_final
     node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi = trie
     chart = Chart(*chart_arrays)
     items_s, items_o, set_starts = chart
@@ -165,7 +156,7 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     set_starts[base] = n
     items_s[n] = state
     items_o[n] = base - 1
-    n = closure(A, chart, base, n, n + 1)
+    n = closure_one(A, chart, base, n, n + 1)
     if n < 0:
         return n, 0, 0
     set_starts[base + 1] = n

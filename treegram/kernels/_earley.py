@@ -7,8 +7,8 @@ current top, so a failed scan leaves the chart exactly as it was and rollback is
 of forgetting sets. Nullable calls use the Aycock-Horspool rule (predicting a nullable
 rule also steps over the call), so no completion ever targets the set being built.
 
-Kernels take the unpacked automaton ``A`` (a tuple indexed by ``_layout.A_*``) and the
-chart as one ``_layout.Chart`` bundle.
+Kernels take the unpacked automaton ``A`` (an ``_layout.AutomatonArrays``) and the chart
+as one ``_layout.Chart`` bundle.
 
 Every function returns a negative status instead of raising: ``OVERFLOW`` when the caller
 must grow the arrays and retry, ``REJECT`` when the input does not match.
@@ -20,22 +20,12 @@ import numpy as np
 from numba import njit
 
 from ._layout import (
-    A_BYTE_CLASS,
-    A_N_CLASSES,
-    A_REF_PTR,
-    A_REF_RULE,
-    A_REF_TARGET,
-    A_RULE_NULLABLE,
-    A_RULE_START,
-    A_STATE_FINAL,
-    A_STATE_RULE,
-    A_TOKENS,
-    A_TRANS,
     OVERFLOW,
     PACK_N_CLASSES,
     PACK_OFFSETS,
     PACK_ROOT_RULE,
     REJECT,
+    AutomatonArrays,
     Chart,
 )
 
@@ -55,42 +45,48 @@ def add_item(items_s, items_o, set_lo, n, s, o):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _complete(A, chart, lo, n, callers_lo, callers_hi, r):
+    """Complete rule ``r``: add to the set at ``lo`` (ending at ``n``) of ``chart`` every
+    item of ``items[callers_lo:callers_hi]`` that calls ``r``, stepped over the call.
+
+    Returns the new end of the set, or OVERFLOW.
+    """
+    items_s, items_o, _ = chart
+    for j in range(callers_lo, callers_hi):
+        s = items_s[j]
+        for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
+            if A.ref_rule[e] == r:
+                n = add_item(items_s, items_o, lo, n, A.ref_target[e], items_o[j])
+                if n < 0:
+                    return n
+    return n
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def closure(A, chart, pos, lo, n):
     """Predict and complete the items of set ``pos`` (``items[lo:n]``) of ``chart`` to a
     fixpoint, on the unpacked automaton ``A``.
 
     Returns the new end of the set, or OVERFLOW.
     """
-    rule_start = A[A_RULE_START]
-    rule_nullable = A[A_RULE_NULLABLE]
-    state_rule = A[A_STATE_RULE]
-    state_final = A[A_STATE_FINAL]
-    ref_ptr = A[A_REF_PTR]
-    ref_rule = A[A_REF_RULE]
-    ref_target = A[A_REF_TARGET]
     items_s, items_o, set_starts = chart
     j = lo
     while j < n:
         s = items_s[j]
         k = items_o[j]
-        for e in range(ref_ptr[s], ref_ptr[s + 1]):
-            r = ref_rule[e]
-            n = add_item(items_s, items_o, lo, n, rule_start[r], pos)
+        for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
+            r = A.ref_rule[e]
+            n = add_item(items_s, items_o, lo, n, A.rule_start[r], pos)
             if n < 0:
                 return n
-            if rule_nullable[r]:
-                n = add_item(items_s, items_o, lo, n, ref_target[e], k)
+            if A.rule_nullable[r]:
+                n = add_item(items_s, items_o, lo, n, A.ref_target[e], k)
                 if n < 0:
                     return n
-        if state_final[s] and k < pos:
-            r = state_rule[s]
-            for j2 in range(set_starts[k], set_starts[k + 1]):
-                s2 = items_s[j2]
-                for e in range(ref_ptr[s2], ref_ptr[s2 + 1]):
-                    if ref_rule[e] == r:
-                        n = add_item(items_s, items_o, lo, n, ref_target[e], items_o[j2])
-                        if n < 0:
-                            return n
+        if A.state_final[s] and k < pos:
+            n = _complete(A, chart, lo, n, set_starts[k], set_starts[k + 1], A.state_rule[s])
+            if n < 0:
+                return n
         j += 1
     return n
 
@@ -104,14 +100,12 @@ def scan_byte(A, chart, pos, b):
     (nothing is written then), or OVERFLOW.
     """
     items_s, items_o, set_starts = chart
-    n_classes = A[A_N_CLASSES]
-    trans = A[A_TRANS]
     lo = set_starts[pos]
     hi = set_starts[pos + 1]
-    c = A[A_BYTE_CLASS][b]
+    c = A.byte_class[b]
     n = hi
     for j in range(lo, hi):
-        t = trans[items_s[j] * n_classes + c]
+        t = A.trans[items_s[j] * A.n_classes + c]
         if t >= 0:
             n = add_item(items_s, items_o, hi, n, t, items_o[j])
             if n < 0:
@@ -134,6 +128,13 @@ def scan_one(A, chart, pos, b):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
+def closure_one(A, chart, pos, lo, n):
+    """``closure`` as a call of its own, for kernels that run with reference counting
+    (see ``scan_one``)."""
+    return closure(A, chart, pos, lo, n)
+
+
+@njit(nogil=True, cache=True, _nrt=False)
 def scan_bytes(A, chart, top, data, lo, hi):
     """Read ``data[lo:hi]`` starting from set ``top`` of ``chart``.
 
@@ -153,7 +154,7 @@ def scan_bytes(A, chart, top, data, lo, hi):
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def _in_token_set(tokens, k, token):
-    """Whether token set ``k`` of ``tokens`` (``A[A_TOKENS]``) holds ``token``."""
+    """Whether token set ``k`` of ``tokens`` (``A.tokens``) holds ``token``."""
     n = tokens[0]
     w = tokens[2 + n + k * tokens[1] + (token >> 5)]
     return (w >> (token & 31)) & 1
@@ -163,14 +164,13 @@ def _in_token_set(tokens, k, token):
 def waits_on_token(A, chart, pos):
     """Whether an item of set ``pos`` waits on a token-id element (is the start of a
     token rule): then the next token may also be read by id, not only by its bytes."""
-    tokens = A[A_TOKENS]
-    rule_start = A[A_RULE_START]
+    tokens = A.tokens
     items_s = chart.items_s
     n = tokens[0]
     for j in range(chart.set_starts[pos], chart.set_starts[pos + 1]):
         s = items_s[j]
         for k in range(n):
-            if rule_start[tokens[2 + k]] == s:
+            if A.rule_start[tokens[2 + k]] == s:
                 return True
     return False
 
@@ -178,15 +178,14 @@ def waits_on_token(A, chart, pos):
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def or_token_sets(A, chart, pos, out, r):
     """OR into row ``r`` of ``out`` the token sets that items of set ``pos`` wait on."""
-    tokens = A[A_TOKENS]
-    rule_start = A[A_RULE_START]
+    tokens = A.tokens
     items_s = chart.items_s
     n = tokens[0]
     n_words = min(tokens[1], out.shape[1])
     for j in range(chart.set_starts[pos], chart.set_starts[pos + 1]):
         s = items_s[j]
         for k in range(n):
-            if rule_start[tokens[2 + k]] == s:
+            if A.rule_start[tokens[2 + k]] == s:
                 base = 2 + n + k * tokens[1]
                 for w in range(n_words):
                     out[r, w] |= tokens[base + w]
@@ -203,12 +202,8 @@ def scan_token(A, chart, top, new_top, token, n_bytes):
     Returns the new top, REJECT when neither way reads the token (nothing is written
     then), or OVERFLOW.
     """
-    items_s, items_o, set_starts = chart
-    rule_start = A[A_RULE_START]
-    ref_ptr = A[A_REF_PTR]
-    ref_rule = A[A_REF_RULE]
-    ref_target = A[A_REF_TARGET]
-    tokens = A[A_TOKENS]
+    items_s, set_starts = chart.items_s, chart.set_starts
+    tokens = A.tokens
     n_tok = tokens[0]
     if new_top < 0:
         pos = top + n_bytes
@@ -220,24 +215,19 @@ def scan_token(A, chart, top, new_top, token, n_bytes):
         pos = new_top
         lo = set_starts[new_top]
         n = set_starts[new_top + 1]
-    added = False
+    n_old = n
     t_lo = set_starts[top]
     t_hi = set_starts[top + 1]
     for j in range(t_lo, t_hi):
         s = items_s[j]
         for k in range(n_tok):
             r = tokens[2 + k]
-            if rule_start[r] != s or not _in_token_set(tokens, k, token):
+            if A.rule_start[r] != s or not _in_token_set(tokens, k, token):
                 continue
-            for j2 in range(t_lo, t_hi):  # complete r: its callers in set top step over it
-                s2 = items_s[j2]
-                for e in range(ref_ptr[s2], ref_ptr[s2 + 1]):
-                    if ref_rule[e] == r:
-                        n = add_item(items_s, items_o, lo, n, ref_target[e], items_o[j2])
-                        if n < 0:
-                            return n
-                        added = True
-    if not added:
+            n = _complete(A, chart, lo, n, t_lo, t_hi, r)  # its callers in set top
+            if n < 0:
+                return n
+    if n == n_old:  # no token rule read it, or the bytes' set held every completion
         return new_top if new_top >= 0 else REJECT
     if new_top < 0:
         for p in range(top + 2, pos + 1):  # the bytes inside the token: empty sets
@@ -257,7 +247,7 @@ def init_chart(A, chart, root_rule):
     OVERFLOW."""
     items_s, items_o, set_starts = chart
     set_starts[0] = 0
-    items_s[0] = A[A_RULE_START][root_rule]
+    items_s[0] = A.rule_start[root_rule]
     items_o[0] = 0
     n = closure(A, chart, 0, 0, 1)
     if n < 0:
@@ -270,20 +260,18 @@ def init_chart(A, chart, root_rule):
 def can_end(A, chart, pos, root_rule):
     """Whether the root rule is complete at set ``pos`` of ``chart``."""
     items_s, items_o, set_starts = chart
-    state_rule = A[A_STATE_RULE]
-    state_final = A[A_STATE_FINAL]
     for j in range(set_starts[pos], set_starts[pos + 1]):
         s = items_s[j]
-        if items_o[j] == 0 and state_final[s] and state_rule[s] == root_rule:
+        if items_o[j] == 0 and A.state_final[s] and A.state_rule[s] == root_rule:
             return True
     return False
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def unpack(ab):
-    """Views of a packed automaton (``Automaton.packed``), in the order of ``arrays()``."""
+    """The ``AutomatonArrays`` of a packed automaton (``Automaton.packed``): views."""
     o = PACK_OFFSETS  # ab[o + k] .. ab[o + k + 1]: packed array k
-    return (
+    return AutomatonArrays(
         ab[ab[o] : ab[o + 1]],
         ab[ab[o + 1] : ab[o + 2]],
         ab[ab[o + 2] : ab[o + 3]],

@@ -29,16 +29,7 @@ from numba import njit
 from ._batch import _grammar, _matcher
 from ._earley import can_end, waits_on_token
 from ._jump import forced_bytes, mark_bytes
-from ._layout import (
-    A_TOKENS,
-    HIST_FULL,
-    M_NO_STOP,
-    M_STEPS,
-    M_STOPPED,
-    M_TOP,
-    TokenTrie,
-    Tree,
-)
+from ._layout import HIST_FULL, M_NO_STOP, M_STEPS, M_STOPPED, M_TOP, TokenTrie, Tree
 from ._mask import fill_row
 from ._ops import _allowed, accept_in, rollback_in
 
@@ -239,7 +230,7 @@ def extend_op(G, M, S, trie, tree_in, root, tree_out, masks, budget, per_leaf, v
                             break  # at least two single tokens allowed: a real choice
                         # a token-id element waiting here allows tokens no byte shows:
                         # only the mask tells
-                        waits = A[A_TOKENS][0] > 0 and waits_on_token(A, chart, top)
+                        waits = A.tokens[0] > 0 and waits_on_token(A, chart, top)
                         if n_any == 0 and n_stop == 0 and not waits:
                             break  # nothing allowed
                         if n_any == 0 and n_stop == 1 and not waits:

@@ -9,31 +9,20 @@ import numpy as np
 from numba import njit
 
 from ._earley import can_end, scan_byte, unpack, waits_on_token
-from ._layout import (
-    A_BYTE_CLASS,
-    A_N_CLASSES,
-    A_TOKENS,
-    A_TRANS,
-    OVERFLOW,
-    PACK_ROOT_RULE,
-    Chart,
-)
+from ._layout import OVERFLOW, PACK_ROOT_RULE, Chart
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def mark_bytes(A, chart, pos, seen):
     """``seen[c]`` = some item of set ``pos`` reads a byte of class ``c``."""
-    byte_class = A[A_BYTE_CLASS]
-    n_classes = A[A_N_CLASSES]
-    trans = A[A_TRANS]
-    for c in range(n_classes):
+    for c in range(A.n_classes):
         seen[c] = False
     for j in range(chart.set_starts[pos], chart.set_starts[pos + 1]):
-        base = chart.items_s[j] * n_classes
-        for c in range(n_classes):
-            if trans[base + c] >= 0:
+        base = chart.items_s[j] * A.n_classes
+        for c in range(A.n_classes):
+            if A.trans[base + c] >= 0:
                 seen[c] = True
-    return byte_class
+    return A.byte_class
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -63,7 +52,7 @@ def forced_bytes(A, root_rule, chart, top, fb, limit, seen, by_id):
             return OVERFLOW
         if can_end(A, chart, pos, root_rule):
             break
-        if by_id and A[A_TOKENS][0] > 0 and waits_on_token(A, chart, pos):
+        if by_id and A.tokens[0] > 0 and waits_on_token(A, chart, pos):
             break  # a token may also be read by id here: no byte is forced
         only = _only_byte(mark_bytes(A, chart, pos, seen), seen)
         if only < 0:

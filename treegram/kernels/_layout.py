@@ -27,8 +27,10 @@ Matcher meta fields
 
 Automaton arrays
 ----------------
-``A_*`` index the unpacked automaton ``A = kernels._earley.unpack(packed)``, the order of
-``Automaton.arrays()``; ``PACK_*`` name the header words of the packed int32 buffer
+``AutomatonArrays`` is the unpacked automaton ``A = kernels._earley.unpack(packed)``:
+kernels read its arrays by name (``A.rule_start``). Its first ten fields are
+``Automaton.arrays()``, in that order; ``A_*`` are their positions, for Python code that
+indexes that tuple. ``PACK_*`` name the header words of the packed int32 buffer
 (``Automaton.packed``): counts, the root rule, then ``PACK_OFFSETS + k``, where array ``k``
 of the buffer starts.
 
@@ -40,17 +42,18 @@ bundle costs nothing inside compiled code). Kernels build them from their flat a
 or a registry row; Python hands kernels flat arrays or slot ids (numba types a namedtuple
 argument in Python, about 1 us per call, against some 25 ns per plain array).
 
-===============  ===========================================================================
-``Chart``         an Earley chart: ``items_s``, ``items_o``, ``set_starts``
-``MatcherState``  a matcher's position: its ``chart``, ``meta``, ``hist``, ``stop_ids``
-``Scratch``       a matcher's mask scratch: ``bufs``, the memo, ``cand``
-``Classes``       a grammar's token classes (``MaskStore.snapshot()``)
-``Vocab``         the sorted vocabulary and the token table of a vocabulary
-``Grammar``       the unpacked automaton ``A``, its root rule, ``Classes`` and ``Vocab``
-``Tree``          a draft tree: ``next_token``, ``next_sibling``, ``draft`` links and tokens
-``TokenTrie``     the token trie of forced drafts (``kernels._trie``) with its byte tables
-``Walk``          a tree walk's scratch and limits: ``stack``, ``clock``, ``deadline_ns``
-===============  ===========================================================================
+===================  =======================================================================
+``AutomatonArrays``  the unpacked automaton ``A`` (above)
+``Chart``            an Earley chart: ``items_s``, ``items_o``, ``set_starts``
+``MatcherState``     a matcher's position: its ``chart``, ``meta``, ``hist``, ``stop_ids``
+``Scratch``          a matcher's mask scratch: ``bufs``, the memo, ``cand``
+``Classes``          a grammar's token classes (``MaskStore.snapshot()``)
+``Vocab``            the sorted vocabulary and the token table of a vocabulary
+``Grammar``          the unpacked automaton ``A``, its root rule, ``Classes`` and ``Vocab``
+``Tree``             a draft tree: ``next_token``, ``next_sibling``, ``draft`` links and tokens
+``TokenTrie``        the token trie of forced drafts (``kernels._trie``) with its byte tables
+``Walk``             a tree walk's scratch and limits: ``stack``, ``clock``, ``deadline_ns``
+===================  =======================================================================
 
 Registry rows
 -------------
@@ -62,8 +65,12 @@ lengths (along the axis in ``*_LENGTH_AXES``; the other axis of a 2-D array is f
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import NamedTuple
+
+import numpy as np
 
 __all__ = [
+    "AutomatonArrays",
     "Chart",
     "MatcherState",
     "Scratch",
@@ -132,19 +139,41 @@ M_STEPS = 1
 M_STOPPED = 2
 M_NO_STOP = 3
 
-# The unpacked automaton (a tuple; index it with these constants, which numba folds).
-A_RULE_START = 0  # int32 [rules]: first state of each rule
-A_RULE_NULLABLE = 1  # int32 [rules]: 1 if the rule derives the empty string
-A_STATE_RULE = 2  # int32 [states]: the rule a state belongs to
-A_STATE_FINAL = 3  # int32 [states]: 1 for a rule's end state
-A_BYTE_CLASS = 4  # int32 [256]: byte -> byte class
-A_N_CLASSES = 5  # int: number of byte classes (a scalar, not an array)
-A_TRANS = 6  # int32 [states * n_classes]: byte-class transitions (-1: none)
-A_REF_PTR = 7  # int32 [states + 1]: CSR offsets of each state's rule references
-A_REF_RULE = 8  # int32 [refs]: the rule a reference calls
-A_REF_TARGET = 9  # int32 [refs]: the state after the called rule
-# int32: the token sets of token-id rules, ``[n, n_words, rule ids..., n bitsets]``
-# (``Automaton.token_bits``; ``[0, 0]`` for a grammar without any)
+
+class AutomatonArrays(NamedTuple):
+    """The unpacked automaton ``A`` (``kernels._earley.unpack``: views of the packed
+    buffer). Kernels read a field by name; numba folds it to the field as it would an
+    index. Without reference counting (``_nrt=False``) a field read costs what a local
+    does; in a kernel that counts references, one inside a loop may take a count, so the
+    hot ones bind the fields their loops read to locals first."""
+
+    rule_start: np.ndarray  # int32 [rules]: first state of each rule
+    rule_nullable: np.ndarray  # int32 [rules]: 1 if the rule derives the empty string
+    state_rule: np.ndarray  # int32 [states]: the rule a state belongs to
+    state_final: np.ndarray  # int32 [states]: 1 for a rule's end state
+    byte_class: np.ndarray  # int32 [256]: byte -> byte class
+    n_classes: int  # number of byte classes
+    trans: np.ndarray  # int32 [states * n_classes]: byte-class transitions (-1: none)
+    ref_ptr: np.ndarray  # int32 [states + 1]: CSR offsets of each state's rule references
+    ref_rule: np.ndarray  # int32 [refs]: the rule a reference calls
+    ref_target: np.ndarray  # int32 [refs]: the state after the called rule
+    # int32: the token sets of token-id rules, ``[n, n_words, rule ids..., n bitsets]``
+    # (``Automaton.token_bits``; ``[0, 0]`` for a grammar without any)
+    tokens: np.ndarray
+
+
+# Positions of those fields, for Python code that indexes ``Automaton.arrays()`` (the first
+# ten) by number.
+A_RULE_START = 0
+A_RULE_NULLABLE = 1
+A_STATE_RULE = 2
+A_STATE_FINAL = 3
+A_BYTE_CLASS = 4
+A_N_CLASSES = 5
+A_TRANS = 6
+A_REF_PTR = 7
+A_REF_RULE = 8
+A_REF_TARGET = 9
 A_TOKENS = 10
 
 # ---- bundles (see the module docstring); fields in the orders of the registry rows below

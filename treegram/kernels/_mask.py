@@ -18,21 +18,7 @@ import numpy as np
 from numba import njit
 
 from ._earley import can_end, or_token_sets, scan_byte
-from ._layout import (
-    A_REF_PTR,
-    A_REF_RULE,
-    A_REF_TARGET,
-    A_STATE_FINAL,
-    A_STATE_RULE,
-    A_TOKENS,
-    BUFS_FULL,
-    CAND_FULL,
-    CONTEXT_FIRST,
-    M_TOP,
-    NEED_CLASSIFY,
-    OVERFLOW,
-    REJECT,
-)
+from ._layout import BUFS_FULL, CAND_FULL, CONTEXT_FIRST, M_TOP, NEED_CLASSIFY, OVERFLOW, REJECT
 
 # The mask kernels run without numba's reference counting (``_nrt=False``): every array
 # reference they create would otherwise cost atomic increments and decrements, which on
@@ -115,15 +101,13 @@ def _callers(A, chart, origin, rule, bufs, at):
     """Write the distinct states of set ``origin`` that call ``rule`` into ``bufs[1, at:]``,
     increasing; returns how many (-1 when there are more than CONTEXT_MAX_CALLERS or the
     buffer is too small)."""
-    ref_ptr = A[A_REF_PTR]
-    ref_rule = A[A_REF_RULE]
     items_s = chart.items_s
     k = 0
     for j in range(chart.set_starts[origin], chart.set_starts[origin + 1]):
         c = items_s[j]
         calls = False
-        for e in range(ref_ptr[c], ref_ptr[c + 1]):
-            if ref_rule[e] == rule:
+        for e in range(A.ref_ptr[c], A.ref_ptr[c + 1]):
+            if A.ref_rule[e] == rule:
                 calls = True
                 break
         if not calls:
@@ -149,14 +133,11 @@ def _tail_origin(A, chart, origin, caller, rule, same_set):
     and ``caller``'s rule may end right after ``rule`` returns (a tail call: the context
     continues at the caller's own callers); else -1. With ``same_set``, that origin may be
     ``origin`` itself (the caller's rule had read nothing before the call)."""
-    ref_ptr = A[A_REF_PTR]
-    ref_rule = A[A_REF_RULE]
-    ref_target = A[A_REF_TARGET]
     target = -1
-    for e in range(ref_ptr[caller], ref_ptr[caller + 1]):
-        if ref_rule[e] == rule:
-            target = ref_target[e]
-    if target < 0 or not A[A_STATE_FINAL][target]:
+    for e in range(A.ref_ptr[caller], A.ref_ptr[caller + 1]):
+        if A.ref_rule[e] == rule:
+            target = A.ref_target[e]
+    if target < 0 or not A.state_final[target]:
         return -1
     found = -1
     for j in range(chart.set_starts[origin], chart.set_starts[origin + 1]):
@@ -187,8 +168,7 @@ def _context_key(A, chart, s, o, bufs, lo, same_set):
     at = lo + 3
     if at >= bufs.shape[1]:
         return -1
-    state_rule = A[A_STATE_RULE]
-    rule = state_rule[s]
+    rule = A.state_rule[s]
     origin = o
     m = 0
     k = 0
@@ -201,7 +181,7 @@ def _context_key(A, chart, s, o, bufs, lo, same_set):
         if up < 0:
             break
         m += 1  # c joins the chain (it is already in place)
-        rule = state_rule[c]
+        rule = A.state_rule[c]
         origin = up
     if k < 0:
         k = 0  # too many callers up there: the chain's top rule ends the context
@@ -240,15 +220,14 @@ def collect_classes(A, root, classes, chart, top, bufs):
     """
     state_class = classes.state_class
     cls_meta = classes.cls_meta
-    state_rule = A[A_STATE_RULE]
     items_s, items_o, set_starts = chart
-    n_states = state_rule.shape[0]
+    n_states = A.state_rule.shape[0]
     n_cls = 0
     n_missing = np.int64(0)  # not a literal: one specialization of context_class
     for j in range(set_starts[top], set_starts[top + 1]):
         s = items_s[j]
         o = items_o[j]
-        if o == top and (top > 0 or state_rule[s] != root):
+        if o == top and (top > 0 or A.state_rule[s] != root):
             continue
         c = state_class[s]
         first = c <= CONTEXT_FIRST  # marked; below the mark: with its own class too
@@ -383,7 +362,7 @@ def fill_row(G, M, S, out, r):
         st = check_candidates(A, G.vocab, chart, top, cand, k, out, r)
         if st < 0:
             return st
-    if A[A_TOKENS][0] > 0:  # token-id elements waiting here allow their sets wholesale
+    if A.tokens[0] > 0:  # token-id elements waiting here allow their sets wholesale
         or_token_sets(A, chart, top, out, r)
     # Stop tokens are stops only: allowed exactly when the root rule can end here, even if
     # their text would also match the grammar.

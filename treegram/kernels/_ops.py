@@ -28,7 +28,6 @@ from numba import njit
 from ._clock import monotonic_ns
 from ._earley import can_end, scan_bytes, scan_token, unpack
 from ._layout import (
-    A_TOKENS,
     HIST_FULL,
     M_NO_STOP,
     M_STEPS,
@@ -75,7 +74,7 @@ def accept_token_op(A, root, tok_offsets, tok_data, M, token):
         new_top = scan_bytes(A, M.chart, top, tok_data, lo, hi)
         if new_top < 0 and new_top != REJECT:
             return new_top
-    if A[A_TOKENS][0] > 0 and lo < hi:  # and its id, through the token-id elements at top
+    if A.tokens[0] > 0 and lo < hi:  # and its id, through the token-id elements at top
         new_top = scan_token(A, M.chart, top, new_top, token, hi - lo)
         if new_top < 0 and new_top != REJECT:
             return new_top

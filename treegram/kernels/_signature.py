@@ -21,18 +21,6 @@ import numpy as np
 from numba import njit
 
 from ._earley import unpack
-from ._layout import (
-    A_BYTE_CLASS,
-    A_N_CLASSES,
-    A_REF_PTR,
-    A_REF_RULE,
-    A_REF_TARGET,
-    A_RULE_NULLABLE,
-    A_RULE_START,
-    A_STATE_FINAL,
-    A_STATE_RULE,
-    A_TRANS,
-)
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -91,23 +79,13 @@ def state_signature(
         ``(True, h0, h1)``, or ``(False, 0, 0)`` when the window exceeds ``cap`` states.
     """
     A = unpack(ab)
-    rule_start = A[A_RULE_START]
-    rule_nullable = A[A_RULE_NULLABLE]
-    state_rule = A[A_STATE_RULE]
-    state_final = A[A_STATE_FINAL]
-    byte_class = A[A_BYTE_CLASS]
-    n_classes = A[A_N_CLASSES]
-    trans = A[A_TRANS]
-    ref_ptr = A[A_REF_PTR]
-    ref_rule = A[A_REF_RULE]
-    ref_target = A[A_REF_TARGET]
     order = np.empty(cap + 1, dtype=np.int64)
     depth = np.empty(cap + 1, dtype=np.int64)
     # Byte runs of equal class, so a state's transitions are read per run, not per byte.
     run_lo = np.empty(256, dtype=np.int64)
     n_runs = 0
     for b in range(256):
-        if b == 0 or byte_class[b] != byte_class[b - 1]:
+        if b == 0 or A.byte_class[b] != A.byte_class[b - 1]:
             run_lo[n_runs] = b
             n_runs += 1
     n = 1
@@ -130,8 +108,8 @@ def state_signature(
         i = lo
         while i < n and ok:
             s = order[i]
-            for e in range(ref_ptr[s], ref_ptr[s + 1]):
-                for t in (rule_start[ref_rule[e]], ref_target[e]):
+            for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
+                for t in (A.rule_start[A.ref_rule[e]], A.ref_target[e]):
                     if canon[t] < 0:
                         if n >= cap:
                             ok = False
@@ -148,7 +126,7 @@ def state_signature(
                 break
             s = order[i]
             for q in range(n_runs):
-                t = trans[s * n_classes + byte_class[run_lo[q]]]
+                t = A.trans[s * A.n_classes + A.byte_class[run_lo[q]]]
                 if t >= 0 and canon[t] < 0:
                     if n >= cap:
                         ok = False
@@ -188,40 +166,40 @@ def state_signature(
                 h0 = _mix(h0, -1)
                 h1 = _mix(h1, -1)
                 continue
-            r = state_rule[s]
+            r = A.state_rule[s]
             if rule_canon[r] < 0:
                 rule_canon[r] = n_rules_seen
                 n_rules_seen += 1
-            h0 = _mix(h0, rule_canon[r] * 2 + (1 if state_final[s] else 0))
-            h1 = _mix(h1, rule_canon[r] * 3 + (1 if state_final[s] else 0))
+            h0 = _mix(h0, rule_canon[r] * 2 + (1 if A.state_final[s] else 0))
+            h1 = _mix(h1, rule_canon[r] * 3 + (1 if A.state_final[s] else 0))
             if depth[i] < max_depth:
                 prev = -2
                 for q in range(n_runs):
-                    t = trans[s * n_classes + byte_class[run_lo[q]]]
+                    t = A.trans[s * A.n_classes + A.byte_class[run_lo[q]]]
                     tc = canon[t] if t >= 0 else -1
                     if tc != prev:
                         h0 = _mix(h0, run_lo[q] * 1000003 + tc)
                         h1 = _mix(h1, tc * 257 + run_lo[q])
                         prev = tc
-            h0 = _mix(h0, ref_ptr[s + 1] - ref_ptr[s])
-            for e in range(ref_ptr[s], ref_ptr[s + 1]):
-                rr = ref_rule[e]
+            h0 = _mix(h0, A.ref_ptr[s + 1] - A.ref_ptr[s])
+            for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
+                rr = A.ref_rule[e]
                 if rule_canon[rr] < 0:
                     rule_canon[rr] = n_rules_seen
                     n_rules_seen += 1
                 v = (
-                    (rule_canon[rr] * 2 + (1 if rule_nullable[rr] else 0)) * 1000003
-                    + canon[rule_start[rr]]
-                ) * 1000003 + canon[ref_target[e]]
+                    (rule_canon[rr] * 2 + (1 if A.rule_nullable[rr] else 0)) * 1000003
+                    + canon[A.rule_start[rr]]
+                ) * 1000003 + canon[A.ref_target[e]]
                 h0 = _mix(h0, v)
                 h1 = _mix(h1, v + 1)
     # reset the scratch for the next call
     for i in range(n):
         s = order[i]
         canon[s] = -1
-        rule_canon[state_rule[s]] = -1
-        for e in range(ref_ptr[s], ref_ptr[s + 1]):
-            rule_canon[ref_rule[e]] = -1
+        rule_canon[A.state_rule[s]] = -1
+        for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
+            rule_canon[A.ref_rule[e]] = -1
     if not ok:
         return False, np.uint64(0), np.uint64(0)
     return True, h0, h1

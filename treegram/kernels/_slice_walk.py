@@ -22,18 +22,7 @@ import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._layout import (
-    A_BYTE_CLASS,
-    A_N_CLASSES,
-    A_REF_PTR,
-    A_REF_RULE,
-    A_REF_TARGET,
-    A_RULE_NULLABLE,
-    A_RULE_START,
-    A_STATE_FINAL,
-    A_TRANS,
-    TIMEOUT,
-)
+from ._layout import TIMEOUT, AutomatonArrays
 from ._slices import loops_below
 
 # (state, frame) pairs a trie depth may hold; a node with more is left undecided
@@ -51,6 +40,7 @@ _COUNT = 2 * MAX_PAIRS
 _RET, _PARENT = 0, 1
 # a subtree of fewer tokens is walked as usual: the loop check would cost more than it saves
 _LOOP_MIN_TOKENS = 8
+_NO_TOKENS = np.zeros(2, dtype=np.int32)  # the token sets of the bundle: none ([0, 0])
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -99,24 +89,23 @@ def _closure(A, pairs, frames, d, n):
     target (and the target itself when the rule is nullable); a pair in a called rule that
     may end returns into its frame. The new count, or _UNDECIDED (too many pairs or
     frames)."""
-    ref_ptr, ref_rule, ref_target = A[A_REF_PTR], A[A_REF_RULE], A[A_REF_TARGET]
     j = 0
     while j < n:
         s = pairs[d, j]
         f = pairs[d, _FRAMES + j]
-        for e in range(ref_ptr[s], ref_ptr[s + 1]):
-            r = ref_rule[e]
-            g = _frame(frames, ref_target[e], f)
+        for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
+            r = A.ref_rule[e]
+            g = _frame(frames, A.ref_target[e], f)
             if g == _UNDECIDED:
                 return g
-            n = _add(pairs, d, n, A[A_RULE_START][r], g)
+            n = _add(pairs, d, n, A.rule_start[r], g)
             if n < 0:
                 return n
-            if A[A_RULE_NULLABLE][r]:
-                n = _add(pairs, d, n, ref_target[e], f)
+            if A.rule_nullable[r]:
+                n = _add(pairs, d, n, A.ref_target[e], f)
                 if n < 0:
                     return n
-        if f != _IN_RULE and A[A_STATE_FINAL][s]:
+        if f != _IN_RULE and A.state_final[s]:
             if f < _IN_RULE:  # a call from the rule returns into it
                 n = _add(pairs, d, n, -2 - f, _IN_RULE)
             else:
@@ -129,14 +118,15 @@ def _closure(A, pairs, frames, d, n):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def slice_dfa_walk(
-    A, followed, state, trie, leads, loops, acc, unk, pairs, frames, clock, deadline
+    arrays, followed, state, trie, leads, loops, acc, unk, pairs, frames, clock, deadline
 ):
     """Classify the slice tokens (``leads >= 0``) of the token trie for ``state``.
 
     Parameters
     ----------
-    A : tuple
-        The unpacked automaton (``kernels._layout``'s ``A_*`` order).
+    arrays : tuple
+        The automaton's arrays (``Automaton.arrays()``: the fields of
+        ``kernels._layout.AutomatonArrays`` but the token sets, which the walk never reads).
     followed : int
         0: no slice byte may follow the state's rule. 1: one may, so a path that reads on
         past a state where the rule may end is left undecided. 2: the same, in a context
@@ -173,10 +163,9 @@ def slice_dfa_walk(
         (status, n_acc, n_unk): status 0; TIMEOUT; or _UNDECIDED when the state itself
         cannot be walked this way (nothing is written then).
     """
+    A = AutomatonArrays(*arrays, _NO_TOKENS)
     node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi = trie
     suffix_bits, loop_off, loop_known = loops
-    byte_class, n_classes, trans = A[A_BYTE_CLASS], A[A_N_CLASSES], A[A_TRANS]
-    ref_ptr, state_final = A[A_REF_PTR], A[A_STATE_FINAL]
     frames[0, MAX_FRAMES] = 0
     pairs[0, 0] = state
     pairs[0, _FRAMES] = _IN_RULE
@@ -185,7 +174,7 @@ def slice_dfa_walk(
         return _UNDECIDED, 0, 0
     if followed == 2:
         for j in range(n):
-            if pairs[0, _FRAMES + j] == _IN_RULE and state_final[pairs[0, j]]:
+            if pairs[0, _FRAMES + j] == _IN_RULE and A.state_final[pairs[0, j]]:
                 return _UNDECIDED, 0, 0
     pairs[0, _COUNT] = n
     n_acc = 0
@@ -198,20 +187,20 @@ def slice_dfa_walk(
         if deadline > 0 and (steps & 4095) == 0 and monotonic_ns(clock) > deadline:
             return TIMEOUT, 0, 0
         d = node_depth[k]
-        c = byte_class[node_byte[k]]
+        c = A.byte_class[node_byte[k]]
         n = 0
         calls = True  # the new pairs may call or return: close them
         if pairs[d - 1, _COUNT] == 1 and pairs[d - 1, _FRAMES] == _IN_RULE:
             # one state of the rule (the common case): a plain DFA step
-            t = trans[pairs[d - 1, 0] * n_classes + c]
+            t = A.trans[pairs[d - 1, 0] * A.n_classes + c]
             if t >= 0:
                 pairs[d, 0] = t
                 pairs[d, _FRAMES] = _IN_RULE
                 n = 1
-                calls = ref_ptr[t + 1] > ref_ptr[t]
+                calls = A.ref_ptr[t + 1] > A.ref_ptr[t]
         else:
             for j in range(pairs[d - 1, _COUNT]):
-                t = trans[pairs[d - 1, j] * n_classes + c]
+                t = A.trans[pairs[d - 1, j] * A.n_classes + c]
                 if t >= 0:
                     n = _add(pairs, d, n, t, pairs[d - 1, _FRAMES + j])
                     if n < 0:
@@ -227,7 +216,7 @@ def slice_dfa_walk(
                 x = pairs[d, j]
                 if loop_known[x] == 0:  # as kernels.bytes_off_loop, without allocating
                     for b in range(256):
-                        if trans[x * n_classes + byte_class[b]] != x:
+                        if A.trans[x * A.n_classes + A.byte_class[b]] != x:
                             loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
                     loop_known[x] = 1
                 if loops_below(suffix_bits, k, loop_off, x):
@@ -251,7 +240,7 @@ def slice_dfa_walk(
             ends = False
             if followed > 0:  # the rule may end here and a caller read on
                 for j in range(n):
-                    if pairs[d, _FRAMES + j] == _IN_RULE and state_final[pairs[d, j]]:
+                    if pairs[d, _FRAMES + j] == _IN_RULE and A.state_final[pairs[d, j]]:
                         ends = True
             if not ends:
                 k += 1

@@ -23,17 +23,6 @@ from numba import njit
 
 from ._clock import monotonic_ns
 from ._earley import unpack
-from ._layout import (
-    A_BYTE_CLASS,
-    A_N_CLASSES,
-    A_REF_PTR,
-    A_REF_RULE,
-    A_REF_TARGET,
-    A_RULE_NULLABLE,
-    A_RULE_START,
-    A_STATE_FINAL,
-    A_TRANS,
-)
 from ._mask import _sort_unique
 
 DEAD = -1
@@ -298,14 +287,15 @@ def _reads_every_lead(dfa, reps, A, state, chain_targets, top_targets):
     state it reaches without reading (calls, nullable calls, its return states; an
     over-approximation) has a transition on it. True when it may (or the closure is too
     large to tell)."""
-    rule_start = A[A_RULE_START]
-    rule_nullable = A[A_RULE_NULLABLE]
-    byte_class = A[A_BYTE_CLASS]
-    n_classes = A[A_N_CLASSES]
-    trans = A[A_TRANS]
-    ref_ptr = A[A_REF_PTR]
-    ref_rule = A[A_REF_RULE]
-    ref_target = A[A_REF_TARGET]
+    # locals: with reference counting on, a field read in a loop may take a count
+    rule_start = A.rule_start
+    rule_nullable = A.rule_nullable
+    byte_class = A.byte_class
+    n_classes = A.n_classes
+    trans = A.trans
+    ref_ptr = A.ref_ptr
+    ref_rule = A.ref_rule
+    ref_target = A.ref_target
     seen = np.empty(_MAX_CLOSURE, dtype=np.int64)
     n = 1
     seen[0] = state
@@ -360,10 +350,10 @@ def reads_string_text(dfa, reps, ab, state):
     kernels (and asks nothing of the rest of the automaton, so a grammar's first mask
     does not pay for a pass over all its states)."""
     A = unpack(ab)
-    byte_class = A[A_BYTE_CLASS]
-    n_classes = A[A_N_CLASSES]
-    trans = A[A_TRANS]
-    ref_ptr = A[A_REF_PTR]
+    byte_class = A.byte_class
+    n_classes = A.n_classes
+    trans = A.trans
+    ref_ptr = A.ref_ptr
     if ref_ptr[state + 1] > ref_ptr[state]:
         return True
     for k in range(reps.shape[0]):
@@ -385,12 +375,13 @@ def wide_near_rule_end(dfa, reps, ab, state, max_len):
     slice text when one of its bytes is), so the answer may be True for a state that
     cannot end that soon; that only costs a context lookup."""
     A = unpack(ab)
-    state_final = A[A_STATE_FINAL]
-    byte_class = A[A_BYTE_CLASS]
-    n_classes = A[A_N_CLASSES]
-    trans = A[A_TRANS]
-    ref_ptr = A[A_REF_PTR]
-    ref_target = A[A_REF_TARGET]
+    # locals: with reference counting on, a field read in a loop may take a count
+    state_final = A.state_final
+    byte_class = A.byte_class
+    n_classes = A.n_classes
+    trans = A.trans
+    ref_ptr = A.ref_ptr
+    ref_target = A.ref_target
     if not _reads_every_lead(dfa, reps, A, state, _NO_FRAMES, _NO_FRAMES):
         return False
     # breadth first, one level per byte read; a call is followed to its return state at
@@ -509,15 +500,17 @@ def slice_reach(
         deadline.
     """
     A = unpack(ab)
-    rule_start = A[A_RULE_START]
-    rule_nullable = A[A_RULE_NULLABLE]
-    state_final = A[A_STATE_FINAL]
-    byte_class = A[A_BYTE_CLASS]
-    n_classes = A[A_N_CLASSES]
-    trans = A[A_TRANS]
-    ref_ptr = A[A_REF_PTR]
-    ref_rule = A[A_REF_RULE]
-    ref_target = A[A_REF_TARGET]
+    # locals: with reference counting on, a field read in a loop may take a count
+    rule_start = A.rule_start
+    rule_nullable = A.rule_nullable
+    # locals: with reference counting on, a field read in a loop may take a count
+    state_final = A.state_final
+    byte_class = A.byte_class
+    n_classes = A.n_classes
+    trans = A.trans
+    ref_ptr = A.ref_ptr
+    ref_rule = A.ref_rule
+    ref_target = A.ref_target
     if not _reads_every_lead(dfa, reps, A, state, chain_targets, top_targets):
         return 0, False  # some one-character slice text fails: no reach (before allocating)
     node_q = np.empty(cap, dtype=np.int64)

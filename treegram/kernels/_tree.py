@@ -84,6 +84,15 @@ LINKS_ROOT_RANGE = 5  # a root is outside [0, N)
 LINKS_TOKEN = 6  # a draft token is outside [0, vocab_size) (report = [request, node, -1])
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _report(report, request, node, from_node, code):
+    """Write ``(request, node, from_node)`` of a problem into ``report``; returns ``code``."""
+    report[0] = request
+    report[1] = node
+    report[2] = from_node
+    return code
+
+
 @njit(nogil=True, cache=True)
 def check_trees(next_token, next_sibling, roots, seen, stack, report):
     """Validate draft trees for a traversal in one pass.
@@ -100,23 +109,14 @@ def check_trees(next_token, next_sibling, roots, seen, stack, report):
         for i in range(N):
             for a in (next_token[b, i], next_sibling[b, i]):
                 if a < -1 or a >= N:
-                    report[0] = b
-                    report[1] = a
-                    report[2] = i
-                    return LINKS_RANGE
+                    return _report(report, b, a, i, LINKS_RANGE)
     for k in range(roots.shape[0]):
         b = 0 if T == 1 else k
         root = roots[k]
         if root < 0 or root >= N:
-            report[0] = k
-            report[1] = root
-            report[2] = -1
-            return LINKS_ROOT_RANGE
+            return _report(report, k, root, -1, LINKS_ROOT_RANGE)
         if next_sibling[b, root] != -1:
-            report[0] = k
-            report[1] = next_sibling[b, root]
-            report[2] = root
-            return LINKS_ROOT_SIBLING
+            return _report(report, k, next_sibling[b, root], root, LINKS_ROOT_SIBLING)
         for i in range(N):
             seen[i] = False
         seen[root] = True
@@ -128,10 +128,7 @@ def check_trees(next_token, next_sibling, roots, seen, stack, report):
             c = next_token[b, u]
             if c >= 0:
                 if seen[c]:
-                    report[0] = k
-                    report[1] = c
-                    report[2] = u
-                    return LINKS_REVISIT_CHILD
+                    return _report(report, k, c, u, LINKS_REVISIT_CHILD)
                 seen[c] = True
                 stack[top] = c
                 top += 1
@@ -139,10 +136,7 @@ def check_trees(next_token, next_sibling, roots, seen, stack, report):
                 s = next_sibling[b, u]
                 if s >= 0:
                     if seen[s]:
-                        report[0] = k
-                        report[1] = s
-                        report[2] = u
-                        return LINKS_REVISIT_SIBLING
+                        return _report(report, k, s, u, LINKS_REVISIT_SIBLING)
                     seen[s] = True
                     stack[top] = s
                     top += 1
