@@ -357,9 +357,11 @@ def build_nfa(root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi, sizes):
     r_to = np.empty(n_r, dtype=np.int32)
     frames = np.empty((depth, 6), dtype=np.int64)
     n_states = _fill_nfa(
-        root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi,
-        e_src, e_dst, y_src, y_lo, y_hi, y_to, r_src, r_rule, r_to, frames,
-    )  # fmt: skip
+        root,
+        (kind, a, b, kid_at, kids, data, seq_ptr, lo, hi),
+        (e_src, e_dst, y_src, y_lo, y_hi, y_to, r_src, r_rule, r_to),
+        frames,
+    )
     eps_ptr, order = _csr(e_src, n_e, n_states)
     eps_to = np.empty(n_e, dtype=np.int32)
     for j in range(n_e):
@@ -382,14 +384,15 @@ def build_nfa(root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi, sizes):
 
 
 @njit(nogil=True, cache=True)
-def _fill_nfa(  # noqa: C901
-    root, kind, a, b, kid_at, kids, data, seq_ptr, lo, hi,
-    e_src, e_dst, y_src, y_lo, y_hi, y_to, r_src, r_rule, r_to, frames,
-):  # fmt: skip
+def _fill_nfa(root, nodes, edges, frames):  # noqa: C901
     """The Thompson construction of node ``root`` into edge arrays of its exact size, in
     the order the Python builder makes states and edges; returns the number of states.
-    The recursion of the Python builder is kept as frames: node, start, end, step, cur,
-    aux."""
+    ``nodes``: :meth:`FlatIr.arrays` up to ``hi``; ``edges``: the epsilon (source,
+    target), byte (source, low, high, target) and call (source, rule, return) arrays to
+    fill. The recursion of the Python builder is kept as frames: node, start, end, step,
+    cur, aux."""
+    kind, a, b, kid_at, kids, data, seq_ptr, lo, hi = nodes
+    e_src, e_dst, y_src, y_lo, y_hi, y_to, r_src, r_rule, r_to = edges
     n_states = 2
     n_e = 0
     n_y = 0

@@ -222,12 +222,14 @@ def determinize(
         stamp[:] = 0
         single[:] = -1
         full, n_sub, n_out, n_out_ref = _subsets(
-            eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule, ref_to,
-            start, accept, important, stamp, stack, members, e_lo, e_hi, e_to, targets,
-            cuts, order, final, out_byte_ptr, out_ref_ptr, sub_ptr, sub_hash, table,
-            out_lo, out_hi, out_to, out_rule, out_ref_to, pool, cut_at, span_ptr, cursor, span_to,
-            single,
-        )  # fmt: skip
+            (eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule, ref_to),
+            start,
+            accept,
+            (important, stamp, stack, members, e_lo, e_hi, e_to, targets, cuts, order),
+            (cut_at, span_ptr, cursor, span_to, single),
+            (final, out_byte_ptr, out_ref_ptr, out_lo, out_hi, out_to, out_rule, out_ref_to),
+            (sub_ptr, sub_hash, table, pool),
+        )
         if full < 0:
             break
         if (full == 0 and cap[0] > _MAX_STATES) or (full == 3 and cap[3] > _MAX_MEMBERS):
@@ -249,16 +251,19 @@ def determinize(
 
 
 @njit(nogil=True, cache=True)
-def _subsets(  # noqa: C901
-    eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule, ref_to,
-    start, accept, important, stamp, stack, members, e_lo, e_hi, e_to, targets,
-    cuts, order, final, out_byte_ptr, out_ref_ptr, sub_ptr, sub_hash, table,
-    out_lo, out_hi, out_to, out_rule, out_ref_to, pool, cut_at, span_ptr, cursor, span_to,
-    single,
-):  # fmt: skip
-    """The subset construction of :func:`determinize` into arrays of fixed size. Returns
-    ``(full, n_sub, n_out, n_out_ref)``: ``full`` is -1 when done, else which capacity ran
-    out (0 states, 1 byte edges, 2 call edges, 3 the subset pool, 4 the interval buckets)."""
+def _subsets(nfa, start, accept, scratch, intervals, dfa, store):  # noqa: C901
+    """The subset construction of :func:`determinize` into arrays of fixed size: the
+    ``nfa``'s edge arrays (as :func:`determinize` takes them), per-subset ``scratch``, the
+    byte ``intervals``' buckets, the ``dfa``'s arrays and the subset ``store`` (offsets,
+    hashes, table, pool), each a tuple unpacked here into locals (a field read in a loop
+    would cost a reference count update at every use). Returns ``(full, n_sub, n_out,
+    n_out_ref)``: ``full`` is -1 when done, else which capacity ran out (0 states, 1 byte
+    edges, 2 call edges, 3 the subset pool, 4 the interval buckets)."""
+    eps_ptr, eps_to, byte_ptr, byte_lo, byte_hi, byte_to, ref_ptr, ref_rule, ref_to = nfa
+    important, stamp, stack, members, e_lo, e_hi, e_to, targets, cuts, order = scratch
+    cut_at, span_ptr, cursor, span_to, single = intervals
+    final, out_byte_ptr, out_ref_ptr, out_lo, out_hi, out_to, out_rule, out_ref_to = dfa
+    sub_ptr, sub_hash, table, pool = store
     table_mask = table.shape[0] - 1
     gen = 1
     pool_len = 0
