@@ -681,14 +681,16 @@ def _chain_buffers(rows: np.ndarray, base: int, n: int) -> tuple:
     objects while ``rows`` is, so the matcher reuses its checks of them."""
     kept = getattr(_chains, "kept", None)
     if kept is None or kept[0] is not rows:
-        kept = _chains.kept = (rows, {})
-    got = kept[1].get((base, n))
+        views: dict[tuple[int, int], tuple] = {}
+        kept = _chains.kept = (rows, views)
+    views = kept[1]
+    got = views.get((base, n))
     if got is None:
-        if len(kept[1]) >= 512:
-            kept[1].clear()
+        if len(views) >= 512:
+            views.clear()
         next_token = np.arange(1, n + 2, dtype=np.int64)
         next_token[n] = -1
-        got = kept[1][(base, n)] = (
+        got = views[(base, n)] = (
             next_token,
             np.full(n + 1, -1, dtype=np.int64),
             np.zeros(n + 1, dtype=np.int64),
