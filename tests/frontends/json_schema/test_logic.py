@@ -223,6 +223,99 @@ def test_strict_mode_defaults_survive_a_merged_negation():
     assert accepts(compiled(schema), '{"b": 1}')
 
 
+# strict_mode closes an object to the names its allOf parts list (properties, required
+# names, the names its conditions declare or require): jsonschema checks the schema beside
+# propertyNames limited to those names.
+_NAMED = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+_STRICT_ALL_OF = {  # name: (schema, the names it lists)
+    "negation beside a sibling part": (
+        {
+            "allOf": [
+                _NAMED,
+                {
+                    "required": ["type"],
+                    "properties": {"type": {"enum": ["file", "link"]}},
+                    "not": {"required": ["user"]},
+                },
+            ]
+        },
+        ["name", "type"],
+    ),
+    "negation of a choice beside a sibling part (MaskBench Github_medium o65942)": (
+        {
+            "allOf": [
+                _NAMED,
+                {
+                    "required": ["type"],
+                    "properties": {"type": {"enum": ["file", "link"]}},
+                    "not": {
+                        "required": ["user"],
+                        "properties": {"user": {"type": "string"}},
+                        "oneOf": [{"required": ["type"]}, {"required": ["size"]}],
+                    },
+                },
+            ]
+        },
+        ["name", "type"],
+    ),
+    "condition beside a sibling part": (
+        {
+            "allOf": [
+                _NAMED,
+                {
+                    "properties": {"type": {}},
+                    "if": {"required": ["type"]},
+                    "then": {"required": ["user"]},
+                },
+            ]
+        },
+        ["name", "type", "user"],
+    ),
+    "dependency in the first part": (
+        {
+            "allOf": [
+                {"properties": {"name": {}}, "dependentRequired": {"name": ["type"]}},
+                {"properties": {"type": {"enum": ["file"]}}},
+            ]
+        },
+        ["name", "type"],
+    ),
+}
+_STRICT_VALUES = [
+    {},
+    {"name": "a"},
+    {"type": "file"},
+    {"name": "a", "type": "file"},
+    {"name": "a", "type": "link"},
+    {"name": "a", "type": "dir"},
+    {"name": "a", "type": "file", "user": "u"},
+    {"name": "a", "type": "file", "size": 1},
+    {"name": "a", "user": "u"},
+    {"name": "a", "other": 1},
+    [],
+    "a",
+]
+
+
+@pytest.mark.parametrize("name", sorted(_STRICT_ALL_OF))
+def test_strict_mode_closes_all_of_parts_together(name):
+    # A part with a condition used to be closed to its own names before its sibling was
+    # merged: the object then admitted no name the sibling declares (a false negative, and
+    # "admits no JSON value" for MaskBench's Github_medium o65942).
+    schema, names = _STRICT_ALL_OF[name]
+    cg = compiled(schema, strict_mode=True)
+    closed = jsonschema.Draft202012Validator({"allOf": [schema], "propertyNames": {"enum": names}})
+    assert any(closed.is_valid(v) for v in _STRICT_VALUES)
+    for value in _STRICT_VALUES:  # members in the schemas' order
+        text = json.dumps(value, sort_keys=True)
+        assert accepts(cg, text) == closed.is_valid(value), text
+    # an array of them needs one: before, no item fitted and the schema admitted nothing
+    array = {"type": "array", "minItems": 1, "items": schema}
+    cg = compiled(array, strict_mode=True)
+    valid = [v for v in _STRICT_VALUES if isinstance(v, dict) and closed.is_valid(v)]
+    assert accepts(cg, json.dumps(valid[-1:], sort_keys=True))
+
+
 @pytest.mark.parametrize(
     "schema, keyword",
     [

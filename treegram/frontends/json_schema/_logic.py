@@ -45,6 +45,7 @@ from treegram.frontends.json_schema._keywords import (
 
 __all__ = [
     "NEGATION_PREFIX",
+    "declare_names",
     "expand_logic",
     "explicit_defaults",
     "needs_logic",
@@ -125,9 +126,9 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
             rest.pop(key)  # widened: without it
     if conv.strict:
         # the names the conditions declare are the object's too (strict_mode closes it to
-        # every name the schema lists, wherever it lists it)
-        listed = _condition_names(conv, schema)
-        rest = explicit_defaults(rest, listed)
+        # every name the schema lists, wherever it lists it); the closing itself waits for
+        # the sibling allOf parts (merge_all_of merges them before these derived parts)
+        rest = declare_names(rest, _condition_names(conv, schema))
     # rest stays the base: its unevaluated* keywords see what the parts evaluate
     return {**rest, "allOf": [*rest.get("allOf", []), *parts]}
 
@@ -580,6 +581,19 @@ def _alternatives(schema) -> int:
     if isinstance(schema, dict) and "anyOf" in schema:
         return max(1, sum(_alternatives(b) for b in schema["anyOf"]))
     return 1
+
+
+def declare_names(schema: dict, listed: list | tuple) -> dict:
+    """``schema`` with the ``listed`` names it does not declare declared as any value,
+    where ``strict_mode`` will close it (so the closing keeps them)."""
+    if schema.get(OPEN) or "additionalProperties" in schema or "unevaluatedProperties" in schema:
+        return schema
+    props = schema.get("properties")
+    if props is None and "patternProperties" not in schema:
+        return schema
+    props = props or {}
+    named = [n for n in listed if n not in props]
+    return {**schema, "properties": {**props, **dict.fromkeys(named, True)}} if named else schema
 
 
 def explicit_defaults(schema: dict, listed: list | tuple = ()) -> dict:
