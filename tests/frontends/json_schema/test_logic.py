@@ -65,6 +65,12 @@ VALUES = [
     {"c": 1},
 ]
 
+
+def _tagged(tag) -> dict:
+    """Objects whose member ``a`` is ``tag`` (every other value too: no ``type``)."""
+    return {"required": ["a"], "properties": {"a": {"const": tag}}}
+
+
 CASES = {
     "not-type": {"not": {"type": "string"}},
     "not-types": {"not": {"type": ["null", "boolean", "array"]}},
@@ -178,6 +184,27 @@ CASES = {
             {"properties": {"a": {}}, "additionalProperties": {"type": "integer"}},
             {"patternProperties": {"^[bc]": {"type": ["string", "integer"]}}},
         ]
+    },
+    # oneOf branches that overlap only on types each accepts whole (non-objects here):
+    # those values match every branch, so oneOf rejects them; the rest is a plain choice
+    "one-of-discriminated": {"oneOf": [_tagged(1), _tagged(2)]},
+    "one-of-discriminated-many": {"oneOf": [_tagged(i) for i in range(20)]},
+    "one-of-discriminated-absent": {
+        "oneOf": [_tagged(1), _tagged(2), {"required": ["b"], "properties": {"a": False}}]
+    },
+    "one-of-discriminated-refs": {
+        "$defs": {"one": _tagged(1), "two": {"allOf": [_tagged(2), {"minProperties": 1}]}},
+        "oneOf": [{"$ref": "#/$defs/one"}, {"$ref": "#/$defs/two"}],
+    },
+    "one-of-discriminated-objects": {"type": "object", "oneOf": [_tagged(1), _tagged(2)]},
+    "one-of-discriminated-number-or-object": {
+        "type": ["number", "object"],
+        "oneOf": [_tagged(1), {"minimum": 2, **_tagged(2)}],
+    },
+    "not-one-of-discriminated": {"not": {"oneOf": [_tagged(1), _tagged(2)]}},
+    "not-one-of-discriminated-beside": {
+        "required": ["b"],
+        "not": {"required": ["c"], "oneOf": [_tagged(1), _tagged(2)]},
     },
     "allOf-patterns-both-sides": {
         "allOf": [
@@ -333,6 +360,15 @@ def test_strict_mode_closes_all_of_parts_together(name):
 )
 def test_inexact_complements_are_refused(schema, keyword):
     with pytest.raises(UnsupportedSchemaError, match=keyword):
+        json_schema_to_ir(schema)
+
+
+def test_one_of_over_types_every_branch_accepts_whole_admits_nothing():
+    # null matches both branches (they constrain objects only): oneOf rejects it
+    schema = {"type": "null", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    validator = jsonschema.Draft202012Validator(schema)
+    assert not any(validator.is_valid(v) for v in VALUES)
+    with pytest.raises(treegram.GrammarError, match="admits no JSON value"):
         json_schema_to_ir(schema)
 
 

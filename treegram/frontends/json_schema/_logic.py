@@ -40,6 +40,7 @@ from treegram.frontends.json_schema._keywords import (
     OPEN,
     PATTERNS_KEY,
     inside_parent,
+    is_annotation,
     same_value,
 )
 
@@ -102,7 +103,15 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
     for name, sub in dep_schemas.items():
         opened = _opened(sub)
         parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, opened)]))
-    if "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest):
+    overlapping = "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest)
+    if overlapping:
+        narrowed = _narrowed_types(conv, rest["oneOf"], rest)
+        if narrowed is not None and conv.disjoint(rest["oneOf"], {**rest, "type": narrowed}):
+            # the branches overlap only on types each accepts whole: oneOf rejects those,
+            # and is a plain choice on the rest
+            parts.append({"type": narrowed, OPEN: True} if narrowed else False)
+            overlapping = False
+    if overlapping:
         branches = rest.pop("oneOf")
         conv.expanded.append(f"{ptr}/oneOf")
         if conv.widen_one_of:  # a second try after the first grew too large: widened
@@ -425,6 +434,97 @@ _KNOWN = {
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+_OF_TYPE = {
+    "object": (
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "unevaluatedProperties",
+        HAS_MEMBER,
+        KEY_SCHEMAS,
+    ),
+    "array": (
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "unevaluatedItems",
+        CONTAINS_ALL,
+    ),
+    "string": ("pattern", "format", "minLength", "maxLength", PATTERNS_KEY, NOT_STRING),
+    "number": (
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        NOT_MULTIPLE,
+    ),
+}
+_KEYWORD_TYPE = {k: t for t, keys in _OF_TYPE.items() for k in keys}
+_MAX_FREE_DEPTH = 8
+
+
+def _whole_types(conv: ConversionContext, schema, depth: int = 0) -> set[str]:
+    """JSON types of which ``schema`` accepts every value (``number`` standing for
+    ``integer`` too); when unsure, fewer."""
+    if schema is True:
+        return {"null", "boolean", "number", "string", "array", "object"}
+    if not isinstance(schema, dict) or depth > _MAX_FREE_DEPTH:
+        return set()
+    out = {"null", "boolean", "number", "string", "array", "object"}
+    for key, value in schema.items():
+        if key in _KEYWORD_TYPE:
+            out.discard(_KEYWORD_TYPE[key])
+        elif key == "$ref" and isinstance(value, str):
+            try:
+                target = conv.resolve(value, "")
+            except UnsupportedSchemaError:
+                return set()
+            out &= _whole_types(conv, target, depth + 1)
+        elif key == "allOf" and isinstance(value, list):
+            for part in value:
+                out &= _whole_types(conv, part, depth + 1)
+        elif key == "anyOf" and isinstance(value, list):
+            whole: set[str] = set()
+            for branch in value:
+                whole |= _whole_types(conv, branch, depth + 1)
+            out &= whole
+        elif key not in _IGNORED and not is_annotation(key):
+            return set()  # type, const, not, oneOf, if...: may constrain any type
+    return out
+
+
+def _narrowed_types(conv: ConversionContext, branches: list, parent: dict) -> list | None:
+    """The parent's types less those every ``oneOf`` branch accepts whole (two branches
+    or more: ``oneOf`` rejects those values), or ``None`` when there are none."""
+    live = [b for b in branches if b is not False]
+    if len(live) < 2:
+        return None
+    whole = {"null", "boolean", "number", "string", "array", "object"}
+    for b in live:
+        whole &= _whole_types(conv, b)
+    if "number" in whole:
+        whole.add("integer")
+    t = parent.get("type", list(_TYPES))
+    types = [t] if isinstance(t, str) else list(t)
+    if not isinstance(t, (str, list)) or not all(isinstance(x, str) for x in types):
+        return None
+    narrowed = [x for x in types if x not in whole]
+    return narrowed if len(narrowed) < len(types) else None
 
 
 def _condition_names(conv: ConversionContext, schema: dict, depth: int = 0) -> list:
