@@ -50,6 +50,11 @@ VALUES = [
     "a\nb",
     [],
     [1],
+    [3],
+    ["a"],
+    [{"a": 1}],
+    [{"b": "x"}],
+    [{"b": "x"}, {"a": 2}],
     ["a", 1],
     [1, "a", None],
     [1, 2],
@@ -205,6 +210,35 @@ CASES = {
     "not-one-of-discriminated-beside": {
         "required": ["b"],
         "not": {"required": ["c"], "oneOf": [_tagged(1), _tagged(2)]},
+    },
+    # arrays whose items are disjoint overlap only on []: oneOf rejects it when two
+    # branches accept it
+    "one-of-arrays-by-items": {
+        "type": "array",
+        "oneOf": [{"items": {"type": "integer"}}, {"items": {"type": "string"}}],
+    },
+    "one-of-arrays-by-items-many": {"oneOf": [{"items": {"const": i}} for i in range(20)]},
+    "one-of-arrays-one-needs-an-item": {
+        "oneOf": [{"items": {"type": "integer"}}, {"items": {"type": "string"}, "minItems": 1}]
+    },
+    # one branch asserts what the other denies (through references)
+    "one-of-asserted-and-denied": {
+        "$defs": {"kind": {"required": ["a"], "oneOf": [_tagged(1), _tagged(2)]}},
+        "oneOf": [
+            {"allOf": [{"$ref": "#/$defs/kind"}, {"maxProperties": 2}]},
+            {"required": ["b"], "not": {"$ref": "#/$defs/kind"}},
+        ],
+    },
+    "one-of-arrays-of-asserted-and-denied (MaskBench Github_medium o65942)": {
+        "$defs": {
+            "kind": {"required": ["a"], "oneOf": [_tagged(1), _tagged(2)]},
+            "other": {"required": ["b"], "not": {"$ref": "#/$defs/kind"}},
+        },
+        "type": "array",
+        "oneOf": [
+            {"items": {"allOf": [{"type": "object"}, {"$ref": "#/$defs/other"}]}},
+            {"items": {"allOf": [{"type": "object"}, {"$ref": "#/$defs/kind"}]}},
+        ],
     },
     "allOf-patterns-both-sides": {
         "allOf": [

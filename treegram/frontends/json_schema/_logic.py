@@ -105,11 +105,20 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
         parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, opened)]))
     overlapping = "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest)
     if overlapping:
+        # values of a type every branch accepts whole match them all; so does [] where
+        # the items of the branches are disjoint: oneOf rejects those (where two or more
+        # branches accept them), and may be a plain choice on the rest
         narrowed = _narrowed_types(conv, rest["oneOf"], rest)
-        if narrowed is not None and conv.disjoint(rest["oneOf"], {**rest, "type": narrowed}):
-            # the branches overlap only on types each accepts whole: oneOf rejects those,
-            # and is a plain choice on the rest
+        inside = rest if narrowed is None else {**rest, "type": narrowed}
+        empty = None
+        if narrowed is None or not conv.disjoint(rest["oneOf"], inside):
+            empty = _empty_array_overlap(conv, rest["oneOf"], inside)
+        if narrowed is not None and (empty is not None or conv.disjoint(rest["oneOf"], inside)):
             parts.append({"type": narrowed, OPEN: True} if narrowed else False)
+            overlapping = False
+        if empty is not None:
+            if empty >= 2:
+                parts.append({"minItems": 1, OPEN: True})
             overlapping = False
     if overlapping:
         branches = rest.pop("oneOf")
@@ -506,6 +515,20 @@ def _whole_types(conv: ConversionContext, schema, depth: int = 0) -> set[str]:
         elif key not in _IGNORED and not is_annotation(key):
             return set()  # type, const, not, oneOf, if...: may constrain any type
     return out
+
+
+def _empty_array_overlap(conv: ConversionContext, branches: list, parent: dict) -> int | None:
+    """How many branches accept ``[]`` when they are disjoint once arrays need an item (the
+    items of one are outside the other's), or ``None``."""
+    least = parent.get("minItems", 0)
+    if isinstance(least, (int, float)) and not isinstance(least, bool) and least >= 1:
+        return None  # the parent already rules out []: nothing to narrow
+    if not conv.disjoint(branches, {**parent, "minItems": 1}):
+        return None
+    try:
+        return sum(1 for b in branches if b is not False and conv.is_valid(b, []))
+    except Exception:  # noqa: BLE001 - undecided (unevaluated*...): leave it overlapping
+        return None
 
 
 def _narrowed_types(conv: ConversionContext, branches: list, parent: dict) -> list | None:
