@@ -14,7 +14,10 @@ others, which is larger and not always expressible. Two branches are disjoint wh
   or not declared next to ``additionalProperties: false``), or one requires more members
   than the other's ``maxProperties``. The parent's ``required`` counts for both;
 - a branch that is itself an ``anyOf`` / ``oneOf`` (a ``$ref`` to a choice of kinds) is
-  disjoint from another when each of its alternatives is.
+  disjoint from another when each of its alternatives is;
+- one asserts a schema (itself, its ``$ref`` targets, its ``allOf`` parts) that the other
+  denies (``not`` of the same schema);
+- both are arrays, one needs an item and their ``items`` are disjoint.
 
 Anything not proven disjoint is treated as overlapping (never the other way round).
 """
