@@ -39,6 +39,7 @@ _TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "
 _MAX_DEREF = 8
 _MAX_SPLIT = 16  # alternatives of a branch's own anyOf / oneOf taken one by one
 _MAX_SPLIT_DEPTH = 2
+_SMALL = 4  # keywords of a schema compared by value (larger ones by identity only)
 
 
 def disjoint(conv: ConversionContext, branches: list, parent: dict | None = None) -> bool:
@@ -135,15 +136,21 @@ def _parts(conv: ConversionContext, schema, depth: int = 0) -> tuple[list, list]
 
 def _contradict(conv: ConversionContext, a, b) -> bool:
     """Whether one schema asserts a subschema the other denies (``allOf [S, ...]`` against
-    ``not S``, through references): no value satisfies both."""
+    ``not S``, through references): no value satisfies both. The same subschema of the
+    document (one object, as references resolve to) or equal small schemas."""
     ya, na = _parts(conv, a)
     yb, nb = _parts(conv, b)
-    return any(
-        isinstance(x, dict)
-        and any(x is y or (isinstance(y, dict) and same_value(x, y)) for y in ys)
-        for xs, ys in ((ya, nb), (yb, na))
-        for x in xs
-    )
+    for xs, ys in ((ya, nb), (yb, na)):
+        ids = {id(y) for y in ys if isinstance(y, dict)}
+        small = [y for y in ys if isinstance(y, dict) and len(y) <= _SMALL]
+        for x in xs:
+            if not isinstance(x, dict):
+                continue
+            if id(x) in ids:
+                return True
+            if len(x) <= _SMALL and any(same_value(x, y) for y in small):
+                return True
+    return False
 
 
 def _deref(conv: ConversionContext, schema):
