@@ -50,6 +50,11 @@ VALUES = [
     "a\nb",
     [],
     [1],
+    [3],
+    ["a"],
+    [{"a": 1}],
+    [{"b": "x"}],
+    [{"b": "x"}, {"a": 2}],
     ["a", 1],
     [1, "a", None],
     [1, 2],
@@ -64,6 +69,12 @@ VALUES = [
     {"a": 1, "c": 1},
     {"c": 1},
 ]
+
+
+def _tagged(tag) -> dict:
+    """Objects whose member ``a`` is ``tag`` (every other value too: no ``type``)."""
+    return {"required": ["a"], "properties": {"a": {"const": tag}}}
+
 
 CASES = {
     "not-type": {"not": {"type": "string"}},
@@ -179,6 +190,56 @@ CASES = {
             {"patternProperties": {"^[bc]": {"type": ["string", "integer"]}}},
         ]
     },
+    # oneOf branches that overlap only on types each accepts whole (non-objects here):
+    # those values match every branch, so oneOf rejects them; the rest is a plain choice
+    "one-of-discriminated": {"oneOf": [_tagged(1), _tagged(2)]},
+    "one-of-discriminated-many": {"oneOf": [_tagged(i) for i in range(20)]},
+    "one-of-discriminated-absent": {
+        "oneOf": [_tagged(1), _tagged(2), {"required": ["b"], "properties": {"a": False}}]
+    },
+    "one-of-discriminated-refs": {
+        "$defs": {"one": _tagged(1), "two": {"allOf": [_tagged(2), {"minProperties": 1}]}},
+        "oneOf": [{"$ref": "#/$defs/one"}, {"$ref": "#/$defs/two"}],
+    },
+    "one-of-discriminated-objects": {"type": "object", "oneOf": [_tagged(1), _tagged(2)]},
+    "one-of-discriminated-number-or-object": {
+        "type": ["number", "object"],
+        "oneOf": [_tagged(1), {"minimum": 2, **_tagged(2)}],
+    },
+    "not-one-of-discriminated": {"not": {"oneOf": [_tagged(1), _tagged(2)]}},
+    "not-one-of-discriminated-beside": {
+        "required": ["b"],
+        "not": {"required": ["c"], "oneOf": [_tagged(1), _tagged(2)]},
+    },
+    # arrays whose items are disjoint overlap only on []: oneOf rejects it when two
+    # branches accept it
+    "one-of-arrays-by-items": {
+        "type": "array",
+        "oneOf": [{"items": {"type": "integer"}}, {"items": {"type": "string"}}],
+    },
+    "one-of-arrays-by-items-many": {"oneOf": [{"items": {"const": i}} for i in range(20)]},
+    "one-of-arrays-one-needs-an-item": {
+        "oneOf": [{"items": {"type": "integer"}}, {"items": {"type": "string"}, "minItems": 1}]
+    },
+    # one branch asserts what the other denies (through references)
+    "one-of-asserted-and-denied": {
+        "$defs": {"kind": {"required": ["a"], "oneOf": [_tagged(1), _tagged(2)]}},
+        "oneOf": [
+            {"allOf": [{"$ref": "#/$defs/kind"}, {"maxProperties": 2}]},
+            {"required": ["b"], "not": {"$ref": "#/$defs/kind"}},
+        ],
+    },
+    "one-of-arrays-of-asserted-and-denied (MaskBench Github_medium o65942)": {
+        "$defs": {
+            "kind": {"required": ["a"], "oneOf": [_tagged(1), _tagged(2)]},
+            "other": {"required": ["b"], "not": {"$ref": "#/$defs/kind"}},
+        },
+        "type": "array",
+        "oneOf": [
+            {"items": {"allOf": [{"type": "object"}, {"$ref": "#/$defs/other"}]}},
+            {"items": {"allOf": [{"type": "object"}, {"$ref": "#/$defs/kind"}]}},
+        ],
+    },
     "allOf-patterns-both-sides": {
         "allOf": [
             {"patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": False},
@@ -223,6 +284,99 @@ def test_strict_mode_defaults_survive_a_merged_negation():
     assert accepts(compiled(schema), '{"b": 1}')
 
 
+# strict_mode closes an object to the names its allOf parts list (properties, required
+# names, the names its conditions declare or require): jsonschema checks the schema beside
+# propertyNames limited to those names.
+_NAMED = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+_STRICT_ALL_OF = {  # name: (schema, the names it lists)
+    "negation beside a sibling part": (
+        {
+            "allOf": [
+                _NAMED,
+                {
+                    "required": ["type"],
+                    "properties": {"type": {"enum": ["file", "link"]}},
+                    "not": {"required": ["user"]},
+                },
+            ]
+        },
+        ["name", "type"],
+    ),
+    "negation of a choice beside a sibling part (MaskBench Github_medium o65942)": (
+        {
+            "allOf": [
+                _NAMED,
+                {
+                    "required": ["type"],
+                    "properties": {"type": {"enum": ["file", "link"]}},
+                    "not": {
+                        "required": ["user"],
+                        "properties": {"user": {"type": "string"}},
+                        "oneOf": [{"required": ["type"]}, {"required": ["size"]}],
+                    },
+                },
+            ]
+        },
+        ["name", "type"],
+    ),
+    "condition beside a sibling part": (
+        {
+            "allOf": [
+                _NAMED,
+                {
+                    "properties": {"type": {}},
+                    "if": {"required": ["type"]},
+                    "then": {"required": ["user"]},
+                },
+            ]
+        },
+        ["name", "type", "user"],
+    ),
+    "dependency in the first part": (
+        {
+            "allOf": [
+                {"properties": {"name": {}}, "dependentRequired": {"name": ["type"]}},
+                {"properties": {"type": {"enum": ["file"]}}},
+            ]
+        },
+        ["name", "type"],
+    ),
+}
+_STRICT_VALUES = [
+    {},
+    {"name": "a"},
+    {"type": "file"},
+    {"name": "a", "type": "file"},
+    {"name": "a", "type": "link"},
+    {"name": "a", "type": "dir"},
+    {"name": "a", "type": "file", "user": "u"},
+    {"name": "a", "type": "file", "size": 1},
+    {"name": "a", "user": "u"},
+    {"name": "a", "other": 1},
+    [],
+    "a",
+]
+
+
+@pytest.mark.parametrize("name", sorted(_STRICT_ALL_OF))
+def test_strict_mode_closes_all_of_parts_together(name):
+    # A part with a condition used to be closed to its own names before its sibling was
+    # merged: the object then admitted no name the sibling declares (a false negative, and
+    # "admits no JSON value" for MaskBench's Github_medium o65942).
+    schema, names = _STRICT_ALL_OF[name]
+    cg = compiled(schema, strict_mode=True)
+    closed = jsonschema.Draft202012Validator({"allOf": [schema], "propertyNames": {"enum": names}})
+    assert any(closed.is_valid(v) for v in _STRICT_VALUES)
+    for value in _STRICT_VALUES:  # members in the schemas' order
+        text = json.dumps(value, sort_keys=True)
+        assert accepts(cg, text) == closed.is_valid(value), text
+    # an array of them needs one: before, no item fitted and the schema admitted nothing
+    array = {"type": "array", "minItems": 1, "items": schema}
+    cg = compiled(array, strict_mode=True)
+    valid = [v for v in _STRICT_VALUES if isinstance(v, dict) and closed.is_valid(v)]
+    assert accepts(cg, json.dumps(valid[-1:], sort_keys=True))
+
+
 @pytest.mark.parametrize(
     "schema, keyword",
     [
@@ -240,6 +394,15 @@ def test_strict_mode_defaults_survive_a_merged_negation():
 )
 def test_inexact_complements_are_refused(schema, keyword):
     with pytest.raises(UnsupportedSchemaError, match=keyword):
+        json_schema_to_ir(schema)
+
+
+def test_one_of_over_types_every_branch_accepts_whole_admits_nothing():
+    # null matches both branches (they constrain objects only): oneOf rejects it
+    schema = {"type": "null", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    validator = jsonschema.Draft202012Validator(schema)
+    assert not any(validator.is_valid(v) for v in VALUES)
+    with pytest.raises(treegram.GrammarError, match="admits no JSON value"):
         json_schema_to_ir(schema)
 
 

@@ -225,6 +225,28 @@ def test_draft7_ref_ignores_sibling_id():
     )
 
 
+def test_draft4_id_inside_a_2020_12_schema_is_no_resource():
+    # MaskBench's Github_medium o47944: subschemas carry a draft-4 "$schema" and "id", and
+    # their refs point from the root. The root has no "$schema" (2020-12), whose resources
+    # are marked by "$id": "id" is an unknown keyword, the subschema is no resource and its
+    # "$schema" is not honoured, so the refs resolve against the root (as in jsonschema).
+    d4 = "http://json-schema.org/draft-04/schema"
+    check(
+        {
+            "definitions": {
+                "resource": {
+                    "$schema": d4,
+                    "id": "schema/resource",
+                    "definitions": {"flag": {"type": "boolean"}},
+                    "properties": {"flag": {"$ref": "#/definitions/resource/definitions/flag"}},
+                }
+            },
+            "properties": {"resource": {"$ref": "#/definitions/resource"}},
+        },
+        [{"resource": {"flag": True}}, {"resource": {"flag": "x"}}, {"resource": 1}],
+    )
+
+
 def test_draft7_root_ref_with_definitions():
     check(
         {"$schema": D7, "$ref": "#/definitions/a", "definitions": {"a": {"type": "integer"}}},

@@ -667,7 +667,11 @@ class Converter:
         if regular > 1 or (regular and has_len):
             return constrained_string(self, schema, ptr)  # an intersection: a code point DFA
         body = None
-        if fmt is not None:
+        if fmt == "regex":  # context-free: a rule of its own (see _regex_format)
+            body = self.ref_rule(
+                "#format/regex", None, 0, lambda _s, _d: self._regex_format(), base="regex_format"
+            )
+        elif fmt is not None:
             body = format_body(fmt)
             if body is None and fmt in REFUSED_FORMATS:  # never drop a constraint silently
                 why = REFUSED_FORMATS[fmt]
@@ -684,6 +688,17 @@ class Converter:
         if body is None:
             return length_string(lo, hi)
         return string_of(body)
+
+    def _regex_format(self) -> Expr:
+        from treegram.frontends.json_schema._regex_format import regex_format_body
+
+        def rule(base: str, build) -> RuleRef:
+            name = self.new_rule(base)
+            ref = RuleRef(name)
+            self.rules[name] = build(ref)
+            return ref
+
+        return regex_format_body(rule)
 
     def _excluded_string(self, lo: int, hi: int | None, fmt, ptr: str) -> Expr | None:
         """A string the schema leaves free (lengths, a format without a language) when

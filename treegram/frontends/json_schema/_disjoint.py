@@ -14,12 +14,17 @@ others, which is larger and not always expressible. Two branches are disjoint wh
   or not declared next to ``additionalProperties: false``), or one requires more members
   than the other's ``maxProperties``. The parent's ``required`` counts for both;
 - a branch that is itself an ``anyOf`` / ``oneOf`` (a ``$ref`` to a choice of kinds) is
-  disjoint from another when each of its alternatives is.
+  disjoint from another when each of its alternatives is;
+- one asserts a schema (itself, its ``$ref`` targets, its ``allOf`` parts) that the other
+  denies (``not`` of the same schema);
+- both are arrays, one needs an item and their ``items`` are disjoint.
 
 Anything not proven disjoint is treated as overlapping (never the other way round).
 """
 
 from __future__ import annotations
+
+import contextlib
 
 from treegram.errors import UnsupportedSchemaError
 from treegram.frontends.json_schema._context import ConversionContext
@@ -34,18 +39,24 @@ _TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "
 _MAX_DEREF = 8
 _MAX_SPLIT = 16  # alternatives of a branch's own anyOf / oneOf taken one by one
 _MAX_SPLIT_DEPTH = 2
+_SMALL = 4  # keywords of a schema compared by value (larger ones by identity only)
 
 
 def disjoint(conv: ConversionContext, branches: list, parent: dict | None = None) -> bool:
     """Whether the ``oneOf`` branches provably accept pairwise disjoint sets of values."""
     parent = parent or {}
     shapes = []
+    raws = []
     for b in branches:
         got = _shape(conv, b, parent)
         if got is None:
-            return False
+            if any(_contradict(conv, b, other) for other in branches if other is not b):
+                got = b  # cannot be merged, but proven disjoint from the others below
+            else:
+                return False
         if got is not False:
             shapes.append(got)
+            raws.append(b)
     splits: dict[int, list | None] = {}  # branch index -> its alternatives, once
 
     def split(i: int) -> list | None:
@@ -55,7 +66,7 @@ def disjoint(conv: ConversionContext, branches: list, parent: dict | None = None
 
     def pair(i: int, j: int) -> bool:
         """Disjoint as they are, or alternative by alternative where one is a choice."""
-        if _pair_disjoint(conv, shapes[i], shapes[j]):
+        if _contradict(conv, raws[i], raws[j]) or _pair_disjoint(conv, shapes[i], shapes[j]):
             return True
         a, b = split(i), split(j)
         if a is None or b is None or (len(a) == 1 and len(b) == 1):
@@ -101,6 +112,45 @@ def _shapes(conv: ConversionContext, b: dict, depth: int) -> list | None:
                 return None
             out += got
     return out
+
+
+def _parts(conv: ConversionContext, schema, depth: int = 0) -> tuple[list, list]:
+    """What ``schema`` asserts (itself, its ``$ref`` targets and ``allOf`` parts) and what
+    it denies (the ``not`` of each of those), as the schemas written (through references)."""
+    schema = _deref(conv, schema)
+    if not isinstance(schema, dict) or depth > _MAX_DEREF:
+        return [schema], []
+    yes, no = [schema], []
+    if "not" in schema:
+        no.append(_deref(conv, schema["not"]))
+    subs = list(schema.get("allOf", [])) if isinstance(schema.get("allOf"), list) else []
+    if isinstance(schema.get("$ref"), str):
+        with contextlib.suppress(UnsupportedSchemaError):
+            subs.append(conv.resolve(schema["$ref"], ""))
+    for sub in subs:
+        y, n = _parts(conv, sub, depth + 1)
+        yes += y
+        no += n
+    return yes, no
+
+
+def _contradict(conv: ConversionContext, a, b) -> bool:
+    """Whether one schema asserts a subschema the other denies (``allOf [S, ...]`` against
+    ``not S``, through references): no value satisfies both. The same subschema of the
+    document (one object, as references resolve to) or equal small schemas."""
+    ya, na = _parts(conv, a)
+    yb, nb = _parts(conv, b)
+    for xs, ys in ((ya, nb), (yb, na)):
+        ids = {id(y) for y in ys if isinstance(y, dict)}
+        small = [y for y in ys if isinstance(y, dict) and len(y) <= _SMALL]
+        for x in xs:
+            if not isinstance(x, dict):
+                continue
+            if id(x) in ids:
+                return True
+            if len(x) <= _SMALL and any(same_value(x, y) for y in small):
+                return True
+    return False
 
 
 def _deref(conv: ConversionContext, schema):
@@ -169,7 +219,23 @@ def _pair_disjoint(conv: ConversionContext, a, b) -> bool:
         return _strings_disjoint(conv, a, b)
     if common == {"object"}:
         return _objects_disjoint(conv, a, b)
+    if common == {"array"}:
+        return _arrays_disjoint(conv, a, b)
     return False
+
+
+def _arrays_disjoint(conv: ConversionContext, a: dict, b: dict) -> bool:
+    """Both need an item, and every item of one is outside the other's items."""
+    if not any(_count(s.get("minItems")) >= 1 for s in (a, b)):
+        return False
+    if any("prefixItems" in s or isinstance(s.get("items"), list) for s in (a, b)):
+        return False
+    ia, ib = a.get("items", True), b.get("items", True)
+    return _contradict(conv, ia, ib) or _pair_disjoint(conv, ia, ib)
+
+
+def _count(v) -> int:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
 
 
 def _may_accept(conv: ConversionContext, schema: dict, value) -> bool:

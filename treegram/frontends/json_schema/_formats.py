@@ -8,7 +8,8 @@ their RFC 6531 internationalized form, RFC 1123 host names, RFC 4291 IPv6 text f
 RFC 4122 UUIDs).
 
 ``regex`` (the set of valid ECMA-262 patterns is not a regular language: groups nest) is
-in :data:`REFUSED` with the reason.
+a grammar of its own (:mod:`._regex_format`); it is in :data:`REFUSED`, with the reason,
+for the paths that need an automaton (beside a pattern, length bounds or ``not``).
 
 Where exactness would cost thousands of states, a format is a documented subset (never
 a string outside the format): ``hostname`` of at most 253 characters as a union of
@@ -407,8 +408,9 @@ FORMATS = {
 
 # Formats that are known but not compiled, with the reason.
 REFUSED = {
-    "regex": "the valid ECMA-262 patterns are not a regular language (groups nest), so no "
-    "grammar of this kind accepts exactly them",
+    "regex": "the ECMA-262 patterns are a context-free language (groups nest), compiled as "
+    "a grammar of its own but not intersected with other string keywords (pattern, "
+    "lengths, not) or excluded texts",
 }
 
 

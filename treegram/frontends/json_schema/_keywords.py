@@ -191,9 +191,15 @@ def only_ref(schema: dict) -> bool:
 
 def inside_parent(branch: dict, parent: dict) -> dict:
     """A branch of ``parent``'s ``anyOf`` / ``oneOf`` as one schema: with ``parent``'s
-    ``type`` where it has none, and ``parent``'s ``required`` names before its own."""
+    ``type`` where it has none, ``parent``'s ``required`` names before its own and
+    ``parent``'s ``minItems`` where it is larger."""
     if "type" in parent and "type" not in branch:
         branch = {**branch, "type": parent["type"]}
     if parent.get("required"):
         branch = {**branch, "required": [*parent["required"], *branch.get("required", [])]}
+    least = parent.get("minItems")
+    if isinstance(least, int) and not isinstance(least, bool) and least > 0:
+        own = branch.get("minItems", 0)
+        if not isinstance(own, (int, float)) or isinstance(own, bool) or own < least:
+            branch = {**branch, "minItems": least}
     return branch

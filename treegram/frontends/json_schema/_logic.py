@@ -40,11 +40,13 @@ from treegram.frontends.json_schema._keywords import (
     OPEN,
     PATTERNS_KEY,
     inside_parent,
+    is_annotation,
     same_value,
 )
 
 __all__ = [
     "NEGATION_PREFIX",
+    "declare_names",
     "expand_logic",
     "explicit_defaults",
     "needs_logic",
@@ -101,7 +103,24 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
     for name, sub in dep_schemas.items():
         opened = _opened(sub)
         parts.append(_any_of([_absent(name), _all_of({"required": [name], OPEN: True}, opened)]))
-    if "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest):
+    overlapping = "oneOf" in rest and not conv.disjoint(rest["oneOf"], rest)
+    if overlapping:
+        # values of a type every branch accepts whole match them all; so does [] where
+        # the items of the branches are disjoint: oneOf rejects those (where two or more
+        # branches accept them), and may be a plain choice on the rest
+        narrowed = _narrowed_types(conv, rest["oneOf"], rest)
+        inside = rest if narrowed is None else {**rest, "type": narrowed}
+        empty = None
+        if narrowed is None or not conv.disjoint(rest["oneOf"], inside):
+            empty = _empty_array_overlap(conv, rest["oneOf"], inside)
+        if narrowed is not None and (empty is not None or conv.disjoint(rest["oneOf"], inside)):
+            parts.append({"type": narrowed, OPEN: True} if narrowed else False)
+            overlapping = False
+        if empty is not None:
+            if empty >= 2:
+                parts.append({"minItems": 1, OPEN: True})
+            overlapping = False
+    if overlapping:
         branches = rest.pop("oneOf")
         conv.expanded.append(f"{ptr}/oneOf")
         if conv.widen_one_of:  # a second try after the first grew too large: widened
@@ -125,9 +144,9 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
             rest.pop(key)  # widened: without it
     if conv.strict:
         # the names the conditions declare are the object's too (strict_mode closes it to
-        # every name the schema lists, wherever it lists it)
-        listed = _condition_names(conv, schema)
-        rest = explicit_defaults(rest, listed)
+        # every name the schema lists, wherever it lists it); the closing itself waits for
+        # the sibling allOf parts (merge_all_of merges them before these derived parts)
+        rest = declare_names(rest, _condition_names(conv, schema))
     # rest stays the base: its unevaluated* keywords see what the parts evaluate
     return {**rest, "allOf": [*rest.get("allOf", []), *parts]}
 
@@ -425,6 +444,111 @@ _KNOWN = {
 
 # -- helpers ------------------------------------------------------------------------------
 
+_OF_TYPE = {
+    "object": (
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "unevaluatedProperties",
+        HAS_MEMBER,
+        KEY_SCHEMAS,
+    ),
+    "array": (
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "unevaluatedItems",
+        CONTAINS_ALL,
+    ),
+    "string": ("pattern", "format", "minLength", "maxLength", PATTERNS_KEY, NOT_STRING),
+    "number": (
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        NOT_MULTIPLE,
+    ),
+}
+_KEYWORD_TYPE = {k: t for t, keys in _OF_TYPE.items() for k in keys}
+_MAX_FREE_DEPTH = 8
+
+
+def _whole_types(conv: ConversionContext, schema, depth: int = 0) -> set[str]:
+    """JSON types of which ``schema`` accepts every value (``number`` standing for
+    ``integer`` too); when unsure, fewer."""
+    if schema is True:
+        return {"null", "boolean", "number", "string", "array", "object"}
+    if not isinstance(schema, dict) or depth > _MAX_FREE_DEPTH:
+        return set()
+    out = {"null", "boolean", "number", "string", "array", "object"}
+    for key, value in schema.items():
+        if key in _KEYWORD_TYPE:
+            out.discard(_KEYWORD_TYPE[key])
+        elif key == "$ref" and isinstance(value, str):
+            try:
+                target = conv.resolve(value, "")
+            except UnsupportedSchemaError:
+                return set()
+            out &= _whole_types(conv, target, depth + 1)
+        elif key == "allOf" and isinstance(value, list):
+            for part in value:
+                out &= _whole_types(conv, part, depth + 1)
+        elif key == "anyOf" and isinstance(value, list):
+            whole: set[str] = set()
+            for branch in value:
+                whole |= _whole_types(conv, branch, depth + 1)
+            out &= whole
+        elif key not in _IGNORED and not is_annotation(key):
+            return set()  # type, const, not, oneOf, if...: may constrain any type
+    return out
+
+
+def _empty_array_overlap(conv: ConversionContext, branches: list, parent: dict) -> int | None:
+    """How many branches accept ``[]`` when they are disjoint once arrays need an item (the
+    items of one are outside the other's), or ``None``."""
+    least = parent.get("minItems", 0)
+    if isinstance(least, (int, float)) and not isinstance(least, bool) and least >= 1:
+        return None  # the parent already rules out []: nothing to narrow
+    if not conv.disjoint(branches, {**parent, "minItems": 1}):
+        return None
+    try:
+        return sum(1 for b in branches if b is not False and conv.is_valid(b, []))
+    except Exception:  # noqa: BLE001 - undecided (unevaluated*...): leave it overlapping
+        return None
+
+
+def _narrowed_types(conv: ConversionContext, branches: list, parent: dict) -> list | None:
+    """The parent's types less those every ``oneOf`` branch accepts whole (two branches
+    or more: ``oneOf`` rejects those values), or ``None`` when there are none."""
+    live = [b for b in branches if b is not False]
+    if len(live) < 2:
+        return None
+    whole = {"null", "boolean", "number", "string", "array", "object"}
+    for b in live:
+        whole &= _whole_types(conv, b)
+    if "number" in whole:
+        whole.add("integer")
+    t = parent.get("type", list(_TYPES))
+    types = [t] if isinstance(t, str) else list(t)
+    if not isinstance(t, (str, list)) or not all(isinstance(x, str) for x in types):
+        return None
+    narrowed = [x for x in types if x not in whole]
+    return narrowed if len(narrowed) < len(types) else None
+
 
 def _condition_names(conv: ConversionContext, schema: dict, depth: int = 0) -> list:
     """The property names the conditions of ``schema`` (``if``/``then``/``else``,
@@ -580,6 +704,19 @@ def _alternatives(schema) -> int:
     if isinstance(schema, dict) and "anyOf" in schema:
         return max(1, sum(_alternatives(b) for b in schema["anyOf"]))
     return 1
+
+
+def declare_names(schema: dict, listed: list | tuple) -> dict:
+    """``schema`` with the ``listed`` names it does not declare declared as any value,
+    where ``strict_mode`` will close it (so the closing keeps them)."""
+    if schema.get(OPEN) or "additionalProperties" in schema or "unevaluatedProperties" in schema:
+        return schema
+    props = schema.get("properties")
+    if props is None and "patternProperties" not in schema:
+        return schema
+    props = props or {}
+    named = [n for n in listed if n not in props]
+    return {**schema, "properties": {**props, **dict.fromkeys(named, True)}} if named else schema
 
 
 def explicit_defaults(schema: dict, listed: list | tuple = ()) -> dict:

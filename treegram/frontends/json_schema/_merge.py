@@ -40,6 +40,7 @@ _SUBSCHEMA = (
     "additionalItems",
 )
 _CONTAINS = ("contains", "minContains", "maxContains", CONTAINS_ALL)
+_UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
 _MAX_DEPTH = 32
 _MAX_ACTIVE_MERGES = 200
 
@@ -52,26 +53,63 @@ def merge_all_of(conv: ConversionContext, schema: dict, ptr: str, _depth: int = 
     dict or bool
         ``False`` when the parts contradict (no value fits).
     """
+    out, derived = _merge_split(conv, schema, ptr, _depth)
+    for part, where in derived:  # the conditions, once the user's parts are one schema
+        if out is False:
+            break
+        part = merge_all_of(conv, part, where, _depth + 1)
+        if part is False:
+            return False
+        if part is not True:
+            out = _merge(conv, out, _scoped(part), where)
+    return out
+
+
+def _merge_split(
+    conv: ConversionContext, schema: dict, ptr: str, _depth: int
+) -> tuple[dict | bool, list]:
+    """``schema`` merged but for the derived parts (:data:`OPEN`: negations, conditions)
+    of its user-written parts, returned with their pointers to be merged last.
+
+    ``strict_mode`` closes an object to the names all its ``allOf`` parts declare, and a
+    derived part merged into a user's schema closes that schema first (see :func:`_merge`):
+    merged before a sibling part, it would close the object to fewer names. Without
+    ``strict_mode``, and for a part with ``unevaluated*`` (which sees only what it
+    evaluates itself), everything merges in place.
+    """
     # Merging never calls back into the converter's value(), so active merges only nest
     # through allOf / oneOf negation / $ref cycles; past the bound it is such a cycle.
     if conv.merging >= _MAX_ACTIVE_MERGES:
         conv.unsupported("allOf", ptr, "recursive reference inside allOf / oneOf")
-        return True
+        return True, []
     conv.merging += 1
     try:
-        return _merge_all_of(conv, schema, ptr, _depth)
+        return _split(conv, schema, ptr, _depth)
     finally:
         conv.merging -= 1
 
 
-def _merge_all_of(conv: ConversionContext, schema: dict, ptr: str, _depth: int) -> dict | bool:
+def _defers(conv: ConversionContext, schema) -> bool:
+    """Whether the derived parts of the user's ``schema`` may wait (see _merge_split)."""
+    return (
+        conv.strict
+        and isinstance(schema, dict)
+        and not schema.get(OPEN)
+        and not any(k in schema for k in _UNEVALUATED)
+    )
+
+
+def _split(
+    conv: ConversionContext, schema: dict, ptr: str, _depth: int
+) -> tuple[dict | bool, list]:
+    defer = _defers(conv, schema)
     if needs_logic(conv, schema):
         schema = expand_logic(conv, schema, ptr)
     if "allOf" not in schema and "$ref" not in schema:
-        return schema
+        return schema, []
     if _depth > _MAX_DEPTH:
         conv.unsupported("allOf", ptr, "recursive reference inside allOf")
-        return True
+        return True, []
     parts = []
     base = {k: v for k, v in schema.items() if k not in ("allOf", "$ref")}
     if "$ref" in schema:
@@ -81,21 +119,30 @@ def _merge_all_of(conv: ConversionContext, schema: dict, ptr: str, _depth: int) 
         parts.append(target)
     parts.extend(schema.get("allOf", []))
     out: dict | bool = base
+    derived: list = []
     for i, part in enumerate(parts):
         if part is True:
             continue
         if part is False:
-            return False
-        part = merge_all_of(conv, part, f"{ptr}/allOf/{i}", _depth + 1)
+            return False, []
+        where = f"{ptr}/allOf/{i}"
+        if defer and isinstance(part, dict) and part.get(OPEN):
+            derived.append((part, where))
+            continue
+        if defer and _defers(conv, part):
+            part, more = _merge_split(conv, part, where, _depth + 1)
+            derived += more
+        else:
+            part = merge_all_of(conv, part, where, _depth + 1)
         if part is False:
-            return False
+            return False, []
         if part is True:
             continue
         part = _scoped(part)
-        out = _merge(conv, out, part, f"{ptr}/allOf/{i}")
+        out = _merge(conv, out, part, where)
         if out is False:
-            return False
-    return out
+            return False, []
+    return out, derived
 
 
 def _merge(conv: ConversionContext, a: dict, b: dict, ptr: str) -> dict | bool:

@@ -70,6 +70,20 @@ def _id_keyword(schema_uri) -> str:
     )
 
 
+def _node_dialect(node, path: Path, dialect):
+    """The dialect of ``node`` inside a schema of ``dialect``: its own ``$schema`` where it
+    is a document or an embedded resource, which the enclosing dialect's identifier keyword
+    marks (a draft-4 ``id`` inside a 2020-12 schema is an unknown keyword: the subschema
+    is not a resource, and its ``$schema`` is not honoured, as in ``jsonschema``)."""
+    if (
+        isinstance(node, dict)
+        and isinstance(node.get("$schema"), str)
+        and (not path or _id_keyword(dialect) in node)
+    ):
+        return node["$schema"]
+    return dialect
+
+
 def _join(base: str, ref: str) -> str:
     """``ref`` resolved against ``base``; a bare fragment also against a URN base."""
     if ref.startswith("#") or not ref:
@@ -150,12 +164,7 @@ class RefIndex:
         return urldefrag(_join(base, ident))[0]
 
     def _index(self, i: int, node, path: Path, base: str, dialect) -> None:
-        if (
-            isinstance(node, dict)
-            and isinstance(node.get("$schema"), str)
-            and (not path or _id_keyword(node["$schema"]) in node)
-        ):
-            dialect = node["$schema"]  # an embedded resource in another draft
+        dialect = _node_dialect(node, path, dialect)
         new_base = self._own_base(node, base, dialect)
         self.scopes[(i, path)] = (new_base, dialect)
         if not isinstance(node, dict):
@@ -245,12 +254,7 @@ class RefIndex:
 
     # -- copy ---------------------------------------------------------------------------
     def _copy(self, i: int, node, path: Path, base: str, dialect):
-        if (
-            isinstance(node, dict)
-            and isinstance(node.get("$schema"), str)
-            and (not path or _id_keyword(node["$schema"]) in node)
-        ):
-            dialect = node["$schema"]
+        dialect = _node_dialect(node, path, dialect)
         if not isinstance(node, dict):
             self.nodes[(i, path)] = node
             return node

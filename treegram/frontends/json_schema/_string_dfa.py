@@ -167,6 +167,8 @@ def _format_dfa(name: str, conv: ConversionContext | None, ptr: str) -> Dfa:
     if expr is None and conv is not None and name not in REFUSED_FORMATS:
         conv.unknown_format(name, f"{ptr}/format")  # raises, or the format is an annotation
         return Dfa.any()
+    if expr is None and name in REFUSED_FORMATS:
+        raise StringConstraintError("format", f"format {name!r}: {REFUSED_FORMATS[name]}")
     if expr is None:
         raise StringConstraintError("format", f"unknown format {name!r}")
     try:
