@@ -25,6 +25,7 @@ __all__ = [
     "GrammarIR",
     "TokenSet",
     "token_rule",
+    "map_leaves",
     "renamed_refs",
     "MAX_CODEPOINT",
 ]
@@ -166,18 +167,21 @@ def token_rule(tokens: TokenSet) -> Rule:
     return Rule(tokens.text, CharClass(()), tokens=tokens)
 
 
-def renamed_refs(expr: Expr, new_name: Callable[[str], str]) -> Expr:
-    """``expr`` with every rule reference renamed by ``new_name`` (the nodes are immutable:
-    the path to each reference is rebuilt)."""
-    if isinstance(expr, RuleRef):
-        return RuleRef(new_name(expr.name))
+def map_leaves(expr: Expr, leaf: Callable[[Expr], Expr]) -> Expr:
+    """``expr`` with every node that is not a sequence, choice or repetition replaced by
+    ``leaf(node)`` (the nodes are immutable: the path to each is rebuilt)."""
     if isinstance(expr, Seq):
-        return Seq(tuple(renamed_refs(x, new_name) for x in expr.items))
+        return Seq(tuple(map_leaves(x, leaf) for x in expr.items))
     if isinstance(expr, Choice):
-        return Choice(tuple(renamed_refs(x, new_name) for x in expr.items))
+        return Choice(tuple(map_leaves(x, leaf) for x in expr.items))
     if isinstance(expr, Repeat):
-        return Repeat(renamed_refs(expr.item, new_name), expr.min, expr.max)
-    return expr
+        return Repeat(map_leaves(expr.item, leaf), expr.min, expr.max)
+    return leaf(expr)
+
+
+def renamed_refs(expr: Expr, new_name: Callable[[str], str]) -> Expr:
+    """``expr`` with every rule reference renamed by ``new_name``."""
+    return map_leaves(expr, lambda e: RuleRef(new_name(e.name)) if isinstance(e, RuleRef) else e)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from treegram.frontends._regex import regex_to_expr
 from treegram.frontends.json_schema._pattern import outside_chars, split_alternatives
-from treegram.ir import MAX_CODEPOINT, Bytes, CharClass, Choice, Dfa, Expr, Repeat, Seq
+from treegram.ir import MAX_CODEPOINT, Bytes, CharClass, Dfa, Expr, Repeat, Seq, map_leaves
 
 __all__ = ["edge_lookaheads", "marked_pattern_dfa", "trailing_lookahead"]
 
@@ -70,6 +70,11 @@ def marked_pattern_dfa(pattern: str) -> Dfa:
 
 def _markers(expr: Expr) -> Expr:
     """``expr`` with the anchors' stand-in characters turned into the marker symbols."""
+    return map_leaves(expr, _marked)
+
+
+def _marked(expr: Expr) -> Expr:
+    """A leaf of :func:`_markers`."""
     if isinstance(expr, Bytes):
         text = expr.data.decode("utf-8")
         if _STAND_BEGIN not in text and _STAND_END not in text:
@@ -88,12 +93,6 @@ def _markers(expr: Expr) -> Expr:
         if run:
             items.append(Bytes(run.encode("utf-8")))
         return items[0] if len(items) == 1 else Seq(tuple(items))
-    if isinstance(expr, Seq):
-        return Seq(tuple(_markers(e) for e in expr.items))
-    if isinstance(expr, Choice):
-        return Choice(tuple(_markers(e) for e in expr.items))
-    if isinstance(expr, Repeat):
-        return Repeat(_markers(expr.item), expr.min, expr.max)
     return expr
 
 

@@ -39,6 +39,7 @@ from treegram.frontends.json_schema._keywords import (
     NOT_STRING,
     OPEN,
     PATTERNS_KEY,
+    TYPE_KEYWORDS,
     inside_parent,
     is_annotation,
     same_value,
@@ -444,44 +445,12 @@ _KNOWN = {
 
 # -- helpers ------------------------------------------------------------------------------
 
+# the keywords of one JSON type, internal ones included
 _OF_TYPE = {
-    "object": (
-        "properties",
-        "required",
-        "additionalProperties",
-        "patternProperties",
-        "propertyNames",
-        "minProperties",
-        "maxProperties",
-        "dependentRequired",
-        "dependentSchemas",
-        "dependencies",
-        "unevaluatedProperties",
-        HAS_MEMBER,
-        KEY_SCHEMAS,
-    ),
-    "array": (
-        "items",
-        "prefixItems",
-        "additionalItems",
-        "contains",
-        "minContains",
-        "maxContains",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "unevaluatedItems",
-        CONTAINS_ALL,
-    ),
-    "string": ("pattern", "format", "minLength", "maxLength", PATTERNS_KEY, NOT_STRING),
-    "number": (
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        NOT_MULTIPLE,
-    ),
+    "object": (*TYPE_KEYWORDS["object"], HAS_MEMBER, KEY_SCHEMAS),
+    "array": (*TYPE_KEYWORDS["array"], CONTAINS_ALL),
+    "string": (*TYPE_KEYWORDS["string"], PATTERNS_KEY, NOT_STRING),
+    "number": (*TYPE_KEYWORDS["number"], NOT_MULTIPLE),
 }
 _KEYWORD_TYPE = {k: t for t, keys in _OF_TYPE.items() for k in keys}
 _MAX_FREE_DEPTH = 8

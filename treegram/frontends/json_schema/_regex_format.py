@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from treegram.frontends.json_schema._lex import EMPTY, alt, cls, encode_expr, lit, seq
 from treegram.frontends.json_schema._pattern import _CATEGORIES
-from treegram.ir import Choice, Expr, Repeat, RuleRef, Seq
+from treegram.ir import Expr, Repeat, RuleRef, map_leaves
 
 __all__ = ["regex_format_body"]
 
@@ -170,14 +170,12 @@ def _decoded_pieces(rule: _RuleMaker) -> dict[str, Expr]:
 
 def _encoded(e: Expr) -> Expr:
     """``encode_expr`` that keeps rule references (rules hold encoded text already)."""
+    return map_leaves(e, _encoded_leaf)
+
+
+def _encoded_leaf(e: Expr) -> Expr:
     if isinstance(e, RuleRef):
         return e
-    if isinstance(e, Seq):
-        return Seq(tuple(_encoded(x) for x in e.items))
-    if isinstance(e, Choice):
-        return Choice(tuple(_encoded(x) for x in e.items))
-    if isinstance(e, Repeat):
-        return Repeat(_encoded(e.item), e.min, e.max)
     out = encode_expr(e)
     if out is None:  # every piece here has a string
         raise AssertionError("an empty regex-format piece")
