@@ -503,7 +503,6 @@ def slice_reach(
     # locals: with reference counting on, a field read in a loop may take a count
     rule_start = A.rule_start
     rule_nullable = A.rule_nullable
-    # locals: with reference counting on, a field read in a loop may take a count
     state_final = A.state_final
     byte_class = A.byte_class
     n_classes = A.n_classes
