@@ -32,6 +32,7 @@ from treegram.frontends.json_schema._dfa_expr import dfa_expr
 from treegram.frontends.json_schema._excludes import Exclusions, check_excludes, free_string
 from treegram.frontends.json_schema._formats import REFUSED as REFUSED_FORMATS
 from treegram.frontends.json_schema._fraction import fractional_range
+from treegram.frontends.json_schema._idna import idn_hostname_body
 from treegram.frontends.json_schema._keywords import (
     ANNOTATIONS,
     FRACTIONAL,
@@ -671,6 +672,8 @@ class Converter:
             body = self.ref_rule(
                 "#format/regex", None, 0, lambda _s, _d: self._regex_format(), base="regex_format"
             )
+        elif fmt == "idn-hostname":  # IDNA 2008: U-label automata as rules
+            body = idn_hostname_body(self)
         elif fmt is not None:
             body = format_body(fmt)
             if body is None and fmt in REFUSED_FORMATS:  # never drop a constraint silently

@@ -142,13 +142,15 @@ def _hostname(extra=()) -> Expr:
     return seq(label, _star(seq(lit("."), label)))
 
 
-def _ldh_label(most: int) -> Expr:
+def _ldh_label(most: int, head: Expr | None = None) -> Expr:
     """An LDH label of 1 to ``most`` characters that is not reserved: no hyphen first or
     last, and not one in both the third and fourth position (RFC 5891's R-LDH labels,
-    A-labels ``xn--...`` among them)."""
+    A-labels ``xn--...`` among them); its first character in ``head`` when given (a
+    subset of the letters and digits)."""
     edge = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9")])
     inner = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9"), _r("-", "-")])
-    short = [edge, seq(edge, edge), seq(edge, inner, edge)][: min(most, 3)]
+    first = edge if head is None else head
+    short = [first, seq(first, edge), seq(first, inner, edge)][: min(most, 3)]
     if most < 4:
         return alt(*short)
     # four or more: the third character a letter or digit, or a hyphen before one
@@ -156,7 +158,7 @@ def _ldh_label(most: int) -> Expr:
         seq(edge, _n(inner, 0, most - 4), edge),
         seq(lit("-"), edge, _opt(seq(_n(inner, 0, most - 5), edge)) if most >= 5 else EMPTY),
     )
-    return alt(*short, seq(edge, inner, rest))
+    return alt(*short, seq(first, inner, rest))
 
 
 # (labels at most, characters per label at most): names within each fit 253 characters
@@ -217,7 +219,7 @@ def _u_label() -> Expr:
     )
 
 
-def _idn_hostname() -> Expr:
+def _idn_hostname(u_labels: bool = True) -> Expr:
     """A documented subset of IDNA 2008 host names (RFC 5890): the ``hostname`` subset's
     LDH labels (no R-LDH labels, so no A-labels), and U-labels of :func:`_u_label` in the
     names of at most 4 labels (an A-label of at most 61 octets fits their 62), separated
@@ -226,7 +228,7 @@ def _idn_hostname() -> Expr:
     shapes = []
     for count, most in _HOSTNAME_SHAPES:
         label = _ldh_label(most)
-        if most >= 61:
+        if most >= 61 and u_labels:
             label = alt(label, _u_label())
         shapes.append(seq(label, _n(seq(cls(list(_DOTS)), label), 0, count - 1)))
     return alt(*shapes)

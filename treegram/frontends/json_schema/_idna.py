@@ -1,0 +1,404 @@
+"""``idn-hostname``: IDNA 2008 host names (RFC 5890-5893) as a code point automaton.
+
+The per-code-point classes (PVALID, CONTEXTJ, CONTEXTO), the scripts and the joining
+types come from the ``idna`` package's tables (:mod:`idna.idnadata`); combining classes,
+canonical decompositions, general categories and Bidi classes from :mod:`unicodedata`
+(what ``idna`` itself reads). A code point the running Python's Unicode database does not
+know is left out (its properties are unknown there). The automaton is built once per
+process (:func:`idn_hostname_dfa`) by walking the product of the rules below and
+minimizing it.
+
+A label is an ASCII label (letters of either case, digits, hyphens: an LDH label that is
+not reserved, so no A-label ``xn--...``) or a U-label. Every rule is exact except three,
+which are conservative (they reject some valid names, never accept an invalid one):
+
+- NFC: two non-starters (combining class > 0) never follow each other, and a code point
+  that could compose with or reorder against its predecessor never follows it. Then a
+  label is NFC exactly when every adjacent pair is (each code point on its own is), so
+  the pairs are checked; a valid label with two marks in a row is rejected.
+- The A-label length (at most 63 octets): ``xn--``, the ASCII code points, ``-`` and at
+  most :data:`DIGITS` punycode digits per other code point (a bound on any delta of a
+  label of this alphabet and length, for every bias), so a U-label is accepted when
+  ``5 + ascii + DIGITS * other`` fits; a long U-label of non-ASCII letters (more than 8)
+  is rejected even when its punycode is short.
+- The name length (at most 253 octets in A-label form): at most 4 labels of at most 62
+  octets, or at most 8 labels of at most 30, 16 of at most 14; or any LDH host name
+  (ASCII labels only) of the ``hostname`` format's shapes.
+
+Exact rules: the code point classes; CONTEXTJ (ZERO WIDTH JOINER after a virama, ZERO
+WIDTH NON-JOINER after a virama or between joining letters, transparent ones around it);
+CONTEXTO (MIDDLE DOT between two ``l``, KERAIA before a Greek letter, GERESH and GERSHAYIM
+after a Hebrew letter, KATAKANA MIDDLE DOT with a Hiragana, Katakana or Han letter in the
+label, no mix of Arabic-Indic and extended Arabic-Indic digits); hyphens (not first, not
+last, not in both the third and fourth position); no combining mark first; the Bidi rule
+of RFC 5893 on every label of a name that has a right-to-left label (one with an R, AL or
+AN code point); labels separated by any of the four full stops of RFC 3490.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import cache
+
+from treegram.frontends.json_schema._context import ConversionContext
+from treegram.frontends.json_schema._dfa_expr import _string_encoder, dfa_expr
+from treegram.frontends.json_schema._lex import alt, cls, encode_expr, seq
+from treegram.ir import Dfa, Expr, Repeat, RuleRef
+
+__all__ = ["LABELS", "LABEL_OCTETS", "idn_hostname_body", "u_label_dfa", "u_label_limit"]
+
+_VIRAMA = 9  # canonical combining class of the viramas (CONTEXTJ)
+# Names with a U-label: at most LABELS labels of at most LABEL_OCTETS octets each in
+# A-label form, so at most 4 * 62 + 3 = 251 octets in all (RFC 1034's 253).
+LABELS = 4
+LABEL_OCTETS = 62
+
+
+def _ranges(packed) -> list[tuple[int, int]]:
+    """``idna``'s packed ranges (``start << 32 | end``, end exclusive), inclusive."""
+    return [(r >> 32, (r & 0xFFFFFFFF) - 1) for r in packed]
+
+
+def _member(ranges) -> set[int]:
+    return {cp for lo, hi in ranges for cp in range(lo, hi + 1)}
+
+
+def _joining_types(table) -> dict[int, str]:
+    """Code point -> joining type letter, from either form ``idna`` has shipped: type ->
+    packed ranges (3.8 on), or code point -> the type's character code."""
+    out: dict[int, str] = {}
+    for key, value in table.items():
+        if isinstance(value, tuple):
+            kind = chr(key) if isinstance(key, int) else key
+            out.update((cp, kind) for cp in _member(_ranges(value)))
+        else:
+            out[key] = chr(value)
+    return out
+
+
+def _punycode_digits(q: int, bias: int) -> int:
+    """Digits of the variable-length integer ``q`` under ``bias`` (RFC 3492 6.3)."""
+    n, k = 0, 36
+    while True:
+        t = 1 if k <= bias else 26 if k >= bias + 26 else k - bias
+        if q < t:
+            return n + 1
+        q, n, k = (q - t) // (36 - t), n + 1, k + 36
+
+
+def _digits_bound(top: int, most: int) -> int:
+    """Punycode digits of any delta of a label of at most ``most`` code points at most
+    ``top``: a delta is below ``(top + 1) * (most + 1)``, and the digit count grows with
+    the value; biases past 36 * 80 give the same digits as 36 * 80."""
+    q = (top + 1) * (most + 1)
+    return max(_punycode_digits(q, b) for b in range(0, 36 * 80))
+
+
+def _composites() -> tuple[set[int], set[int]]:
+    """(first, second) code points of the primary composites: canonical decompositions
+    of two code points that NFC recomposes."""
+    first, second = set(), set()
+    for cp in range(0x30000):
+        dec = unicodedata.decomposition(chr(cp))
+        if not dec or dec[0] == "<":
+            continue
+        parts = [int(p, 16) for p in dec.split()]
+        if len(parts) == 2 and unicodedata.normalize("NFC", chr(parts[0]) + chr(parts[1])) == chr(
+            cp
+        ):
+            first.add(parts[0])
+            second.add(parts[1])
+    return first, second
+
+
+class _Tables:
+    """Each code point of the alphabet mapped to its atom (the tuple of the properties the
+    rules read), and the atoms' code point ranges."""
+
+    def __init__(self) -> None:
+        import idna.idnadata as data
+
+        classes = data.codepoint_classes
+        pvalid = _ranges(classes["PVALID"])
+        contextj = _ranges(classes["CONTEXTJ"])
+        contexto = _ranges(classes["CONTEXTO"])
+        scripts = {name: _member(_ranges(r)) for name, r in data.scripts.items()}
+        joining = _joining_types(data.joining_types)
+        first, second = _composites()
+        hkh = scripts["Hiragana"] | scripts["Katakana"] | scripts["Han"]
+        atoms: dict[tuple, list[int]] = {}
+        for lo, hi in sorted(pvalid + contextj + contexto):
+            for cp in range(lo, hi + 1):
+                ch = chr(cp)
+                if unicodedata.category(ch) == "Cn" or unicodedata.normalize("NFC", ch) != ch:
+                    continue  # unknown to this Python, or never in NFC text
+                ccc = unicodedata.combining(ch)
+                nfd = unicodedata.normalize("NFD", ch)
+                if ccc:
+                    nfc = "NS"  # a non-starter
+                elif unicodedata.combining(nfd[-1]):
+                    nfc = "T"  # decomposes to a trailing non-starter
+                elif cp in first or nfd != ch:
+                    nfc = "K"  # composes with a following code point
+                else:
+                    nfc = "I"  # inert: nothing composes with it or reorders against it
+                jt = joining.get(cp, "U")
+                atom = (
+                    cp < 0x80,
+                    nfc,
+                    cp in second,  # NFC_QC=Maybe: composes with its predecessor
+                    ccc == _VIRAMA,
+                    jt in ("L", "D"),  # joins to the right (before a ZWNJ)
+                    jt in ("R", "D"),  # joins to the left (after a ZWNJ)
+                    jt == "T",
+                    unicodedata.category(ch)[0] == "M",
+                    unicodedata.bidirectional(ch),
+                    cp in scripts["Greek"],
+                    cp in scripts["Hebrew"],
+                    cp in hkh and cp != 0x30FB,
+                    cp
+                    if cp in (0x6C, 0x2D, 0xB7, 0x375, 0x5F3, 0x5F4, 0x30FB, 0x200C, 0x200D)
+                    else None,
+                )
+                atoms.setdefault(atom, []).append(cp)
+        self.atoms = list(atoms)
+        self.ranges = [_runs(cps) for cps in atoms.values()]
+        self.top = max(max(cps) for cps in atoms.values())
+
+
+def _runs(cps: list[int]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for cp in sorted(cps):
+        if out and out[-1][1] == cp - 1:
+            out[-1][1] = cp
+        else:
+            out.append([cp, cp])
+    return [(a, b) for a, b in out]
+
+
+class _Atom:
+    """The properties of one atom, by name (see :class:`_Tables`)."""
+
+    __slots__ = (
+        "ascii", "nfc", "maybe", "virama", "join_l", "join_r", "join_t", "mark", "bidi",
+        "greek", "hebrew", "hkh", "special",
+    )  # fmt: skip
+
+    def __init__(self, key: tuple) -> None:
+        (self.ascii, self.nfc, self.maybe, self.virama, self.join_l, self.join_r, self.join_t,
+         self.mark, self.bidi, self.greek, self.hebrew, self.hkh, self.special) = key  # fmt: skip
+
+
+_RTL = ("R", "AL")
+_BIDI_RTL_OK = ("R", "AL", "AN", "EN", "ES", "CS", "ET", "ON", "BN", "NSM")
+_BIDI_LTR_OK = ("L", "EN", "ES", "CS", "ET", "ON", "BN", "NSM")
+
+
+def _bidi_step(state, bidi: str):
+    """The Bidi rule (RFC 5893) over one more code point: ``(direction, ending ok,
+    number type)`` to the next, or ``None`` when the rule fails."""
+    direction, ending, number = state
+    if direction is None:  # rule 1: the first code point
+        if bidi in _RTL:
+            direction = "R"
+        elif bidi == "L":
+            direction = "L"
+        else:
+            return None
+    if direction == "R":
+        if bidi not in _BIDI_RTL_OK:  # rule 2
+            return None
+        if bidi in ("AN", "EN"):  # rule 4
+            if number not in (None, bidi):
+                return None
+            number = bidi
+        ending = bidi in ("R", "AL", "EN", "AN") or (bidi == "NSM" and ending)  # rule 3
+    else:
+        if bidi not in _BIDI_LTR_OK:  # rule 5
+            return None
+        ending = bidi in ("L", "EN") or (bidi == "NSM" and ending)  # rule 6
+    return (direction, ending, number)
+
+
+# A label state: (code points, third is "-", non-ASCII seen, the previous code point's
+# (NFC class, virama, "l" or "-", Hebrew, Han/Hiragana/Katakana), last non-transparent
+# code point joins right, pending requirement on the next code point, Bidi state).
+_START = (0, False, False, None, False, None, (None, False, None))
+
+
+def _step(st, a: _Atom, limit: int, bidi_rule: bool):  # noqa: C901 - one rule per branch
+    """The label state after the code point of atom ``a``, or ``None`` (see the module
+    docstring for the rules)."""
+    n, third_dash, other, prev, join_l, pending, bidi = st
+    if n == limit:
+        return None
+    if pending == "l" and a.special != 0x6C:
+        return None
+    if pending == "greek" and not a.greek:
+        return None
+    if pending == "hkh" and not a.hkh:
+        return None
+    if pending == "rd":  # after a ZERO WIDTH NON-JOINER: T* then R or D
+        if a.join_r:
+            pending = None
+        elif not a.join_t:
+            return None
+    elif pending is not None:
+        pending = None
+    if a.special == 0x2D:  # hyphens: not first, not third and fourth
+        if n == 0 or (n == 3 and third_dash):
+            return None
+        third_dash = n == 2
+    if n == 0 and (a.mark or a.nfc == "NS"):  # no combining mark first
+        return None
+    if prev is not None:  # NFC, pairwise
+        if a.nfc == "NS" and prev[0] in ("NS", "T"):
+            return None
+        if a.maybe and prev[0] in ("K", "T"):
+            return None
+    after_virama = prev is not None and prev[1]
+    if a.special == 0x200D and not after_virama:  # CONTEXTJ
+        return None
+    if a.special == 0x200C and not after_virama:
+        if not join_l:
+            return None
+        pending = "rd"
+    if a.special == 0xB7:  # CONTEXTO
+        if prev is None or prev[2] != 0x6C:
+            return None
+        pending = "l"
+    if a.special == 0x375:
+        pending = "greek"
+    if a.special in (0x5F3, 0x5F4) and not (prev is not None and prev[3]):
+        return None
+    if a.special == 0x30FB and not (prev is not None and prev[4]):
+        pending = "hkh"  # conservative: a Han, Hiragana or Katakana letter right after
+    if not a.join_t:
+        join_l = a.join_l
+    if bidi_rule:
+        bidi = _bidi_step(bidi, a.bidi)
+        if bidi is None:
+            return None
+    elif a.bidi in ("R", "AL", "AN"):  # a right-to-left label: only under the Bidi rule
+        return None
+    last = (a.nfc, a.virama, a.special if a.special in (0x6C, 0x2D) else None, a.hebrew, a.hkh)
+    return (n + 1, third_dash, other or not a.ascii, last, join_l, pending, bidi)
+
+
+def _accepts(st, bidi_rule: bool) -> bool:
+    """Whether a label may end in state ``st`` (a U-label: a non-ASCII code point)."""
+    n, _third, other, prev, _join, pending, bidi = st
+    if n == 0 or not other or pending is not None or prev[2] == 0x2D:
+        return False
+    return not bidi_rule or bidi[1]
+
+
+@cache
+def _tables() -> _Tables:
+    return _Tables()
+
+
+def u_label_limit() -> int:
+    """Code points of a U-label at most: ``xn--``, at most that many ASCII code points,
+    ``-`` and :func:`_digits_bound` digits per other code point fit LABEL_OCTETS."""
+    tables = _tables()
+    limit = 1
+    while 5 + (limit + 1) * _digits_bound(tables.top, limit + 1) <= LABEL_OCTETS:
+        limit += 1
+    return limit
+
+
+@cache
+def u_label_dfa(bidi_rule: bool) -> tuple[Dfa, tuple[tuple[tuple[int, int], ...], ...]]:
+    """The minimal automaton of the U-labels (``bidi_rule``: those that also satisfy the
+    Bidi rule; otherwise those without a right-to-left code point), over atom numbers
+    (character ``i`` is atom ``i``), and each atom's code point ranges. Built once per
+    process (a fraction of a second)."""
+    tables = _tables()
+    atoms = [_Atom(k) for k in tables.atoms]
+    limit = u_label_limit()
+    start = _START if bidi_rule else (*_START[:6], None)
+    ids = {start: 0}
+    order = [start]
+    trans: list[tuple[tuple[int, int, int], ...]] = []
+    i = 0
+    while i < len(order):
+        st = order[i]
+        i += 1
+        row = []
+        for k, a in enumerate(atoms):
+            nxt = _step(st, a, limit, bidi_rule)
+            if nxt is not None:
+                if nxt not in ids:
+                    ids[nxt] = len(order)
+                    order.append(nxt)
+                row.append((k, k, ids[nxt]))
+        trans.append(tuple(row))
+    accept = [_accepts(st, bidi_rule) for st in order]
+    ranges = tuple(tuple(r) for r in tables.ranges)
+    return Dfa(trans, accept).minimize(), ranges
+
+
+def idn_hostname_body(conv: ConversionContext) -> Expr | None:
+    """The encoded string content (no quotes) of ``idn-hostname``: the names of LDH
+    labels of the ``hostname`` shapes (any of the four full stops between them), and the
+    names of at most :data:`LABELS` labels with a U-label, all of them without a
+    right-to-left code point or all of them under the Bidi rule. Each U-label automaton
+    is a rule of ``conv`` (its states rules of their own where shared)."""
+    from treegram.frontends.json_schema._formats import _DOTS, _idn_hostname, _ldh_label
+
+    encode = _string_encoder(conv)
+    dot = encode_expr(cls(list(_DOTS)))
+    letter = cls([(ord("a"), ord("z")), (ord("A"), ord("Z"))])
+    names = [encode_expr(_idn_hostname(u_labels=False))]
+    atom_rules: dict[int, Expr | None] = {}
+
+    def atom_rule(k: int, ranges) -> Expr | None:
+        got = atom_rules.get(k, _MISSING)
+        if got is _MISSING:
+            body = encode(tuple(ranges))
+            if body is not None:
+                name = conv.new_rule("idn_atom")
+                conv.rules[name] = body
+                body = RuleRef(name)
+            got = atom_rules[k] = body
+        return got  # type: ignore[return-value]
+
+    for bidi_rule in (False, True):
+        dfa, atom_ranges = u_label_dfa(bidi_rule)
+
+        def atoms_to_class(ranges: tuple, atom_ranges=atom_ranges) -> Expr | None:
+            # each atom's encoded class is a rule, read by every transition over it
+            return alt(
+                *(atom_rule(k, atom_ranges[k]) for lo, hi in ranges for k in range(lo, hi + 1))
+            )
+
+        name = conv.new_rule("idn_u_label")
+        conv.rules[name] = dfa_expr(conv, dfa, name, atoms_to_class)
+        u_label = RuleRef(name)
+        # an ASCII label in a name under the Bidi rule starts with a letter (rule 1)
+        ldh = encode_expr(_ldh_label(LABEL_OCTETS, letter if bidi_rule else None))
+        label = alt(ldh, u_label)
+        for before in range(LABELS):  # LDH labels before the first U-label
+            names.append(
+                seq(
+                    Repeat(seq(ldh, dot), before, before),
+                    u_label,
+                    Repeat(seq(dot, label), 0, LABELS - 1 - before),
+                )
+            )
+    return alt(*names)
+
+
+_MISSING = object()
+
+
+def _merged(ranges) -> list[tuple[int, int]]:
+    """Sorted inclusive ranges with touching and overlapping ones merged."""
+    out: list[list[int]] = []
+    for lo, hi in ranges:
+        if out and out[-1][1] >= lo - 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(a, b) for a, b in out]
