@@ -672,8 +672,14 @@ class Converter:
             body = self.ref_rule(
                 "#format/regex", None, 0, lambda _s, _d: self._regex_format(), base="regex_format"
             )
-        elif fmt == "idn-hostname":  # IDNA 2008: U-label automata as rules
-            body = idn_hostname_body(self)
+        elif fmt == "idn-hostname":  # IDNA 2008: U-label automata as rules, made once
+            body = self.ref_rule(
+                "#format/idn-hostname",
+                None,
+                0,
+                lambda _s, _d: idn_hostname_body(self),
+                base="idn_hostname",
+            )
         elif fmt is not None:
             body = format_body(fmt)
             if body is None and fmt in REFUSED_FORMATS:  # never drop a constraint silently

@@ -43,7 +43,7 @@ from functools import cache
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import _string_encoder, dfa_expr
 from treegram.frontends.json_schema._lex import alt, cls, encode_expr, seq
-from treegram.ir import Dfa, Expr, Repeat, RuleRef
+from treegram.ir import Choice, Dfa, Expr, Repeat, RuleRef, Seq
 
 __all__ = ["LABELS", "LABEL_OCTETS", "idn_hostname_body", "u_label_dfa", "u_label_limit"]
 
@@ -343,11 +343,79 @@ def idn_hostname_body(conv: ConversionContext) -> Expr | None:
     """The encoded string content (no quotes) of ``idn-hostname``: the names of LDH
     labels of the ``hostname`` shapes (any of the four full stops between them), and the
     names of at most :data:`LABELS` labels with a U-label, all of them without a
-    right-to-left code point or all of them under the Bidi rule. Each U-label automaton
-    is a rule of ``conv`` (its states rules of their own where shared)."""
+    right-to-left code point or all of them under the Bidi rule. The rules it needs (each
+    U-label automaton state that is shared, each atom's class) are added to ``conv``,
+    from one template built per process (renamed where a name is taken)."""
+    body, rules, with_refs = _template()
+    if not any(name in conv.rules for name in rules):  # the template's names are free
+        conv.rules.update(rules)
+        return body
+    names = {name: conv.new_rule(name.rsplit("_", 1)[0]) for name in rules}
+    memo: dict[int, Expr] = {}
+    for name, rule in rules.items():
+        conv.rules[names[name]] = _renamed(rule, names, with_refs, memo)
+    return _renamed(body, names, with_refs, memo)
+
+
+def _renamed(expr: Expr, names: dict[str, str], with_refs: set[int], memo: dict) -> Expr:
+    """``expr`` with its rule references renamed; a node without one (``with_refs``: the
+    ids of those with one) is kept as it is, so the encoded classes stay shared."""
+    if id(expr) not in with_refs:
+        return expr
+    got = memo.get(id(expr))
+    if got is not None:
+        return got
+    out: Expr
+    if isinstance(expr, RuleRef):
+        out = RuleRef(names[expr.name])
+    elif isinstance(expr, Repeat):
+        out = Repeat(_renamed(expr.item, names, with_refs, memo), expr.min, expr.max)
+    else:  # a sequence or a choice
+        out = type(expr)(tuple(_renamed(x, names, with_refs, memo) for x in expr.items))  # type: ignore[union-attr, call-arg]
+    memo[id(expr)] = out
+    return out
+
+
+def _nodes_with_refs(expr: Expr, out: set[int], seen: set[int]) -> bool:
+    """Add to ``out`` the ids of the nodes of ``expr`` that hold a rule reference."""
+    if id(expr) in seen:
+        return id(expr) in out
+    seen.add(id(expr))
+    if isinstance(expr, RuleRef):
+        found = True
+    elif isinstance(expr, Repeat):
+        found = _nodes_with_refs(expr.item, out, seen)
+    elif isinstance(expr, (Seq, Choice)):
+        found = False
+        for item in expr.items:
+            found = _nodes_with_refs(item, out, seen) or found
+    else:
+        found = False
+    if found:
+        out.add(id(expr))
+    return found
+
+
+class _Rules:
+    """The part of a conversion context the template is built in: rules named
+    ``base_n``."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, Expr | None] = {}
+        self.string_classes: dict[tuple, Expr | None] = {}
+        self.made = 0
+
+    def new_rule(self, base: str) -> str:
+        self.made += 1
+        return f"{base}_{self.made}"
+
+
+@cache
+def _template() -> tuple[Expr, dict[str, Expr], set[int]]:
     from treegram.frontends.json_schema._formats import _DOTS, _idn_hostname, _ldh_label
 
-    encode = _string_encoder(conv)
+    conv = _Rules()
+    encode = _string_encoder(conv)  # type: ignore[arg-type]
     dot = encode_expr(cls(list(_DOTS)))
     letter = cls([(ord("a"), ord("z")), (ord("A"), ord("Z"))])
     names = [encode_expr(_idn_hostname(u_labels=False))]
@@ -374,7 +442,7 @@ def idn_hostname_body(conv: ConversionContext) -> Expr | None:
             )
 
         name = conv.new_rule("idn_u_label")
-        conv.rules[name] = dfa_expr(conv, dfa, name, atoms_to_class)
+        conv.rules[name] = dfa_expr(conv, dfa, "idn_u_label", atoms_to_class)  # type: ignore[arg-type]
         u_label = RuleRef(name)
         # an ASCII label in a name under the Bidi rule starts with a letter (rule 1)
         ldh = encode_expr(_ldh_label(LABEL_OCTETS, letter if bidi_rule else None))
@@ -387,7 +455,14 @@ def idn_hostname_body(conv: ConversionContext) -> Expr | None:
                     Repeat(seq(dot, label), 0, LABELS - 1 - before),
                 )
             )
-    return alt(*names)
+    body = alt(*names)
+    if body is None or any(rule is None for rule in conv.rules.values()):
+        raise AssertionError("the idn-hostname template has an empty part")  # never: tested
+    with_refs: set[int] = set()
+    seen: set[int] = set()
+    for node in (body, *conv.rules.values()):
+        _nodes_with_refs(node, with_refs, seen)  # type: ignore[arg-type]
+    return body, conv.rules, with_refs  # type: ignore[return-value]
 
 
 _MISSING = object()
