@@ -102,16 +102,20 @@ _ALPHABET = {
 
 def _in_scope(name: str) -> bool:
     """Whether the format's conservative limits let ``name`` through: no A-label, at most 4
-    labels and 9 code points per U-label when a label is not ASCII, no two non-starters in
-    a row or after a letter that decomposes to one, no NFC_QC=Maybe code point after one
-    that composes, KATAKANA MIDDLE DOT beside
-    a Han, Hiragana or Katakana letter."""
+    labels when one is not ASCII, U-labels of at most 9 code points or of at most 51 with
+    one non-ASCII, no two non-starters in a row or after a letter that decomposes to one,
+    no NFC_QC=Maybe code point after one that composes, KATAKANA MIDDLE DOT beside a Han,
+    Hiragana or Katakana letter."""
     labels = _labels(name)
     if any(label[:4].lower() == "xn--" for label in labels):
         return False
     u_labels = [label for label in labels if not label.isascii()]
-    if u_labels and (len(labels) > _idna.LABELS or max(map(len, u_labels)) > _idna.u_label_limit()):
+    if u_labels and len(labels) > _idna.LABELS:
         return False
+    for label in u_labels:
+        others = sum(not ch.isascii() for ch in label)
+        if not any(len(label) <= n and others <= k for n, k in _idna.u_label_sizes()):
+            return False
     for label in labels:
         for i, ch in enumerate(label):
             prev = label[i - 1] if i else ""
@@ -152,7 +156,8 @@ VALID = [
     ("\u0645\u062b\u0627\u0644.\u0625\u062e\u062a\u0628\u0627\u0631", True),  # Bidi
     ("\u0928\u094d\u0915", True),  # a virama after a letter that composes with NUKTA
     ("\u091c\u093c", True),  # NUKTA after a letter it does not compose with (U+095B excluded)
-    ("b\u00fccher-online", False),  # 13 code points: past the U-label limit (9)
+    ("b\u00fccher-online", True),  # 13 code points, one of them not ASCII
+    ("b\u00fcch\u00e9r-online", False),  # 13 code points, two not ASCII: past the limits
     ("a.b.c.d.\u00fc", False),  # five labels: past the names of four with a U-label
     ("\u00e0\u0316", False),  # NFC, but a mark after a letter that decomposes
 ]
@@ -203,14 +208,23 @@ def test_generated_names_of_valid_labels():
     assert accepted > 40
 
 
-def test_u_label_limit_fits_the_octets():
+def test_u_label_sizes_fit_the_octets():
     # xn--, the ASCII code points, "-" and the digits bound per other code point fit 62
-    limit = _idna.u_label_limit()
-    digits = _idna._digits_bound(_idna._tables().top, limit)
-    assert 5 + limit * digits <= _idna.LABEL_OCTETS < 5 + (limit + 1) * digits
-    # the bound holds on the longest A-labels of that many code points of this alphabet
-    for text in ("\U0003134a" * limit, "\u00fc\U0003134a" * (limit // 2), "a\U00020000" * 4):
-        assert len(idna.encode(text[:limit])) <= _idna.LABEL_OCTETS
+    top = _idna._tables().top
+    (short, _), (long, one) = _idna.u_label_sizes()
+    assert one == 1
+    assert 5 + short * _idna._digits_bound(top, short) <= _idna.LABEL_OCTETS
+    assert 5 + (long - 1) + _idna._digits_bound(top, long) <= _idna.LABEL_OCTETS
+    # the longest A-labels of those sizes that this alphabet makes fit too
+    for text in (
+        "\U0003134a" * short,
+        "\u00fc\U0003134a" * (short // 2),
+        "a" * (long - 1) + "\U0003134a",
+        "\U0003134a" + "a" * (long - 1),
+    ):
+        assert len(idna.encode(text)) <= _idna.LABEL_OCTETS, ascii(text)
+    assert _accepts("a" * (long - 1) + "\u00fc")
+    assert not _accepts("a" * long + "\u00fc")
 
 
 def test_punycode_digits_follow_rfc_3492():

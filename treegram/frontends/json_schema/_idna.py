@@ -45,7 +45,7 @@ from treegram.frontends.json_schema._dfa_expr import _string_encoder, dfa_expr
 from treegram.frontends.json_schema._lex import alt, cls, encode_expr, seq
 from treegram.ir import Choice, Dfa, Expr, Repeat, RuleRef, Seq
 
-__all__ = ["LABELS", "LABEL_OCTETS", "idn_hostname_body", "u_label_dfa", "u_label_limit"]
+__all__ = ["LABELS", "LABEL_OCTETS", "idn_hostname_body", "u_label_dfa", "u_label_sizes"]
 
 _VIRAMA = 9  # canonical combining class of the viramas (CONTEXTJ)
 # Names with a U-label: at most LABELS labels of at most LABEL_OCTETS octets each in
@@ -223,14 +223,15 @@ def _bidi_step(state, bidi: str):
 # A label state: (code points, third is "-", non-ASCII seen, the previous code point's
 # (NFC class, virama, "l" or "-", Hebrew, Han/Hiragana/Katakana), last non-transparent
 # code point joins right, pending requirement on the next code point, Bidi state).
-_START = (0, False, False, None, False, None, (None, False, None))
+_START = (0, 0, False, False, None, False, None, (None, False, None))
 
 
-def _step(st, a: _Atom, limit: int, bidi_rule: bool):  # noqa: C901 - one rule per branch
+def _step(st, a: _Atom, size: tuple[int, int], bidi_rule: bool):  # noqa: C901
     """The label state after the code point of atom ``a``, or ``None`` (see the module
-    docstring for the rules)."""
-    n, third_dash, other, prev, join_l, pending, bidi = st
-    if n == limit:
+    docstring for the rules): ``size`` is (code points at most, non-ASCII ones at most)."""
+    n, other_count, third_dash, other, prev, join_l, pending, bidi = st
+    other_count += not a.ascii
+    if n == size[0] or other_count > size[1]:
         return None
     if pending == "l" and a.special != 0x6C:
         return None
@@ -282,12 +283,12 @@ def _step(st, a: _Atom, limit: int, bidi_rule: bool):  # noqa: C901 - one rule p
     elif a.bidi in ("R", "AL", "AN"):  # a right-to-left label: only under the Bidi rule
         return None
     last = (a.nfc, a.virama, a.special if a.special in (0x6C, 0x2D) else None, a.hebrew, a.hkh)
-    return (n + 1, third_dash, other or not a.ascii, last, join_l, pending, bidi)
+    return (n + 1, other_count, third_dash, other or not a.ascii, last, join_l, pending, bidi)
 
 
 def _accepts(st, bidi_rule: bool) -> bool:
     """Whether a label may end in state ``st`` (a U-label: a non-ASCII code point)."""
-    n, _third, other, prev, _join, pending, bidi = st
+    n, _count, _third, other, prev, _join, pending, bidi = st
     if n == 0 or not other or pending is not None or prev[2] == 0x2D:
         return False
     return not bidi_rule or bidi[1]
@@ -298,14 +299,38 @@ def _tables() -> _Tables:
     return _Tables()
 
 
-def u_label_limit() -> int:
-    """Code points of a U-label at most: ``xn--``, at most that many ASCII code points,
-    ``-`` and :func:`_digits_bound` digits per other code point fit LABEL_OCTETS."""
-    tables = _tables()
-    limit = 1
-    while 5 + (limit + 1) * _digits_bound(tables.top, limit + 1) <= LABEL_OCTETS:
-        limit += 1
-    return limit
+def u_label_sizes() -> tuple[tuple[int, int], ...]:
+    """The U-labels accepted, as (code points at most, non-ASCII ones at most): ``xn--``,
+    the ASCII code points, ``-`` and :func:`_digits_bound` digits per other code point
+    fit :data:`LABEL_OCTETS`. Short labels of any code points, and long ones of ASCII
+    code points with one other."""
+    top = _tables().top
+    short = 1
+    while 5 + (short + 1) * _digits_bound(top, short + 1) <= LABEL_OCTETS:
+        short += 1
+    one_other = LABEL_OCTETS - 5 - _digits_bound(top, LABEL_OCTETS) + 1
+    return ((short, short), (one_other, 1))
+
+
+def _u_label_size_dfa(atoms: list[_Atom], size: tuple[int, int], bidi_rule: bool) -> Dfa:
+    start = _START if bidi_rule else (*_START[:7], None)
+    ids = {start: 0}
+    order = [start]
+    trans: list[tuple[tuple[int, int, int], ...]] = []
+    i = 0
+    while i < len(order):
+        st = order[i]
+        i += 1
+        row = []
+        for k, a in enumerate(atoms):
+            nxt = _step(st, a, size, bidi_rule)
+            if nxt is not None:
+                if nxt not in ids:
+                    ids[nxt] = len(order)
+                    order.append(nxt)
+                row.append((k, k, ids[nxt]))
+        trans.append(tuple(row))
+    return Dfa(trans, [_accepts(st, bidi_rule) for st in order])
 
 
 @cache
@@ -316,27 +341,11 @@ def u_label_dfa(bidi_rule: bool) -> tuple[Dfa, tuple[tuple[tuple[int, int], ...]
     process (a fraction of a second)."""
     tables = _tables()
     atoms = [_Atom(k) for k in tables.atoms]
-    limit = u_label_limit()
-    start = _START if bidi_rule else (*_START[:6], None)
-    ids = {start: 0}
-    order = [start]
-    trans: list[tuple[tuple[int, int, int], ...]] = []
-    i = 0
-    while i < len(order):
-        st = order[i]
-        i += 1
-        row = []
-        for k, a in enumerate(atoms):
-            nxt = _step(st, a, limit, bidi_rule)
-            if nxt is not None:
-                if nxt not in ids:
-                    ids[nxt] = len(order)
-                    order.append(nxt)
-                row.append((k, k, ids[nxt]))
-        trans.append(tuple(row))
-    accept = [_accepts(st, bidi_rule) for st in order]
+    dfa = Dfa.nothing()
+    for size in u_label_sizes():
+        dfa = dfa.union(_u_label_size_dfa(atoms, size, bidi_rule).minimize())
     ranges = tuple(tuple(r) for r in tables.ranges)
-    return Dfa(trans, accept).minimize(), ranges
+    return dfa.minimize(), ranges
 
 
 def idn_hostname_body(conv: ConversionContext) -> Expr | None:
