@@ -232,3 +232,24 @@ def test_punycode_digits_follow_rfc_3492():
     # initial bias 72: its digits are the whole encoding (the stdlib codec's)
     for cp in (0x80, 0xFC, 0x3B1, 0x4E08, 0xAC00, 0x20000, 0x3134A):
         assert _idna._punycode_digits(cp - 128, 72) == len(chr(cp).encode("punycode")), hex(cp)
+
+
+def test_nfc_pairs_the_rules_allow_are_nfc():
+    # the pairwise NFC rule against unicodedata.normalize, on pairs of alphabet code points
+    # ending in a non-starter or a code point that composes with its predecessor
+    tables = _idna._tables()
+    atoms = [_idna._Atom(key) for key in tables.atoms]
+    points = [(cp, atoms[k]) for k, rs in enumerate(tables.ranges) for lo, hi in rs
+              for cp in range(lo, hi + 1)]  # fmt: skip
+    seconds = [(cp, a) for cp, a in points if a.nfc == "NS" or a.maybe]
+    rng = random.Random(3)
+    allowed = 0
+    for _ in range(40000):
+        (p, pa), (c, ca) = rng.choice(points), rng.choice(seconds)
+        if (ca.nfc == "NS" and pa.nfc in ("NS", "T")) or (ca.maybe and pa.nfc in ("K", "T")):
+            continue
+        allowed += 1
+        assert unicodedata.normalize("NFC", chr(p) + chr(c)) == chr(p) + chr(c), (hex(p), hex(c))
+    assert allowed > 10000
+    # Hangul jamo (algorithmic compositions, not in the decomposition table) are DISALLOWED
+    assert not any(0x1100 <= cp <= 0x11FF for cp, _ in points)

@@ -13,10 +13,13 @@ for the paths that need an automaton (beside a pattern, length bounds or ``not``
 
 Where exactness would cost thousands of states, a format is a documented subset (never
 a string outside the format): ``hostname`` of at most 253 characters as a union of
-label-count shapes, leap seconds in ``time`` only with the UTC offsets in use;
-``idn-hostname`` (IDNA 2008 validity depends on Unicode property tables, contextual rules
-and the punycode length of each label) as those host names plus short U-labels of
-left-to-right letters that need no contextual rule.
+label-count shapes, leap seconds in ``time`` only with the UTC offsets in use.
+
+``idn-hostname`` (IDNA 2008, RFC 5890-5893) is compiled from grammar rules of its own,
+built from the ``idna`` package's tables (:mod:`._idna`, the format's language); the tree
+expression here (:func:`format_expr`, for the paths that need one: beside other string
+keywords, and in structural tags) is a smaller subset of it: the ``hostname`` names and
+short U-labels of left-to-right letters that need no contextual rule.
 """
 
 from __future__ import annotations

@@ -1,38 +1,46 @@
-"""``idn-hostname``: IDNA 2008 host names (RFC 5890-5893) as a code point automaton.
+"""``idn-hostname``: IDNA 2008 host names (RFC 5890-5893) as grammar rules.
 
 The per-code-point classes (PVALID, CONTEXTJ, CONTEXTO), the scripts and the joining
 types come from the ``idna`` package's tables (:mod:`idna.idnadata`); combining classes,
 canonical decompositions, general categories and Bidi classes from :mod:`unicodedata`
 (what ``idna`` itself reads). A code point the running Python's Unicode database does not
-know is left out (its properties are unknown there). The automaton is built once per
-process (:func:`idn_hostname_dfa`) by walking the product of the rules below and
-minimizing it.
+know is left out (its properties are unknown there).
 
-A label is an ASCII label (letters of either case, digits, hyphens: an LDH label that is
-not reserved, so no A-label ``xn--...``) or a U-label. Every rule is exact except three,
-which are conservative (they reject some valid names, never accept an invalid one):
-
-- NFC: two non-starters (combining class > 0) never follow each other, and a code point
-  that could compose with or reorder against its predecessor never follows it. Then a
-  label is NFC exactly when every adjacent pair is (each code point on its own is), so
-  the pairs are checked; a valid label with two marks in a row is rejected.
-- The A-label length (at most 63 octets): ``xn--``, the ASCII code points, ``-`` and at
-  most :data:`DIGITS` punycode digits per other code point (a bound on any delta of a
-  label of this alphabet and length, for every bias), so a U-label is accepted when
-  ``5 + ascii + DIGITS * other`` fits; a long U-label of non-ASCII letters (more than 8)
-  is rejected even when its punycode is short.
-- The name length (at most 253 octets in A-label form): at most 4 labels of at most 62
-  octets, or at most 8 labels of at most 30, 16 of at most 14; or any LDH host name
-  (ASCII labels only) of the ``hostname`` format's shapes.
+The code points are grouped into *atoms*, the classes of code points every rule treats
+alike (about 60). A U-label is a minimal automaton over atoms (:func:`u_label_dfa`),
+built by walking the rules' states and minimizing; it becomes grammar rules, one per
+shared automaton state and one per atom's encoded class (:func:`idn_hostname_body`), once
+per process as a template that each conversion adds under its own rule names. A name is
+written around them: LDH labels (``hostname``'s, any case), a U-label, full stops.
 
 Exact rules: the code point classes; CONTEXTJ (ZERO WIDTH JOINER after a virama, ZERO
-WIDTH NON-JOINER after a virama or between joining letters, transparent ones around it);
-CONTEXTO (MIDDLE DOT between two ``l``, KERAIA before a Greek letter, GERESH and GERSHAYIM
-after a Hebrew letter, KATAKANA MIDDLE DOT with a Hiragana, Katakana or Han letter in the
-label, no mix of Arabic-Indic and extended Arabic-Indic digits); hyphens (not first, not
-last, not in both the third and fourth position); no combining mark first; the Bidi rule
-of RFC 5893 on every label of a name that has a right-to-left label (one with an R, AL or
-AN code point); labels separated by any of the four full stops of RFC 3490.
+WIDTH NON-JOINER after a virama or between a left-joining and a right-joining letter,
+transparent ones around it); CONTEXTO (MIDDLE DOT between two ``l``, KERAIA before a Greek
+letter, GERESH and GERSHAYIM after a Hebrew letter; Arabic-Indic digits are AN and the
+extended ones EN, so the Bidi rule already keeps them apart: AN makes a label
+right-to-left, and rule 4 forbids AN with EN there); hyphens (not first, not last, not in
+both the third and fourth position); no combining mark first; the Bidi rule of RFC 5893 on
+every label of a name that has a right-to-left label (one with an R, AL or AN code
+point), as RFC 5893 section 2 says (the ``idna`` package checks each such label alone);
+labels separated by any of the four full stops of RFC 3490.
+
+Conservative rules (they reject some valid names, never accept an invalid one):
+
+- A-labels (``xn--...``) are rejected.
+- NFC is checked on adjacent pairs: two non-starters (combining class > 0) never follow
+  each other, a non-starter never follows a letter that decomposes to a trailing
+  non-starter, and a code point that composes with its predecessor (NFC_QC=Maybe) never
+  follows a letter something composes with or that decomposes. Each code point is NFC on
+  its own, and with these pairs excluded no reordering or composition can reach across a
+  pair, so a label is NFC exactly when its pairs are (none of them changes).
+- The A-label length (at most 62 octets here): ``xn--``, the ASCII code points, ``-``
+  and at most :func:`_digits_bound` punycode digits per other code point (a bound on every
+  delta of a label of this alphabet and length, under any bias): U-labels of at most 9
+  code points, or of at most 51 with one that is not ASCII (:func:`u_label_sizes`).
+- The name length (at most 253 octets): a name with a U-label has at most
+  :data:`LABELS` labels of at most :data:`LABEL_OCTETS` octets.
+- KATAKANA MIDDLE DOT needs a Hiragana, Katakana or Han letter right before or after it
+  (the rule asks for one anywhere in the label).
 """
 
 from __future__ import annotations
