@@ -102,19 +102,21 @@ _ALPHABET = {
 
 def _in_scope(name: str) -> bool:
     """Whether the format's conservative limits let ``name`` through: no A-label, at most 4
-    labels when one is not ASCII, U-labels of at most 9 code points or of at most 51 with
-    one non-ASCII, no two non-starters in a row or after a letter that decomposes to one,
-    no NFC_QC=Maybe code point after one that composes, KATAKANA MIDDLE DOT beside a Han,
-    Hiragana or Katakana letter."""
+    labels when one is not ASCII, U-labels of at most 9 code points or (in a name without a
+    right-to-left label) of at most 51 with one non-ASCII, no two non-starters in a row or
+    after a letter that decomposes to one, no NFC_QC=Maybe code point after one that
+    composes, KATAKANA MIDDLE DOT beside a Han, Hiragana or Katakana letter."""
     labels = _labels(name)
     if any(label[:4].lower() == "xn--" for label in labels):
         return False
     u_labels = [label for label in labels if not label.isascii()]
     if u_labels and len(labels) > _idna.LABELS:
         return False
+    # a name with a right-to-left label has short U-labels only
+    sizes = _idna.u_label_sizes()[: 1 if any(map(_rtl, labels)) else None]
     for label in u_labels:
         others = sum(not ch.isascii() for ch in label)
-        if not any(len(label) <= n and others <= k for n, k in _idna.u_label_sizes()):
+        if not any(len(label) <= n and others <= k for n, k in sizes):
             return False
     for label in labels:
         for i, ch in enumerate(label):
@@ -159,6 +161,7 @@ VALID = [
     ("b\u00fccher-online", True),  # 13 code points, one of them not ASCII
     ("b\u00fcch\u00e9r-online", False),  # 13 code points, two not ASCII: past the limits
     ("a.b.c.d.\u00fc", False),  # five labels: past the names of four with a U-label
+    ("b\u00fccher-online.\u05d0", False),  # a long U-label in a right-to-left name
     ("\u00e0\u0316", False),  # NFC, but a mark after a letter that decomposes
 ]
 

@@ -36,7 +36,8 @@ Conservative rules (they reject some valid names, never accept an invalid one):
 - The A-label length (at most 62 octets here): ``xn--``, the ASCII code points, ``-``
   and at most :func:`_digits_bound` punycode digits per other code point (a bound on every
   delta of a label of this alphabet and length, under any bias): U-labels of at most 9
-  code points, or of at most 51 with one that is not ASCII (:func:`u_label_sizes`).
+  code points, or of at most 51 with one that is not ASCII (:func:`u_label_sizes`; in
+  names without a right-to-left label only, where the automaton is half the size).
 - The name length (at most 253 octets): a name with a U-label has at most
   :data:`LABELS` labels of at most :data:`LABEL_OCTETS` octets.
 - KATAKANA MIDDLE DOT needs a Hiragana, Katakana or Han letter right before or after it
@@ -350,7 +351,9 @@ def u_label_dfa(bidi_rule: bool) -> tuple[Dfa, tuple[tuple[tuple[int, int], ...]
     tables = _tables()
     atoms = [_Atom(k) for k in tables.atoms]
     dfa = Dfa.nothing()
-    for size in u_label_sizes():
+    # the long U-labels (Latin names with one accented letter, mostly) outside names under
+    # the Bidi rule, whose automaton would double
+    for size in u_label_sizes()[:1] if bidi_rule else u_label_sizes():
         dfa = dfa.union(_u_label_size_dfa(atoms, size, bidi_rule).minimize())
     ranges = tuple(tuple(r) for r in tables.ranges)
     return dfa.minimize(), ranges
@@ -449,6 +452,12 @@ def _template() -> tuple[Expr, dict[str, Expr], set[int]]:
             got = atom_rules[k] = body
         return got  # type: ignore[return-value]
 
+    def rule(base: str, body: Expr | None) -> RuleRef:
+        # a rule read from several places of the names, instead of a copy in each
+        name = conv.new_rule(base)
+        conv.rules[name] = body
+        return RuleRef(name)
+
     for bidi_rule in (False, True):
         dfa, atom_ranges = u_label_dfa(bidi_rule)
 
@@ -462,8 +471,10 @@ def _template() -> tuple[Expr, dict[str, Expr], set[int]]:
         conv.rules[name] = dfa_expr(conv, dfa, "idn_u_label", atoms_to_class)  # type: ignore[arg-type]
         u_label = RuleRef(name)
         # an ASCII label in a name under the Bidi rule starts with a letter (rule 1)
-        ldh = encode_expr(_ldh_label(LABEL_OCTETS, letter if bidi_rule else None))
-        label = alt(ldh, u_label)
+        ldh = rule(
+            "idn_ldh_label", encode_expr(_ldh_label(LABEL_OCTETS, letter if bidi_rule else None))
+        )
+        label = rule("idn_label", alt(ldh, u_label))
         for before in range(LABELS):  # LDH labels before the first U-label
             names.append(
                 seq(
