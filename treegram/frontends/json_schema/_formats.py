@@ -362,13 +362,14 @@ def _relative_json_pointer() -> Expr:
 
 
 def _uri_template() -> Expr:
+    """RFC 6570 URI templates, with the verified erratum 6937: the apostrophe is a literal
+    (``%x26-3B`` for the published ``%x26 / %x28-3B``)."""
     literal = alt(
         cls(
             [
                 (0x21, 0x21),
                 (0x23, 0x24),
-                (0x26, 0x26),
-                (0x28, 0x3B),
+                (0x26, 0x3B),
                 (0x3D, 0x3D),
                 (0x3F, 0x5B),
                 (0x5D, 0x5D),
