@@ -256,3 +256,26 @@ def test_nfc_pairs_the_rules_allow_are_nfc():
     assert allowed > 10000
     # Hangul jamo (algorithmic compositions, not in the decomposition table) are DISALLOWED
     assert not any(0x1100 <= cp <= 0x11FF for cp, _ in points)
+
+
+@pytest.mark.parametrize("prefix", ['"', '"m\u00fc', '"\u0628', '"l\u00b7', '"\u0915\u094d'])
+def test_masks_are_the_tokens_accepted(prefix):
+    # each prefix's bitmask (byte vocabulary) against accepting every token and rolling back
+    import treegram
+    from treegram.testing import bitmask_to_bool_mask
+
+    cg = _grammar()
+    vocab = 257
+    m = treegram.GrammarMatcher(cg)
+    assert m.accept_string(prefix)
+    bitmask = treegram.allocate_token_bitmask(1, vocab)
+    m.fill_next_token_bitmask(bitmask, 0)
+    mask = [bool(b) for b in bitmask_to_bool_mask(bitmask, vocab).reshape(-1)[:vocab]]
+    accepted = []
+    for t in range(vocab):
+        ok = m.accept_token(t)
+        accepted.append(ok)
+        if ok:
+            m.rollback(1)
+    assert mask == accepted
+    assert any(accepted)
