@@ -21,6 +21,7 @@ import pytest
 from schema_matching import accepts, compile_schema
 
 from treegram.frontends.json_schema import _idna
+from treegram.ir import RuleRef
 
 jsonschema = pytest.importorskip("jsonschema")
 idna = pytest.importorskip("idna")
@@ -279,3 +280,25 @@ def test_masks_are_the_tokens_accepted(prefix):
             m.rollback(1)
     assert mask == accepted
     assert any(accepted)
+
+
+def test_template_is_renamed_where_its_names_are_taken():
+    # a conversion that already holds the template's rule names gets fresh ones
+    conv = _idna._Rules()
+    _idna.idn_hostname_body(conv)
+    first = set(conv.rules)
+    body = _idna.idn_hostname_body(conv)
+    second = set(conv.rules) - first
+    assert len(second) == len(first)
+    refs: set[str] = set()
+
+    def walk(e):
+        if isinstance(e, RuleRef):
+            refs.add(e.name)
+        for child in getattr(e, "items", ()) or ((e.item,) if hasattr(e, "item") else ()):
+            walk(child)
+
+    walk(body)
+    for name in second:
+        walk(conv.rules[name])
+    assert refs and refs <= second

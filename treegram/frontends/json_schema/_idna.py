@@ -107,7 +107,7 @@ def _composites() -> tuple[set[int], set[int]]:
     """(first, second) code points of the primary composites: canonical decompositions
     of two code points that NFC recomposes."""
     first, second = set(), set()
-    for cp in range(0x30000):
+    for cp in range(0x30000):  # every canonical decomposition is in planes 0 to 2
         dec = unicodedata.decomposition(chr(cp))
         if not dec or dec[0] == "<":
             continue
@@ -427,6 +427,9 @@ class _Rules:
 
     def new_rule(self, base: str) -> str:
         self.made += 1
+        while f"{base}_{self.made}" in self.rules:
+            self.made += 1
+        self.rules[f"{base}_{self.made}"] = None
         return f"{base}_{self.made}"
 
 
@@ -494,14 +497,3 @@ def _template() -> tuple[Expr, dict[str, Expr], set[int]]:
 
 
 _MISSING = object()
-
-
-def _merged(ranges) -> list[tuple[int, int]]:
-    """Sorted inclusive ranges with touching and overlapping ones merged."""
-    out: list[list[int]] = []
-    for lo, hi in ranges:
-        if out and out[-1][1] >= lo - 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return [(a, b) for a, b in out]
