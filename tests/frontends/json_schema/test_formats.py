@@ -278,3 +278,13 @@ def test_idn_hostname_letters_are_each_valid():
     for lo, hi in _U_LETTERS:
         for cp in {lo, hi, (lo + hi) // 2}:
             assert _idna_valid("a" + chr(cp)), hex(cp)
+
+
+def test_uri_template_literals_follow_erratum_6937():
+    # RFC 6570's literals with the verified erratum 6937 (%x26-3B: the apostrophe is one);
+    # the instances are the JSON Schema Test Suite's optional uri-template cases
+    cg = compiled({"type": "string", "format": "uri-template"})
+    for text in ("a'b", "{+baseurl}/reports(period='{period}')", "http://x/{var}"):
+        assert accepts(cg, json.dumps(text)), text
+    for text in ("a b", 'a"b', "a<b", "a\x7fb", "{var", "a%g0"):
+        assert not accepts(cg, json.dumps(text)), text

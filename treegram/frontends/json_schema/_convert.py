@@ -32,6 +32,7 @@ from treegram.frontends.json_schema._dfa_expr import dfa_expr
 from treegram.frontends.json_schema._excludes import Exclusions, check_excludes, free_string
 from treegram.frontends.json_schema._formats import REFUSED as REFUSED_FORMATS
 from treegram.frontends.json_schema._fraction import fractional_range
+from treegram.frontends.json_schema._idna import idn_hostname_body
 from treegram.frontends.json_schema._keywords import (
     ANNOTATIONS,
     FRACTIONAL,
@@ -670,6 +671,14 @@ class Converter:
         if fmt == "regex":  # context-free: a rule of its own (see _regex_format)
             body = self.ref_rule(
                 "#format/regex", None, 0, lambda _s, _d: self._regex_format(), base="regex_format"
+            )
+        elif fmt == "idn-hostname":  # IDNA 2008: U-label automata as rules, made once
+            body = self.ref_rule(
+                "#format/idn-hostname",
+                None,
+                0,
+                lambda _s, _d: idn_hostname_body(self),
+                base="idn_hostname",
             )
         elif fmt is not None:
             body = format_body(fmt)

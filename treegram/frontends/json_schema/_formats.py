@@ -13,10 +13,13 @@ for the paths that need an automaton (beside a pattern, length bounds or ``not``
 
 Where exactness would cost thousands of states, a format is a documented subset (never
 a string outside the format): ``hostname`` of at most 253 characters as a union of
-label-count shapes, leap seconds in ``time`` only with the UTC offsets in use;
-``idn-hostname`` (IDNA 2008 validity depends on Unicode property tables, contextual rules
-and the punycode length of each label) as those host names plus short U-labels of
-left-to-right letters that need no contextual rule.
+label-count shapes, leap seconds in ``time`` only with the UTC offsets in use.
+
+``idn-hostname`` (IDNA 2008, RFC 5890-5893) is compiled from grammar rules of its own,
+built from the ``idna`` package's tables (:mod:`._idna`, the format's language); the tree
+expression here (:func:`format_expr`, for the paths that need one: beside other string
+keywords, and in structural tags) is a smaller subset of it: the ``hostname`` names and
+short U-labels of left-to-right letters that need no contextual rule.
 """
 
 from __future__ import annotations
@@ -142,13 +145,15 @@ def _hostname(extra=()) -> Expr:
     return seq(label, _star(seq(lit("."), label)))
 
 
-def _ldh_label(most: int) -> Expr:
+def _ldh_label(most: int, head: Expr | None = None) -> Expr:
     """An LDH label of 1 to ``most`` characters that is not reserved: no hyphen first or
     last, and not one in both the third and fourth position (RFC 5891's R-LDH labels,
-    A-labels ``xn--...`` among them)."""
+    A-labels ``xn--...`` among them); its first character in ``head`` when given (a
+    subset of the letters and digits)."""
     edge = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9")])
     inner = cls([_r("a", "z"), _r("A", "Z"), _r("0", "9"), _r("-", "-")])
-    short = [edge, seq(edge, edge), seq(edge, inner, edge)][: min(most, 3)]
+    first = edge if head is None else head
+    short = [first, seq(first, edge), seq(first, inner, edge)][: min(most, 3)]
     if most < 4:
         return alt(*short)
     # four or more: the third character a letter or digit, or a hyphen before one
@@ -156,7 +161,7 @@ def _ldh_label(most: int) -> Expr:
         seq(edge, _n(inner, 0, most - 4), edge),
         seq(lit("-"), edge, _opt(seq(_n(inner, 0, most - 5), edge)) if most >= 5 else EMPTY),
     )
-    return alt(*short, seq(edge, inner, rest))
+    return alt(*short, seq(first, inner, rest))
 
 
 # (labels at most, characters per label at most): names within each fit 253 characters
@@ -217,7 +222,7 @@ def _u_label() -> Expr:
     )
 
 
-def _idn_hostname() -> Expr:
+def _idn_hostname(u_labels: bool = True) -> Expr:
     """A documented subset of IDNA 2008 host names (RFC 5890): the ``hostname`` subset's
     LDH labels (no R-LDH labels, so no A-labels), and U-labels of :func:`_u_label` in the
     names of at most 4 labels (an A-label of at most 61 octets fits their 62), separated
@@ -226,7 +231,7 @@ def _idn_hostname() -> Expr:
     shapes = []
     for count, most in _HOSTNAME_SHAPES:
         label = _ldh_label(most)
-        if most >= 61:
+        if most >= 61 and u_labels:
             label = alt(label, _u_label())
         shapes.append(seq(label, _n(seq(cls(list(_DOTS)), label), 0, count - 1)))
     return alt(*shapes)
@@ -357,13 +362,14 @@ def _relative_json_pointer() -> Expr:
 
 
 def _uri_template() -> Expr:
+    """RFC 6570 URI templates, with the verified erratum 6937: the apostrophe is a literal
+    (``%x26-3B`` for the published ``%x26 / %x28-3B``)."""
     literal = alt(
         cls(
             [
                 (0x21, 0x21),
                 (0x23, 0x24),
-                (0x26, 0x26),
-                (0x28, 0x3B),
+                (0x26, 0x3B),
                 (0x3D, 0x3D),
                 (0x3F, 0x5B),
                 (0x5D, 0x5D),
