@@ -261,6 +261,52 @@ def test_long_strings_share_one_class(info):
     assert np.array_equal(bitmask, expected)
 
 
+def test_wide_windows_of_long_bounded_strings_share_exactly(info, monkeypatch):
+    """A string with a minimum and a long maximum sits deep in the repetition's block rules:
+    its states' windows (128 bytes of characters across block ends) hold more than 1,024
+    states. They have signatures now, and their shared classes give the masks of plain walks
+    (signatures off) at every step of a long text."""
+    from treegram.compiler import _mask_store
+    from treegram.kernels._signature import state_signature
+
+    schema = {"type": "string", "minLength": 50, "maxLength": 32767}
+    wide = []
+    signature = _mask_store.MaskStore._signature
+
+    def recording(store, s, scratch, context):
+        got = signature(store, s, scratch, context)
+        if got is not None:
+            _, _, chain, top, follow = context
+            small = state_signature(
+                store._packed, s, chain, top, follow, store._sorted_vocab.max_len, 1024,
+                store._shared.key0, store._shared.key1, *scratch,
+            )  # fmt: skip
+            wide.append(not small[0])
+        return got
+
+    def masks() -> list[np.ndarray]:
+        compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(schema)
+        compiled._store._shared = ClassCache(info.sorted_vocab)  # nothing from other tests
+        matcher = tg.GrammarMatcher(compiled)
+        bitmask = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+        out = []
+        for chunk in ['"'] + ["Lorem ipsum, dolor sit amet; "[i % 7 :][:5] for i in range(90)]:
+            assert matcher.accept_string(chunk)
+            matcher.fill_next_token_bitmask(bitmask, 0)
+            out.append(bitmask[0].copy())
+        return out
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_mask_store.MaskStore, "_signature", recording)
+        shared = masks()
+    with monkeypatch.context() as patch:
+        patch.setattr(_mask_store, "SIGNATURE_CAP", 0)  # every window too big: plain walks
+        plain = masks()
+    assert sum(wide) >= 10  # windows past the old cap of 1,024 states were hashed
+    for step, (a, b) in enumerate(zip(shared, plain, strict=True)):
+        assert np.array_equal(a, b), step
+
+
 def test_cache_is_bounded(info):
     cache = ClassCache(info.sorted_vocab, max_bytes=10_000)
     entry = (b"k" * 16, 1, np.zeros(1000, dtype=np.int32), np.zeros(0, dtype=np.int32))
