@@ -810,10 +810,13 @@ class MaskStore:
         A pattern with a length (``^[0-9a-zA-Z_-]{1,255}$``) is one state per position,
         each moving on to the next, not back to itself, so :meth:`_restricted_slice` finds
         no loop, and each position's walk visited every token of the class (tens of
-        thousands, 10 to 50 ms, at every position of the string). The ASCII text the state
-        has a byte transition on, without any multi-byte character, is checked like the
-        other restricted slices (``slice_reach``, which proves the state reads all of it
-        up to the reach, the count left in its block); the choice of text only decides
+        thousands, 10 to 50 ms, at every position of the string). The text the state has a
+        byte transition on is checked like the other restricted slices (``slice_reach``,
+        which proves the state reads all of it up to the reach, the count left in its
+        block): first with the multi-byte characters whose lead bytes it reads (the first
+        character of a key ``^[^$]``, followed by any text: without them every token with
+        a multi-byte character, a hundred thousand trie nodes, was walked), then without any
+        (each would end a count of ASCII characters). The choice of text only decides
         whether the check can succeed, so the shortcut stays exact.
 
         Raises
@@ -823,17 +826,27 @@ class MaskStore:
         """
         a = self._automaton_arrays
         byte_class = a[layout.A_BYTE_CLASS]
-        live = self._first_ascii(s)
-        if int(np.count_nonzero(live)) < _RESTRICTED_MIN_LOOP:
+        live = self._first_bytes(s)
+        if int(np.count_nonzero(live[:128])) < _RESTRICTED_MIN_LOOP:
             return NO_SKIP  # most states: keys, punctuation, numbers
-        bits = np.packbits(live, bitorder="little").view(np.uint64)
-        excluded = np.array(
-            [text[0] & ~int(bits[0]), text[1] & ~int(bits[1]), 0, 0], dtype=np.uint64
-        )
-        excluded[2:] = ~np.uint64(0)  # no multi-byte character: each would end the count
         whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
-        skip = self._restricted_skip(whole, excluded, byte_class, s, deadline)
-        return NO_SKIP if skip is None else skip
+        # the slice's characters the state cannot start with: ASCII ones, and the lead bytes
+        # of multi-byte ones (a subtree's bits hold every byte of its tokens, so only
+        # lead bytes may be excluded)
+        chars = whole.dfa[0] >= 0
+        unread = np.packbits(chars & ~live, bitorder="little").view(np.uint64)
+        excluded = np.array(
+            [text[0] & int(unread[0]), text[1] & int(unread[1]), unread[2], unread[3]],
+            dtype=np.uint64,
+        )
+        no_multi_byte = excluded.copy()
+        no_multi_byte[2:] = ~np.uint64(0)
+        attempts = (excluded, no_multi_byte) if (chars[128:] & live[128:]).any() else ()
+        for attempt in attempts or (no_multi_byte,):
+            skip = self._restricted_skip(whole, attempt, byte_class, s, deadline)
+            if skip is not None:
+                return skip
+        return NO_SKIP
 
     def _restricted_skip(
         self, whole, excluded: np.ndarray, byte_class: np.ndarray, s: int, deadline: int
@@ -851,20 +864,20 @@ class MaskStore:
             return (*self._shared.text_summary(self._n_words), excluded, reach)
         return None
 
-    def _first_ascii(self, s: int) -> np.ndarray:
-        """bool [128]: the ASCII bytes state ``s`` can read first, by its own transitions
-        or through the rules it calls (a character class of a pattern is a rule: one
-        character or its escape), looking at most ``_FIRST_BYTES_STATES`` states far."""
+    def _first_bytes(self, s: int) -> np.ndarray:
+        """bool [256]: the bytes state ``s`` can read first, by its own transitions or
+        through the rules it calls (a character class of a pattern is a rule: one character
+        or its escape), looking at most ``_FIRST_BYTES_STATES`` states far."""
         a = self._automaton_arrays
         n_classes = int(a[layout.A_N_CLASSES])
-        byte_class, trans = a[layout.A_BYTE_CLASS][:128], a[layout.A_TRANS]
+        byte_class, trans = a[layout.A_BYTE_CLASS], a[layout.A_TRANS]
         ref_ptr, ref_rule, ref_target = (
             a[layout.A_REF_PTR],
             a[layout.A_REF_RULE],
             a[layout.A_REF_TARGET],
         )
         rule_start, rule_nullable = a[layout.A_RULE_START], a[layout.A_RULE_NULLABLE]
-        live = np.zeros(128, dtype=np.bool_)
+        live = np.zeros(256, dtype=np.bool_)
         todo, seen = [int(s)], {int(s)}
         while todo and len(seen) <= _FIRST_BYTES_STATES:
             x = todo.pop()
