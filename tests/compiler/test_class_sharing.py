@@ -428,7 +428,8 @@ SLICE_DFA_EBNF = [
 def test_slice_dfa_walk_equals_the_plain_walk(info):
     """A state without calls reads the JSON string slice's tokens by its rule's DFA alone
     (the chart walks the rest): every class equals the plain walk's, alone and in context,
-    also where a slice byte may follow the rule."""
+    also where a slice byte may follow the rule, and whether the walk's table of pair-set
+    steps holds every set or only two."""
     compiler = tg.GrammarCompiler(info, cache_enabled=False)
     grammars = [
         compiler.compile_json_schema(json.dumps(s), any_whitespace=True, strict_mode=False)
@@ -447,6 +448,10 @@ def test_slice_dfa_walk_equals_the_plain_walk(info):
                 if walked is None:  # a call in a called rule, or too many slice tokens undecided
                     continue
                 plain_bits = _assert_plain(compiled, s, walked, (compiled, s, callers), callers)
+                # a table of two pair sets: the steps of the others are computed anew (rows
+                # per trie depth), with the same outcome
+                small = store._slice_dfa_walk(s, context, max_sets=2)
+                _assert_plain(compiled, s, small, (compiled, s, callers, "small"), callers)
                 n_accepted = walked[1]
                 assert n_accepted == int(np.unpackbits(plain_bits.view(np.uint8)).sum())
                 used += 1

@@ -20,7 +20,7 @@ import numpy as np
 from ..kernels import (
     NO_SKIP,
     SLICE_WALK_FRAMES,
-    SLICE_WALK_PAIRS,
+    SLICE_WALK_SETS,
     DeadlineExceededError,
     bitset_positions,
     bytes_off_loop,
@@ -29,6 +29,7 @@ from ..kernels import (
     joint_byte_classes,
     layout,
     looping_leads,
+    new_slice_walk_sets,
     positions_to_bitset,
     reads_string_text,
     restricted_slice_dfa,
@@ -964,13 +965,13 @@ class MaskStore:
         return bitset, n_accepted, accepted, uncertain
 
     def _slice_dfa_walk(
-        self, s: int, context: tuple, deadline: int = 0
+        self, s: int, context: tuple, deadline: int = 0, max_sets: int = SLICE_WALK_SETS
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
         """:meth:`_walk`'s result for state ``s`` (in ``context``) with the JSON string
         slice's tokens read by its rule and the rules it calls, without a chart
-        (``kernels.slice_dfa_walk``); the chart walks only the tokens outside the slice and
-        those left undecided. None when the state cannot be walked that way or leaves too
-        many undecided."""
+        (``kernels.slice_dfa_walk``, remembering the steps of ``max_sets`` pair sets); the
+        chart walks only the tokens outside the slice and those left undecided. None when
+        the state cannot be walked that way or leaves too many undecided."""
         sv = self._sorted_vocab
         whole = self._shared.string_slice(self._n_words, sv.max_len)
         if self._slice_walk_arrays is None:
@@ -989,7 +990,8 @@ class MaskStore:
             followed = 2
         acc = np.empty(len(sv), dtype=np.int32)
         unk = np.empty(len(sv), dtype=np.int32)
-        pairs = np.empty((sv.max_len + 1, 2 * SLICE_WALK_PAIRS + 1), dtype=np.int32)
+        n_classes = int(self._automaton_arrays[layout.A_N_CLASSES])
+        sets = new_slice_walk_sets(sv.max_len, n_classes, max_sets)
         frames = np.empty((2, SLICE_WALK_FRAMES + 1), dtype=np.int32)
         clock = np.zeros(2, dtype=np.int64)
         st, n_acc, n_unk = slice_dfa_walk(
@@ -1001,7 +1003,7 @@ class MaskStore:
             self._loops(),
             acc,
             unk,
-            pairs,
+            sets,
             frames,
             clock,
             deadline,
