@@ -415,6 +415,8 @@ SLICE_DFA_SCHEMAS = [
     {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+-[0-9]{2,4}$"}},
     # a string DFA that calls the character classes it shares (rules of their own)
     {"type": "string", "oneOf": [{"pattern": p} for p in ("customer", "maker", "admin")]},
+    # a regex: rules that may end after most characters, followed by ")", "|" or "\\"
+    {"type": "string", "format": "regex"},
 ]
 SLICE_DFA_EBNF = [
     # a rule DFA that a slice byte (",") follows: a token may end it and go on in the caller

@@ -985,7 +985,8 @@ class MaskStore:
             )
         automaton, slice_bytes = self._slice_walk_arrays
         # where a slice byte may follow the rule, a token that ends it may go on in a caller
-        followed = int((self._rule_follow[self._state_rule[s]].astype(bool) & slice_bytes).any())
+        follow = self._rule_follow[self._state_rule[s]] & slice_bytes
+        followed = int(follow.any())
         if followed and context[0].shape[0]:  # in a context, the walk reads on into the callers
             followed = 2
         acc = np.empty(len(sv), dtype=np.int32)
@@ -997,6 +998,7 @@ class MaskStore:
         st, n_acc, n_unk = slice_dfa_walk(
             automaton,
             followed,
+            follow,
             s,
             sv.trie,
             whole.leads,

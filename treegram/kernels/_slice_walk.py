@@ -204,7 +204,7 @@ def _finish(A, rows, r, n, loop_off, loop_known):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def slice_dfa_walk(
-    arrays, followed, state, trie, leads, loops, acc, unk, sets, frames, clock, deadline
+    arrays, followed, follow, state, trie, leads, loops, acc, unk, sets, frames, clock, deadline
 ):
     """Classify the slice tokens (``leads >= 0``) of the token trie for ``state``.
 
@@ -218,6 +218,12 @@ def slice_dfa_walk(
         past a state where the rule may end is left undecided. 2: the same, in a context
         (the walk reads on into the callers), so where the rule may end before the first
         byte the whole state is left to the chart.
+    follow : uint8 [256]
+        The slice bytes that may follow the state's rule (its LL(1) follow set, in any
+        context): where the rule may end, only the subtrees whose next byte is one of them
+        are left undecided; a path that ends the rule dies on any other byte, so the rule's
+        own pairs decide those subtrees alone (a rule that may end after most characters,
+        the regex of a ``format: regex`` string, left nearly every token to the chart).
     state : int
         The state to classify.
     trie : tuple
@@ -288,6 +294,15 @@ def slice_dfa_walk(
         d = node_depth[k]
         c = byte_class[node_byte[k]]
         i = sid[d - 1]
+        if followed > 0 and d > 1 and rows[i, _ENDS] and follow[node_byte[k]]:
+            # the rule may have ended before this byte and a caller read it: the chart decides
+            # (not before the first byte: the chart's own items for the callers cover that)
+            for p in range(node_first[k], node_first[node_end[k]]):
+                if leads[p] >= 0:
+                    unk[n_unk] = p
+                    n_unk += 1
+            k = node_end[k]
+            continue
         j = _UNKNOWN
         if i < scratch:
             j = nxt[i * n_classes + c]
@@ -334,11 +349,8 @@ def slice_dfa_walk(
                 if leads[p] >= 0:
                     acc[n_acc] = p
                     n_acc += 1
-            first_deeper += node_tok_hi[k] - node_tok_lo[k]
-            # where the rule may end and a caller read on, the chart decides the rest
-            if followed == 0 or rows[j, _ENDS] == 0:
-                k += 1
-                continue
+            k += 1  # (where the rule may end here, the children check the byte they read)
+            continue
         for p in range(first_deeper, node_first[node_end[k]]):  # left to the chart
             if leads[p] >= 0:
                 unk[n_unk] = p
