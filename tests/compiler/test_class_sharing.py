@@ -291,6 +291,9 @@ def test_cache_is_bounded(info):
         (r"^[^$]", True, True),
         # ... but not where it reads only some of one lead byte's characters
         (r"^[^$\u00e9]", True, False),
+        # "." with a length: every character but the line terminators, counted (the walks
+        # scan the tokens with those lead bytes, past the budget)
+        ({"pattern": r"^(\d+\.\d+\.\d+.*)$", "maxLength": 32}, False, True),
     ],
 )
 def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut, multi_byte):
@@ -299,9 +302,8 @@ def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut, mu
     that reads multi-byte characters keeps them in its slice (``multi_byte``)."""
     from treegram.kernels import NO_SKIP
 
-    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
-        json.dumps({"type": "string", "pattern": pattern})
-    )
+    schema = {"type": "string", **(pattern if isinstance(pattern, dict) else {"pattern": pattern})}
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(json.dumps(schema))
     store = compiled._store
     used = shortened = with_multi_byte = 0
     for s in range(compiled.automaton.n_states):
