@@ -28,8 +28,10 @@ from ._clock import monotonic_ns
 from ._layout import TIMEOUT, AutomatonArrays
 from ._slices import loops_below
 
-# (state, frame) pairs a trie depth may hold; a node with more is left undecided
-MAX_PAIRS = 8
+# (state, frame) pairs a trie depth may hold; a node with more is left undecided (the
+# start of a string of a wide oneOf holds one pair per alternative and the rules each
+# calls; a step is computed once per pair set, so a wide set costs little)
+MAX_PAIRS = 32
 # frames of calls inside called rules a walk may make; a call from the state's own rule
 # needs none: its frame is _direct(return state)
 MAX_FRAMES = 64
