@@ -46,6 +46,9 @@ KIND_LIST = 0
 KIND_BITSET = 1
 # Nodes a slice containment check explores before it gives up.
 SLICE_CHECK_CAP = 16384
+# ... and a speculative one: a counted slice's attempts that keep multi-byte characters
+# (most of their failures are a check out of nodes, which the attempt without them avoids)
+_SPECULATIVE_CHECK_CAP = 2048
 # Token length limits (bytes) of the limited JSON string slices: a state that surely accepts
 # n characters of string text but not provably exactly n walks the tokens outside the
 # largest limited slice that fits.
@@ -677,7 +680,13 @@ class MaskStore:
         return None, 0
 
     def _reach(
-        self, dfa_reps: tuple, s: int, chain_targets, top_targets, deadline: int
+        self,
+        dfa_reps: tuple,
+        s: int,
+        chain_targets,
+        top_targets,
+        deadline: int,
+        cap: int = SLICE_CHECK_CAP,
     ) -> tuple[int, bool]:
         """``slice_reach`` of state ``s`` (in the context given by its return targets) for
         the slice DFA and byte classes ``dfa_reps``, looking ``_SLICE_SEARCH_CHARS``
@@ -696,7 +705,7 @@ class MaskStore:
             top_targets,
             min(self._sorted_vocab.max_len, _SLICE_SEARCH_CHARS),
             _SLICE_BYTES[0],
-            SLICE_CHECK_CAP,
+            cap,
             deadline,
             np.zeros(2, dtype=np.int64),
         )
@@ -857,23 +866,31 @@ class MaskStore:
             no_terminators = excluded | _PARTIAL_LEADS
             attempts = (excluded, no_terminators, no_multi_byte)
         for attempt in attempts:
-            skip = self._restricted_skip(whole, attempt, byte_class, s, deadline)
+            cap = SLICE_CHECK_CAP if attempt is no_multi_byte else _SPECULATIVE_CHECK_CAP
+            skip = self._restricted_skip(whole, attempt, byte_class, s, deadline, cap)
             if skip is not None:
                 return skip
         return NO_SKIP
 
     def _restricted_skip(
-        self, whole, excluded: np.ndarray, byte_class: np.ndarray, s: int, deadline: int
+        self,
+        whole,
+        excluded: np.ndarray,
+        byte_class: np.ndarray,
+        s: int,
+        deadline: int,
+        cap: int = SLICE_CHECK_CAP,
     ) -> tuple | None:
         """The skip of the JSON string slice without the lead bytes ``excluded`` (its DFA
         built once per excluded set) when state ``s`` reads all of it up to its reach, as
-        ``classify`` takes it; None when it does not reach far enough."""
+        ``classify`` takes it; None when it does not reach far enough (or the check gives up
+        after ``cap`` nodes)."""
         key = excluded.tobytes()
         found = self._restricted.get(key)
         if found is None:
             dfa = read_only(restricted_slice_dfa(whole.dfa, excluded))
             found = self._restricted[key] = (dfa, joint_byte_classes(dfa, byte_class))
-        reach, _ = self._reach(found, s, _NO_TARGETS, _NO_TARGETS, deadline)
+        reach, _ = self._reach(found, s, _NO_TARGETS, _NO_TARGETS, deadline, cap)
         if reach >= _SLICE_BYTES[0]:
             return (*self._shared.text_summary(self._n_words), excluded, reach)
         return None
