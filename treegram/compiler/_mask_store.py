@@ -1035,6 +1035,7 @@ class MaskStore:
             self._loops(),
             acc,
             unk,
+            _SLICE_WALK_MAX_UNDECIDED,
             sets,
             frames,
             clock,

@@ -206,7 +206,20 @@ def _finish(A, rows, r, n, loop_off, loop_known):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def slice_dfa_walk(
-    arrays, followed, follow, state, trie, leads, loops, acc, unk, sets, frames, clock, deadline
+    arrays,
+    followed,
+    follow,
+    state,
+    trie,
+    leads,
+    loops,
+    acc,
+    unk,
+    max_unk,
+    sets,
+    frames,
+    clock,
+    deadline,
 ):
     """Classify the slice tokens (``leads >= 0``) of the token trie for ``state``.
 
@@ -240,6 +253,9 @@ def slice_dfa_walk(
         Receive, in increasing order, the positions of the slice tokens read whole
         (ACCEPTED) and of those left undecided (for the chart). Every other slice token is
         REJECTED; tokens outside the slice are left to the caller.
+    max_unk : int
+        Stop with _UNDECIDED as soon as more than this many tokens are left undecided (the
+        caller then walks the chart anyway: the rest of this walk would be wasted).
     sets : tuple
         Scratch (``new_sets``): the (state, frame) pair sets the walk meets (a row each: the
         pairs, their count, whether the rule may end; the rows after the table's are one
@@ -260,7 +276,7 @@ def slice_dfa_walk(
     -------
     (int, int, int)
         (status, n_acc, n_unk): status 0; TIMEOUT; or _UNDECIDED when the state itself
-        cannot be walked this way (nothing is written then).
+        cannot be walked this way or leaves more than ``max_unk`` undecided.
     """
     A = AutomatonArrays(*arrays, _NO_TOKENS)
     n_classes = A.n_classes
@@ -303,6 +319,8 @@ def slice_dfa_walk(
                 if leads[p] >= 0:
                     unk[n_unk] = p
                     n_unk += 1
+            if n_unk > max_unk:
+                return _UNDECIDED, 0, 0
             k = node_end[k]
             continue
         j = _UNKNOWN
@@ -357,6 +375,8 @@ def slice_dfa_walk(
             if leads[p] >= 0:
                 unk[n_unk] = p
                 n_unk += 1
+        if n_unk > max_unk:
+            return _UNDECIDED, 0, 0
         k = node_end[k]
     return 0, n_acc, n_unk
 
