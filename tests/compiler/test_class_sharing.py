@@ -317,33 +317,41 @@ def test_cache_is_bounded(info):
 
 
 @pytest.mark.parametrize(
-    ("pattern", "shortcut"),
+    ("pattern", "shortcut", "multi_byte"),
     [
         # a loop over every character but ':' and ASCII white space
-        (r"^[^:\t\n\r ]+:[^:\t\n\r ]+(:[^\t\n\r ]+)?$", True),
+        (r"^[^:\t\n\r ]+:[^:\t\n\r ]+(:[^\t\n\r ]+)?$", True, False),
         # ... and but ECMA-262 white space: U+2000-U+200A, U+2028, U+3000 and the like
         # leave the lead bytes E1, E2, E3 and EF out of the restricted slice, so the walk
         # scans every token with such a character ('’', CJK punctuation) and passes the
         # plain walk's budget too
-        (r"^[^:\s]+:[^:\s]+(:[^\s]+)?$", False),
-        (r"^[A-Za-z0-9_.\-]+@[A-Za-z0-9.\-]+$", True),
+        (r"^[^:\s]+:[^:\s]+(:[^\s]+)?$", False, False),
+        (r"^[A-Za-z0-9_.\-]+@[A-Za-z0-9.\-]+$", True, False),
         # '.', '/', ' ' and '-' leave each loop: little of the vocabulary is skipped
-        (r"^(https?:\/\/)?([\da-z\.-]+)\.([a-z\.]{2,6})([\/\w \.-]*)*\/?$", False),
+        (r"^(https?:\/\/)?([\da-z\.-]+)\.([a-z\.]{2,6})([\/\w \.-]*)*\/?$", False, False),
         # counted loops: one state per position, none looping back to itself
-        (r"^[0-9a-zA-Z_-]{1,255}$", True),
-        (r"^[a-z]{3}[0-9A-Za-z]{20,40}$", True),
+        (r"^[0-9a-zA-Z_-]{1,255}$", True, False),
+        (r"^[a-z]{3}[0-9A-Za-z]{20,40}$", True, False),
+        # a first character of its own, then any text (a patternProperties key such as
+        # ^[^$]): multi-byte characters belong to the slice, as the state reads them ...
+        (r"^[^$]", True, True),
+        # ... but not where it reads only some of one lead byte's characters
+        (r"^[^$\u00e9]", True, False),
+        # "." with a length: every character but the line terminators, counted (the walks
+        # scan the tokens with those lead bytes, past the budget)
+        ({"pattern": r"^(\d+\.\d+\.\d+.*)$", "maxLength": 32}, False, True),
     ],
 )
-def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut):
+def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut, multi_byte):
     """A state that loops on most ASCII characters of a pattern gets a restricted slice, and
-    its walk (subtrees of that text accepted whole) gives the plain walk's class."""
+    its walk (subtrees of that text accepted whole) gives the plain walk's class. A state
+    that reads multi-byte characters keeps them in its slice (``multi_byte``)."""
     from treegram.kernels import NO_SKIP
 
-    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
-        json.dumps({"type": "string", "pattern": pattern})
-    )
+    schema = {"type": "string", **(pattern if isinstance(pattern, dict) else {"pattern": pattern})}
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(json.dumps(schema))
     store = compiled._store
-    used = shortened = 0
+    used = shortened = with_multi_byte = 0
     for s in range(compiled.automaton.n_states):
         context = store._context_of(s, ())
         if store._string_slice(s, context)[0] is not None:
@@ -352,6 +360,7 @@ def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut):
         if skip is NO_SKIP:
             continue
         used += 1
+        with_multi_byte += int(skip[2][2]) != (1 << 64) - 1
         walked = store._walk(s, None, 0, 0, context, 0, skip)
         _assert_plain(compiled, s, walked, (pattern, s))
         n_accepted = walked[1]
@@ -364,6 +373,7 @@ def test_restricted_slice_path_equals_the_plain_walk(info, pattern, shortcut):
             store._walk(s, None, 0, budget, context, 0, skip) is not None
         )
     assert used >= 1 and (shortened >= 1 or not shortcut)
+    assert with_multi_byte >= 1 or not multi_byte
 
 
 def test_byte_loop_skip_equals_the_plain_walk(info):
@@ -453,6 +463,8 @@ SLICE_DFA_SCHEMAS = [
     {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+-[0-9]{2,4}$"}},
     # a string DFA that calls the character classes it shares (rules of their own)
     {"type": "string", "oneOf": [{"pattern": p} for p in ("customer", "maker", "admin")]},
+    # a regex: rules that may end after most characters, followed by ")", "|" or "\\"
+    {"type": "string", "format": "regex"},
 ]
 SLICE_DFA_EBNF = [
     # a rule DFA that a slice byte (",") follows: a token may end it and go on in the caller
@@ -466,7 +478,8 @@ SLICE_DFA_EBNF = [
 def test_slice_dfa_walk_equals_the_plain_walk(info):
     """A state without calls reads the JSON string slice's tokens by its rule's DFA alone
     (the chart walks the rest): every class equals the plain walk's, alone and in context,
-    also where a slice byte may follow the rule."""
+    also where a slice byte may follow the rule, and whether the walk's table of pair-set
+    steps holds every set or only two."""
     compiler = tg.GrammarCompiler(info, cache_enabled=False)
     grammars = [
         compiler.compile_json_schema(json.dumps(s), any_whitespace=True, strict_mode=False)
@@ -485,6 +498,10 @@ def test_slice_dfa_walk_equals_the_plain_walk(info):
                 if walked is None:  # a call in a called rule, or too many slice tokens undecided
                     continue
                 plain_bits = _assert_plain(compiled, s, walked, (compiled, s, callers), callers)
+                # a table of two pair sets: the steps of the others are computed anew (rows
+                # per trie depth), with the same outcome
+                small = store._slice_dfa_walk(s, context, max_sets=2)
+                _assert_plain(compiled, s, small, (compiled, s, callers, "small"), callers)
                 n_accepted = walked[1]
                 assert n_accepted == int(np.unpackbits(plain_bits.view(np.uint8)).sum())
                 used += 1

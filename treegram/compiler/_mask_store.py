@@ -20,7 +20,7 @@ import numpy as np
 from ..kernels import (
     NO_SKIP,
     SLICE_WALK_FRAMES,
-    SLICE_WALK_PAIRS,
+    SLICE_WALK_SETS,
     DeadlineExceededError,
     bitset_positions,
     bytes_off_loop,
@@ -29,6 +29,7 @@ from ..kernels import (
     joint_byte_classes,
     layout,
     looping_leads,
+    new_slice_walk_sets,
     positions_to_bitset,
     reads_string_text,
     restricted_slice_dfa,
@@ -45,6 +46,9 @@ KIND_LIST = 0
 KIND_BITSET = 1
 # Nodes a slice containment check explores before it gives up.
 SLICE_CHECK_CAP = 16384
+# ... and a speculative one: a counted slice's attempts that keep multi-byte characters
+# (most of their failures are a check out of nodes, which the attempt without them avoids)
+_SPECULATIVE_CHECK_CAP = 2048
 # Token length limits (bytes) of the limited JSON string slices: a state that surely accepts
 # n characters of string text but not provably exactly n walks the tokens outside the
 # largest limited slice that fits.
@@ -57,6 +61,12 @@ _SLICE_SEARCH_CHARS = _SLICE_BYTES[-1]
 # ASCII characters a state must read and stay in (a loop of a pattern such as [^:\s]+)
 # before a restricted slice is tried for it.
 _RESTRICTED_MIN_LOOP = 16
+# The lead bytes of the characters that a pattern's "." (line terminators) or \s (ECMA-262
+# white space) leaves out of lead bytes it otherwise reads: U+0085 and U+00A0 (C2), U+1680
+# (E1), U+2000-U+200A, U+2028, U+2029, U+202F, U+205F (E2), U+3000 (E3), U+FEFF (EF).
+_PARTIAL_LEADS = np.zeros(4, dtype=np.uint64)
+for _lead in (0xC2, 0xE1, 0xE2, 0xE3, 0xEF):
+    _PARTIAL_LEADS[_lead >> 6] |= np.uint64(1 << (_lead & 63))
 # States a counted loop's first-byte search visits (a class rule and its escapes: a few).
 _FIRST_BYTES_STATES = 32
 # Bytes a state must loop on before its walk skips the subtrees made of them (white space
@@ -670,7 +680,13 @@ class MaskStore:
         return None, 0
 
     def _reach(
-        self, dfa_reps: tuple, s: int, chain_targets, top_targets, deadline: int
+        self,
+        dfa_reps: tuple,
+        s: int,
+        chain_targets,
+        top_targets,
+        deadline: int,
+        cap: int = SLICE_CHECK_CAP,
     ) -> tuple[int, bool]:
         """``slice_reach`` of state ``s`` (in the context given by its return targets) for
         the slice DFA and byte classes ``dfa_reps``, looking ``_SLICE_SEARCH_CHARS``
@@ -689,7 +705,7 @@ class MaskStore:
             top_targets,
             min(self._sorted_vocab.max_len, _SLICE_SEARCH_CHARS),
             _SLICE_BYTES[0],
-            SLICE_CHECK_CAP,
+            cap,
             deadline,
             np.zeros(2, dtype=np.int64),
         )
@@ -810,10 +826,15 @@ class MaskStore:
         A pattern with a length (``^[0-9a-zA-Z_-]{1,255}$``) is one state per position,
         each moving on to the next, not back to itself, so :meth:`_restricted_slice` finds
         no loop, and each position's walk visited every token of the class (tens of
-        thousands, 10 to 50 ms, at every position of the string). The ASCII text the state
-        has a byte transition on, without any multi-byte character, is checked like the
-        other restricted slices (``slice_reach``, which proves the state reads all of it
-        up to the reach, the count left in its block); the choice of text only decides
+        thousands, 10 to 50 ms, at every position of the string). The text the state has a
+        byte transition on is checked like the other restricted slices (``slice_reach``,
+        which proves the state reads all of it up to the reach, the count left in its
+        block): first with the multi-byte characters whose lead bytes it reads (the first
+        character of a key ``^[^$]``, followed by any text: without them every token with
+        a multi-byte character, a hundred thousand trie nodes, was walked), then without the
+        lead bytes of the characters that ``.`` and ``\\s`` leave out (``.{0,27}``: 14 ->
+        3.6 ms), then without any multi-byte character (each would end a count of ASCII
+        characters). The choice of text only decides
         whether the check can succeed, so the shortcut stays exact.
 
         Raises
@@ -823,48 +844,71 @@ class MaskStore:
         """
         a = self._automaton_arrays
         byte_class = a[layout.A_BYTE_CLASS]
-        live = self._first_ascii(s)
-        if int(np.count_nonzero(live)) < _RESTRICTED_MIN_LOOP:
+        live = self._first_bytes(s)
+        if int(np.count_nonzero(live[:128])) < _RESTRICTED_MIN_LOOP:
             return NO_SKIP  # most states: keys, punctuation, numbers
-        bits = np.packbits(live, bitorder="little").view(np.uint64)
-        excluded = np.array(
-            [text[0] & ~int(bits[0]), text[1] & ~int(bits[1]), 0, 0], dtype=np.uint64
-        )
-        excluded[2:] = ~np.uint64(0)  # no multi-byte character: each would end the count
         whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
-        skip = self._restricted_skip(whole, excluded, byte_class, s, deadline)
-        return NO_SKIP if skip is None else skip
+        # the slice's characters the state cannot start with: ASCII ones, and the lead bytes
+        # of multi-byte ones (a subtree's bits hold every byte of its tokens, so only
+        # lead bytes may be excluded)
+        chars = whole.dfa[0] >= 0
+        unread = np.packbits(chars & ~live, bitorder="little").view(np.uint64)
+        excluded = np.array(
+            [text[0] & int(unread[0]), text[1] & int(unread[1]), unread[2], unread[3]],
+            dtype=np.uint64,
+        )
+        no_multi_byte = excluded.copy()
+        no_multi_byte[2:] = ~np.uint64(0)
+        attempts: tuple = (no_multi_byte,)
+        if (chars[128:] & live[128:]).any():
+            # a pattern's "." or \S reads only some characters of a few lead bytes (line
+            # terminators and white space: U+0085, U+2028, U+3000, ...)
+            no_terminators = excluded | _PARTIAL_LEADS
+            attempts = (excluded, no_terminators, no_multi_byte)
+        for attempt in attempts:
+            cap = SLICE_CHECK_CAP if attempt is no_multi_byte else _SPECULATIVE_CHECK_CAP
+            skip = self._restricted_skip(whole, attempt, byte_class, s, deadline, cap)
+            if skip is not None:
+                return skip
+        return NO_SKIP
 
     def _restricted_skip(
-        self, whole, excluded: np.ndarray, byte_class: np.ndarray, s: int, deadline: int
+        self,
+        whole,
+        excluded: np.ndarray,
+        byte_class: np.ndarray,
+        s: int,
+        deadline: int,
+        cap: int = SLICE_CHECK_CAP,
     ) -> tuple | None:
         """The skip of the JSON string slice without the lead bytes ``excluded`` (its DFA
         built once per excluded set) when state ``s`` reads all of it up to its reach, as
-        ``classify`` takes it; None when it does not reach far enough."""
+        ``classify`` takes it; None when it does not reach far enough (or the check gives up
+        after ``cap`` nodes)."""
         key = excluded.tobytes()
         found = self._restricted.get(key)
         if found is None:
             dfa = read_only(restricted_slice_dfa(whole.dfa, excluded))
             found = self._restricted[key] = (dfa, joint_byte_classes(dfa, byte_class))
-        reach, _ = self._reach(found, s, _NO_TARGETS, _NO_TARGETS, deadline)
+        reach, _ = self._reach(found, s, _NO_TARGETS, _NO_TARGETS, deadline, cap)
         if reach >= _SLICE_BYTES[0]:
             return (*self._shared.text_summary(self._n_words), excluded, reach)
         return None
 
-    def _first_ascii(self, s: int) -> np.ndarray:
-        """bool [128]: the ASCII bytes state ``s`` can read first, by its own transitions
-        or through the rules it calls (a character class of a pattern is a rule: one
-        character or its escape), looking at most ``_FIRST_BYTES_STATES`` states far."""
+    def _first_bytes(self, s: int) -> np.ndarray:
+        """bool [256]: the bytes state ``s`` can read first, by its own transitions or
+        through the rules it calls (a character class of a pattern is a rule: one character
+        or its escape), looking at most ``_FIRST_BYTES_STATES`` states far."""
         a = self._automaton_arrays
         n_classes = int(a[layout.A_N_CLASSES])
-        byte_class, trans = a[layout.A_BYTE_CLASS][:128], a[layout.A_TRANS]
+        byte_class, trans = a[layout.A_BYTE_CLASS], a[layout.A_TRANS]
         ref_ptr, ref_rule, ref_target = (
             a[layout.A_REF_PTR],
             a[layout.A_REF_RULE],
             a[layout.A_REF_TARGET],
         )
         rule_start, rule_nullable = a[layout.A_RULE_START], a[layout.A_RULE_NULLABLE]
-        live = np.zeros(128, dtype=np.bool_)
+        live = np.zeros(256, dtype=np.bool_)
         todo, seen = [int(s)], {int(s)}
         while todo and len(seen) <= _FIRST_BYTES_STATES:
             x = todo.pop()
@@ -951,13 +995,13 @@ class MaskStore:
         return bitset, n_accepted, accepted, uncertain
 
     def _slice_dfa_walk(
-        self, s: int, context: tuple, deadline: int = 0
+        self, s: int, context: tuple, deadline: int = 0, max_sets: int = SLICE_WALK_SETS
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
         """:meth:`_walk`'s result for state ``s`` (in ``context``) with the JSON string
         slice's tokens read by its rule and the rules it calls, without a chart
-        (``kernels.slice_dfa_walk``); the chart walks only the tokens outside the slice and
-        those left undecided. None when the state cannot be walked that way or leaves too
-        many undecided."""
+        (``kernels.slice_dfa_walk``, remembering the steps of ``max_sets`` pair sets); the
+        chart walks only the tokens outside the slice and those left undecided. None when
+        the state cannot be walked that way or leaves too many undecided."""
         sv = self._sorted_vocab
         whole = self._shared.string_slice(self._n_words, sv.max_len)
         if self._slice_walk_arrays is None:
@@ -971,24 +1015,28 @@ class MaskStore:
             )
         automaton, slice_bytes = self._slice_walk_arrays
         # where a slice byte may follow the rule, a token that ends it may go on in a caller
-        followed = int((self._rule_follow[self._state_rule[s]].astype(bool) & slice_bytes).any())
+        follow = self._rule_follow[self._state_rule[s]] & slice_bytes
+        followed = int(follow.any())
         if followed and context[0].shape[0]:  # in a context, the walk reads on into the callers
             followed = 2
         acc = np.empty(len(sv), dtype=np.int32)
         unk = np.empty(len(sv), dtype=np.int32)
-        pairs = np.empty((sv.max_len + 1, 2 * SLICE_WALK_PAIRS + 1), dtype=np.int32)
+        n_classes = int(self._automaton_arrays[layout.A_N_CLASSES])
+        sets = new_slice_walk_sets(sv.max_len, n_classes, max_sets)
         frames = np.empty((2, SLICE_WALK_FRAMES + 1), dtype=np.int32)
         clock = np.zeros(2, dtype=np.int64)
         st, n_acc, n_unk = slice_dfa_walk(
             automaton,
             followed,
+            follow,
             s,
             sv.trie,
             whole.leads,
             self._loops(),
             acc,
             unk,
-            pairs,
+            _SLICE_WALK_MAX_UNDECIDED,
+            sets,
             frames,
             clock,
             deadline,

@@ -39,6 +39,8 @@ from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Regist
 from treegram.kernels._signature import state_signature
 from treegram.kernels._slice_walk import MAX_FRAMES as SLICE_WALK_FRAMES
 from treegram.kernels._slice_walk import MAX_PAIRS as SLICE_WALK_PAIRS
+from treegram.kernels._slice_walk import MAX_SETS as SLICE_WALK_SETS
+from treegram.kernels._slice_walk import new_sets as new_slice_walk_sets
 from treegram.kernels._slice_walk import slice_dfa_walk
 from treegram.kernels._slices import (
     bitset_positions,
@@ -100,8 +102,10 @@ __all__ = [
     "bitset_positions",
     "positions_to_bitset",
     "slice_dfa_walk",
+    "new_slice_walk_sets",
     "SLICE_WALK_PAIRS",
     "SLICE_WALK_FRAMES",
+    "SLICE_WALK_SETS",
     "slice_members",
     "slice_reach",
     "subtree_max_leads",

@@ -13,7 +13,10 @@ transitions per trie node, tens of times cheaper than a chart step, and one tran
 while the rule is in a single state that calls nothing. Only the tokens outside the slice
 (their own small trie) and the ones the walk cannot decide (too many pairs or frames, or,
 where a slice byte may follow the rule, a path that goes on past a state where the rule
-may end) need the chart.
+may end) need the chart. A step depends only on the pair set and the byte's class, so the walk
+remembers each set's steps (a DFA over pair sets, built as the walk meets them): at most
+nodes a step is a table read, which halves a wide string DFA's walk (tail calls from rule
+to rule, one per character).
 """
 
 from __future__ import annotations
@@ -25,16 +28,29 @@ from ._clock import monotonic_ns
 from ._layout import TIMEOUT, AutomatonArrays
 from ._slices import loops_below
 
-# (state, frame) pairs a trie depth may hold; a node with more is left undecided
-MAX_PAIRS = 8
+# (state, frame) pairs a trie depth may hold; a node with more is left undecided (the
+# start of a string of a wide oneOf holds one pair per alternative and the rules each
+# calls; a step is computed once per pair set, so a wide set costs little)
+MAX_PAIRS = 32
 # frames of calls inside called rules a walk may make; a call from the state's own rule
 # needs none: its frame is _direct(return state)
 MAX_FRAMES = 64
 _UNDECIDED = -1  # _closure / _add: the walk cannot decide the subtree
 _IN_RULE = -1  # the frame of a pair in the classified state's own rule
-# a row of the pairs scratch: MAX_PAIRS states, then their frames, then the count
+# a row of the pairs scratch: MAX_PAIRS states, then their frames, then the count, then
+# whether a pair of the rule may end there
 _FRAMES = MAX_PAIRS
 _COUNT = 2 * MAX_PAIRS
+_ENDS = 2 * MAX_PAIRS + 1
+_LOOPS = 2 * MAX_PAIRS + 2  # whether a pair's state moves back to itself on some byte
+PAIR_ROW = 2 * MAX_PAIRS + 3
+# distinct pair sets a walk remembers the byte-class steps of (a lazily built DFA over
+# them); rows after these are per-depth scratch for sets met once the table is full
+MAX_SETS = 1024
+# a step's outcome in the table: not computed yet, nothing reads the byte, undecided
+_UNKNOWN = -2
+_DEAD = -1
+_UNDECIDED_SET = -3
 # the frames scratch: row 0 the return states, row 1 the parent frames; [0, MAX_FRAMES] the
 # number made
 _RET, _PARENT = 0, 1
@@ -116,9 +132,94 @@ def _closure(A, pairs, frames, d, n):
     return n
 
 
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _sort_row(rows, r, n):
+    """Sort the ``n`` pairs of row ``r`` by (state, frame): one form per set."""
+    for i in range(1, n):
+        s = rows[r, i]
+        f = rows[r, _FRAMES + i]
+        j = i - 1
+        while j >= 0 and (rows[r, j] > s or (rows[r, j] == s and rows[r, _FRAMES + j] > f)):
+            rows[r, j + 1] = rows[r, j]
+            rows[r, _FRAMES + j + 1] = rows[r, _FRAMES + j]
+            j -= 1
+        rows[r, j + 1] = s
+        rows[r, _FRAMES + j + 1] = f
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def _intern(rows, slots, nxt, n_classes, r, n, n_sets):
+    """The id of the sorted set of ``n`` pairs in row ``r``: a stored set's, or a new one's
+    (its row copied, its steps unknown); ``r`` itself when the table (``slots.shape[0] //
+    2`` sets) is full. Returns (id, new number of sets)."""
+    h = np.uint64(n)
+    for j in range(n):
+        h = (h ^ np.uint64(rows[r, j])) * np.uint64(0x100000001B3)
+        h = (h ^ np.uint64(rows[r, _FRAMES + j] + 64)) * np.uint64(0x100000001B3)
+    mask = slots.shape[0] - 1
+    slot = np.int64(h ^ (h >> np.uint64(29))) & mask
+    while slots[slot] >= 0:
+        i = slots[slot]
+        if rows[i, _COUNT] == n:
+            same = True
+            for j in range(n):
+                if rows[i, j] != rows[r, j] or rows[i, _FRAMES + j] != rows[r, _FRAMES + j]:
+                    same = False
+                    break
+            if same:
+                return i, n_sets
+        slot = (slot + 1) & mask
+    if n_sets == slots.shape[0] // 2:
+        return r, n_sets
+    for j in range(PAIR_ROW):
+        rows[n_sets, j] = rows[r, j]
+    for c in range(n_classes):
+        nxt[n_sets * n_classes + c] = _UNKNOWN
+    slots[slot] = n_sets
+    return n_sets, n_sets + 1
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _finish(A, rows, r, n, loop_off, loop_known):
+    """Sort row ``r``'s ``n`` pairs and note its count, whether a pair of the classified
+    state's own rule may end there, and whether a pair's state loops on some byte (its
+    off-loop bytes filled in, as kernels.bytes_off_loop, without allocating)."""
+    _sort_row(rows, r, n)
+    rows[r, _COUNT] = n
+    ends = 0
+    loops = 0
+    for j in range(n):
+        x = rows[r, j]
+        if rows[r, _FRAMES + j] == _IN_RULE and A.state_final[x]:
+            ends = 1
+        if loop_known[x] == 0:
+            for b in range(256):
+                if A.trans[x * A.n_classes + A.byte_class[b]] != x:
+                    loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            loop_known[x] = 1
+        for w in range(4):
+            if loop_off[x, w] != ~np.uint64(0):
+                loops = 1
+    rows[r, _ENDS] = ends
+    rows[r, _LOOPS] = loops
+
+
 @njit(nogil=True, cache=True, _nrt=False)
 def slice_dfa_walk(
-    arrays, followed, state, trie, leads, loops, acc, unk, pairs, frames, clock, deadline
+    arrays,
+    followed,
+    follow,
+    state,
+    trie,
+    leads,
+    loops,
+    acc,
+    unk,
+    max_unk,
+    sets,
+    frames,
+    clock,
+    deadline,
 ):
     """Classify the slice tokens (``leads >= 0``) of the token trie for ``state``.
 
@@ -132,6 +233,12 @@ def slice_dfa_walk(
         past a state where the rule may end is left undecided. 2: the same, in a context
         (the walk reads on into the callers), so where the rule may end before the first
         byte the whole state is left to the chart.
+    follow : uint8 [256]
+        The slice bytes that may follow the state's rule (its LL(1) follow set, in any
+        context): where the rule may end, only the subtrees whose next byte is one of them
+        are left undecided; a path that ends the rule dies on any other byte, so the rule's
+        own pairs decide those subtrees alone (a rule that may end after most characters,
+        the regex of a ``format: regex`` string, left nearly every token to the chart).
     state : int
         The state to classify.
     trie : tuple
@@ -146,9 +253,17 @@ def slice_dfa_walk(
         Receive, in increasing order, the positions of the slice tokens read whole
         (ACCEPTED) and of those left undecided (for the chart). Every other slice token is
         REJECTED; tokens outside the slice are left to the caller.
-    pairs : int32 [max_token_len + 1, 2 * MAX_PAIRS + 1]
-        Scratch: per trie depth, the (state, frame) pairs the walk can be in, and their
-        count.
+    max_unk : int
+        Stop with _UNDECIDED as soon as more than this many tokens are left undecided (the
+        caller then walks the chart anyway: the rest of this walk would be wasted).
+    sets : tuple
+        Scratch (``new_sets``): the (state, frame) pair sets the walk meets (a row each: the
+        pairs, their count, whether the rule may end; the rows after the table's are one
+        per trie depth, for sets met once it is full), the set each byte class steps
+        each one to, a hash table of the rows, and the set at each trie depth. A step
+        depends on its pair set and byte class alone, so one computed once (the pairs'
+        transitions, then their calls and returns) is a table read at every other node
+        that steps the same set by the same class: a DFA over pair sets, built lazily.
     frames : int32 [2, MAX_FRAMES + 1]
         Scratch: the return frames the walk makes (``frames[0, MAX_FRAMES]`` is set to 0
         here).
@@ -161,22 +276,30 @@ def slice_dfa_walk(
     -------
     (int, int, int)
         (status, n_acc, n_unk): status 0; TIMEOUT; or _UNDECIDED when the state itself
-        cannot be walked this way (nothing is written then).
+        cannot be walked this way or leaves more than ``max_unk`` undecided.
     """
     A = AutomatonArrays(*arrays, _NO_TOKENS)
+    n_classes = A.n_classes
+    trans = A.trans
+    byte_class = A.byte_class
+    rows, nxt, slots, sid = sets
     node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi = trie
     suffix_bits, loop_off, loop_known = loops
     frames[0, MAX_FRAMES] = 0
-    pairs[0, 0] = state
-    pairs[0, _FRAMES] = _IN_RULE
-    n = _closure(A, pairs, frames, 0, 1)
+    for q in range(slots.shape[0]):
+        slots[q] = -1
+    scratch = slots.shape[0] // 2  # row scratch + d: the depth-d set once the table is full
+    rows[scratch, 0] = state
+    rows[scratch, _FRAMES] = _IN_RULE
+    n = _closure(A, rows, frames, scratch, 1)
     if n < 0:
         return _UNDECIDED, 0, 0
     if followed == 2:
         for j in range(n):
-            if pairs[0, _FRAMES + j] == _IN_RULE and A.state_final[pairs[0, j]]:
+            if rows[scratch, _FRAMES + j] == _IN_RULE and A.state_final[rows[scratch, j]]:
                 return _UNDECIDED, 0, 0
-    pairs[0, _COUNT] = n
+    _finish(A, rows, scratch, n, loop_off, loop_known)
+    sid[0], n_sets = _intern(rows, slots, nxt, n_classes, scratch, n, 0)
     n_acc = 0
     n_unk = 0
     n_nodes = node_byte.shape[0]
@@ -187,67 +310,83 @@ def slice_dfa_walk(
         if deadline > 0 and (steps & 4095) == 0 and monotonic_ns(clock) > deadline:
             return TIMEOUT, 0, 0
         d = node_depth[k]
-        c = A.byte_class[node_byte[k]]
-        n = 0
-        calls = True  # the new pairs may call or return: close them
-        if pairs[d - 1, _COUNT] == 1 and pairs[d - 1, _FRAMES] == _IN_RULE:
-            # one state of the rule (the common case): a plain DFA step
-            t = A.trans[pairs[d - 1, 0] * A.n_classes + c]
-            if t >= 0:
-                pairs[d, 0] = t
-                pairs[d, _FRAMES] = _IN_RULE
-                n = 1
-                calls = A.ref_ptr[t + 1] > A.ref_ptr[t]
-        else:
-            for j in range(pairs[d - 1, _COUNT]):
-                t = A.trans[pairs[d - 1, j] * A.n_classes + c]
-                if t >= 0:
-                    n = _add(pairs, d, n, t, pairs[d - 1, _FRAMES + j])
-                    if n < 0:
-                        break
-        if n == 0:  # nothing reads this byte: the subtree's slice tokens fail
+        c = byte_class[node_byte[k]]
+        i = sid[d - 1]
+        if followed > 0 and d > 1 and rows[i, _ENDS] and follow[node_byte[k]]:
+            # the rule may have ended before this byte and a caller read it: the chart decides
+            # (not before the first byte: the chart's own items for the callers cover that)
+            for p in range(node_first[k], node_first[node_end[k]]):
+                if leads[p] >= 0:
+                    unk[n_unk] = p
+                    n_unk += 1
+            if n_unk > max_unk:
+                return _UNDECIDED, 0, 0
             k = node_end[k]
             continue
-        if n > 0 and calls:
-            n = _closure(A, pairs, frames, d, n)
-        if n > 0 and node_first[node_end[k]] - node_first[k] >= _LOOP_MIN_TOKENS:
-            looping = False
-            for j in range(n):
-                x = pairs[d, j]
-                if loop_known[x] == 0:  # as kernels.bytes_off_loop, without allocating
-                    for b in range(256):
-                        if A.trans[x * A.n_classes + A.byte_class[b]] != x:
-                            loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-                    loop_known[x] = 1
-                if loops_below(suffix_bits, k, loop_off, x):
-                    looping = True
-                    break
-            if looping:  # every token below is read staying in that state
-                for p in range(node_first[k], node_first[node_end[k]]):
-                    if leads[p] >= 0:
-                        acc[n_acc] = p
-                        n_acc += 1
-                k = node_end[k]
-                continue
+        j = _UNKNOWN
+        if i < scratch:
+            j = nxt[i * n_classes + c]
+        if j == _UNKNOWN:  # step the set: its pairs' transitions, then calls and returns
+            r = scratch + d
+            n = 0
+            for q in range(rows[i, _COUNT]):
+                t = trans[rows[i, q] * n_classes + c]
+                if t >= 0:
+                    n = _add(rows, r, n, t, rows[i, _FRAMES + q])
+                    if n < 0:
+                        break
+            if n > 0:
+                n = _closure(A, rows, frames, r, n)
+            if n == 0:
+                j = _DEAD
+            elif n < 0:
+                j = _UNDECIDED_SET
+            else:
+                _finish(A, rows, r, n, loop_off, loop_known)
+                j, n_sets = _intern(rows, slots, nxt, n_classes, r, n, n_sets)
+            if i < scratch and j < scratch:  # (a scratch row is not remembered)
+                nxt[i * n_classes + c] = j
+        if j == _DEAD:  # nothing reads this byte: the subtree's slice tokens fail
+            k = node_end[k]
+            continue
         first_deeper = node_first[k]  # the node's own tokens come first in its subtree
-        if n > 0:
-            pairs[d, _COUNT] = n
+        if j >= 0:
+            sid[d] = j
+            if rows[j, _LOOPS] and node_first[node_end[k]] - node_first[k] >= _LOOP_MIN_TOKENS:
+                looping = False
+                for q in range(rows[j, _COUNT]):
+                    if loops_below(suffix_bits, k, loop_off, rows[j, q]):
+                        looping = True
+                        break
+                if looping:  # every token below is read staying in that state
+                    for p in range(node_first[k], node_first[node_end[k]]):
+                        if leads[p] >= 0:
+                            acc[n_acc] = p
+                            n_acc += 1
+                    k = node_end[k]
+                    continue
             for p in range(node_tok_lo[k], node_tok_hi[k]):
                 if leads[p] >= 0:
                     acc[n_acc] = p
                     n_acc += 1
-            first_deeper += node_tok_hi[k] - node_tok_lo[k]
-            ends = False
-            if followed > 0:  # the rule may end here and a caller read on
-                for j in range(n):
-                    if pairs[d, _FRAMES + j] == _IN_RULE and A.state_final[pairs[d, j]]:
-                        ends = True
-            if not ends:
-                k += 1
-                continue
+            k += 1  # (where the rule may end here, the children check the byte they read)
+            continue
         for p in range(first_deeper, node_first[node_end[k]]):  # left to the chart
             if leads[p] >= 0:
                 unk[n_unk] = p
                 n_unk += 1
+        if n_unk > max_unk:
+            return _UNDECIDED, 0, 0
         k = node_end[k]
     return 0, n_acc, n_unk
+
+
+def new_sets(max_token_len: int, n_classes: int, max_sets: int = MAX_SETS) -> tuple:
+    """Scratch ``sets`` for ``slice_dfa_walk`` that remembers at most ``max_sets`` pair sets
+    (uninitialised: the walk sets what it reads)."""
+    return (
+        np.empty((max_sets + max_token_len + 1, PAIR_ROW), dtype=np.int32),
+        np.empty(max_sets * n_classes, dtype=np.int32),
+        np.empty(2 * max_sets, dtype=np.int32),
+        np.empty(max_token_len + 1, dtype=np.int32),
+    )
