@@ -515,3 +515,25 @@ def test_slice_dfa_walk_equals_the_plain_walk(info):
     store = restored._store
     assert any(store._slice_dfa_walk(s, store._context_of(s, ())) for s in range(20))
     assert len(slice_dfa_walk.signatures) == 1
+
+
+def test_restricted_slice_dfas_are_built_once_per_vocabulary(info):
+    """A counted loop's restricted slice DFA depends only on the vocabulary's slice and the
+    excluded lead bytes: a second grammar reuses the first one's, equal to a fresh build."""
+    from treegram.kernels import restricted_slice_dfa
+
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    schema = {"type": "string", "pattern": "^[0-9a-zA-Z_-]{1,255}$"}
+    first, second = (compiler.compile_json_schema(schema) for _ in range(2))
+    for compiled in (first, second):
+        compiled.classify_all_states()
+    built = [dict(c._store._restricted) for c in (first, second)]
+    assert built[0] and built[0].keys() == built[1].keys()
+    whole = class_cache_for(info.sorted_vocab).string_slice(
+        first._store._n_words, info.sorted_vocab.max_len
+    )
+    for key, (dfa, _) in built[0].items():
+        assert built[1][key][0] is dfa  # the vocabulary's one copy
+        excluded = np.frombuffer(key, dtype=np.uint64)
+        assert np.array_equal(dfa, restricted_slice_dfa(whole.dfa, excluded))
+        assert not dfa.flags.writeable

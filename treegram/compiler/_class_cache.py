@@ -26,6 +26,7 @@ import numpy as np
 from ..kernels import (
     json_string_slice_dfa,
     positions_to_bitset,
+    restricted_slice_dfa,
     slice_members,
     subtree_max_leads,
     subtree_suffix_bits,
@@ -53,6 +54,9 @@ DEFAULT_MAX_BYTES = 128 << 20
 # (a minLength 50, maxLength 32767 string: 107 of 182 expensive states had no signature
 # at 1,024; mask time of 350 held-out MaskBench schemas 14% lower, slow masks 30%).
 SIGNATURE_CAP = 4096
+# Restricted slice DFAs a vocabulary keeps (a few KB each: the excluded sets come from the
+# states' character classes, a handful per grammar, mostly the same ones).
+_RESTRICTED_DFAS = 256
 
 
 class StringSlice:
@@ -101,6 +105,7 @@ class StringSlice:
         for array in (self.dfa, self.leads, self.bitset, self.outside, *self.outside_trie):
             array.flags.writeable = False
         self._upto: dict[int, tuple[np.ndarray, int]] = {}
+        self._restricted: dict[bytes, np.ndarray] = {}
 
     def bitset_upto(self, n_chars: int) -> tuple[np.ndarray, int]:
         """(token bitset, count) of the slice's tokens of at most ``n_chars`` characters
@@ -116,6 +121,20 @@ class StringSlice:
             )
             bitset.flags.writeable = False
             found = self._upto[n_chars] = (bitset, int(positions.shape[0]))
+        return found
+
+    def restricted_dfa(self, excluded: np.ndarray) -> np.ndarray:
+        """``kernels.restricted_slice_dfa`` of the slice without the lead bytes ``excluded``
+        (uint64 [4]), read-only. Kept for the vocabulary (at most
+        :data:`_RESTRICTED_DFAS`): a counted loop's state tries up to three excluded sets,
+        the same ones in every grammar, and each build costs about 0.4 ms (a tool-call
+        tag's first mask built three, 1.3 of its 3.5 ms)."""
+        key = excluded.tobytes()
+        found = self._restricted.get(key)
+        if found is None:
+            found = read_only(restricted_slice_dfa(self.dfa, excluded))
+            if len(self._restricted) < _RESTRICTED_DFAS:  # one store: safe across threads
+                self._restricted[key] = found
         return found
 
 

@@ -32,7 +32,6 @@ from ..kernels import (
     new_slice_walk_sets,
     positions_to_bitset,
     reads_string_text,
-    restricted_slice_dfa,
     slice_dfa_walk,
     slice_reach,
     state_signature,
@@ -888,7 +887,7 @@ class MaskStore:
         key = excluded.tobytes()
         found = self._restricted.get(key)
         if found is None:
-            dfa = read_only(restricted_slice_dfa(whole.dfa, excluded))
+            dfa = whole.restricted_dfa(excluded)
             found = self._restricted[key] = (dfa, joint_byte_classes(dfa, byte_class))
         reach, _ = self._reach(found, s, _NO_TARGETS, _NO_TARGETS, deadline, cap)
         if reach >= _SLICE_BYTES[0]:
