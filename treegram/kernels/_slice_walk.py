@@ -204,6 +204,17 @@ def _finish(A, rows, r, n, loop_off, loop_known):
     rows[r, _LOOPS] = loops
 
 
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _slice_tokens(leads, lo, hi, out, n):
+    """Append the slice tokens among sorted positions ``lo..hi-1`` to ``out`` after its
+    first ``n``; returns the new count."""
+    for p in range(lo, hi):
+        if leads[p] >= 0:
+            out[n] = p
+            n += 1
+    return n
+
+
 @njit(nogil=True, cache=True, _nrt=False)
 def slice_dfa_walk(
     arrays,
@@ -315,10 +326,7 @@ def slice_dfa_walk(
         if followed > 0 and d > 1 and rows[i, _ENDS] and follow[node_byte[k]]:
             # the rule may have ended before this byte and a caller read it: the chart decides
             # (not before the first byte: the chart's own items for the callers cover that)
-            for p in range(node_first[k], node_first[node_end[k]]):
-                if leads[p] >= 0:
-                    unk[n_unk] = p
-                    n_unk += 1
+            n_unk = _slice_tokens(leads, node_first[k], node_first[node_end[k]], unk, n_unk)
             if n_unk > max_unk:
                 return _UNDECIDED, 0, 0
             k = node_end[k]
@@ -359,22 +367,14 @@ def slice_dfa_walk(
                         looping = True
                         break
                 if looping:  # every token below is read staying in that state
-                    for p in range(node_first[k], node_first[node_end[k]]):
-                        if leads[p] >= 0:
-                            acc[n_acc] = p
-                            n_acc += 1
+                    n_acc = _slice_tokens(leads, node_first[k], node_first[node_end[k]], acc, n_acc)
                     k = node_end[k]
                     continue
-            for p in range(node_tok_lo[k], node_tok_hi[k]):
-                if leads[p] >= 0:
-                    acc[n_acc] = p
-                    n_acc += 1
+            n_acc = _slice_tokens(leads, node_tok_lo[k], node_tok_hi[k], acc, n_acc)
             k += 1  # (where the rule may end here, the children check the byte they read)
             continue
-        for p in range(first_deeper, node_first[node_end[k]]):  # left to the chart
-            if leads[p] >= 0:
-                unk[n_unk] = p
-                n_unk += 1
+        # left to the chart
+        n_unk = _slice_tokens(leads, first_deeper, node_first[node_end[k]], unk, n_unk)
         if n_unk > max_unk:
             return _UNDECIDED, 0, 0
         k = node_end[k]
