@@ -83,11 +83,12 @@ def small_walk_matches(
     for _ in range(steps):
         a = np.zeros((1, (n + 31) // 32), dtype=np.int32)
         b = xgr.allocate_token_bitmask(1, n)
-        m.fill_next_token_bitmask(a, 0)
-        xm.fill_next_token_bitmask(b, 0)
+        need_apply = m.fill_next_token_bitmask(a, 0)
+        their_need_apply = xm.fill_next_token_bitmask(b, 0)
         ours_ids = [t for t in range(n) if a[0, t // 32] >> (t % 32) & 1]
         their_ids = [t for t in range(n) if int(b[0, t // 32]) >> (t % 32) & 1]
         assert ours_ids == their_ids, (label, path)
+        assert need_apply == their_need_apply == (len(ours_ids) < n), (label, path)
         if not ours_ids:
             break
         t = rng.choice(ours_ids)
@@ -181,8 +182,9 @@ def walk_and_compare(
     stop_ids = np.array(ours_m.stop_token_ids, dtype=np.int64)
     depth = 0
     for step in range(steps):
-        ours_m.fill_next_token_bitmask(ours_mask)
-        theirs_m.fill_next_token_bitmask(theirs_mask)
+        need_apply = ours_m.fill_next_token_bitmask(ours_mask)
+        their_need_apply = theirs_m.fill_next_token_bitmask(theirs_mask)
+        assert need_apply == their_need_apply, f"step {step}: need_apply"
         expected = theirs_mask.numpy()
         a_ids = allowed_token_ids(ours_mask[0], n)
         b_ids = allowed_token_ids(expected[0], n)

@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from ._earley import unpack
+from ._jump import row_allows_all
 from ._layout import (
     M_STEPS,
     M_STOPPED,
@@ -147,13 +148,20 @@ def fill_slot(ab, state_class, cls_meta, acc_pool, unc_pool, mtab, m, out, r):
     mask); the grammar's token classes come flat (``Classes`` order: they are
     re-allocated as they grow, by any matcher of the grammar). As
     :func:`accept_token_slot`, only the matcher that owns the slot may call it, while it
-    holds itself."""
+    holds itself.
+
+    Returns ``fill_row``'s status, except that a written row gives 1 when it leaves some
+    token of the vocabulary out (``need_apply``) and 0 when it allows every one: the
+    caller needs no second look at the row."""
     state, scratch = _matcher(mtab, m)
     vocab, _ = _matcher_own(mtab, m)
     G = Grammar(
         unpack(ab), ab[PACK_ROOT_RULE], Classes(state_class, cls_meta, acc_pool, unc_pool), vocab
     )
-    return fill_row(G, state, scratch, out, r)
+    st = fill_row(G, state, scratch, out, r)
+    if st != 0:
+        return st
+    return 0 if row_allows_all(out[r], vocab.tok_offsets.shape[0] - 1) else 1
 
 
 @njit(nogil=True, cache=True, _nrt=False)

@@ -886,18 +886,16 @@ class GrammarMatcher:
                 )
             if self._counted is not None:
                 self._close_spent()
-            # _fill_row's first kernel run, inline (one Python frame less per mask)
+            # _fill_row's first kernel run, inline (one Python frame less per mask); it
+            # tells whether the row leaves a token out
             slot = self._slot
-            if (
-                slot < 0
-                or _kernels_batch.fill_slot(
+            if slot >= 0:
+                st = _kernels_batch.fill_slot(
                     self._ab, *self._store.snapshot(), MATCHERS.table, slot, arr, r
                 )
-                < 0
-            ):
-                self._fill_row(arr, r)  # registers, makes room or classifies, then fills
-            if self._vocab_size >= 32 and arr[r, 0] != -1:
-                return True  # a token of the first word is left out: no kernel call needed
+                if st >= 0:
+                    return st == 1
+            self._fill_row(arr, r)  # registers, makes room or classifies, then fills
             return not row_allows_all(arr[r], self._vocab_size)
         finally:
             busy.release()
