@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from matcher_rows import EXPR_GRAMMAR, OBJECT_GRAMMAR
 
@@ -23,6 +25,20 @@ VOCAB: list[str] = [chr(c) for c in range(32, 127)] + ["ab", "true", "null", '",
 V = len(VOCAB)
 W = (V + 31) // 32
 EOS = VOCAB.index("<eos>")
+
+
+@contextmanager
+def holding(matcher) -> Iterator[None]:
+    """Hold ``matcher`` for the calling thread while the block runs, as a call in progress
+    does (a batch call's claim)."""
+    from treegram.matcher._batch import _claim, _release
+
+    taken, _ = _claim((matcher,))
+    try:
+        yield
+    finally:
+        _release(taken)
+
 
 GRAMMAR_TEXTS: dict[str, str] = {
     "letters": 'root ::= [a-z]* "1"',

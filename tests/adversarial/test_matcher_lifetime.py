@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 import pytest
-from adversarial.lifetime_scenarios import EOS, GRAMMAR_TEXTS, VOCAB, W, run_scenario
+from adversarial.lifetime_scenarios import EOS, GRAMMAR_TEXTS, VOCAB, W, holding, run_scenario
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -301,7 +301,7 @@ def test_batch_claims_the_matchers_it_gets_when_slots_are_reused(info, blobs):
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with new[1]._busy:
+        with holding(new[1]):
             held.set()
             release.wait(10)
 

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 import pytest
-from adversarial.lifetime_scenarios import EOS, GRAMMAR_TEXTS, VOCAB, W, run_scenario
+from adversarial.lifetime_scenarios import EOS, GRAMMAR_TEXTS, VOCAB, W, holding, run_scenario
 
 import treegram as tg
 from treegram import BatchGrammarMatcher, GrammarMatcher
@@ -31,7 +31,7 @@ def _hold_elsewhere(matcher: GrammarMatcher):
     taken, release = threading.Event(), threading.Event()
 
     def worker() -> None:
-        with matcher._busy:
+        with holding(matcher):
             taken.set()
             release.wait(10)
 
@@ -85,7 +85,7 @@ def test_second_thread_gets_a_clear_error_and_changes_nothing(grammar):
 
 def test_same_thread_may_nest_calls(grammar):
     m = GrammarMatcher(grammar)
-    with m._busy:  # what a batch call holding the matcher looks like to its own thread
+    with holding(m):  # what a batch call holding the matcher looks like to its own thread
         assert m.accept_string("{")
         assert BatchGrammarMatcher.batch_accept_string([m], ['"']) == [True]
 

@@ -7,8 +7,6 @@ import operator
 import os
 import threading
 import types
-from collections import deque
-from itertools import compress, repeat
 from typing import Literal
 
 import numpy as np
@@ -27,11 +25,13 @@ from ..kernels import rows as _rows
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
 from ._bitmask import BitmaskViewCache
 from ._matcher import (
+    _TOKEN,
     KEY_COUNTED,
     KEY_SLOTS,
     KEY_TRACKS,
     GrammarMatcher,
     _encode_utf8,
+    _get_ident,
     _is_token_id,
 )
 from ._temperature import as_temperature_array
@@ -71,30 +71,17 @@ def _hold(matchers) -> tuple:
     return tuple(matchers)  # one atomic copy under the GIL
 
 
-# Per-request work of a batch call runs as C-level maps over the held tuple (no Python
-# frame per matcher): collecting locks and keys, claiming and releasing.
-_BUSY = operator.attrgetter("_busy")
 _KEY = operator.attrgetter("_batch_key")
-_RLOCK = type(threading.RLock())
-_TRY_ACQUIRE = _RLOCK.acquire  # called as acquire(lock, False): never blocks
-_RELEASE = _RLOCK.release
-
-
-# The last claimed batch: (matcher registry generation, keys, locks). While no matcher slot
-# changed owner (the generation), equal keys name the same live matchers (a registered
-# matcher owns its slot until it is collected, and the call holds every matcher it got),
-# so their locks are the same objects: an engine's next step claims them without looking
-# each one up. Replaced whole (one store); the lock list is never changed.
-_LAST_LOCKS: tuple = (-1, None, None)
 # The keys the running claim read, per thread, for the operation's _slot_arrays.
 _CLAIMED = threading.local()
 
 
 def _claim(held: tuple) -> tuple[list, list | None]:
-    """Claim every matcher of ``held`` for the calling thread (its re-entrant lock, taken
-    without waiting) and return the locks to :func:`_release`, with the matchers' batch
-    keys (None when an entry is not a matcher). Entries that are not matchers are skipped
-    (the operation's own validation names them).
+    """Claim every matcher of ``held`` for the calling thread (``_matcher._exclusive``
+    explains the claim; a matcher this thread already holds, or one listed twice, is
+    taken once) and return the matchers taken, for :func:`_release`, with the matchers'
+    batch keys (None when an entry is not a matcher). Entries that are not matchers are
+    skipped (the operation's own validation names them).
 
     Raises
     ------
@@ -102,41 +89,43 @@ def _claim(held: tuple) -> tuple[list, list | None]:
         A matcher is in use by another thread (the first one, by position); nothing is
         claimed then.
     """
-    global _LAST_LOCKS
     try:
         keys: list | None = list(map(_KEY, held))
     except AttributeError:
         keys = None
-    last = _LAST_LOCKS
-    positions = None
-    if keys is not None and keys == last[1] and MATCHERS.generation == last[0]:
-        locks = last[2]
-    elif all(issubclass(kind, GrammarMatcher) for kind in set(map(type, held))):
-        generation = MATCHERS.generation  # read before the locks
-        locks = list(map(_BUSY, held))
-        if keys and min(keys) >= 0:  # every matcher registered: its key names it
-            _LAST_LOCKS = (generation, keys, locks)
+    if all(issubclass(kind, GrammarMatcher) for kind in set(map(type, held))):
+        matchers = held
     else:
-        positions = [i for i, m in enumerate(held) if isinstance(m, GrammarMatcher)]
-        locks = [held[i]._busy for i in positions]
-    taken = list(map(_TRY_ACQUIRE, locks, repeat(False)))
-    if False in taken:
-        k = taken.index(False)
-        _release(list(compress(locks, taken)))
-        i = k if positions is None else positions[k]
-        raise MatcherStateError(
-            f"matchers[{i}] is in use by another thread (a matcher serves one thread at a time)"
-        )
-    return locks, keys
+        matchers = tuple(m if isinstance(m, GrammarMatcher) else None for m in held)
+    me = _get_ident()
+    taken: list[GrammarMatcher] = []
+    for i, m in enumerate(matchers):
+        if m is None:
+            continue
+        try:
+            m._free.pop()
+        except IndexError:
+            if m._owner == me:
+                continue
+            _release(taken)
+            raise MatcherStateError(
+                f"matchers[{i}] is in use by another thread (a matcher serves one thread at a time)"
+            ) from None
+        m._owner = me
+        taken.append(m)
+    return taken, keys
 
 
-def _release(locks: list) -> None:
-    deque(map(_RELEASE, locks), maxlen=0)  # consumed in C, no bytecode per lock
+def _release(taken: list) -> None:
+    """Give back the matchers :func:`_claim` took."""
+    for m in taken:
+        m._owner = 0
+        m._free.append(_TOKEN)
 
 
 def _claiming(position: int):
     """Decorate a batch operation whose ``matchers`` is argument ``position``: hold the
-    matchers (:func:`_hold`) and claim each one's lock for the whole call, so that no other
+    matchers (:func:`_hold`) and claim each one for the whole call, so that no other
     thread works on them meanwhile (MatcherStateError naming the first busy one). The
     operation receives the held tuple."""
 
@@ -148,7 +137,7 @@ def _claiming(position: int):
             else:
                 held = _hold(args[position])
                 args = (*args[:position], held, *args[position + 1 :])
-            locks, keys = _claim(held)
+            taken, keys = _claim(held)
             claimed = _CLAIMED
             outer = getattr(claimed, "entry", None)  # a nested call puts it back
             claimed.entry = (held, keys)
@@ -156,7 +145,7 @@ def _claiming(position: int):
                 return method(*args, **kwargs)
             finally:
                 claimed.entry = outer
-                _release(locks)
+                _release(taken)
 
         return claiming
 

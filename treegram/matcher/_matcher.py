@@ -78,21 +78,39 @@ def _busy_error(name: str) -> MatcherStateError:
     )
 
 
+# One thread at a time works on a matcher: two threads on one matcher's arrays at once
+# could make a kernel read past them (one grows an array that the other still indexes by
+# the old bounds), so the second one gets a MatcherStateError instead. The claim is a
+# one-token list, ``_free``: ``pop`` takes the matcher and ``append`` gives it back, each
+# one atomic call (half the cost of an uncontended RLock, on calls of a few hundred
+# nanoseconds). A method that may call others (``_exclusive`` methods, the scalar
+# traversal, batch calls) also records its thread in ``_owner``, so that those nested
+# calls go through; the hot scalar calls (accept_token, rollback, fill_next_token_bitmask,
+# is_terminated) call no other method and leave it as it is. ``_owner`` is 0 whenever the
+# token is in the list, so a thread only ever reads 0 or the holder's id there.
+_TOKEN = True
+_get_ident = threading.get_ident
+
+
 def _exclusive(method):
-    """Run ``method`` only while no other thread uses the matcher: two threads working on
-    one matcher's arrays at once could make a kernel read past them (one grows an array
-    that the other still indexes by the old bounds), so the second one gets a
-    MatcherStateError instead. The same thread may nest calls (a re-entrant lock)."""
+    """Run ``method`` only while no other thread uses the matcher (MatcherStateError
+    otherwise); the same thread may nest calls."""
 
     @functools.wraps(method)
     def exclusive(self, *args, **kwargs):
-        busy = self._busy
-        if not busy.acquire(False):
-            raise _busy_error(method.__name__)
+        free = self._free
+        try:
+            free.pop()
+        except IndexError:
+            if self._owner != _get_ident():
+                raise _busy_error(method.__name__) from None
+            return method(self, *args, **kwargs)  # nested: the outer call gives it back
+        self._owner = _get_ident()
         try:
             return method(self, *args, **kwargs)
         finally:
-            busy.release()
+            self._owner = 0
+            free.append(_TOKEN)
 
     return exclusive
 
@@ -282,7 +300,8 @@ class GrammarMatcher:
         self._tree_last: tuple | None = None
         self._tree_check = check_scratch(64)  # scratch of the tree checks
         self._root1 = np.zeros(1, dtype=np.int64)  # the root of a scalar traversal
-        self._busy = threading.RLock()  # held by the thread working on the arrays
+        self._free = [_TOKEN]  # empty while a thread works on the arrays (see _exclusive)
+        self._owner = 0
         self._clock = np.zeros(2, dtype=np.int64)
         self._stack = np.zeros(64, dtype=np.int32)  # traversal scratch
         self._slot = -1  # registry slot, taken on first use (token, traversal or batch)
@@ -349,7 +368,8 @@ class GrammarMatcher:
             twin._counted = bytearray(self._counted)
             twin._closed = list(self._closed)
         twin._bind_views()
-        twin._busy = threading.RLock()
+        twin._free = [_TOKEN]
+        twin._owner = 0
         twin._slot = -1  # a registry slot belongs to exactly one matcher
         twin._slot_owner = None
         twin._batch_key = -1
@@ -511,9 +531,15 @@ class GrammarMatcher:
         """
         # The hot scalar calls claim the matcher inline rather than through @_exclusive:
         # one Python frame less per token.
-        busy = self._busy
-        if not busy.acquire(False):
-            raise _busy_error("accept_token")
+        # the claim, inline (see _exclusive): no owner, nothing nests
+        free = self._free
+        try:
+            free.pop()
+            took = True
+        except IndexError:
+            if self._owner != _get_ident():
+                raise _busy_error("accept_token") from None
+            took = False  # inside this thread's own call, which gives it back
         try:
             if type(token_id) is not int:
                 if not _is_token_id(token_id):
@@ -537,7 +563,8 @@ class GrammarMatcher:
                     return st == 1
             return self._accept(token_id)  # budgets, or the arrays must grow first
         finally:
-            busy.release()
+            if took:
+                free.append(_TOKEN)
 
     def _accept(self, token_id: int) -> bool:
         """:meth:`accept_token` of a checked id (the caller holds the matcher)."""
@@ -612,9 +639,15 @@ class GrammarMatcher:
         MatcherStateError
             Fewer than ``num_tokens`` steps were accepted.
         """
-        busy = self._busy
-        if not busy.acquire(False):
-            raise _busy_error("rollback")
+        # the claim, inline (see _exclusive): no owner, nothing nests
+        free = self._free
+        try:
+            free.pop()
+            took = True
+        except IndexError:
+            if self._owner != _get_ident():
+                raise _busy_error("rollback") from None
+            took = False  # inside this thread's own call, which gives it back
         try:
             # kernels._ops.rollback_op, written on memoryviews: cheaper than a kernel call
             # for these few words (indices M_TOP 0, M_STEPS 1, M_STOPPED 2: literals, as
@@ -638,7 +671,8 @@ class GrammarMatcher:
             if self._tracks:
                 self._after_rollback()
         finally:
-            busy.release()
+            if took:
+                free.append(_TOKEN)
 
     @staticmethod
     def _rollback_count(num_tokens, steps: int) -> int:
@@ -774,16 +808,23 @@ class GrammarMatcher:
     def is_terminated(self) -> bool:
         """Whether generation is over: a stop token was accepted, or (with
         ``terminate_without_stop_token``) the grammar is complete."""
-        busy = self._busy
-        if not busy.acquire(False):
-            raise _busy_error("is_terminated")
+        # the claim, inline (see _exclusive): no owner, nothing nests
+        free = self._free
+        try:
+            free.pop()
+            took = True
+        except IndexError:
+            if self._owner != _get_ident():
+                raise _busy_error("is_terminated") from None
+            took = False  # inside this thread's own call, which gives it back
         try:
             meta = self._meta_mv
             if meta[M_NO_STOP]:
                 return self._can_end()
             return meta[M_STOPPED] != 0
         finally:
-            busy.release()
+            if took:
+                free.append(_TOKEN)
 
     @property
     def terminates_without_stop_token(self) -> bool:
@@ -874,9 +915,15 @@ class GrammarMatcher:
         MatcherStateError
             The matcher accepted a stop token.
         """
-        busy = self._busy
-        if not busy.acquire(False):
-            raise _busy_error("fill_next_token_bitmask")
+        # the claim, inline (see _exclusive): no owner, nothing nests
+        free = self._free
+        try:
+            free.pop()
+            took = True
+        except IndexError:
+            if self._owner != _get_ident():
+                raise _busy_error("fill_next_token_bitmask") from None
+            took = False  # inside this thread's own call, which gives it back
         try:
             arr = self._views.view(bitmask, self._vocab_size)
             r = check_row_index(index, arr.shape[0])
@@ -898,7 +945,8 @@ class GrammarMatcher:
             self._fill_row(arr, r)  # registers, makes room or classifies, then fills
             return not row_allows_all(arr[r], self._vocab_size)
         finally:
-            busy.release()
+            if took:
+                free.append(_TOKEN)
 
     def _bitmask_view(self, bitmask, name: str = "bitmask") -> np.ndarray:
         """Validated numpy view of ``bitmask``; the last one is reused while the same object
@@ -984,9 +1032,17 @@ class GrammarMatcher:
         TemperatureError
             ``temperatures`` is not a float32 1-D CPU array of at least N entries.
         """
-        busy = self._busy
-        if not busy.acquire(False):
-            raise _busy_error("traverse_draft_tree")
+        # the claim, inline (see _exclusive); the slow paths call accept_token and rollback
+        free = self._free
+        try:
+            free.pop()
+            took = True
+        except IndexError:
+            if self._owner != _get_ident():
+                raise _busy_error("traverse_draft_tree") from None
+            took = False  # inside this thread's own call, which gives it back
+        else:
+            self._owner = _get_ident()
         try:
             # An engine passes the same four buffers every step: when they are the last
             # call's, unchanged in memory, shape and strides (one fingerprint, compared
@@ -1038,7 +1094,9 @@ class GrammarMatcher:
                 root_position,
             )
         finally:
-            busy.release()
+            if took:
+                self._owner = 0
+                free.append(_TOKEN)
 
     def _traverse_checked(
         self,
