@@ -410,6 +410,14 @@ class GrammarMatcher:
             *self._tree_check,
         )
 
+    def _nested(self, name: str) -> bool:
+        """The inline claim of a hot call (see ``_exclusive``) found the matcher taken:
+        False (go on, the outer call gives it back) when this thread holds it, else
+        MatcherStateError naming ``name``."""
+        if self._owner != _get_ident():
+            raise _busy_error(name) from None
+        return False
+
     def _register(self) -> int:
         """Take registry slots for this matcher and its grammar (first use) and return
         the batch key ``(grammar slot << 32) | matcher slot``."""
@@ -529,17 +537,14 @@ class GrammarMatcher:
         InvalidTokenIdError
             ``token_id`` is not an integer in ``[0, vocab_size)``.
         """
-        # The hot scalar calls claim the matcher inline rather than through @_exclusive:
-        # one Python frame less per token.
-        # the claim, inline (see _exclusive): no owner, nothing nests
+        # The hot scalar calls claim the matcher inline rather than through @_exclusive
+        # (one Python frame less per token); they record no owner: nothing nests in them.
         free = self._free
         try:
             free.pop()
             took = True
         except IndexError:
-            if self._owner != _get_ident():
-                raise _busy_error("accept_token") from None
-            took = False  # inside this thread's own call, which gives it back
+            took = self._nested("accept_token")
         try:
             if type(token_id) is not int:
                 if not _is_token_id(token_id):
@@ -639,15 +644,13 @@ class GrammarMatcher:
         MatcherStateError
             Fewer than ``num_tokens`` steps were accepted.
         """
-        # the claim, inline (see _exclusive): no owner, nothing nests
+        # the claim, inline (see accept_token)
         free = self._free
         try:
             free.pop()
             took = True
         except IndexError:
-            if self._owner != _get_ident():
-                raise _busy_error("rollback") from None
-            took = False  # inside this thread's own call, which gives it back
+            took = self._nested("rollback")
         try:
             # kernels._ops.rollback_op, written on memoryviews: cheaper than a kernel call
             # for these few words (indices M_TOP 0, M_STEPS 1, M_STOPPED 2: literals, as
@@ -808,15 +811,13 @@ class GrammarMatcher:
     def is_terminated(self) -> bool:
         """Whether generation is over: a stop token was accepted, or (with
         ``terminate_without_stop_token``) the grammar is complete."""
-        # the claim, inline (see _exclusive): no owner, nothing nests
+        # the claim, inline (see accept_token)
         free = self._free
         try:
             free.pop()
             took = True
         except IndexError:
-            if self._owner != _get_ident():
-                raise _busy_error("is_terminated") from None
-            took = False  # inside this thread's own call, which gives it back
+            took = self._nested("is_terminated")
         try:
             meta = self._meta_mv
             if meta[M_NO_STOP]:
@@ -915,15 +916,13 @@ class GrammarMatcher:
         MatcherStateError
             The matcher accepted a stop token.
         """
-        # the claim, inline (see _exclusive): no owner, nothing nests
+        # the claim, inline (see accept_token)
         free = self._free
         try:
             free.pop()
             took = True
         except IndexError:
-            if self._owner != _get_ident():
-                raise _busy_error("fill_next_token_bitmask") from None
-            took = False  # inside this thread's own call, which gives it back
+            took = self._nested("fill_next_token_bitmask")
         try:
             arr = self._views.view(bitmask, self._vocab_size)
             r = check_row_index(index, arr.shape[0])
@@ -1038,9 +1037,7 @@ class GrammarMatcher:
             free.pop()
             took = True
         except IndexError:
-            if self._owner != _get_ident():
-                raise _busy_error("traverse_draft_tree") from None
-            took = False  # inside this thread's own call, which gives it back
+            took = self._nested("traverse_draft_tree")
         else:
             self._owner = _get_ident()
         try:
