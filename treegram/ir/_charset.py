@@ -244,6 +244,18 @@ class Dfa:
     @staticmethod
     def literals(texts) -> Dfa:
         """The finite set of strings ``texts`` (a trie, minimized)."""
+        return Dfa._trie(texts).minimize()
+
+    @staticmethod
+    def all_but(texts) -> Dfa:
+        """Every string except those of ``texts``, minimized: the automaton of
+        ``Dfa.any().difference(Dfa.literals(texts))`` (the undeclared keys of an object),
+        from the trie in one minimization instead of two and a product."""
+        return Dfa._trie(texts).complement()
+
+    @staticmethod
+    def _trie(texts) -> Dfa:
+        """The trie of the strings ``texts`` (not minimized)."""
         trans: list[dict[int, int]] = [{}]
         accept = [False]
         for text in texts:
@@ -257,7 +269,7 @@ class Dfa:
                 s = nxt
             accept[s] = True
         rows = [_pack((cp, cp, t) for cp, t in row.items()) for row in trans]
-        return Dfa(rows, accept).minimize()
+        return Dfa(rows, accept)
 
     @staticmethod
     def length(lo: int, hi: int | None) -> Dfa:
