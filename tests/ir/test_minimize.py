@@ -104,6 +104,22 @@ def test_products_accept_what_their_operands_say():
                 assert dfa.accepts(w) == op(a.accepts(w), b.accepts(w)), (name, w)
 
 
+def test_all_but_is_the_minimal_complement_of_the_literals():
+    # oracle: the difference product from every string, minimized; and membership itself
+    rng = random.Random(23)
+    alphabet = ["a", "b", "\u00e9", "\U0001f600", '"', "\\", "\x00", "\U0010ffff"]
+    for _ in range(300):
+        texts = {
+            "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 5)))
+            for _ in range(rng.randrange(1, 8))
+        }
+        got = Dfa.all_but(sorted(texts))
+        want = Dfa.any().difference(Dfa.literals(sorted(texts)))
+        assert (got.trans, got.accept) == (want.trans, want.accept), texts
+        for w in [*texts, "", "a", "ab", "\u00e9a", "zz", "a" * 6]:
+            assert got.accepts(w) == (w not in texts), (texts, w)
+
+
 def test_product_past_the_state_limit_raises(monkeypatch):
     from treegram.ir import _charset
 

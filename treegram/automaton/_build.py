@@ -476,8 +476,11 @@ def _csr(lists: list[list], width: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-state edge lists as CSR: offsets [n + 1] and an int32 [n_edges, width] table."""
     ptr = np.zeros(len(lists) + 1, dtype=np.int32)
     np.cumsum(np.fromiter(map(len, lists), dtype=np.int32, count=len(lists)), out=ptr[1:])
-    flat = list(chain.from_iterable(lists))
-    table = np.array(flat, dtype=np.int32).reshape(len(flat), width)
+    n = int(ptr[-1])
+    values = chain.from_iterable(lists)
+    if width > 1:  # edges are tuples: read as one stream of ints (np.array of tuples is slow)
+        values = chain.from_iterable(values)
+    table = np.fromiter(values, dtype=np.int32, count=n * width).reshape(n, width)
     return ptr, table
 
 

@@ -244,20 +244,34 @@ class Dfa:
     @staticmethod
     def literals(texts) -> Dfa:
         """The finite set of strings ``texts`` (a trie, minimized)."""
+        return Dfa._trie(texts).minimize()
+
+    @staticmethod
+    def all_but(texts) -> Dfa:
+        """Every string except those of ``texts``, minimized: the automaton of
+        ``Dfa.any().difference(Dfa.literals(texts))`` (the undeclared keys of an object),
+        the product taken with the trie itself (minimizing the trie first is not needed)."""
+        return Dfa.any().difference(Dfa._trie(texts))
+
+    @staticmethod
+    def _trie(texts) -> Dfa:
+        """The trie of the strings ``texts`` (not minimized)."""
         trans: list[dict[int, int]] = [{}]
         accept = [False]
         for text in texts:
             s = 0
-            for ch in text:
-                nxt = trans[s].get(ord(ch))
+            for cp in map(ord, text):
+                row = trans[s]
+                nxt = row.get(cp)
                 if nxt is None:
-                    nxt = trans[s][ord(ch)] = len(trans)
+                    nxt = row[cp] = len(trans)
                     trans.append({})
                     accept.append(False)
                 s = nxt
             accept[s] = True
-        rows = [_pack((cp, cp, t) for cp, t in row.items()) for row in trans]
-        return Dfa(rows, accept).minimize()
+        # every edge has a target of its own: sorted, the rows are already packed
+        rows = [tuple(sorted([(cp, cp, t) for cp, t in row.items()])) for row in trans]
+        return Dfa(rows, accept)
 
     @staticmethod
     def length(lo: int, hi: int | None) -> Dfa:

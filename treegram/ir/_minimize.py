@@ -352,12 +352,12 @@ def product(a_ptr, a_lo, a_hi, a_to, a_acc, b_ptr, b_lo, b_hi, b_to, b_acc, mode
             cuts[c] = b_lo[e]
             cuts[c + 1] = b_hi[e] + 1
             c += 2
-        pts = np.unique(cuts[:c])
+        n_pts = _sort_unique(cuts, c)
         x = a0
         y = b0
-        for z in range(pts.shape[0] - 1):
-            s_lo = pts[z]
-            s_hi = pts[z + 1] - 1
+        for z in range(n_pts - 1):
+            s_lo = cuts[z]
+            s_hi = cuts[z + 1] - 1
             while x < a1 and a_hi[x] < s_lo:
                 x += 1
             while y < b1 and b_hi[y] < s_lo:
@@ -406,6 +406,29 @@ def product(a_ptr, a_lo, a_hi, a_to, a_acc, b_ptr, b_lo, b_hi, b_to, b_acc, mode
         else:
             accept[s] = fa and not fb
     return n, accept, ptr[: n + 1].copy(), lo[:m].copy(), hi[:m].copy(), to[:m].copy()
+
+
+@njit(nogil=True, cache=True)
+def _sort_unique(a, n):
+    """Sort ``a[:n]`` in place and drop repeats; return how many values remain. A state's
+    cuts are few, so insertion sort beats ``np.unique``'s sort and allocations."""
+    if n > 64:
+        u = np.unique(a[:n])
+        a[: u.shape[0]] = u
+        return u.shape[0]
+    for i in range(1, n):
+        v = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > v:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = v
+    k = 0
+    for i in range(n):
+        if k == 0 or a[i] != a[k - 1]:
+            a[k] = a[i]
+            k += 1
+    return k
 
 
 @njit(nogil=True, cache=True)

@@ -137,7 +137,10 @@ class KeySpace:
         dfas = self.keyed_dfas()
         try:
             if declared:
-                base = base.difference(Dfa.literals(declared))
+                if self.names_schema is None:  # base is every string
+                    base = Dfa.all_but(declared)
+                else:
+                    base = base.difference(Dfa.literals(declared))
             parts: list[tuple[Dfa, list[int]]] = [(base, [])] if not base.is_empty() else []
             for i, dfa in enumerate(dfas):
                 if dfa is None:

@@ -40,68 +40,68 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     -------
     GrammarIR
     """
-    refs: dict[int, int] = {}
-    order: list[Expr] = []  # post-order, each node once
+    refs: dict[int, int] = {}  # inner nodes: references from parents and rule bodies
+    order: list[Expr] = []  # inner nodes in post-order, each once
     seen: set[int] = set()
-    for body in rules.values():
-        _visit(body, refs, order, seen)
-    # per node: size after hoisting, depth as built, and the most copies nested
-    # repetitions unroll it into (a hoisted child counts once)
-    info: dict[int, tuple[int, int, int]] = {}
-    hoisted: dict[int, str] = {}
-    lifted: list[Expr] = []  # the hoisted nodes, in order
-    dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
-    names = set(rules)
     # what ir_facts would find in the result, gathered on the way: depth as built (in
     # ``info``), referenced rule names, the most copies nested repetitions unroll
     ref_names: set[str] = set()
+    for body in rules.values():
+        _visit(body, refs, order, seen, ref_names)
+    as_body: dict[int, int] = {}  # how many rule bodies each inner node is
+    for body in rules.values():
+        as_body[id(body)] = as_body.get(id(body), 0) + 1
+    # per inner node: size after hoisting, depth as built, the most copies nested
+    # repetitions unroll it into, and whether a node below it is hoisted (it is rebuilt);
+    # a hoisted node reads as the reference that replaces it, (1, 1, 1, True); a leaf has
+    # no entry and reads as (1, 1, 1, False)
+    info: dict[int, tuple[int, int, int, bool]] = {}
+    hoisted: dict[int, str] = {}
+    lifted: list[Expr] = []  # the hoisted nodes, in order
+    lifted_depth: dict[int, int] = {}  # their depths as built
+    dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
+    names = set(rules)
     longest = 0
-    leaf = (1, 1, 1)
+    as_ref = (1, 1, 1, True)
     for node in order:
         t = type(node)
-        if t is Seq or t is Choice:
-            children = node.items  # type: ignore[union-attr]
-        elif t is Repeat:
-            children = (node.item,)  # type: ignore[union-attr]
-        else:
-            if t is RuleRef:
-                ref_names.add(node.name)  # type: ignore[union-attr]
-            info[id(node)] = leaf
-            continue
+        children = (node.item,) if t is Repeat else node.items  # type: ignore[union-attr]
         s = 1
         deepest = 1  # a child is at least one level
         below = False  # a hoisted or rebuilt child
         most = 1
         for c in children:
-            cid = id(c)
-            name = hoisted.get(cid)
-            if name is not None:
+            got = info.get(id(c))
+            if got is None:  # a leaf
                 s += 1
+                continue
+            cs, cd, cc, cb = got
+            s += cs
+            if cd > deepest:
+                deepest = cd
+            if cb:
                 below = True
-                ref_names.add(name)
-            else:
-                cs, cd, cc = info[cid]
-                s += cs
-                if cd > deepest:
-                    deepest = cd
-                if not below and cid in dirty:
-                    below = True
-                if cc > most:
-                    most = cc
+            if cc > most:
+                most = cc
         if t is Repeat:
             most *= max(node.min if node.max is None else node.max, 1)  # type: ignore[union-attr]
             longest = max(longest, most)
         nid = id(node)
-        info[nid] = (s, 1 + deepest if children else 1, most)
         if below:
             dirty.add(nid)
-        if s >= HOIST_SIZE and refs.get(nid, 0) > 1:
+        if s >= HOIST_SIZE and refs[nid] > 1:
             name = f"shared_{len(hoisted)}"
             while name in names:
                 name += "_"
             names.add(name)
             hoisted[nid] = name
             lifted.append(node)
+            lifted_depth[nid] = 1 + deepest if children else 1
+            if refs[nid] > as_body.get(nid, 0):  # referenced by a parent
+                ref_names.add(name)
+            info[nid] = as_ref
+        else:
+            info[nid] = (s, 1 + deepest if children else 1, most, below)
     memo: dict[int, Expr] = {}
     out = [
         Rule(name, _rebuild(body, hoisted, dirty, memo, top=True)) for name, body in rules.items()
@@ -109,15 +109,28 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     for node in lifted:
         out.append(Rule(hoisted[id(node)], _rebuild(node, hoisted, dirty, memo, top=True)))
     ir = GrammarIR(tuple(out), root)
-    tops = [info[id(body)][1] for body in rules.values()] + [info[id(n)][1] for n in lifted]
+    # depth as built of each rule body (a hoisted one reads as a reference in ``info``)
+    tops = list(lifted_depth.values())
+    for body in rules.values():
+        top = lifted_depth.get(id(body))
+        tops.append(top if top is not None else info.get(id(body), (1, 1))[1])
     record_ir_facts(ir, IrFacts(max(tops, default=0), frozenset(ref_names), longest))
     return ir
 
 
-def _visit(root: Expr, refs: dict[int, int], order: list, seen: set[int]) -> None:
-    """Count references (one per parent, counted when the parent is first seen) and
-    append every node not seen before to ``order`` in post-order (children last to
-    first), without recursion."""
+def _visit(
+    root: Expr, refs: dict[int, int], order: list, seen: set[int], ref_names: set[str]
+) -> None:
+    """Count references of inner nodes (one per parent, counted when the parent is first
+    seen, and one per rule body) and append every inner node not seen before to ``order``
+    in post-order (children last to first), without recursion; add the names leaves refer
+    to to ``ref_names``. Leaves are neither counted nor ordered: they are never hoisted,
+    and skipping them halves the walk."""
+    t = type(root)
+    if t is not Seq and t is not Choice and t is not Repeat:
+        if t is RuleRef:
+            ref_names.add(root.name)  # type: ignore[union-attr]
+        return
     refs[id(root)] = refs.get(id(root), 0) + 1
     stack: list = [root]
     while stack:
@@ -129,21 +142,18 @@ def _visit(root: Expr, refs: dict[int, int], order: list, seen: set[int]) -> Non
         if nid in seen:
             continue
         seen.add(nid)
-        t = type(node)
-        if t is Seq or t is Choice:
-            children = node.items
-        elif t is Repeat:
-            children = (node.item,)
-        else:
-            order.append(node)
-            continue
         stack.append(node)
         stack.append(_DONE)
-        for c in children:  # the last child is expanded first
-            cid = id(c)
-            refs[cid] = refs.get(cid, 0) + 1
-            if cid not in seen:
-                stack.append(c)
+        # the last child is expanded first
+        for c in (node.item,) if type(node) is Repeat else node.items:
+            t = type(c)
+            if t is Seq or t is Choice or t is Repeat:
+                cid = id(c)
+                refs[cid] = refs.get(cid, 0) + 1
+                if cid not in seen:
+                    stack.append(c)
+            elif t is RuleRef:
+                ref_names.add(c.name)  # type: ignore[union-attr]
 
 
 _DONE = object()  # stack marker in _visit
