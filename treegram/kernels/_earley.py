@@ -134,13 +134,9 @@ def closure_one(A, chart, pos, lo, n):
     return closure(A, chart, pos, lo, n)
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
+@njit(nogil=True, cache=True, _nrt=False)
 def scan_bytes(A, chart, top, data, lo, hi):
     """Read ``data[lo:hi]`` starting from set ``top`` of ``chart``.
-
-    Inlined into its two callers (an accept and :func:`accept_bytes`): as a call of its
-    own it costs more than a one-byte token's scan, since numba passes every array of the
-    automaton and the chart field by field.
 
     Returns the index of the new top set, REJECT, or OVERFLOW (also when ``set_starts``
     has no room). Sets above ``top`` are scratch until the caller commits the new top.
