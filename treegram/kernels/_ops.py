@@ -39,7 +39,7 @@ from ._layout import (
     Chart,
     MatcherState,
 )
-from ._mask import fill_row
+from ._mask import fill_row_inlined
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -113,9 +113,10 @@ def rollback_in(M, S, n):
     return rollback_op(M.meta, M.hist, S.memo_meta, n)
 
 
-# The scalar entry point inlines the body (a call costs about 70 ns of its 1.9 us on
-# DeepSeek-V4); the traversal, batch and forced kernels call the one compiled copy, which
-# saves compiling it into each of them (about 25 s of a cold start's JIT).
+# The scalar entry points and the traversal inline the body (a call costs about 70 ns of
+# its 1.9 us on DeepSeek-V4, and more than a whole one-byte accept on a small grammar);
+# the batch and forced kernels call the one compiled copy, which saves compiling it into
+# each of them (about 25 s of a cold start's JIT).
 _accept_token_inlined = njit(nogil=True, cache=True, inline="always", _nrt=False)(
     accept_token_op.py_func
 )
@@ -153,6 +154,12 @@ def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
     [N + 1]), so depth is unbounded. ``root`` is the root *node* (``G.root`` the grammar's
     root rule). The matcher ends exactly where it started, whatever the status.
 
+    The per-node work is a handful of loads on small grammars, so the loop keeps calls
+    out of it: the mask and the accept are inlined, each at one site (the root's mask is
+    the first node "entered"), and going up the tree only counts levels: the rollback
+    they add up to is applied at once, before the next accept or at the end (a chain's
+    whole walk back is one rollback).
+
     Returns
     -------
     int
@@ -169,22 +176,33 @@ def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
     steps0 = meta[M_STEPS]
     top0 = meta[M_TOP]
     stopped0 = meta[M_STOPPED]
-    status = 0
     if stopped0:
         return 0  # a stopped matcher allows nothing: every row stays zero
-    status = fill_row(G, M, S, out, row_base + root)
-    if status < 0:
-        return status
-    sp = 0
-    stack[0] = root
-    v = next_token[root]
+    A = G.automaton
+    tok_offsets = G.vocab.tok_offsets
+    tok_data = G.vocab.tok_data
+    status = 0
+    sp = -1
+    v = root  # entering v: its token is accepted (the root's is the current position)
+    entering = True
+    pending = 0  # levels gone up since the last accept: steps still to roll back
     visits = 0
     while True:
+        if entering:
+            entering = False
+            if not meta[M_STOPPED]:
+                status = fill_row_inlined(G, M, S, out, row_base + v)
+                if status < 0:
+                    break
+            sp += 1
+            stack[sp] = v
+            v = next_token[v]
+            continue
         if v < 0:
             if sp == 0:
                 break
             parent = stack[sp]
-            rollback_in(M, S, 1)
+            pending += 1
             sp -= 1
             v = next_sibling[parent]
             continue
@@ -197,21 +215,16 @@ def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
             status = TIMEOUT
             break
         token = draft[v]
-        p = stack[sp]
-        if 0 <= token < vocab_size and _allowed(out, row_base + p, token):
-            acc = accept_in(G, M, token)
+        if 0 <= token < vocab_size and _allowed(out, row_base + stack[sp], token):
+            if pending:
+                rollback_in(M, S, pending)
+                pending = 0
+            acc = _accept_token_inlined(A, G.root, tok_offsets, tok_data, M, token)
             if acc < 0:
                 status = acc
                 break
             if acc == 1:
-                if not meta[M_STOPPED]:
-                    status = fill_row(G, M, S, out, row_base + v)
-                    if status < 0:
-                        rollback_in(M, S, 1)
-                        break
-                sp += 1
-                stack[sp] = v
-                v = next_token[v]
+                entering = True
                 continue
         v = next_sibling[v]
     # Restore the starting position whatever happened (all steps above steps0 undone).

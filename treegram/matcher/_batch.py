@@ -281,10 +281,33 @@ def _rows_scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.empty(n, dtype=np.bool_), np.empty(n + 1, dtype=np.int64)
 
 
+# Per thread: the walk scratch of the traversals it runs (a chunk runs in one thread, and a
+# kernel never calls back into Python, so one thread's walks never overlap).
+_WALKS = threading.local()
+
+
 def _traverse_walk(n: int, deadline: int) -> tuple:
-    """A traversal's own stack (int32 [n + 1]) and clock buffer (int64 [2]), and its
-    deadline: the plain tuple of a ``kernels.layout.Walk``."""
-    return np.empty(n + 1, dtype=np.int32), np.zeros(2, dtype=np.int64), deadline
+    """A traversal's own stack (int32 [>= n + 1]) and clock buffer (int64 [2]), the calling
+    thread's, and its deadline: the plain tuple of a ``kernels.layout.Walk``."""
+    walk = getattr(_WALKS, "walk", None)
+    if walk is None or walk[0].shape[0] <= n:
+        walk = _WALKS.walk = (np.empty(max(n + 1, 64), dtype=np.int32), np.zeros(2, np.int64))
+    return walk[0], walk[1], deadline
+
+
+# The request ids 0..b-1 and b zero roots of the last whole-batch traversal: kernels and
+# checks only read them (never written once built), so calls and threads share them;
+# replaced whole.
+_LAST_IDS: tuple = (-1, None, None)
+
+
+def _ids_and_roots(b: int) -> tuple[np.ndarray, np.ndarray]:
+    """``arange(b)`` and ``zeros(b)`` (int64), shared; callers must not write them."""
+    global _LAST_IDS
+    last = _LAST_IDS
+    if last[0] != b:
+        last = _LAST_IDS = (b, np.arange(b, dtype=np.int64), np.zeros(b, dtype=np.int64))
+    return last[1], last[2]
 
 
 def _index_vector(values, name: str, n: int | None = None) -> np.ndarray:
@@ -740,8 +763,9 @@ class BatchGrammarMatcher:
         next_token, next_sibling = link_arrays(
             retrieve_next_token, retrieve_next_sibling, b, n, views=views
         )
+        zeros = None
         if indices is None:
-            requests = np.arange(b, dtype=np.int64)
+            requests, zeros = _ids_and_roots(b)
         else:
             requests = _index_vector(indices, "indices")
             if len(requests) and (requests.min() < 0 or requests.max() >= b):
@@ -754,7 +778,7 @@ class BatchGrammarMatcher:
             _check_distinct(mslots[requests], requests)
         k = len(requests)
         if root_positions is None:
-            roots = np.zeros(k, dtype=np.int64)
+            roots = zeros if zeros is not None else np.zeros(k, dtype=np.int64)
         else:
             roots = _index_vector(root_positions, "root_positions", k)
         check_draft_input(
