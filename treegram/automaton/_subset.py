@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from treegram.ir import MAX_RULE_STATES, MAX_SUBSET_MEMBERS
+from treegram.ir import MAX_RULE_STATES, MAX_SUBSET_MEMBERS, sort_unique
 
 __all__ = ["determinize", "fill_transitions"]
 
@@ -94,29 +94,6 @@ def _intern(members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_m
     sub_hash[n_sub] = h
     table[slot] = n_sub
     return n_sub, pool_len, n_sub + 1
-
-
-@njit(nogil=True, cache=True)
-def _sort_unique(a, n):
-    """Sort ``a[:n]`` in place and drop repeats; return how many values remain. Rows are
-    short (a few edges), so insertion sort beats a general sort's allocations."""
-    if n > 64:
-        u = np.unique(a[:n])
-        a[: u.shape[0]] = u
-        return u.shape[0]
-    for i in range(1, n):
-        v = a[i]
-        j = i - 1
-        while j >= 0 and a[j] > v:
-            a[j + 1] = a[j]
-            j -= 1
-        a[j + 1] = v
-    k = 0
-    for i in range(n):
-        if k == 0 or a[i] != a[k - 1]:
-            a[k] = a[i]
-            k += 1
-    return k
 
 
 @njit(nogil=True, cache=True)
@@ -294,7 +271,7 @@ def _subsets(nfa, start, accept, scratch, intervals, dfa, store):  # noqa: C901
         for e in range(m):
             cuts[2 * e] = e_lo[e]
             cuts[2 * e + 1] = e_hi[e] + 1
-        n_cuts = _sort_unique(cuts, 2 * m)
+        n_cuts = sort_unique(cuts, 2 * m)
         # the targets of each interval, bucketed by one pass over the edges (an edge covers
         # the intervals from its low cut to its high one), in edge order as a scan would:
         # a scan of every edge per interval is quadratic in a subset of many ranges

@@ -19,6 +19,7 @@ from treegram.ir._charset import MAX_STATES, Dfa, DfaLimitError, LoopSplit
 from treegram.ir._collector import collector_paused
 from treegram.ir._deep import *  # noqa: F403
 from treegram.ir._graphs import *  # noqa: F403
+from treegram.ir._minimize import sort_unique
 from treegram.ir._nodes import *  # noqa: F403
 from treegram.ir._printer import *  # noqa: F403
 from treegram.ir._ranges import *  # noqa: F403
@@ -35,4 +36,5 @@ __all__ = [
     *_deep.__all__,
     *_graphs.__all__,
     "collector_paused",
+    "sort_unique",
 ]

@@ -352,7 +352,7 @@ def product(a_ptr, a_lo, a_hi, a_to, a_acc, b_ptr, b_lo, b_hi, b_to, b_acc, mode
             cuts[c] = b_lo[e]
             cuts[c + 1] = b_hi[e] + 1
             c += 2
-        n_pts = _sort_unique(cuts, c)
+        n_pts = sort_unique(cuts, c)
         x = a0
         y = b0
         for z in range(n_pts - 1):
@@ -409,9 +409,10 @@ def product(a_ptr, a_lo, a_hi, a_to, a_acc, b_ptr, b_lo, b_hi, b_to, b_acc, mode
 
 
 @njit(nogil=True, cache=True)
-def _sort_unique(a, n):
+def sort_unique(a, n):
     """Sort ``a[:n]`` in place and drop repeats; return how many values remain. A state's
-    cuts are few, so insertion sort beats ``np.unique``'s sort and allocations."""
+    cuts (here, and in ``automaton._subset``'s subset construction) are few, so insertion
+    sort beats ``np.unique``'s sort and allocations."""
     if n > 64:
         u = np.unique(a[:n])
         a[: u.shape[0]] = u
