@@ -240,6 +240,27 @@ def test_tree_logits_are_bitwise_those_of_single_token_decoding(engine):
 # ---------------------------------------------------------------------------- decoding
 
 
+def test_every_bfloat16_product_is_row_independent(engine):
+    """The split of each matrix product (probed per shape on this CPU) keeps every output row
+    bitwise that row's product alone, for every row count up to 64, on inputs other than the
+    probe's (a seed of their own, values over a wide range so that any change of summation
+    order shows)."""
+    model = engine.model
+    if model.config.dtype != "bfloat16":
+        pytest.skip("float32 matmuls are not row-independent on every BLAS (see _llama)")
+    layer = model.layers[0]
+    gen = torch.Generator().manual_seed(7)
+    with torch.inference_mode():
+        for name, w in [(k, layer[k]) for k in ("qkv", "o", "gate_up", "down")] + [
+            ("head", model.head)
+        ]:
+            scale = torch.exp2(torch.randint(-12, 12, (64, w.shape[1]), generator=gen).float())
+            x = torch.randn(64, w.shape[1], generator=gen) * scale
+            alone = torch.cat([model._linear(x[i : i + 1], w) for i in range(64)])
+            for m in (2, 3, 5, 8, 9, 10, 16, 17, 31, 32, 33, 48, 64):
+                assert torch.equal(model._linear(x[:m], w), alone[:m]), (name, m)
+
+
 def test_constrained_speculative_decoding_equals_plain_decoding(engine):
     """The CI check: three requests (a schema, string formats, a tool call) decoded together
     with n-gram trees and grammar-forced nodes: every output valid, each token for token

@@ -8,12 +8,15 @@ is the token embedding (tied, as in SmolLM2).
 
 **Exactness.** Speculative decoding must reproduce plain decoding token for token, so a
 token's logits (and keys/values) must not depend on which other tokens share the forward
-pass. In ``bfloat16`` mode the matrix products run in bfloat16 (oneDNN; each output row
-depends only on its input row, for every row count used here: the LM head runs in blocks
-of at most 32 rows, past which oneDNN changes kernels), the residual stream is float32,
-and the attention and the RMSNorm statistics are computed in float64 (their sums run over
-a tree's masked-out nodes in one pass and over the cache alone in the other: in float64
-that reordering cannot move a float32 or bfloat16 result). The result is bitwise the same
+pass. In ``bfloat16`` mode the matrix products run in bfloat16 (oneDNN), split so that each
+output row depends only on its input row: oneDNN picks its kernel, hence its summation
+order, by shape and CPU (the LM head changes kernels past 32 rows on AMX machines, the
+1536-wide down projection from 2 rows on AVX512-BF16 EPYC ones), so the split (rows per
+call, and the inner dimension in blocks whose float32 partial sums are added) is probed
+per shape on first use. The residual stream is float32, and the attention and the RMSNorm
+statistics are computed in float64 (their sums run over a tree's masked-out nodes in one
+pass and over the cache alone in the other: in float64 that reordering cannot move a
+float32 or bfloat16 result). The result is bitwise the same
 logits for a token scored inside a draft tree or alone (``tests/demo`` checks it).
 ``float32`` mode (full-precision matrix products, the mode compared with transformers'
 reference forward) is not row-independent on every BLAS: there, speculative and plain
@@ -40,8 +43,12 @@ __all__ = ["DTYPES", "LlamaConfig", "LlamaModel", "default_dtype"]
 #: The matmul dtypes :class:`LlamaModel` runs in.
 DTYPES = ("bfloat16", "float32")
 
-# oneDNN's bfloat16 GEMM picks another kernel for the LM head's shape past 32 rows.
-_HEAD_ROWS = 32
+# The most rows one bfloat16 matrix product is probed for, and the narrowest block of its
+# inner dimension tried (see _product_plan).
+_PROBE_ROWS = 32
+_MIN_K_BLOCK = 128
+# How each bfloat16 product is split, by (out, in, torch threads): probed once per process.
+_PLANS: dict[tuple[int, int, int], tuple[int, int]] = {}
 
 
 def default_dtype() -> str:
@@ -169,6 +176,7 @@ class LlamaModel:
         angles = np.arange(config.max_positions, dtype=np.float64)[:, None] * inv[None]
         self.cos = torch.from_numpy(np.cos(angles).astype(np.float32))  # [P, hd/2]
         self.sin = torch.from_numpy(np.sin(angles).astype(np.float32))
+        self._blocks: dict[int, tuple] = {}  # id(weight) -> (weight, k_block, column blocks)
 
     # ---------------------------------------------------------------- pieces
 
@@ -186,16 +194,20 @@ class LlamaModel:
         even, odd = x[..., 0::2], x[..., 1::2]
         return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
 
-    def _lm_head(self, h):
-        import torch
-        from torch.nn import functional
-
-        flat = h.reshape(-1, h.shape[-1]).to(self.matmul_dtype)
-        out = [
-            functional.linear(flat[i : i + _HEAD_ROWS], self.head).float()
-            for i in range(0, flat.shape[0], _HEAD_ROWS)
-        ]
-        return torch.cat(out).view(*h.shape[:-1], -1)
+    def _linear(self, x, w):
+        """``x @ w.T`` in float32, over the last axis of ``x`` (any leading shape), split as
+        :func:`_product_plan` says so that each row's result is independent of the others."""
+        flat = x.reshape(-1, x.shape[-1]).to(self.matmul_dtype)
+        k_block, rows = _product_plan(w)
+        if k_block == w.shape[1]:
+            blocks = (w,)
+        else:  # split once per weight; the entry keeps `w` alive, so its id stays its own
+            entry = self._blocks.get(id(w))
+            if entry is None or entry[0] is not w or entry[1] != k_block:
+                entry = self._blocks[id(w)] = (w, k_block, _column_blocks(w, k_block))
+            blocks = entry[2]
+        out = _blocked_linear(flat, blocks, rows)
+        return out.view(*x.shape[:-1], -1)
 
     # ---------------------------------------------------------------- forward
 
@@ -249,8 +261,7 @@ class LlamaModel:
         ks, vs = [], []
         for li in range(n_layers):
             layer = self.layers[li]
-            y = self._rms(x, layer["attn_norm"]).to(self.matmul_dtype)
-            qkv = functional.linear(y, layer["qkv"]).float()
+            qkv = self._linear(self._rms(x, layer["attn_norm"]), layer["qkv"])
             q = self._rope(qkv[..., :dq].view(b, t, h, hd), cos, sin)
             k = self._rope(qkv[..., dq : dq + dk].view(b, t, kvh, hd), cos, sin)
             v = qkv[..., dq + dk :].view(b, t, kvh, hd)
@@ -272,16 +283,11 @@ class LlamaModel:
             else:
                 att = probs @ vd
             att = att.view(b, kvh, group, t, hd).permute(0, 3, 1, 2, 4).reshape(b, t, dq)
-            x = x + functional.linear(att.to(self.matmul_dtype), layer["o"]).float()
-            y = self._rms(x, layer["ffn_norm"]).to(self.matmul_dtype)
-            gate, up = functional.linear(y, layer["gate_up"]).float().split(cfg.d_ff, dim=-1)
-            x = (
-                x
-                + functional.linear(
-                    (functional.silu(gate) * up).to(self.matmul_dtype), layer["down"]
-                ).float()
-            )
-        logits = self._lm_head(self._rms(x, self.out_norm))
+            x = x + self._linear(att, layer["o"])
+            gate_up = self._linear(self._rms(x, layer["ffn_norm"]), layer["gate_up"])
+            gate, up = gate_up.split(cfg.d_ff, dim=-1)
+            x = x + self._linear(functional.silu(gate) * up, layer["down"])
+        logits = self._linear(self._rms(x, self.out_norm), self.head)
         return logits, torch.stack(ks), torch.stack(vs)
 
     def causal_logits(self, tokens):
@@ -304,3 +310,75 @@ class LlamaModel:
 def load_weights(gguf_file: Any) -> dict[str, np.ndarray]:
     """Every tensor of an open :class:`treegram.demo.GGUFFile`, dequantized to float32."""
     return {name: gguf_file.tensor(name) for name in gguf_file.tensors}
+
+
+def _product_plan(w) -> tuple[int, int]:
+    """How a product with the weight ``w`` is split so that every output row is bitwise that
+    row's product alone: ``(k_block, rows)``, the inner dimension in blocks of ``k_block``
+    (partial products summed in float32) and at most ``rows`` rows per call.
+
+    oneDNN picks its bfloat16 kernel, hence its summation order, by shape and CPU, not by
+    values: the plan is probed once per shape and thread count, with ``w`` itself on random
+    rows whose values span a wide range (a change of summation order then shows in the
+    bfloat16 results). The inner dimension is halved while that buys more rows (a 1536-wide
+    product changes order from 2 rows on AVX512-BF16 EPYC CPUs, its 768-wide halves never
+    do). float32 weights claim no row independence: one call.
+    """
+    import torch
+
+    if w.dtype != torch.bfloat16:
+        return w.shape[1], 1 << 62
+    key = (*w.shape, torch.get_num_threads())
+    plan = _PLANS.get(key)
+    if plan is None:
+        gen = torch.Generator().manual_seed(0)
+        shape = (_PROBE_ROWS, w.shape[1])
+        scale = torch.exp2(torch.randint(-12, 12, shape, generator=gen).float())
+        x = (torch.randn(*shape, generator=gen) * scale).to(torch.bfloat16)
+        plan = (w.shape[1], 0)
+        k_block = w.shape[1]
+        while True:
+            rows = _independent_rows(x, _column_blocks(w, k_block))
+            if rows > plan[1]:
+                plan = (k_block, rows)
+            if rows == _PROBE_ROWS or k_block <= _MIN_K_BLOCK:
+                break
+            k_block = (k_block + 1) // 2
+        _PLANS[key] = plan
+    return plan
+
+
+def _blocked_linear(x, blocks, rows: int):
+    """``x @ w.T`` in float32, ``w`` given as its column ``blocks`` (contiguous, in order):
+    at most ``rows`` rows of ``x`` per call, the blocks' float32 partial products summed in
+    order."""
+    import torch
+    from torch.nn import functional
+
+    def product(part):
+        out, k = None, 0
+        for wb in blocks:
+            p = functional.linear(part[:, k : k + wb.shape[1]], wb).float()
+            out, k = (p if out is None else out + p), k + wb.shape[1]
+        return out
+
+    if x.shape[0] <= rows:
+        return product(x)
+    return torch.cat([product(x[i : i + rows]) for i in range(0, x.shape[0], rows)])
+
+
+def _column_blocks(w, k_block: int) -> tuple:
+    """``w``'s columns in contiguous blocks of ``k_block`` (the last may be narrower)."""
+    return tuple(w[:, k : k + k_block].contiguous() for k in range(0, w.shape[1], k_block))
+
+
+def _independent_rows(x, blocks) -> int:
+    """The most leading rows of ``x`` (up to all) whose product with the column ``blocks``
+    equals each row's product alone, for every row count up to it."""
+    import torch
+
+    alone = torch.cat([_blocked_linear(x[i : i + 1], blocks, 1) for i in range(x.shape[0])])
+    for m in range(2, x.shape[0] + 1):
+        if not torch.equal(_blocked_linear(x[:m], blocks, m), alone[:m]):
+            return m - 1
+    return x.shape[0]
