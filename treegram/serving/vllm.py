@@ -599,11 +599,10 @@ _SCALAR_MAX = 2  # at most this many chains: the grammar calls one by one, no ba
 
 
 def _chain_rows_scalar(ids, p: int, grammar: VLLMGrammar, draft, k_max: int, rows) -> None:
-    """:func:`_chain_rows` for one request, with the matcher's scalar calls (vLLM's loop
-    without its per-row bookkeeping): rows ``p * (1 + k_max) ..`` of ``rows`` (the numpy
-    view of the manager's buffer, the same object every step: validated once) for the
-    drafts and the bonus token. A chain of two drafts or more is one traversal
-    (:func:`_chain_by_traversal`); a shorter one, a mask, an accept and a mask. The matcher
+    """:func:`_chain_rows` for one request, without the batch call's fixed cost: rows
+    ``p * (1 + k_max) ..`` of ``rows`` (the numpy view of the manager's buffer, the same
+    object every step) for the drafts and the bonus token, from one scalar traversal of
+    the chain (:func:`_chain_by_traversal`; with no draft, the mask alone). The matcher
     ends where it started, also when this raises."""
     m = grammar.matcher
     base = p * (k_max + 1)
@@ -613,32 +612,7 @@ def _chain_rows_scalar(ids, p: int, grammar: VLLMGrammar, draft, k_max: int, row
         if draft and draft[0] != -1:
             _log_rejected(draft[0], ids[p])
         return
-    vocab, stops = grammar._tokenizer_vocab, grammar._stops
-    if draft and 0 <= draft[0] < vocab:
-        _chain_by_traversal(ids, p, grammar, draft, base, end, rows)
-        return
-    m.fill_next_token_bitmask(rows, base)
-    accepted = 0
-    try:
-        for j, t in enumerate(draft):
-            row = base + j + 1
-            if t == -1:  # padding: vLLM leaves the rest unconstrained
-                rows[row:end] = -1
-                break
-            if not 0 <= t < vocab or not m.accept_token(int(t)):
-                rows[row:end] = rows[row - 1]  # the last valid row, as vLLM copies it
-                _log_rejected(t, ids[p])
-                break
-            accepted += 1
-            if t in stops:  # terminated: the rest unconstrained; a further draft fails
-                rows[row:end] = -1
-                if j + 1 < len(draft) and draft[j + 1] != -1:
-                    _log_rejected(draft[j + 1], ids[p])
-                break
-            m.fill_next_token_bitmask(rows, row)
-    finally:
-        if accepted:
-            m.rollback(accepted)
+    _chain_by_traversal(ids, p, grammar, draft, base, end, rows)
 
 
 def _chain_by_traversal(ids, p: int, grammar: VLLMGrammar, draft, base: int, end: int, rows):
@@ -656,7 +630,7 @@ def _chain_by_traversal(ids, p: int, grammar: VLLMGrammar, draft, base: int, end
     next_token, next_sibling, tokens, out, words = _chain_buffers(rows, base, n)
     if n == 1:
         tokens[1] = draft[0]
-    else:
+    elif n:
         tokens[1 : n + 1] = draft[:n]
     grammar.matcher._traverse_kept(next_token, next_sibling, tokens, out)
     for j, t in enumerate(draft):
