@@ -126,8 +126,9 @@ def _claim(held: tuple) -> tuple[list | tuple, list | None]:
             stack = getattr(_BATCH_HELD, "stack", None)
             if stack is None:
                 stack = _BATCH_HELD.stack = []
-            stack.append(held)
-            return (held, frees), keys
+            entry = [held, None]
+            stack.append(entry)
+            return (entry, frees), keys
     if all(issubclass(kind, GrammarMatcher) for kind in set(map(type, held))):
         matchers = held
     else:
@@ -161,9 +162,9 @@ def _release(taken: list | tuple) -> None:
     """Give back the matchers :func:`_claim` took."""
     if type(taken) is tuple:  # the fast claim: its batch off the stack, every token back
         stack = _BATCH_HELD.stack
-        held, frees = taken
+        entry, frees = taken
         for i in range(len(stack) - 1, -1, -1):
-            if stack[i] is held:
+            if stack[i] is entry:
                 del stack[i]
                 break
         deque(map(_APPEND, frees, _TOKENS), maxlen=0)

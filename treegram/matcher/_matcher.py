@@ -93,8 +93,10 @@ _get_ident = threading.get_ident
 
 # Per thread: the matchers of the batch calls it is running whose claim recorded no owner
 # (``_batch._claim``'s fast path takes a whole batch's tokens with one C-level pass and
-# writes no ``_owner``): a stack of tuples, consulted only when a claim finds a matcher
-# taken, to let this thread's nested calls through.
+# writes no ``_owner``): a stack of ``[held tuple, ids]`` entries, consulted only when a
+# claim finds a matcher taken, to let this thread's nested calls through. ``ids``, the
+# set of the tuple's ``id``s (its matchers are alive while the call holds them), is made
+# at the first nested call, so a batch op that nests once per matcher stays linear.
 _BATCH_HELD = threading.local()
 
 
@@ -104,8 +106,12 @@ def _held_here(matcher) -> bool:
     thread's running batch calls claimed it."""
     if matcher._owner == _get_ident():
         return True
-    stack = getattr(_BATCH_HELD, "stack", None)
-    return bool(stack) and any(matcher in held for held in stack)
+    for entry in getattr(_BATCH_HELD, "stack", ()):
+        if entry[1] is None:
+            entry[1] = frozenset(map(id, entry[0]))
+        if id(matcher) in entry[1]:
+            return True
+    return False
 
 
 def _exclusive(method):
