@@ -137,3 +137,78 @@ def test_two_threads_hammering_one_matcher_never_crash():
     """,
         timeout=120,
     )
+
+
+def test_a_batch_claimed_again_keeps_every_guarantee(grammar):
+    """The claim of the batch claimed last takes its tokens in one pass and records no
+    owner (``_batch._claim``): a busy matcher there still fails the whole call and gives
+    back every token taken, the calling thread's nested calls still go through, and a
+    matcher listed twice is still refused."""
+    from treegram.matcher import _batch
+
+    ms = [GrammarMatcher(grammar) for _ in range(4)]
+    rows = np.zeros((4, W), dtype=np.int32)
+    batch = BatchGrammarMatcher(max_threads=1)
+    for _ in range(2):  # the second call takes the one-pass claim
+        batch.batch_fill_next_token_bitmask(ms, rows)
+    assert _batch._LAST_CLAIM[2] is not None and len(_batch._LAST_CLAIM[2]) == 4
+    # nested calls of the same thread: batch_accept_string calls accept_string per matcher
+    for _ in range(2):
+        assert BatchGrammarMatcher.batch_accept_string(ms, ["{"] * 4) == [True] * 4
+        BatchGrammarMatcher.batch_rollback(ms, [1] * 4)
+    assert BatchGrammarMatcher.batch_accept_string(ms, ["{"] * 4) == [True] * 4
+    BatchGrammarMatcher.batch_rollback(ms, [1] * 4)
+    # a matcher busy in another thread: the call fails, nothing changes, no token is lost
+    batch.batch_fill_next_token_bitmask(ms, rows)
+    before = rows.copy()
+    release, thread = _hold_elsewhere(ms[2])
+    try:
+        for call in (
+            lambda: batch.batch_fill_next_token_bitmask(ms, rows),
+            lambda: BatchGrammarMatcher.batch_accept_string(ms, ["{"] * 4),
+        ):
+            with pytest.raises(MatcherStateError, match=r"matchers\[2\] is in use"):
+                call()
+        for m in (ms[0], ms[1], ms[3]):  # their tokens were given back
+            assert m._free and m._owner == 0
+            assert m.accept_string("{")
+            m.rollback(1)
+        with pytest.raises(MatcherStateError, match="in use by another thread"):
+            ms[2].accept_string("{")
+    finally:
+        release.set()
+        thread.join()
+    assert all(m.num_accepted_steps() == 0 for m in ms)
+    for _ in range(2):
+        batch.batch_fill_next_token_bitmask(ms, rows)
+        assert np.array_equal(rows, before)
+    # every token back and no batch left on this thread's stack
+    from treegram.matcher._matcher import _BATCH_HELD
+
+    assert all(m._free and m._owner == 0 for m in ms)
+    assert not getattr(_BATCH_HELD, "stack", [])
+    with pytest.raises(Exception, match="same GrammarMatcher"):
+        batch.batch_fill_next_token_bitmask([*ms, ms[0]], np.zeros((5, W), dtype=np.int32))
+    assert all(m._free for m in ms)
+    # while this thread runs a batch call on them, another thread still finds them busy
+    seen = []
+
+    def other_thread() -> None:
+        try:
+            ms[1].accept_string("{")
+        except MatcherStateError as exc:
+            seen.append(str(exc))
+
+    _batch._release(_batch._claim(tuple(ms))[0])
+    taken, _ = _batch._claim(tuple(ms))
+    try:
+        assert type(taken) is tuple  # the one-pass claim
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+        assert ms[1].accept_string("{")  # this thread's nested call
+        ms[1].rollback(1)
+    finally:
+        _batch._release(taken)
+    assert seen and "in use by another thread" in seen[0]
+    assert all(m._free and m._owner == 0 for m in ms)

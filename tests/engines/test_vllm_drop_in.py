@@ -138,9 +138,16 @@ def draft_for(xg_grammar, rng, k: int) -> list[int]:
 
 
 def fill_sentinel(*managers) -> None:
+    """Fill each manager's bitmask with SENTINEL, allocating it first as vLLM does when
+    the manager has none yet (else the first step's rows past a short draft would be the
+    fresh allocation's -1 in one buffer and SENTINEL in the other)."""
     for m in managers:
-        if m._grammar_bitmask is not None:
-            m._grammar_bitmask.fill_(SENTINEL)
+        if m._grammar_bitmask is None:
+            config = m.vllm_config
+            m._grammar_bitmask = m.backend.allocate_token_bitmask(
+                config.scheduler_config.max_num_seqs * (1 + config.num_speculative_tokens)
+            )
+        m._grammar_bitmask.fill_(SENTINEL)
 
 
 def three_way_bitmask(ours, theirs, reqs_o, reqs_t, live, sched) -> np.ndarray:
@@ -172,7 +179,9 @@ def states(reqs: dict) -> list:
     ]
 
 
-@pytest.mark.parametrize(("k", "path"), [(0, "batched"), (3, "batched"), (3, "scalar")])
+@pytest.mark.parametrize(
+    ("k", "path"), [(0, "batched"), (3, "batched"), (3, "scalar"), (1, "scalar"), (1, "batched")]
+)
 def test_bitmask_validate_accept_bit_identical(model_dir, monkeypatch, k, path):
     """``path``: every chain through the batched traversal, or (small batches) one by
     one with the matcher's scalar calls."""

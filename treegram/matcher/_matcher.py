@@ -91,6 +91,28 @@ def _busy_error(name: str) -> MatcherStateError:
 _TOKEN = True
 _get_ident = threading.get_ident
 
+# Per thread: the matchers of the batch calls it is running whose claim recorded no owner
+# (``_batch._claim``'s fast path takes a whole batch's tokens with one C-level pass and
+# writes no ``_owner``): a stack of ``[held tuple, ids]`` entries, consulted only when a
+# claim finds a matcher taken, to let this thread's nested calls through. ``ids``, the
+# set of the tuple's ``id``s (its matchers are alive while the call holds them), is made
+# at the first nested call, so a batch op that nests once per matcher stays linear.
+_BATCH_HELD = threading.local()
+
+
+def _held_here(matcher) -> bool:
+    """Whether the calling thread holds ``matcher`` (its claim found it taken): an
+    ``_exclusive`` or traversal call recorded this thread as owner, or one of this
+    thread's running batch calls claimed it."""
+    if matcher._owner == _get_ident():
+        return True
+    for entry in getattr(_BATCH_HELD, "stack", ()):
+        if entry[1] is None:
+            entry[1] = frozenset(map(id, entry[0]))
+        if id(matcher) in entry[1]:
+            return True
+    return False
+
 
 def _exclusive(method):
     """Run ``method`` only while no other thread uses the matcher (MatcherStateError
@@ -102,7 +124,7 @@ def _exclusive(method):
         try:
             free.pop()
         except IndexError:
-            if self._owner != _get_ident():
+            if not _held_here(self):
                 raise _busy_error(method.__name__) from None
             return method(self, *args, **kwargs)  # nested: the outer call gives it back
         self._owner = _get_ident()
@@ -414,7 +436,7 @@ class GrammarMatcher:
         """The inline claim of a hot call (see ``_exclusive``) found the matcher taken:
         False (go on, the outer call gives it back) when this thread holds it, else
         MatcherStateError naming ``name``."""
-        if self._owner != _get_ident():
+        if not _held_here(self):
             raise _busy_error(name) from None
         return False
 
@@ -1090,6 +1112,54 @@ class GrammarMatcher:
                 temperatures,
                 root_position,
             )
+        finally:
+            if took:
+                self._owner = 0
+                free.append(_TOKEN)
+
+    def _traverse_kept(self, next_token, next_sibling, draft_tokens, token_bitmask) -> bool:
+        """:meth:`traverse_draft_tree` from node 0 with no time limit, for treegram's engine
+        drop-ins: they pass four numpy buffers of their own every step, change only the
+        tokens (which the kernel checks) and never reshape the buffers or change their
+        flags, so when these are the buffers of the matcher's last checked traversal their
+        fingerprint is not taken again (a third of a one-draft chain's cost). Any other
+        buffers go through :meth:`traverse_draft_tree`."""
+        free = self._free
+        try:
+            free.pop()
+            took = True
+        except IndexError:
+            took = self._nested("traverse_draft_tree")
+        else:
+            self._owner = _get_ident()
+        try:
+            last = self._tree_last
+            if (
+                last is None
+                or last[0] is not next_token
+                or last[1] is not next_sibling
+                or last[2] is not draft_tokens
+                or last[3] is not token_bitmask
+            ):
+                return self._traverse_checked(
+                    next_token, next_sibling, draft_tokens, token_bitmask, -1.0, None, 0
+                )
+            tree, out, _ = last[5]
+            self._root1[0] = 0
+            st = _kernels_batch.traverse_slot(
+                self._ab,
+                *self._store.snapshot(),
+                MATCHERS.table,
+                self._slot,
+                tree,
+                out,
+                0,
+                self._vocab_size,
+                0,
+            )
+            if st == 0:
+                return True
+            return self._traverse_kernel(tree, out, 0, 0, st)
         finally:
             if took:
                 self._owner = 0

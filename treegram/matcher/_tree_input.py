@@ -44,10 +44,12 @@ class IndexViewCache:
     One entry per position, replaced whole: safe to share between threads.
     """
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "links")
 
     def __init__(self, positions: int) -> None:
         self._entries: list[tuple | None] = [None] * positions
+        # link_arrays' result for the views of the tensors last seen at positions 0 and 1
+        self.links: tuple | None = None
 
     def view(self, k: int, values, name: str) -> np.ndarray:
         """``as_index_array(values, name)``, from the cache when possible.
@@ -92,9 +94,30 @@ def link_arrays(
     DraftTreeError
         Not integer arrays, or shapes other than ``(N,)`` / ``(B, N)``, or differing.
     """
+    if views is not None and type(next_token) is not np.ndarray:
+        # tensors whose views the cache checked (same memory, shape and strides): the
+        # same views as last time give the same links (a numpy array may be reshaped in
+        # place, so those are checked every time)
+        v0 = views.view(0, next_token, names[0])
+        v1 = views.view(1, next_sibling, names[1])
+        last = views.links
+        if last is not None and last[0] is v0 and last[1] is v1 and last[2] == (b, n, names):
+            return last[3], last[4]
+        nt, ns = _link_shapes((v0, v1), b, n, names)
+        if type(next_sibling) is not np.ndarray:
+            views.links = (v0, v1, (b, n, names), nt, ns)
+        return nt, ns
+    arrays = [
+        as_int64_array(values, name) if views is None else views.view(k, values, name)
+        for k, (name, values) in enumerate(zip(names, (next_token, next_sibling), strict=True))
+    ]
+    return _link_shapes(arrays, b, n, names)
+
+
+def _link_shapes(arrays, b: int, n: int, names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`link_arrays` of the two arrays once converted: 1-D made [1, N], shapes checked."""
     links = []
-    for k, (name, values) in enumerate(zip(names, (next_token, next_sibling), strict=True)):
-        arr = as_int64_array(values, name) if views is None else views.view(k, values, name)
+    for name, arr in zip(names, arrays, strict=True):
         shape = arr.shape
         if arr.ndim == 1:
             arr = arr[None]

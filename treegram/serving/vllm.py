@@ -599,11 +599,10 @@ _SCALAR_MAX = 2  # at most this many chains: the grammar calls one by one, no ba
 
 
 def _chain_rows_scalar(ids, p: int, grammar: VLLMGrammar, draft, k_max: int, rows) -> None:
-    """:func:`_chain_rows` for one request, with the matcher's scalar calls (vLLM's loop
-    without its per-row bookkeeping): rows ``p * (1 + k_max) ..`` of ``rows`` (the numpy
-    view of the manager's buffer, the same object every step: validated once) for the
-    drafts and the bonus token. A chain of two drafts or more is one traversal
-    (:func:`_chain_by_traversal`); a shorter one, a mask, an accept and a mask. The matcher
+    """:func:`_chain_rows` for one request, without the batch call's fixed cost: rows
+    ``p * (1 + k_max) ..`` of ``rows`` (the numpy view of the manager's buffer, the same
+    object every step) for the drafts and the bonus token, from one scalar traversal of
+    the chain (:func:`_chain_by_traversal`; with no draft, the mask alone). The matcher
     ends where it started, also when this raises."""
     m = grammar.matcher
     base = p * (k_max + 1)
@@ -613,55 +612,33 @@ def _chain_rows_scalar(ids, p: int, grammar: VLLMGrammar, draft, k_max: int, row
         if draft and draft[0] != -1:
             _log_rejected(draft[0], ids[p])
         return
-    vocab, stops = grammar._tokenizer_vocab, grammar._stops
-    if len(draft) >= 2 and 0 <= draft[0] < vocab and 0 <= draft[1] < vocab:
-        _chain_by_traversal(ids, p, grammar, draft, base, end, rows)
-        return
-    m.fill_next_token_bitmask(rows, base)
-    accepted = 0
-    try:
-        for j, t in enumerate(draft):
-            row = base + j + 1
-            if t == -1:  # padding: vLLM leaves the rest unconstrained
-                rows[row:end] = -1
-                break
-            if not 0 <= t < vocab or not m.accept_token(int(t)):
-                rows[row:end] = rows[row - 1]  # the last valid row, as vLLM copies it
-                _log_rejected(t, ids[p])
-                break
-            accepted += 1
-            if t in stops:  # terminated: the rest unconstrained; a further draft fails
-                rows[row:end] = -1
-                if j + 1 < len(draft) and draft[j + 1] != -1:
-                    _log_rejected(draft[j + 1], ids[p])
-                break
-            m.fill_next_token_bitmask(rows, row)
-    finally:
-        if accepted:
-            m.rollback(accepted)
+    _chain_by_traversal(ids, p, grammar, draft, base, end, rows)
 
 
 def _chain_by_traversal(ids, p: int, grammar: VLLMGrammar, draft, base: int, end: int, rows):
-    """:func:`_chain_rows_scalar`'s rows from one ``traverse_draft_tree`` of the chain (its
-    drafts up to padding or a token outside the vocabulary), then vLLM's rows after a
-    draft the grammar does not take (the draft at ``j`` was taken when row ``j`` allows
-    it). One call instead of a mask, an accept and a rollback per draft: 13% less time at
-    3 drafts, 28% at 7; at one draft the two calls cost less than the traversal's."""
+    """:func:`_chain_rows_scalar`'s rows from one traversal of the chain (its drafts up to
+    padding or a token outside the vocabulary), then vLLM's rows after a draft the grammar
+    does not take (the draft at ``j`` was taken when row ``j`` allows it). One kernel call
+    instead of a mask, an accept and a rollback per draft, on buffers the matcher checked
+    at the first step (``GrammarMatcher._traverse_kept``)."""
     vocab, stops = grammar._tokenizer_vocab, grammar._stops
     n = 0
     for t in draft:
         if not 0 <= t < vocab:
             break
         n += 1
-    next_token, next_sibling, tokens, out = _chain_buffers(rows, base, n)
-    tokens[1 : n + 1] = draft[:n]
-    grammar.matcher.traverse_draft_tree(next_token, next_sibling, tokens, out)
+    next_token, next_sibling, tokens, out, words = _chain_buffers(rows, base, n)
+    if n == 1:
+        tokens[1] = draft[0]
+    elif n:
+        tokens[1 : n + 1] = draft[:n]
+    grammar.matcher._traverse_kept(next_token, next_sibling, tokens, out)
     for j, t in enumerate(draft):
         row = base + j + 1
         if t == -1:  # padding: vLLM leaves the rest unconstrained
             rows[row:end] = -1
             return
-        if j >= n or not (rows[row - 1, t >> 5] >> (t & 31)) & 1:
+        if j >= n or not (words[row - 1, t >> 5] >> (t & 31)) & 1:
             rows[row:end] = rows[row - 1]  # the last valid row, as vLLM copies it
             _log_rejected(t, ids[p])
             return
@@ -678,11 +655,16 @@ _chains = threading.local()  # per thread: (rows, {(first row, drafts): buffers}
 def _chain_buffers(rows: np.ndarray, base: int, n: int) -> tuple:
     """The traversal's buffers for a chain of ``n`` drafts whose rows start at ``base``
     of ``rows``: links, tokens (the caller writes them) and the rows' view, the same
-    objects while ``rows`` is, so the matcher reuses its checks of them."""
+    objects while ``rows`` is, so the matcher reuses its checks of them; and ``rows`` to
+    read words from (a memoryview when ``rows`` is C-contiguous: a word read costs a
+    fifth of numpy's)."""
     kept = getattr(_chains, "kept", None)
     if kept is None or kept[0] is not rows:
         views: dict[tuple[int, int], tuple] = {}
-        kept = _chains.kept = (rows, views)
+        words = rows
+        if rows.flags.c_contiguous and rows.ndim == 2 and rows.dtype == np.int32:
+            words = memoryview(rows)
+        kept = _chains.kept = (rows, views, words)
     views = kept[1]
     got = views.get((base, n))
     if got is None:
@@ -695,6 +677,7 @@ def _chain_buffers(rows: np.ndarray, base: int, n: int) -> tuple:
             np.full(n + 1, -1, dtype=np.int64),
             np.zeros(n + 1, dtype=np.int64),
             rows[base : base + n + 1],
+            kept[2],
         )
     return got
 
