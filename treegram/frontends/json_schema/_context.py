@@ -49,8 +49,11 @@ class ConversionContext(Protocol):
     def in_document(self, schema) -> bool:
         """Whether ``schema`` is a subschema of the documents (its identity names it)."""
 
-    def negation_ref(self, schema: dict) -> str:
+    def negation_ref(self, schema: dict, keyed: bool = False) -> str:
         """A ``$ref`` naming the negation of the document subschema ``schema``."""
+
+    def negation_ready(self, ref) -> bool:
+        """Whether a :meth:`negation_ref` may be resolved now (not while computed)."""
 
     def negation_target(self, ref) -> dict | None:
         """The subschema a :meth:`negation_ref` negates (``None``: another reference)."""

@@ -172,7 +172,7 @@ class Converter:
         self.any_order = any_order
         self.rules: dict[str, Expr | None] = {}
         self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
-        self.ref_names: dict[tuple[str, int], str] = {}
+        self.ref_names: dict[tuple[str | tuple, int], str] = {}
         self.objects = ObjectBuilder(self)
         self.nesting = 0  # value() calls in progress: nested schemas and $ref chains
         self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
@@ -181,13 +181,15 @@ class Converter:
         self._validator: Validator | None = None
         self.excludes = Exclusions(self, excludes)
         self._doc_ids: dict[int, dict] = {}
+        self._derived: list = []  # derived schemas named by _fingerprint
         self.work = 0  # value() calls: bounded by MAX_SUBSCHEMAS
         self.widen_one_of = False  # overlapping oneOf as anyOf (a second, widened try)
         self.expanded: list[str] = []  # pointers of the overlapping oneOfs expanded
         self.widenings = 0  # keywords widened so far (unsupported downgraded to a warning)
         self._negations: dict[str, object] = {}
-        self._negation_names: dict[int, str] = {}  # id of a negated subschema: its ref
+        self._negation_names: dict[tuple, str] = {}  # (id of the subschema, keyed): ref
         self._negation_targets: dict[str, dict] = {}
+        self._negation_keyed: dict[str, bool] = {}  # ref: negated with negate's keyed
 
     # -- errors -------------------------------------------------------------------------
     def downgraded(self, keyword: str) -> bool:
@@ -270,7 +272,9 @@ class Converter:
         arr = self.objects.homogeneous("[]", inner, 0, None, depth)
         return alt(lit("null"), lit("true"), lit("false"), NUMBER, text, obj, arr)
 
-    def ref_rule(self, key: str, schema, depth: int, body_fn, base: str | None = None) -> Expr:
+    def ref_rule(
+        self, key: str | tuple, schema, depth: int, body_fn, base: str | None = None
+    ) -> Expr:
         """A rule for ``schema`` at ``depth``, created once; recursion is allowed."""
         d = self.layout.depth(depth)
         name = self.ref_names.get((key, d))
@@ -290,17 +294,23 @@ class Converter:
             self._doc_ids = {id(n): n for n in self.refs.nodes.values() if isinstance(n, dict)}
         return id(schema) in self._doc_ids
 
-    def negation_ref(self, schema: dict) -> str:
+    def negation_ref(self, schema: dict, keyed: bool = False) -> str:
         """A ``$ref`` naming the negation of the document subschema ``schema``, computed
         when first resolved: a negated recursive schema stays a recursion."""
         # numbered in order of first use (not by id(), which differs run to run): the
         # grammar's rule names, and so its text and cache entries, are reproducible
         ref = self._negation_names.setdefault(
-            id(schema), f"{NEGATION_PREFIX}{len(self._negation_names)}"
+            (id(schema), keyed), f"{NEGATION_PREFIX}{len(self._negation_names)}"
         )
         self._negations.setdefault(ref, schema)
         self._negation_targets[ref] = schema
+        self._negation_keyed[ref] = keyed
         return ref
+
+    def negation_ready(self, ref) -> bool:
+        """Whether the negation :meth:`negation_ref` named ``ref`` may be resolved now
+        (not while it is being computed: it would depend on itself)."""
+        return isinstance(ref, str) and self._negations.get(ref) != (None,)
 
     def negation_target(self, ref) -> dict | None:
         """The document subschema a :meth:`negation_ref` negates (``None``: another ref)."""
@@ -316,7 +326,7 @@ class Converter:
                     return True
                 return target[0]
             self._negations[ref] = (None,)
-            out = negate(self, target, ptr)
+            out = negate(self, target, ptr, keyed=self._negation_keyed.get(ref, False))
             self._negations[ref] = (out,)
             return out
         node = self.refs.schema(ref) if isinstance(ref, str) else None
@@ -393,6 +403,21 @@ class Converter:
                 lambda s, d: self._merged_value(s, ptr, d),
                 base="merged",
             )
+        if _may_recurse(schema):
+            key = _fingerprint(self, schema)
+            if key is not None:
+                # a derived schema (a merge, a negation's part) met again, equal part for
+                # part (document subschemas by identity): one rule, so a recursion through
+                # derived schemas (a oneOf branch negated inside its own member) closes
+                # instead of being inlined level after level until the budget runs out
+                self._derived.append(schema)  # keeps the identities in the key alive
+                return self.ref_rule(
+                    ("#derived", key),
+                    schema,
+                    depth,
+                    lambda s, d: self._merged_value(s, ptr, d),
+                    base="merged",
+                )
         return self._merged_value(schema, ptr, depth)
 
     def _merged_value(self, schema: dict, ptr: str, depth: int) -> Expr | None:
@@ -745,6 +770,36 @@ def _may_recurse(schema: dict) -> bool:
         ):
             return len(schema) > 1  # beside other keywords: each branch is merged
     return False
+
+
+_MAX_FINGERPRINT = 2_000
+"""Parts of a derived schema :func:`_fingerprint` takes apart (larger ones: no key)."""
+
+
+def _fingerprint(conv, schema):
+    """A hashable key equal for derived schemas equal part for part (document subschemas
+    and any other object by identity, scalars with their type: ``1``, ``1.0`` and ``True``
+    differ), or ``None`` past :data:`_MAX_FINGERPRINT` parts."""
+    budget = [_MAX_FINGERPRINT]
+
+    def walk(node):
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise OverflowError
+        if isinstance(node, dict):
+            if conv.in_document(node):
+                return ("@", id(node))
+            return ("{", tuple((k, walk(v)) for k, v in sorted(node.items())))
+        if isinstance(node, list | tuple):
+            return ("[", tuple(walk(v) for v in node))
+        if node is None or isinstance(node, bool | int | float | str):
+            return (type(node).__name__, node)
+        return ("#", id(node))
+
+    try:
+        return walk(schema)
+    except (OverflowError, TypeError):
+        return None
 
 
 def _rule_base(key: str) -> str:
