@@ -24,6 +24,7 @@ class ConversionContext(Protocol):
     objects: Any  # _objects.ObjectBuilder
     nesting_limit: int
     merging: int
+    merges: int  # pairs of schemas merged (the converter bounds them)
     excludes: Any  # _excludes.Exclusions: the texts no free string may contain
     # code point ranges -> their encoding in a JSON string, one object per conversion
     string_classes: dict[tuple, Expr | None]

@@ -182,7 +182,9 @@ class Converter:
         self.excludes = Exclusions(self, excludes)
         self._doc_ids: dict[int, dict] = {}
         self._derived: list = []  # derived schemas named by _fingerprint
+        self.fingerprint_left = _FINGERPRINT_BUDGET  # parts _fingerprint may still visit
         self.work = 0  # value() calls: bounded by MAX_SUBSCHEMAS
+        self.merges = 0  # pairs of schemas merged: bounded by MAX_MERGES
         self.widen_one_of = False  # overlapping oneOf as anyOf (a second, widened try)
         self.expanded: list[str] = []  # pointers of the overlapping oneOfs expanded
         self.widenings = 0  # keywords widened so far (unsupported downgraded to a warning)
@@ -362,6 +364,8 @@ class Converter:
         self.work += 1
         if self.work > MAX_SUBSCHEMAS:
             raise _BudgetExceeded(ptr)
+        if self.merges > MAX_MERGES:
+            raise _BudgetExceeded(ptr, "merges")
         if self.nesting >= self.nesting_limit:
             if self.nesting_limit < MAX_NESTING_DEPTH:
                 raise _NeedsDeepStack
@@ -411,13 +415,16 @@ class Converter:
                 # derived schemas (a oneOf branch negated inside its own member) closes
                 # instead of being inlined level after level until the budget runs out
                 self._derived.append(schema)  # keeps the identities in the key alive
-                return self.ref_rule(
+                ref = self.ref_rule(
                     ("#derived", key),
                     schema,
                     depth,
                     lambda s, d: self._merged_value(s, ptr, d),
                     base="merged",
                 )
+                # no value: said so, as the inlined schema would (the parent prunes it, and
+                # a schema that admits nothing is refused as such)
+                return None if self.rules.get(ref.name) is _NOTHING else ref
         return self._merged_value(schema, ptr, depth)
 
     def _merged_value(self, schema: dict, ptr: str, depth: int) -> Expr | None:
@@ -772,8 +779,12 @@ def _may_recurse(schema: dict) -> bool:
     return False
 
 
-_MAX_FINGERPRINT = 2_000
+_MAX_FINGERPRINT = 500
 """Parts of a derived schema :func:`_fingerprint` takes apart (larger ones: no key)."""
+_FINGERPRINT_BUDGET = 100_000
+"""Parts :func:`_fingerprint` visits in one conversion, all keys together: past it derived
+schemas are inlined (as without keys), so the keys never cost more than a bounded share
+of a compile."""
 
 
 def _fingerprint(conv, schema):
@@ -796,10 +807,14 @@ def _fingerprint(conv, schema):
             return (type(node).__name__, node)
         return ("#", id(node))
 
+    if conv.fingerprint_left <= 0:
+        return None
     try:
         return walk(schema)
     except (OverflowError, TypeError):
         return None
+    finally:
+        conv.fingerprint_left -= _MAX_FINGERPRINT - budget[0]
 
 
 def _rule_base(key: str) -> str:
@@ -1125,8 +1140,14 @@ properties needs a few thousand; more come from overlapping ``oneOf`` expanded i
 ``anyOf`` of each branch with the others' negations, which can grow exponentially."""
 
 
+MAX_MERGES = 20_000
+"""Pairs of schemas one conversion may merge (``allOf`` parts, a branch with the negations
+beside it). Most schemas merge a few hundred; an overlapping ``oneOf`` whose negations are
+merged into large derived schemas can merge many, each costing more than a conversion."""
+
+
 class _BudgetExceeded(Exception):  # noqa: N818 - control flow, turned into a refusal
-    """Raised past :data:`MAX_SUBSCHEMAS` conversions."""
+    """Raised past :data:`MAX_SUBSCHEMAS` conversions or :data:`MAX_MERGES` merges."""
 
 
 def _convert(
@@ -1161,6 +1182,11 @@ def _convert(
                 f"the conversion needs more than {MAX_SUBSCHEMAS} subschemas (overlapping "
                 "oneOf branches expanded with each other's negations)"
             )
+            if exc.args[1:] == ("merges",):
+                why = (
+                    f"the conversion needs more than {MAX_MERGES} merges of subschemas "
+                    "(overlapping oneOf branches merged with each other's negations)"
+                )
             if widen_one_of or not conv.expanded:  # nothing left to widen
                 raise UnsupportedSchemaError(
                     f"unsupported JSON Schema keyword 'oneOf' at {where or '#'}: {why}"
