@@ -283,3 +283,82 @@ def test_contexts_survive_serialization_and_corruption_is_rejected(info):
         deserialize_compiled(_reseal(buf), info)
     # contexts with a chain of tail callers were used (the long strings' second halves)
     assert any(e[2] > 0 for _, e in entries)
+
+
+# Length-bounded strings whose blocks (automaton._repeats) are called from nested choice
+# rules: bounds just above one block, a few blocks, far above; with and without a minimum.
+BOUNDED = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "string", "minLength": 3, "maxLength": 70},
+        "b": {"type": "string", "maxLength": 200},
+        "c": {"type": "string", "minLength": 50, "maxLength": 2000},
+        "d": {"type": "string", "minLength": 130, "maxLength": 600},
+    },
+    "required": ["a", "b", "c", "d"],
+    "additionalProperties": False,
+}
+BOUNDED_TEXTS = [
+    json.dumps({"a": a, "b": b, "c": c, "d": d}, ensure_ascii=False)
+    for a, b, c, d in [
+        ("abc", "", "x" * 50, "y" * 130),
+        ("é" * 70, "日本" * 100, "q\\n" * 300, "€" * 600),
+        ('a"b' * 20, "b" * 199, "z" * 1999, "Mozilla/5.0 (X11; Linux) " * 20),
+        ("z" * 64, "Ωx" * 33, "c" * 700, "w" * 131),
+    ]
+]
+
+
+def test_contexts_shared_by_canonical_key_equal_a_plain_walk(info):
+    """Context keys that differ only in callers ending their rule right after the call
+    share one class (MaskStore._canonical_context); each such class must equal a plain walk
+    of the whole trie in the key's own context, state by state."""
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        BOUNDED, any_whitespace=False
+    )
+    bitmask = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+    for text in BOUNDED_TEXTS:
+        matcher = tg.GrammarMatcher(compiled)
+        for k in range(0, len(text), 3):
+            matcher.fill_next_token_bitmask(bitmask, 0)
+            assert matcher.accept_string(text[k : k + 3])
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        assert matcher.accept_token(info.stop_token_ids[0])
+    store = compiled._store
+    shared = [key for key in store._contexts if store._canonical_context(key) != key]
+    merged = {}
+    for key in store._contexts:
+        merged.setdefault(store._canonical_context(key), []).append(key)
+    assert shared and any(len(keys) > 1 for keys in merged.values())
+    for keys in merged.values():
+        if len(keys) < 2:
+            continue
+        for key in keys:
+            walked = store._walk(key[0], None, 0, 0, store._context_of(key[0], key[1:]))
+            digest, _ = store._encoded(*walked)
+            assert store._index[digest] == store._contexts[key], key
+
+
+# Bounded repetitions both engines read alike (xgrammar's JSON Schema strings with a
+# length bound take no escapes, treegram's do; so the grammars are EBNF): one just above a
+# block, a few blocks with a minimum past one block, far above; multi-byte characters.
+BOUNDED_EBNF = [
+    'root ::= "<" [a-z \u00e9\u65e5]{3,70} ">" [a-z]{0,3}',
+    'root ::= "<" [a-z \u20ac]{130,600} ">"',
+    'root ::= "<" ([a-z] | "\u00e9\u65e5" | "%" [0-9a-f] [0-9a-f]){0,2000} ">" [a-z]{0,3}',
+]
+
+
+@pytest.mark.parametrize("index", range(len(BOUNDED_EBNF)))
+def test_bounded_repetitions_match_xgrammar(index):
+    """Masks along random walks into long bounded repetitions (whose contexts share
+    classes by their canonical keys) equal xgrammar's, on the tokens that are UTF-8 text
+    (xgrammar also admits some lead bytes its character classes cannot continue)."""
+    from xgrammar_diff import deepseek_infos, walk_and_compare
+
+    xgr = pytest.importorskip("xgrammar")
+    ours_info, theirs_info = deepseek_infos(xgr)
+    source = BOUNDED_EBNF[index]
+    ours = tg.GrammarCompiler(ours_info, cache_enabled=False).compile_grammar(source)
+    theirs = xgr.GrammarCompiler(theirs_info).compile_grammar(source)
+    walk_and_compare(ours, theirs, xgr, index, steps=200, utf8_only=True)

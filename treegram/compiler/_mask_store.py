@@ -210,6 +210,10 @@ class MaskStore:
         # Followed by the context table (kernels._mask.collect_classes) once one is needed.
         self._state_class = np.full(automaton.n_states, -1, dtype=np.int32)
         self._contexts: dict[tuple[int, ...], int] = {}  # (s, m, chain.., callers..) -> class
+        # canonical context keys (see _canonical_context) -> class; not serialized (sharing
+        # only: a loaded store finds its contexts in _contexts)
+        self._canonical: dict[tuple[int, ...], int] = {}
+        self._end_callers: dict[tuple[int, int], int] = {}  # see _end_caller
         # per class: kind, accepted offset, accepted length, uncertain offset, length
         self._cls_meta = np.zeros((16, 5), dtype=np.int64)
         self._acc = _Pool()
@@ -365,6 +369,11 @@ class MaskStore:
                     key = tuple(requests[i + 1 : i - s])
                     i -= s
                     if key not in self._contexts:
+                        canon = self._canonical_context(key)
+                        cid = self._canonical.get(canon)
+                        if cid is not None:  # an equivalent context was classified
+                            self._add_context(key, cid, False)
+                            continue
                         own = int(own_classes(self._state_class[key[0]]))
                         try:
                             if own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN:
@@ -373,7 +382,9 @@ class MaskStore:
                                 digest, encoded = self._class_of(key[0], scratch, key[1:], deadline)
                         except DeadlineExceededError:
                             return False
-                        self._add_context(key, *self._insert(digest, *encoded))
+                        cid, grown = self._insert(digest, *encoded)
+                        self._canonical[canon] = cid
+                        self._add_context(key, cid, grown)
                     continue
                 i += 1
                 c = self._state_class[s]
@@ -630,6 +641,60 @@ class MaskStore:
             read_only(np.array(top_targets, dtype=np.int64)),
             follow,
         )
+
+    def _canonical_context(self, key: tuple[int, ...]) -> tuple[int, ...]:
+        """The canonical form of the context key ``key`` = ``(s, m, chain.., callers..)``:
+        each chain state and caller replaced by :meth:`_end_caller` (the callers as a sorted
+        set). Keys with equal canonical forms classify alike.
+
+        A context enters a classification only through its states' calls: the walk's
+        virtual chart holds each chain state and caller as an item waiting for the rule
+        below it, and when that rule ends the item moves over the call to its return
+        state. A caller whose every return state for that rule is a bare end (final, no
+        byte and no call edge) just ends its own rule there, as any other such caller of
+        the same rule in the same rule does; follow sets and lookaheads are per rule. So the
+        nested choice rules of a length-bounded string (``automaton._repeats``: a block
+        called in the low or the high branch of a choice, each ending its rule) give one
+        class per position, not one per branch path."""
+        s, m = key[0], key[1]
+        rule = int(self._state_rule[s])
+        out = [s, m]
+        for c in key[2 : 2 + m]:
+            out.append(self._end_caller(c, rule))
+            rule = int(self._state_rule[c])
+        out += sorted({self._end_caller(c, rule) for c in key[2 + m :]})
+        return tuple(out)
+
+    def _end_caller(self, caller: int, rule: int) -> int:
+        """The first state met (per store) of ``caller``'s rule whose every call of ``rule``
+        returns to a bare end state, when ``caller`` is such a state; else ``caller``."""
+        got = self._end_callers.get((caller, rule))
+        if got is None:
+            a = self._automaton_arrays
+            ref_ptr, ref_rule, ref_target = (
+                a[layout.A_REF_PTR],
+                a[layout.A_REF_RULE],
+                a[layout.A_REF_TARGET],
+            )
+            n_classes, trans = a[layout.A_N_CLASSES], a[layout.A_TRANS]
+            final = a[layout.A_STATE_FINAL]
+            targets = [
+                int(ref_target[e])
+                for e in range(int(ref_ptr[caller]), int(ref_ptr[caller + 1]))
+                if ref_rule[e] == rule
+            ]
+            bare = bool(targets) and all(
+                final[t]
+                and ref_ptr[t] == ref_ptr[t + 1]
+                and not (trans[t * n_classes : (t + 1) * n_classes] >= 0).any()
+                for t in targets
+            )
+            got = caller
+            if bare:  # the first such caller of its rule met stands for them all
+                rep = (-1 - int(self._state_rule[caller]), rule)
+                got = self._end_callers.setdefault(rep, caller)
+            self._end_callers[(caller, rule)] = got
+        return got
 
     def _return_state(self, caller: int, rule: int) -> int:
         """The state ``caller`` reaches when its call of ``rule`` returns."""
