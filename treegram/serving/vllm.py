@@ -661,9 +661,9 @@ def _chain_buffers(rows: np.ndarray, base: int, n: int) -> tuple:
     kept = getattr(_chains, "kept", None)
     if kept is None or kept[0] is not rows:
         views: dict[tuple[int, int], tuple] = {}
-        words = rows
+        words: np.ndarray | memoryview = rows
         if rows.flags.c_contiguous and rows.ndim == 2 and rows.dtype == np.int32:
-            words = memoryview(rows)
+            words = memoryview(rows)  # type: ignore[arg-type]  # numpy arrays are buffers
         kept = _chains.kept = (rows, views, words)
     views = kept[1]
     got = views.get((base, n))
