@@ -213,7 +213,9 @@ class MaskStore:
         # canonical context keys (see _canonical_context) -> class; not serialized (sharing
         # only: a loaded store finds its contexts in _contexts)
         self._canonical: dict[tuple[int, ...], int] = {}
-        self._end_callers: dict[tuple[int, int], int] = {}  # see _end_caller
+        self._end_callers: dict[tuple[int, int], int] = {}  # (caller, rule) -> _end_caller
+        # (rule of the caller, called rule) -> the first bare-end caller met (see _end_caller)
+        self._end_reps: dict[tuple[int, int], int] = {}
         # per class: kind, accepted offset, accepted length, uncertain offset, length
         self._cls_meta = np.zeros((16, 5), dtype=np.int64)
         self._acc = _Pool()
@@ -691,8 +693,8 @@ class MaskStore:
             )
             got = caller
             if bare:  # the first such caller of its rule met stands for them all
-                rep = (-1 - int(self._state_rule[caller]), rule)
-                got = self._end_callers.setdefault(rep, caller)
+                rep = (int(self._state_rule[caller]), rule)
+                got = self._end_reps.setdefault(rep, caller)
             self._end_callers[(caller, rule)] = got
         return got
 

@@ -1146,20 +1146,7 @@ class GrammarMatcher:
                 )
             tree, out, _ = last[5]
             self._root1[0] = 0
-            st = _kernels_batch.traverse_slot(
-                self._ab,
-                *self._store.snapshot(),
-                MATCHERS.table,
-                self._slot,
-                tree,
-                out,
-                0,
-                self._vocab_size,
-                0,
-            )
-            if st == 0:
-                return True
-            return self._traverse_kernel(tree, out, 0, 0, st)
+            return self._traverse_kernel(tree, out, 0, 0)
         finally:
             if took:
                 self._owner = 0
