@@ -8,7 +8,9 @@ Every measurement runs in a fresh subprocess and is repeated (``--repeats``, med
    Schema), to the first filled mask. treegram runs with its kernel cache warm (the normal
    case after a wheel install or any earlier run) and cold (an empty cache that is not
    seeded: every kernel is JIT-compiled, as on a CPU the shipped kernels were not built
-   for); xgrammar 0.2.8 and llguidance run beside it.
+   for); xgrammar 0.2.8 and llguidance run beside it. After that, treegram and xgrammar
+   also time ``TokenizerInfo.from_huggingface`` of a transformers fast tokenizer of the same
+   file (loaded untimed): the path SGLang's and vLLM's backends take.
 2. **A fresh install** (``--install``, off in the smoke test): build a wheel of this checkout
    (``pip wheel --no-build-isolation``; its kernels are compiled by ``setup.py``: the build
    time is reported apart, as install cost), unpack it into a new virtual environment that
@@ -53,8 +55,19 @@ _SCHEMA = {
 
 # Each engine's script prints one JSON line of seconds since the interpreter started its
 # own code: import, tokenizer info, compile (built-in JSON), first mask, then compile and
-# first mask of a JSON Schema.
+# first mask of a JSON Schema; then, on its own clock, the engine's tokenizer info made from
+# a transformers tokenizer (``from_huggingface``, the engines' path).
 _PRELUDE = "import time, json, sys\nT0 = time.perf_counter()\nmarks = {}\n"
+# After the first masks, the engines' own path to a vocabulary: a transformers fast tokenizer
+# the engine has loaded already (not timed) made into the engine's tokenizer info.
+_HF = """
+def HF_TOKENIZER():
+    try:
+        import transformers
+    except ImportError:
+        return None
+    return transformers.PreTrainedTokenizerFast(tokenizer_file=TOKENIZER_JSON)
+"""
 _SCRIPTS = {
     "treegram": """
 import treegram
@@ -73,6 +86,11 @@ marks["schema_first_mask"] = time.perf_counter() - T0
 from treegram.warmup import kernel_counts, kernel_seconds
 marks["kernel_seconds"] = kernel_seconds()
 marks["kernels_compiled"], marks["kernels_loaded"] = kernel_counts()
+hf = HF_TOKENIZER()
+if hf is not None:
+    t = time.perf_counter()
+    treegram.TokenizerInfo.from_huggingface(hf)
+    marks["from_huggingface"] = time.perf_counter() - t
 """,
     "xgrammar": """
 import xgrammar as xgr
@@ -94,6 +112,11 @@ marks["first_mask"] = time.perf_counter() - T0
 m = xgr.GrammarMatcher(compiler.compile_json_schema(json.dumps(SCHEMA)))
 m.fill_next_token_bitmask(mask)
 marks["schema_first_mask"] = time.perf_counter() - T0
+hf = HF_TOKENIZER()
+if hf is not None:
+    t = time.perf_counter()
+    xgr.TokenizerInfo.from_huggingface(hf)
+    marks["from_huggingface"] = time.perf_counter() - t
 """,
     "llguidance": """
 import llguidance, llguidance.numpy as llnp
@@ -122,7 +145,7 @@ def _tokenizer_json() -> str:
 
 def _script(engine: str) -> str:
     constants = f"SCHEMA = {_SCHEMA!r}\nTOKENIZER_JSON = {_tokenizer_json()!r}\n"
-    return _PRELUDE + constants + _SCRIPTS[engine] + _POSTLUDE
+    return _PRELUDE + constants + _HF + _SCRIPTS[engine] + _POSTLUDE
 
 
 def run_fresh_process(engine: str, env: dict[str, str], cwd: Path) -> dict:
@@ -280,6 +303,11 @@ def format_table(results: dict) -> str:
         lines.append(
             f"{phase:<22}" + "".join(f"{v:>16.3f}" if v is not None else f"{'-':>16}" for v in row)
         )
+    row = [fresh[n].get("from_huggingface") for n in names]
+    lines.append(
+        f"{'from_huggingface (s)':<22}"
+        + "".join(f"{v:>16.3f}" if v is not None else f"{'-':>16}" for v in row)
+    )
     for name in ("treegram", "treegram_cold"):
         f = fresh.get(name, {})
         if "kernel_seconds" in f:

@@ -22,6 +22,7 @@ from treegram.errors import (
 )
 from treegram.tokenizer import TokenizerInfo, VocabType
 from treegram.tokenizer import _deepseek as deepseek_module
+from treegram.tokenizer import _info as info_module
 from treegram.tokenizer._decode import BYTE_LEVEL_CHAR_TO_BYTE
 from treegram.tokenizer._detect import detect_metadata, detect_vocab_type_from_vocab
 
@@ -331,6 +332,69 @@ def test_detect_vocab_type_from_vocab(deepseek_hf: Any) -> None:
         expected = xgr.TokenizerInfo._detect_vocab_type_from_vocab(vocab)
         ours = detect_vocab_type_from_vocab(vocab)
         assert (ours and ours.value) == (expected and expected.value)
+
+
+def _component_tokenizers() -> list[Any]:
+    """Small real ``tokenizers.Tokenizer`` objects with each kind of part the metadata
+    detection reads (or none of them)."""
+    tk = pytest.importorskip("tokenizers")
+    vocab = {"<unk>": 0, "a": 1, "b": 2, "ab": 3, "▁a": 4, "Ġa": 5}
+
+    def make(**parts: Any) -> Any:
+        tokenizer = tk.Tokenizer(tk.models.BPE(vocab=vocab, merges=[("a", "b")], unk_token="<unk>"))
+        for name, part in parts.items():
+            setattr(tokenizer, name, part)
+        return tokenizer
+
+    metaspace = [
+        make(pre_tokenizer=tk.pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme))
+        for scheme in ("first", "always", "never")
+    ]
+    return [
+        make(),
+        make(decoder=tk.decoders.ByteLevel(), pre_tokenizer=tk.pre_tokenizers.ByteLevel()),
+        make(pre_tokenizer=tk.pre_tokenizers.ByteLevel(add_prefix_space=True)),
+        make(
+            decoder=tk.decoders.Sequence(
+                [tk.decoders.Replace("▁", " "), tk.decoders.ByteFallback(), tk.decoders.Fuse()]
+            ),
+            normalizer=tk.normalizers.Sequence(
+                [tk.normalizers.Prepend("▁"), tk.normalizers.Replace(" ", "▁")]
+            ),
+        ),
+        make(normalizer=tk.normalizers.Prepend("▁"), decoder=tk.decoders.Metaspace()),
+        make(
+            pre_tokenizer=tk.pre_tokenizers.Sequence(
+                [tk.pre_tokenizers.Digits(), tk.pre_tokenizers.Metaspace(prepend_scheme="first")]
+            )
+        ),
+        *metaspace,
+    ]
+
+
+def test_metadata_parts_are_those_of_the_whole_backend() -> None:
+    """from_huggingface serializes only the decoder, normalizer and pre-tokenizer: each
+    is what the whole serialized backend holds, so the detection reads the same."""
+    for tokenizer in _component_tokenizers():
+        whole = json.loads(tokenizer.to_str())
+        parts = info_module._backend_metadata(tokenizer)
+        assert parts == {name: whole.get(name) for name in info_module._METADATA_PARTS}
+        assert detect_metadata(parts) == detect_metadata(whole)
+        ours = TokenizerInfo.from_huggingface(tokenizer)
+        assert (ours.vocab_type, ours.add_prefix_space) == detect_metadata(whole)
+
+
+def test_unserializable_backend_is_a_tokenizer_error() -> None:
+    tk = pytest.importorskip("tokenizers")
+
+    class Whitespace:
+        def pre_tokenize(self, pretok: Any) -> None:
+            pretok.split(lambda i, s: s.split())
+
+    tokenizer = tk.Tokenizer(tk.models.BPE(vocab={"a": 0, "b": 1}, merges=[]))
+    tokenizer.pre_tokenizer = tk.pre_tokenizers.PreTokenizer.custom(Whitespace())
+    with pytest.raises(TokenizerError, match="cannot read its serialized backend"):
+        TokenizerInfo.from_huggingface(tokenizer)
 
 
 @pytest.fixture(scope="module")

@@ -206,12 +206,14 @@ class TokenizerInfo:
         def first_token_of_a() -> str | None:
             return _first_token_of_a(tokenizer, backend)
 
-        try:
-            backend_json = json.loads(backend.to_str())
-        except (TypeError, ValueError) as exc:
-            raise TokenizerError(f"tokenizer: cannot read its serialized backend: {exc}") from None
         return cls._from_vocab_dict(
-            vocab, backend_json, vocab_size, stop_token_ids, eos_id, first_token_of_a, excluded
+            vocab,
+            _backend_metadata(backend),
+            vocab_size,
+            stop_token_ids,
+            eos_id,
+            first_token_of_a,
+            excluded,
         )
 
     @classmethod
@@ -652,6 +654,33 @@ def _unpack_huggingface(tokenizer: Any) -> tuple[Any, dict[str, int], int | None
         "tokenizer must be a tokenizers.Tokenizer or a transformers fast tokenizer "
         f"(PreTrainedTokenizerFast), got {type(tokenizer).__name__}"
     )
+
+
+# The parts of a serialized backend that ``detect_metadata`` reads.
+_METADATA_PARTS = ("decoder", "normalizer", "pre_tokenizer")
+
+
+def _backend_metadata(backend: Any) -> dict[str, Any]:
+    """The decoder, normalizer and pre-tokenizer of a ``tokenizers.Tokenizer`` as they
+    appear in its serialized JSON (None where it has none).
+
+    Each part is serialized on its own: the whole backend (``to_str``) carries the
+    vocabulary and the merges too, and serializing and parsing it took half of
+    ``from_huggingface`` with a 128k vocabulary (0.26 of 0.5 s). A backend whose parts do
+    not serialize that way is serialized whole, as before."""
+    try:
+        parts = {}
+        for name in _METADATA_PARTS:
+            part = getattr(backend, name)
+            parts[name] = None if part is None else json.loads(part.__getstate__())
+        return parts
+    except Exception:  # noqa: BLE001 (a custom Python part raises a bare Exception)
+        pass  # no per-part serialization: the whole backend tells the same, or the error
+    try:
+        whole = json.loads(backend.to_str())
+    except Exception as exc:  # noqa: BLE001 (tokenizers raises a bare Exception)
+        raise TokenizerError(f"tokenizer: cannot read its serialized backend: {exc}") from None
+    return whole
 
 
 def _check_exclude(exclude_special_tokens: Any) -> bool:
