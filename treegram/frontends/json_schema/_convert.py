@@ -172,7 +172,7 @@ class Converter:
         self.any_order = any_order
         self.rules: dict[str, Expr | None] = {}
         self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
-        self.ref_names: dict[tuple[str, int], str] = {}
+        self.ref_names: dict[tuple[str | tuple, int], str] = {}
         self.objects = ObjectBuilder(self)
         self.nesting = 0  # value() calls in progress: nested schemas and $ref chains
         self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
@@ -181,13 +181,17 @@ class Converter:
         self._validator: Validator | None = None
         self.excludes = Exclusions(self, excludes)
         self._doc_ids: dict[int, dict] = {}
+        self._derived: list = []  # derived schemas named by _fingerprint
+        self.fingerprint_left = _FINGERPRINT_BUDGET  # parts _fingerprint may still visit
         self.work = 0  # value() calls: bounded by MAX_SUBSCHEMAS
+        self.merges = 0  # pairs of schemas merged: bounded by MAX_MERGES
         self.widen_one_of = False  # overlapping oneOf as anyOf (a second, widened try)
         self.expanded: list[str] = []  # pointers of the overlapping oneOfs expanded
         self.widenings = 0  # keywords widened so far (unsupported downgraded to a warning)
         self._negations: dict[str, object] = {}
-        self._negation_names: dict[int, str] = {}  # id of a negated subschema: its ref
+        self._negation_names: dict[tuple, str] = {}  # (id of the subschema, keyed): ref
         self._negation_targets: dict[str, dict] = {}
+        self._negation_keyed: dict[str, bool] = {}  # ref: negated with negate's keyed
 
     # -- errors -------------------------------------------------------------------------
     def downgraded(self, keyword: str) -> bool:
@@ -270,7 +274,9 @@ class Converter:
         arr = self.objects.homogeneous("[]", inner, 0, None, depth)
         return alt(lit("null"), lit("true"), lit("false"), NUMBER, text, obj, arr)
 
-    def ref_rule(self, key: str, schema, depth: int, body_fn, base: str | None = None) -> Expr:
+    def ref_rule(
+        self, key: str | tuple, schema, depth: int, body_fn, base: str | None = None
+    ) -> Expr:
         """A rule for ``schema`` at ``depth``, created once; recursion is allowed."""
         d = self.layout.depth(depth)
         name = self.ref_names.get((key, d))
@@ -290,17 +296,23 @@ class Converter:
             self._doc_ids = {id(n): n for n in self.refs.nodes.values() if isinstance(n, dict)}
         return id(schema) in self._doc_ids
 
-    def negation_ref(self, schema: dict) -> str:
+    def negation_ref(self, schema: dict, keyed: bool = False) -> str:
         """A ``$ref`` naming the negation of the document subschema ``schema``, computed
         when first resolved: a negated recursive schema stays a recursion."""
         # numbered in order of first use (not by id(), which differs run to run): the
         # grammar's rule names, and so its text and cache entries, are reproducible
         ref = self._negation_names.setdefault(
-            id(schema), f"{NEGATION_PREFIX}{len(self._negation_names)}"
+            (id(schema), keyed), f"{NEGATION_PREFIX}{len(self._negation_names)}"
         )
         self._negations.setdefault(ref, schema)
         self._negation_targets[ref] = schema
+        self._negation_keyed[ref] = keyed
         return ref
+
+    def negation_ready(self, ref) -> bool:
+        """Whether the negation :meth:`negation_ref` named ``ref`` may be resolved now
+        (not while it is being computed: it would depend on itself)."""
+        return isinstance(ref, str) and self._negations.get(ref) != (None,)
 
     def negation_target(self, ref) -> dict | None:
         """The document subschema a :meth:`negation_ref` negates (``None``: another ref)."""
@@ -316,7 +328,7 @@ class Converter:
                     return True
                 return target[0]
             self._negations[ref] = (None,)
-            out = negate(self, target, ptr)
+            out = negate(self, target, ptr, keyed=self._negation_keyed.get(ref, False))
             self._negations[ref] = (out,)
             return out
         node = self.refs.schema(ref) if isinstance(ref, str) else None
@@ -352,6 +364,8 @@ class Converter:
         self.work += 1
         if self.work > MAX_SUBSCHEMAS:
             raise _BudgetExceeded(ptr)
+        if self.merges > MAX_MERGES:
+            raise _BudgetExceeded(ptr, "merges")
         if self.nesting >= self.nesting_limit:
             if self.nesting_limit < MAX_NESTING_DEPTH:
                 raise _NeedsDeepStack
@@ -393,6 +407,24 @@ class Converter:
                 lambda s, d: self._merged_value(s, ptr, d),
                 base="merged",
             )
+        if _may_recurse(schema):
+            key = _fingerprint(self, schema)
+            if key is not None:
+                # a derived schema (a merge, a negation's part) met again, equal part for
+                # part (document subschemas by identity): one rule, so a recursion through
+                # derived schemas (a oneOf branch negated inside its own member) closes
+                # instead of being inlined level after level until the budget runs out
+                self._derived.append(schema)  # keeps the identities in the key alive
+                ref = self.ref_rule(
+                    ("#derived", key),
+                    schema,
+                    depth,
+                    lambda s, d: self._merged_value(s, ptr, d),
+                    base="merged",
+                )
+                # no value: said so, as the inlined schema would (the parent prunes it, and
+                # a schema that admits nothing is refused as such)
+                return None if self.rules.get(ref.name) is _NOTHING else ref
         return self._merged_value(schema, ptr, depth)
 
     def _merged_value(self, schema: dict, ptr: str, depth: int) -> Expr | None:
@@ -747,6 +779,44 @@ def _may_recurse(schema: dict) -> bool:
     return False
 
 
+_MAX_FINGERPRINT = 500
+"""Parts of a derived schema :func:`_fingerprint` takes apart (larger ones: no key)."""
+_FINGERPRINT_BUDGET = 100_000
+"""Parts :func:`_fingerprint` visits in one conversion, all keys together: past it derived
+schemas are inlined (as without keys), so the keys never cost more than a bounded share
+of a compile."""
+
+
+def _fingerprint(conv, schema):
+    """A hashable key equal for derived schemas equal part for part (document subschemas
+    and any other object by identity, scalars with their type: ``1``, ``1.0`` and ``True``
+    differ), or ``None`` past :data:`_MAX_FINGERPRINT` parts."""
+    budget = [_MAX_FINGERPRINT]
+
+    def walk(node):
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise OverflowError
+        if isinstance(node, dict):
+            if conv.in_document(node):
+                return ("@", id(node))
+            return ("{", tuple((k, walk(v)) for k, v in sorted(node.items())))
+        if isinstance(node, list | tuple):
+            return ("[", tuple(walk(v) for v in node))
+        if node is None or isinstance(node, bool | int | float | str):
+            return (type(node).__name__, node)
+        return ("#", id(node))
+
+    if conv.fingerprint_left <= 0:
+        return None
+    try:
+        return walk(schema)
+    except (OverflowError, TypeError):
+        return None
+    finally:
+        conv.fingerprint_left -= _MAX_FINGERPRINT - budget[0]
+
+
 def _rule_base(key: str) -> str:
     key = key.rsplit("#", 1)[-1] if key != "#any" else key  # the pointer names the rule
     text = "".join(c if c.isalnum() else "_" for c in key.lstrip("#/")) or "root_ref"
@@ -1070,8 +1140,14 @@ properties needs a few thousand; more come from overlapping ``oneOf`` expanded i
 ``anyOf`` of each branch with the others' negations, which can grow exponentially."""
 
 
+MAX_MERGES = 20_000
+"""Pairs of schemas one conversion may merge (``allOf`` parts, a branch with the negations
+beside it). Most schemas merge a few hundred; an overlapping ``oneOf`` whose negations are
+merged into large derived schemas can merge many, each costing more than a conversion."""
+
+
 class _BudgetExceeded(Exception):  # noqa: N818 - control flow, turned into a refusal
-    """Raised past :data:`MAX_SUBSCHEMAS` conversions."""
+    """Raised past :data:`MAX_SUBSCHEMAS` conversions or :data:`MAX_MERGES` merges."""
 
 
 def _convert(
@@ -1106,6 +1182,11 @@ def _convert(
                 f"the conversion needs more than {MAX_SUBSCHEMAS} subschemas (overlapping "
                 "oneOf branches expanded with each other's negations)"
             )
+            if exc.args[1:] == ("merges",):
+                why = (
+                    f"the conversion needs more than {MAX_MERGES} merges of subschemas "
+                    "(overlapping oneOf branches merged with each other's negations)"
+                )
             if widen_one_of or not conv.expanded:  # nothing left to widen
                 raise UnsupportedSchemaError(
                     f"unsupported JSON Schema keyword 'oneOf' at {where or '#'}: {why}"

@@ -146,6 +146,7 @@ def _split(
 
 
 def _merge(conv: ConversionContext, a: dict, b: dict, ptr: str) -> dict | bool:
+    conv.merges += 1  # bounded by the converter (MAX_MERGES)
     if conv.strict and bool(a.get(OPEN)) != bool(b.get(OPEN)):
         # strict_mode's implicit defaults belong to the user's schema: write them out
         # before a derived (open) schema is merged into it.
