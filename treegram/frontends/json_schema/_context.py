@@ -50,6 +50,11 @@ class ConversionContext(Protocol):
     def in_document(self, schema) -> bool:
         """Whether ``schema`` is a subschema of the documents (its identity names it)."""
 
+    def count_merge(self, ptr: str) -> None:
+        """Count one merge of two schemas at ``ptr``; past the converter's bound it stops
+        the conversion (refused naming ``ptr``, or retried with overlapping ``oneOf``
+        widened)."""
+
     def negation_ref(self, schema: dict, keyed: bool = False) -> str:
         """A ``$ref`` naming the negation of the document subschema ``schema``."""
 

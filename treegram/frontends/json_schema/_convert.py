@@ -181,6 +181,7 @@ class Converter:
         self._validator: Validator | None = None
         self.excludes = Exclusions(self, excludes)
         self._doc_ids: dict[int, dict] = {}
+        self._doc_nodes = -1  # len(refs.nodes) when _doc_ids was built
         self._derived: list = []  # derived schemas named by _fingerprint
         self.fingerprint_left = _FINGERPRINT_BUDGET  # parts _fingerprint may still visit
         self.work = 0  # value() calls: bounded by MAX_SUBSCHEMAS
@@ -292,9 +293,22 @@ class Converter:
         identity names it for the whole conversion."""
         if not isinstance(schema, dict):
             return False
-        if len(self._doc_ids) != len(self.refs.nodes):  # RefIndex.schema may add nodes
-            self._doc_ids = {id(n): n for n in self.refs.nodes.values() if isinstance(n, dict)}
+        nodes = self.refs.nodes
+        if self._doc_nodes != len(nodes):  # RefIndex.schema may add nodes
+            # counted apart: boolean nodes and a subschema named by several pointers make
+            # the table shorter than the nodes, which rebuilt it on every call
+            self._doc_ids = {id(n): n for n in nodes.values() if isinstance(n, dict)}
+            self._doc_nodes = len(nodes)
         return id(schema) in self._doc_ids
+
+    def count_merge(self, ptr: str) -> None:
+        """Count one merge of two schemas; past :data:`MAX_MERGES` stop the conversion.
+
+        Checked at each merge, not only at each :meth:`value`: one value's ``allOf``
+        with negations beside it can merge thousands of pairs before the next value."""
+        self.merges += 1
+        if self.merges > MAX_MERGES:
+            raise _BudgetExceeded(ptr, "merges")
 
     def negation_ref(self, schema: dict, keyed: bool = False) -> str:
         """A ``$ref`` naming the negation of the document subschema ``schema``, computed
@@ -364,11 +378,13 @@ class Converter:
         self.work += 1
         if self.work > MAX_SUBSCHEMAS:
             raise _BudgetExceeded(ptr)
-        if self.merges > MAX_MERGES:
-            raise _BudgetExceeded(ptr, "merges")
         if self.nesting >= self.nesting_limit:
             if self.nesting_limit < MAX_NESTING_DEPTH:
                 raise _NeedsDeepStack
+            if self.expanded and not self.widen_one_of:
+                # likely a recursion through an overlapping oneOf's derived schemas that
+                # never closes: refused as that oneOf (or retried with it widened)
+                raise _BudgetExceeded(ptr, "nesting")
             where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
             raise GrammarError(
                 f"schema at {where or '#'} is nested deeper than "
@@ -1140,7 +1156,7 @@ properties needs a few thousand; more come from overlapping ``oneOf`` expanded i
 ``anyOf`` of each branch with the others' negations, which can grow exponentially."""
 
 
-MAX_MERGES = 5_000
+MAX_MERGES = 20_000
 """Pairs of schemas one conversion may merge (``allOf`` parts, a branch with the negations
 beside it). Most schemas merge a few hundred (the most in the MaskBench sample that compile:
 about 1,400); an overlapping ``oneOf`` whose negations are merged into large derived schemas
@@ -1179,7 +1195,7 @@ def _convert(
         try:
             body = conv.value(conv.root, "", 0)
         except _BudgetExceeded as exc:
-            where = conv.expanded[0] if conv.expanded else str(exc)
+            where = conv.expanded[0] if conv.expanded else exc.args[0]
             why = (
                 f"the conversion needs more than {MAX_SUBSCHEMAS} subschemas (overlapping "
                 "oneOf branches expanded with each other's negations)"
@@ -1189,9 +1205,18 @@ def _convert(
                     f"the conversion needs more than {MAX_MERGES} merges of subschemas "
                     "(overlapping oneOf branches merged with each other's negations)"
                 )
+            elif exc.args[1:] == ("nesting",):
+                why = (
+                    f"the conversion nests deeper than MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} "
+                    "levels (overlapping oneOf branches expanded with each other's negations)"
+                )
             if widen_one_of or not conv.expanded:  # nothing left to widen
+                # no oneOf expanded: the work came from allOf parts distributed (if/then)
+                keyword = "oneOf" if conv.expanded else "allOf"
+                if not conv.expanded:
+                    why = why.replace("overlapping oneOf branches", "allOf parts and conditions")
                 raise UnsupportedSchemaError(
-                    f"unsupported JSON Schema keyword 'oneOf' at {where or '#'}: {why}"
+                    f"unsupported JSON Schema keyword {keyword!r} at {where or '#'}: {why}"
                     + (", even with overlapping oneOf widened" if widen_one_of else "")
                 ) from None
             conv.unsupported("oneOf", where, why)  # raises naming the option, or warns
