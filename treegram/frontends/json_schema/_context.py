@@ -24,6 +24,7 @@ class ConversionContext(Protocol):
     objects: Any  # _objects.ObjectBuilder
     nesting_limit: int
     merging: int
+    merges: int  # pairs of schemas merged (the converter bounds them)
     excludes: Any  # _excludes.Exclusions: the texts no free string may contain
     # code point ranges -> their encoding in a JSON string, one object per conversion
     string_classes: dict[tuple, Expr | None]
@@ -49,8 +50,16 @@ class ConversionContext(Protocol):
     def in_document(self, schema) -> bool:
         """Whether ``schema`` is a subschema of the documents (its identity names it)."""
 
-    def negation_ref(self, schema: dict) -> str:
+    def count_merge(self, ptr: str) -> None:
+        """Count one merge of two schemas at ``ptr``; past the converter's bound it stops
+        the conversion (refused naming ``ptr``, or retried with overlapping ``oneOf``
+        widened)."""
+
+    def negation_ref(self, schema: dict, keyed: bool = False) -> str:
         """A ``$ref`` naming the negation of the document subschema ``schema``."""
+
+    def negation_ready(self, ref) -> bool:
+        """Whether a :meth:`negation_ref` may be resolved now (not while computed)."""
 
     def negation_target(self, ref) -> dict | None:
         """The subschema a :meth:`negation_ref` negates (``None``: another reference)."""

@@ -172,7 +172,7 @@ class Converter:
         self.any_order = any_order
         self.rules: dict[str, Expr | None] = {}
         self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
-        self.ref_names: dict[tuple[str, int], str] = {}
+        self.ref_names: dict[tuple[str | tuple, int], str] = {}
         self.objects = ObjectBuilder(self)
         self.nesting = 0  # value() calls in progress: nested schemas and $ref chains
         self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
@@ -181,13 +181,18 @@ class Converter:
         self._validator: Validator | None = None
         self.excludes = Exclusions(self, excludes)
         self._doc_ids: dict[int, dict] = {}
+        self._doc_nodes = -1  # len(refs.nodes) when _doc_ids was built
+        self._derived: list = []  # derived schemas named by _fingerprint
+        self.fingerprint_left = _FINGERPRINT_BUDGET  # parts _fingerprint may still visit
         self.work = 0  # value() calls: bounded by MAX_SUBSCHEMAS
+        self.merges = 0  # pairs of schemas merged: bounded by MAX_MERGES
         self.widen_one_of = False  # overlapping oneOf as anyOf (a second, widened try)
         self.expanded: list[str] = []  # pointers of the overlapping oneOfs expanded
         self.widenings = 0  # keywords widened so far (unsupported downgraded to a warning)
         self._negations: dict[str, object] = {}
-        self._negation_names: dict[int, str] = {}  # id of a negated subschema: its ref
+        self._negation_names: dict[tuple, str] = {}  # (id of the subschema, keyed): ref
         self._negation_targets: dict[str, dict] = {}
+        self._negation_keyed: dict[str, bool] = {}  # ref: negated with negate's keyed
 
     # -- errors -------------------------------------------------------------------------
     def downgraded(self, keyword: str) -> bool:
@@ -270,7 +275,9 @@ class Converter:
         arr = self.objects.homogeneous("[]", inner, 0, None, depth)
         return alt(lit("null"), lit("true"), lit("false"), NUMBER, text, obj, arr)
 
-    def ref_rule(self, key: str, schema, depth: int, body_fn, base: str | None = None) -> Expr:
+    def ref_rule(
+        self, key: str | tuple, schema, depth: int, body_fn, base: str | None = None
+    ) -> Expr:
         """A rule for ``schema`` at ``depth``, created once; recursion is allowed."""
         d = self.layout.depth(depth)
         name = self.ref_names.get((key, d))
@@ -286,21 +293,40 @@ class Converter:
         identity names it for the whole conversion."""
         if not isinstance(schema, dict):
             return False
-        if len(self._doc_ids) != len(self.refs.nodes):  # RefIndex.schema may add nodes
-            self._doc_ids = {id(n): n for n in self.refs.nodes.values() if isinstance(n, dict)}
+        nodes = self.refs.nodes
+        if self._doc_nodes != len(nodes):  # RefIndex.schema may add nodes
+            # counted apart: boolean nodes and a subschema named by several pointers make
+            # the table shorter than the nodes, which rebuilt it on every call
+            self._doc_ids = {id(n): n for n in nodes.values() if isinstance(n, dict)}
+            self._doc_nodes = len(nodes)
         return id(schema) in self._doc_ids
 
-    def negation_ref(self, schema: dict) -> str:
+    def count_merge(self, ptr: str) -> None:
+        """Count one merge of two schemas; past :data:`MAX_MERGES` stop the conversion.
+
+        Checked at each merge, not only at each :meth:`value`: one value's ``allOf``
+        with negations beside it can merge thousands of pairs before the next value."""
+        self.merges += 1
+        if self.merges > MAX_MERGES:
+            raise _BudgetExceeded(ptr, "merges")
+
+    def negation_ref(self, schema: dict, keyed: bool = False) -> str:
         """A ``$ref`` naming the negation of the document subschema ``schema``, computed
         when first resolved: a negated recursive schema stays a recursion."""
         # numbered in order of first use (not by id(), which differs run to run): the
         # grammar's rule names, and so its text and cache entries, are reproducible
         ref = self._negation_names.setdefault(
-            id(schema), f"{NEGATION_PREFIX}{len(self._negation_names)}"
+            (id(schema), keyed), f"{NEGATION_PREFIX}{len(self._negation_names)}"
         )
         self._negations.setdefault(ref, schema)
         self._negation_targets[ref] = schema
+        self._negation_keyed[ref] = keyed
         return ref
+
+    def negation_ready(self, ref) -> bool:
+        """Whether the negation :meth:`negation_ref` named ``ref`` may be resolved now
+        (not while it is being computed: it would depend on itself)."""
+        return isinstance(ref, str) and self._negations.get(ref) != (None,)
 
     def negation_target(self, ref) -> dict | None:
         """The document subschema a :meth:`negation_ref` negates (``None``: another ref)."""
@@ -316,7 +342,7 @@ class Converter:
                     return True
                 return target[0]
             self._negations[ref] = (None,)
-            out = negate(self, target, ptr)
+            out = negate(self, target, ptr, keyed=self._negation_keyed.get(ref, False))
             self._negations[ref] = (out,)
             return out
         node = self.refs.schema(ref) if isinstance(ref, str) else None
@@ -355,6 +381,10 @@ class Converter:
         if self.nesting >= self.nesting_limit:
             if self.nesting_limit < MAX_NESTING_DEPTH:
                 raise _NeedsDeepStack
+            if self.expanded and not self.widen_one_of:
+                # likely a recursion through an overlapping oneOf's derived schemas that
+                # never closes: refused as that oneOf (or retried with it widened)
+                raise _BudgetExceeded(ptr, "nesting")
             where = ptr if len(ptr) <= 80 else "..." + ptr[-77:]
             raise GrammarError(
                 f"schema at {where or '#'} is nested deeper than "
@@ -393,6 +423,24 @@ class Converter:
                 lambda s, d: self._merged_value(s, ptr, d),
                 base="merged",
             )
+        if _may_recurse(schema):
+            key = _fingerprint(self, schema)
+            if key is not None:
+                # a derived schema (a merge, a negation's part) met again, equal part for
+                # part (document subschemas by identity): one rule, so a recursion through
+                # derived schemas (a oneOf branch negated inside its own member) closes
+                # instead of being inlined level after level until the budget runs out
+                self._derived.append(schema)  # keeps the identities in the key alive
+                ref = self.ref_rule(
+                    ("#derived", key),
+                    schema,
+                    depth,
+                    lambda s, d: self._merged_value(s, ptr, d),
+                    base="merged",
+                )
+                # no value: said so, as the inlined schema would (the parent prunes it, and
+                # a schema that admits nothing is refused as such)
+                return None if self.rules.get(ref.name) is _NOTHING else ref
         return self._merged_value(schema, ptr, depth)
 
     def _merged_value(self, schema: dict, ptr: str, depth: int) -> Expr | None:
@@ -747,6 +795,44 @@ def _may_recurse(schema: dict) -> bool:
     return False
 
 
+_MAX_FINGERPRINT = 500
+"""Parts of a derived schema :func:`_fingerprint` takes apart (larger ones: no key)."""
+_FINGERPRINT_BUDGET = 100_000
+"""Parts :func:`_fingerprint` visits in one conversion, all keys together: past it derived
+schemas are inlined (as without keys), so the keys never cost more than a bounded share
+of a compile."""
+
+
+def _fingerprint(conv, schema):
+    """A hashable key equal for derived schemas equal part for part (document subschemas
+    and any other object by identity, scalars with their type: ``1``, ``1.0`` and ``True``
+    differ), or ``None`` past :data:`_MAX_FINGERPRINT` parts."""
+    budget = [_MAX_FINGERPRINT]
+
+    def walk(node):
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise OverflowError
+        if isinstance(node, dict):
+            if conv.in_document(node):
+                return ("@", id(node))
+            return ("{", tuple((k, walk(v)) for k, v in sorted(node.items())))
+        if isinstance(node, list | tuple):
+            return ("[", tuple(walk(v) for v in node))
+        if node is None or isinstance(node, bool | int | float | str):
+            return (type(node).__name__, node)
+        return ("#", id(node))
+
+    if conv.fingerprint_left <= 0:
+        return None
+    try:
+        return walk(schema)
+    except (OverflowError, TypeError):
+        return None
+    finally:
+        conv.fingerprint_left -= _MAX_FINGERPRINT - budget[0]
+
+
 def _rule_base(key: str) -> str:
     key = key.rsplit("#", 1)[-1] if key != "#any" else key  # the pointer names the rule
     text = "".join(c if c.isalnum() else "_" for c in key.lstrip("#/")) or "root_ref"
@@ -1070,8 +1156,17 @@ properties needs a few thousand; more come from overlapping ``oneOf`` expanded i
 ``anyOf`` of each branch with the others' negations, which can grow exponentially."""
 
 
+MAX_MERGES = 20_000
+"""Pairs of schemas one conversion may merge (``allOf`` parts, a branch with the negations
+beside it), counted at each merge (:meth:`Converter.count_merge`). Most schemas merge a few
+hundred; in the MaskBench sample the most that compile merge about 18,600 (Github_hard
+o35186, default options) and 12,000 (minecraft-biome's chain of ``if``/``then``, widened
+mode). A merge costs tens of microseconds (derived schemas compared part by part), so the
+bound is reached in about a second of CPU."""
+
+
 class _BudgetExceeded(Exception):  # noqa: N818 - control flow, turned into a refusal
-    """Raised past :data:`MAX_SUBSCHEMAS` conversions."""
+    """Raised past :data:`MAX_SUBSCHEMAS` conversions or :data:`MAX_MERGES` merges."""
 
 
 def _convert(
@@ -1101,14 +1196,28 @@ def _convert(
         try:
             body = conv.value(conv.root, "", 0)
         except _BudgetExceeded as exc:
-            where = conv.expanded[0] if conv.expanded else str(exc)
+            where = conv.expanded[0] if conv.expanded else exc.args[0]
             why = (
                 f"the conversion needs more than {MAX_SUBSCHEMAS} subschemas (overlapping "
                 "oneOf branches expanded with each other's negations)"
             )
+            if exc.args[1:] == ("merges",):
+                why = (
+                    f"the conversion needs more than {MAX_MERGES} merges of subschemas "
+                    "(overlapping oneOf branches merged with each other's negations)"
+                )
+            elif exc.args[1:] == ("nesting",):
+                why = (
+                    f"the conversion nests deeper than MAX_NESTING_DEPTH={MAX_NESTING_DEPTH} "
+                    "levels (overlapping oneOf branches expanded with each other's negations)"
+                )
             if widen_one_of or not conv.expanded:  # nothing left to widen
+                # no oneOf expanded: the work came from allOf parts distributed (if/then)
+                keyword = "oneOf" if conv.expanded else "allOf"
+                if not conv.expanded:
+                    why = why.replace("overlapping oneOf branches", "allOf parts and conditions")
                 raise UnsupportedSchemaError(
-                    f"unsupported JSON Schema keyword 'oneOf' at {where or '#'}: {why}"
+                    f"unsupported JSON Schema keyword {keyword!r} at {where or '#'}: {why}"
                     + (", even with overlapping oneOf widened" if widen_one_of else "")
                 ) from None
             conv.unsupported("oneOf", where, why)  # raises naming the option, or warns

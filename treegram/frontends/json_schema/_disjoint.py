@@ -259,20 +259,53 @@ def _strings_disjoint(conv: ConversionContext, a: dict, b: dict) -> bool:
 def _objects_disjoint(conv: ConversionContext, a: dict, b: dict) -> bool:
     # a member one requires is present, so its value must meet both member schemas
     for key in set(a.get("required", [])) | set(b.get("required", [])):
-        sa, sb = _member_schema(a, key), _member_schema(b, key)
+        sa, sb = _member_schema(conv, a, key), _member_schema(conv, b, key)
         if sa is not None and sb is not None and _pair_disjoint(conv, sa, sb):
             return True
-    return _too_many(a, b) or _too_many(b, a) or _forbids(conv, a, b) or _forbids(conv, b, a)
+    return (
+        _too_many(a, b)
+        or _too_many(b, a)
+        or _forbids(conv, a, b)
+        or _forbids(conv, b, a)
+        or _denies_required(conv, a, b)
+        or _denies_required(conv, b, a)
+        or _closed_keys_apart(conv, a, b)
+    )
 
 
-def _member_schema(schema: dict, key: str):
-    """The schema the value of member ``key`` meets in ``schema`` (``None``: unknown)."""
+def _member_schema(conv: ConversionContext, schema: dict, key: str):
+    """A schema the value of member ``key`` meets in ``schema`` (``None``: unknown): its
+    declared schema, else that of a pattern matching ``key``, else ``additionalProperties``."""
     props = schema.get("properties", {})
     if key in props:
         return props[key]
-    if schema.get("patternProperties"):
-        return None  # whether a pattern matches the key is not worked out here
+    matched = _pattern_match(conv, schema, key)
+    if matched is None:
+        return None
+    if matched:
+        return matched[0]
     return schema.get("additionalProperties", True)
+
+
+def _pattern_match(conv: ConversionContext, schema: dict, key: str) -> list | None:
+    """The schemas of the ``patternProperties`` whose pattern matches ``key`` (``None``
+    when a pattern cannot be worked out)."""
+    out = []
+    for pattern, sub in schema.get("patternProperties", {}).items():
+        lang = _key_dfa(conv, pattern)
+        if lang is None:
+            return None
+        if lang.accepts(key):
+            out.append(sub)
+    return out
+
+
+def _key_dfa(conv: ConversionContext, pattern: str):
+    """The keys ``pattern`` matches, or ``None`` when it cannot be compiled here."""
+    try:
+        return string_dfa({"pattern": pattern}, conv)
+    except (StringConstraintError, DfaLimitError):
+        return None
 
 
 def _too_many(a: dict, b: dict) -> bool:
@@ -283,10 +316,50 @@ def _too_many(a: dict, b: dict) -> bool:
 
 
 def _forbids(conv: ConversionContext, a: dict, b: dict) -> bool:
-    """Whether ``b`` forbids a property that ``a`` requires."""
+    """Whether ``b`` forbids a property that ``a`` requires (``false``, or in a closed
+    object neither declared nor matched by a pattern)."""
     props = b.get("properties", {})
-    closed = b.get("additionalProperties") is False and not b.get("patternProperties")
+    closed = b.get("additionalProperties") is False
     for key in a.get("required", []):
-        if _deref(conv, props.get(key)) is False or (closed and key not in props):
+        if _deref(conv, props.get(key)) is False:
+            return True
+        if closed and key not in props and _pattern_match(conv, b, key) == []:
             return True
     return False
+
+
+def _denies_required(conv: ConversionContext, a: dict, b: dict) -> bool:
+    """Whether ``b`` denies (``not``) a ``required`` list that ``a`` requires whole."""
+    denied = _deref(conv, b.get("not"))
+    if not isinstance(denied, dict) or set(denied) != {"required"}:
+        return False
+    names = denied["required"]
+    return isinstance(names, list) and set(names) <= set(a.get("required", []))
+
+
+def _least(schema: dict) -> int:
+    return max(len(set(schema.get("required", []))), _count(schema.get("minProperties")))
+
+
+def _closed_keys_apart(conv: ConversionContext, a: dict, b: dict) -> bool:
+    """Both closed (``additionalProperties: false``), one needs a member, and no key is
+    allowed by both (declared names and patterns)."""
+    if a.get("additionalProperties") is not False or b.get("additionalProperties") is not False:
+        return False
+    if _least(a) < 1 and _least(b) < 1:
+        return False
+    for x, y in ((a, b), (b, a)):
+        for name, sub in x.get("properties", {}).items():
+            if _deref(conv, sub) is False:
+                continue
+            if name in y.get("properties", {}):
+                if _deref(conv, y["properties"][name]) is not False:
+                    return False
+                continue
+            if _pattern_match(conv, y, name) != []:
+                return False  # matched (or unknown)
+    langs_a = [_key_dfa(conv, p) for p in a.get("patternProperties", {})]
+    langs_b = [_key_dfa(conv, p) for p in b.get("patternProperties", {})]
+    if any(lang is None for lang in langs_a + langs_b):
+        return False
+    return all(x.intersect(y).is_empty() for x in langs_a for y in langs_b)

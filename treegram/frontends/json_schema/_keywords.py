@@ -167,9 +167,64 @@ def is_annotation(key: str) -> bool:
     return key not in CONSTRAINING
 
 
-def same_value(a, b) -> bool:
-    """Whether two JSON values are equal as JSON (key order does not matter)."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+def same_value(a, b, parts: int | None = None) -> bool:
+    """Whether two JSON values are equal as JSON (key order does not matter).
+
+    Equal as :func:`json.dumps` writes them (``1``, ``1.0`` and ``true`` differ; a tuple
+    is an array), compared part by part: a part shared by both is equal by identity, and
+    a pair of parts is compared once however often it is reached. Derived schemas share
+    their parts, so written out they can be exponentially larger than in memory.
+
+    With ``parts``, past that many pairs of parts compared the answer is ``False``: for
+    callers to which "different" is always a safe answer (two subschemas merged as an
+    ``allOf`` of both instead of one), so that comparing large derived schemas built
+    apart never costs more than a bounded amount.
+    """
+    try:
+        return _same(a, b, set(), [parts if parts is not None else -1])
+    except _TooLarge:
+        return False
+
+
+class _TooLarge(Exception):  # noqa: N818 - control flow inside same_value
+    pass
+
+
+def _same(a, b, done: set, left: list) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, dict):
+        if not isinstance(b, dict) or len(a) != len(b) or a.keys() != b.keys():
+            return False
+        pair = (id(a), id(b))
+        if pair in done:  # compared already (equal, or the walk would have stopped)
+            return True
+        _count(done, pair, left)
+        return all(_same(v, b[k], done, left) for k, v in a.items())
+    if isinstance(a, list | tuple):
+        if not isinstance(b, list | tuple) or len(a) != len(b):
+            return False
+        pair = (id(a), id(b))
+        if pair in done:
+            return True
+        _count(done, pair, left)
+        return all(_same(x, y, done, left) for x, y in zip(a, b, strict=True))
+    if isinstance(b, dict | list | tuple):
+        return False
+    if type(a) is float or type(b) is float:  # as json.dumps writes them: 1.0 is not 1
+        return type(a) is type(b) and repr(a) == repr(b)
+    if a is None or b is None or isinstance(a, bool | str) or isinstance(b, bool | str):
+        return type(a) is type(b) and a == b
+    if type(a) is int and type(b) is int:
+        return a == b
+    return json.dumps(a) == json.dumps(b)  # anything else: as written (or TypeError)
+
+
+def _count(done: set, pair: tuple, left: list) -> None:
+    done.add(pair)
+    left[0] -= 1
+    if left[0] == 0:  # (unbounded: starts below zero and never reaches it)
+        raise _TooLarge
 
 
 def json_type(v) -> str:

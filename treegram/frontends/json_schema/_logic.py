@@ -81,15 +81,17 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
     rest = {k: v for k, v in schema.items() if k not in _LOGIC}
     parts: list = []
     negations: list = []
+    # no unevaluated* keyword sees the members the negations declare (see negate's keyed)
+    keyed = not any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED)
     if "not" in schema:
-        negations.append(negate(conv, schema["not"], f"{ptr}/not"))
+        negations.append(negate(conv, schema["not"], f"{ptr}/not", keyed=keyed))
         parts.append(negations[-1])
     if "if" in schema and ("then" in schema or "else" in schema):
         # conditions on the object, not shapes of it: strict_mode's defaults belong to
         # the schema around them (made explicit below), not to these parts
         cond = _opened(schema["if"])
         then, other = _opened(schema.get("then", True)), _opened(schema.get("else", True))
-        negations.append(negate(conv, cond, f"{ptr}/if"))
+        negations.append(negate(conv, cond, f"{ptr}/if", keyed=keyed))
         parts.append(_any_of([_all_of(cond, then), _all_of(negations[-1], other)]))
     elif "if" in schema and any(schema.get(k, True) not in (True, {}) for k in _UNEVALUATED):
         parts.extend(_lone_if(conv, _opened(schema["if"]), f"{ptr}/if"))
@@ -132,7 +134,7 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
                 negations.extend(
                     negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches)
                 )
-            parts.append(_exclusive(conv, branches, f"{ptr}/oneOf", rest))
+            parts.append(_exclusive(conv, branches, f"{ptr}/oneOf", rest, keyed))
     for key in _UNEVALUATED:
         if rest.get(key, True) not in (True, {}) and any(_evaluates(n) for n in negations):
             # A failed subschema evaluates nothing, but once merged, a negation's members
@@ -153,7 +155,12 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
 
 
 def negate(
-    conv: ConversionContext, schema, ptr: str, _depth: int = 0, within: dict | None = None
+    conv: ConversionContext,
+    schema,
+    ptr: str,
+    _depth: int = 0,
+    within: dict | None = None,
+    keyed: bool = False,
 ) -> dict | bool:
     """A schema accepting exactly the JSON values that ``schema`` rejects.
 
@@ -161,6 +168,12 @@ def negate(
     that provably contradict it are left out: the intersection is the same, with fewer
     alternatives to distribute (a type it excludes, a property it requires being absent,
     a property it forbids or declares with the same schema being present).
+
+    With ``keyed``, a required property and its declared schema ``S`` are negated together
+    as one alternative, a keyed schema (:data:`KEY_SCHEMAS`) ``{name: not S}`` (absent, or
+    present and not ``S``), instead of two (absent; present and not ``S``). That
+    alternative evaluates the member, so it is only for a result merged where no
+    ``unevaluated*`` keyword sees it (a failed subschema evaluates nothing).
 
     Raises
     ------
@@ -175,15 +188,21 @@ def negate(
         raise UnsupportedSchemaError(f"schema at {ptr or '#'} is not an object or boolean")
     if set(schema) == {"$ref"} and conv.negation_target(schema["$ref"]) is not None:
         return conv.negation_target(schema["$ref"])  # not not S is S
+    if "not" in schema and all(k == "not" or k in _IGNORED for k in schema):
+        return _opened(schema["not"])  # not not S is S (a condition: no strict defaults)
     if _depth > 0 and conv.in_document(schema) and within is None:
         # a nested negation of a document subschema: a reference, computed once, so a
         # negated recursive schema stays a recursion
-        return {"$ref": conv.negation_ref(schema)}
+        return {"$ref": conv.negation_ref(schema, keyed)}
     if _depth > _MAX_DEPTH:
         conv.unsupported("not", ptr, "negation nested too deeply (recursive reference?)")
         return True
     widened = conv.widenings
     schema = conv.merge_all_of(schema, ptr)
+    if isinstance(schema, dict) and conv.widenings == widened:
+        split = _negate_one_of(conv, schema, ptr, _depth, within, keyed)
+        if split is not None:
+            return split
     if not isinstance(schema, bool) and needs_logic(conv, schema):
         schema = conv.merge_all_of(expand_logic(conv, schema, ptr), ptr)
     if conv.widenings > widened:
@@ -217,43 +236,68 @@ def negate(
     for m in keys.get(NOT_MULTIPLE, ()):
         out.append({"type": "number", "multipleOf": m, OPEN: True})
     out.extend(_negate_counts(keys, strings=not regular))
-    for name in keys.get("required", []):
-        out.append(_typed("object", _absent(name)))
+    within_props = within.get("properties", {}) if within is not None else {}
+    within_required = set(within.get("required", ())) if within is not None else set()
+    props = keys.get("properties", {})
+    required = list(dict.fromkeys(keys.get("required", [])))
+    for name in required if keyed else ():
+        # absent, or present with a value its declared schema rejects: one alternative
+        # ("if present, not S"), not two, so a oneOf keyed by required names (each branch
+        # one name) distributes nothing
+        if (
+            name in props
+            and name in within_required
+            and name in within_props
+            and same_value(within_props[name], props[name])
+        ):
+            continue  # within, the property is present and satisfies its schema
+        neg = False
+        if name in props:
+            neg = negate(conv, props[name], f"{ptr}/properties/{name}", _depth + 1, keyed=keyed)
+        # a keyed schema, not a property: a member of the negation is not declared, so it
+        # keeps no place in the order of the declared properties (any position, as before)
+        keyed_member = {KEY_SCHEMAS: [[{"enum": [name]}, neg]]} if neg is not False else None
+        out.append(_typed("object", keyed_member or _absent(name)))
+    if not keyed:
+        out.extend(_typed("object", _absent(name)) for name in required)
     # a member that breaks the member keywords: one requirement, one alternative each
     breaks = []
-    within_props = within.get("properties", {}) if within is not None else {}
-    for name, sub in keys.get("properties", {}).items():
+    for name, sub in props.items():
+        if keyed and name in required:
+            continue  # with its requirement above
         if within is not None and (
             _forbidden(within, name)
             or (name in within_props and same_value(within_props[name], sub))
         ):
             continue  # within, the property is absent or satisfies sub
-        neg = negate(conv, sub, f"{ptr}/properties/{name}", _depth + 1)
+        neg = negate(conv, sub, f"{ptr}/properties/{name}", _depth + 1, keyed=keyed)
         if neg is not False:
             breaks.append([{"enum": [name]}, neg])
-    breaks += _member_breaks(conv, keys, ptr, _depth, within)
+    breaks += _member_breaks(conv, keys, ptr, _depth, within, keyed)
     if breaks:
         out.append(_typed("object", {HAS_MEMBER: [breaks]}))
     for requirement in keys.get(HAS_MEMBER, ()):  # no member meets it
-        key_schemas = [[k, negate(conv, v, ptr, _depth + 1)] for k, v in requirement]
+        key_schemas = [[k, negate(conv, v, ptr, _depth + 1, keyed=keyed)] for k, v in requirement]
         out.append(_typed("object", {KEY_SCHEMAS: key_schemas}))
-    out.extend(_negate_arrays(conv, keys, ptr, _depth))
+    out.extend(_negate_arrays(conv, keys, ptr, _depth, keyed))
     if "anyOf" in keys:
         out.append(
-            _all_of(
-                *(
-                    negate(conv, b, f"{ptr}/anyOf/{i}", _depth + 1)
+            _conjoin(
+                conv,
+                [
+                    negate(conv, b, f"{ptr}/anyOf/{i}", _depth + 1, keyed=keyed)
                     for i, b in enumerate(keys["anyOf"])
-                )
+                ],
             )
         )
     if "oneOf" in keys:  # disjoint here: expand_logic rewrote overlapping ones
         out.append(
-            _all_of(
-                *(
-                    negate(conv, b, f"{ptr}/oneOf/{i}", _depth + 1)
+            _conjoin(
+                conv,
+                [
+                    negate(conv, b, f"{ptr}/oneOf/{i}", _depth + 1, keyed=keyed)
                     for i, b in enumerate(keys["oneOf"])
-                )
+                ],
             )
         )
     handled = {
@@ -329,6 +373,60 @@ def negate(
 _MISSING = object()
 
 
+def _negate_one_of(
+    conv: ConversionContext, schema: dict, ptr: str, depth: int, within, keyed: bool
+) -> dict | bool | None:
+    """The complement of a schema with an overlapping ``oneOf``, as "the rest fails, or no
+    branch holds, or two branches hold": ``not rest``, ``allOf`` of the branches'
+    negations, and ``allOf [A, B]`` for each pair of branches not proven disjoint.
+
+    The complement of its expansion (:func:`_exclusive`, each branch with the others'
+    negations) would negate negations and distribute them, which grows exponentially;
+    this one has one alternative per overlapping pair. ``None`` where it does not apply:
+    no ``oneOf``, a disjoint one (negated as a plain choice), more than
+    :data:`_MAX_BRANCHES` branches, or an ``unevaluated*`` keyword beside it (which sees
+    the members the branch that holds evaluates, so the rest is not independent of it).
+    """
+    branches = schema.get("oneOf")
+    if not isinstance(branches, list) or len(branches) > _MAX_BRANCHES:
+        return None
+    if any(schema.get(k, True) not in (True, {}) for k in _UNEVALUATED):
+        return None
+    rest = {k: v for k, v in schema.items() if k != "oneOf"}
+    n = len(branches)
+    pairs = [
+        _all_of(_opened(branches[i]), _opened(branches[j]))
+        for i in range(n)
+        for j in range(i + 1, n)
+        if not conv.disjoint([branches[i], branches[j]], rest)
+    ]
+    if not pairs:
+        return None  # disjoint: the plain path negates it as a choice
+    none_holds = _conjoin(
+        conv,
+        [
+            negate(conv, b, f"{ptr}/oneOf/{i}", depth + 1, keyed=keyed)
+            for i, b in enumerate(branches)
+        ],
+    )
+    rest_fails = negate(conv, {**rest, OPEN: True}, ptr, depth, within, keyed)
+    out = [rest_fails, none_holds, *(_typed_like(rest, p) for p in pairs)]
+    if any(o is True for o in out):
+        return True
+    out = [o for o in out if o is not False]
+    if not out:
+        return False
+    return out[0] if len(out) == 1 else {"anyOf": out, OPEN: True}
+
+
+def _typed_like(rest: dict, pair):
+    """Two branches that hold together, inside ``rest``'s ``type`` (values of another
+    type fail ``rest``, an alternative of their own)."""
+    if pair is False or "type" not in rest:
+        return pair
+    return _all_of({"type": rest["type"], OPEN: True}, pair)
+
+
 def _flat(alternatives: list) -> list:
     """Nested derived ``anyOf`` alternatives as one list."""
     out = []
@@ -387,7 +485,16 @@ def _implied(within: dict, alt) -> bool:
     rest = {k: v for k, v in alt.items() if k not in ("type", OPEN)}
     if not rest:
         return True
-    if set(rest) != {"properties"} or outer != {"object"}:
+    if outer != {"object"}:
+        return False
+    if set(rest) == {KEY_SCHEMAS}:
+        # members named by a required name's keyed schema (negate's keyed): absent where
+        # within forbids them, so the alternative holds whatever their schema
+        keys = [k for k, _ in rest[KEY_SCHEMAS]]
+        if not all(isinstance(k, dict) and set(k) == {"enum"} for k in keys):
+            return False
+        return all(_forbidden(within, n) for k in keys for n in k["enum"])
+    if set(rest) != {"properties"}:
         return False
     return all(sub is False and _forbidden(within, n) for n, sub in rest["properties"].items())
 
@@ -586,6 +693,73 @@ def _any_of(branches: list) -> dict | bool:
     return branches[0] if len(branches) == 1 else {"anyOf": branches, OPEN: True}
 
 
+_GROUPS = ("null", "boolean", "number", "string", "array", "object")
+
+
+def _groups(alt) -> set | None:
+    """The JSON types (integers in ``number``) a derived alternative may accept."""
+    if not isinstance(alt, dict):
+        return None
+    t = alt.get("type")
+    if t is None:
+        return set(_GROUPS)
+    types = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
+    if types is None or not types <= set(_TYPES):
+        return None
+    return {"number" if x == "integer" else x for x in types}
+
+
+def _conjoin(conv: ConversionContext, parts: list) -> dict | bool:
+    """``allOf`` of derived schemas (negations), split by JSON type first.
+
+    A value has one type, so ``allOf [anyOf [A1, A2], anyOf [B1, B2], ...]`` is the
+    ``anyOf``, over the types, of the type with, from each part, the alternatives that may
+    hold for it. Negations of typed schemas have about one alternative per type, so this
+    distributes nothing, where the plain ``allOf`` would be distributed into every
+    combination (most of them of two types, accepting nothing) when merged.
+    """
+    if any(p is False for p in parts):
+        return False
+    parts = [p for p in parts if p is not True]
+    # a negated document subschema (a reference) is split too, once computed
+    parts = [
+        conv.resolve(p["$ref"], "")
+        if isinstance(p, dict)
+        and set(p) == {"$ref"}
+        and conv.negation_target(p["$ref"]) is not None
+        and conv.negation_ready(p["$ref"])
+        else p
+        for p in parts
+    ]
+    if any(p is False for p in parts):
+        return False
+    parts = [p for p in parts if p is not True]
+    choices = [_alternatives_of(p) for p in parts]
+    if len(parts) < 2 or all(len(c) == 1 for c in choices):
+        return _all_of(*parts)
+    groups = [[_groups(a) for a in c] for c in choices]
+    if any(g is None for gs in groups for g in gs):
+        return _all_of(*parts)
+    out: list = []
+    for t in _GROUPS:
+        picked: list = []
+        for alts, gs in zip(choices, groups, strict=True):
+            fits = [a for a, g in zip(alts, gs, strict=True) if t in g]
+            if not fits:
+                break
+            picked.append(_any_of(fits))
+        else:
+            out.append(_all_of({"type": t, OPEN: True}, *picked))
+    return _any_of(out)
+
+
+def _alternatives_of(schema) -> list:
+    """A derived schema's alternatives: nested plain ``anyOf`` lists as one list."""
+    if isinstance(schema, dict) and "anyOf" in schema and set(schema) <= {"anyOf", OPEN}:
+        return [a for b in schema["anyOf"] for a in _alternatives_of(b)]
+    return [schema]
+
+
 def _all_of(*parts) -> dict | bool:
     if any(p is False for p in parts):
         return False
@@ -617,10 +791,13 @@ def _lone_if(conv: ConversionContext, cond, ptr: str) -> list:
     return [] if _evaluates(neg) else [_any_of([cond, neg])]
 
 
-def _exclusive(conv: ConversionContext, branches: list, ptr: str, parent: dict) -> dict | bool:
+def _exclusive(
+    conv: ConversionContext, branches: list, ptr: str, parent: dict, keyed: bool
+) -> dict | bool:
     """``oneOf`` as ``anyOf`` of each branch without the others.
 
-    Each branch is merged with the other branches' negations, which distributes their
+    Each branch is merged with the negations of the other branches it may overlap (those
+    proven disjoint from it are left out: it implies their negations), which distributes their
     alternatives; a negation leaves out the alternatives that contradict the branch it
     joins (:func:`negate`'s ``within``). Past :data:`_MAX_BRANCHES` branches or
     :data:`_MAX_COMBINATIONS` combinations the keyword is unsupported (widened: ``anyOf``).
@@ -631,12 +808,21 @@ def _exclusive(conv: ConversionContext, branches: list, ptr: str, parent: dict) 
         why = f"more than {_MAX_BRANCHES} overlapping branches"
     else:
         combos = 0
+        # a branch disjoint from another implies the other's negation: only the branches
+        # it may overlap are negated beside it
+        n = len(branches)
+        apart = {
+            (i, j)
+            for i in range(n)
+            for j in range(i + 1, n)
+            if conv.disjoint([branches[i], branches[j]], parent)
+        }
         for i, b in enumerate(branches):
             within = _within(conv, b, parent, f"{ptr}/{i}")
             negs = [
-                negate(conv, other, f"{ptr}/{j}", within=within)
+                negate(conv, other, f"{ptr}/{j}", within=within, keyed=keyed)
                 for j, other in enumerate(branches)
-                if j != i
+                if j != i and (min(i, j), max(i, j)) not in apart
             ]
             product = 1
             for n in negs:
@@ -798,17 +984,17 @@ def _not_names(names: list, key_schemas: list):
 
 
 def _member_breaks(
-    conv: ConversionContext, keys: dict, ptr: str, depth: int, within: dict | None
+    conv: ConversionContext, keys: dict, ptr: str, depth: int, within: dict | None, keyed: bool
 ) -> list:
     """``[key schema, value schema]`` alternatives of a member that breaks
     ``patternProperties``, the internal keyed schemas, ``additionalProperties`` (or
     ``unevaluatedProperties`` where it means the same) or ``propertyNames``."""
     out: list = []
     patterns = keys.get("patternProperties", {})
-    keyed = [({"pattern": p}, sub, f"{ptr}/patternProperties/{p}") for p, sub in patterns.items()]
-    keyed += [(k, sub, f"{ptr}/not/{i}") for i, (k, sub) in enumerate(keys.get(KEY_SCHEMAS, ()))]
-    for lang, sub, where in keyed:
-        neg = negate(conv, sub, where, depth + 1)
+    by_key = [({"pattern": p}, sub, f"{ptr}/patternProperties/{p}") for p, sub in patterns.items()]
+    by_key += [(k, sub, f"{ptr}/not/{i}") for i, (k, sub) in enumerate(keys.get(KEY_SCHEMAS, ()))]
+    for lang, sub, where in by_key:
+        neg = negate(conv, sub, where, depth + 1, keyed=keyed)
         if neg is not False:
             out.append([lang, neg])
     further = keys.get("additionalProperties")
@@ -816,11 +1002,11 @@ def _member_breaks(
         further = keys.get("unevaluatedProperties")
     if further is not None and further is not True and further != {}:
         names = list(keys.get("properties", {}))
-        lang = _not_names(names, [k for k, _, _ in keyed])
+        lang = _not_names(names, [k for k, _, _ in by_key])
         closed = within is not None and _closed(within)
         inside = set(within.get("properties", {})) if closed else set()  # type: ignore[union-attr]
-        if not (closed and not keyed and inside <= set(names)):  # else within forbids it
-            neg = negate(conv, further, f"{ptr}/additionalProperties", depth + 1)
+        if not (closed and not by_key and inside <= set(names)):  # else within forbids it
+            neg = negate(conv, further, f"{ptr}/additionalProperties", depth + 1, keyed=keyed)
             if neg is not False:
                 out.append([lang, neg])
     names = keys.get("propertyNames")
@@ -892,7 +1078,7 @@ def _negate_counts(keys: dict, strings: bool) -> list:
     return out
 
 
-def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) -> list:
+def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int, keyed: bool) -> list:
     out: list = []
     items, prefix = keys.get("items"), keys.get("prefixItems")
     further_key = "items"
@@ -902,11 +1088,11 @@ def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) ->
         prefix, items, further_key = items, keys.get("additionalItems"), "additionalItems"
     prefix = prefix or []
     for i, sub in enumerate(prefix):
-        neg = negate(conv, sub, f"{ptr}/prefixItems/{i}", depth + 1)
+        neg = negate(conv, sub, f"{ptr}/prefixItems/{i}", depth + 1, keyed=keyed)
         if neg is not False:
             out.append(_typed("array", {"minItems": i + 1, "prefixItems": [True] * i + [neg]}))
     if items is not None and items is not True and items != {}:
-        neg = negate(conv, items, f"{ptr}/{further_key}", depth + 1)
+        neg = negate(conv, items, f"{ptr}/{further_key}", depth + 1, keyed=keyed)
         if neg is not False:
             if prefix:
                 if items is False:
@@ -922,13 +1108,21 @@ def _negate_arrays(conv: ConversionContext, keys: dict, ptr: str, depth: int) ->
         sub = keys["contains"]
         lo, hi = keys.get("minContains", 1), keys.get("maxContains")
         if lo >= 1:  # no matching item at all
-            out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains", depth + 1)}))
+            out.append(
+                _typed(
+                    "array", {"items": negate(conv, sub, f"{ptr}/contains", depth + 1, keyed=keyed)}
+                )
+            )
         if lo >= 2:
             out.append(_typed("array", {"contains": sub, "maxContains": lo - 1}))
         if hi is not None:
             out.append(_typed("array", {"contains": sub, "minContains": hi + 1}))
     for i, sub in enumerate(keys.get(CONTAINS_ALL, ())):  # no item matches one of them
-        out.append(_typed("array", {"items": negate(conv, sub, f"{ptr}/contains/{i}", depth + 1)}))
+        out.append(
+            _typed(
+                "array", {"items": negate(conv, sub, f"{ptr}/contains/{i}", depth + 1, keyed=keyed)}
+            )
+        )
     if keys.get("uniqueItems"):
         conv.unsupported("not", f"{ptr}/uniqueItems", "arrays with a repeated item")
         out.append(_typed("array", {"minItems": 2}))  # widened: every array that could repeat

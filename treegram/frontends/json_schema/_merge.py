@@ -42,6 +42,15 @@ _SUBSCHEMA = (
 _CONTAINS = ("contains", "minContains", "maxContains", CONTAINS_ALL)
 _UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
 _MAX_DEPTH = 32
+_SAME_PARTS = 256
+"""Pairs of parts compared before two subschemas being merged count as different (see
+:func:`same_value`): equal derived schemas built apart can be large."""
+_SCHEMA_VALUED = frozenset(
+    (*_SUBSCHEMA, "properties", "patternProperties", "not", "anyOf", "oneOf")
+    + (KEY_SCHEMAS, NOT_STRING, NOT_MULTIPLE, HAS_MEMBER, PATTERNS_KEY, "required", "type")
+)
+"""Keywords whose values :func:`_merge` combines as a conjunction when they differ (so
+"different" is a safe answer for them; ``const`` or an unknown keyword is not)."""
 _MAX_ACTIVE_MERGES = 200
 
 
@@ -146,6 +155,7 @@ def _split(
 
 
 def _merge(conv: ConversionContext, a: dict, b: dict, ptr: str) -> dict | bool:
+    conv.count_merge(ptr)  # bounded here, where the work is: raises past the bound
     if conv.strict and bool(a.get(OPEN)) != bool(b.get(OPEN)):
         # strict_mode's implicit defaults belong to the user's schema: write them out
         # before a derived (open) schema is merged into it.
@@ -162,7 +172,8 @@ def _merge(conv: ConversionContext, a: dict, b: dict, ptr: str) -> dict | bool:
             out[key] = vb
             continue
         va = out[key]
-        if same_value(va, vb):
+        # subschemas may be compared in bounded time: "different" merges them as allOf
+        if same_value(va, vb, _SAME_PARTS if key in _SCHEMA_VALUED else None):
             continue
         if key in _MAXED:
             out[key] = max(va, vb)
@@ -297,7 +308,7 @@ def _both(x, y):
         return x
     if x is False or y is False:
         return False
-    return x if same_value(x, y) else {"allOf": [x, y]}
+    return x if same_value(x, y, _SAME_PARTS) else {"allOf": [x, y]}
 
 
 def _merge_members(conv: ConversionContext, a: dict, b: dict, out: dict, ptr: str) -> set[str]:
