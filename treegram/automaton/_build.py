@@ -756,10 +756,10 @@ def _build(ir: GrammarIR) -> Automaton:
     byte_ptr = _concat_ptr([p[1] for p in parts])
     lo = np.concatenate([p[2] for p in parts])
     hi = np.concatenate([p[3] for p in parts])
-    to = np.concatenate([p[4] + np.int32(base[r]) for r, p in enumerate(parts)])
+    to = _concat_shifted([p[4] for p in parts], rule_start)
     ref_ptr = _concat_ptr([p[5] for p in parts])
     ref_rule = np.concatenate([p[6] for p in parts])
-    ref_target = np.concatenate([p[7] + np.int32(base[r]) for r, p in enumerate(parts)])
+    ref_target = _concat_shifted([p[7] for p in parts], rule_start)
 
     # Byte equivalence classes: bytes no edge distinguishes share one column.
     cuts = np.unique(np.concatenate([np.array([0, 256], dtype=np.int32), lo, hi + 1]))
@@ -828,15 +828,28 @@ def _committed_shortest(part: tuple) -> tuple:
 
 
 def _concat_ptr(ptrs: list[np.ndarray]) -> np.ndarray:
-    """Concatenate per-rule CSR offsets into one global offset array."""
-    out = np.zeros(sum(p.shape[0] - 1 for p in ptrs) + 1, dtype=np.int32)
-    at, total = 0, 0
-    for p in ptrs:
-        n = p.shape[0] - 1
-        out[at + 1 : at + n + 1] = p[1:] + total
-        at += n
-        total += int(p[-1])
+    """Concatenate per-rule CSR offsets into one global offset array: each array but its
+    first entry, shifted by the last entries of the arrays before it. One pass of numpy
+    over all of them (a slice and an add per rule cost a large grammar's thousands of
+    rules about 10 ms)."""
+    cat = np.concatenate(ptrs)
+    lens = np.fromiter((p.shape[0] for p in ptrs), dtype=np.int64, count=len(ptrs))
+    ends = np.cumsum(lens)
+    totals = np.zeros(len(ptrs), dtype=np.int64)
+    np.cumsum(cat[ends[:-1] - 1], out=totals[1:])  # each array's last entry, summed
+    keep = np.ones(cat.shape[0], dtype=bool)
+    keep[ends - lens] = False  # every array's first entry
+    out = np.zeros(cat.shape[0] - len(ptrs) + 1, dtype=np.int32)
+    out[1:] = cat[keep] + np.repeat(totals, lens - 1)
     return out
+
+
+def _concat_shifted(arrays: list[np.ndarray], shifts: np.ndarray) -> np.ndarray:
+    """``np.concatenate([a + np.int32(s) for a, s in zip(arrays, shifts)])`` in one pass
+    (per-rule state numbers made global)."""
+    cat = np.concatenate(arrays)
+    lens = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
+    return cat + np.repeat(shifts.astype(np.int32), lens)
 
 
 def _follow_sets(rule_start, finals, byte_csr, ref_csr, rule_of_state, root, n_real):

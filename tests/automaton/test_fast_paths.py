@@ -1,0 +1,109 @@
+"""The vectorized or inlined paths of the automaton build against their plain versions:
+the per-rule array concatenation (``_build._concat_ptr``, ``_concat_shifted``) and the
+walk of ``split_long_repeats`` (``_repeats._Splitter.rewrite``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from treegram.automaton._build import _concat_ptr, _concat_shifted
+from treegram.automaton._repeats import _Splitter
+from treegram.frontends.json_schema._convert import json_schema_to_ir
+from treegram.ir import Choice, Expr, GrammarIR, Repeat, Seq
+
+
+def _plain_concat_ptr(ptrs):
+    out = np.zeros(sum(p.shape[0] - 1 for p in ptrs) + 1, dtype=np.int32)
+    at, total = 0, 0
+    for p in ptrs:
+        n = p.shape[0] - 1
+        out[at + 1 : at + n + 1] = p[1:] + total
+        at += n
+        total += int(p[-1])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_concat_matches_per_rule_loops(seed):
+    rng = np.random.default_rng(seed)
+    n_parts = int(rng.integers(1, 40))
+    ptrs, arrays = [], []
+    for _ in range(n_parts):
+        n_states = int(rng.integers(1, 6))  # a DFA has a state at least
+        counts = rng.integers(0, 4, n_states)
+        ptr = np.zeros(n_states + 1, dtype=np.int32)
+        np.cumsum(counts, out=ptr[1:])
+        ptrs.append(ptr)
+        arrays.append(rng.integers(0, 50, int(ptr[-1])).astype(np.int32))
+    got = _concat_ptr(ptrs)
+    want = _plain_concat_ptr(ptrs)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    shifts = np.cumsum([0] + [len(p) - 1 for p in ptrs])[:-1].astype(np.int64)
+    got = _concat_shifted(arrays, shifts)
+    want = np.concatenate([a + np.int32(s) for a, s in zip(arrays, shifts, strict=True)])
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+class _PlainSplitter(_Splitter):
+    """The splitter with the walk written plainly: every node through the memo."""
+
+    def rewrite(self, expr: Expr) -> Expr:
+        got = self.memo.get(id(expr))
+        if got is None:
+            got = self.memo[id(expr)] = self._plain(expr)
+        return got
+
+    def _plain(self, expr: Expr) -> Expr:
+        if isinstance(expr, (Seq, Choice)):
+            items = tuple(self.rewrite(e) for e in expr.items)
+            if all(a is b for a, b in zip(items, expr.items, strict=True)):
+                return expr
+            return type(expr)(items)
+        if not isinstance(expr, Repeat):
+            return expr
+        return self._rewrite(expr)
+
+
+def _split(ir: GrammarIR, cls) -> tuple[list, list]:
+    extra: list = []
+    splitter = cls({r.name for r in ir.rules}, extra)
+    out = []
+    for rule in ir.rules:
+        body = rule.body if rule.lazy else splitter.rewrite(rule.body)
+        out.append(rule if body is rule.body else replace(rule, body=body))
+    return out, extra
+
+
+_SCHEMAS = [
+    {"type": "string", "maxLength": 300},
+    {"type": "array", "items": {"type": "integer"}, "minItems": 70, "maxItems": 200},
+    {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "minLength": 65, "maxLength": 1000},
+            "b": {"type": "array", "items": {"type": "string", "maxLength": 100}},
+            "c": {"type": "string", "pattern": "^[a-z]{2,5}(-[0-9]{1,100})?$"},
+            "d": {"$ref": "#/properties/b"},
+            "e": {"type": "number"},
+        },
+        "required": ["a", "c"],
+    },
+    {"type": "string", "pattern": "^(ab?){2,300}c$"},
+]
+
+
+@pytest.mark.parametrize("schema", _SCHEMAS)
+def test_split_walk_matches_plain_walk(schema):
+    ir = json_schema_to_ir(json.dumps(schema), any_whitespace=True, strict_mode=False)
+    got_rules, got_extra = _split(ir, _Splitter)
+    want_rules, want_extra = _split(ir, _PlainSplitter)
+    assert got_extra == want_extra
+    assert got_rules == want_rules
+    assert got_extra or any(a is not b for a, b in zip(got_rules, ir.rules, strict=True))
+    # an unchanged body is the same object, as in the plain walk
+    for got, want, rule in zip(got_rules, want_rules, ir.rules, strict=True):
+        assert (got.body is rule.body) == (want.body is rule.body)
