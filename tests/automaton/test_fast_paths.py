@@ -1,17 +1,25 @@
-"""The vectorized or inlined paths of the automaton build against their plain versions:
-the per-rule array concatenation (``_build._concat_ptr``, ``_concat_shifted``) and the
-walk of ``split_long_repeats`` (``_repeats._Splitter.rewrite``)."""
+"""The vectorized, fused or inlined paths of the automaton build against their plain
+versions: the per-rule array concatenation (``_build._concat_ptr``, ``_concat_shifted``),
+the walk of ``split_long_repeats`` (``_repeats._Splitter.rewrite``) and the one-call rule
+DFA (``_rule_dfa.build_rule_dfa``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from treegram.automaton._build import _concat_ptr, _concat_shifted
+import treegram
+from treegram.automaton import _build, build_automaton
+from treegram.automaton._build import _class_sequences, _concat_ptr, _concat_shifted
+from treegram.automaton._nfa import FlatIr, build_nfa
 from treegram.automaton._repeats import _Splitter
+from treegram.automaton._rule_dfa import build_rule_dfa
+from treegram.automaton._subset import determinize
 from treegram.frontends.json_schema._convert import json_schema_to_ir
 from treegram.ir import Choice, Expr, GrammarIR, Repeat, Seq
 
@@ -107,3 +115,83 @@ def test_split_walk_matches_plain_walk(schema):
     # an unchanged body is the same object, as in the plain walk
     for got, want, rule in zip(got_rules, want_rules, ir.rules, strict=True):
         assert (got.body is rule.body) == (want.body is rule.body)
+
+
+def _plain_rule_dfa(root, self_rule, *arrays):
+    """What ``build_rule_dfa`` replaces: the two kernels called from Python."""
+    nfa = build_nfa(root, *arrays)
+    calls_self = self_rule >= 0 and bool((nfa[8] == self_rule).any())
+    return calls_self, nfa[8], determinize(*nfa, 0, 1)
+
+
+def _random_ebnf(rng: random.Random) -> str:
+    def atom(depth: int) -> str:
+        kind = rng.random()
+        if depth > 2 or kind < 0.3:
+            return json.dumps(rng.choice(["a", "bc", "", "é"]))
+        if kind < 0.45:
+            return rng.choice(["[a-z]", "[^a]", "[0-9é]"])
+        if kind < 0.65:
+            return f"r{rng.randrange(3)}"
+        if kind < 0.8:
+            return f"({expr(depth + 1)}){{{rng.randrange(0, 3)},{rng.choice(['3', ''])}}}"
+        return f"({expr(depth + 1)})" + rng.choice(["*", "+", "?", ""])
+
+    def expr(depth: int) -> str:
+        alts = [
+            " ".join(atom(depth) for _ in range(rng.randrange(1, 4)))
+            for _ in range(rng.randrange(1, 3))
+        ]
+        return " | ".join(alts)
+
+    return "root ::= r0\n" + "\n".join(f"r{i} ::= {expr(0)}" for i in range(3))
+
+
+def _sample_irs():
+    rng = random.Random(11)
+    for _ in range(60):
+        try:
+            yield treegram.Grammar.from_ebnf(_random_ebnf(rng)).ir
+        except treegram.errors.GrammarError:
+            continue
+    for schema in _SCHEMAS:
+        yield json_schema_to_ir(json.dumps(schema), any_whitespace=True, strict_mode=False)
+    recursive = {"type": "object", "properties": {"a": {"type": "array", "items": {"$ref": "#"}}}}
+    yield json_schema_to_ir(json.dumps(recursive))
+
+
+def test_rule_dfa_kernel_matches_the_two_kernels():
+    checked = 0
+    for ir in _sample_irs():
+        rule_ids = {r.name: i for i, r in enumerate(ir.rules)}
+        flat = FlatIr(rule_ids, _class_sequences)
+        roots = [flat.add(r.body) for r in ir.rules]
+        flat.close()
+        arrays = flat.arrays()
+        for rid, root in enumerate(roots):
+            if root in flat.bad:
+                continue
+            for self_rule in (-1, rid, (rid + 1) % len(roots)):
+                got = build_rule_dfa(root, self_rule, *arrays)
+                want = _plain_rule_dfa(root, self_rule, *arrays)
+                assert got[0] == want[0]
+                assert np.array_equal(got[1], want[1])
+                if not got[0]:
+                    for g, w in zip(got[2], want[2], strict=True):
+                        assert g.dtype == w.dtype and np.array_equal(g, w)
+                checked += 1
+    assert checked > 200
+
+
+def test_automata_built_with_the_rule_dfa_kernel_are_unchanged(monkeypatch):
+    irs = list(_sample_irs())
+    fast = [build_automaton(ir) for ir in irs]
+    monkeypatch.setattr(_build, "build_rule_dfa", _plain_rule_dfa)
+    for ir, got in zip(irs, fast, strict=True):
+        want = build_automaton(ir)
+        for field in dataclasses.fields(want):
+            g, w = getattr(got, field.name), getattr(want, field.name)
+            if isinstance(w, np.ndarray):
+                assert g.dtype == w.dtype and np.array_equal(g, w), field.name
+            else:
+                assert g == w, field.name

@@ -55,6 +55,7 @@ from ._follow import follow_sets
 from ._merge import merge_equal_rules
 from ._nfa import FlatIr, build_nfa, choice_sequences, tail_calls
 from ._repeats import repeats_as_rules, split_long_repeats
+from ._rule_dfa import build_rule_dfa
 from ._subset import determinize, fill_transitions
 from ._utf8 import utf8_sequences
 
@@ -655,7 +656,7 @@ def _build(ir: GrammarIR) -> Automaton:
     # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
     nfas: dict[int, tuple] = {}  # flat root -> the kernel's NFA: equal bodies once
     lists: dict[int, _Nfa] = {}  # flat root -> that NFA as edge lists (read only)
-    done: dict[int, tuple] = {}  # flat root -> DFA
+    done: dict[int, tuple] = {}  # flat root -> (rules its NFA calls, DFA)
     arrays = flat.arrays()
 
     def nfa_of(root: int) -> tuple:
@@ -696,13 +697,21 @@ def _build(ir: GrammarIR) -> Automaton:
     def rule_dfa(rid: int) -> tuple:
         nonlocal total
         root = roots[rid]
-        csr = nfa_of(root)
-        if rid not in tail_cycles and (rid in captured or not (csr[8] == rid).any()):
-            got = done.get(root)  # no call to rewrite: equal bodies share one DFA
+        if rid not in tail_cycles:
+            # no call to rewrite (a captured rule keeps its calls of itself): equal
+            # bodies share one DFA, built in one kernel call
+            self_rule = -1 if rid in captured else rid
+            got = done.get(root)
             if got is None:
-                got = done[root] = determinize(*csr, 0, 1)
-            total = _within_budget(got, *bodies[rid], total, deadline)
-            return _committed_shortest(got) if rid in lazy else got
+                calls_self, nfa_calls, dfa = build_rule_dfa(root, self_rule, *arrays)
+                if not calls_self:
+                    got = done[root] = (nfa_calls, dfa)
+            elif self_rule >= 0 and (got[0] == self_rule).any():
+                got = None
+            if got is not None:
+                total = _within_budget(got[1], *bodies[rid], total, deadline)
+                return _committed_shortest(got[1]) if rid in lazy else got[1]
+        csr = nfa_of(root)
         nfa = _list_nfa(csr)  # calls to rewrite, on the kernel's NFA as edge lists
         if rid in tail_cycles:
             cycle = tail_cycles[rid]
