@@ -1,7 +1,7 @@
 """The vectorized, fused or inlined paths of the automaton build against their plain
 versions: the per-rule array concatenation (``_build._concat_ptr``, ``_concat_shifted``),
 the walk of ``split_long_repeats`` (``_repeats._Splitter.rewrite``) and the one-call rule
-DFA (``_rule_dfa.build_rule_dfa``)."""
+DFA (``_rule_dfa.rule_dfa``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,14 @@ from treegram.automaton import _build, build_automaton
 from treegram.automaton._build import _class_sequences, _concat_ptr, _concat_shifted
 from treegram.automaton._nfa import FlatIr, build_nfa
 from treegram.automaton._repeats import _Splitter
-from treegram.automaton._rule_dfa import build_rule_dfa
+from treegram.automaton._rule_dfa import (
+    DFA_OF_BODY,
+    DFA_OF_NFA,
+    NFA_OF_BODY,
+    pack_nfa,
+    rule_dfa,
+    unpack_nfa,
+)
 from treegram.automaton._subset import determinize
 from treegram.frontends.json_schema._convert import json_schema_to_ir
 from treegram.ir import Choice, Expr, GrammarIR, Repeat, Seq
@@ -117,11 +124,24 @@ def test_split_walk_matches_plain_walk(schema):
         assert (got.body is rule.body) == (want.body is rule.body)
 
 
-def _plain_rule_dfa(root, self_rule, *arrays):
-    """What ``build_rule_dfa`` replaces: the two kernels called from Python."""
-    nfa = build_nfa(root, *arrays)
+def _plain_rule_dfa(what, root, self_rule, nodes, packed_nfa, start, accept):
+    """What ``rule_dfa`` replaces: the two kernels called from Python."""
+    if what == DFA_OF_NFA:
+        return False, np.zeros(0, np.int32), determinize(*unpack_nfa(packed_nfa), start, accept)
+    nfa = build_nfa(root, *nodes)
+    if what == NFA_OF_BODY:
+        return False, pack_nfa(nfa), None
     calls_self = self_rule >= 0 and bool((nfa[8] == self_rule).any())
-    return calls_self, nfa[8], determinize(*nfa, 0, 1)
+    return calls_self, nfa[8], determinize(*nfa, start, accept)
+
+
+def _same_arrays(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        if isinstance(w, np.ndarray):
+            assert g.dtype == w.dtype and np.array_equal(g, w)
+        else:
+            assert g == w
 
 
 def _random_ebnf(rng: random.Random) -> str:
@@ -172,21 +192,28 @@ def test_rule_dfa_kernel_matches_the_two_kernels():
             if root in flat.bad:
                 continue
             for self_rule in (-1, rid, (rid + 1) % len(roots)):
-                got = build_rule_dfa(root, self_rule, *arrays)
-                want = _plain_rule_dfa(root, self_rule, *arrays)
+                got = rule_dfa(DFA_OF_BODY, root, self_rule, arrays, np.zeros(0, np.int32), 0, 1)
+                want = _plain_rule_dfa(DFA_OF_BODY, root, self_rule, arrays, None, 0, 1)
                 assert got[0] == want[0]
                 assert np.array_equal(got[1], want[1])
                 if not got[0]:
-                    for g, w in zip(got[2], want[2], strict=True):
-                        assert g.dtype == w.dtype and np.array_equal(g, w)
+                    _same_arrays(got[2], want[2])
                 checked += 1
+            packed = rule_dfa(NFA_OF_BODY, root, -1, arrays, np.zeros(0, np.int32), 0, 1)[1]
+            nfa = build_nfa(root, *arrays)
+            _same_arrays(unpack_nfa(packed), nfa)
+            assert np.array_equal(packed, pack_nfa(nfa))
+            for start, accept in ((0, 1), (1, 0), (0, nfa[0] - 1)):
+                got = rule_dfa(DFA_OF_NFA, -1, -1, arrays, packed, start, accept)
+                assert not got[0] and got[1].shape == (0,)
+                _same_arrays(got[2], determinize(*nfa, start, accept))
     assert checked > 200
 
 
 def test_automata_built_with_the_rule_dfa_kernel_are_unchanged(monkeypatch):
     irs = list(_sample_irs())
     fast = [build_automaton(ir) for ir in irs]
-    monkeypatch.setattr(_build, "build_rule_dfa", _plain_rule_dfa)
+    monkeypatch.setattr(_build, "rule_kernel", _plain_rule_dfa)
     for ir, got in zip(irs, fast, strict=True):
         want = build_automaton(ir)
         for field in dataclasses.fields(want):

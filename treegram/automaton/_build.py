@@ -53,10 +53,11 @@ from ..errors import GrammarError, UndefinedRuleError
 from ..kernels import layout
 from ._follow import follow_sets
 from ._merge import merge_equal_rules
-from ._nfa import FlatIr, build_nfa, choice_sequences, tail_calls
+from ._nfa import FlatIr, choice_sequences, tail_calls
 from ._repeats import repeats_as_rules, split_long_repeats
-from ._rule_dfa import build_rule_dfa
-from ._subset import determinize, fill_transitions
+from ._rule_dfa import DFA_OF_BODY, DFA_OF_NFA, NFA_OF_BODY, pack_nfa, unpack_nfa
+from ._rule_dfa import rule_dfa as rule_kernel
+from ._subset import fill_transitions
 from ._utf8 import utf8_sequences
 
 __all__ = ["Automaton", "build_automaton", "LOOKAHEAD_SUFFIX"]
@@ -486,24 +487,27 @@ def _csr(lists: list[list], width: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _determinize(nfa: _Nfa, start: int, accept: int) -> tuple[np.ndarray, ...]:
-    """Subset construction of one rule's NFA (see :func:`._subset.determinize`)."""
+    """Subset construction of one rule's NFA (see :func:`._subset.determinize`), through
+    :func:`._rule_dfa.rule_dfa` (``rule_kernel`` here)."""
     eps_ptr, eps_to = _csr(nfa.eps, 1)
     byte_ptr, byte = _csr(nfa.byte_edges, 3)
     ref_ptr, ref = _csr(nfa.ref_edges, 2)
-    return determinize(
-        len(nfa.eps),
-        eps_ptr,
-        eps_to[:, 0].copy(),
-        byte_ptr,
-        byte[:, 0].copy(),
-        byte[:, 1].copy(),
-        byte[:, 2].copy(),
-        ref_ptr,
-        ref[:, 0].copy(),
-        ref[:, 1].copy(),
-        start,
-        accept,
-    )
+    csr = (len(nfa.eps), eps_ptr, eps_to[:, 0], byte_ptr, *byte.T, ref_ptr, *ref.T)
+    return rule_kernel(DFA_OF_NFA, -1, -1, _NO_NODES, pack_nfa(csr), start, accept)[2]
+
+
+# ``rule_dfa``'s node arguments where it builds from a packed NFA: their types are those
+# of ``FlatIr.arrays`` (the kernel has one specialization; ``data`` is read-only there too)
+_NO_NODES = (
+    np.zeros(0, dtype=np.int8),
+    *(np.zeros(0, dtype=np.int64) for _ in range(4)),
+    np.frombuffer(b"", dtype=np.uint8),
+    np.zeros(1, dtype=np.int64),
+    np.zeros(0, dtype=np.int32),
+    np.zeros(0, dtype=np.int32),
+    np.zeros((0, 5), dtype=np.int64),
+)
+_NO_NFA = np.zeros(0, dtype=np.int32)
 
 
 def _nullable_rules(rule_start, finals, ref_ptr, ref_rule, ref_target, rule_of_state) -> np.ndarray:
@@ -662,7 +666,8 @@ def _build(ir: GrammarIR) -> Automaton:
     def nfa_of(root: int) -> tuple:
         got = nfas.get(root)
         if got is None:
-            got = nfas[root] = build_nfa(root, *arrays)
+            packed = rule_kernel(NFA_OF_BODY, root, -1, arrays, _NO_NFA, 0, 1)[1]
+            got = nfas[root] = unpack_nfa(packed)
         return got
 
     def list_nfa_of(root: int) -> _Nfa:
@@ -703,7 +708,9 @@ def _build(ir: GrammarIR) -> Automaton:
             self_rule = -1 if rid in captured else rid
             got = done.get(root)
             if got is None:
-                calls_self, nfa_calls, dfa = build_rule_dfa(root, self_rule, *arrays)
+                calls_self, nfa_calls, dfa = rule_kernel(
+                    DFA_OF_BODY, root, self_rule, arrays, _NO_NFA, 0, 1
+                )
                 if not calls_self:
                     got = done[root] = (nfa_calls, dfa)
             elif self_rule >= 0 and (got[0] == self_rule).any():
