@@ -53,9 +53,11 @@ from ..errors import GrammarError, UndefinedRuleError
 from ..kernels import layout
 from ._follow import follow_sets
 from ._merge import merge_equal_rules
-from ._nfa import FlatIr, build_nfa, choice_sequences, tail_calls
+from ._nfa import FlatIr, choice_sequences, tail_calls
 from ._repeats import repeats_as_rules, split_long_repeats
-from ._subset import determinize, fill_transitions
+from ._rule_dfa import DFA_OF_BODY, DFA_OF_NFA, NFA_OF_BODY, pack_nfa, unpack_nfa
+from ._rule_dfa import rule_dfa as rule_kernel
+from ._subset import fill_transitions
 from ._utf8 import utf8_sequences
 
 __all__ = ["Automaton", "build_automaton", "LOOKAHEAD_SUFFIX"]
@@ -485,24 +487,27 @@ def _csr(lists: list[list], width: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _determinize(nfa: _Nfa, start: int, accept: int) -> tuple[np.ndarray, ...]:
-    """Subset construction of one rule's NFA (see :func:`._subset.determinize`)."""
+    """Subset construction of one rule's NFA (see :func:`._subset.determinize`), through
+    :func:`._rule_dfa.rule_dfa` (``rule_kernel`` here)."""
     eps_ptr, eps_to = _csr(nfa.eps, 1)
     byte_ptr, byte = _csr(nfa.byte_edges, 3)
     ref_ptr, ref = _csr(nfa.ref_edges, 2)
-    return determinize(
-        len(nfa.eps),
-        eps_ptr,
-        eps_to[:, 0].copy(),
-        byte_ptr,
-        byte[:, 0].copy(),
-        byte[:, 1].copy(),
-        byte[:, 2].copy(),
-        ref_ptr,
-        ref[:, 0].copy(),
-        ref[:, 1].copy(),
-        start,
-        accept,
-    )
+    csr = (len(nfa.eps), eps_ptr, eps_to[:, 0], byte_ptr, *byte.T, ref_ptr, *ref.T)
+    return rule_kernel(DFA_OF_NFA, -1, -1, _NO_NODES, pack_nfa(csr), start, accept)[2]
+
+
+# ``rule_dfa``'s node arguments where it builds from a packed NFA: their types are those
+# of ``FlatIr.arrays`` (the kernel has one specialization; ``data`` is read-only there too)
+_NO_NODES = (
+    np.zeros(0, dtype=np.int8),
+    *(np.zeros(0, dtype=np.int64) for _ in range(4)),
+    np.frombuffer(b"", dtype=np.uint8),
+    np.zeros(1, dtype=np.int64),
+    np.zeros(0, dtype=np.int32),
+    np.zeros(0, dtype=np.int32),
+    np.zeros((0, 5), dtype=np.int64),
+)
+_NO_NFA = np.zeros(0, dtype=np.int32)
 
 
 def _nullable_rules(rule_start, finals, ref_ptr, ref_rule, ref_target, rule_of_state) -> np.ndarray:
@@ -655,13 +660,14 @@ def _build(ir: GrammarIR) -> Automaton:
     # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
     nfas: dict[int, tuple] = {}  # flat root -> the kernel's NFA: equal bodies once
     lists: dict[int, _Nfa] = {}  # flat root -> that NFA as edge lists (read only)
-    done: dict[int, tuple] = {}  # flat root -> DFA
+    done: dict[int, tuple] = {}  # flat root -> (rules its NFA calls, DFA)
     arrays = flat.arrays()
 
     def nfa_of(root: int) -> tuple:
         got = nfas.get(root)
         if got is None:
-            got = nfas[root] = build_nfa(root, *arrays)
+            packed = rule_kernel(NFA_OF_BODY, root, -1, arrays, _NO_NFA, 0, 1)[1]
+            got = nfas[root] = unpack_nfa(packed)
         return got
 
     def list_nfa_of(root: int) -> _Nfa:
@@ -696,13 +702,23 @@ def _build(ir: GrammarIR) -> Automaton:
     def rule_dfa(rid: int) -> tuple:
         nonlocal total
         root = roots[rid]
-        csr = nfa_of(root)
-        if rid not in tail_cycles and (rid in captured or not (csr[8] == rid).any()):
-            got = done.get(root)  # no call to rewrite: equal bodies share one DFA
+        if rid not in tail_cycles:
+            # no call to rewrite (a captured rule keeps its calls of itself): equal
+            # bodies share one DFA, built in one kernel call
+            self_rule = -1 if rid in captured else rid
+            got = done.get(root)
             if got is None:
-                got = done[root] = determinize(*csr, 0, 1)
-            total = _within_budget(got, *bodies[rid], total, deadline)
-            return _committed_shortest(got) if rid in lazy else got
+                calls_self, nfa_calls, dfa = rule_kernel(
+                    DFA_OF_BODY, root, self_rule, arrays, _NO_NFA, 0, 1
+                )
+                if not calls_self:
+                    got = done[root] = (nfa_calls, dfa)
+            elif self_rule >= 0 and (got[0] == self_rule).any():
+                got = None
+            if got is not None:
+                total = _within_budget(got[1], *bodies[rid], total, deadline)
+                return _committed_shortest(got[1]) if rid in lazy else got[1]
+        csr = nfa_of(root)
         nfa = _list_nfa(csr)  # calls to rewrite, on the kernel's NFA as edge lists
         if rid in tail_cycles:
             cycle = tail_cycles[rid]
@@ -756,10 +772,10 @@ def _build(ir: GrammarIR) -> Automaton:
     byte_ptr = _concat_ptr([p[1] for p in parts])
     lo = np.concatenate([p[2] for p in parts])
     hi = np.concatenate([p[3] for p in parts])
-    to = np.concatenate([p[4] + np.int32(base[r]) for r, p in enumerate(parts)])
+    to = _concat_shifted([p[4] for p in parts], rule_start)
     ref_ptr = _concat_ptr([p[5] for p in parts])
     ref_rule = np.concatenate([p[6] for p in parts])
-    ref_target = np.concatenate([p[7] + np.int32(base[r]) for r, p in enumerate(parts)])
+    ref_target = _concat_shifted([p[7] for p in parts], rule_start)
 
     # Byte equivalence classes: bytes no edge distinguishes share one column.
     cuts = np.unique(np.concatenate([np.array([0, 256], dtype=np.int32), lo, hi + 1]))
@@ -828,15 +844,28 @@ def _committed_shortest(part: tuple) -> tuple:
 
 
 def _concat_ptr(ptrs: list[np.ndarray]) -> np.ndarray:
-    """Concatenate per-rule CSR offsets into one global offset array."""
-    out = np.zeros(sum(p.shape[0] - 1 for p in ptrs) + 1, dtype=np.int32)
-    at, total = 0, 0
-    for p in ptrs:
-        n = p.shape[0] - 1
-        out[at + 1 : at + n + 1] = p[1:] + total
-        at += n
-        total += int(p[-1])
+    """Concatenate per-rule CSR offsets into one global offset array: each array but its
+    first entry, shifted by the last entries of the arrays before it. One pass of numpy
+    over all of them (a slice and an add per rule cost a large grammar's thousands of
+    rules about 10 ms)."""
+    cat = np.concatenate(ptrs)
+    lens = np.fromiter((p.shape[0] for p in ptrs), dtype=np.int64, count=len(ptrs))
+    ends = np.cumsum(lens)
+    totals = np.zeros(len(ptrs), dtype=np.int64)
+    np.cumsum(cat[ends[:-1] - 1], out=totals[1:])  # each array's last entry, summed
+    keep = np.ones(cat.shape[0], dtype=bool)
+    keep[ends - lens] = False  # every array's first entry
+    out = np.zeros(cat.shape[0] - len(ptrs) + 1, dtype=np.int32)
+    out[1:] = cat[keep] + np.repeat(totals, lens - 1)
     return out
+
+
+def _concat_shifted(arrays: list[np.ndarray], shifts: np.ndarray) -> np.ndarray:
+    """``np.concatenate([a + np.int32(s) for a, s in zip(arrays, shifts)])`` in one pass
+    (per-rule state numbers made global)."""
+    cat = np.concatenate(arrays)
+    lens = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
+    return cat + np.repeat(shifts.astype(np.int32), lens)
 
 
 def _follow_sets(rule_start, finals, byte_csr, ref_csr, rule_of_state, root, n_real):

@@ -98,7 +98,7 @@ class FlatIr:
         self.rule_ids = rule_ids
         self.class_sequences = class_sequences
         self.index: dict[int, int] = {}
-        self.keep: list[Expr] = []  # keeps every indexed node alive (ids stay valid)
+        self.keep: list[Expr] = []  # the roots: they keep every indexed node alive
         self.kind: list[int] = []
         self.a: list[int] = []
         self.b: list[int] = []
@@ -120,6 +120,9 @@ class FlatIr:
         if got is None:
             if self._visit is None:
                 self._visit = self._visitor()
+            # the root keeps every node below it alive (IR nodes are immutable), so their
+            # ids in ``index`` stay valid
+            self.keep.append(root)
             got = self._visit(root)
         self._arrays = None
         return got
@@ -137,63 +140,83 @@ class FlatIr:
         """The recursive indexing function of :meth:`add` (one frame per level; the
         builder runs deep IR on a large stack, ``ir.run_sized``). Children are numbered
         before their parents, the last child first, as :func:`node_sizes` and the NFA
-        kernel need."""
-        index, keep, kids, kind, a, b, kid_at, inner = (
-            self.index, self.keep, self.kids, self.kind, self.a, self.b, self.kid_at, self.inner
+        kernel need. It runs once per IR node of a grammar (tens of thousands for a large
+        JSON Schema, a large part of a build): the leaf table is read inline, and a
+        node's fields are read once."""
+        index, kids, kind, a, b, kid_at, inner = (
+            self.index, self.kids, self.kind, self.a, self.b, self.kid_at, self.inner
         )  # fmt: skip
-        bad, leaf, class_sequences = self.bad, self._leaf, self.class_sequences
+        bad, leaf, leaves, class_sequences = self.bad, self._leaf, self.leaves, self.class_sequences
+        index_get, inner_get, leaves_get = index.get, inner.get, leaves.get
 
         def visit(node) -> int:
             t = type(node)
-            if t is Repeat:
-                c = node.item
-                k = index.get(id(c))
-                if k is None:
-                    k = visit(c)
-                kid_ids = [k]
-                key: tuple = (t, node.min, node.max, k)
-            elif t is Seq or t is Choice:
+            if t is Seq or t is Choice:
+                items = node.items
                 if t is Choice:
                     seqs = choice_sequences(node, class_sequences)
                     if seqs is not None:  # one class leaf
-                        nid = index[id(node)] = leaf(node, seqs)
-                        keep.append(node)
+                        nid = leaves_get(seqs)
+                        if nid is None:
+                            nid = leaf(node, seqs)
+                        index[id(node)] = nid
                         return nid
                 kid_ids = []
-                for c in reversed(node.items):
-                    k = index.get(id(c))
+                for c in reversed(items):
+                    k = index_get(id(c))
                     if k is None:
                         k = visit(c)
                     kid_ids.append(k)
                 kid_ids.reverse()
-                key = (t, tuple(kid_ids))
-            else:
-                nid = index[id(node)] = leaf(node)
-                keep.append(node)
-                return nid
-            keep.append(node)
-            # equal structure, one node: rules with equal bodies share their automaton
-            nid = inner.get(key)
-            if nid is not None:
-                index[id(node)] = nid
-                return nid
-            nid = inner[key] = index[id(node)] = len(kid_at)
-            at = len(kids)
-            kids.extend(kid_ids)
-            if t is Repeat:
-                lo, hi = node.min, node.max
-                kind.append(REPEAT)
-                a.append(lo)
-                b.append(-1 if hi is None else hi)
-                if hi is not None and hi < lo:
-                    bad.add(nid)
-            else:
+                key: tuple = (t, tuple(kid_ids))
+                # equal structure, one node: rules with equal bodies share their automaton
+                nid = inner_get(key)
+                if nid is not None:
+                    index[id(node)] = nid
+                    return nid
+                nid = inner[key] = index[id(node)] = len(kid_at)
+                at = len(kids)
+                kids.extend(kid_ids)
                 kind.append(SEQ if t is Seq else CHOICE)
                 a.append(at)
                 b.append(len(kid_ids))
-            if bad and not bad.isdisjoint(kid_ids):
-                bad.add(nid)
-            kid_at.append(at)
+                kid_at.append(at)
+                if bad and not bad.isdisjoint(kid_ids):
+                    bad.add(nid)
+                return nid
+            if t is Repeat:
+                c = node.item
+                k = index_get(id(c))
+                if k is None:
+                    k = visit(c)
+                lo, hi = node.min, node.max
+                key = (t, lo, hi, k)
+                nid = inner_get(key)
+                if nid is not None:
+                    index[id(node)] = nid
+                    return nid
+                nid = inner[key] = index[id(node)] = len(kid_at)
+                at = len(kids)
+                kids.append(k)
+                kind.append(REPEAT)
+                a.append(lo)
+                b.append(-1 if hi is None else hi)
+                kid_at.append(at)
+                if (hi is not None and hi < lo) or k in bad:
+                    bad.add(nid)
+                return nid
+            # a leaf by its fields (the dataclasses' hash and equality are Python calls)
+            if t is Bytes:
+                nid = leaves_get((t, node.data))
+            elif t is RuleRef:
+                nid = leaves_get((t, node.name))
+            elif t is CharClass:
+                nid = leaves_get((t, node.ranges, node.negated))
+            else:
+                nid = None
+            if nid is None:
+                nid = leaf(node)
+            index[id(node)] = nid
             return nid
 
         return visit

@@ -107,20 +107,39 @@ class _Splitter:
 
     def rewrite(self, expr: Expr) -> Expr:
         """``expr`` with its long repetitions rewritten; a node shared in the DAG is
-        rewritten once (the memo is keyed by identity; the IR keeps every key alive)."""
+        rewritten once (the memo is keyed by identity; the IR keeps every key alive). A
+        leaf is itself. This walks every node of a grammar that has one long repetition
+        (tens of thousands for a large JSON Schema), so the common case, nothing to
+        rewrite, is read with as few calls as possible."""
         got = self.memo.get(id(expr))
         if got is None:
-            got = self.memo[id(expr)] = self._rewrite(expr)
+            t = type(expr)
+            if t is Seq or t is Choice:
+                got = self._rewrite_items(expr, t)
+            elif t is Repeat:
+                got = self._rewrite(expr)
+            else:
+                return expr
+            self.memo[id(expr)] = got
         return got
 
-    def _rewrite(self, expr: Expr) -> Expr:
-        if isinstance(expr, (Seq, Choice)):
-            items = tuple(self.rewrite(e) for e in expr.items)
-            if all(a is b for a, b in zip(items, expr.items, strict=True)):
-                return expr
-            return type(expr)(items)
-        if not isinstance(expr, Repeat):
-            return expr
+    def _rewrite_items(self, expr: Seq | Choice, t: type) -> Expr:
+        """A sequence or choice with its items rewritten (itself when none changes)."""
+        memo_get = self.memo.get
+        items = expr.items
+        new: list[Expr] | None = None
+        for i, e in enumerate(items):
+            got = memo_get(id(e))
+            if got is None:
+                te = type(e)
+                got = self.rewrite(e) if te is Seq or te is Choice or te is Repeat else e
+            if new is not None:
+                new.append(got)
+            elif got is not e:
+                new = [*items[:i], got]
+        return expr if new is None else t(tuple(new))
+
+    def _rewrite(self, expr: Repeat) -> Expr:
         # (x?){lo,hi} is x{0,hi} (any copy may be the empty one): kept nested, every block
         # position could hold the empty copies, and the chart would carry an item per
         # position (a regex like `(a?){2,300}b` took seconds a byte); ((a{1,30}){1,30}){1,30}
