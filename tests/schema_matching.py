@@ -1,11 +1,12 @@
 """Shared helpers of the grammar tests: compile over a byte-level vocabulary (256
-single-byte tokens + ``<eos>``), parse random grammars, check that a matcher accepts a whole
-text, check a table of passing and failing texts (and make the two tests of such a table), check
-xgrammar's recorded acceptance cases, check a located Lark error, and draw JSON values with
-hypothesis."""
+single-byte tokens + ``<eos>``), make and parse random grammars, check that a matcher
+accepts a whole text, check a table of passing and failing texts (and make the two tests of
+such a table), check xgrammar's recorded acceptance cases, check a located Lark error, and
+draw JSON values with hypothesis."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
@@ -33,6 +34,34 @@ def parsed_grammars(
             yield treegram.Grammar.from_ebnf(make_text(rng))
         except treegram.errors.GrammarError:
             continue
+
+
+def random_ebnf(rng: random.Random) -> str:
+    """A random EBNF text of three rules: literals (multi-byte ones too), character
+    classes, rule references, bounded and unbounded repetitions, nested a few levels."""
+
+    def atom(depth: int) -> str:
+        kind = rng.random()
+        if depth > 3 or kind < 0.3:
+            return json.dumps(rng.choice(["a", "bc", "", "é", "\u4e2d", "\U0001f600"]))
+        if kind < 0.45:
+            return rng.choice(["[a-z]", "[^a]", "[\\u0100-\\U0010ffff]", "[0-9é]"])
+        if kind < 0.55:
+            return f"r{rng.randrange(3)}"
+        if kind < 0.75:
+            lo = rng.randrange(0, 3)
+            bound = rng.choice([str(lo + rng.randrange(0, 3)), ""])
+            return f"({expr(depth + 1)}){{{lo},{bound}}}"
+        return f"({expr(depth + 1)})" + rng.choice(["*", "+", "?", ""])
+
+    def expr(depth: int) -> str:
+        alts = [
+            " ".join(atom(depth) for _ in range(rng.randrange(1, 4)))
+            for _ in range(rng.randrange(1, 3))
+        ]
+        return " | ".join(alts)
+
+    return "root ::= r0\n" + "\n".join(f"r{i} ::= {expr(0)}" for i in range(3))
 
 
 def compile_schema(schema, **options) -> treegram.CompiledGrammar:

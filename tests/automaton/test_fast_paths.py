@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from schema_matching import random_ebnf
 
 import treegram
 from treegram.automaton import _build, build_automaton
@@ -144,34 +145,11 @@ def _same_arrays(got, want):
             assert g == w
 
 
-def _random_ebnf(rng: random.Random) -> str:
-    def atom(depth: int) -> str:
-        kind = rng.random()
-        if depth > 2 or kind < 0.3:
-            return json.dumps(rng.choice(["a", "bc", "", "é"]))
-        if kind < 0.45:
-            return rng.choice(["[a-z]", "[^a]", "[0-9é]"])
-        if kind < 0.65:
-            return f"r{rng.randrange(3)}"
-        if kind < 0.8:
-            return f"({expr(depth + 1)}){{{rng.randrange(0, 3)},{rng.choice(['3', ''])}}}"
-        return f"({expr(depth + 1)})" + rng.choice(["*", "+", "?", ""])
-
-    def expr(depth: int) -> str:
-        alts = [
-            " ".join(atom(depth) for _ in range(rng.randrange(1, 4)))
-            for _ in range(rng.randrange(1, 3))
-        ]
-        return " | ".join(alts)
-
-    return "root ::= r0\n" + "\n".join(f"r{i} ::= {expr(0)}" for i in range(3))
-
-
 def _sample_irs():
     rng = random.Random(11)
     for _ in range(60):
         try:
-            yield treegram.Grammar.from_ebnf(_random_ebnf(rng)).ir
+            yield treegram.Grammar.from_ebnf(random_ebnf(rng)).ir
         except treegram.errors.GrammarError:
             continue
     for schema in _SCHEMAS:

@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 import pytest
-from schema_matching import parsed_grammars
+from schema_matching import parsed_grammars, random_ebnf
 
 import treegram
 from treegram.automaton import build_automaton
@@ -45,35 +45,10 @@ def _assert_same_nfas(ir) -> int:
     return len(ir.rules)
 
 
-def _random_ebnf(rng: random.Random) -> str:
-    def atom(depth: int) -> str:
-        kind = rng.random()
-        if depth > 3 or kind < 0.3:
-            return json.dumps(rng.choice(["a", "bc", "", "é", "\u4e2d", "\U0001f600"]))
-        if kind < 0.45:
-            return rng.choice(["[a-z]", "[^a]", "[\\u0100-\\U0010ffff]", "[0-9é]"])
-        if kind < 0.55:
-            return f"r{rng.randrange(3)}"
-        if kind < 0.75:
-            lo = rng.randrange(0, 3)
-            bound = rng.choice([str(lo + rng.randrange(0, 3)), ""])
-            return f"({expr(depth + 1)}){{{lo},{bound}}}"
-        return f"({expr(depth + 1)})" + rng.choice(["*", "+", "?", ""])
-
-    def expr(depth: int) -> str:
-        alts = [
-            " ".join(atom(depth) for _ in range(rng.randrange(1, 4)))
-            for _ in range(rng.randrange(1, 3))
-        ]
-        return " | ".join(alts)
-
-    return "root ::= r0\n" + "\n".join(f"r{i} ::= {expr(0)}" for i in range(3))
-
-
 def test_random_grammars_give_the_same_nfa():
     rng = random.Random(7)
     checked = 0
-    for grammar in parsed_grammars(_random_ebnf, rng, 150):
+    for grammar in parsed_grammars(random_ebnf, rng, 150):
         checked += _assert_same_nfas(grammar.ir)
     assert checked > 300
 
