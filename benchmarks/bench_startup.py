@@ -8,9 +8,9 @@ Every measurement runs in a fresh subprocess and is repeated (``--repeats``, med
    Schema), to the first filled mask. treegram runs with its kernel cache warm (the normal
    case after a wheel install or any earlier run) and cold (an empty cache that is not
    seeded: every kernel is JIT-compiled, as on a CPU the shipped kernels were not built
-   for); xgrammar 0.2.8 and llguidance run beside it. After that, treegram and xgrammar
-   also time ``TokenizerInfo.from_huggingface`` of a transformers fast tokenizer of the same
-   file (loaded untimed): the path SGLang's and vLLM's backends take.
+   for); xgrammar 0.2.8 and llguidance run beside it. Then, in fresh processes of their own,
+   treegram and xgrammar time ``TokenizerInfo.from_huggingface`` of a transformers fast
+   tokenizer of the same file (loaded untimed): the path SGLang's and vLLM's backends take.
 2. **A fresh install** (``--install``, off in the smoke test): build a wheel of this checkout
    (``pip wheel --no-build-isolation``; its kernels are compiled by ``setup.py``: the build
    time is reported apart, as install cost), unpack it into a new virtual environment that
@@ -24,6 +24,7 @@ Results go to ``benchmarks/results/startup.json``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -55,18 +56,20 @@ _SCHEMA = {
 
 # Each engine's script prints one JSON line of seconds since the interpreter started its
 # own code: import, tokenizer info, compile (built-in JSON), first mask, then compile and
-# first mask of a JSON Schema; then, on its own clock, the engine's tokenizer info made from
-# a transformers tokenizer (``from_huggingface``, the engines' path).
+# first mask of a JSON Schema.
 _PRELUDE = "import time, json, sys\nT0 = time.perf_counter()\nmarks = {}\n"
-# After the first masks, the engines' own path to a vocabulary: a transformers fast tokenizer
-# the engine has loaded already (not timed) made into the engine's tokenizer info.
-_HF = """
-def HF_TOKENIZER():
-    try:
-        import transformers
-    except ImportError:
-        return None
-    return transformers.PreTrainedTokenizerFast(tokenizer_file=TOKENIZER_JSON)
+# The engines' own path to a vocabulary, in processes of its own: a transformers fast
+# tokenizer the engine has loaded already (not timed) made into the engine's tokenizer info.
+_FROM_HUGGINGFACE = {
+    "treegram": "import treegram as engine",
+    "xgrammar": "import xgrammar as engine",
+}
+_HF_SCRIPT = """
+import transformers
+hf = transformers.PreTrainedTokenizerFast(tokenizer_file=TOKENIZER_JSON)
+t0 = time.perf_counter()
+engine.TokenizerInfo.from_huggingface(hf)
+marks["from_huggingface"] = time.perf_counter() - t0
 """
 _SCRIPTS = {
     "treegram": """
@@ -86,11 +89,6 @@ marks["schema_first_mask"] = time.perf_counter() - T0
 from treegram.warmup import kernel_counts, kernel_seconds
 marks["kernel_seconds"] = kernel_seconds()
 marks["kernels_compiled"], marks["kernels_loaded"] = kernel_counts()
-hf = HF_TOKENIZER()
-if hf is not None:
-    t = time.perf_counter()
-    treegram.TokenizerInfo.from_huggingface(hf)
-    marks["from_huggingface"] = time.perf_counter() - t
 """,
     "xgrammar": """
 import xgrammar as xgr
@@ -112,11 +110,6 @@ marks["first_mask"] = time.perf_counter() - T0
 m = xgr.GrammarMatcher(compiler.compile_json_schema(json.dumps(SCHEMA)))
 m.fill_next_token_bitmask(mask)
 marks["schema_first_mask"] = time.perf_counter() - T0
-hf = HF_TOKENIZER()
-if hf is not None:
-    t = time.perf_counter()
-    xgr.TokenizerInfo.from_huggingface(hf)
-    marks["from_huggingface"] = time.perf_counter() - t
 """,
     "llguidance": """
 import llguidance, llguidance.numpy as llnp
@@ -145,7 +138,11 @@ def _tokenizer_json() -> str:
 
 def _script(engine: str) -> str:
     constants = f"SCHEMA = {_SCHEMA!r}\nTOKENIZER_JSON = {_tokenizer_json()!r}\n"
-    return _PRELUDE + constants + _HF + _SCRIPTS[engine] + _POSTLUDE
+    if engine.endswith("_hf"):
+        body = _FROM_HUGGINGFACE[engine[: -len("_hf")]] + "\n" + _HF_SCRIPT
+    else:
+        body = _SCRIPTS[engine]
+    return _PRELUDE + constants + body + _POSTLUDE
 
 
 def run_fresh_process(engine: str, env: dict[str, str], cwd: Path) -> dict:
@@ -303,11 +300,12 @@ def format_table(results: dict) -> str:
         lines.append(
             f"{phase:<22}" + "".join(f"{v:>16.3f}" if v is not None else f"{'-':>16}" for v in row)
         )
-    row = [fresh[n].get("from_huggingface") for n in names]
-    lines.append(
-        f"{'from_huggingface (s)':<22}"
-        + "".join(f"{v:>16.3f}" if v is not None else f"{'-':>16}" for v in row)
-    )
+    hf = results.get("from_huggingface", {})
+    if hf:
+        lines.append(
+            "from_huggingface of a loaded transformers tokenizer, own processes (s): "
+            + ", ".join(f"{name} {v['from_huggingface']:.3f}" for name, v in hf.items())
+        )
     for name in ("treegram", "treegram_cold"):
         f = fresh.get(name, {})
         if "kernel_seconds" in f:
@@ -344,6 +342,12 @@ def main(argv: list[str] | None = None) -> dict:
         default=1,
         help="fresh processes of treegram with an empty kernel cache (0: none)",
     )
+    ap.add_argument(
+        "--no-from-huggingface",
+        dest="from_huggingface",
+        action="store_false",
+        help="skip the from_huggingface processes (they need transformers)",
+    )
     ap.add_argument("--install", action="store_true", help="also time a fresh wheel install")
     ap.add_argument("--wheel", type=Path, default=None, help="reuse this wheel (with --install)")
     ap.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
@@ -353,6 +357,10 @@ def main(argv: list[str] | None = None) -> dict:
     results: dict = {
         "fresh_process": measure_fresh_processes(args.repeats, engines, args.cold_repeats)
     }
+    hf_engines = [e for e in engines if e in _FROM_HUGGINGFACE]
+    if args.from_huggingface and hf_engines and importlib.util.find_spec("transformers"):
+        hf = measure_fresh_processes(args.repeats, [f"{e}_hf" for e in hf_engines], 0)
+        results["from_huggingface"] = {name[: -len("_hf")]: row for name, row in hf.items()}
     if args.install:
         results["install"] = measure_install(args.wheel)
     results["meta"] = {
