@@ -112,14 +112,20 @@ def _unmerged(monkeypatch: pytest.MonkeyPatch, build):
         return build()
 
 
-def test_copies_are_called_once(monkeypatch):
-    grammar = treegram.Grammar.from_ebnf(COPIES)
+def _reached_names(monkeypatch: pytest.MonkeyPatch, grammar) -> tuple[set, set]:
+    """The names of the rules reached from the root with the merge and without it."""
     names = build_automaton(grammar.ir).rule_names
     merged = {names[r] for r in _reached_rules(build_automaton(grammar.ir))}
     plain = {
         names[r]
         for r in _reached_rules(_unmerged(monkeypatch, lambda: build_automaton(grammar.ir)))
     }
+    return merged, plain
+
+
+def test_copies_are_called_once(monkeypatch):
+    grammar = treegram.Grammar.from_ebnf(COPIES)
+    merged, plain = _reached_names(monkeypatch, grammar)
     assert plain == {"root", "a", "b", "c", "d", "e", "f"}
     assert merged == {"root", "a", "c", "e", "f"}  # e's callee differs: e stays apart
 
@@ -140,12 +146,7 @@ b ::= "[" (a | "x") ("," a)* "]"
 def test_recursive_copies_are_called_once(monkeypatch):
     """Rules equal only through each other (a calls b, b calls a) are one rule."""
     grammar = treegram.Grammar.from_ebnf(RECURSIVE_COPIES)
-    names = build_automaton(grammar.ir).rule_names
-    merged = {names[r] for r in _reached_rules(build_automaton(grammar.ir))}
-    plain = {
-        names[r]
-        for r in _reached_rules(_unmerged(monkeypatch, lambda: build_automaton(grammar.ir)))
-    }
+    merged, plain = _reached_names(monkeypatch, grammar)
     assert plain == {"root", "a", "b"}
     assert merged == {"root", "a"}
     texts = ["{[x]}", "{[[x],[[x]]]}", "{[x,[x,x]]}", "{[[x]", "{[y]}"]

@@ -6,7 +6,8 @@ two kernels cost more in dispatch (a dozen arguments to type and unbox, ten NFA 
 to box and free) than in work. Here the NFA never leaves the kernel. The rules whose NFA
 Python edits first (calls of the rule itself, tail-call cycles) go through the same
 kernel, their NFA handed over packed in one array (:func:`pack_nfa`, :func:`unpack_nfa`):
-a build then loads one kernel from the cache, not three (a first compile's load time).
+a build then loads one kernel from the cache, not two (``build_nfa`` and ``determinize``:
+a first compile's load time).
 """
 
 from __future__ import annotations
