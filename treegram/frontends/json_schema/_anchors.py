@@ -12,12 +12,19 @@ matches nothing, as in ECMA-262.
 **Lookaheads at the edges.** ``^(?=X)rest`` is ``^rest`` that also matches ``^X``;
 ``^(?!X)rest`` is ``^rest`` that does not; a lookahead at the end of an alternative
 without ``$`` only needs its text to follow (``p(?=X)`` searches like ``pX``).
-Lookaheads elsewhere, lookbehind and word boundaries stay unsupported.
+Lookaheads elsewhere and word boundaries take one more marker each (:mod:`._assertions`);
+lookbehinds stay unsupported.
 """
 
 from __future__ import annotations
 
 from treegram.frontends._regex import regex_to_expr
+from treegram.frontends.json_schema._assertions import (
+    STAND_FIRST,
+    look_dfa,
+    read_assertions,
+    split_assertions,
+)
 from treegram.frontends.json_schema._pattern import outside_chars, split_alternatives
 from treegram.ir import MAX_CODEPOINT, Bytes, CharClass, Dfa, Expr, Repeat, Seq, map_leaves
 
@@ -30,25 +37,29 @@ _STAND_BEGIN, _STAND_END = "\U0010fffe", "\U0010ffff"
 
 
 def marked_pattern_dfa(pattern: str) -> Dfa:
-    """The strings containing a match of ``pattern``, whose anchors may sit anywhere.
+    """The strings containing a match of ``pattern``, whose anchors, word boundaries and
+    lookaheads may sit anywhere.
 
     Raises
     ------
     ValueError
-        The pattern contains U+10FFFE or U+10FFFF itself, or the regex frontend refuses
-        it (lookaround, backreference...).
+        The pattern contains U+10FFFE or U+10FFFF itself (or, with assertions, U+FDD0 to
+        U+FDEF), or the regex frontend refuses it (lookbehind, backreference...).
     DfaLimitError
         Too many automaton states.
     """
     if _STAND_BEGIN in pattern or _STAND_END in pattern:
         raise ValueError("a pattern with anchors and the characters U+10FFFE / U+10FFFF")
-    chars = list(pattern)
-    counts = {"^": 0, "$": 0}
-    for i, ch, _ in outside_chars(pattern):
-        if ch in counts:
-            chars[i] = _STAND_BEGIN if ch == "^" else _STAND_END
-            counts[ch] += 1
-    expr = _markers(regex_to_expr("".join(chars)))
+    main, assertions = split_assertions(pattern)
+    counts = _anchor_counts(main)
+    if assertions and (counts["^"] > 1 or counts["$"] > 1):
+        # the text has one edge marker of each kind then: an assertion's marker sits
+        # only between them, where both neighbours are the text's own
+        raise ValueError(f"several anchors of one kind beside assertions in {pattern!r}")
+    first = END + 1  # the assertions' markers
+    stand_ins = {_STAND_BEGIN: BEGIN, _STAND_END: END}
+    stand_ins.update({chr(STAND_FIRST + k): first + k for k in range(len(assertions))})
+    expr = _markers(regex_to_expr(_anchors_stood_in(main)), stand_ins)
     anything = Repeat(CharClass(((0, END),)), 0, None)
     search = Dfa.from_expr(Seq((anything, expr, anything)))
     # An anchor is zero-width: several may hold at one edge (^^a, (x|$)*$), so the edges
@@ -56,37 +67,66 @@ def marked_pattern_dfa(pattern: str) -> Dfa:
     # occurrence at most once per loop round, and rounds of markers alone repeat nothing).
     begins = min(max(counts["^"], 1), _MAX_MARKS)
     ends = min(max(counts["$"], 1), _MAX_MARKS)
-    text = Dfa.from_expr(
-        Seq(
-            (
-                Repeat(CharClass(((BEGIN, BEGIN),)), begins, begins),
-                Repeat(CharClass(((0, MAX_CODEPOINT),)), 0, None),
-                Repeat(CharClass(((END, END),)), ends, ends),
-            )
-        )
-    )
-    return _between_markers(search.intersect(text), begins, ends)
+    # assertions are zero-width too: their markers may sit anywhere in the text itself
+    chars: tuple = ((0, MAX_CODEPOINT),)
+    if assertions:
+        chars += ((first, first + len(assertions) - 1),)
+    parts = [CharClass(((BEGIN, BEGIN),))] * begins
+    parts.append(Repeat(CharClass(chars), 0, None))
+    parts += [CharClass(((END, END),))] * ends
+    marked = search.intersect(Dfa.from_expr(Seq(tuple(parts))))
+    if assertions:
+        looks = [None if a.kind in "bB" else _look(a.text, stand_ins) for a in assertions]
+        marked = read_assertions(marked, first, assertions, looks)
+    return _between_markers(marked, begins, ends)
 
 
-def _markers(expr: Expr) -> Expr:
-    """``expr`` with the anchors' stand-in characters turned into the marker symbols."""
-    return map_leaves(expr, _marked)
+def _anchor_counts(pattern: str) -> dict[str, int]:
+    """How many ``^`` and ``$`` ``pattern`` has outside escapes and classes."""
+    counts = {"^": 0, "$": 0}
+    for _, ch, _ in outside_chars(pattern):
+        if ch in counts:
+            counts[ch] += 1
+    return counts
 
 
-def _marked(expr: Expr) -> Expr:
+def _look(text: str, stand_ins: dict[str, int]) -> Dfa:
+    """The automaton of a lookahead's pattern ``text``, read from inside the text: ``$``
+    (once) reads the end marker, and ``^`` cannot hold there."""
+    counts = _anchor_counts(text)
+    if counts["^"] or counts["$"] > 1:
+        raise ValueError(f"a lookahead {text!r} with '^' or several '$'")
+    return look_dfa(_markers(regex_to_expr(_anchors_stood_in(text)), stand_ins), END)
+
+
+def _anchors_stood_in(pattern: str) -> str:
+    """``pattern`` with its anchors (outside escapes and classes) as stand-in characters."""
+    chars = list(pattern)
+    for i, ch, _ in outside_chars(pattern):
+        if ch in "^$":
+            chars[i] = _STAND_BEGIN if ch == "^" else _STAND_END
+    return "".join(chars)
+
+
+def _markers(expr: Expr, stand_ins: dict[str, int]) -> Expr:
+    """``expr`` with the stand-in characters turned into their marker symbols."""
+    return map_leaves(expr, lambda leaf: _marked(leaf, stand_ins))
+
+
+def _marked(expr: Expr, stand_ins: dict[str, int]) -> Expr:
     """A leaf of :func:`_markers`."""
     if isinstance(expr, Bytes):
         text = expr.data.decode("utf-8")
-        if _STAND_BEGIN not in text and _STAND_END not in text:
+        if not any(ch in stand_ins for ch in text):
             return expr
         items: list[Expr] = []
         run = ""
         for ch in text:
-            if ch in (_STAND_BEGIN, _STAND_END):
+            if ch in stand_ins:
                 if run:
                     items.append(Bytes(run.encode("utf-8")))
                     run = ""
-                mark = BEGIN if ch == _STAND_BEGIN else END
+                mark = stand_ins[ch]
                 items.append(CharClass(((mark, mark),)))
             else:
                 run += ch
@@ -111,7 +151,9 @@ def _between_markers(d: Dfa, begins: int, ends: int) -> Dfa:
     new = {s: i for i, s in enumerate(order)}
     rows, accept = [], []
     for s in order:
-        rows.append(tuple((lo, hi, new[t]) for lo, hi, t in d.trans[s] if hi <= MAX_CODEPOINT))
+        # the text's code points only (a range may run on into the markers)
+        top = MAX_CODEPOINT
+        rows.append(tuple((lo, min(hi, top), new[t]) for lo, hi, t in d.trans[s] if lo <= top))
         after: int | None = s
         for _ in range(ends):
             after = d.step(after, END) if after is not None else None

@@ -24,6 +24,7 @@ from treegram.frontends.json_schema._anchors import (
     marked_pattern_dfa,
     trailing_lookahead,
 )
+from treegram.frontends.json_schema._assertions import has_assertions
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import MAX_GRAMMAR_STATES
 from treegram.frontends.json_schema._formats import REFUSED as REFUSED_FORMATS
@@ -138,6 +139,13 @@ def _cached_pattern_dfa(pattern: str) -> Dfa:
     trailing = trailing_lookahead(pattern)
     if trailing is not None:  # p(?=X) searches like pX
         return _cached_pattern_dfa(trailing)
+    try:
+        if has_assertions(pattern):  # word boundaries, lookaheads elsewhere: markers
+            return marked_pattern_dfa(pattern)
+    except DfaLimitError as exc:
+        raise StringConstraintError("pattern", f"pattern {pattern!r}: {exc}") from None
+    except ValueError as exc:
+        raise StringConstraintError("pattern", str(exc)) from None
     # Alternatives grouped by their anchors: one Σ*(a|b|...)Σ* rather than a union of
     # searches, whose subsets would track every alternative separately.
     groups: dict[tuple[bool, bool], list[Expr]] = {}
