@@ -716,3 +716,19 @@ def test_if_without_then_or_else_evaluates_members_where_it_holds(schema):
     for value in [*VALUES, {"foo": "a"}, {"foo": 1}, {"foo": "a", "bar": 1}, ["a"], ["a", 1]]:
         got, want = accepts(cg, json.dumps(value, sort_keys=True)), validator.is_valid(value)
         assert got == want if exact else (not got or want), value
+
+
+@pytest.mark.parametrize("kinds", [7, 10])
+def test_many_negated_members_track_every_requirement(kinds):
+    # each ``not`` of a property schema asks for a member of its own kind (present, with a
+    # value the property schema rejects); more than six used to be refused outright, now
+    # only the (requirements met, count) state bound limits them
+    schema = {"allOf": [{"not": {"properties": {f"a{i}": {"const": 1}}}} for i in range(kinds)]}
+    cg = compiled(schema)
+    validator = exact_validator(schema)
+    every = {f"a{i}": 2 for i in range(kinds)}
+    values = [every, {**every, "a0": 1}, {k: v for k, v in every.items() if k != "a3"}, {}, 5]
+    values += [{**every, "b": None}, {**every, f"a{kinds - 1}": "x"}]
+    for value in values:
+        text = json.dumps(value, sort_keys=True)
+        assert accepts(cg, text) == validator.is_valid(value), text

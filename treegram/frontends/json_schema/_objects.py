@@ -39,7 +39,8 @@ from treegram.ir import Choice, DfaLimitError, Expr, Repeat, RuleRef, Seq
 __all__ = ["ObjectBuilder", "array_expr"]
 
 _ANY_ORDER_MAX = 4
-_MAX_MARKS = 6  # required kinds of member (from negations) tracked together
+_MAX_MARKS = 12  # required kinds of member (from negations) tracked together; their
+# (requirements met, count) states are bounded by _MAX_MARK_STATES
 _MAX_MARK_STATES = 2048  # (requirements met, member count) rules
 
 
