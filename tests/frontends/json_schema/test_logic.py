@@ -732,3 +732,29 @@ def test_many_negated_members_track_every_requirement(kinds):
     for value in values:
         text = json.dumps(value, sort_keys=True)
         assert accepts(cg, text) == validator.is_valid(value), text
+
+
+def test_one_of_inside_all_of_is_disjoint_by_the_parents_required_member():
+    # 18 branches told apart by the value of "kind", which only the schema around the
+    # allOf requires: without it every branch accepts {} (18 overlapping branches, refused)
+    branches = [
+        {
+            "properties": {
+                "kind": {"enum": [f"k{i}"]},
+                "v": {"type": "integer" if i % 2 else "string"},
+            }
+        }
+        for i in range(18)
+    ]
+    schema = {
+        "type": "object",
+        "required": ["kind"],
+        "allOf": [{"properties": {"id": {}}}, {"oneOf": branches}],
+    }
+    cg = compiled(schema)
+    validator = exact_validator(schema)
+    values = [{"kind": "k3", "v": 1}, {"kind": "k3", "v": "x"}, {"kind": "k4", "v": "x"}, {}]
+    values += [{"kind": "k9"}, {"kind": "k20"}, {"id": 1, "kind": "k0", "v": "a"}, {"v": 1}]
+    for value in values:
+        text = json.dumps(value, sort_keys=True)
+        assert accepts(cg, text) == validator.is_valid(value), text

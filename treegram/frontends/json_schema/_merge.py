@@ -135,6 +135,15 @@ def _split(
         if part is False:
             return False, []
         where = f"{ptr}/allOf/{i}"
+        if isinstance(part, dict) and "oneOf" in part and base.get("required"):
+            # the whole requires these members anyway: said inside the part too (the
+            # conjunction is the same), they prove branches disjoint that tell objects
+            # apart by a member's value (a "type" enum per branch), which a oneOf alone
+            # in its part could not
+            part = {
+                **part,
+                "required": list(dict.fromkeys([*base["required"], *part.get("required", [])])),
+            }
         if defer and isinstance(part, dict) and part.get(OPEN):
             derived.append((part, where))
             continue
