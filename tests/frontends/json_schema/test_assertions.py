@@ -112,6 +112,8 @@ def test_schemas_with_such_patterns_compile(pattern):
         (r"^^\ba", "several anchors of one kind beside assertions"),
         (r"a(?=^b)b", "with '\\^' or several '\\$'"),
         ("\ufdd0\\b", "U\\+FDD0"),
+        # an obligation at each "a" of the last 17 characters: 2**17 subsets
+        (r"^(?:a(?![ab]{16}b)|b)*$", "more than 20000 automaton states"),
     ],
 )
 def test_refused_assertions_name_the_reason(pattern, why):
