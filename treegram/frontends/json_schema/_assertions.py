@@ -55,30 +55,17 @@ def has_assertions(pattern: str) -> bool:
 def _scan(pattern: str):
     """``(start, end, kind)`` of each assertion outside classes: ``\\b``/``\\B`` (two
     characters) and ``(?=``/``(?!`` groups (up to their closing parenthesis)."""
-    in_class, i = False, 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            if not in_class and pattern[i + 1 : i + 2] in ("b", "B"):
-                yield i, i + 2, pattern[i + 1]
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-        elif pattern.startswith(("(?=", "(?!"), i):
-            yield i, _group_end(pattern, i), pattern[i + 2]
-        i += 1
+    for i, text, depth in outside_chars(pattern, escapes=True):
+        if text in ("\\b", "\\B"):
+            yield i, i + 2, text[1]
+        elif text == "(" and pattern.startswith(("(?=", "(?!"), i):
+            yield i, _group_end(pattern, i, depth), pattern[i + 2]
 
 
-def _group_end(pattern: str, start: int) -> int:
-    """The index after the ``)`` that closes the group opening at ``start``."""
-    depth = None
+def _group_end(pattern: str, start: int, depth: int) -> int:
+    """The index after the ``)`` at ``depth`` that closes the group opening at ``start``."""
     for i, ch, d in outside_chars(pattern):
-        if i == start:
-            depth = d
-        elif depth is not None and i > start and ch == ")" and d == depth:
+        if i > start and ch == ")" and d == depth:
             return i + 1
     raise ValueError(f"unbalanced parenthesis in pattern {pattern!r}")
 

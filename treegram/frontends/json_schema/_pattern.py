@@ -108,13 +108,16 @@ def split_alternatives(pattern: str) -> list[str]:
     return parts
 
 
-def outside_chars(pattern: str):
+def outside_chars(pattern: str, escapes: bool = False):
     """``(index, char, depth)`` for each character outside escapes and classes; ``depth``
-    counts the groups around it (a parenthesis counts as outside its own group)."""
+    counts the groups around it (a parenthesis counts as outside its own group). With
+    ``escapes``, each escape outside classes comes too, as its two characters."""
     depth, in_class, i = 0, False, 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\":
+            if escapes and not in_class:
+                yield i, pattern[i : i + 2], depth
             i += 2
             continue
         if in_class:
