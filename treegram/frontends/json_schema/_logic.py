@@ -123,15 +123,9 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
             if empty >= 2:
                 parts.append({"minItems": 1, OPEN: True})
             overlapping = False
-    expanded: list = []  # the branches of an overlapping oneOf, taken apart below
     if overlapping:
-        branches = expanded = rest.pop("oneOf")
+        branches = rest.pop("oneOf")
         conv.expanded.append(f"{ptr}/oneOf")
-        if conv.strict and not any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED):
-            # taken apart, a branch is merged as a derived part, after the object is
-            # closed: it must not close the object to its own names (the object declares
-            # every branch's names below, as a plain choice of them would allow)
-            branches = [_opened(b) for b in branches]
         if conv.widen_one_of:  # a second try after the first grew too large: widened
             conv.unsupported("oneOf", f"{ptr}/oneOf", "overlapping branches, compiled as anyOf")
             parts.append(_any_of(list(branches)))
@@ -154,11 +148,8 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
     if conv.strict:
         # the names the conditions declare are the object's too (strict_mode closes it to
         # every name the schema lists, wherever it lists it); the closing itself waits for
-        # the sibling allOf parts (merge_all_of merges them before these derived parts).
-        # So are the names of an overlapping oneOf's branches: taken apart, they become
-        # derived parts too, where a plain choice's branches would list their own names.
-        names = _condition_names(conv, schema) + _names_of(conv, expanded)
-        rest = declare_names(rest, list(dict.fromkeys(names)))
+        # the sibling allOf parts (merge_all_of merges them before these derived parts)
+        rest = declare_names(rest, _condition_names(conv, schema))
     # rest stays the base: its unevaluated* keywords see what the parts evaluate
     return {**rest, "allOf": [*rest.get("allOf", []), *parts]}
 
@@ -638,16 +629,10 @@ def _narrowed_types(conv: ConversionContext, branches: list, parent: dict) -> li
 def _condition_names(conv: ConversionContext, schema: dict, depth: int = 0) -> list:
     """The property names the conditions of ``schema`` (``if``/``then``/``else``,
     ``dependentSchemas``) declare or require, through references and nested conditions."""
+    out: list = []
     parts = [schema.get(k) for k in ("if", "then", "else")]
     parts += list(schema.get("dependentSchemas", {}).values())
     parts += [d for d in schema.get("dependencies", {}).values() if isinstance(d, dict)]
-    return _names_of(conv, parts, depth)
-
-
-def _names_of(conv: ConversionContext, parts: list, depth: int = 0) -> list:
-    """The property names ``parts`` declare or require, through references and their
-    nested conditions."""
-    out: list = []
     for part in parts:
         for _ in range(8):  # a chain of plain references
             if isinstance(part, dict) and isinstance(part.get("$ref"), str):
