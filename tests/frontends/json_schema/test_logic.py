@@ -758,3 +758,34 @@ def test_one_of_inside_all_of_is_disjoint_by_the_parents_required_member():
     for value in values:
         text = json.dumps(value, sort_keys=True)
         assert accepts(cg, text) == validator.is_valid(value), text
+
+
+def test_strict_mode_lists_the_names_of_an_overlapping_one_of():
+    # taken apart with each other's negations, the branches of an overlapping oneOf still
+    # list their names for strict_mode, as a plain choice's branches do: each branch is
+    # closed to its names and the schema's (the object was closed to its own names before
+    # the branches were merged, so {"country": ...} admitted nothing). The branches here
+    # list the same names, so the oracle closes the object to all of them.
+    schema = {
+        "type": "object",
+        "properties": {"street": {"type": "string"}},
+        "oneOf": [
+            {"properties": {"country": {"enum": ["BRA"]}, "state": {"enum": ["AC", "AL"]}}},
+            {"properties": {"country": {"enum": ["ITA"]}, "state": {"enum": ["AG", "AL"]}}},
+        ],
+    }
+    cg = compiled(schema, strict_mode=True)
+    closed = {**schema, "properties": {**schema["properties"], "country": {}, "state": {}}}
+    validator = jsonschema.Draft202012Validator({**closed, "additionalProperties": False})
+    for value in (
+        {"street": "x", "country": "BRA"},
+        {"country": "ITA", "state": "AG"},
+        {"country": "BRA", "state": "AG"},
+        {"state": "AL"},
+        {"state": "AC"},
+        {"street": "x"},
+        {},
+        {"country": "BRA", "zip": 1},
+    ):
+        text = json.dumps(value)  # written in the declared order, as treegram writes keys
+        assert accepts(cg, text) == validator.is_valid(value), text

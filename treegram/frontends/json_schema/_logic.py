@@ -123,18 +123,29 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
             if empty >= 2:
                 parts.append({"minItems": 1, OPEN: True})
             overlapping = False
+    listed: list = []  # strict_mode: the names an overlapping oneOf's branches declare
     if overlapping:
         branches = rest.pop("oneOf")
         conv.expanded.append(f"{ptr}/oneOf")
+        shown = branches  # each branch where it is taken (its negations use it as written)
+        if conv.strict and not any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED):
+            # Taken apart, a branch is merged beside derived parts (the others'
+            # negations), which closes it to its own names, and the object around it is
+            # closed before it: closed here to its names and the object's, with the object
+            # listing every branch's names, each branch allows what a plain choice of it
+            # would (a branch that is not a plain shape, an allOf or a $ref, stays as is)
+            listed = _names_of(conv, branches)
+            own = _own_names(rest)
+            shown = [_closed_with(b, own) for b in branches]
         if conv.widen_one_of:  # a second try after the first grew too large: widened
             conv.unsupported("oneOf", f"{ptr}/oneOf", "overlapping branches, compiled as anyOf")
-            parts.append(_any_of(list(branches)))
+            parts.append(_any_of(list(shown)))
         else:
             if any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED):
                 negations.extend(
                     negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches)
                 )
-            parts.append(_exclusive(conv, branches, f"{ptr}/oneOf", rest, keyed))
+            parts.append(_exclusive(conv, branches, f"{ptr}/oneOf", rest, keyed, shown))
     for key in _UNEVALUATED:
         if rest.get(key, True) not in (True, {}) and any(_evaluates(n) for n in negations):
             # A failed subschema evaluates nothing, but once merged, a negation's members
@@ -149,7 +160,8 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
         # the names the conditions declare are the object's too (strict_mode closes it to
         # every name the schema lists, wherever it lists it); the closing itself waits for
         # the sibling allOf parts (merge_all_of merges them before these derived parts)
-        rest = declare_names(rest, _condition_names(conv, schema))
+        names = _condition_names(conv, schema) + listed
+        rest = declare_names(rest, list(dict.fromkeys(names)))
     # rest stays the base: its unevaluated* keywords see what the parts evaluate
     return {**rest, "allOf": [*rest.get("allOf", []), *parts]}
 
@@ -629,10 +641,33 @@ def _narrowed_types(conv: ConversionContext, branches: list, parent: dict) -> li
 def _condition_names(conv: ConversionContext, schema: dict, depth: int = 0) -> list:
     """The property names the conditions of ``schema`` (``if``/``then``/``else``,
     ``dependentSchemas``) declare or require, through references and nested conditions."""
-    out: list = []
     parts = [schema.get(k) for k in ("if", "then", "else")]
     parts += list(schema.get("dependentSchemas", {}).values())
     parts += [d for d in schema.get("dependencies", {}).values() if isinstance(d, dict)]
+    return _names_of(conv, parts, depth)
+
+
+def _own_names(schema: dict) -> list:
+    """The property names ``schema`` itself declares or requires."""
+    return [*schema.get("properties", {}), *schema.get("required", ())]
+
+
+def _closed_with(branch, names: list):
+    """A plain object shape ``branch`` closed by ``strict_mode`` to its own names and
+    ``names`` (:func:`explicit_defaults`); any other schema as it is."""
+    if not isinstance(branch, dict) or branch.get(OPEN):
+        return branch
+    if not ("properties" in branch or "patternProperties" in branch):
+        return branch
+    if any(k in branch for k in ("allOf", "$ref", "anyOf", "oneOf", *_LOGIC)):
+        return branch
+    return explicit_defaults(branch, names)
+
+
+def _names_of(conv: ConversionContext, parts: list, depth: int = 0) -> list:
+    """The property names ``parts`` declare or require, through references and their
+    nested conditions."""
+    out: list = []
     for part in parts:
         for _ in range(8):  # a chain of plain references
             if isinstance(part, dict) and isinstance(part.get("$ref"), str):
@@ -792,9 +827,15 @@ def _lone_if(conv: ConversionContext, cond, ptr: str) -> list:
 
 
 def _exclusive(
-    conv: ConversionContext, branches: list, ptr: str, parent: dict, keyed: bool
+    conv: ConversionContext,
+    branches: list,
+    ptr: str,
+    parent: dict,
+    keyed: bool,
+    shown: list | None = None,
 ) -> dict | bool:
-    """``oneOf`` as ``anyOf`` of each branch without the others.
+    """``oneOf`` as ``anyOf`` of each branch without the others (each branch taken as
+    ``shown[i]`` where given, and negated as written).
 
     Each branch is merged with the negations of the other branches it may overlap (those
     proven disjoint from it are left out: it implies their negations), which distributes their
@@ -828,7 +869,7 @@ def _exclusive(
             for n in negs:
                 product *= _alternatives(n)
             combos += product
-            parts.append(_all_of(b, *negs))
+            parts.append(_all_of(b if shown is None else shown[i], *negs))
         if combos > _MAX_COMBINATIONS:
             why = (
                 f"overlapping branches whose negations combine {combos} ways "
