@@ -278,7 +278,8 @@ def test_wide_windows_of_long_bounded_strings_share_exactly(info, monkeypatch):
         if got is not None:
             _, _, chain, top, follow = context
             small = state_signature(
-                store._packed, s, chain, top, follow, store._sorted_vocab.max_len, 1024,
+                store._packed, s, chain, top, follow, store._every_class,
+                store._sorted_vocab.max_len, 1024,
                 store._shared.key0, store._shared.key1, *scratch,
             )  # fmt: skip
             wide.append(not small[0])
@@ -515,6 +516,59 @@ def test_slice_dfa_walk_equals_the_plain_walk(info):
     store = restored._store
     assert any(store._slice_dfa_walk(s, store._context_of(s, ())) for s in range(20))
     assert len(slice_dfa_walk.signatures) == 1
+
+
+# the same constrained string in the branches of a union, each followed by other keys (an
+# inlined string's rule goes on past its closing quote, so their signatures differ)
+SHARED_SLICE_WALK_SCHEMA = {
+    "anyOf": [
+        {
+            "type": "object",
+            "properties": {
+                "cell": {"type": "string", "pattern": "^[^/+#]+/[^/+#]+$", "minLength": 3},
+                key: {"type": "integer"},
+            },
+            "required": ["cell", key],
+            "additionalProperties": False,
+        }
+        for key in ("alpha", "beta", "gamma")
+    ]
+}
+
+
+def test_shared_slice_walks_equal_the_plain_walk(info):
+    """States with equal slice walk keys take one walk's slice tokens: every class so made
+    (the other state's tokens, the chart on the rest) equals the state's plain walk, and
+    states of different rules do share them."""
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    schemas = [SHARED_SLICE_WALK_SCHEMA, *SLICE_DFA_SCHEMAS]
+    shared = across_rules = 0
+    for schema in schemas:
+        compiled = compiler.compile_json_schema(
+            json.dumps(schema), any_whitespace=True, strict_mode=False
+        )
+        store = compiled._store
+        a = compiled.automaton
+        first: dict[tuple, int] = {}
+        for s in _sample(a.n_states, 400):
+            for callers in {(), _callers(compiled, s)}:
+                context = store._context_of(s, (0, *callers) if callers else ())
+                key = store._slice_walk_key(s, [], context)
+                if key is None:
+                    continue
+                if key not in store._slice_walks:
+                    first[key] = s
+                    store._slice_dfa_walk(s, context, slice_key=key)
+                    continue
+                tokens = store._slice_walks[key]
+                walked = store._shared_slice_walk(s, [], context)
+                if tokens is None:  # the slice walk does not apply to the first: nor here
+                    assert store._slice_dfa_walk(s, context) is None, (schema, s)
+                    continue
+                _assert_plain(compiled, s, walked, (schema, s, callers, first[key]), callers)
+                shared += 1
+                across_rules += bool(a.state_rule[s] != a.state_rule[first[key]])
+    assert shared >= 100 and across_rules >= 20
 
 
 def test_restricted_slice_dfas_are_built_once_per_vocabulary(info):

@@ -88,6 +88,16 @@ _SLICE_WALK_MAX_UNDECIDED = 4096
 REFINE_MAX_UNCERTAIN = 16384
 
 
+# Slice walks a grammar's store keeps by key (MaskStore._slice_walk_key): a few hundred KB
+# each, for the same string in the branches of a union.
+_SLICE_WALKS_KEPT = 16
+_NOT_WALKED = object()  # MaskStore._slice_walks: no entry
+# States a slice walk key's window may hold (MaskStore._slice_walk_key). A string's own DFA
+# in a union's branches has a few dozen; a long bounded string's or a union of patterns'
+# windows (hundreds to thousands, 0.2 to 0.5 ms to hash) are unlike any other, so the key
+# gives up early for them.
+_SLICE_KEY_CAP = 128
+
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = read_only(np.zeros(0, dtype=np.int64))
 UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
@@ -99,6 +109,25 @@ def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = np.concatenate((a, b))
     out.sort(kind="stable")
     return out
+
+
+def _runs(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, lengths) of the runs of consecutive values of the increasing int32 array
+    ``positions``: a slice walk's accepted tokens are mostly runs, 50 times smaller so."""
+    cut = np.flatnonzero(np.diff(positions) != 1) + 1
+    starts = positions[np.concatenate(([0], cut))] if positions.shape[0] else positions[:0]
+    lengths = np.diff(np.concatenate(([0], cut, [positions.shape[0]])))
+    return starts.astype(np.int32), lengths[: starts.shape[0]].astype(np.int32)
+
+
+def _from_runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The int32 positions whose runs are ``starts``, ``lengths`` (inverse of _runs)."""
+    steps = np.ones(int(lengths.sum()), dtype=np.int32)  # each value is the last plus one
+    if steps.shape[0]:
+        steps[0] = starts[0]
+        # ... but a run's first, which jumps from the previous run's last
+        steps[np.cumsum(lengths)[:-1]] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
+    return np.cumsum(steps, dtype=np.int32)
 
 
 def _check_deadline(deadline: int) -> None:
@@ -203,7 +232,12 @@ class MaskStore:
         self._loop_arrays: tuple | None = None  # see _loops
         self._text_bits: list[int] | None = None  # see _restricted_slice
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
-        self._slice_walk_arrays: tuple | None = None  # see _slice_dfa_walk
+        self._slice_walk_arrays: tuple | None = None  # see _slice_walk_inputs
+        # slice walk key (_slice_walk_key) -> (accepted, undecided) slice tokens, or None when
+        # the slice walk does not apply; at most _SLICE_WALKS_KEPT, the oldest dropped first
+        self._slice_walks: dict[tuple, tuple | None] = {}
+        # state_signature's class_keep for a classification: every byte class
+        self._every_class = np.ones(int(self._automaton_arrays[layout.A_N_CLASSES]), np.uint8)
         self._n_words = (vocab_size + 31) // 32
         self._lock = threading.Lock()
         self._n_states = automaton.n_states
@@ -470,15 +504,19 @@ class MaskStore:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _signature_scratch(self, scratch: list) -> None:
+        """Fill the empty list ``scratch`` with the signature kernel's scratch arrays."""
+        scratch += [
+            np.full(self._n_states, -1, dtype=np.int32),
+            np.full(self._n_rules, -1, dtype=np.int32),
+        ]
+
     def _signature(self, s: int, scratch: list, context: tuple) -> tuple[int, int] | None:
         """The classification signature of state ``s`` in ``context`` (None when its window
         is too big). ``scratch`` holds the kernel's scratch arrays, made here when it is
         empty."""
         if not scratch:
-            scratch += [
-                np.full(self._n_states, -1, dtype=np.int32),
-                np.full(self._n_rules, -1, dtype=np.int32),
-            ]
+            self._signature_scratch(scratch)
         _, _, chain_targets, top_targets, follow = context
         ok, h0, h1 = state_signature(
             self._packed,
@@ -486,6 +524,7 @@ class MaskStore:
             chain_targets,
             top_targets,
             follow,
+            self._every_class,
             self._sorted_vocab.max_len,
             SIGNATURE_CAP,
             self._shared.key0,
@@ -541,7 +580,7 @@ class MaskStore:
             if skip is NO_SKIP and (
                 string_slice is None or string_slice.max_bytes < self._sorted_vocab.max_len
             ):  # (a walk that skips loops' subtrees whole is the shorter one)
-                walked = self._slice_dfa_walk(s, context, deadline)
+                walked = self._shared_slice_walk(s, scratch, context, deadline)
             if walked is None:
                 walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
         key, encoded = self._encoded(*walked)
@@ -1060,31 +1099,39 @@ class MaskStore:
         bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
         return bitset, n_accepted, accepted, uncertain
 
+    def _shared_slice_walk(
+        self, s: int, scratch: list, context: tuple, deadline: int = 0
+    ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
+        """:meth:`_slice_dfa_walk` of state ``s``, its slice tokens taken from a state that
+        walks the slice alike when this store walked one (:meth:`_slice_walk_key`: the same
+        string in the branches of a union, each going on with other keys after it)."""
+        key = self._slice_walk_key(s, scratch, context)
+        tokens = self._slice_walks.get(key, _NOT_WALKED) if key is not None else _NOT_WALKED
+        if tokens is _NOT_WALKED:
+            return self._slice_dfa_walk(s, context, deadline, slice_key=key)
+        if tokens is None:  # the slice walk does not apply to such states
+            return None
+        return self._with_rest(s, context, _from_runs(*tokens[0]), tokens[1], deadline)
+
     def _slice_dfa_walk(
-        self, s: int, context: tuple, deadline: int = 0, max_sets: int = SLICE_WALK_SETS
+        self,
+        s: int,
+        context: tuple,
+        deadline: int = 0,
+        max_sets: int = SLICE_WALK_SETS,
+        slice_key: tuple | None = None,
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
         """:meth:`_walk`'s result for state ``s`` (in ``context``) with the JSON string
         slice's tokens read by its rule and the rules it calls, without a chart
         (``kernels.slice_dfa_walk``, remembering the steps of ``max_sets`` pair sets); the
         chart walks only the tokens outside the slice and those left undecided. None when
-        the state cannot be walked that way or leaves too many undecided."""
+        the state cannot be walked that way or leaves too many undecided. With
+        ``slice_key`` (:meth:`_slice_walk_key`), the slice tokens are kept for the states
+        that walk alike."""
         sv = self._sorted_vocab
+        automaton, slice_bytes, _ = self._slice_walk_inputs()
         whole = self._shared.string_slice(self._n_words, sv.max_len)
-        if self._slice_walk_arrays is None:
-            # read-only views: one kernel specialization for built and deserialized grammars
-            self._slice_walk_arrays = (
-                tuple(
-                    read_only(x.view()) if isinstance(x, np.ndarray) else x
-                    for x in self._automaton_arrays
-                ),
-                (whole.dfa >= 0).any(axis=0),  # the bytes of slice text
-            )
-        automaton, slice_bytes = self._slice_walk_arrays
-        # where a slice byte may follow the rule, a token that ends it may go on in a caller
-        follow = self._rule_follow[self._state_rule[s]] & slice_bytes
-        followed = int(follow.any())
-        if followed and context[0].shape[0]:  # in a context, the walk reads on into the callers
-            followed = 2
+        follow, followed = self._slice_follow(s, context)
         acc = np.empty(len(sv), dtype=np.int32)
         unk = np.empty(len(sv), dtype=np.int32)
         n_classes = int(self._automaton_arrays[layout.A_N_CLASSES])
@@ -1109,13 +1156,28 @@ class MaskStore:
         )
         if st == layout.TIMEOUT:
             raise DeadlineExceededError
-        if st < 0:
+        tokens = None
+        if st >= 0 and n_unk <= _SLICE_WALK_MAX_UNDECIDED:  # else the usual walk is shorter
+            tokens = (acc[:n_acc], unk[:n_unk])
+        if slice_key is not None:
+            if len(self._slice_walks) >= _SLICE_WALKS_KEPT:
+                del self._slice_walks[next(iter(self._slice_walks))]
+            self._slice_walks[slice_key] = tokens and (_runs(tokens[0]), tokens[1].copy())
+        if tokens is None:
             return None
-        if n_unk > _SLICE_WALK_MAX_UNDECIDED:
-            return None  # the chart walk of the usual trie is shorter
+        return self._with_rest(s, context, *tokens, deadline)
+
+    def _with_rest(
+        self, s: int, context: tuple, acc: np.ndarray, unk: np.ndarray, deadline: int = 0
+    ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray]:
+        """:meth:`_slice_dfa_walk`'s result from the slice tokens its kernel accepted
+        (``acc``) and left undecided (``unk``): the chart walks the tokens outside the slice
+        and the undecided ones."""
+        sv = self._sorted_vocab
+        whole = self._shared.string_slice(self._n_words, sv.max_len)
         rest, trie = whole.outside, whole.outside_trie
-        if n_unk:
-            rest = _merged(rest, unk[:n_unk])
+        if unk.shape[0]:
+            rest = _merged(rest, unk)
             trie = sv.subset_trie(rest)
         states, n_top, _, _, follow = context
         walked = classify(
@@ -1131,13 +1193,70 @@ class MaskStore:
             deadline,
         )
         assert walked is not None  # no budget
-        accepted = _merged(acc[:n_acc], rest[walked[0]])
+        accepted = _merged(acc, rest[walked[0]])
         uncertain = rest[walked[1]]
         n_accepted = accepted.shape[0]
         if n_accepted < self._n_words:  # stored as a list: no bitset needed
             return None, n_accepted, accepted, uncertain
         bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, NO_BASE)
         return bitset, n_accepted, accepted, uncertain
+
+    def _slice_walk_inputs(self) -> tuple:
+        """(the automaton's arrays for ``kernels.slice_dfa_walk``, bool [256] the bytes of
+        slice text, uint8 [n_classes] the byte classes that hold a slice byte), made on
+        first need."""
+        if self._slice_walk_arrays is None:
+            sv = self._sorted_vocab
+            whole = self._shared.string_slice(self._n_words, sv.max_len)
+            slice_bytes = (whole.dfa >= 0).any(axis=0)
+            a = self._automaton_arrays
+            text_classes = np.zeros(int(a[layout.A_N_CLASSES]), dtype=np.uint8)
+            text_classes[a[layout.A_BYTE_CLASS][slice_bytes]] = 1
+            self._slice_walk_arrays = (
+                # read-only views: one kernel specialization for built and deserialized grammars
+                tuple(read_only(x.view()) if isinstance(x, np.ndarray) else x for x in a),
+                slice_bytes,
+                text_classes,
+            )
+        return self._slice_walk_arrays
+
+    def _slice_follow(self, s: int, context: tuple) -> tuple[np.ndarray, int]:
+        """(uint8 [256] the slice bytes that may follow ``s``'s rule, ``followed``) for
+        ``kernels.slice_dfa_walk``."""
+        slice_bytes = self._slice_walk_inputs()[1]
+        # where a slice byte may follow the rule, a token that ends it may go on in a caller
+        follow = self._rule_follow[self._state_rule[s]] & slice_bytes
+        followed = int(follow.any())
+        if followed and context[0].shape[0]:  # in a context, the walk reads on into the callers
+            followed = 2
+        return follow, followed
+
+    def _slice_walk_key(self, s: int, scratch: list, context: tuple) -> tuple | None:
+        """A key of what ``kernels.slice_dfa_walk`` reads for state ``s`` (in ``context``):
+        states with equal keys accept and leave undecided the same slice tokens. It is the
+        signature of ``s`` (``kernels.state_signature``) in the automaton without the
+        transitions that no slice byte takes (a slice token reads slice bytes only: states
+        whose windows differ only past the others, such as the closing quote of a string
+        inlined into a rule that goes on with the next key, walk the slice alike), with the
+        slice bytes that may follow its rule and ``followed`` (the context enters the slice
+        walk only there). None when the window holds more than _SLICE_KEY_CAP states."""
+        if not scratch:
+            self._signature_scratch(scratch)
+        follow, followed = self._slice_follow(s, context)
+        ok, h0, h1 = state_signature(
+            self._packed,
+            s,
+            _NO_TARGETS,
+            _NO_TARGETS,
+            follow,
+            self._slice_walk_inputs()[2],
+            self._sorted_vocab.max_len,
+            _SLICE_KEY_CAP,
+            self._shared.key0,
+            self._shared.key1,
+            *scratch,
+        )
+        return (int(h0), int(h1), followed) if ok else None
 
     def _add_context(self, key: tuple[int, ...], cid: int, grown: bool) -> None:
         """Store class ``cid`` for the context key ``(s, m, chain.., callers..)`` in the table

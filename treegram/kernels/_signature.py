@@ -47,7 +47,18 @@ def _number(canon, order, depth, n, t, d):
 
 @njit(nogil=True, cache=True)
 def state_signature(
-    ab, state, chain_targets, top_targets, follow, max_depth, cap, key0, key1, canon, rule_canon
+    ab,
+    state,
+    chain_targets,
+    top_targets,
+    follow,
+    class_keep,
+    max_depth,
+    cap,
+    key0,
+    key1,
+    canon,
+    rule_canon,
 ):
     """Canonical hash of the part of the automaton a classification of ``state`` can see.
 
@@ -62,6 +73,10 @@ def state_signature(
         empty for none). Their windows join the state's, each marked as a return point.
     follow : uint8 [256]
         The follow set the classification tests.
+    class_keep : uint8 [n_classes]
+        The byte classes whose transitions count (0: taken as none): all of them for a
+        classification; those of slice bytes for a slice walk, which reads no other
+        (``MaskStore._slice_walk_key``).
     max_depth : int
         Bytes the classification may read (the longest token of the vocabulary).
     cap : int
@@ -126,7 +141,8 @@ def state_signature(
                 break
             s = order[i]
             for q in range(n_runs):
-                t = A.trans[s * A.n_classes + A.byte_class[run_lo[q]]]
+                cls = A.byte_class[run_lo[q]]
+                t = A.trans[s * A.n_classes + cls] if class_keep[cls] else -1
                 if t >= 0 and canon[t] < 0:
                     if n >= cap:
                         ok = False
@@ -175,7 +191,8 @@ def state_signature(
             if depth[i] < max_depth:
                 prev = -2
                 for q in range(n_runs):
-                    t = A.trans[s * A.n_classes + A.byte_class[run_lo[q]]]
+                    cls = A.byte_class[run_lo[q]]
+                    t = A.trans[s * A.n_classes + cls] if class_keep[cls] else -1
                     tc = canon[t] if t >= 0 else -1
                     if tc != prev:
                         h0 = _mix(h0, run_lo[q] * 1000003 + tc)
