@@ -537,38 +537,48 @@ SHARED_SLICE_WALK_SCHEMA = {
 
 
 def test_shared_slice_walks_equal_the_plain_walk(info):
-    """States with equal slice walk keys take one walk's slice tokens: every class so made
-    (the other state's tokens, the chart on the rest) equals the state's plain walk, and
-    states of different rules do share them."""
+    """States with equal slice walk keys take the slice tokens that the first one's
+    classification kept (from its slice DFA walk or its walk of the whole trie): every class
+    so made (those tokens, the chart on the rest) equals the state's plain walk, alone and
+    in context, and states of different rules do share them."""
+    from treegram.compiler._mask_store import _from_runs
+
     compiler = tg.GrammarCompiler(info, cache_enabled=False)
-    schemas = [SHARED_SLICE_WALK_SCHEMA, *SLICE_DFA_SCHEMAS]
-    shared = across_rules = 0
-    for schema in schemas:
+    shared = across_rules = from_trie_walks = 0
+    for schema in [SHARED_SLICE_WALK_SCHEMA, *SLICE_DFA_SCHEMAS]:
         compiled = compiler.compile_json_schema(
             json.dumps(schema), any_whitespace=True, strict_mode=False
         )
         store = compiled._store
+        store._shared = ClassCache(info.sorted_vocab)  # no class from other tests
         a = compiled.automaton
         first: dict[tuple, int] = {}
-        for s in _sample(a.n_states, 400):
+        trie_walked = set()
+        keep = store._keep_slice_part
+
+        def keeping(key, context, walked, keep=keep, trie_walked=trie_walked):
+            trie_walked.add(key)
+            keep(key, context, walked)
+
+        store._keep_slice_part = keeping
+        for s in _sample(a.n_states, 1500):
             for callers in {(), _callers(compiled, s)}:
-                context = store._context_of(s, (0, *callers) if callers else ())
+                context_key = (0, *callers) if callers else ()
+                context = store._context_of(s, context_key)
                 key = store._slice_walk_key(s, [], context)
                 if key is None:
                     continue
-                if key not in store._slice_walks:
+                tokens = store._slice_walks.get(key)
+                if tokens is None:  # the first of its key: classified as usual
+                    store._class_of(s, [], context_key)
                     first[key] = s
-                    store._slice_dfa_walk(s, context, slice_key=key)
                     continue
-                tokens = store._slice_walks[key]
-                walked = store._shared_slice_walk(s, [], context)
-                if tokens is None:  # the slice walk does not apply to the first: nor here
-                    assert store._slice_dfa_walk(s, context) is None, (schema, s)
-                    continue
+                walked = store._with_rest(s, context, _from_runs(*tokens[0]), tokens[1])
                 _assert_plain(compiled, s, walked, (schema, s, callers, first[key]), callers)
                 shared += 1
                 across_rules += bool(a.state_rule[s] != a.state_rule[first[key]])
-    assert shared >= 100 and across_rules >= 20
+                from_trie_walks += key in trie_walked
+    assert shared >= 80 and across_rules >= 30 and from_trie_walks >= 15
 
 
 def test_restricted_slice_dfas_are_built_once_per_vocabulary(info):

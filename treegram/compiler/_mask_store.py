@@ -91,7 +91,6 @@ REFINE_MAX_UNCERTAIN = 16384
 # Slice walks a grammar's store keeps by key (MaskStore._slice_walk_key): a few hundred KB
 # each, for the same string in the branches of a union.
 _SLICE_WALKS_KEPT = 16
-_NOT_WALKED = object()  # MaskStore._slice_walks: no entry
 # States a slice walk key's window may hold (MaskStore._slice_walk_key). A string's own DFA
 # in a union's branches has a few dozen; a long bounded string's or a union of patterns'
 # windows (hundreds to thousands, 0.2 to 0.5 ms to hash) are unlike any other, so the key
@@ -233,8 +232,8 @@ class MaskStore:
         self._text_bits: list[int] | None = None  # see _restricted_slice
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
         self._slice_walk_arrays: tuple | None = None  # see _slice_walk_inputs
-        # slice walk key (_slice_walk_key) -> (accepted, undecided) slice tokens, or None when
-        # the slice walk does not apply; at most _SLICE_WALKS_KEPT, the oldest dropped first
+        # slice walk key (_slice_walk_key) -> (runs of the accepted, undecided) slice tokens;
+        # at most _SLICE_WALKS_KEPT, the oldest dropped first
         self._slice_walks: dict[tuple, tuple | None] = {}
         # state_signature's class_keep for a classification: every byte class
         self._every_class = np.ones(int(self._automaton_arrays[layout.A_N_CLASSES]), np.uint8)
@@ -569,8 +568,17 @@ class MaskStore:
             walked = self._walk(s, None, 0, budget, context, deadline)
         if walked is None:
             walked = self._walk(s, string_slice, reach, self.walk_budget, context, deadline, skip)
+        slice_key = None
         if walked is None:
-            # An expensive state: share its class with every state that classifies alike.
+            # An expensive state. The same string in another branch of a union walked the
+            # slice alike: its slice tokens are known, the chart walks the rest (cheaper
+            # than the signature, which differs: the branches go on with other keys).
+            slice_key = self._slice_walk_key(s, scratch, context)
+            tokens = self._slice_walks.get(slice_key) if slice_key is not None else None
+            if tokens is not None:
+                walked = self._with_rest(s, context, _from_runs(*tokens[0]), tokens[1], deadline)
+        if walked is None:
+            # Share its class with every state that classifies alike.
             signature = self._signature(s, scratch, context)
             _check_deadline(deadline)
             if signature is not None:
@@ -580,9 +588,11 @@ class MaskStore:
             if skip is NO_SKIP and (
                 string_slice is None or string_slice.max_bytes < self._sorted_vocab.max_len
             ):  # (a walk that skips loops' subtrees whole is the shorter one)
-                walked = self._shared_slice_walk(s, scratch, context, deadline)
+                walked = self._slice_dfa_walk(s, context, deadline, slice_key=slice_key)
             if walked is None:
                 walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
+                if string_slice is None:  # (else not every accepted token is listed)
+                    self._keep_slice_part(slice_key, context, walked)
         key, encoded = self._encoded(*walked)
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
@@ -1099,19 +1109,28 @@ class MaskStore:
         bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
         return bitset, n_accepted, accepted, uncertain
 
-    def _shared_slice_walk(
-        self, s: int, scratch: list, context: tuple, deadline: int = 0
-    ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
-        """:meth:`_slice_dfa_walk` of state ``s``, its slice tokens taken from a state that
-        walks the slice alike when this store walked one (:meth:`_slice_walk_key`: the same
-        string in the branches of a union, each going on with other keys after it)."""
-        key = self._slice_walk_key(s, scratch, context)
-        tokens = self._slice_walks.get(key, _NOT_WALKED) if key is not None else _NOT_WALKED
-        if tokens is _NOT_WALKED:
-            return self._slice_dfa_walk(s, context, deadline, slice_key=key)
-        if tokens is None:  # the slice walk does not apply to such states
-            return None
-        return self._with_rest(s, context, _from_runs(*tokens[0]), tokens[1], deadline)
+    def _keep_slice_part(self, key: tuple | None, context: tuple, walked: tuple) -> None:
+        """Keep the slice tokens of a walk of the whole trie (``walked``, every accepted one
+        listed) under the state's slice walk key ``key``, for the states that walk the slice
+        alike (:meth:`_slice_walk_key`): the accepted ones, and the uncertain ones for the
+        chart (a walk of them gives each state its own answer), when at most
+        _SLICE_WALK_MAX_UNDECIDED. Without a context, or where no slice byte may follow
+        the rule, a slice token's class depends on what the key describes alone; in a
+        context the chart reads on into the callers."""
+        if key is None or key in self._slice_walks or (key[2] and context[0].shape[0]):
+            return
+        leads = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len).leads
+        _, _, accepted, uncertain = walked
+        uncertain = uncertain[leads[uncertain] >= 0]
+        if uncertain.shape[0] <= _SLICE_WALK_MAX_UNDECIDED:
+            self._remember_slice_walk(key, accepted[leads[accepted] >= 0], uncertain)
+
+    def _remember_slice_walk(self, key: tuple, accepted: np.ndarray, undecided: np.ndarray) -> None:
+        """Keep a slice walk's accepted and undecided slice tokens under ``key`` (at most
+        _SLICE_WALKS_KEPT walks, the oldest dropped first)."""
+        if len(self._slice_walks) >= _SLICE_WALKS_KEPT:
+            del self._slice_walks[next(iter(self._slice_walks))]
+        self._slice_walks[key] = (_runs(accepted), undecided.copy())
 
     def _slice_dfa_walk(
         self,
@@ -1156,16 +1175,11 @@ class MaskStore:
         )
         if st == layout.TIMEOUT:
             raise DeadlineExceededError
-        tokens = None
-        if st >= 0 and n_unk <= _SLICE_WALK_MAX_UNDECIDED:  # else the usual walk is shorter
-            tokens = (acc[:n_acc], unk[:n_unk])
-        if slice_key is not None:
-            if len(self._slice_walks) >= _SLICE_WALKS_KEPT:
-                del self._slice_walks[next(iter(self._slice_walks))]
-            self._slice_walks[slice_key] = tokens and (_runs(tokens[0]), tokens[1].copy())
-        if tokens is None:
+        if st < 0 or n_unk > _SLICE_WALK_MAX_UNDECIDED:  # the usual walk is shorter
             return None
-        return self._with_rest(s, context, *tokens, deadline)
+        if slice_key is not None:
+            self._remember_slice_walk(slice_key, acc[:n_acc], unk[:n_unk])
+        return self._with_rest(s, context, acc[:n_acc], unk[:n_unk], deadline)
 
     def _with_rest(
         self, s: int, context: tuple, acc: np.ndarray, unk: np.ndarray, deadline: int = 0
