@@ -541,8 +541,6 @@ def test_shared_slice_walks_equal_the_plain_walk(info):
     classification kept (from its slice DFA walk or its walk of the whole trie): every class
     so made (those tokens, the chart on the rest) equals the state's plain walk, alone and
     in context, and states of different rules do share them."""
-    from treegram.compiler._mask_store import _from_runs
-
     compiler = tg.GrammarCompiler(info, cache_enabled=False)
     shared = across_rules = from_trie_walks = 0
     for schema in [SHARED_SLICE_WALK_SCHEMA, *SLICE_DFA_SCHEMAS]:
@@ -568,12 +566,14 @@ def test_shared_slice_walks_equal_the_plain_walk(info):
                 key = store._slice_walk_key(s, [], context)
                 if key is None:
                     continue
-                tokens = store._slice_walks.get(key)
-                if tokens is None:  # the first of its key: classified as usual
-                    store._class_of(s, [], context_key)
+                if key not in store._slice_walks and key not in store._recent_walks:
+                    store._class_of(s, [], context_key)  # the first of its key: as usual
                     first[key] = s
                     continue
-                walked = store._with_rest(s, context, _from_runs(*tokens[0]), tokens[1])
+                tokens = store._kept_slice_tokens(key)
+                if tokens is None:  # too many uncertain slice tokens: not shared
+                    continue
+                walked = store._with_rest(s, context, *tokens)
                 _assert_plain(compiled, s, walked, (schema, s, callers, first[key]), callers)
                 shared += 1
                 across_rules += bool(a.state_rule[s] != a.state_rule[first[key]])

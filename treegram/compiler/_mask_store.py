@@ -88,9 +88,12 @@ _SLICE_WALK_MAX_UNDECIDED = 4096
 REFINE_MAX_UNCERTAIN = 16384
 
 
-# Slice walks a grammar's store keeps by key (MaskStore._slice_walk_key): a few hundred KB
-# each, for the same string in the branches of a union.
+# Slice tokens a grammar's store keeps by slice walk key (MaskStore._slice_walk_key), for the
+# same string in the branches of a union: tens of KB each (the accepted ones as runs).
 _SLICE_WALKS_KEPT = 16
+# ... and walks kept as walked until one is asked for (a few hundred KB each): the copies of a
+# string come one after the other in a mask's requests
+_RECENT_WALKS_KEPT = 4
 # States a slice walk key's window may hold (MaskStore._slice_walk_key). A string's own DFA
 # in a union's branches has a few dozen; a long bounded string's or a union of patterns'
 # windows (hundreds to thousands, 0.2 to 0.5 ms to hash) are unlike any other, so the key
@@ -232,9 +235,12 @@ class MaskStore:
         self._text_bits: list[int] | None = None  # see _restricted_slice
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
         self._slice_walk_arrays: tuple | None = None  # see _slice_walk_inputs
-        # slice walk key (_slice_walk_key) -> (runs of the accepted, undecided) slice tokens;
-        # at most _SLICE_WALKS_KEPT, the oldest dropped first
-        self._slice_walks: dict[tuple, tuple | None] = {}
+        # slice walk key (_slice_walk_key) -> (runs of the accepted, undecided) slice tokens
+        # (see _kept_slice_tokens)
+        self._slice_walks: dict[tuple, tuple] = {}
+        # the last walks' tokens by slice walk key, as walked (see _remember_slice_walk)
+        self._recent_walks: dict[tuple, tuple] = {}
+        self._scratch: list = []  # classify_states' signature scratch (used under the lock)
         # state_signature's class_keep for a classification: every byte class
         self._every_class = np.ones(int(self._automaton_arrays[layout.A_N_CLASSES]), np.uint8)
         self._n_words = (vocab_size + 31) // 32
@@ -394,7 +400,9 @@ class MaskStore:
         being walked gets none. Returns True when every request has its class."""
         requests = np.asarray(states).tolist()
         with self._lock:
-            scratch: list = []  # the signature kernel's scratch, made on first need
+            # the signature kernel's scratch, made on first need and kept: it comes back all
+            # -1, and allocating it (n_states) took 0.4 ms per request on large grammars
+            scratch = self._scratch
             i = 0
             while i < len(requests):
                 if deadline > 0 and time.monotonic_ns() > deadline:
@@ -574,9 +582,9 @@ class MaskStore:
             # slice alike: its slice tokens are known, the chart walks the rest (cheaper
             # than the signature, which differs: the branches go on with other keys).
             slice_key = self._slice_walk_key(s, scratch, context)
-            tokens = self._slice_walks.get(slice_key) if slice_key is not None else None
+            tokens = self._kept_slice_tokens(slice_key) if slice_key is not None else None
             if tokens is not None:
-                walked = self._with_rest(s, context, _from_runs(*tokens[0]), tokens[1], deadline)
+                walked = self._with_rest(s, context, *tokens, deadline)
         if walked is None:
             # Share its class with every state that classifies alike.
             signature = self._signature(s, scratch, context)
@@ -1110,27 +1118,50 @@ class MaskStore:
         return bitset, n_accepted, accepted, uncertain
 
     def _keep_slice_part(self, key: tuple | None, context: tuple, walked: tuple) -> None:
-        """Keep the slice tokens of a walk of the whole trie (``walked``, every accepted one
+        """Keep the tokens of a walk of the whole trie (``walked``, every accepted one
         listed) under the state's slice walk key ``key``, for the states that walk the slice
-        alike (:meth:`_slice_walk_key`): the accepted ones, and the uncertain ones for the
-        chart (a walk of them gives each state its own answer), when at most
-        _SLICE_WALK_MAX_UNDECIDED. Without a context, or where no slice byte may follow
-        the rule, a slice token's class depends on what the key describes alone; in a
-        context the chart reads on into the callers."""
-        if key is None or key in self._slice_walks or (key[2] and context[0].shape[0]):
-            return
-        leads = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len).leads
-        _, _, accepted, uncertain = walked
-        uncertain = uncertain[leads[uncertain] >= 0]
-        if uncertain.shape[0] <= _SLICE_WALK_MAX_UNDECIDED:
-            self._remember_slice_walk(key, accepted[leads[accepted] >= 0], uncertain)
+        alike (:meth:`_slice_walk_key`): their slice tokens, accepted and uncertain (for
+        the chart: a walk of them gives each state its own answer). Without a context, or
+        where no slice byte may follow the rule, a slice token's class depends on what the
+        key describes alone; in a context the chart reads on into the callers."""
+        if key is not None and not (key[2] and context[0].shape[0]):
+            self._remember_slice_walk(key, walked[2], walked[3], True)
 
-    def _remember_slice_walk(self, key: tuple, accepted: np.ndarray, undecided: np.ndarray) -> None:
-        """Keep a slice walk's accepted and undecided slice tokens under ``key`` (at most
-        _SLICE_WALKS_KEPT walks, the oldest dropped first)."""
+    def _remember_slice_walk(
+        self, key: tuple, accepted: np.ndarray, undecided: np.ndarray, mixed: bool
+    ) -> None:
+        """Keep a walk's accepted and undecided tokens under ``key`` as they are (``mixed``:
+        tokens outside the slice among them), among the last _RECENT_WALKS_KEPT walks: most
+        are never asked for, and sorting out their slice tokens took 0.35 ms a walk."""
+        if key in self._slice_walks:
+            return
+        recent = self._recent_walks
+        recent.pop(key, None)
+        if len(recent) >= _RECENT_WALKS_KEPT:
+            del recent[next(iter(recent))]
+        recent[key] = (accepted, undecided, mixed)
+
+    def _kept_slice_tokens(self, key: tuple) -> tuple[np.ndarray, np.ndarray] | None:
+        """(accepted, undecided) slice tokens kept under ``key``, or None. A recent walk's
+        asked for once is kept from then on (at most _SLICE_WALKS_KEPT, the oldest dropped
+        first), its accepted tokens as runs of positions."""
+        kept = self._slice_walks.get(key)
+        if kept is not None:
+            return _from_runs(*kept[0]), kept[1]
+        recent = self._recent_walks.pop(key, None)
+        if recent is None:
+            return None
+        accepted, undecided, mixed = recent
+        if mixed:
+            leads = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len).leads
+            accepted = accepted[leads[accepted] >= 0]
+            undecided = undecided[leads[undecided] >= 0]
+            if undecided.shape[0] > _SLICE_WALK_MAX_UNDECIDED:
+                return None  # (the chart walk of the usual trie is shorter)
         if len(self._slice_walks) >= _SLICE_WALKS_KEPT:
             del self._slice_walks[next(iter(self._slice_walks))]
         self._slice_walks[key] = (_runs(accepted), undecided.copy())
+        return accepted, undecided
 
     def _slice_dfa_walk(
         self,
@@ -1177,8 +1208,8 @@ class MaskStore:
             raise DeadlineExceededError
         if st < 0 or n_unk > _SLICE_WALK_MAX_UNDECIDED:  # the usual walk is shorter
             return None
-        if slice_key is not None:
-            self._remember_slice_walk(slice_key, acc[:n_acc], unk[:n_unk])
+        if slice_key is not None:  # (the buffers are this walk's own)
+            self._remember_slice_walk(slice_key, acc[:n_acc], unk[:n_unk], False)
         return self._with_rest(s, context, acc[:n_acc], unk[:n_unk], deadline)
 
     def _with_rest(
