@@ -242,16 +242,14 @@ class FlatIr:
             return got
         nid = len(self.kid_at)
         if seqs is not None or t is CharClass:
-            if seqs is None:
-                seqs = self.class_sequences(node)
+            n_seqs, los, his, ends = self._class_runs(node, seqs)
             self.kind.append(CLASS)
             self.a.append(len(self.seq_ptr) - 1)
-            self.b.append(len(seqs))
-            for seq in seqs:
-                for lo, hi in seq:
-                    self.lo.append(lo)
-                    self.hi.append(hi)
-                self.seq_ptr.append(len(self.lo))
+            self.b.append(n_seqs)
+            base = len(self.lo)
+            self.lo.extend(los)
+            self.hi.extend(his)
+            self.seq_ptr.extend([base + e for e in ends])
         elif t is Bytes:
             self.kind.append(BYTES)
             self.a.append(len(self.data))
@@ -267,6 +265,26 @@ class FlatIr:
         self.kid_at.append(len(self.kids))
         self.leaves[key] = nid
         return nid
+
+    def _class_runs(self, node, seqs) -> tuple:
+        """A class leaf's sequences as :meth:`_leaf` appends them: their number, the
+        ranges' lows and highs in order and each sequence's end, kept on the node (a
+        character class or a choice read as one; the same classes recur in every grammar)
+        for this ``class_sequences``."""
+        got = node.__dict__.get(_CLASS_RUNS)
+        if got is not None and got[0] is self.class_sequences:
+            return got[1]
+        if seqs is None:
+            seqs = self.class_sequences(node)
+        los = [lo for seq in seqs for lo, _ in seq]
+        his = [hi for seq in seqs for _, hi in seq]
+        ends, n = [], 0
+        for seq in seqs:
+            n += len(seq)
+            ends.append(n)
+        runs = (len(seqs), los, his, ends)
+        object.__setattr__(node, _CLASS_RUNS, (self.class_sequences, runs))
+        return runs
 
     def arrays(self) -> tuple:
         """The node arrays in the order :func:`build_nfa` takes them (the last,
@@ -286,6 +304,9 @@ class FlatIr:
             )
             self._arrays += (node_sizes(*self._arrays[:5], self._arrays[6]),)
         return self._arrays
+
+
+_CLASS_RUNS = "_class_runs"  # attribute of a class leaf: (class_sequences, its runs)
 
 
 @njit(nogil=True, cache=True)
