@@ -714,7 +714,8 @@ def _build(ir: GrammarIR) -> Automaton:
                         got = (*got[:6], np.full_like(got[6], rid), got[7])
                     return budgeted(rid, got)
         part = new_rule_dfa(rid)
-        if key is not None and 0 < part[0].shape[0] <= _RULE_DFA_STATES:
+        small = part[0].shape[0] <= _RULE_DFA_STATES and part[2].shape[0] <= _RULE_DFA_EDGES
+        if key is not None and part[0].shape[0] and small:
             if len(_RULE_DFAS) >= _RULE_DFAS_KEPT:
                 _RULE_DFAS.clear()
             _RULE_DFAS[key] = part
@@ -846,11 +847,13 @@ def _build(ir: GrammarIR) -> Automaton:
 # body (the JSON Schema frontend's ``any_value`` in every schema with undeclared keys)
 # takes it instead of building the NFA, its self tail calls as loops and the subsets
 # again. The key also holds the kernel that built it (tests swap in a plain one). Only
-# automata of at most _RULE_DFA_STATES states are kept, and the table is cleared when it
-# holds _RULE_DFAS_KEPT of them.
+# automata of at most _RULE_DFA_STATES states and _RULE_DFA_EDGES byte edges are kept,
+# and the table is cleared when it holds _RULE_DFAS_KEPT of them (at most ~15 MB; the
+# ones that recur are small: any_value has 20 states, an encoded class a few dozen).
 _RULE_DFAS: dict[tuple, tuple] = {}
-_RULE_DFAS_KEPT = 512
-_RULE_DFA_STATES = 4096
+_RULE_DFAS_KEPT = 256
+_RULE_DFA_STATES = 1024
+_RULE_DFA_EDGES = 4096
 _KEY0, _KEY1 = (np.uint64(int.from_bytes(os.urandom(8), "little")) for _ in range(2))
 
 # A tail-call cycle whose bodies have at most this many NFA states in all is inlined whole
