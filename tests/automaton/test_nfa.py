@@ -119,3 +119,24 @@ def test_a_build_leaves_no_cycles_for_the_collector():
     flat.add(treegram.ir.Seq((treegram.ir.Bytes(b"a"), treegram.ir.Bytes(b"b"))))
     flat.close()
     assert flat.add(treegram.ir.Bytes(b"c")) >= 0  # adding again after close still works
+
+
+def test_class_runs_kept_on_the_nodes_give_the_same_flat_arrays():
+    # a class leaf's ranges are kept on its node the first time it is flattened: a
+    # second flattening of the same nodes (every later grammar holding them) must give
+    # the same arrays as the first, and the NFAs of the Python builder
+    schema = {
+        "type": "object",
+        "properties": {"ab": {"type": "string", "pattern": "^[^a-c]+$"}, "\u00e9": {}},
+    }
+    ir = json_schema_to_ir(schema, strict_mode=False)
+    rule_ids = {r.name: i for i, r in enumerate(ir.rules)}
+    flats = []
+    for _ in range(2):
+        flat = FlatIr(rule_ids, _class_sequences)
+        for r in ir.rules:
+            flat.add(r.body)
+        flats.append(flat.arrays())
+    for first, second in zip(*flats, strict=True):
+        assert np.array_equal(first, second)
+    _assert_same_nfas(ir)

@@ -120,6 +120,25 @@ def test_all_but_is_the_minimal_complement_of_the_literals():
             assert got.accepts(w) == (w not in texts), (texts, w)
 
 
+def test_all_but_within_is_the_product_taken_twice():
+    # the undeclared keys of an object as key literals take them: every string without a
+    # lone surrogate but the names, in one product; the automaton (states, numbering) is
+    # the one of the two products it replaces
+    rng = random.Random(29)
+    alphabet = ["a", "b", "\u00e9", "\ud800", "\U0001f600", '"', "\x00", "\U0010ffff"]
+    writable = Dfa([((0, 0xD7FF, 0), (0xE000, 0x10FFFF, 0))], [True])
+    for _ in range(300):
+        texts = sorted(
+            {
+                "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 5)))
+                for _ in range(rng.randrange(1, 8))
+            }
+        )
+        got = Dfa.all_but(texts, within=writable)
+        want = Dfa.all_but(texts).intersect(writable)
+        assert (got.trans, got.accept) == (want.trans, want.accept), texts
+
+
 def test_product_past_the_state_limit_raises(monkeypatch):
     from treegram.ir import _charset
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ from ..errors import GrammarError, UndefinedRuleError
 from ..kernels import layout
 from ._follow import follow_sets
 from ._merge import merge_equal_rules
-from ._nfa import FlatIr, choice_sequences, tail_calls
+from ._nfa import FlatIr, choice_sequences, node_keys, tail_calls
 from ._repeats import repeats_as_rules, split_long_repeats
 from ._rule_dfa import DFA_OF_BODY, DFA_OF_NFA, NFA_OF_BODY, pack_nfa, unpack_nfa
 from ._rule_dfa import rule_dfa as rule_kernel
@@ -698,9 +699,34 @@ def _build(ir: GrammarIR) -> Automaton:
     deadline = _build_clock() + MAX_BUILD_SECONDS
 
     cycle_states: dict[frozenset[int], int] = {}  # NFA states of a tail-call cycle's bodies
+    keys, calls = node_keys(*arrays[:9], _KEY0, _KEY1)
 
     def rule_dfa(rid: int) -> tuple:
+        root = roots[rid]
+        key = None
+        if rid not in tail_cycles and rid not in captured and root not in flat.bad:
+            own = int(calls[root])
+            if own == -1 or own == rid:  # calls nothing, or only itself: its hash says all
+                key = (rule_kernel, own == rid, int(keys[root, 0]), int(keys[root, 1]))
+                got = _RULE_DFAS.get(key)
+                if got is not None:
+                    if own == rid:  # the cached calls are of that grammar's rule: this one
+                        got = (*got[:6], np.full_like(got[6], rid), got[7])
+                    return budgeted(rid, got)
+        part = new_rule_dfa(rid)
+        small = part[0].shape[0] <= _RULE_DFA_STATES and part[2].shape[0] <= _RULE_DFA_EDGES
+        if key is not None and part[0].shape[0] and small:
+            if len(_RULE_DFAS) >= _RULE_DFAS_KEPT:
+                _RULE_DFAS.clear()
+            _RULE_DFAS[key] = part
+        return budgeted(rid, part)
+
+    def budgeted(rid: int, part: tuple) -> tuple:
         nonlocal total
+        total = _within_budget(part, *bodies[rid], total, deadline)
+        return _committed_shortest(part) if rid in lazy else part
+
+    def new_rule_dfa(rid: int) -> tuple:
         root = roots[rid]
         if rid not in tail_cycles:
             # no call to rewrite (a captured rule keeps its calls of itself): equal
@@ -716,8 +742,7 @@ def _build(ir: GrammarIR) -> Automaton:
             elif self_rule >= 0 and (got[0] == self_rule).any():
                 got = None
             if got is not None:
-                total = _within_budget(got[1], *bodies[rid], total, deadline)
-                return _committed_shortest(got[1]) if rid in lazy else got[1]
+                return got[1]
         csr = nfa_of(root)
         nfa = _list_nfa(csr)  # calls to rewrite, on the kernel's NFA as edge lists
         if rid in tail_cycles:
@@ -733,9 +758,7 @@ def _build(ir: GrammarIR) -> Automaton:
             _inline_tail_calls(nfa, 1, cycle, splice_into(nfa), room)
         if rid not in captured:
             _loop_tail_self_calls(nfa, rid, 0, 1)
-        part = _determinize(nfa, 0, 1)
-        total = _within_budget(part, *bodies[rid], total, deadline)
-        return _committed_shortest(part) if rid in lazy else part
+        return _determinize(nfa, 0, 1)
 
     # Only the rules the root reaches through calls (and their lookaheads) are built: a
     # rule whose every call was inlined (the free-text rules of a structural tag, one per
@@ -817,6 +840,21 @@ def _build(ir: GrammarIR) -> Automaton:
         token_rules=tuple((i, r.tokens) for i, r in enumerate(ir.rules) if r.tokens is not None),
     )
 
+
+# Rule automata by the hash of their body (``_nfa.node_keys``), for bodies that call
+# nothing or only their own rule: such a DFA depends on the body alone (its calls are of
+# the rule itself, rewritten to the rule's id on use), so the next grammar with the same
+# body (the JSON Schema frontend's ``any_value`` in every schema with undeclared keys)
+# takes it instead of building the NFA, its self tail calls as loops and the subsets
+# again. The key also holds the kernel that built it (tests swap in a plain one). Only
+# automata of at most _RULE_DFA_STATES states and _RULE_DFA_EDGES byte edges are kept,
+# and the table is cleared when it holds _RULE_DFAS_KEPT of them (at most ~15 MB; the
+# ones that recur are small: any_value has 20 states, an encoded class a few dozen).
+_RULE_DFAS: dict[tuple, tuple] = {}
+_RULE_DFAS_KEPT = 256
+_RULE_DFA_STATES = 1024
+_RULE_DFA_EDGES = 4096
+_KEY0, _KEY1 = (np.uint64(int.from_bytes(os.urandom(8), "little")) for _ in range(2))
 
 # A tail-call cycle whose bodies have at most this many NFA states in all is inlined whole
 # into each rule of it that is reached (the Aho-Corasick free text of a structural tag: one

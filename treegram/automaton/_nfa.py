@@ -15,7 +15,7 @@ from numba import njit
 
 from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq, grouped_by_key
 
-__all__ = ["FlatIr", "build_nfa", "choice_sequences", "node_sizes", "tail_calls"]
+__all__ = ["FlatIr", "build_nfa", "choice_sequences", "node_keys", "node_sizes", "tail_calls"]
 
 BYTES, CLASS, SEQ, CHOICE, REPEAT, REF = range(6)
 
@@ -242,16 +242,14 @@ class FlatIr:
             return got
         nid = len(self.kid_at)
         if seqs is not None or t is CharClass:
-            if seqs is None:
-                seqs = self.class_sequences(node)
+            n_seqs, los, his, ends = self._class_runs(node, seqs)
             self.kind.append(CLASS)
             self.a.append(len(self.seq_ptr) - 1)
-            self.b.append(len(seqs))
-            for seq in seqs:
-                for lo, hi in seq:
-                    self.lo.append(lo)
-                    self.hi.append(hi)
-                self.seq_ptr.append(len(self.lo))
+            self.b.append(n_seqs)
+            base = len(self.lo)
+            self.lo.extend(los)
+            self.hi.extend(his)
+            self.seq_ptr.extend([base + e for e in ends])
         elif t is Bytes:
             self.kind.append(BYTES)
             self.a.append(len(self.data))
@@ -267,6 +265,26 @@ class FlatIr:
         self.kid_at.append(len(self.kids))
         self.leaves[key] = nid
         return nid
+
+    def _class_runs(self, node, seqs) -> tuple:
+        """A class leaf's sequences as :meth:`_leaf` appends them: their number, the
+        ranges' lows and highs in order and each sequence's end, kept on the node (a
+        character class or a choice read as one; the same classes recur in every grammar)
+        for this ``class_sequences``."""
+        got = node.__dict__.get(_CLASS_RUNS)
+        if got is not None and got[0] is self.class_sequences:
+            return got[1]
+        if seqs is None:
+            seqs = self.class_sequences(node)
+        los = [lo for seq in seqs for lo, _ in seq]
+        his = [hi for seq in seqs for _, hi in seq]
+        ends, n = [], 0
+        for seq in seqs:
+            n += len(seq)
+            ends.append(n)
+        runs = (len(seqs), los, his, ends)
+        object.__setattr__(node, _CLASS_RUNS, (self.class_sequences, runs))
+        return runs
 
     def arrays(self) -> tuple:
         """The node arrays in the order :func:`build_nfa` takes them (the last,
@@ -288,12 +306,85 @@ class FlatIr:
         return self._arrays
 
 
+_CLASS_RUNS = "_class_runs"  # attribute of a class leaf: (class_sequences, its runs)
+
+
 @njit(nogil=True, cache=True)
 def _csr(src, n_edges, n_states):
     """Offsets [n_states + 1] (int32) and the edge order that groups edges by source state,
     keeping each state's edges in the order they were added."""
     ptr, order = grouped_by_key(src[:n_edges], n_states)
     return ptr.astype(np.int32), order
+
+
+@njit(nogil=True, cache=True)
+def _mix(h, v):
+    """One input word into a 64-bit hash state (a splitmix64 finalizer round)."""
+    z = h ^ (v + np.uint64(0x9E3779B97F4A7C15))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(nogil=True, cache=True)
+def node_keys(kind, a, b, kid_at, kids, data, seq_ptr, lo, hi, key0, key1):
+    """Per node, a 128-bit hash of its structure keyed by ``key0, key1`` (two random
+    words: colliding bodies cannot be crafted without them), with every rule reference
+    read as one token whatever rule it calls; and the rules it calls: -1 none, ``r``
+    only rule ``r``, -2 several or an undefined one. Children come before their parents,
+    so one pass fills both. A body that calls nothing or only its own rule is then known
+    by its hash alone, in any grammar (see ``_build``'s cache of rule automata).
+
+    Returns
+    -------
+    keys : uint64 [n_nodes, 2]
+    calls : int64 [n_nodes]
+    """
+    n = kind.shape[0]
+    keys = np.empty((n, 2), dtype=np.uint64)
+    calls = np.full(n, -1, dtype=np.int64)
+    for v in range(n):
+        k = kind[v]
+        h0 = _mix(key0, np.uint64(k))
+        h1 = _mix(key1, np.uint64(k))
+        if k == BYTES:
+            h0 = _mix(h0, np.uint64(b[v]))
+            h1 = _mix(h1, np.uint64(b[v]))
+            for i in range(a[v], a[v] + b[v]):
+                h0 = _mix(h0, np.uint64(data[i]))
+                h1 = _mix(h1, np.uint64(data[i]))
+        elif k == CLASS:
+            h0 = _mix(h0, np.uint64(b[v]))
+            h1 = _mix(h1, np.uint64(b[v]))
+            for q in range(a[v], a[v] + b[v]):
+                m = np.uint64(seq_ptr[q + 1] - seq_ptr[q])
+                h0 = _mix(h0, m)
+                h1 = _mix(h1, m)
+                for e in range(seq_ptr[q], seq_ptr[q + 1]):
+                    w = (np.uint64(lo[e]) << np.uint64(32)) | np.uint64(hi[e])
+                    h0 = _mix(h0, w)
+                    h1 = _mix(h1, w)
+        elif k == REF:
+            calls[v] = a[v] if a[v] >= 0 else -2
+        else:
+            if k == REPEAT:  # a = min, b = max (-1: none), one child
+                h0 = _mix(_mix(h0, np.uint64(a[v])), np.uint64(b[v] + 1))
+                h1 = _mix(_mix(h1, np.uint64(a[v])), np.uint64(b[v] + 1))
+                first, count = kid_at[v], 1
+            else:  # a sequence or a choice: b children from a
+                h0 = _mix(h0, np.uint64(b[v]))
+                h1 = _mix(h1, np.uint64(b[v]))
+                first, count = a[v], b[v]
+            for j in range(first, first + count):
+                c = kids[j]
+                h0 = _mix(h0, keys[c, 0])
+                h1 = _mix(h1, keys[c, 1])
+                got = calls[c]
+                if got != -1 and calls[v] != got:
+                    calls[v] = got if calls[v] == -1 else -2
+        keys[v, 0] = h0
+        keys[v, 1] = h1
+    return keys, calls
 
 
 @njit(nogil=True, cache=True)

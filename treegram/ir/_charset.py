@@ -247,11 +247,12 @@ class Dfa:
         return Dfa._trie(texts).minimize()
 
     @staticmethod
-    def all_but(texts) -> Dfa:
-        """Every string except those of ``texts``, minimized: the automaton of
-        ``Dfa.any().difference(Dfa.literals(texts))`` (the undeclared keys of an object),
-        the product taken with the trie itself (minimizing the trie first is not needed)."""
-        return Dfa.any().difference(Dfa._trie(texts))
+    def all_but(texts, within: Dfa | None = None) -> Dfa:
+        """Every string (of ``within``, by default all) except those of ``texts``,
+        minimized: the automaton of ``within.difference(Dfa.literals(texts))`` (the
+        undeclared keys of an object), the product taken with the trie itself (minimizing
+        the trie first is not needed)."""
+        return (Dfa.any() if within is None else within).difference(Dfa._trie(texts))
 
     @staticmethod
     def _trie(texts) -> Dfa:
@@ -603,8 +604,8 @@ def _flat_arrays(d: Dfa) -> tuple:
 def _from_flat(n, accept, ptr, lo, hi, to) -> Dfa:
     edges = list(zip(lo.tolist(), hi.tolist(), to.tolist(), strict=True))
     bounds = ptr.tolist()
-    trans = [tuple(edges[bounds[s] : bounds[s + 1]]) for s in range(n)]
-    d = Dfa(trans, [bool(x) for x in accept.tolist()])
+    trans = [tuple(edges[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    d = Dfa(trans, list(map(bool, accept.tolist())))
     # the arrays it was read from are what _flat would make of it
     d._arrays = (n, accept.astype(np.uint8, copy=False), ptr, lo, hi, to)
     return d

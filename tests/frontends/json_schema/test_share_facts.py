@@ -45,3 +45,30 @@ def test_facts_of_hoisted_rules_and_rule_bodies_shared_by_two_rules():
     recorded = ir.__dict__.pop("_facts")
     assert recorded == ir_facts(ir)
     assert recorded.longest_repeat == 700
+
+
+_MARKED = [
+    # undeclared keys: encoded classes whose \u escapes are marked small nodes
+    {"type": "object", "properties": {"ab": {"type": "string"}, "\u00e9": {"type": "integer"}}},
+    {"type": "string", "pattern": "^[^a-f]{2,4}x$", "maxLength": 12},
+    {"type": "array", "items": {"type": "string", "format": "date-time"}, "maxItems": 3},
+    {"properties": {"k": {"enum": ["\u2028", "\U0001f600"]}}, "propertyNames": {"maxLength": 4}},
+]
+
+
+@pytest.mark.parametrize("schema", _MARKED)
+def test_marked_small_nodes_give_the_grammar_of_a_full_walk(schema, monkeypatch):
+    # oracle: share_rules with no node marked (mark_small's attribute read under another
+    # name), which walks every subtree; the rules, their bodies and the facts are the same
+    from treegram.frontends.json_schema import _share
+    from treegram.ir import GrammarIR
+
+    def seen(ir: GrammarIR):
+        facts = ir.__dict__.pop("_facts")
+        assert facts == ir_facts(ir)
+        return [(r.name, r.body) for r in ir.rules], facts
+
+    got = seen(json_schema_to_ir(schema, strict_mode=False))
+    monkeypatch.setattr(_share, "_SMALL_INFO", "_not_marked")
+    want = seen(json_schema_to_ir(schema, strict_mode=False))
+    assert got == want

@@ -18,6 +18,7 @@ from treegram.ir import (
 
 __all__ = [
     "MAX_GRAMMAR_STATES",
+    "WRITABLE",
     "NOT_COUNTED",
     "NotCounted",
     "counted_string_expr",
@@ -30,16 +31,22 @@ __all__ = [
 MAX_GRAMMAR_STATES = 10_000
 
 _INLINE_DEPTH = 16
-_WRITABLE = Dfa([((0, 0xD7FF, 0), (0xE000, MAX_CODEPOINT, 0))], [True])
+# The code points a JSON string spells as one character: lone surrogates have no such
+# spelling.
+WRITABLE = Dfa([((0, 0xD7FF, 0), (0xE000, MAX_CODEPOINT, 0))], [True])
 
 
-def dfa_string_expr(conv: ConversionContext, dfa: Dfa, base: str = "str") -> Expr | None:
+def dfa_string_expr(
+    conv: ConversionContext, dfa: Dfa, base: str = "str", writable: bool = False
+) -> Expr | None:
     """A JSON string literal (quotes included) whose decoded content ``dfa`` accepts.
 
     Each character is matched in every encoding JSON allows (raw, short escape,
     ``\\uXXXX``, surrogate pair). States that are shared, on a cycle of more than one
     state, or deep in a chain become rules ``{base}_dfa...`` of ``conv``; a state's loop
-    on itself becomes a repetition.
+    on itself becomes a repetition. ``writable``: ``dfa`` is already
+    ``d.intersect(WRITABLE)`` of some ``d`` (minimal and numbered as a product is), so
+    that product is not taken again.
 
     Returns
     -------
@@ -52,7 +59,9 @@ def dfa_string_expr(conv: ConversionContext, dfa: Dfa, base: str = "str") -> Exp
         The minimal automaton has more than :data:`MAX_GRAMMAR_STATES` states.
     """
     # Lone surrogates have no JSON spelling that decodes to one character.
-    return string_of(dfa_expr(conv, dfa.intersect(_WRITABLE), base, _string_encoder(conv)))
+    if not writable:
+        dfa = dfa.intersect(WRITABLE)
+    return string_of(dfa_expr(conv, dfa, base, _string_encoder(conv)))
 
 
 def counted_string_expr(
@@ -71,7 +80,7 @@ def counted_string_expr(
         ``None`` when no string qualifies; :data:`NOT_COUNTED` when the automaton has no
         such form (the caller intersects it with the length automaton instead).
     """
-    d = dfa.intersect(_WRITABLE)
+    d = dfa.intersect(WRITABLE)
     if d.is_empty():
         return None
     split = d.loop_split()

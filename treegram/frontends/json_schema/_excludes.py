@@ -164,16 +164,19 @@ class Exclusions:
         self._bounded[key] = out
         return out
 
-    def language(self, decoded: Dfa, base: str) -> Expr | None:
+    def language(self, decoded: Dfa, base: str, writable: bool = False) -> Expr | None:
         """JSON strings whose decoded content ``decoded`` accepts and whose written
-        content has no excluded text.
+        content has no excluded text (``writable``: ``decoded`` is already
+        ``d.intersect(WRITABLE)`` of some ``d``, see ``dfa_string_expr``).
 
         Raises
         ------
         DfaLimitError
             Too many states (see :meth:`bounded_string`).
         """
-        return self._checked(decoded.intersect(_WRITABLE).substitute(encoded_class), base)
+        if not writable:
+            decoded = decoded.intersect(_WRITABLE)
+        return self._checked(decoded.substitute(encoded_class), base)
 
     def _checked(self, spellings: Dfa, base: str) -> Expr | None:
         """A JSON string literal whose written content ``spellings`` accepts minus the

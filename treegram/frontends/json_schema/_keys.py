@@ -12,6 +12,7 @@ property whose name matches patterns must satisfy their schemas too.
 from __future__ import annotations
 
 from treegram.frontends.json_schema._context import ConversionContext
+from treegram.frontends.json_schema._dfa_expr import WRITABLE
 from treegram.frontends.json_schema._keywords import KEY_SCHEMAS
 from treegram.frontends.json_schema._string_dfa import (
     StringConstraintError,
@@ -126,10 +127,30 @@ class KeySpace:
             self.conv.unsupported("propertyNames", f"{self.ptr}/propertyNames", str(exc))
             return Dfa.any()
 
-    def atoms(self, declared: list[str]) -> list[tuple[Dfa, object, str, bool]] | None:
+    def atoms(
+        self, declared: list[str], writable: bool = False
+    ) -> list[tuple[Dfa, object, str, bool]] | None:
         """``(key language, value schema, value pointer, matched by a pattern)`` for the
-        undeclared keys; ``None``
-        when ``propertyNames`` is outside the DFA subset (the caller falls back)."""
+        undeclared keys; ``None`` when ``propertyNames`` is outside the DFA subset (the
+        caller falls back). With ``writable``, each language is taken without the strings
+        that hold a lone surrogate (``lang.intersect(WRITABLE)``, what a JSON string
+        literal of it is built from, see ``dfa_string_expr``): the keys of an object
+        without patterns or ``propertyNames`` are then every writable string but the
+        declared names in one product instead of two."""
+        plain = declared and self.names_schema is None
+        if writable and plain and all(d is None for d in self.keyed_dfas()):
+            # no pattern splits the keys: every writable string but the declared names,
+            # one product with the names' trie
+            if self.additional is False:
+                return []
+            lang = Dfa.all_but(declared, within=WRITABLE)
+            return [(lang, self.additional, f"{self.ptr}/additionalProperties", False)]
+        atoms = self._atoms(declared)
+        if atoms is None or not writable:
+            return atoms
+        return [(lang.intersect(WRITABLE), *rest) for lang, *rest in atoms]
+
+    def _atoms(self, declared: list[str]) -> list[tuple[Dfa, object, str, bool]] | None:
         base = self.names_dfa()
         if base is None:
             return None

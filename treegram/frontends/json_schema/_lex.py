@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from treegram.frontends.json_schema._share import HOIST_SIZE
+from treegram.frontends.json_schema._share import HOIST_SIZE, mark_small
 from treegram.ir import (
     MAX_CODEPOINT,
     Bytes,
@@ -278,6 +278,8 @@ def _intern_small(node: Expr, memo: dict[int, tuple[Expr, int]]) -> tuple[Expr, 
         if len(_SMALL) > _SMALL_LIMIT:
             _SMALL.clear()
         new = _SMALL.setdefault(key, new)
+        if t is not Bytes and t is not CharClass:
+            mark_small(new)  # its inner children are interned, and marked, already
     memo[id(node)] = (new, size)
     return new, size
 

@@ -293,7 +293,7 @@ class ObjectBuilder:
                 colon,
                 conv.value(add, f"{ptr}/additionalProperties", depth + 1),
             )
-        atoms = keys.atoms(declared)
+        atoms = keys.atoms(declared, writable=True)  # as the key literals take them
         if atoms is None:  # propertyNames outside the DFA subset: only without patterns
             if keys.keyed:
                 conv.unsupported(
@@ -313,9 +313,9 @@ class ObjectBuilder:
                 continue
             try:
                 if free_names and not patterned:
-                    key = conv.excludes.language(lang, "key")
+                    key = conv.excludes.language(lang, "key", writable=True)
                 else:
-                    key = dfa_string_expr(conv, lang, "key")
+                    key = dfa_string_expr(conv, lang, "key", writable=True)
                 parts.append(seq(key, colon, val))
             except DfaLimitError as exc:
                 conv.unsupported(

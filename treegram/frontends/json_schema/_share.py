@@ -21,9 +21,41 @@ from treegram.ir import (
     record_ir_facts,
 )
 
-__all__ = ["share_rules"]
+__all__ = ["share_rules", "mark_small"]
 
 HOIST_SIZE = 48
+
+# Attribute of a small node shared by many grammars (see :func:`mark_small`).
+_SMALL_INFO = "_share_info"
+
+
+def mark_small(node: Expr) -> None:
+    """Record on ``node`` (an inner node smaller than ``HOIST_SIZE`` nodes as a tree, whose
+    inner children are marked already) what :func:`share_rules` computes for it: size,
+    depth as built, the most copies nested repetitions unroll it into, and the largest of
+    those over the repetitions inside it (0: none). No node below it can be hoisted (each
+    is smaller still), so these depend on its structure alone, and ``share_rules`` reads
+    them instead of walking the subtree again in every grammar that holds it (the
+    ``\\u`` escapes of the JSON Schema frontend's encoded classes, one object per
+    structure across all grammars)."""
+    if _SMALL_INFO in node.__dict__:
+        return
+    t = type(node)
+    children = (node.item,) if t is Repeat else node.items  # type: ignore[union-attr]
+    size, deepest, most, longest = 1, 1, 1, 0
+    for c in children:
+        got = c.__dict__.get(_SMALL_INFO) if type(c) in (Seq, Choice, Repeat) else None
+        if got is None:  # a leaf
+            size += 1
+            continue
+        size += got[0]
+        deepest = max(deepest, got[1])
+        most = max(most, got[2])
+        longest = max(longest, got[3])
+    if t is Repeat:
+        most *= max(node.min if node.max is None else node.max, 1)  # type: ignore[union-attr]
+        longest = max(longest, most)
+    object.__setattr__(node, _SMALL_INFO, (size, 1 + deepest if children else 1, most, longest))
 
 
 def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
@@ -46,8 +78,9 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     # what ir_facts would find in the result, gathered on the way: depth as built (in
     # ``info``), referenced rule names, the most copies nested repetitions unroll
     ref_names: set[str] = set()
+    small: list[Expr] = []  # marked nodes (mark_small), each once: not walked
     for body in rules.values():
-        _visit(body, refs, order, seen, ref_names)
+        _visit(body, refs, order, seen, ref_names, small)
     as_body: dict[int, int] = {}  # how many rule bodies each inner node is
     for body in rules.values():
         as_body[id(body)] = as_body.get(id(body), 0) + 1
@@ -63,6 +96,10 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
     names = set(rules)
     longest = 0
     as_ref = (1, 1, 1, True)
+    for node in small:
+        size, depth, most, inside = node.__dict__[_SMALL_INFO]
+        info[id(node)] = (size, depth, most, False)
+        longest = max(longest, inside)
     for node in order:
         t = type(node)
         children = (node.item,) if t is Repeat else node.items  # type: ignore[union-attr]
@@ -119,19 +156,30 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
 
 
 def _visit(
-    root: Expr, refs: dict[int, int], order: list, seen: set[int], ref_names: set[str]
+    root: Expr,
+    refs: dict[int, int],
+    order: list,
+    seen: set[int],
+    ref_names: set[str],
+    small: list,
 ) -> None:
     """Count references of inner nodes (one per parent, counted when the parent is first
     seen, and one per rule body) and append every inner node not seen before to ``order``
     in post-order (children last to first), without recursion; add the names leaves refer
     to to ``ref_names``. Leaves are neither counted nor ordered: they are never hoisted,
-    and skipping them halves the walk."""
+    and skipping them halves the walk. A node marked by :func:`mark_small` goes to
+    ``small`` the first time it is seen, its subtree unwalked (it holds no reference)."""
     t = type(root)
     if t is not Seq and t is not Choice and t is not Repeat:
         if t is RuleRef:
             ref_names.add(root.name)  # type: ignore[union-attr]
         return
     refs[id(root)] = refs.get(id(root), 0) + 1
+    if _SMALL_INFO in root.__dict__:
+        if id(root) not in seen:
+            seen.add(id(root))
+            small.append(root)
+        return
     stack: list = [root]
     while stack:
         node = stack.pop()
@@ -151,7 +199,11 @@ def _visit(
                 cid = id(c)
                 refs[cid] = refs.get(cid, 0) + 1
                 if cid not in seen:
-                    stack.append(c)
+                    if _SMALL_INFO in c.__dict__:
+                        seen.add(cid)
+                        small.append(c)
+                    else:
+                        stack.append(c)
             elif t is RuleRef:
                 ref_names.add(c.name)  # type: ignore[union-attr]
 
