@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from treegram.frontends.json_schema._pattern import outside_chars
 from treegram.ir import MAX_CODEPOINT, CharClass, Dfa, DfaLimitError, Repeat, Seq
 
-__all__ = ["Assertion", "has_assertions", "split_assertions", "read_assertions"]
+__all__ = [
+    "STAND_FIRST",
+    "Assertion",
+    "has_assertions",
+    "look_dfa",
+    "read_assertions",
+    "split_assertions",
+]
 
 # Stand-ins for the assertions in the text handed to the regex frontend (noncharacters).
 STAND_FIRST = 0xFDD0
@@ -217,7 +224,7 @@ def read_assertions(
                 index[key] = len(order)
                 order.append(key)
             row.append((lo, nxt - 1, index[key]))
-        rows.append(_merged(row))
+        rows.append(tuple(row))  # (trim below merges adjacent ranges of one target)
         accept.append(accepting(threads, prev_word))
     return Dfa(rows, accept).trim()
 
@@ -245,13 +252,3 @@ def _owe(look: Dfa, kind: str, k: int, x: int | None):
 
 def _is_word(cp: int) -> bool:
     return any(lo <= cp <= hi for lo, hi in _WORD)
-
-
-def _merged(row: list[tuple[int, int, int]]) -> tuple:
-    out: list[list[int]] = []
-    for lo, hi, t in row:
-        if out and out[-1][2] == t and out[-1][1] + 1 == lo:
-            out[-1][1] = hi
-        else:
-            out.append([lo, hi, t])
-    return tuple((a, b, c) for a, b, c in out)

@@ -128,7 +128,7 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
         branches = rest.pop("oneOf")
         conv.expanded.append(f"{ptr}/oneOf")
         shown = branches  # each branch where it is taken (its negations use it as written)
-        if conv.strict and not any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED):
+        if conv.strict and keyed:  # (keyed: no unevaluated* keyword)
             # Taken apart, a branch is merged beside derived parts (the others'
             # negations), which closes it to its own names, and the object around it is
             # closed before it: closed here to its names and the object's, with the object
@@ -141,7 +141,7 @@ def expand_logic(conv: ConversionContext, schema: dict, ptr: str) -> dict:
             conv.unsupported("oneOf", f"{ptr}/oneOf", "overlapping branches, compiled as anyOf")
             parts.append(_any_of(list(shown)))
         else:
-            if any(rest.get(k, True) not in (True, {}) for k in _UNEVALUATED):
+            if not keyed:  # the unevaluated* check below looks at these negations
                 negations.extend(
                     negate(conv, b, f"{ptr}/oneOf/{i}") for i, b in enumerate(branches)
                 )

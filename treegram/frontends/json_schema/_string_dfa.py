@@ -139,17 +139,12 @@ def _cached_pattern_dfa(pattern: str) -> Dfa:
     trailing = trailing_lookahead(pattern)
     if trailing is not None:  # p(?=X) searches like pX
         return _cached_pattern_dfa(trailing)
-    try:
-        if has_assertions(pattern):  # word boundaries, lookaheads elsewhere: markers
-            return marked_pattern_dfa(pattern)
-    except DfaLimitError as exc:
-        raise StringConstraintError("pattern", f"pattern {pattern!r}: {exc}") from None
-    except ValueError as exc:
-        raise StringConstraintError("pattern", str(exc)) from None
     # Alternatives grouped by their anchors: one Σ*(a|b|...)Σ* rather than a union of
     # searches, whose subsets would track every alternative separately.
     groups: dict[tuple[bool, bool], list[Expr]] = {}
     try:
+        if has_assertions(pattern):  # word boundaries, lookaheads elsewhere: markers
+            return marked_pattern_dfa(pattern)
         for alternative in split_alternatives(pattern):
             left, core, right = strip_anchors(alternative)
             if has_inner_anchor(core):
