@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq, grouped_by_key
+from treegram.kernels import splitmix as _mix
 
 __all__ = ["FlatIr", "build_nfa", "choice_sequences", "node_keys", "node_sizes", "tail_calls"]
 
@@ -315,15 +316,6 @@ def _csr(src, n_edges, n_states):
     keeping each state's edges in the order they were added."""
     ptr, order = grouped_by_key(src[:n_edges], n_states)
     return ptr.astype(np.int32), order
-
-
-@njit(nogil=True, cache=True)
-def _mix(h, v):
-    """One input word into a 64-bit hash state (a splitmix64 finalizer round)."""
-    z = h ^ (v + np.uint64(0x9E3779B97F4A7C15))
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 @njit(nogil=True, cache=True)

@@ -36,7 +36,7 @@ from treegram.kernels._layout import (
 from treegram.kernels._mask import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN, context_hash
 from treegram.kernels._ops import accept_token_entry, rollback_op
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
-from treegram.kernels._signature import state_signature
+from treegram.kernels._signature import splitmix, state_signature
 from treegram.kernels._slice_walk import MAX_FRAMES as SLICE_WALK_FRAMES
 from treegram.kernels._slice_walk import MAX_PAIRS as SLICE_WALK_PAIRS
 from treegram.kernels._slice_walk import MAX_SETS as SLICE_WALK_SETS
@@ -96,6 +96,7 @@ __all__ = [
     "MATCHERS",
     "REGISTRY_LOCK",
     "Registry",
+    "splitmix",
     "state_signature",
     "joint_byte_classes",
     "json_string_slice_dfa",

@@ -27,8 +27,9 @@ _M2 = np.uint64(0x94D049BB133111EB)
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _mix(h, v):
-    """Fold the word ``v`` into the running hash ``h`` (a splitmix64 finaliser round)."""
+def splitmix(h, v):
+    """Fold the word ``v`` into the running hash ``h`` (a splitmix64 finaliser round; the
+    automaton's node keys use it too)."""
     z = h ^ (np.uint64(v) + np.uint64(0x9E3779B97F4A7C15))
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
@@ -153,41 +154,41 @@ def state_signature(
     h0 = key0
     h1 = key1
     if ok:
-        h0 = _mix(h0, n)
-        h1 = _mix(h1, max_depth)
+        h0 = splitmix(h0, n)
+        h1 = splitmix(h1, max_depth)
         # the return points: the chain in order, then the top level in canonical order
-        h0 = _mix(h0, chain_targets.shape[0])
+        h0 = splitmix(h0, chain_targets.shape[0])
         for i in range(chain_targets.shape[0]):
-            h0 = _mix(h0, canon[chain_targets[i]])
-            h1 = _mix(h1, canon[chain_targets[i]] + 5)
+            h0 = splitmix(h0, canon[chain_targets[i]])
+            h1 = splitmix(h1, canon[chain_targets[i]] + 5)
         marks = np.empty(top_targets.shape[0], dtype=np.int64)
         for i in range(top_targets.shape[0]):
             marks[i] = canon[top_targets[i]]
         marks.sort()
-        h0 = _mix(h0, marks.shape[0])
+        h0 = splitmix(h0, marks.shape[0])
         for i in range(marks.shape[0]):
-            h0 = _mix(h0, marks[i])
-            h1 = _mix(h1, marks[i] + 3)
+            h0 = splitmix(h0, marks[i])
+            h1 = splitmix(h1, marks[i] + 3)
         for w in range(4):
             v = np.uint64(0)
             for b in range(64):
                 if follow[64 * w + b]:
                     v |= np.uint64(1) << np.uint64(b)
-            h0 = _mix(h0, v)
-            h1 = _mix(h1, v ^ np.uint64(w))
+            h0 = splitmix(h0, v)
+            h1 = splitmix(h1, v ^ np.uint64(w))
         n_rules_seen = 0
         for i in range(n):
             s = order[i]
             if depth[i] > max_depth:
-                h0 = _mix(h0, -1)
-                h1 = _mix(h1, -1)
+                h0 = splitmix(h0, -1)
+                h1 = splitmix(h1, -1)
                 continue
             r = A.state_rule[s]
             if rule_canon[r] < 0:
                 rule_canon[r] = n_rules_seen
                 n_rules_seen += 1
-            h0 = _mix(h0, rule_canon[r] * 2 + (1 if A.state_final[s] else 0))
-            h1 = _mix(h1, rule_canon[r] * 3 + (1 if A.state_final[s] else 0))
+            h0 = splitmix(h0, rule_canon[r] * 2 + (1 if A.state_final[s] else 0))
+            h1 = splitmix(h1, rule_canon[r] * 3 + (1 if A.state_final[s] else 0))
             if depth[i] < max_depth:
                 prev = -2
                 for q in range(n_runs):
@@ -195,10 +196,10 @@ def state_signature(
                     t = A.trans[s * A.n_classes + cls] if class_keep[cls] else -1
                     tc = canon[t] if t >= 0 else -1
                     if tc != prev:
-                        h0 = _mix(h0, run_lo[q] * 1000003 + tc)
-                        h1 = _mix(h1, tc * 257 + run_lo[q])
+                        h0 = splitmix(h0, run_lo[q] * 1000003 + tc)
+                        h1 = splitmix(h1, tc * 257 + run_lo[q])
                         prev = tc
-            h0 = _mix(h0, A.ref_ptr[s + 1] - A.ref_ptr[s])
+            h0 = splitmix(h0, A.ref_ptr[s + 1] - A.ref_ptr[s])
             for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
                 rr = A.ref_rule[e]
                 if rule_canon[rr] < 0:
@@ -208,8 +209,8 @@ def state_signature(
                     (rule_canon[rr] * 2 + (1 if A.rule_nullable[rr] else 0)) * 1000003
                     + canon[A.rule_start[rr]]
                 ) * 1000003 + canon[A.ref_target[e]]
-                h0 = _mix(h0, v)
-                h1 = _mix(h1, v + 1)
+                h0 = splitmix(h0, v)
+                h1 = splitmix(h1, v + 1)
     # reset the scratch for the next call
     for i in range(n):
         s = order[i]
