@@ -25,13 +25,13 @@ st = hypothesis.strategies
 def chart_shape(grammar: str, data: bytes) -> tuple[int, int]:
     """(items in the whole chart, items of the largest set) after reading ``data``."""
     ab = build_automaton(tg.Grammar.from_ebnf(grammar).ir).packed
-    items_s, items_o, set_starts = new_chart(256, len(data) + 3)
-    while start_chart(ab, items_s, items_o, set_starts) == OVERFLOW:
+    items_s, items_o, set_starts, text = new_chart(256, len(data) + 3)
+    while start_chart(ab, items_s, items_o, set_starts, text) == OVERFLOW:
         grown = 2 * items_s.size
         items_s, items_o = np.resize(items_s, grown), np.resize(items_o, grown)
     buf = np.frombuffer(data, dtype=np.uint8)
     while True:  # sets above the top are scratch, so a retry after growing starts over
-        top = accept_bytes(ab, items_s, items_o, set_starts, 0, buf, 0, buf.size)
+        top = accept_bytes(ab, items_s, items_o, set_starts, text, 0, buf, 0, buf.size)
         if top != OVERFLOW:
             break
         grown = 2 * items_s.size

@@ -87,7 +87,7 @@ class Automaton:
     state_rule : int32 [n_states]
         Owning rule of each state.
     state_final : uint8 [n_states]
-        1 if the rule may end in this state.
+        1 if the rule may end in this state; 2 in a unique rule (``Rule.unique``).
     byte_class : int32 [256]
         Byte to byte-equivalence-class id.
     n_classes : int
@@ -210,6 +210,7 @@ class Automaton:
             buf[layout.PACK_N_RULES] = self.n_rules
             buf[layout.PACK_N_CLASSES] = self.n_classes
             buf[layout.PACK_ROOT_RULE] = self.root_rule
+            buf[layout.PACK_UNIQUE] = int((self.state_final == 2).any())
             offset = layout.PACK_HEADER
             for k, part in enumerate(parts):
                 buf[layout.PACK_OFFSETS + k] = offset
@@ -650,10 +651,14 @@ def _build(ir: GrammarIR) -> Automaton:
     # a captured rule also keeps its calls of itself (each level is a completion to record).
     captured = {i for i, r in enumerate(ir.rules) if r.capture is not None or r.marker}
     lazy = {i for i, r in enumerate(ir.rules) if r.lazy}
+    # a unique rule's completions are compared by the matcher: it keeps its own states and
+    # is never merged with an equal rule that is not unique
+    unique = {i for i, r in enumerate(ir.rules) if r.unique}
     hot = (
         {i for i, r in enumerate(ir.rules) if r.temperature is not None or r.max_tokens}
         | captured
         | lazy
+        | unique
     )
     if hot:
         tail_cycles = {w: c - hot for w, c in tail_cycles.items() if c - hot}
@@ -792,6 +797,8 @@ def _build(ir: GrammarIR) -> Automaton:
     rule_start = base[:-1]
     state_final = np.concatenate([p[0] for p in parts])
     state_rule = np.repeat(np.arange(len(parts), dtype=np.int32), sizes)
+    if unique:  # their final states read 2 (``kernels._earley``)
+        state_final[np.isin(state_rule, list(unique)) & (state_final != 0)] = 2
     byte_ptr = _concat_ptr([p[1] for p in parts])
     lo = np.concatenate([p[2] for p in parts])
     hi = np.concatenate([p[3] for p in parts])
@@ -822,11 +829,18 @@ def _build(ir: GrammarIR) -> Automaton:
     rule_lookahead = np.full(len(bodies), -1, dtype=np.int32)
     for rid, lid in lookahead_of.items():
         rule_lookahead[rid] = lid
+    nullable = _nullable_rules(lists[0], lists[1], *ref_lists, lists[2])
+    for rid in unique:
+        if nullable[rid]:
+            raise GrammarError(
+                f"rule {bodies[rid][0]!r} is unique but matches the empty text "
+                "(a unique rule reads one JSON string)"
+            )
     return Automaton(
         rule_names=tuple(name for name, _ in bodies),
         root_rule=rule_ids[ir.root],
         rule_start=rule_start.astype(np.int32),
-        rule_nullable=_nullable_rules(lists[0], lists[1], *ref_lists, lists[2]),
+        rule_nullable=nullable,
         rule_lookahead=rule_lookahead,
         state_rule=state_rule,
         state_final=state_final,

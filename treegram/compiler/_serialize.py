@@ -59,7 +59,7 @@ __all__ = [
 
 
 MAGIC = b"TGRM"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5  # 5: state_final 2 marks the final states of unique rules
 
 # magic, version, total_size, n_sections, flags, n_rules, n_states, n_byte_classes,
 # root_rule, n_ref_edges, n_mask_classes, vocab_size, n_sorted_tokens, reserved
@@ -335,8 +335,16 @@ def _validate_automaton(s: dict, h: dict) -> tuple[tuple[str, ...], int]:
         "state_rule does not match the rules' state blocks",
     )
     _check(
-        _is_flag(s["rule_nullable"]) and _is_flag(s["state_final"]) and _is_flag(s["rule_follow"]),
+        _is_flag(s["rule_nullable"]) and _is_flag(s["rule_follow"]),
         "a flag array holds a value other than 0/1",
+    )
+    final = s["state_final"]
+    # 2 marks a unique rule's final states (all of them): every rule's finals read alike
+    _check(final.shape[0] == 0 or int(final.max()) <= 2, "state_final holds a value above 2")
+    unique_rules = state_rule[final == 2]
+    _check(
+        not np.isin(state_rule[final == 1], unique_rules).any(),
+        "a unique rule has a final state not marked 2",
     )
 
     la = s["rule_lookahead"]

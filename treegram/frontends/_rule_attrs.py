@@ -21,6 +21,12 @@ here: the rule body (inlined the same way) becomes a code point automaton
 
 Both need a rule whose text is characters: a recursive rule or a token-id element
 (``Token(...)``, ``<|name|>``: no text before a vocabulary gives it one) is refused.
+
+``unique`` (treegram's own, what JSON Schema's ``uniqueItems`` over strings compiles to)
+does not change the rule's language either: it is kept on the rule
+(:attr:`~treegram.ir.Rule.unique`) and makes the matcher refuse a completion of the rule
+whose text, decoded as a JSON string, equals that of an earlier completion taken by the
+same occurrence of the calling rule. The rule must not derive the empty text.
 """
 
 from __future__ import annotations
@@ -49,7 +55,16 @@ _MARKER_KEYS = frozenset(
     for form in ("bytes", "text", "before_bytes", "split")
 )
 RULE_ATTRIBUTES = frozenset(
-    {"lazy", "max_chars", "max_tokens", "temperature", "capture", "stop_capture", *_MARKER_KEYS}
+    {
+        "lazy",
+        "max_chars",
+        "max_tokens",
+        "temperature",
+        "capture",
+        "stop_capture",
+        "unique",
+        *_MARKER_KEYS,
+    }
 )
 #: The largest token budget of an EBNF rule (Lark's own limit, 1,000,000, is checked by the
 #: Lark parser; structural tags' any_text allows up to 2**31 - 1 and prints as EBNF).
@@ -66,7 +81,7 @@ class RuleAttributeError(ValueError):
 
 
 def parse_rule_attributes(text: str) -> dict[str, object]:
-    """Parse the inside of ``[...]``: ``lazy``, ``max_chars=N``, ``temperature=T``,
+    """Parse the inside of ``[...]``: ``lazy``, ``unique``, ``max_chars=N``, ``temperature=T``,
     ``capture`` / ``capture="name"`` (``True``: the rule's own name) and a capture
     marker (``capture_hidden_{suffix,stop}_{bytes=N,text="...",before_bytes=N}``, with
     ``stop_capture="name"``; key ``"marker"``), comma separated."""
@@ -90,9 +105,9 @@ def parse_rule_attributes(text: str) -> dict[str, object]:
             marker[key] = value
         elif key == "capture":
             attrs[key] = parse_capture_name(value) if eq else True
-        elif key == "lazy":
+        elif key in ("lazy", "unique"):
             if eq:
-                raise RuleAttributeError("rule attribute 'lazy' takes no value")
+                raise RuleAttributeError(f"rule attribute {key!r} takes no value")
             attrs[key] = True
         elif key == "temperature":
             attrs[key] = parse_temperature(value)
@@ -221,6 +236,8 @@ def apply_rule_attributes(
             rule = replace(rule, marker=a.pop("marker"))  # type: ignore[arg-type]
         if "max_tokens" in a:
             rule = replace(rule, max_tokens=int(a.pop("max_tokens")))  # type: ignore[call-overload]
+        if a.pop("unique", False):
+            rule = replace(rule, unique=True)
         if not a:
             out.append(rule)
             continue

@@ -148,7 +148,10 @@ class Rule:
     matches (committed-shortest matching); the body must call no rule, and the automaton
     builder applies it. ``tokens`` makes the rule a token-id element (:class:`TokenSet`):
     it reads one whole token by id, never bytes, and its ``body`` (an empty
-    :class:`CharClass`) is not used; :func:`token_rule` builds one."""
+    :class:`CharClass`) is not used; :func:`token_rule` builds one. ``unique`` (JSON
+    Schema's ``uniqueItems``): the body reads one JSON string, never the empty text, and
+    the completions of the rule that one occurrence of a caller's rule takes must decode to
+    pairwise different strings (the matcher compares each with the earlier ones)."""
 
     name: str
     body: Expr
@@ -159,6 +162,7 @@ class Rule:
     max_tokens: int | None = None
     lazy: bool = False
     tokens: TokenSet | None = None
+    unique: bool = False
 
 
 def token_rule(tokens: TokenSet) -> Rule:

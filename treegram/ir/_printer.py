@@ -251,6 +251,8 @@ def _grammar_to_ebnf(ir: GrammarIR) -> str:
             parts.extend(_marker_attributes(rule.marker))
         if rule.lazy:
             parts.append("lazy")
+        if rule.unique:
+            parts.append("unique")
         attrs = f"[{', '.join(parts)}]" if parts else ""
         line = f"{_name(rule.name)}{attrs} ::= {_expr(rule.body, _CHOICE, toks, memo)}"
         if rule.lookahead is not None:

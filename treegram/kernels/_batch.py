@@ -5,7 +5,7 @@ rows of the registry tables (``treegram.kernels._registry``) of (address, length
 
 * grammar row (``_layout.GRAMMAR_ROW``): packed automaton, state_class, cls_meta [n, 5],
   acc_pool, unc_pool, sv_ids, sv_offsets, sv_data, tok_offsets, tok_data;
-* matcher row (``_layout.MATCHER_ROW``): items_s, items_o, set_starts, meta, hist, stop_ids,
+* matcher row (``_layout.MATCHER_ROW``): items_s, items_o, set_starts, text, meta, hist, stop_ids,
   bufs [2, cap], memo_key [2, cap], memo_meta, memo_row, cand,
 
 which :func:`_grammar` / :func:`_matcher` turn back into arrays without reference counts
@@ -88,17 +88,18 @@ def _matcher(mtab, m):
             view_i32(r[0], r[_M], 0),
             view_i32(r[1], r[_M + 1], 0),
             view_i32(r[2], r[_M + 2], 0),
+            view_u8(r[3], r[_M + 3], 0),
         ),
-        view_i64(r[3], r[_M + 3], 0),
-        view_i32(r[4], r[_M + 4], 0),
+        view_i64(r[4], r[_M + 4], 0),
         view_i32(r[5], r[_M + 5], 0),
+        view_i32(r[6], r[_M + 6], 0),
     )
     scratch = Scratch(
-        view_i32_2d(r[6], 2, r[_M + 6]),
         view_i32_2d(r[7], 2, r[_M + 7]),
-        view_i64(r[8], r[_M + 8], 0),
-        view_i32(r[9], r[_M + 9], 0),
+        view_i32_2d(r[8], 2, r[_M + 8]),
+        view_i64(r[9], r[_M + 9], 0),
         view_i32(r[10], r[_M + 10], 0),
+        view_i32(r[11], r[_M + 11], 0),
     )
     return state, scratch
 
@@ -110,19 +111,19 @@ def _matcher_own(mtab, m):
     check's seen flags, stack and report)."""
     r = mtab[m]
     vocab = Vocab(
-        view_i32_ro(r[11], r[_M + 11], 0),  # read-only, as in the grammar row's views
-        view_i64_ro(r[12], r[_M + 12], 0),
-        view_u8_ro(r[13], r[_M + 13], 0),
-        view_i64(r[14], r[_M + 14], 0),
-        view_u8(r[15], r[_M + 15], 0),
+        view_i32_ro(r[12], r[_M + 12], 0),  # read-only, as in the grammar row's views
+        view_i64_ro(r[13], r[_M + 13], 0),
+        view_u8_ro(r[14], r[_M + 14], 0),
+        view_i64(r[15], r[_M + 15], 0),
+        view_u8(r[16], r[_M + 16], 0),
     )
     walk = (
-        view_i32(r[16], r[_M + 16], 0),
-        view_i64(r[17], r[_M + 17], 0),
+        view_i32(r[17], r[_M + 17], 0),
         view_i64(r[18], r[_M + 18], 0),
-        view_bool(r[19], r[_M + 19], 0),
-        view_i64(r[20], r[_M + 20], 0),
+        view_i64(r[19], r[_M + 19], 0),
+        view_bool(r[20], r[_M + 20], 0),
         view_i64(r[21], r[_M + 21], 0),
+        view_i64(r[22], r[_M + 22], 0),
     )
     return vocab, walk
 

@@ -8,7 +8,11 @@ For an automaton state ``s`` of rule ``R``, every token is one of
   ``R`` on the way;
 * UNCERTAIN: otherwise - some path finishes ``R`` with bytes left over whose first byte
   may follow ``R`` (its LL(1) follow set), so the answer depends on the callers and is
-  decided at mask time with the full chart.
+  decided at mask time with the full chart. So is every token that would be ACCEPTED
+  through a completion of a unique rule (``Rule.unique``): whether the completion counts
+  depends on the text read before (``kernels._earley``), which a classification does not
+  see. (A token rejected with every completion taken stays REJECTED: a repeat only takes
+  paths away.)
 
 The walk runs an Earley chart seeded with the single item ``(s, origin=0)`` where set 0
 is an empty *virtual* set that stands for the unknown caller; an item with origin 0 that
@@ -36,6 +40,7 @@ from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT, Chart
 from ._slices import bytes_off_loop, loops_below
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
+_NO_TEXT = np.zeros(0, dtype=np.uint8)  # the scratch chart's: no text before the seed
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -73,6 +78,26 @@ def _rule_ends(state_final, chart, pos):
     return False
 
 
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _read_whole(acc, unc, n_acc, n_unc, lo, hi, repeats):
+    """Tokens ``lo .. hi - 1``, read whole: ACCEPTED, or UNCERTAIN through a unique rule's
+    completion. Returns the new counts."""
+    out, n = (unc, n_unc) if repeats else (acc, n_acc)
+    for p in range(lo, hi):
+        out[n] = p
+        n += 1
+    return (n_acc, n) if repeats else (n, n_unc)
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def _unique_ends(state_final, chart, pos):
+    """Whether a unique rule completes in set ``pos`` (an item in a final state marked 2)."""
+    for j in range(chart.set_starts[pos], chart.set_starts[pos + 1]):
+        if state_final[chart.items_s[j]] == 2:
+            return True
+    return False
+
+
 @njit(nogil=True, cache=True)
 def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, limits, skip, loops):
     """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
@@ -96,8 +121,8 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
         ``node_end``, ``node_first``, ``node_tok_lo``, ``node_tok_hi``).
     chart_arrays : tuple
         Scratch chart, the plain tuple of a ``_layout.Chart`` (int32 arrays holding at least
-        the context and the seed); ``set_starts`` needs ``max_token_len + 4 + len(context)``
-        entries.
+        the context and the seed, and an empty text); ``set_starts`` needs
+        ``max_token_len + 4 + len(context)`` entries.
     out : (int32 [n_tokens], int32 [n_tokens])
         ``(acc, unc)``: receive the sorted positions of the ACCEPTED and of the UNCERTAIN
         tokens, in increasing order; every other token is REJECTED.
@@ -135,7 +160,8 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     state_final = A.state_final
     node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi = trie
     chart = Chart(*chart_arrays)
-    items_s, items_o, set_starts = chart
+    items_s, items_o, set_starts, _ = chart
+    unique = A.unique != 0
     acc, unc = out
     budget, deadline, clock = limits
     skip_bits, skip_leads, excluded, skip_reach = skip
@@ -176,6 +202,12 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     # read next may follow R; a token that fails below such a node depends on the callers.
     ends = np.zeros(set_starts.shape[0], dtype=np.bool_)
     unsure = np.zeros(set_starts.shape[0], dtype=np.bool_)
+    # repeats[d]: a unique rule completed on the path to depth d: a token read through it
+    # is UNCERTAIN where it would be ACCEPTED. A completion in the seed's own set was
+    # checked on the real chart already, but in a context it stepped every caller, where
+    # the chart may have stepped only some: there, it counts too.
+    repeats = np.zeros(set_starts.shape[0], dtype=np.bool_)
+    repeats[0] = unique and base > 1 and _unique_ends(state_final, chart, base)
     # A scan depends on the byte's class only, so siblings of one class share its outcome.
     # parent[d] stamps the set the depth-d nodes are read from (a new stamp each time that
     # set is rebuilt); seen[d * n_classes + c] is +stamp after class c was read from it, and
@@ -235,6 +267,9 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
                 stamps += 1
                 parent[d + 1] = stamps
                 ends[d] = _rule_ends(state_final, chart, base + d)
+                repeats[d] = repeats[d - 1] or (
+                    unique and _unique_ends(state_final, chart, base + d)
+                )
         if st == REJECT:
             # The whole subtree fails at this byte, with the same verdict.
             if u:
@@ -252,14 +287,12 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
                 items_s, set_starts[base + d], set_starts[base + d + 1], k,
             )
         ):  # fmt: skip
-            for p in range(node_first[k], node_first[node_end[k]]):
-                acc[n_acc] = p
-                n_acc += 1
+            lo, hi = node_first[k], node_first[node_end[k]]
+            n_acc, n_unc = _read_whole(acc, unc, n_acc, n_unc, lo, hi, repeats[d])
             k = node_end[k]
             continue
-        for p in range(node_tok_lo[k], node_tok_hi[k]):
-            acc[n_acc] = p
-            n_acc += 1
+        lo, hi = node_tok_lo[k], node_tok_hi[k]
+        n_acc, n_unc = _read_whole(acc, unc, n_acc, n_unc, lo, hi, repeats[d])
         k += 1
     return 0, n_acc, n_unc
 
@@ -328,7 +361,7 @@ def classify(
             n_top,
             follow,
             trie,
-            (items_s, items_o, set_starts),
+            (items_s, items_o, set_starts, _NO_TEXT),
             (acc, unc),
             (budget, deadline, clock),
             skip,

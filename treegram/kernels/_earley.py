@@ -10,6 +10,14 @@ rule also steps over the call), so no completion ever targets the set being buil
 Kernels take the unpacked automaton ``A`` (an ``_layout.AutomatonArrays``) and the chart
 as one ``_layout.Chart`` bundle.
 
+Unique rules (``Rule.unique``, JSON Schema's ``uniqueItems`` over strings): a final state
+of such a rule is marked 2 in ``state_final``. A completion of the rule advances a caller
+only when its text, decoded as a JSON string, differs from the text of every earlier
+completion called by the same occurrence of the caller's rule (the same rule begun in the
+same set); a scan that would complete it for no caller adds nothing. The chart keeps the
+bytes it read (``Chart.text``) for this; a classification walk's scratch chart has none, and
+marks every token that reaches such a completion UNCERTAIN instead (``kernels._classify``).
+
 Every function returns a negative status instead of raising: ``OVERFLOW`` when the caller
 must grow the arrays and retry, ``REJECT`` when the input does not match.
 """
@@ -24,6 +32,7 @@ from ._layout import (
     PACK_N_CLASSES,
     PACK_OFFSETS,
     PACK_ROOT_RULE,
+    PACK_UNIQUE,
     REJECT,
     AutomatonArrays,
     Chart,
@@ -45,18 +54,166 @@ def add_item(items_s, items_o, set_lo, n, s, o):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _complete(A, chart, lo, n, callers_lo, callers_hi, r):
-    """Complete rule ``r``: add to the set at ``lo`` (ending at ``n``) of ``chart`` every
-    item of ``items[callers_lo:callers_hi]`` that calls ``r``, stepped over the call.
+def _add_step(A, chart, lo, n, t, o, pos):
+    """``add_item`` of ``(t, o)`` to set ``pos`` (starting at ``lo``) of ``chart``, an item
+    reached by a byte or a completed call; left out when ``t`` completes a unique rule that
+    no caller may take (each has read the same text before): the text is a dead end."""
+    unique = A.unique and A.state_final[t] == 2 and chart.text.shape[0] > 0
+    if unique and _unique_callers(A, chart, o, pos, A.state_rule[t]) == 0:
+        return n
+    return add_item(chart.items_s, chart.items_o, lo, n, t, o)
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _complete(A, chart, lo, n, callers_lo, callers_hi, r, pos):
+    """Complete rule ``r``: add to set ``pos`` (starting at ``lo``, ending at ``n``) of
+    ``chart`` every item of ``items[callers_lo:callers_hi]`` that calls ``r``, stepped over
+    the call.
 
     Returns the new end of the set, or OVERFLOW.
     """
-    items_s, items_o, _ = chart
+    items_s, items_o, _, _ = chart
     for j in range(callers_lo, callers_hi):
         s = items_s[j]
         for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
             if A.ref_rule[e] == r:
-                n = add_item(items_s, items_o, lo, n, A.ref_target[e], items_o[j])
+                n = _add_step(A, chart, lo, n, A.ref_target[e], items_o[j], pos)
+                if n < 0:
+                    return n
+    return n
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _hex4(text, i):
+    """The value of the four hex digits at ``text[i:i + 4]``."""
+    v = 0
+    for q in range(i, i + 4):
+        c = np.int64(text[q])
+        v = v * 16 + (c - 48 if c <= 57 else (c | 32) - 87)
+    return v
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _json_char(text, i, hi):
+    """The code point of the JSON string character at ``text[i]`` (``i < hi``) and where
+    the next one starts: escapes decoded, a surrogate pair of ``\\u`` escapes read as one
+    character. Never reads at or past ``hi`` (a rule body that is no JSON string, from a
+    hand-written grammar, compares as whatever its bytes decode to)."""
+    b = np.int64(text[i])
+    if b == 92 and i + 1 < hi:  # a backslash
+        e = np.int64(text[i + 1])
+        if e == 117 and i + 6 <= hi:  # \uXXXX
+            cp = _hex4(text, i + 2)
+            i += 6
+            if 0xD800 <= cp < 0xDC00 and i + 6 <= hi and text[i] == 92 and text[i + 1] == 117:
+                low = _hex4(text, i + 2)
+                if 0xDC00 <= low < 0xE000:
+                    return 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00), i + 6
+            return cp, i
+        if e == 98:
+            return 8, i + 2
+        if e == 102:
+            return 12, i + 2
+        if e == 110:
+            return 10, i + 2
+        if e == 114:
+            return 13, i + 2
+        if e == 116:
+            return 9, i + 2
+        return e, i + 2  # \" \\ \/
+    n = 1 if b < 0xC0 else (2 if b < 0xE0 else (3 if b < 0xF0 else 4))
+    if n == 1 or i + n > hi:
+        return b, i + 1
+    cp = b & (0xFF >> (n + 1))
+    for q in range(i + 1, i + n):
+        cp = (cp << 6) | (text[q] & 0x3F)
+    return cp, i + n
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _same_string(text, a, a_end, b, b_end):
+    """Whether the JSON strings ``text[a:a_end]`` and ``text[b:b_end]`` decode to the same
+    characters."""
+    while a < a_end and b < b_end:
+        x = text[a]
+        if x == text[b] and x < 0x80 and x != 92:
+            a += 1
+            b += 1
+            continue
+        cx, a = _json_char(text, a, a_end)
+        cy, b = _json_char(text, b, b_end)
+        if cx != cy:
+            return False
+    return a == a_end and b == b_end
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _calls(A, s, r):
+    """Whether state ``s`` calls rule ``r``."""
+    for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):  # noqa: SIM110 - numba: no generators
+        if A.ref_rule[e] == r:
+            return True
+    return False
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def repeats_sibling(A, chart, caller_rule, a, r, k, pos):
+    """Whether the completion of unique rule ``r`` over sets ``k .. pos`` of ``chart``
+    reads the same JSON string as an earlier completion of ``r`` called by the occurrence
+    of ``caller_rule`` begun in set ``a``: one whose call an item ``(s, a)`` of that rule
+    made in a set ``o`` (``a < o < k``) and which completed before set ``k``. A unique rule
+    reads one JSON string, so each call completes at one set at most."""
+    items_s, items_o, set_starts, text = chart
+    for o in range(a + 1, k):
+        called = False
+        for j in range(set_starts[o], set_starts[o + 1]):
+            s = items_s[j]
+            if items_o[j] == a and A.state_rule[s] == caller_rule and _calls(A, s, r):
+                called = True
+                break
+        if not called:
+            continue
+        for p in range(o + 2, k):
+            done = False
+            for j in range(set_starts[p], set_starts[p + 1]):
+                f = items_s[j]
+                if items_o[j] == o and A.state_final[f] == 2 and A.state_rule[f] == r:
+                    done = True
+                    break
+            if done:
+                if _same_string(text, o, p, k, pos):
+                    return True
+                break
+    return False
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _unique_callers(A, chart, k, pos, r):
+    """How many items of set ``k`` call unique rule ``r`` and may take its completion over
+    sets ``k .. pos`` (their occurrence has no earlier completion with the same text)."""
+    items_s, items_o, set_starts, _ = chart
+    m = 0
+    for j in range(set_starts[k], set_starts[k + 1]):
+        s = items_s[j]
+        if _calls(A, s, r):
+            m += not repeats_sibling(A, chart, A.state_rule[s], items_o[j], r, k, pos)
+    return m
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _complete_unique(A, chart, lo, n, k, pos, r):
+    """``_complete`` of unique rule ``r`` over sets ``k .. pos``: each caller steps over
+    the call unless its occurrence read the same text in an earlier call."""
+    items_s, items_o, set_starts, _ = chart
+    for j in range(set_starts[k], set_starts[k + 1]):
+        s = items_s[j]
+        if not _calls(A, s, r):
+            continue
+        if repeats_sibling(A, chart, A.state_rule[s], items_o[j], r, k, pos):
+            continue
+        for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
+            if A.ref_rule[e] == r:
+                n = _add_step(A, chart, lo, n, A.ref_target[e], items_o[j], pos)
                 if n < 0:
                     return n
     return n
@@ -69,7 +226,7 @@ def closure(A, chart, pos, lo, n):
 
     Returns the new end of the set, or OVERFLOW.
     """
-    items_s, items_o, set_starts = chart
+    items_s, items_o, set_starts, _ = chart
     j = lo
     while j < n:
         s = items_s[j]
@@ -80,11 +237,15 @@ def closure(A, chart, pos, lo, n):
             if n < 0:
                 return n
             if A.rule_nullable[r]:
-                n = add_item(items_s, items_o, lo, n, A.ref_target[e], k)
+                n = _add_step(A, chart, lo, n, A.ref_target[e], k, pos)
                 if n < 0:
                     return n
         if A.state_final[s] and k < pos:
-            n = _complete(A, chart, lo, n, set_starts[k], set_starts[k + 1], A.state_rule[s])
+            r = A.state_rule[s]
+            if A.state_final[s] == 2 and chart.text.shape[0] > 0:
+                n = _complete_unique(A, chart, lo, n, k, pos, r)
+            else:
+                n = _complete(A, chart, lo, n, set_starts[k], set_starts[k + 1], r, pos)
             if n < 0:
                 return n
         j += 1
@@ -99,15 +260,17 @@ def scan_byte(A, chart, pos, b):
     ``set_starts[pos + 2]`` and returns it; returns REJECT if no item reads ``b``
     (nothing is written then), or OVERFLOW.
     """
-    items_s, items_o, set_starts = chart
+    items_s, items_o, set_starts, text = chart
     lo = set_starts[pos]
     hi = set_starts[pos + 1]
     c = A.byte_class[b]
     n = hi
+    if text.shape[0] > 0:
+        text[pos] = b
     for j in range(lo, hi):
         t = A.trans[items_s[j] * A.n_classes + c]
         if t >= 0:
-            n = add_item(items_s, items_o, hi, n, t, items_o[j])
+            n = _add_step(A, chart, hi, n, t, items_o[j], pos + 1)
             if n < 0:
                 return n
     if n == hi:
@@ -224,7 +387,7 @@ def scan_token(A, chart, top, new_top, token, n_bytes):
             r = tokens[2 + k]
             if A.rule_start[r] != s or not _in_token_set(tokens, k, token):
                 continue
-            n = _complete(A, chart, lo, n, t_lo, t_hi, r)  # its callers in set top
+            n = _complete(A, chart, lo, n, t_lo, t_hi, r, pos)  # its callers in set top
             if n < 0:
                 return n
     if n == n_old:  # no token rule read it, or the bytes' set held every completion
@@ -245,7 +408,7 @@ def scan_token(A, chart, top, new_top, token, n_bytes):
 def init_chart(A, chart, root_rule):
     """Write set 0 of ``chart``: the root rule's start item and its closure. Returns 0 or
     OVERFLOW."""
-    items_s, items_o, set_starts = chart
+    items_s, items_o, set_starts, _ = chart
     set_starts[0] = 0
     items_s[0] = A.rule_start[root_rule]
     items_o[0] = 0
@@ -259,7 +422,7 @@ def init_chart(A, chart, root_rule):
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def can_end(A, chart, pos, root_rule):
     """Whether the root rule is complete at set ``pos`` of ``chart``."""
-    items_s, items_o, set_starts = chart
+    items_s, items_o, set_starts, _ = chart
     for j in range(set_starts[pos], set_starts[pos + 1]):
         s = items_s[j]
         if items_o[j] == 0 and A.state_final[s] and A.state_rule[s] == root_rule:
@@ -283,31 +446,33 @@ def unpack(ab):
         ab[ab[o + 7] : ab[o + 8]],
         ab[ab[o + 8] : ab[o + 9]],
         ab[ab[o + 9] : ab[o + 10]],
+        ab[PACK_UNIQUE],
     )
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def accept_bytes(ab, items_s, items_o, set_starts, top, data, lo, hi):
+def accept_bytes(ab, items_s, items_o, set_starts, text, top, data, lo, hi):
     """``scan_bytes`` on a packed automaton: the matcher's accept entry point."""
-    return scan_bytes(unpack(ab), Chart(items_s, items_o, set_starts), top, data, lo, hi)
+    return scan_bytes(unpack(ab), Chart(items_s, items_o, set_starts, text), top, data, lo, hi)
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def start_chart(ab, items_s, items_o, set_starts):
+def start_chart(ab, items_s, items_o, set_starts, text):
     """``init_chart`` on a packed automaton for its root rule."""
-    return init_chart(unpack(ab), Chart(items_s, items_o, set_starts), ab[PACK_ROOT_RULE])
+    return init_chart(unpack(ab), Chart(items_s, items_o, set_starts, text), ab[PACK_ROOT_RULE])
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def chart_can_end(ab, items_s, items_o, set_starts, top):
+def chart_can_end(ab, items_s, items_o, set_starts, text, top):
     """``can_end`` on a packed automaton for its root rule."""
-    return can_end(unpack(ab), Chart(items_s, items_o, set_starts), top, ab[PACK_ROOT_RULE])
+    return can_end(unpack(ab), Chart(items_s, items_o, set_starts, text), top, ab[PACK_ROOT_RULE])
 
 
 def new_chart(item_capacity: int = 256, set_capacity: int = 64):
-    """Allocate empty chart arrays."""
+    """Allocate empty chart arrays (``Chart``'s: items, sets and text)."""
     return (
         np.zeros(item_capacity, dtype=np.int32),
         np.zeros(item_capacity, dtype=np.int32),
         np.zeros(set_capacity, dtype=np.int32),
+        np.zeros(set_capacity, dtype=np.uint8),
     )

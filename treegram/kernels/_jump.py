@@ -67,7 +67,7 @@ def forced_bytes(A, root_rule, chart, top, fb, limit, seen, by_id):
 
 
 @njit(nogil=True, cache=True)
-def jump_forward(ab, items_s, items_o, set_starts, top, out):
+def jump_forward(ab, items_s, items_o, set_starts, text, top, out):
     """Write into ``out`` the longest byte string forced from set ``top``: stop where the
     grammar may end or where more than one byte may follow (token-id elements are not
     text: the forced bytes read past them). Uses the chart above ``top`` as scratch.
@@ -76,7 +76,7 @@ def jump_forward(ab, items_s, items_o, set_starts, top, out):
     return forced_bytes(
         unpack(ab),
         ab[PACK_ROOT_RULE],
-        Chart(items_s, items_o, set_starts),
+        Chart(items_s, items_o, set_starts, text),
         top,
         out,
         out.shape[0],

@@ -44,7 +44,7 @@ argument in Python, about 1 us per call, against some 25 ns per plain array).
 
 ===================  =======================================================================
 ``AutomatonArrays``  the unpacked automaton ``A`` (above)
-``Chart``            an Earley chart: ``items_s``, ``items_o``, ``set_starts``
+``Chart``            an Earley chart: ``items_s``, ``items_o``, ``set_starts``, ``text``
 ``MatcherState``     a matcher's position: its ``chart``, ``meta``, ``hist``, ``stop_ids``
 ``Scratch``          a matcher's mask scratch: ``bufs``, the memo, ``cand``
 ``Classes``          a grammar's token classes (``MaskStore.snapshot()``)
@@ -110,6 +110,7 @@ __all__ = [
     "PACK_N_CLASSES",
     "PACK_ROOT_RULE",
     "PACK_OFFSETS",
+    "PACK_UNIQUE",
     "PACK_HEADER",
     "GRAMMAR_ROW",
     "GRAMMAR_LENGTH_AXES",
@@ -160,6 +161,9 @@ class AutomatonArrays(NamedTuple):
     # int32: the token sets of token-id rules, ``[n, n_words, rule ids..., n bitsets]``
     # (``Automaton.token_bits``; ``[0, 0]`` for a grammar without any)
     tokens: np.ndarray
+    # 1 when some rule's completions must differ from their siblings' (``Rule.unique``):
+    # a mask then depends on the text read, not on the chart's items alone
+    unique: int
 
 
 # Positions of those fields, for Python code that indexes ``Automaton.arrays()`` (the first
@@ -177,8 +181,10 @@ A_REF_TARGET = 9
 A_TOKENS = 10
 
 # ---- bundles (see the module docstring); fields in the orders of the registry rows below
-Chart = namedtuple("Chart", ["items_s", "items_o", "set_starts"])
-"""Earley chart: item states and origins (int32 [cap]), set ``i`` at ``set_starts[i]``."""
+Chart = namedtuple("Chart", ["items_s", "items_o", "set_starts", "text"])
+"""Earley chart: item states and origins (int32 [cap]), set ``i`` at ``set_starts[i]``, and
+the byte read after set ``i`` at ``text[i]`` (uint8, as long as ``set_starts``; empty in a
+classification walk's scratch chart, which has no text before its seed)."""
 MatcherState = namedtuple("MatcherState", ["chart", "meta", "hist", "stop_ids"])
 """A matcher's position: its ``Chart``, ``meta`` int64 [4] (``M_*``), ``hist`` int32 [cap]
 (the top set before each step) and ``stop_ids`` int32."""
@@ -209,6 +215,7 @@ PACK_N_RULES = 1
 PACK_N_CLASSES = 2
 PACK_ROOT_RULE = 3
 PACK_OFFSETS = 4  # PACK_OFFSETS + k: start of packed array k (k = 0..9), then the end
+PACK_UNIQUE = 15  # 1 when a rule is unique (``AutomatonArrays.unique``)
 PACK_HEADER = 16  # header words in all
 
 # (name, length axis) of each array of a grammar row: the packed automaton
@@ -227,15 +234,17 @@ _GRAMMAR_FIELDS = (
     ("tok_data", 0),
 )
 # (name, length axis) of each array of a matcher row (``GrammarMatcher._state_arrays``):
-# the Earley chart, the meta fields, the history, the stop tokens, and the scratch arrays
-# (bufs and memo_key are [2, cap]: their length is along axis 1); then what only the scalar
-# entry points read (``kernels._batch``, ``*_slot``): the vocabulary the matcher holds (the
-# grammar row's, fixed) and the scratch of a scalar traversal (its stack int32, clock int64
-# [2], root int64 [1], then the tree check's seen flags bool, stack int64 and report int64).
+# the Earley chart (its text uint8), the meta fields, the history, the stop tokens, and the
+# scratch arrays (bufs and memo_key are [2, cap]: their length is along axis 1); then what
+# only the scalar entry points read (``kernels._batch``, ``*_slot``): the vocabulary the
+# matcher holds (the grammar row's, fixed) and the scratch of a scalar traversal (its stack
+# int32, clock int64 [2], root int64 [1], then the tree check's seen flags bool, stack int64
+# and report int64).
 _MATCHER_FIELDS = (
     ("items_s", 0),
     ("items_o", 0),
     ("set_starts", 0),
+    ("text", 0),
     ("meta", 0),
     ("hist", 0),
     ("stop_ids", 0),
@@ -261,5 +270,5 @@ GRAMMAR_LENGTH_AXES = tuple(axis for _, axis in _GRAMMAR_FIELDS)
 MATCHER_ROW = tuple(name for name, _ in _MATCHER_FIELDS)
 MATCHER_LENGTH_AXES = tuple(axis for _, axis in _MATCHER_FIELDS)
 N_GRAMMAR_ARRAYS = 10
-N_MATCHER_ARRAYS = 22
+N_MATCHER_ARRAYS = 23
 assert len(GRAMMAR_ROW) == N_GRAMMAR_ARRAYS and len(MATCHER_ROW) == N_MATCHER_ARRAYS

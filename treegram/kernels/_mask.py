@@ -220,7 +220,7 @@ def collect_classes(A, root, classes, chart, top, bufs):
     """
     state_class = classes.state_class
     cls_meta = classes.cls_meta
-    items_s, items_o, set_starts = chart
+    items_s, items_o, set_starts, _ = chart
     n_states = A.state_rule.shape[0]
     n_cls = 0
     n_missing = np.int64(0)  # not a literal: one specialization of context_class
@@ -233,7 +233,10 @@ def collect_classes(A, root, classes, chart, top, bufs):
         first = c <= CONTEXT_FIRST  # marked; below the mark: with its own class too
         if c < CONTEXT_FIRST:
             c = CONTEXT_FIRST - 1 - c
-        if o < top and (first or (c >= 0 and cls_meta[c, 4] >= CONTEXT_MIN_UNCERTAIN)):
+        # (not after a unique rule's completion: its context classes would assume every
+        # caller took it, while the chart's may have refused it as a repeat)
+        wide = first or (c >= 0 and cls_meta[c, 4] >= CONTEXT_MIN_UNCERTAIN)
+        if o < top and wide and not (A.unique and A.state_final[s] == 2):
             # try the class of this state in its context (the key is written after the
             # requests, and becomes one if it is missing)
             n = _context_key(A, chart, s, o, bufs, n_missing, first)
@@ -374,7 +377,8 @@ def fill_row(G, M, S, out, r):
             _set_bit(out, r, t)
         else:
             out[r, t >> 5] &= ~(np.int32(1) << np.int32(t & 31))
-    memo_store(chart, top, S, out, r)
+    if not A.unique:  # with unique rules, equal items may have read different texts
+        memo_store(chart, top, S, out, r)
     return 0
 
 
@@ -433,7 +437,7 @@ def memo_lookup(chart, top, S):
 
     The key is the top set's items, with origins equal to the top written as -1; any other
     origin must be at or below the floor so that the sets it reaches are the same."""
-    items_s, items_o, set_starts = chart
+    items_s, items_o, set_starts, _ = chart
     memo_key = S.memo_key
     memo_meta = S.memo_meta
     lo = set_starts[top]
@@ -458,7 +462,7 @@ def memo_lookup(chart, top, S):
 def memo_store(chart, top, S, out, r):
     """Remember row ``r`` of ``out`` as the mask of set ``top`` (skipped if the set is too
     large for the key)."""
-    items_s, items_o, set_starts = chart
+    items_s, items_o, set_starts, _ = chart
     memo_key = S.memo_key
     memo_meta = S.memo_meta
     memo_row = S.memo_row

@@ -124,7 +124,7 @@ _accept_token_inlined = njit(nogil=True, cache=True, inline="always", _nrt=False
 
 @njit(nogil=True, cache=True, _nrt=False)
 def accept_token_entry(
-    ab, tok_offsets, tok_data, items_s, items_o, set_starts, meta, hist, stop_ids, token
+    ab, tok_offsets, tok_data, items_s, items_o, set_starts, text, meta, hist, stop_ids, token
 ):
     """``accept_token_op`` on a packed automaton and flat matcher arrays (scalar entry
     point, for a matcher without a registry slot)."""
@@ -133,7 +133,7 @@ def accept_token_entry(
         ab[PACK_ROOT_RULE],
         tok_offsets,
         tok_data,
-        MatcherState(Chart(items_s, items_o, set_starts), meta, hist, stop_ids),
+        MatcherState(Chart(items_s, items_o, set_starts, text), meta, hist, stop_ids),
         token,
     )
 

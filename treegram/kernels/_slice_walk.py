@@ -289,7 +289,7 @@ def slice_dfa_walk(
         (status, n_acc, n_unk): status 0; TIMEOUT; or _UNDECIDED when the state itself
         cannot be walked this way or leaves more than ``max_unk`` undecided.
     """
-    A = AutomatonArrays(*arrays, _NO_TOKENS)
+    A = AutomatonArrays(*arrays, _NO_TOKENS, 0)
     n_classes = A.n_classes
     trans = A.trans
     byte_class = A.byte_class

@@ -308,6 +308,7 @@ class GrammarMatcher:
         self._items_s = np.zeros(256, dtype=np.int32)
         self._items_o = np.zeros(256, dtype=np.int32)
         self._set_starts = np.zeros(64, dtype=np.int32)
+        self._chart_text = np.zeros(64, dtype=np.uint8)  # the byte read after each set
         # meta: top set, steps taken, stopped, terminate-without-stop-token (kernels/_ops.py)
         self._meta = np.zeros(4, dtype=np.int64)
         self._meta[M_NO_STOP] = int(bool(terminate_without_stop_token))
@@ -346,8 +347,10 @@ class GrammarMatcher:
     @_exclusive
     def reset(self) -> None:
         """Return to the initial state (nothing accepted)."""
-        while start_chart(self._ab, self._items_s, self._items_o, self._set_starts) == OVERFLOW:
+        chart = (self._items_s, self._items_o, self._set_starts, self._chart_text)
+        while start_chart(self._ab, *chart) == OVERFLOW:
             self._grow_items()
+            chart = (self._items_s, self._items_o, self._set_starts, self._chart_text)
         self._meta[M_TOP] = 0
         self._meta[M_STEPS] = 0
         self._meta[M_STOPPED] = 0
@@ -368,6 +371,7 @@ class GrammarMatcher:
             "_items_s",
             "_items_o",
             "_set_starts",
+            "_chart_text",
             "_meta",
             "_hist",
             "_memo_key",
@@ -413,6 +417,7 @@ class GrammarMatcher:
             self._items_s,
             self._items_o,
             self._set_starts,
+            self._chart_text,
             self._meta,
             self._hist,
             self._stop_ids,
@@ -471,6 +476,7 @@ class GrammarMatcher:
             self._items_s,
             self._items_o,
             self._set_starts,
+            self._chart_text,
             self._meta,
             self._hist,
             self._stop_ids,
@@ -492,6 +498,9 @@ class GrammarMatcher:
         grown = np.zeros(n, dtype=np.int32)
         grown[: self._set_starts.shape[0]] = self._set_starts
         self._set_starts = grown
+        text = np.zeros(n, dtype=np.uint8)
+        text[: self._chart_text.shape[0]] = self._chart_text
+        self._chart_text = text
         self._arrays_changed()
 
     def _grow_hist(self) -> None:
@@ -540,7 +549,12 @@ class GrammarMatcher:
     def _can_end(self) -> bool:
         return bool(
             chart_can_end(
-                self._ab, self._items_s, self._items_o, self._set_starts, self._meta[M_TOP]
+                self._ab,
+                self._items_s,
+                self._items_o,
+                self._set_starts,
+                self._chart_text,
+                self._meta[M_TOP],
             )
         )
 
@@ -638,6 +652,7 @@ class GrammarMatcher:
                 self._items_s,
                 self._items_o,
                 self._set_starts,
+                self._chart_text,
                 top,
                 data,
                 0,
@@ -1410,7 +1425,8 @@ class GrammarMatcher:
         out = np.zeros(_JUMP_FORWARD_LIMIT, dtype=np.uint8)
         while True:
             top = int(self._meta[M_TOP])
-            n = jump_forward(self._ab, self._items_s, self._items_o, self._set_starts, top, out)
+            chart = (self._items_s, self._items_o, self._set_starts, self._chart_text)
+            n = jump_forward(self._ab, *chart, top, out)
             if n >= 0:
                 return _utf8_prefix(out[:n].tobytes())
             # The scan may need a set for every byte up to the limit: grow the sets when they
