@@ -27,12 +27,12 @@ def test_runs_on_a_few_schemas(script, tmp_path):
     data.mkdir()
     schemas = {
         "ok.json": {"type": "object", "properties": {"a": {"type": "integer"}}},
-        "refused.json": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+        "refused.json": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
         "empty.json": {"type": "string", "minLength": 3, "maxLength": 1},
     }
     instances = {
         "ok.json": [{"a": 1}, {"a": "x"}, {"a": 2, "b": True}, []],
-        "refused.json": [["x", "y"], ["x", "x"], [1]],
+        "refused.json": [[1, 2], [1, 1], ["x"]],
         "empty.json": ["abc"],
     }
     for name, schema in schemas.items():
@@ -57,7 +57,7 @@ def test_runs_on_a_few_schemas(script, tmp_path):
     assert widen["refused"] == 1  # widening serves uniqueItems; "no value" stays an error
     assert any("uniqueItems" in w for w in widen["warnings"])
     # the walk: strict_mode (the default) closes ok.json's object, so its valid
-    # {"a": 2, "b": true} is rejected there; widened, the duplicate ["x", "x"] is accepted
+    # {"a": 2, "b": true} is rejected there; widened, the duplicate [1, 1] is accepted
     # and every valid instance is (strict_mode=False in the widen pass)
     assert default["tests_walked"] == 4
     assert default["valid_rejected_schemas"] == {"ok.json": [2]}

@@ -624,13 +624,13 @@ def test_canonical_integers_option_is_checked_and_keyed():
 
 
 def test_named_keywords_downgrade_to_warnings():
-    schema = {"type": "array", "uniqueItems": True, "items": {"type": "string"}}
+    schema = {"type": "array", "uniqueItems": True, "items": {"type": "integer"}}
     with pytest.raises(UnsupportedSchemaError, match="uniqueItems"):
         json_schema_to_ir(schema, unsupported={"format"})
     with pytest.warns(UserWarning, match="uniqueItems"):
         cg = compiled(schema, unsupported=["uniqueItems"])
-    assert accepts(cg, '["a", "a"]')  # only the named constraint was dropped
-    assert not accepts(cg, '["a", 1]')
+    assert accepts(cg, "[1, 1]")  # only the named constraint was dropped
+    assert not accepts(cg, '[1, "a"]')
     for bad in ("sometimes", 3, ["ok", 4], [""]):
         with pytest.raises(GrammarError, match="unsupported must be"):
             json_schema_to_ir(schema, unsupported=bad)

@@ -10,7 +10,11 @@ read either way, which does not change the language) and no negation is needed.
 ``uniqueItems``: exact when the array length is bounded and every position either has a
 small finite set of values (``const``, ``enum``, ``boolean``, ``null``) or a schema that
 is provably disjoint from every other position's; the grammar then tracks the set of
-values used so far.
+values used so far. Otherwise, when the items (no ``prefixItems``) are strings and every
+text an item may begin with has infinitely many completions, each item is a unique rule
+(:attr:`~treegram.ir.Rule.unique`): the matcher compares a string item, decoded, with the
+earlier items of its array when it ends, so a repeat is never accepted, and an item begun
+can always end as a new string, so no mask leads into a dead end.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from treegram.frontends.json_schema._keywords import OPEN, is_annotation
 from treegram.frontends.json_schema._lex import EMPTY, alt, lit, seq
 from treegram.frontends.json_schema._logic import negate
 from treegram.frontends.json_schema._merge import merge_all_of
-from treegram.ir import CharClass, Expr, Repeat, RuleRef
+from treegram.frontends.json_schema._string_dfa import StringConstraintError, string_dfa
+from treegram.ir import CharClass, Dfa, Expr, Repeat, RuleRef
 
 __all__ = ["UNCONSTRAINED", "ArrayItems", "contains_all_expr", "contains_expr", "unique_expr"]
 
@@ -244,6 +249,8 @@ def _unique(pos: ArrayItems) -> Expr | None:
     longest = pos.n if items is False else (pos.n + len(tail) if tail is not None else None)
     if hi is not None:
         longest = hi if longest is None else min(longest, hi)
+    if tail is None and not pos.n and _open_strings(conv, items, f"{ptr}/items"):
+        return _unique_strings(pos)
     if longest is None:
         raise _RefusedError(
             "the items are not a small finite set (const, enum, boolean, null) "
@@ -299,6 +306,62 @@ def _unique(pos: ArrayItems) -> Expr | None:
     first = options(0, frozenset())
     empty = lay.empty("[]") if lo == 0 else None
     return alt(empty, seq(lit("["), lay.open(depth), first) if first is not None else None)
+
+
+def _open_strings(conv: ConversionContext, schema, ptr: str) -> bool:
+    """Whether ``schema`` accepts strings only, and from every text an item may begin with
+    infinitely many strings (the matcher's unique rules need both: an item begun can
+    always end as a string no earlier item holds)."""
+    if not isinstance(schema, dict):
+        return False
+    merged = merge_all_of(conv, schema, ptr)
+    if not isinstance(merged, dict) or merged.get("type") not in ("string", ["string"]):
+        return False
+    try:
+        dfa = string_dfa(merged, conv, ptr)
+    except StringConstraintError:
+        return False  # the item's own conversion says what it refuses
+    return dfa is not None and _unbounded_everywhere(dfa)
+
+
+def _unbounded_everywhere(dfa: Dfa) -> bool:
+    """Whether every live state of ``dfa`` accepts infinitely many continuations: none can
+    only reach states that end in a finite number of steps (peeled from the dead ends
+    backwards; a state on or before a cycle is never peeled)."""
+    dfa = dfa.trim()
+    if dfa.is_empty():
+        return False
+    n = len(dfa)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    out = [0] * n
+    for s in range(n):
+        targets = {t for _, _, t in dfa.trans[s]}
+        out[s] = len(targets)
+        for t in targets:
+            preds[t].append(s)
+    bounded = [s for s in range(n) if out[s] == 0]
+    for s in bounded:  # grows while it is read
+        for p in preds[s]:
+            out[p] -= 1
+            if out[p] == 0:
+                bounded.append(p)
+    return not bounded
+
+
+def _unique_strings(pos: ArrayItems) -> Expr | None:
+    """Arrays of ``lo``..``hi`` pairwise different strings: the item a unique rule, the
+    array a rule of its own (the matcher compares the items one occurrence of it reads)."""
+    conv = pos.conv
+    item = pos.value(0)
+    body = conv.objects.homogeneous("[]", item, pos.lo, pos.hi, pos.depth)
+    if item is None or body is None:
+        return body  # no item can be written: the array is empty or nothing
+    name = conv.new_rule("unique_item")
+    conv.rules[name] = item
+    conv.unique_rules.add(name)
+    array = conv.new_rule("unique_array")
+    conv.rules[array] = conv.objects.homogeneous("[]", RuleRef(name), pos.lo, pos.hi, pos.depth)
+    return RuleRef(array)
 
 
 def _apart(conv: ConversionContext, pos: ArrayItems, i: int, longest: int) -> bool:

@@ -21,6 +21,7 @@ class ConversionContext(Protocol):
     layout: Any  # _convert.Layout: separators, whitespace, brackets
     strict: bool
     rules: dict[str, Expr | None]
+    unique_rules: set[str]  # rules whose completions one caller keeps pairwise different
     objects: Any  # _objects.ObjectBuilder
     nesting_limit: int
     merging: int

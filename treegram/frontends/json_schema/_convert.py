@@ -171,6 +171,7 @@ class Converter:
         self.canonical_integers = canonical_integers
         self.any_order = any_order
         self.rules: dict[str, Expr | None] = {}
+        self.unique_rules: set[str] = set()  # see _arrays.unique_strings_expr
         self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
         self.ref_names: dict[tuple[str | tuple, int], str] = {}
         self.objects = ObjectBuilder(self)
@@ -1229,7 +1230,7 @@ def _convert(
         conv.rules["root"] = body
         from treegram.frontends.json_schema._share import share_rules
 
-        return share_rules(conv.rules, "root")
+        return share_rules(conv.rules, "root", conv.unique_rules)
     finally:
         # The converter and its helpers point at each other: dropping its state frees the
         # intermediate expressions and tables now, by reference counting. Left to the

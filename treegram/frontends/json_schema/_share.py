@@ -58,7 +58,9 @@ def mark_small(node: Expr) -> None:
     object.__setattr__(node, _SMALL_INFO, (size, 1 + deepest if children else 1, most, longest))
 
 
-def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
+def share_rules(
+    rules: dict[str, Expr], root: str, unique: set[str] | frozenset[str] = frozenset()
+) -> GrammarIR:
     """Build the grammar, hoisting large shared nodes into ``shared_N`` rules.
 
     Parameters
@@ -67,6 +69,8 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
         Rule bodies in definition order.
     root : str
         Name of the root rule.
+    unique : set of str
+        The rules to mark :attr:`~treegram.ir.Rule.unique`.
 
     Returns
     -------
@@ -141,7 +145,8 @@ def share_rules(rules: dict[str, Expr], root: str) -> GrammarIR:
             info[nid] = (s, 1 + deepest if children else 1, most, below)
     memo: dict[int, Expr] = {}
     out = [
-        Rule(name, _rebuild(body, hoisted, dirty, memo, top=True)) for name, body in rules.items()
+        Rule(name, _rebuild(body, hoisted, dirty, memo, top=True), unique=name in unique)
+        for name, body in rules.items()
     ]
     for node in lifted:
         out.append(Rule(hoisted[id(node)], _rebuild(node, hoisted, dirty, memo, top=True)))
