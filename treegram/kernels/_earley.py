@@ -242,7 +242,7 @@ def closure(A, chart, pos, lo, n):
                     return n
         if A.state_final[s] and k < pos:
             r = A.state_rule[s]
-            if A.state_final[s] == 2 and chart.text.shape[0] > 0:
+            if A.unique and A.state_final[s] == 2 and chart.text.shape[0] > 0:
                 n = _complete_unique(A, chart, lo, n, k, pos, r)
             else:
                 n = _complete(A, chart, lo, n, set_starts[k], set_starts[k + 1], r, pos)
@@ -265,7 +265,7 @@ def scan_byte(A, chart, pos, b):
     hi = set_starts[pos + 1]
     c = A.byte_class[b]
     n = hi
-    if text.shape[0] > 0:
+    if A.unique and text.shape[0] > 0:  # only unique rules read it
         text[pos] = b
     for j in range(lo, hi):
         t = A.trans[items_s[j] * A.n_classes + c]

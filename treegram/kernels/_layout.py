@@ -183,8 +183,9 @@ A_TOKENS = 10
 # ---- bundles (see the module docstring); fields in the orders of the registry rows below
 Chart = namedtuple("Chart", ["items_s", "items_o", "set_starts", "text"])
 """Earley chart: item states and origins (int32 [cap]), set ``i`` at ``set_starts[i]``, and
-the byte read after set ``i`` at ``text[i]`` (uint8, as long as ``set_starts``; empty in a
-classification walk's scratch chart, which has no text before its seed)."""
+the byte read after set ``i`` at ``text[i]`` (uint8, as long as ``set_starts``; written only
+for a grammar with unique rules, which alone read it; empty in a classification walk's
+scratch chart, which has no text before its seed)."""
 MatcherState = namedtuple("MatcherState", ["chart", "meta", "hist", "stop_ids"])
 """A matcher's position: its ``Chart``, ``meta`` int64 [4] (``M_*``), ``hist`` int32 [cap]
 (the top set before each step) and ``stop_ids`` int32."""
