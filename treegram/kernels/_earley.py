@@ -59,7 +59,7 @@ def _add_step(A, chart, lo, n, t, o, pos):
     reached by a byte or a completed call; left out when ``t`` completes a unique rule that
     no caller may take (each has read the same text before): the text is a dead end."""
     unique = A.unique and A.state_final[t] == 2 and chart.text.shape[0] > 0
-    if unique and _unique_callers(A, chart, o, pos, A.state_rule[t]) == 0:
+    if unique and not _taken(A, chart, o, pos, A.state_rule[t]):
         return n
     return add_item(chart.items_s, chart.items_o, lo, n, t, o)
 
@@ -188,16 +188,17 @@ def repeats_sibling(A, chart, caller_rule, a, r, k, pos):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _unique_callers(A, chart, k, pos, r):
-    """How many items of set ``k`` call unique rule ``r`` and may take its completion over
-    sets ``k .. pos`` (their occurrence has no earlier completion with the same text)."""
+def _taken(A, chart, k, pos, r):
+    """Whether an item of set ``k`` calls unique rule ``r`` and may take its completion over
+    sets ``k .. pos`` (its occurrence has no earlier completion with the same text)."""
     items_s, items_o, set_starts, _ = chart
-    m = 0
     for j in range(set_starts[k], set_starts[k + 1]):
         s = items_s[j]
-        if _calls(A, s, r):
-            m += not repeats_sibling(A, chart, A.state_rule[s], items_o[j], r, k, pos)
-    return m
+        if _calls(A, s, r) and not repeats_sibling(
+            A, chart, A.state_rule[s], items_o[j], r, k, pos
+        ):
+            return True
+    return False
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
