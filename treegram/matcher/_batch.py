@@ -47,6 +47,7 @@ from ._tree_input import (
     deadline_ns,
     link_arrays,
     past_deadline,
+    raise_tree_input,
 )
 
 __all__ = ["BatchGrammarMatcher", "MAX_THREADS_LIMIT"]
@@ -832,16 +833,23 @@ class BatchGrammarMatcher:
             roots = zeros if zeros is not None else np.zeros(k, dtype=np.int64)
         else:
             roots = _index_vector(root_positions, "root_positions", k)
-        check_draft_input(
-            next_token if next_token.shape[0] == 1 or indices is None else next_token[requests],
-            next_sibling
-            if next_sibling.shape[0] == 1 or indices is None
-            else next_sibling[requests],
-            roots,
-            draft if indices is None else draft[requests],
-            vocab,
-            scratch=self._check_scratch(n),
-        )
+        check = self._check_scratch(n)
+        words = n * ((vocab + 31) // 32)  # a request's words of output (a valid bitmask's)
+        # A whole batch run inline has its trees and tokens checked by the traversal kernel
+        # itself, before any work (one kernel call instead of two); otherwise here. Its tree
+        # and token errors then come after the bitmask's and last_nodes' (checked below).
+        fused = indices is None and k > 0 and self._inline(k, words)
+        if not fused:
+            check_draft_input(
+                next_token if next_token.shape[0] == 1 or indices is None else next_token[requests],
+                next_sibling
+                if next_sibling.shape[0] == 1 or indices is None
+                else next_sibling[requests],
+                roots,
+                draft if indices is None else draft[requests],
+                vocab,
+                scratch=check,
+            )
         out = self._views.view(token_bitmask, vocab, "token_bitmask")
         if out.shape[0] < b * n:
             raise BitmaskError(f"token_bitmask needs B * N = {b * n} rows, got {out.shape[0]}")
@@ -865,21 +873,46 @@ class BatchGrammarMatcher:
                 _NO_LAST if last_nodes is None else last_nodes,
             )
 
-        def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-            _batch.batch_traverse(
-                GRAMMARS.table,
-                MATCHERS.table,
-                gslots,
-                mslots,
-                *args,
-                _traverse_walk(n, deadline),
-                start,
-                stop,
-            )
-            if post is not None:
-                _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
+        if fused:
+            REGISTRY_LOCK.acquire_read()
+            try:
+                code = _batch.batch_traverse(
+                    GRAMMARS.table,
+                    MATCHERS.table,
+                    gslots,
+                    mslots,
+                    *args,
+                    _traverse_walk(n, deadline),
+                    check,
+                    True,
+                    0,
+                    k,
+                )
+                if code == 0 and post is not None:
+                    _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], _rows_scratch(n), 0, k)
+            finally:
+                REGISTRY_LOCK.release_read()
+            if code != 0:
+                raise_tree_input(code, check[2], draft, vocab)
+        else:
 
-        self._run(kernel, k, n * out.shape[1])
+            def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
+                _batch.batch_traverse(
+                    GRAMMARS.table,
+                    MATCHERS.table,
+                    gslots,
+                    mslots,
+                    *args,
+                    _traverse_walk(n, deadline),
+                    check,
+                    False,
+                    start,
+                    stop,
+                )
+                if post is not None:
+                    _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
+
+            self._run(kernel, k, words)
         if flags is None and not np.count_nonzero(status):  # a third of any()'s cost
             return [True] * k  # the common case: every walk finished in the kernel
         redo = np.flatnonzero(status)  # these get the unfilled-rows pass again
@@ -888,7 +921,9 @@ class BatchGrammarMatcher:
             requests,
             status,
             lambda j: self._run_one(
-                _batch.batch_traverse, (gslots, mslots, *args, _traverse_walk(n, deadline)), j
+                _batch.batch_traverse,
+                (gslots, mslots, *args, _traverse_walk(n, deadline), check, False),
+                j,
             ),
             extra_bytes=None,
             deadline=deadline,
