@@ -270,7 +270,8 @@ def batch_traverse(
     Returns
     -------
     int
-        The ``LINKS_*`` code of invalid input (> 0, nothing written), else 0.
+        The ``LINKS_*`` code of invalid input (> 0, nothing written), else minus the
+        number of requests whose status is not 0 (0: every walk finished).
     """
     next_token, next_sibling, draft = tree
     requests, roots, status = jobs
@@ -284,11 +285,12 @@ def batch_traverse(
     shared = next_token.shape[0] == 1
     n_nodes = draft.shape[1]
     w = Walk(*walk)
+    unfinished = 0
     for k in range(start, stop):
         i = requests[k]
         t = 0 if shared else i
         state, scratch = _matcher(mtab, mslots[i])
-        status[k] = traverse_op(
+        st = traverse_op(
             _grammar(gtab, gslots[i]),
             state,
             scratch,
@@ -299,7 +301,10 @@ def batch_traverse(
             vocab_size,
             w,
         )
-    return LINKS_OK
+        status[k] = st
+        if st != 0:
+            unfinished += 1
+    return -unfinished
 
 
 @njit(nogil=True, cache=True, _nrt=False)

@@ -279,40 +279,10 @@ def _set_bit(out, r, t):
     out[r, t >> 5] |= np.int32(1) << np.int32(t & 31)
 
 
-@njit(nogil=True, cache=True, _nrt=False)
-def fill_row(G, M, S, out, r):
-    """Write the next-token mask of matcher position ``M`` into row ``r`` of ``out``.
-
-    Parameters
-    ----------
-    G : Grammar
-        The grammar (``_layout.Grammar``): the unpacked automaton, its root rule, its token
-        classes (``Classes``: ``state_class`` int32 [n_states], a class id per state, -1
-        while unclassified; ``cls_meta`` int64 [n_classes, 5], per class its kind (0 list,
-        1 bitset), accepted offset and length in ``acc_pool``, uncertain offset and length
-        in ``unc_pool``) and the vocabulary (``Vocab``).
-    M : MatcherState
-        The chart, whose top set (``meta[M_TOP]``) is masked, and the stop tokens.
-    S : Scratch
-        ``bufs`` int32 [2, >= items in the top set] (distinct classes in row 0,
-        unclassified states in row 1), the one-entry memo (see :func:`memo_lookup`) and
-        ``cand`` int32 (uncertain candidates; CAND_FULL asks for a larger one).
-    out : int32 [rows, n_words]
-        Output bitmask; only row ``r`` is written.
-
-    A one-entry memo returns the previous row when the top set and every set it refers
-    to are unchanged - the common case while decoding the body of a string, where each
-    token leaves the parser in the same items.
-
-    Returns
-    -------
-    int
-        0 when the row is written; OVERFLOW when the chart must grow; BUFS_FULL when
-        ``bufs`` must grow; or
-        ``NEED_CLASSIFY - k`` when the ``k`` words in ``bufs[1, :k]`` are classification
-        requests (states, or context keys: see ``collect_classes``; nothing useful is
-        written then).
-    """
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _fill_row(G, M, S, out, r, zeroed):
+    """:func:`fill_row`; with ``zeroed``, row ``r`` is known to be all zero already (a
+    traversal zeroes its rows first), so it is not cleared again."""
     A = G.automaton
     chart = M.chart
     top = M.meta[M_TOP]
@@ -331,8 +301,9 @@ def fill_row(G, M, S, out, r):
     acc_pool = G.classes.acc_pool
     unc_pool = G.classes.unc_pool
     n_words = memo_row.shape[0]  # ceil(vocab_size / 32): the width of every stored bitset
-    for w in range(out.shape[1]):
-        out[r, w] = 0
+    if not zeroed:
+        for w in range(out.shape[1]):
+            out[r, w] = 0
     n_unc = 0
     for m in range(n_cls):
         c = bufs[0, m]
@@ -378,10 +349,51 @@ def fill_row(G, M, S, out, r):
     return 0
 
 
+@njit(nogil=True, cache=True, _nrt=False)
+def fill_row(G, M, S, out, r):
+    """Write the next-token mask of matcher position ``M`` into row ``r`` of ``out``.
+
+    Parameters
+    ----------
+    G : Grammar
+        The grammar (``_layout.Grammar``): the unpacked automaton, its root rule, its token
+        classes (``Classes``: ``state_class`` int32 [n_states], a class id per state, -1
+        while unclassified; ``cls_meta`` int64 [n_classes, 5], per class its kind (0 list,
+        1 bitset), accepted offset and length in ``acc_pool``, uncertain offset and length
+        in ``unc_pool``) and the vocabulary (``Vocab``).
+    M : MatcherState
+        The chart, whose top set (``meta[M_TOP]``) is masked, and the stop tokens.
+    S : Scratch
+        ``bufs`` int32 [2, >= items in the top set] (distinct classes in row 0,
+        unclassified states in row 1), the one-entry memo (see :func:`memo_lookup`) and
+        ``cand`` int32 (uncertain candidates; CAND_FULL asks for a larger one).
+    out : int32 [rows, n_words]
+        Output bitmask; only row ``r`` is written.
+
+    A one-entry memo returns the previous row when the top set and every set it refers
+    to are unchanged - the common case while decoding the body of a string, where each
+    token leaves the parser in the same items.
+
+    Returns
+    -------
+    int
+        0 when the row is written; OVERFLOW when the chart must grow; BUFS_FULL when
+        ``bufs`` must grow; or
+        ``NEED_CLASSIFY - k`` when the ``k`` words in ``bufs[1, :k]`` are classification
+        requests (states, or context keys: see ``collect_classes``; nothing useful is
+        written then).
+    """
+    return _fill_row(G, M, S, out, r, False)
+
+
 # The traversal inlines its one call of fill_row (``_ops.traverse_op``): a call of its own
 # passes the grammar, state and scratch bundles field by field, some 200 words, which costs
 # more than a small mask itself (measured 43 ns a call against 5 ns inlined, on a memo hit).
-fill_row_inlined = njit(nogil=True, cache=True, inline="always", _nrt=False)(fill_row.py_func)
+# Its rows are zeroed before the walk, so the mask skips clearing them again.
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def fill_zeroed_row_inlined(G, M, S, out, r):
+    """:func:`fill_row` into a row that is all zero already, inlined."""
+    return _fill_row(G, M, S, out, r, True)
 
 
 @njit(nogil=True, cache=True, _nrt=False)

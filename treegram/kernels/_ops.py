@@ -39,7 +39,7 @@ from ._layout import (
     Chart,
     MatcherState,
 )
-from ._mask import fill_row_inlined
+from ._mask import fill_zeroed_row_inlined
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -194,7 +194,7 @@ def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
         if entering:
             entering = False
             if not meta[M_STOPPED]:
-                status = fill_row_inlined(G, M, S, out, row_base + v)
+                status = fill_zeroed_row_inlined(G, M, S, out, row_base + v)
                 if status < 0:
                     break
             sp += 1

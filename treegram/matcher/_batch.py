@@ -892,7 +892,7 @@ class BatchGrammarMatcher:
                     _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], _rows_scratch(n), 0, k)
             finally:
                 REGISTRY_LOCK.release_read()
-            if code != 0:
+            if code > 0:
                 raise_tree_input(code, check[2], draft, vocab)
         else:
 
@@ -913,8 +913,10 @@ class BatchGrammarMatcher:
                     _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
 
             self._run(kernel, k, words)
-        if flags is None and not np.count_nonzero(status):  # a third of any()'s cost
-            return [True] * k  # the common case: every walk finished in the kernel
+        # the common case: every walk finished in the kernel (a fused call counts the
+        # others; count_nonzero costs a third of any())
+        if flags is None and (code == 0 if fused else not np.count_nonzero(status)):
+            return [True] * k
         redo = np.flatnonzero(status)  # these get the unfilled-rows pass again
         self._retry(
             matchers,
