@@ -282,16 +282,24 @@ def batch_traverse(
         )
         if code != LINKS_OK:
             return code
+    if start >= stop:
+        return LINKS_OK
     shared = next_token.shape[0] == 1
     n_nodes = draft.shape[1]
     w = Walk(*walk)
     unfinished = 0
+    # requests of one grammar in a row share its bundle (unpacked once)
+    g = gslots[requests[start]]
+    G = _grammar(gtab, g)
     for k in range(start, stop):
         i = requests[k]
         t = 0 if shared else i
+        if gslots[i] != g:
+            g = gslots[i]
+            G = _grammar(gtab, g)
         state, scratch = _matcher(mtab, mslots[i])
         st = traverse_op(
-            _grammar(gtab, gslots[i]),
+            G,
             state,
             scratch,
             Tree(next_token[t], next_sibling[t], draft[i]),

@@ -280,18 +280,29 @@ def _set_bit(out, r, t):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _fill_row(G, M, S, out, r, zeroed):
-    """:func:`fill_row`; with ``zeroed``, row ``r`` is known to be all zero already (a
-    traversal zeroes its rows first), so it is not cleared again."""
+def _fill_row(G, M, S, out, r, memo_src):
+    """:func:`fill_row` (``memo_src`` -2), or a traversal's fill (``memo_src`` >= -1).
+
+    A traversal zeroes its rows before the walk and writes each row once, so its fill
+    neither clears row ``r`` nor copies it into the memo when it stores one: the memo's
+    row is ``out[memo_src]`` (-1: the memo's own ``memo_row``), and the traversal copies
+    it into ``memo_row`` when it ends (on wide vocabularies each copy is a row of
+    thousands of words). Returns the status of :func:`fill_row`, except that a
+    traversal's fill returns 1 when it wrote the memo's row (the memo is unchanged).
+    """
     A = G.automaton
     chart = M.chart
     top = M.meta[M_TOP]
     bufs = S.bufs
     memo_row = S.memo_row
     if memo_lookup(chart, top, S):
+        if memo_src >= 0:
+            for w in range(memo_row.shape[0]):
+                out[r, w] = out[memo_src, w]
+            return 1
         for w in range(memo_row.shape[0]):
             out[r, w] = memo_row[w]
-        return 0
+        return 0 if memo_src == -2 else 1
     n_cls, n_missing = collect_classes(A, G.root, G.classes, chart, top, bufs)
     if n_cls < 0:
         return BUFS_FULL
@@ -301,7 +312,7 @@ def _fill_row(G, M, S, out, r, zeroed):
     acc_pool = G.classes.acc_pool
     unc_pool = G.classes.unc_pool
     n_words = memo_row.shape[0]  # ceil(vocab_size / 32): the width of every stored bitset
-    if not zeroed:
+    if memo_src == -2:
         for w in range(out.shape[1]):
             out[r, w] = 0
     n_unc = 0
@@ -345,7 +356,7 @@ def _fill_row(G, M, S, out, r, zeroed):
             _set_bit(out, r, t)
         else:
             out[r, t >> 5] &= ~(np.int32(1) << np.int32(t & 31))
-    memo_store(chart, top, S, out, r)
+    memo_store(chart, top, S, out, r, memo_src == -2)
     return 0
 
 
@@ -383,17 +394,30 @@ def fill_row(G, M, S, out, r):
         requests (states, or context keys: see ``collect_classes``; nothing useful is
         written then).
     """
-    return _fill_row(G, M, S, out, r, False)
+    return _fill_row(G, M, S, out, r, -2)
 
 
 # The traversal inlines its one call of fill_row (``_ops.traverse_op``): a call of its own
 # passes the grammar, state and scratch bundles field by field, some 200 words, which costs
 # more than a small mask itself (measured 43 ns a call against 5 ns inlined, on a memo hit).
-# Its rows are zeroed before the walk, so the mask skips clearing them again.
+# Its rows are zeroed before the walk, and the memo's row stays in them (see _fill_row).
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def fill_zeroed_row_inlined(G, M, S, out, r):
-    """:func:`fill_row` into a row that is all zero already, inlined."""
-    return _fill_row(G, M, S, out, r, True)
+def fill_traversal_row_inlined(G, M, S, out, r, memo_src):
+    """A traversal's :func:`fill_row` into row ``r`` (all zero), inlined; ``memo_src``:
+    the row of ``out`` that holds the memo's row (-1: ``memo_row``). Returns 0 when the
+    row was computed and is the memo's row now, 1 when it was the memo's row, or a
+    negative status."""
+    return _fill_row(G, M, S, out, r, memo_src)
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def memo_keep_row(S, out, memo_src):
+    """End a traversal's fills: copy row ``memo_src`` of ``out`` (>= 0) into the memo's
+    own ``memo_row``, whose key the fills stored."""
+    if memo_src >= 0:
+        memo_row = S.memo_row
+        for w in range(memo_row.shape[0]):
+            memo_row[w] = out[memo_src, w]
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -467,9 +491,10 @@ def memo_lookup(chart, top, S):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def memo_store(chart, top, S, out, r):
+def memo_store(chart, top, S, out, r, copy_row):
     """Remember row ``r`` of ``out`` as the mask of set ``top`` (skipped if the set is too
-    large for the key)."""
+    large for the key); without ``copy_row`` the row is not copied into ``memo_row`` (a
+    traversal's fill: it keeps the row in ``out`` meanwhile)."""
     items_s, items_o, set_starts = chart
     memo_key = S.memo_key
     memo_meta = S.memo_meta
@@ -483,8 +508,9 @@ def memo_store(chart, top, S, out, r):
         memo_key[0, q] = items_s[lo + q]
         o = items_o[lo + q]
         memo_key[1, q] = -1 if o == top else o
-    for w in range(memo_row.shape[0]):
-        memo_row[w] = out[r, w]
+    if copy_row:
+        for w in range(memo_row.shape[0]):
+            memo_row[w] = out[r, w]
     memo_meta[0] = n
     memo_meta[1] = top
 

@@ -39,7 +39,7 @@ from ._layout import (
     Chart,
     MatcherState,
 )
-from ._mask import fill_zeroed_row_inlined
+from ._mask import fill_traversal_row_inlined, memo_keep_row
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -190,13 +190,17 @@ def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
     entering = True
     pending = 0  # levels gone up since the last accept: steps still to roll back
     visits = 0
+    memo_src = -1  # the row of out that holds the memo's row (-1: S.memo_row)
     while True:
         if entering:
             entering = False
             if not meta[M_STOPPED]:
-                status = fill_zeroed_row_inlined(G, M, S, out, row_base + v)
+                status = fill_traversal_row_inlined(G, M, S, out, row_base + v, memo_src)
                 if status < 0:
                     break
+                if status == 0:
+                    memo_src = row_base + v
+                status = 0
             sp += 1
             stack[sp] = v
             v = next_token[v]
@@ -230,6 +234,7 @@ def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
                 entering = True
                 continue
         v = next_sibling[v]
+    memo_keep_row(S, out, memo_src)
     # Restore the starting position whatever happened (all steps above steps0 undone).
     rollback_in(M, S, meta[M_STEPS] - steps0)
     meta[M_TOP] = top0
