@@ -129,7 +129,7 @@ def _claim(held: tuple) -> tuple[list | tuple, list | None]:
                 stack = _BATCH_HELD.stack = []
             entry = [held, None]
             stack.append(entry)
-            return (entry, frees), keys
+            return (entry, frees), last[1]  # equal keys; the kept list is compared by identity
     if all(issubclass(kind, GrammarMatcher) for kind in set(map(type, held))):
         matchers = held
     else:
@@ -264,7 +264,7 @@ def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarr
             f"matchers[{bad}] must be a GrammarMatcher, got {type(matchers[bad]).__name__}"
         ) from None
     last = _LAST_SLOTS
-    if keys == last[1] and GRAMMARS.generation == last[0]:
+    if (keys is last[1] or keys == last[1]) and GRAMMARS.generation == last[0]:
         return last[2], last[3], last[4], last[5]
     generation = GRAMMARS.generation  # read before the tags
     gslots, mslots, vocab, flags, keys = _split(matchers, keys)
