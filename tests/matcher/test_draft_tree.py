@@ -487,6 +487,43 @@ def test_stopped_and_advanced_matchers_in_one_batch(compiled, batcher):
     assert [snapshot(m) for m in ms] == before
 
 
+@pytest.mark.parametrize("use_batch", [False, True])
+def test_masks_after_a_traversal_match_a_matcher_that_never_traversed(compiled, batcher, use_batch):
+    """A traversal keeps its mask memo's row in its output rows and copies it into the
+    matcher's memo when it ends: every mask filled afterwards (memo hits included, as in
+    a run of letters, where each set repeats the last one's items) is the mask of a twin
+    that accepted the same tokens and never traversed."""
+    rng = np.random.default_rng(2026)
+    for name, cg in compiled.items():
+        for trial in range(8):
+            m, twin = GrammarMatcher(cg), GrammarMatcher(cg)
+            for _ in range(int(rng.integers(0, 4))):
+                row = mask_of(m)
+                choices = [t for t in np.flatnonzero(tg.bitmask_to_bool(row, V)) if t != EOS]
+                if not choices:
+                    break
+                t = int(rng.choice(choices))
+                assert m.accept_token(t) and twin.accept_token(t)
+            n = int(rng.integers(2, 9))
+            parents = np.arange(-1, n - 1) if trial % 2 else random_parents(rng, n)
+            nt, ns = links(parents)
+            draft = random_tokens(m, rng, parents, 0, p_valid=0.95)
+            out = np.full((n, W), SENTINEL, dtype=np.int32)
+            if use_batch:
+                assert batcher.batch_traverse_draft_tree([m], nt, ns, draft[None], out) == [True]
+            else:
+                assert m.traverse_draft_tree(nt, ns, draft, out)
+            np.testing.assert_array_equal(out, reference_rows(twin, parents, draft, 0))
+            for _ in range(4):  # walk on: each mask against the twin's
+                row = mask_of(m)
+                np.testing.assert_array_equal(row, mask_of(twin), err_msg=name)
+                choices = [t for t in np.flatnonzero(tg.bitmask_to_bool(row, V)) if t != EOS]
+                if not choices:
+                    break
+                t = int(rng.choice(choices))
+                assert m.accept_token(t) and twin.accept_token(t)
+
+
 def test_stop_token_node_has_zero_row_and_no_children(compiled):
     m = GrammarMatcher(compiled["letters"])
     parents = np.array([-1, 0, 1, 0])

@@ -251,7 +251,9 @@ def batch_rollback(mtab, mslots, counts):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def batch_traverse(gtab, mtab, gslots, mslots, tree, out, jobs, vocab_size, walk, start, stop):
+def batch_traverse(
+    gtab, mtab, gslots, mslots, tree, out, jobs, vocab_size, walk, check, checked, start, stop
+):
     """Traverse the draft tree of each request in ``requests[start:stop]``.
 
     ``tree`` is the plain tuple of a ``Tree`` whose arrays are [T, N] (T = 1: one tree
@@ -260,18 +262,45 @@ def batch_traverse(gtab, mtab, gslots, mslots, tree, out, jobs, vocab_size, walk
     ``roots[k]`` is the root of ``requests[k]``, ``status[k]`` receives its status.
     ``walk`` is the plain tuple of a ``Walk``: ``stack`` int32 [N + 1] and ``clock`` int64
     [2] are this call's own scratch.
+
+    With ``checked`` (a call that runs every request, ``requests`` being ``0..B-1``), the
+    whole input is first validated by ``kernels._tree.check_tree_input`` with ``check``
+    (its ``seen``, ``stack`` and ``report`` scratch, for at least N nodes): one kernel call
+    instead of two for a batch that runs inline. Nothing is written when it fails.
+
+    Returns
+    -------
+    int
+        The ``LINKS_*`` code of invalid input (> 0, nothing written), else minus the
+        number of requests whose status is not 0 (0: every walk finished).
     """
     next_token, next_sibling, draft = tree
     requests, roots, status = jobs
+    if checked:
+        seen, check_stack, report = check
+        code = check_tree_input(
+            next_token, next_sibling, roots, draft, vocab_size, seen, check_stack, report
+        )
+        if code != LINKS_OK:
+            return code
+    if start >= stop:
+        return LINKS_OK
     shared = next_token.shape[0] == 1
     n_nodes = draft.shape[1]
     w = Walk(*walk)
+    unfinished = 0
+    # requests of one grammar in a row share its bundle (unpacked once)
+    g = gslots[requests[start]]
+    G = _grammar(gtab, g)
     for k in range(start, stop):
         i = requests[k]
         t = 0 if shared else i
+        if gslots[i] != g:
+            g = gslots[i]
+            G = _grammar(gtab, g)
         state, scratch = _matcher(mtab, mslots[i])
-        status[k] = traverse_op(
-            _grammar(gtab, gslots[i]),
+        st = traverse_op(
+            G,
             state,
             scratch,
             Tree(next_token[t], next_sibling[t], draft[i]),
@@ -281,6 +310,10 @@ def batch_traverse(gtab, mtab, gslots, mslots, tree, out, jobs, vocab_size, walk
             vocab_size,
             w,
         )
+        status[k] = st
+        if st != 0:
+            unfinished += 1
+    return -unfinished
 
 
 @njit(nogil=True, cache=True, _nrt=False)

@@ -316,6 +316,12 @@ def scan_bytes(A, chart, top, data, lo, hi):
     return pos
 
 
+# The accept kernels inline the byte loop (``_ops.accept_token_op``): a call of its own
+# passes the unpacked automaton and the chart field by field, some 100 words, which on a
+# small grammar costs more than reading a one-byte token.
+scan_bytes_inlined = njit(nogil=True, cache=True, inline="always", _nrt=False)(scan_bytes.py_func)
+
+
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
 def _in_token_set(tokens, k, token):
     """Whether token set ``k`` of ``tokens`` (``A.tokens``) holds ``token``."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._earley import can_end, scan_bytes, scan_token, unpack
+from ._earley import can_end, scan_bytes_inlined, scan_token, unpack
 from ._layout import (
     HIST_FULL,
     M_NO_STOP,
@@ -39,7 +39,7 @@ from ._layout import (
     Chart,
     MatcherState,
 )
-from ._mask import fill_row_inlined
+from ._mask import fill_traversal_row_inlined, memo_keep_row
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -71,7 +71,7 @@ def accept_token_op(A, root, tok_offsets, tok_data, M, token):
         return 0
     new_top = REJECT
     if lo < hi:  # the token's bytes, through the text elements
-        new_top = scan_bytes(A, M.chart, top, tok_data, lo, hi)
+        new_top = scan_bytes_inlined(A, M.chart, top, tok_data, lo, hi)
         if new_top < 0 and new_top != REJECT:
             return new_top
     if A.tokens[0] > 0 and lo < hi:  # and its id, through the token-id elements at top
@@ -143,7 +143,10 @@ def _allowed(out, r, token):
     return (out[r, token >> 5] >> (token & 31)) & 1
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+# Inlined into its two callers (the scalar and the batch traversal kernels): as a call of
+# its own it takes the grammar, state and scratch bundles field by field (some 200 words),
+# about 45 ns per request of a batch, as much as a small tree's root mask.
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
     """Fill the masks of every reachable node of one draft tree.
 
@@ -187,13 +190,17 @@ def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
     entering = True
     pending = 0  # levels gone up since the last accept: steps still to roll back
     visits = 0
+    memo_src = -1  # the row of out that holds the memo's row (-1: S.memo_row)
     while True:
         if entering:
             entering = False
             if not meta[M_STOPPED]:
-                status = fill_row_inlined(G, M, S, out, row_base + v)
+                status = fill_traversal_row_inlined(G, M, S, out, row_base + v, memo_src)
                 if status < 0:
                     break
+                if status == 0:
+                    memo_src = row_base + v
+                status = 0
             sp += 1
             stack[sp] = v
             v = next_token[v]
@@ -227,6 +234,7 @@ def traverse_op(G, M, S, tree, out, row_base, root, vocab_size, walk):
                 entering = True
                 continue
         v = next_sibling[v]
+    memo_keep_row(S, out, memo_src)
     # Restore the starting position whatever happened (all steps above steps0 undone).
     rollback_in(M, S, meta[M_STEPS] - steps0)
     meta[M_TOP] = top0

@@ -113,6 +113,8 @@ def check_trees(next_token, next_sibling, roots, seen, stack, report):
     for k in range(roots.shape[0]):
         b = 0 if T == 1 else k
         root = roots[k]
+        if T == 1 and k > 0 and root == roots[k - 1]:
+            continue  # the shared tree from the same root again: checked just now
         if root < 0 or root >= N:
             return _report(report, k, root, -1, LINKS_ROOT_RANGE)
         if next_sibling[b, root] != -1:

@@ -47,6 +47,7 @@ from ._tree_input import (
     deadline_ns,
     link_arrays,
     past_deadline,
+    raise_tree_input,
 )
 
 __all__ = ["BatchGrammarMatcher", "MAX_THREADS_LIMIT"]
@@ -128,7 +129,7 @@ def _claim(held: tuple) -> tuple[list | tuple, list | None]:
                 stack = _BATCH_HELD.stack = []
             entry = [held, None]
             stack.append(entry)
-            return (entry, frees), keys
+            return (entry, frees), last[1]  # equal keys; the kept list is compared by identity
     if all(issubclass(kind, GrammarMatcher) for kind in set(map(type, held))):
         matchers = held
     else:
@@ -263,7 +264,7 @@ def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarr
             f"matchers[{bad}] must be a GrammarMatcher, got {type(matchers[bad]).__name__}"
         ) from None
     last = _LAST_SLOTS
-    if keys == last[1] and GRAMMARS.generation == last[0]:
+    if (keys is last[1] or keys == last[1]) and GRAMMARS.generation == last[0]:
         return last[2], last[3], last[4], last[5]
     generation = GRAMMARS.generation  # read before the tags
     gslots, mslots, vocab, flags, keys = _split(matchers, keys)
@@ -832,16 +833,23 @@ class BatchGrammarMatcher:
             roots = zeros if zeros is not None else np.zeros(k, dtype=np.int64)
         else:
             roots = _index_vector(root_positions, "root_positions", k)
-        check_draft_input(
-            next_token if next_token.shape[0] == 1 or indices is None else next_token[requests],
-            next_sibling
-            if next_sibling.shape[0] == 1 or indices is None
-            else next_sibling[requests],
-            roots,
-            draft if indices is None else draft[requests],
-            vocab,
-            scratch=self._check_scratch(n),
-        )
+        check = self._check_scratch(n)
+        words = n * ((vocab + 31) // 32)  # a request's words of output (a valid bitmask's)
+        # A whole batch run inline has its trees and tokens checked by the traversal kernel
+        # itself, before any work (one kernel call instead of two); otherwise here. Its tree
+        # and token errors then come after the bitmask's and last_nodes' (checked below).
+        fused = indices is None and k > 0 and self._inline(k, words)
+        if not fused:
+            check_draft_input(
+                next_token if next_token.shape[0] == 1 or indices is None else next_token[requests],
+                next_sibling
+                if next_sibling.shape[0] == 1 or indices is None
+                else next_sibling[requests],
+                roots,
+                draft if indices is None else draft[requests],
+                vocab,
+                scratch=check,
+            )
         out = self._views.view(token_bitmask, vocab, "token_bitmask")
         if out.shape[0] < b * n:
             raise BitmaskError(f"token_bitmask needs B * N = {b * n} rows, got {out.shape[0]}")
@@ -865,30 +873,59 @@ class BatchGrammarMatcher:
                 _NO_LAST if last_nodes is None else last_nodes,
             )
 
-        def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-            _batch.batch_traverse(
-                GRAMMARS.table,
-                MATCHERS.table,
-                gslots,
-                mslots,
-                *args,
-                _traverse_walk(n, deadline),
-                start,
-                stop,
-            )
-            if post is not None:
-                _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
+        if fused:
+            REGISTRY_LOCK.acquire_read()
+            try:
+                code = _batch.batch_traverse(
+                    GRAMMARS.table,
+                    MATCHERS.table,
+                    gslots,
+                    mslots,
+                    *args,
+                    _traverse_walk(n, deadline),
+                    check,
+                    True,
+                    0,
+                    k,
+                )
+                if code == 0 and post is not None:
+                    _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], _rows_scratch(n), 0, k)
+            finally:
+                REGISTRY_LOCK.release_read()
+            if code > 0:
+                raise_tree_input(code, check[2], draft, vocab)
+        else:
 
-        self._run(kernel, k, n * out.shape[1])
-        if flags is None and not np.count_nonzero(status):  # a third of any()'s cost
-            return [True] * k  # the common case: every walk finished in the kernel
+            def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
+                _batch.batch_traverse(
+                    GRAMMARS.table,
+                    MATCHERS.table,
+                    gslots,
+                    mslots,
+                    *args,
+                    _traverse_walk(n, deadline),
+                    check,
+                    False,
+                    start,
+                    stop,
+                )
+                if post is not None:
+                    _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
+
+            self._run(kernel, k, words)
+        # the common case: every walk finished in the kernel (a fused call counts the
+        # others; count_nonzero costs a third of any())
+        if flags is None and (code == 0 if fused else not np.count_nonzero(status)):
+            return [True] * k
         redo = np.flatnonzero(status)  # these get the unfilled-rows pass again
         self._retry(
             matchers,
             requests,
             status,
             lambda j: self._run_one(
-                _batch.batch_traverse, (gslots, mslots, *args, _traverse_walk(n, deadline)), j
+                _batch.batch_traverse,
+                (gslots, mslots, *args, _traverse_walk(n, deadline), check, False),
+                j,
             ),
             extra_bytes=None,
             deadline=deadline,
