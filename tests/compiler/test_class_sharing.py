@@ -575,6 +575,9 @@ def test_grouped_slice_walk_equals_the_slice_dfa_walk(info):
                 acc, unk = (np.empty(len(sv), dtype=np.int32) for _ in range(2))
                 sets = new_slice_walk_sets(sv.max_len, int(a.n_classes))
                 frames = np.empty((2, SLICE_WALK_FRAMES + 1), dtype=np.int32)
+                grouping = store._slice_grouping(s, follow, follows)
+                if grouping is not None:  # (else built after a walk that reads much of the trie)
+                    shared.note_grouping(grouping[0])
                 grouped = store._grouped_slice_walk(s, follow, follows, acc, unk, sets, frames)
                 if grouped is None:  # too many states to group (none here) or pair sets
                     continue
@@ -597,6 +600,36 @@ def test_grouped_slice_walk_equals_the_slice_dfa_walk(info):
     assert 0 < len(shared._grouped) <= 8
     for kernel in (slice_byte_groups, group_trie, grouped_slice_walk):
         assert len(kernel.signatures) == 1
+
+
+def test_grouped_tries_are_built_after_a_walk_that_reads_much_of_the_trie(info):
+    """A long bounded string's first slice walk reads the whole trie and notes its byte
+    grouping; the next walks of that grouping (later positions) build the grouped trie and
+    walk it, each with the plain trie walk's class."""
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    compiled = compiler.compile_json_schema(json.dumps({"type": "string", "maxLength": 500}))
+    store = compiled._store
+    store._shared = ClassCache(info.sorted_vocab)
+    grouped_walk = store._grouped_slice_walk
+    grouped = []
+
+    def counting(*args, **kwargs):
+        walked = grouped_walk(*args, **kwargs)
+        grouped.append(walked is not None)
+        return walked
+
+    store._grouped_slice_walk = counting
+    built = []
+    for s in range(compiled.automaton.n_states):
+        context = store._context_of(s, ())
+        walked = store._slice_dfa_walk(s, context)
+        if walked is None:
+            continue
+        _assert_plain(compiled, s, walked, s)
+        built.append(len(store._shared._grouped))
+    # (every state here, those inside a character and the last positions too: a few groupings)
+    assert built[0] == 0 and 1 <= built[-1] <= 8 and len(built) >= 20
+    assert not grouped[0] and sum(grouped) >= len(grouped) // 2
 
 
 # the same constrained string in the branches of a union, each followed by other keys (an

@@ -89,6 +89,13 @@ _SLICE_WALK_MAX_UNDECIDED = 4096
 # States found times byte classes past which a slice walk's bytes are not grouped
 # (``kernels.slice_byte_groups``, about half a millisecond): the whole trie is walked.
 _GROUP_MAX_WORK = 1 << 20
+# Byte groups past which the slice walk reads the whole trie: the grouped trie of many
+# groups saves less (a `format: regex` string's 105: 158k nodes, a third of the walk) and
+# its build costs more (up to 8 ms against a 3 ms walk, the children of a node searched).
+_MAX_GROUPS = 48
+# A slice walk that accepts or leaves undecided at least this share (1 / n) of the
+# vocabulary has the later walks of its byte grouping walk the grouped trie.
+_GROUPED_TOKEN_SHARE = 8
 # A context class is refined from its state's own class (only the own class's UNCERTAIN
 # tokens walked) when that class leaves at most this many uncertain.
 REFINE_MAX_UNCERTAIN = 16384
@@ -1215,6 +1222,11 @@ class MaskStore:
                 clock,
                 deadline,
             )
+            if walked[0] == 0 and walked[1] + walked[2] >= len(sv) // _GROUPED_TOKEN_SHARE:
+                # a walk that read much of the trie: the next of its grouping walks grouped
+                grouping = self._slice_grouping(s, follow, followed)
+                if grouping is not None:
+                    self._shared.note_grouping(grouping[0])
         st, n_acc, n_unk = walked
         if st == layout.TIMEOUT:
             raise DeadlineExceededError
@@ -1238,9 +1250,9 @@ class MaskStore:
         """``kernels.slice_dfa_walk``'s outcome for state ``s`` from a walk of the
         vocabulary's trie with the bytes grouped as that walk tells them apart
         (``kernels._slice_groups``: a few thousand nodes for a long bounded string, against
-        some 280k), or None where the bytes are not grouped (too many states to compare),
-        the grouped trie is not much smaller or the walk meets more pair sets than ``sets``
-        holds."""
+        some 280k), or None where the bytes are not grouped (too many states to compare or
+        groups), the grouping's trie is not built (no walk of it read much of the trie yet,
+        see :meth:`_slice_dfa_walk`) or the walk meets more pair sets than ``sets`` holds."""
         grouping = self._slice_grouping(s, follow, followed)
         if grouping is None:
             return None
@@ -1274,9 +1286,9 @@ class MaskStore:
     def _slice_grouping(self, s: int, follow: np.ndarray, followed: int) -> tuple | None:
         """(byte groups, their number, a class and the follow flag of each) of the slice
         bytes for a slice walk from ``s`` (``kernels.slice_byte_groups``), or None where
-        too many states would be compared. The last grouping of the rule (and whether a
-        slice byte may follow it) serves every state it found (their walks meet no other
-        state): the later positions of a string."""
+        too many states would be compared or there are more than _MAX_GROUPS groups. The
+        last grouping of the rule (and whether a slice byte may follow it) serves every
+        state it found (their walks meet no other state): the later positions of a string."""
         rule = int(self._state_rule[s])
         key = (rule, followed > 0)
         kept = self._slice_groupings.get(key)
@@ -1308,7 +1320,9 @@ class MaskStore:
         )
         if n_groups < 0:
             return None
-        grouping = (group, n_groups, rep_class[:n_groups].copy(), rep_follow[:n_groups].copy())
+        grouping = None
+        if n_groups <= _MAX_GROUPS:
+            grouping = (group, n_groups, rep_class[:n_groups].copy(), rep_follow[:n_groups].copy())
         self._slice_groupings[key] = (np.sort(queue[:n_found]), grouping)
         return grouping
 
