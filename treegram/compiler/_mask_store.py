@@ -19,7 +19,6 @@ import numpy as np
 
 from ..kernels import (
     NO_SKIP,
-    SLICE_GROUPS_FULL,
     SLICE_WALK_FRAMES,
     SLICE_WALK_SETS,
     DeadlineExceededError,
@@ -1252,7 +1251,8 @@ class MaskStore:
         (``kernels._slice_groups``: a few thousand nodes for a long bounded string, against
         some 280k), or None where the bytes are not grouped (too many states to compare or
         groups), the grouping's trie is not built (no walk of it read much of the trie yet,
-        see :meth:`_slice_dfa_walk`) or the walk meets more pair sets than ``sets`` holds."""
+        see :meth:`_slice_dfa_walk`), the walk meets more pair sets than ``sets`` holds or
+        leaves the state undecided."""
         grouping = self._slice_grouping(s, follow, followed)
         if grouping is None:
             return None
@@ -1279,7 +1279,10 @@ class MaskStore:
             np.zeros(2, dtype=np.int64),
             deadline,
         )
-        if st == SLICE_GROUPS_FULL:
+        if st < 0 and st != layout.TIMEOUT:
+            # SLICE_GROUPS_FULL, or undecided: the slice walk may still decide it (its
+            # byte-loop shortcut, which reads a looping state's subtree whole, is not here);
+            # else the chart would walk the whole trie
             return None
         return st, n_acc, n_unk
 
