@@ -92,9 +92,11 @@ _GROUP_MAX_WORK = 1 << 20
 # groups saves less (a `format: regex` string's 105: 158k nodes, a third of the walk) and
 # its build costs more (up to 8 ms against a 3 ms walk, the children of a node searched).
 _MAX_GROUPS = 48
-# A slice walk that accepts or leaves undecided at least this share (1 / n) of the
-# vocabulary has the later walks of its byte grouping walk the grouped trie.
-_GROUPED_TOKEN_SHARE = 8
+# A slice walk that took at least this long (thread CPU, ns) has the later walks of its
+# byte grouping walk the grouped trie: a build costs about 3 ms. (Not by the tokens it
+# accepted: a walk whose byte-loop shortcut reads large subtrees whole accepts a quarter
+# of the vocabulary in 0.3 ms.)
+_GROUPED_AFTER_NS = 1_500_000
 # A context class is refined from its state's own class (only the own class's UNCERTAIN
 # tokens walked) when that class leaves at most this many uncertain.
 REFINE_MAX_UNCERTAIN = 16384
@@ -1205,6 +1207,7 @@ class MaskStore:
         clock = np.zeros(2, dtype=np.int64)
         walked = self._grouped_slice_walk(s, follow, followed, acc, unk, sets, frames, deadline)
         if walked is None:
+            started = time.thread_time_ns()
             walked = slice_dfa_walk(
                 automaton,
                 followed,
@@ -1221,8 +1224,8 @@ class MaskStore:
                 clock,
                 deadline,
             )
-            if walked[0] == 0 and walked[1] + walked[2] >= len(sv) // _GROUPED_TOKEN_SHARE:
-                # a walk that read much of the trie: the next of its grouping walks grouped
+            if walked[0] == 0 and time.thread_time_ns() - started >= _GROUPED_AFTER_NS:
+                # a walk that cost about a build: the next of its grouping walks grouped
                 grouping = self._slice_grouping(s, follow, followed)
                 if grouping is not None:
                     self._shared.note_grouping(grouping[0])
