@@ -270,6 +270,17 @@ def _workload() -> None:
     tight = compiler.compile_regex("[a-z]+[0-9]")
     tight.mask_store.walk_budget = 1
     _matcher_ops(tight, "ab1", info)
+    # slice walks over grouped tries (kernels._slice_groups; built after a walk that cost
+    # about a build, none on this vocabulary: noted here)
+    store = tight.mask_store
+    for s in range(tight.automaton.n_states):
+        context = store._context_of(s, ())
+        grouping = store._slice_grouping(s, *store._slice_follow(s, context))
+        if grouping is not None:
+            store._shared.note_grouping(grouping[0])
+        store._slice_dfa_walk(s, context)
+        # a table of one pair set: the grouped walk gives up, the whole trie's walk runs
+        store._slice_dfa_walk(s, store._context_of(s, ()), max_sets=1)
     _draft_trees(matchers[:-2] + matchers[-1:], info)
     # a class whose accepted tokens a walk did not all meet (rare on a small vocabulary)
     kernels.bitset_positions(np.zeros(2, dtype=np.int32))

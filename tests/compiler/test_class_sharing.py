@@ -20,7 +20,9 @@ import pytest
 
 import treegram as tg
 from treegram.compiler._class_cache import ClassCache, class_cache_for
+from treegram.kernels import SLICE_WALK_FRAMES, new_slice_walk_sets
 from treegram.kernels._classify import classify
+from treegram.kernels._slice_groups import group_trie, grouped_slice_walk, slice_byte_groups
 from treegram.kernels._slice_walk import slice_dfa_walk
 from treegram.kernels._slices import json_string_slice_dfa, positions_to_bitset, slice_members
 
@@ -516,6 +518,121 @@ def test_slice_dfa_walk_equals_the_plain_walk(info):
     store = restored._store
     assert any(store._slice_dfa_walk(s, store._context_of(s, ())) for s in range(20))
     assert len(slice_dfa_walk.signatures) == 1
+
+
+def _plain_slice_walk(compiled: tg.CompiledGrammar, s: int, context: tuple) -> tuple:
+    """``kernels.slice_dfa_walk`` of state ``s`` as the store calls it: (status, accepted,
+    undecided)."""
+    store = compiled._store
+    sv = store._sorted_vocab
+    automaton = store._slice_walk_inputs()[0]
+    follow, followed = store._slice_follow(s, context)
+    acc, unk = (np.empty(len(sv), dtype=np.int32) for _ in range(2))
+    st, n_acc, n_unk = slice_dfa_walk(
+        automaton,
+        followed,
+        follow,
+        s,
+        sv.trie,
+        store._shared.string_slice(store._n_words, sv.max_len).leads,
+        store._loops(),
+        acc,
+        unk,
+        4096,
+        new_slice_walk_sets(sv.max_len, int(compiled.automaton.n_classes)),
+        np.empty((2, SLICE_WALK_FRAMES + 1), dtype=np.int32),
+        np.zeros(2, dtype=np.int64),
+        0,
+    )
+    return st, acc[:n_acc], unk[:n_unk]
+
+
+def test_grouped_slice_walk_equals_the_slice_dfa_walk(info):
+    """The slice DFA walk over the trie with the bytes grouped as the walk tells them apart
+    gives, state by state (alone and in context, where a slice byte may follow the rule,
+    through calls), the plain slice DFA walk's status, accepted and undecided tokens; the
+    class it makes equals the plain trie walk's; and the grouped tries are few and shared
+    across grammars."""
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    grammars = [
+        compiler.compile_json_schema(json.dumps(s), any_whitespace=True, strict_mode=False)
+        for s in SLICE_DFA_SCHEMAS
+    ]
+    grammars += [compiler.compile_grammar(text) for text in SLICE_DFA_EBNF]
+    # a bounded string in another grammar: the same byte groups, the same grouped trie
+    grammars.append(compiler.compile_json_schema(json.dumps({"type": "string", "maxLength": 500})))
+    shared = ClassCache(info.sorted_vocab)
+    used = in_context = followed = calling = undecided = 0
+    for compiled in grammars:
+        store = compiled._store
+        store._shared = shared
+        a = compiled.automaton
+        sv = store._sorted_vocab
+        for s in _sample(a.n_states, 40):
+            for callers in {(), _callers(compiled, s)}:
+                context = store._context_of(s, (0, *callers) if callers else ())
+                follow, follows = store._slice_follow(s, context)
+                acc, unk = (np.empty(len(sv), dtype=np.int32) for _ in range(2))
+                sets = new_slice_walk_sets(sv.max_len, int(a.n_classes))
+                frames = np.empty((2, SLICE_WALK_FRAMES + 1), dtype=np.int32)
+                grouping = store._slice_grouping(s, follow, follows)
+                if grouping is not None:  # (else built after a walk that reads much of the trie)
+                    shared.note_grouping(grouping[0])
+                grouped = store._grouped_slice_walk(s, follow, follows, acc, unk, sets, frames)
+                if grouped is None:  # too many states to group (none here) or pair sets
+                    continue
+                st, n_acc, n_unk = grouped
+                plain = _plain_slice_walk(compiled, s, context)
+                label = (compiled, s, callers)
+                assert st == plain[0], label
+                if st == 0:
+                    assert np.array_equal(acc[:n_acc], plain[1]), label
+                    assert np.array_equal(unk[:n_unk], plain[2]), label
+                    walked = store._with_rest(s, context, acc[:n_acc], unk[:n_unk])
+                    _assert_plain(compiled, s, walked, label, callers)
+                    undecided += n_unk > 0
+                used += 1
+                in_context += bool(callers)
+                calling += bool(a.ref_ptr[s + 1] > a.ref_ptr[s])
+                followed += follows > 0
+    assert used >= 60 and in_context >= 10 and followed >= 5 and calling >= 5
+    assert undecided >= 3
+    assert 0 < len(shared._grouped) <= 8
+    for kernel in (slice_byte_groups, group_trie, grouped_slice_walk):
+        assert len(kernel.signatures) == 1
+
+
+def test_grouped_tries_are_built_after_a_costly_walk(info, monkeypatch):
+    """A long bounded string's first slice walk (of the whole trie) notes its byte
+    grouping; the next walks of that grouping (later positions) build the grouped trie and
+    walk it, each with the plain trie walk's class."""
+    from treegram.compiler import _mask_store
+
+    monkeypatch.setattr(_mask_store, "_GROUPED_AFTER_NS", 0)  # (a walk's time: the machine's)
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    compiled = compiler.compile_json_schema(json.dumps({"type": "string", "maxLength": 500}))
+    store = compiled._store
+    store._shared = ClassCache(info.sorted_vocab)
+    grouped_walk = store._grouped_slice_walk
+    grouped = []
+
+    def counting(*args, **kwargs):
+        walked = grouped_walk(*args, **kwargs)
+        grouped.append(walked is not None)
+        return walked
+
+    store._grouped_slice_walk = counting
+    built = []
+    for s in range(compiled.automaton.n_states):
+        context = store._context_of(s, ())
+        walked = store._slice_dfa_walk(s, context)
+        if walked is None:
+            continue
+        _assert_plain(compiled, s, walked, s)
+        built.append(len(store._shared._grouped))
+    # (every state here, those inside a character and the last positions too: a few groupings)
+    assert built[0] == 0 and 1 <= built[-1] <= 8 and len(built) >= 20
+    assert not grouped[0] and sum(grouped) >= len(grouped) // 2
 
 
 # the same constrained string in the branches of a union, each followed by other keys (an

@@ -24,6 +24,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..kernels import (
+    group_trie,
     json_string_slice_dfa,
     positions_to_bitset,
     restricted_slice_dfa,
@@ -57,6 +58,12 @@ SIGNATURE_CAP = 4096
 # Restricted slice DFAs a vocabulary keeps (a few KB each: the excluded sets come from the
 # states' character classes, a handful per grammar, mostly the same ones).
 _RESTRICTED_DFAS = 256
+# Grouped tries a vocabulary keeps (``kernels._slice_groups``; up to 2.5 MB each, most of
+# it a node per token): a long bounded string's byte groups are the same in every schema,
+# a pattern's are its grammar's own. A build costs about one slice walk of the whole trie.
+_GROUPED_TRIES = 8
+# Byte groupings noted as worth a grouped trie (see grouped_trie), the oldest forgotten first.
+_GROUPINGS_NOTED = 1024
 
 
 class StringSlice:
@@ -171,6 +178,12 @@ class ClassCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[int, int], tuple] = OrderedDict()
         self._bytes = 0
+        self._grouped: OrderedDict[bytes, tuple] = OrderedDict()  # see grouped_trie
+        self._groupings_noted: OrderedDict[bytes, None] = OrderedDict()
+        # grouped_trie's scratch (about 10 MB: fresh pages each build cost a few ms), made on
+        # first need and used under its own lock
+        self._group_scratch: tuple | None = None
+        self._group_lock = threading.Lock()
 
     def get(self, signature: tuple[int, int]) -> tuple | None:
         """The ``(digest, kind, payload, uncertain)`` stored under ``signature``, or None."""
@@ -241,6 +254,55 @@ class ClassCache:
                     for array in found:
                         array.flags.writeable = False
                     self._summary = found
+        return found
+
+    def note_grouping(self, group: np.ndarray) -> None:
+        """Note that a slice walk of the byte grouping ``group`` read much of the trie: its
+        next request builds the grouped trie (:meth:`grouped_trie`)."""
+        with self._lock:
+            self._groupings_noted[group.tobytes()] = None
+            if len(self._groupings_noted) > _GROUPINGS_NOTED:
+                self._groupings_noted.popitem(last=False)
+
+    def grouped_trie(self, group: np.ndarray, n_groups: int) -> tuple | None:
+        """The trie of the slice tokens' strings of byte groups (``kernels.group_trie``):
+        read-only (parent, group, depth, subtree end, token's node) arrays; None for a
+        grouping not noted yet (:meth:`note_grouping`: a build costs about one walk of the
+        whole trie, which a cheap walk, or one walk alone, would not win back). ``group``
+        (int32 [256]) is each byte's group as ``kernels.slice_byte_groups`` numbers them
+        (``n_groups`` of them)."""
+        key = group.tobytes()
+        with self._lock:
+            if key in self._grouped:
+                self._grouped.move_to_end(key)
+                return self._grouped[key]
+            if key not in self._groupings_noted:
+                return None
+        sv = self._sorted_vocab()
+        token_node = np.empty(len(sv), dtype=np.int32)
+        with self._group_lock:
+            if self._group_scratch is None:
+                n = sv.trie[0].shape[0] + 1
+                self._group_scratch = (
+                    np.empty((4, n), dtype=np.int32),
+                    np.empty((5, n), dtype=np.int32),
+                )
+            out, scratch = self._group_scratch
+            m = group_trie(
+                sv.trie,
+                group,
+                n_groups,
+                out,
+                scratch,
+                token_node,
+                np.empty((2, sv.max_len + 2), dtype=np.int32),
+                np.empty((2, (sv.max_len + 1) * n_groups), dtype=np.int32),
+            )
+            found = (*(read_only(x[:m].copy()) for x in out), read_only(token_node))
+        with self._lock:  # (a thread that built the same meanwhile: either copy is right)
+            self._grouped[key] = found
+            while len(self._grouped) > _GROUPED_TRIES:
+                self._grouped.popitem(last=False)
         return found
 
     def suffix_bits(self) -> np.ndarray:

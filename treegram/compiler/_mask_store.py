@@ -26,12 +26,14 @@ from ..kernels import (
     bytes_off_loop,
     classify,
     context_hash,
+    grouped_slice_walk,
     joint_byte_classes,
     layout,
     looping_leads,
     new_slice_walk_sets,
     positions_to_bitset,
     reads_string_text,
+    slice_byte_groups,
     slice_dfa_walk,
     slice_reach,
     state_signature,
@@ -83,6 +85,18 @@ WALK_BUDGET = 4096
 # a DFA slice walk hands to the chart along with the tokens outside the slice; with more,
 # a trie of them costs more to build than the usual walk (see MaskStore._slice_dfa_walk).
 _SLICE_WALK_MAX_UNDECIDED = 4096
+# States found times byte classes past which a slice walk's bytes are not grouped
+# (``kernels.slice_byte_groups``, about half a millisecond): the whole trie is walked.
+_GROUP_MAX_WORK = 1 << 20
+# Byte groups past which the slice walk reads the whole trie: the grouped trie of many
+# groups saves less (a `format: regex` string's 105: 158k nodes, a third of the walk) and
+# its build costs more (up to 8 ms against a 3 ms walk, the children of a node searched).
+_MAX_GROUPS = 48
+# A slice walk that took at least this long (thread CPU, ns) has the later walks of its
+# byte grouping walk the grouped trie: a build costs about 3 ms. (Not by the tokens it
+# accepted: a walk whose byte-loop shortcut reads large subtrees whole accepts a quarter
+# of the vocabulary in 0.3 ms.)
+_GROUPED_AFTER_NS = 1_500_000
 # A context class is refined from its state's own class (only the own class's UNCERTAIN
 # tokens walked) when that class leaves at most this many uncertain.
 REFINE_MAX_UNCERTAIN = 16384
@@ -235,6 +249,9 @@ class MaskStore:
         self._text_bits: list[int] | None = None  # see _restricted_slice
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
         self._slice_walk_arrays: tuple | None = None  # see _slice_walk_inputs
+        # (rule, whether a slice byte may follow it) -> (the states it serves, sorted; the
+        # byte grouping of their slice walks): see _slice_grouping
+        self._slice_groupings: dict[tuple[int, bool], tuple] = {}
         # slice walk key (_slice_walk_key) -> (runs of the accepted, undecided) slice tokens
         # (see _kept_slice_tokens)
         self._slice_walks: dict[tuple, tuple] = {}
@@ -1188,22 +1205,31 @@ class MaskStore:
         sets = new_slice_walk_sets(sv.max_len, n_classes, max_sets)
         frames = np.empty((2, SLICE_WALK_FRAMES + 1), dtype=np.int32)
         clock = np.zeros(2, dtype=np.int64)
-        st, n_acc, n_unk = slice_dfa_walk(
-            automaton,
-            followed,
-            follow,
-            s,
-            sv.trie,
-            whole.leads,
-            self._loops(),
-            acc,
-            unk,
-            _SLICE_WALK_MAX_UNDECIDED,
-            sets,
-            frames,
-            clock,
-            deadline,
-        )
+        walked = self._grouped_slice_walk(s, follow, followed, acc, unk, sets, frames, deadline)
+        if walked is None:
+            started = time.thread_time_ns()
+            walked = slice_dfa_walk(
+                automaton,
+                followed,
+                follow,
+                s,
+                sv.trie,
+                whole.leads,
+                self._loops(),
+                acc,
+                unk,
+                _SLICE_WALK_MAX_UNDECIDED,
+                sets,
+                frames,
+                clock,
+                deadline,
+            )
+            if walked[0] == 0 and time.thread_time_ns() - started >= _GROUPED_AFTER_NS:
+                # a walk that cost about a build: the next of its grouping walks grouped
+                grouping = self._slice_grouping(s, follow, followed)
+                if grouping is not None:
+                    self._shared.note_grouping(grouping[0])
+        st, n_acc, n_unk = walked
         if st == layout.TIMEOUT:
             raise DeadlineExceededError
         if st < 0 or n_unk > _SLICE_WALK_MAX_UNDECIDED:  # the usual walk is shorter
@@ -1211,6 +1237,100 @@ class MaskStore:
         if slice_key is not None:  # (the buffers are this walk's own)
             self._remember_slice_walk(slice_key, acc[:n_acc], unk[:n_unk], False)
         return self._with_rest(s, context, acc[:n_acc], unk[:n_unk], deadline)
+
+    def _grouped_slice_walk(
+        self,
+        s: int,
+        follow: np.ndarray,
+        followed: int,
+        acc: np.ndarray,
+        unk: np.ndarray,
+        sets: tuple,
+        frames: np.ndarray,
+        deadline: int = 0,
+    ) -> tuple[int, int, int] | None:
+        """``kernels.slice_dfa_walk``'s outcome for state ``s`` from a walk of the
+        vocabulary's trie with the bytes grouped as that walk tells them apart
+        (``kernels._slice_groups``: a few thousand nodes for a long bounded string, against
+        some 280k), or None where the bytes are not grouped (too many states to compare or
+        groups), the grouping's trie is not built (no walk of it read much of the trie yet,
+        see :meth:`_slice_dfa_walk`), the walk meets more pair sets than ``sets`` holds or
+        leaves the state undecided."""
+        grouping = self._slice_grouping(s, follow, followed)
+        if grouping is None:
+            return None
+        group, n_groups, rep_class, rep_follow = grouping
+        grouped = self._shared.grouped_trie(group, n_groups)
+        if grouped is None:
+            return None
+        sv = self._sorted_vocab
+        st, n_acc, n_unk = grouped_slice_walk(
+            self._slice_walk_inputs()[0],
+            followed,
+            s,
+            grouped,
+            rep_class,
+            rep_follow,
+            self._shared.string_slice(self._n_words, sv.max_len).leads,
+            self._loops(),
+            acc,
+            unk,
+            _SLICE_WALK_MAX_UNDECIDED,
+            sets,
+            frames,
+            np.empty(grouped[0].shape[0], dtype=np.int32),
+            np.zeros(2, dtype=np.int64),
+            deadline,
+        )
+        if st < 0 and st != layout.TIMEOUT:
+            # SLICE_GROUPS_FULL, or undecided: the slice walk may still decide it (its
+            # byte-loop shortcut, which reads a looping state's subtree whole, is not here);
+            # else the chart would walk the whole trie
+            return None
+        return st, n_acc, n_unk
+
+    def _slice_grouping(self, s: int, follow: np.ndarray, followed: int) -> tuple | None:
+        """(byte groups, their number, a class and the follow flag of each) of the slice
+        bytes for a slice walk from ``s`` (``kernels.slice_byte_groups``), or None where
+        too many states would be compared or there are more than _MAX_GROUPS groups. The
+        last grouping of the rule (and whether a slice byte may follow it) serves every
+        state it found (their walks meet no other state): the later positions of a string."""
+        rule = int(self._state_rule[s])
+        key = (rule, followed > 0)
+        kept = self._slice_groupings.get(key)
+        if kept is not None:
+            found = kept[0]
+            at = int(np.searchsorted(found, s))
+            if at < found.shape[0] and found[at] == s:
+                return kept[1]
+        automaton, slice_bytes, _ = self._slice_walk_inputs()
+        n_classes = int(self._automaton_arrays[layout.A_N_CLASSES])
+        group = np.empty(256, dtype=np.int32)
+        rep_class = np.empty(256, dtype=np.int32)
+        rep_follow = np.empty(256, dtype=np.uint8)
+        queue = np.empty(self._n_states, dtype=np.int32)
+        n_groups, n_found = slice_byte_groups(
+            automaton,
+            s,
+            slice_bytes,
+            follow,
+            followed,
+            np.zeros(self._n_states, dtype=np.int8),
+            queue,
+            np.empty(2 * n_classes + 2, dtype=np.uint64),
+            np.empty(n_classes, dtype=np.int32),
+            group,
+            rep_class,
+            rep_follow,
+            _GROUP_MAX_WORK,
+        )
+        if n_groups < 0:
+            return None
+        grouping = None
+        if n_groups <= _MAX_GROUPS:
+            grouping = (group, n_groups, rep_class[:n_groups].copy(), rep_follow[:n_groups].copy())
+        self._slice_groupings[key] = (np.sort(queue[:n_found]), grouping)
+        return grouping
 
     def _with_rest(
         self, s: int, context: tuple, acc: np.ndarray, unk: np.ndarray, deadline: int = 0

@@ -37,6 +37,8 @@ from treegram.kernels._mask import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN, conte
 from treegram.kernels._ops import accept_token_entry, rollback_op
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import splitmix, state_signature
+from treegram.kernels._slice_groups import SETS_FULL as SLICE_GROUPS_FULL
+from treegram.kernels._slice_groups import group_trie, grouped_slice_walk, slice_byte_groups
 from treegram.kernels._slice_walk import MAX_FRAMES as SLICE_WALK_FRAMES
 from treegram.kernels._slice_walk import MAX_PAIRS as SLICE_WALK_PAIRS
 from treegram.kernels._slice_walk import MAX_SETS as SLICE_WALK_SETS
@@ -107,6 +109,10 @@ __all__ = [
     "SLICE_WALK_PAIRS",
     "SLICE_WALK_FRAMES",
     "SLICE_WALK_SETS",
+    "slice_byte_groups",
+    "group_trie",
+    "grouped_slice_walk",
+    "SLICE_GROUPS_FULL",
     "slice_members",
     "slice_reach",
     "subtree_max_leads",
