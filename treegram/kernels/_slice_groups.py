@@ -26,20 +26,14 @@ from numba import njit
 from ._clock import monotonic_ns
 from ._layout import TIMEOUT, AutomatonArrays
 from ._slice_walk import (
-    _COUNT,
     _DEAD,
     _ENDS,
-    _FRAMES,
-    _IN_RULE,
     _NO_TOKENS,
     _UNDECIDED,
     _UNDECIDED_SET,
     _UNKNOWN,
-    MAX_FRAMES,
-    _add,
-    _closure,
-    _finish,
-    _intern,
+    seed_set,
+    step_set,
 )
 
 # grouped_slice_walk: the walk met more pair sets than its table holds (a set in a scratch
@@ -352,25 +346,15 @@ def grouped_slice_walk(
     """
     A = AutomatonArrays(*arrays, _NO_TOKENS, 0)
     n_classes = A.n_classes
-    trans = A.trans
     rows, nxt, slots, _ = sets
     parent, node_group, depth, end, token_node = grouped
     _, loop_off, loop_known = loops
-    frames[0, MAX_FRAMES] = 0
-    for q in range(slots.shape[0]):
-        slots[q] = -1
     scratch = slots.shape[0] // 2
-    rows[scratch, 0] = state
-    rows[scratch, _FRAMES] = _IN_RULE
-    n = _closure(A, rows, frames, scratch, 1)
-    if n < 0:
+    node_set[0], n_sets = seed_set(
+        A, rows, frames, slots, nxt, state, followed, loop_off, loop_known
+    )
+    if node_set[0] == _UNDECIDED_SET:
         return _UNDECIDED, 0, 0
-    if followed == 2:
-        for j in range(n):
-            if rows[scratch, _FRAMES + j] == _IN_RULE and A.state_final[rows[scratch, j]]:
-                return _UNDECIDED, 0, 0
-    _finish(A, rows, scratch, n, loop_off, loop_known)
-    node_set[0], n_sets = _intern(rows, slots, nxt, n_classes, scratch, n, 0)
     if node_set[0] >= scratch:
         return SETS_FULL, 0, 0
     n_nodes = parent.shape[0]
@@ -392,25 +376,12 @@ def grouped_slice_walk(
             continue
         cl = rep_class[g]
         j = nxt[i * n_classes + cl]
-        if j == _UNKNOWN:  # step the set: its pairs' transitions, then calls and returns
-            n = 0
-            for q in range(rows[i, _COUNT]):
-                t = trans[rows[i, q] * n_classes + cl]
-                if t >= 0:
-                    n = _add(rows, scratch, n, t, rows[i, _FRAMES + q])
-                    if n < 0:
-                        break
-            if n > 0:
-                n = _closure(A, rows, frames, scratch, n)
-            if n == 0:
-                j = _DEAD
-            elif n < 0:
-                j = _UNDECIDED_SET
-            else:
-                _finish(A, rows, scratch, n, loop_off, loop_known)
-                j, n_sets = _intern(rows, slots, nxt, n_classes, scratch, n, n_sets)
-                if j >= scratch:
-                    return SETS_FULL, 0, 0
+        if j == _UNKNOWN:
+            j, n_sets = step_set(
+                A, rows, frames, slots, nxt, i, cl, scratch, n_sets, loop_off, loop_known
+            )
+            if j >= scratch:
+                return SETS_FULL, 0, 0
             nxt[i * n_classes + cl] = j
         if j == _DEAD:  # nothing reads this byte: the subtree's slice tokens fail
             c = end[c]

@@ -205,6 +205,52 @@ def _finish(A, rows, r, n, loop_off, loop_known):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
+def seed_set(A, rows, frames, slots, nxt, state, followed, loop_off, loop_known):
+    """Clear the set table and intern the walk's first set: ``state`` and its closure.
+    Returns ``(j, n_sets)``; ``j`` is ``_UNDECIDED_SET`` when the state cannot be walked
+    this way (its closure overflows, or, with ``followed`` 2, its rule may end before any
+    byte), and ``j >= scratch`` (half the table) when the table is full."""
+    frames[0, MAX_FRAMES] = 0
+    for q in range(slots.shape[0]):
+        slots[q] = -1
+    scratch = slots.shape[0] // 2
+    rows[scratch, 0] = state
+    rows[scratch, _FRAMES] = _IN_RULE
+    n = _closure(A, rows, frames, scratch, 1)
+    if n < 0:
+        return _UNDECIDED_SET, 0
+    if followed == 2:
+        for j in range(n):
+            if rows[scratch, _FRAMES + j] == _IN_RULE and A.state_final[rows[scratch, j]]:
+                return _UNDECIDED_SET, 0
+    _finish(A, rows, scratch, n, loop_off, loop_known)
+    return _intern(rows, slots, nxt, A.n_classes, scratch, n, 0)
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def step_set(A, rows, frames, slots, nxt, i, c, r, n_sets, loop_off, loop_known):
+    """The pair set that set ``i`` reaches on byte class ``c``, built in scratch row ``r``:
+    its pairs' transitions, then calls and returns. Returns ``(j, n_sets)``: ``_DEAD`` when
+    nothing reads the byte, ``_UNDECIDED_SET`` when the set overflows its row, else the
+    interned set (a new one counted in ``n_sets``; ``j >= r`` when the table is full)."""
+    n = 0
+    for q in range(rows[i, _COUNT]):
+        t = A.trans[rows[i, q] * A.n_classes + c]
+        if t >= 0:
+            n = _add(rows, r, n, t, rows[i, _FRAMES + q])
+            if n < 0:
+                break
+    if n > 0:
+        n = _closure(A, rows, frames, r, n)
+    if n == 0:
+        return _DEAD, n_sets
+    if n < 0:
+        return _UNDECIDED_SET, n_sets
+    _finish(A, rows, r, n, loop_off, loop_known)
+    return _intern(rows, slots, nxt, A.n_classes, r, n, n_sets)
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def _slice_tokens(leads, lo, hi, out, n):
     """Append the slice tokens among sorted positions ``lo..hi-1`` to ``out`` after its
     first ``n``; returns the new count."""
@@ -291,26 +337,15 @@ def slice_dfa_walk(
     """
     A = AutomatonArrays(*arrays, _NO_TOKENS, 0)
     n_classes = A.n_classes
-    trans = A.trans
     byte_class = A.byte_class
     rows, nxt, slots, sid = sets
     node_byte, node_depth, node_end, node_first, node_tok_lo, node_tok_hi = trie
     suffix_bits, loop_off, loop_known = loops
-    frames[0, MAX_FRAMES] = 0
-    for q in range(slots.shape[0]):
-        slots[q] = -1
     scratch = slots.shape[0] // 2  # row scratch + d: the depth-d set once the table is full
-    rows[scratch, 0] = state
-    rows[scratch, _FRAMES] = _IN_RULE
-    n = _closure(A, rows, frames, scratch, 1)
-    if n < 0:
+    first, n_sets = seed_set(A, rows, frames, slots, nxt, state, followed, loop_off, loop_known)
+    if first == _UNDECIDED_SET:
         return _UNDECIDED, 0, 0
-    if followed == 2:
-        for j in range(n):
-            if rows[scratch, _FRAMES + j] == _IN_RULE and A.state_final[rows[scratch, j]]:
-                return _UNDECIDED, 0, 0
-    _finish(A, rows, scratch, n, loop_off, loop_known)
-    sid[0], n_sets = _intern(rows, slots, nxt, n_classes, scratch, n, 0)
+    sid[0] = first
     n_acc = 0
     n_unk = 0
     n_nodes = node_byte.shape[0]
@@ -334,24 +369,10 @@ def slice_dfa_walk(
         j = _UNKNOWN
         if i < scratch:
             j = nxt[i * n_classes + c]
-        if j == _UNKNOWN:  # step the set: its pairs' transitions, then calls and returns
-            r = scratch + d
-            n = 0
-            for q in range(rows[i, _COUNT]):
-                t = trans[rows[i, q] * n_classes + c]
-                if t >= 0:
-                    n = _add(rows, r, n, t, rows[i, _FRAMES + q])
-                    if n < 0:
-                        break
-            if n > 0:
-                n = _closure(A, rows, frames, r, n)
-            if n == 0:
-                j = _DEAD
-            elif n < 0:
-                j = _UNDECIDED_SET
-            else:
-                _finish(A, rows, r, n, loop_off, loop_known)
-                j, n_sets = _intern(rows, slots, nxt, n_classes, r, n, n_sets)
+        if j == _UNKNOWN:
+            j, n_sets = step_set(
+                A, rows, frames, slots, nxt, i, c, scratch + d, n_sets, loop_off, loop_known
+            )
             if i < scratch and j < scratch:  # (a scratch row is not remembered)
                 nxt[i * n_classes + c] = j
         if j == _DEAD:  # nothing reads this byte: the subtree's slice tokens fail

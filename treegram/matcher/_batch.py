@@ -873,21 +873,26 @@ class BatchGrammarMatcher:
                 _NO_LAST if last_nodes is None else last_nodes,
             )
 
+        def traverse(checked: bool, start: int, stop: int) -> int:
+            """The traversal of requests ``start .. stop``; ``checked``: it also checks the
+            trees and tokens (the fused call of a whole batch)."""
+            return _batch.batch_traverse(
+                GRAMMARS.table,
+                MATCHERS.table,
+                gslots,
+                mslots,
+                *args,
+                _traverse_walk(n, deadline),
+                check,
+                checked,
+                start,
+                stop,
+            )
+
         if fused:
             REGISTRY_LOCK.acquire_read()
             try:
-                code = _batch.batch_traverse(
-                    GRAMMARS.table,
-                    MATCHERS.table,
-                    gslots,
-                    mslots,
-                    *args,
-                    _traverse_walk(n, deadline),
-                    check,
-                    True,
-                    0,
-                    k,
-                )
+                code = traverse(True, 0, k)
                 if code == 0 and post is not None:
                     _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], _rows_scratch(n), 0, k)
             finally:
@@ -897,18 +902,7 @@ class BatchGrammarMatcher:
         else:
 
             def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-                _batch.batch_traverse(
-                    GRAMMARS.table,
-                    MATCHERS.table,
-                    gslots,
-                    mslots,
-                    *args,
-                    _traverse_walk(n, deadline),
-                    check,
-                    False,
-                    start,
-                    stop,
-                )
+                traverse(False, start, stop)
                 if post is not None:
                     _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
 
