@@ -1327,23 +1327,30 @@ def _engine_walk(xm, nt, ns, draft, rows: np.ndarray) -> int:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_unfilled_rows_and_last_nodes_match_xgrammar_on_allocated_rows(compiled, batcher, seed):
+@pytest.mark.parametrize("whole", [False, True])
+def test_unfilled_rows_and_last_nodes_match_xgrammar_on_allocated_rows(
+    compiled, batcher, seed, whole
+):
     """``unfilled_rows=-1``: every row the traversal gives no mask (unreached and rejected
     nodes, stop-token nodes, a stopped matcher's whole tree) keeps the all -1 of an
     engine's allocation, and ``last_nodes`` is the node the engine's walk accepts last:
     both as an engine's own walk (SGLang's ``traverse_tree``) with xgrammar's matcher
     gives them. (xgrammar's own ``traverse_draft_tree`` zeroes rejected and stop-token
     rows instead, so it is not the oracle here.) Per-request trees, stop tokens inside
-    them, stopped matchers, sparse indices."""
+    them, stopped matchers, sparse indices; or the whole batch in one fused call, where
+    half the requests' grammars are fresh (their states classified during the call, so the
+    kernel leaves them unfinished and the others done)."""
     xgr = pytest.importorskip("xgrammar")
     xinfo = xgr.TokenizerInfo(VOCAB, vocab_size=V, stop_token_ids=[EOS])
     xcompiled = compile_each(xgr.GrammarCompiler(xinfo), GRAMMARS)
     rng = np.random.default_rng(700 + seed)
     b, n = 10, 14
     ours, theirs = [], []
+    fresh = compile_small(GRAMMARS, V) if whole else compiled
     for i in range(b):
         name = list(GRAMMARS)[i % len(GRAMMARS)]
-        m, xm = GrammarMatcher(compiled[name]), xgr.GrammarMatcher(xcompiled[name])
+        grammar = fresh[name] if i % 2 else compiled[name]
+        m, xm = GrammarMatcher(grammar), xgr.GrammarMatcher(xcompiled[name])
         for _ in range(int(rng.integers(0, 4))):
             choices = [t for t in np.flatnonzero(tg.bitmask_to_bool(mask_of(m), V))]
             if not choices:
@@ -1366,11 +1373,22 @@ def test_unfilled_rows_and_last_nodes_match_xgrammar_on_allocated_rows(compiled,
     assert any(m.is_terminated() for m in ours) or seed % 2
     nt, ns = links(parents)
     selected = np.array(sorted(rng.choice(b, size=b - 2, replace=False)), dtype=np.int64)
+    if whole:
+        selected = np.arange(b)
+        warm = np.full((b * n, W), SENTINEL, dtype=np.int32)  # the old grammars' states
+        batcher.batch_traverse_draft_tree(ours, nt, ns, draft, warm, indices=selected[::2])
     out = np.full((b * n, W), SENTINEL, dtype=np.int32)
     last = np.full(len(selected), -7, dtype=np.int64)
     before = [snapshot(m) for m in ours]
     done = batcher.batch_traverse_draft_tree(
-        ours, nt, ns, draft, out, indices=selected, unfilled_rows=-1, last_nodes=last
+        ours,
+        nt,
+        ns,
+        draft,
+        out,
+        indices=None if whole else selected,
+        unfilled_rows=-1,
+        last_nodes=last,
     )
     assert done == [True] * len(selected)
     assert [snapshot(m) for m in ours] == before

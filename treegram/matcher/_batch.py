@@ -889,6 +889,7 @@ class BatchGrammarMatcher:
                 stop,
             )
 
+        code = 0  # a fused call's: minus its unfinished walks, or a tree input error
         if fused:
             REGISTRY_LOCK.acquire_read()
             try:
@@ -911,7 +912,9 @@ class BatchGrammarMatcher:
         # others; count_nonzero costs a third of any())
         if flags is None and (code == 0 if fused else not np.count_nonzero(status)):
             return [True] * k
-        redo = np.flatnonzero(status)  # these get the unfilled-rows pass again
+        # these get the unfilled-rows pass (again): the unfinished ones, and all of them
+        # after a fused call that left some unfinished (it ran the pass for none)
+        redo = np.arange(k) if fused and code != 0 else np.flatnonzero(status)
         self._retry(
             matchers,
             requests,
