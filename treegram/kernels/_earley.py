@@ -16,7 +16,9 @@ only when its text, decoded as a JSON string, differs from the text of every ear
 completion called by the same occurrence of the caller's rule (the same rule begun in the
 same set); a scan that would complete it for no caller adds nothing. The chart keeps the
 bytes it read (``Chart.text``) for this; a classification walk's scratch chart has none, and
-marks every token that reaches such a completion UNCERTAIN instead (``kernels._classify``).
+marks a token it would accept through such a completion UNCERTAIN instead
+(``kernels._classify``). The checks are calls of their own, not inlined: every scan site
+of every kernel inlines the Earley step, and inlined they doubled a cold kernel compile.
 
 Every function returns a negative status instead of raising: ``OVERFLOW`` when the caller
 must grow the arrays and retry, ``REJECT`` when the input does not match.
@@ -187,7 +189,7 @@ def repeats_sibling(A, chart, caller_rule, a, r, k, pos):
     return False
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
+@njit(nogil=True, cache=True, _nrt=False)  # out of line: every scan site inlines its caller
 def _taken(A, chart, k, pos, r):
     """Whether an item of set ``k`` calls unique rule ``r`` and may take its completion over
     sets ``k .. pos`` (its occurrence has no earlier completion with the same text)."""
@@ -201,7 +203,7 @@ def _taken(A, chart, k, pos, r):
     return False
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
+@njit(nogil=True, cache=True, _nrt=False)  # out of line: every scan site inlines its caller
 def _complete_unique(A, chart, lo, n, k, pos, r):
     """``_complete`` of unique rule ``r`` over sets ``k .. pos``: each caller steps over
     the call unless its occurrence read the same text in an earlier call."""
