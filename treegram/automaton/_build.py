@@ -52,7 +52,7 @@ from treegram.ir import (
 from .._kernel_cache import kernel_seconds
 from ..errors import GrammarError, UndefinedRuleError
 from ..kernels import layout
-from ._counted import inline_calls, state_chars
+from ._counted import inline_calls, one_character, state_chars
 from ._follow import follow_sets
 from ._merge import merge_equal_rules
 from ._nfa import FlatIr, choice_sequences, node_keys, tail_calls
@@ -790,10 +790,31 @@ def _build(ir: GrammarIR) -> Automaton:
             _loop_tail_self_calls(nfa, rid, 0, 1)
         return _determinize(nfa, 0, 1)
 
+    one_char: dict[int, bool] = {}  # rule -> whether it reads exactly one character
+
+    def reads_one_char(rid: int) -> bool:
+        got = one_char.get(rid)
+        if got is None:
+            got = False
+            root = roots[rid]
+            if rid not in tail_cycles and rid not in captured and root not in flat.bad:
+                calls_self, nfa_calls, dfa = rule_kernel(
+                    DFA_OF_BODY, root, rid, arrays, _NO_NFA, 0, 1
+                )
+                got = not calls_self and nfa_calls.shape[0] == 0 and one_character(dfa)
+                if not calls_self:
+                    done.setdefault(root, (nfa_calls, dfa))  # built once, kept for its own use
+            one_char[rid] = got
+        return got
+
     def counted_dfa(rid: int) -> tuple:
-        # every call inlined: the matcher bounds the rule's characters on its own items
+        # the matcher bounds the rule's characters on its own items: every call inlined
+        # but those of a rule that reads one character (counted when predicted)
         nfa = _list_nfa(nfa_of(roots[rid]))
-        inline_calls(nfa, 1, rid, splice_into(nfa), _only_ends, bodies[rid][0], MAX_RULE_STATES)
+        name = bodies[rid][0]
+        inline_calls(
+            nfa, 1, rid, splice_into(nfa), _only_ends, reads_one_char, name, MAX_RULE_STATES
+        )
         _loop_tail_self_calls(nfa, rid, 0, 1)
         return _determinize(nfa, 0, 1)
 

@@ -468,7 +468,7 @@ def _validate_grammar(s: dict, names: tuple, n_real: int, rule_lookahead, root_r
 
 def _validate_counted(s: dict, grammar, names: tuple) -> None:
     """Check ``state_chars`` against the grammar's counted rules: a limit on exactly their
-    states (at least -1, below NOT_COUNTED), none elsewhere, and no call out of them."""
+    states (at least -1, below NOT_COUNTED), none elsewhere."""
     chars = s["state_chars"]
     counted = {r.name for r in grammar.ir.rules if r.max_string_chars is not None}
     if not counted:
@@ -483,8 +483,6 @@ def _validate_counted(s: dict, grammar, names: tuple) -> None:
         and bool(((chars[inside] >= -1) & (chars[inside] < layout.NOT_COUNTED)).all()),
         "state_chars does not match the counted rules",
     )
-    ref_ptr = s["ref_ptr"]
-    _check(not (np.diff(ref_ptr)[inside] > 0).any(), "a counted rule's state calls a rule")
 
 
 def _token_rules(grammar, names: tuple) -> tuple:

@@ -154,7 +154,7 @@ class Rule:
     pairwise different strings (the matcher compares each with the earlier ones).
     ``max_string_chars`` (JSON Schema's ``maxLength`` beside a pattern or a format): the
     body reads the content of one JSON string (between its quotes, in any encoding JSON
-    allows) and calls only rules it can take in whole (no recursion); the matcher keeps
+    allows), calling no rule in a recursion; the matcher keeps
     each occurrence to at most that many decoded characters, instead of an automaton state
     per length."""
 

@@ -21,10 +21,12 @@ marks a token it would accept through such a completion UNCERTAIN instead
 of every kernel inlines the Earley step, and inlined they doubled a cold kernel compile.
 
 Counted rules (``Rule.max_string_chars``, JSON Schema's ``maxLength`` beside a pattern or a
-format) read the content of one JSON string and call no rule. ``A.state_chars[t]`` is the
-most characters such a rule may have read when an item enters state ``t``: the bound less
-the fewest characters any way on from ``t`` still needs. An item past it is left out, so
-every item kept can still end within the bound, and a scan that keeps none is rejected.
+format) read the content of one JSON string and call only rules that read one character.
+``A.state_chars[t]`` is the most characters such a rule may have read when an item enters
+state ``t``: the bound less the fewest characters any way on from ``t`` still needs. An
+item past it is left out, and a call is not predicted unless one more character fits the
+state it returns to, so every item kept can still end within the bound, and a scan that
+keeps none is rejected.
 The count reads the chart's text from the item's origin (``_json_chars``); a
 classification walk's scratch chart has no text and ignores the bounds: its classes hold
 a superset, which the mask narrows near a bound (``kernels._mask``).
@@ -40,6 +42,7 @@ from numba import njit
 
 from ._json_chars import BOUNDARY, char_step, json_chars
 from ._layout import (
+    NOT_COUNTED,
     OVERFLOW,
     PACK_CHARS_FLOOR,
     PACK_N_CLASSES,
@@ -278,6 +281,18 @@ def _complete_unique(A, chart, lo, n, k, pos, r):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _call_fits(A, chart, s, o, pos, t):
+    """Whether item ``(s, o)`` of set ``pos`` may call a rule that returns to state ``t``:
+    always, but in a counted rule, whose calls read one character each, where one more
+    character must fit ``t``'s limit (else its caller could not take it back: the call's
+    items would be a dead end)."""
+    if A.state_chars.shape[0] == 0 or A.state_chars[s] == NOT_COUNTED:
+        return True
+    most = A.state_chars[t] - 1
+    return pos - o <= most or chart.text.shape[0] == 0 or not _over_bound(chart.text, o, pos, most)
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def closure(A, chart, pos, lo, n):
     """Predict and complete the items of set ``pos`` (``items[lo:n]``) of ``chart`` to a
     fixpoint, on the unpacked automaton ``A``.
@@ -291,6 +306,8 @@ def closure(A, chart, pos, lo, n):
         k = items_o[j]
         for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
             r = A.ref_rule[e]
+            if not _call_fits(A, chart, s, k, pos, A.ref_target[e]):
+                continue
             n = add_item(items_s, items_o, lo, n, A.rule_start[r], pos)
             if n < 0:
                 return n

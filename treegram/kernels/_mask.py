@@ -457,17 +457,31 @@ def counted_margin(A, chart, top, longest):
     ``longest`` (the vocabulary's longest token in bytes, so no token can).
 
     ``A.chars_floor`` is the least number of characters any state of a counted rule
-    allows, so a string a token begins holds at most that many within the token; an item
-    of a counted rule already in ``top`` has read some before."""
-    margin = np.int64(A.chars_floor)
+    allows, so a string a token begins holds at most that many within the token. A string
+    begun before holds some already: its items in ``top``, or, inside a character's rule
+    it called, its items in the set where that call began."""
+    floor = A.chars_floor
+    margin = np.int64(floor)
     items_s, items_o, set_starts, text = chart
     for j in range(set_starts[top], set_starts[top + 1]):
-        s = items_s[j]
-        if A.state_chars[s] != NOT_COUNTED and items_o[j] < top:
-            o = items_o[j]
-            if top - o + longest > margin:  # a character is at least a byte
-                margin = min(margin, A.chars_floor - span_chars(text, o, top))
+        o = items_o[j]
+        if o >= top:
+            continue
+        if A.state_chars[items_s[j]] != NOT_COUNTED:
+            margin = _less_margin(text, o, top, longest, floor, margin)
+            continue
+        for q in range(set_starts[o], set_starts[o + 1]):
+            if A.state_chars[items_s[q]] != NOT_COUNTED:
+                margin = _less_margin(text, items_o[q], top, longest, floor, margin)
     return NO_MARGIN if margin >= longest else margin
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _less_margin(text, o, top, longest, floor, margin):
+    """``margin`` less what a string begun at set ``o`` holds up to ``top``."""
+    if top - o + longest <= margin:  # a character is at least a byte: it fits anyway
+        return margin
+    return min(margin, floor - span_chars(text, o, top))
 
 
 @njit(nogil=True, cache=True, _nrt=False)
