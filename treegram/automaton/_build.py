@@ -109,10 +109,11 @@ class Automaton:
     token_bits : int32 array or None
         The token sets over a vocabulary (:meth:`with_vocabulary`), as the kernels read
         them: ``[n, n_words, rule ids..., n bitsets of n_words words]``; None until bound.
-    state_chars : int32 [n_states] or [0]
+    state_chars : int32 [2 * n_states] or [0]
         Where some rule is counted (``Rule.max_string_chars``): per state, the most
         characters an item entering it may have read (-1: it cannot end within the bound;
-        ``NOT_COUNTED`` outside counted rules, see ``automaton._counted``); empty otherwise.
+        ``NOT_COUNTED`` outside counted rules, see ``automaton._counted``), then per state
+        the least of those of the states ahead of it; empty otherwise.
     """
 
     rule_names: tuple[str, ...]
@@ -189,7 +190,8 @@ class Automaton:
         """The least of ``state_chars`` over the states that can end within their bound
         (``NOT_COUNTED`` without counted rules): no string a token begins can pass its
         bound within a token of at most that many bytes."""
-        live = self.state_chars[self.state_chars >= 0]
+        live = self.state_chars[: self.n_states]
+        live = live[live >= 0]
         return int(live.min()) if live.shape[0] else layout.NOT_COUNTED
 
     @property
@@ -853,10 +855,14 @@ def _build(ir: GrammarIR) -> Automaton:
     if unique:  # their final states read 2 (``kernels._earley``)
         state_final[np.isin(state_rule, list(unique)) & (state_final != 0)] = 2
     chars = np.zeros(0, dtype=np.int32)
-    if chars_of:
-        chars = np.full(state_final.shape[0], layout.NOT_COUNTED, dtype=np.int32)
+    if chars_of:  # limits, then the least limit ahead (``automaton._counted``)
+        n_all = state_final.shape[0]
+        chars = np.full(2 * n_all, layout.NOT_COUNTED, dtype=np.int32)
         for rid, limits in chars_of.items():
-            chars[rule_start[rid] : rule_start[rid] + limits.shape[0]] = limits
+            k = limits.shape[0] // 2
+            at = int(rule_start[rid])
+            chars[at : at + k] = limits[:k]
+            chars[n_all + at : n_all + at + k] = limits[k:]
     byte_ptr = _concat_ptr([p[1] for p in parts])
     lo = np.concatenate([p[2] for p in parts])
     hi = np.concatenate([p[3] for p in parts])

@@ -131,8 +131,9 @@ def one_character(part: tuple) -> bool:
 def state_chars(part: tuple, bound: int, name: str) -> np.ndarray:
     """The most characters an item entering each state of counted rule ``name``'s DFA
     (``part``, as the builder's rule kernel returns it) may have read: ``bound`` less the
-    fewest characters from the state to the rule's end (-1 where it cannot end). A call
-    (of a rule that reads one character) counts one.
+    fewest characters from the state to the rule's end (-1 where it cannot end); then, for
+    each state, the least of those ahead of it (:func:`_least_ahead`): int32 [2 * states].
+    A call (of a rule that reads one character) counts one.
 
     Raises
     ------
@@ -170,11 +171,28 @@ def state_chars(part: tuple, bound: int, name: str) -> np.ndarray:
         raise GrammarError(f"rule {name!r} has max_string_chars but may end inside a character")
     assert max(pending) < N_PENDING
     need = _fewest_to_end(edges, final)
-    out = np.full(n, -1, dtype=np.int32)
+    out = np.full(2 * n, -1, dtype=np.int32)
     for s in range(n):
         if need[s] is not None and need[s] <= bound:
             out[s] = min(bound - need[s], layout.NOT_COUNTED - 1)
+    out[n:] = _least_ahead(edges, out[:n])
     return out
+
+
+def _least_ahead(edges: list[list[tuple[int, int]]], limits: np.ndarray) -> np.ndarray:
+    """Per state, the least limit of a live state reachable from it (itself included):
+    a token read from the state passes no bound when what the item holds plus the token's
+    bytes stays within it. -1 where no live state is reachable."""
+    big = layout.NOT_COUNTED
+    ahead = np.where(limits >= 0, limits, big).astype(np.int64)
+    src = np.array([s for s, out in enumerate(edges) for _ in out], dtype=np.int64)
+    dst = np.array([t for out in edges for t, _ in out], dtype=np.int64)
+    while src.shape[0]:  # to a fixed point: at most the longest path without a cycle
+        before = ahead.copy()
+        np.minimum.at(ahead, src, ahead[dst])
+        if np.array_equal(before, ahead):
+            break
+    return np.where(ahead == big, -1, ahead).astype(np.int32)
 
 
 def _pieces(lo: int, hi: int) -> list[int]:

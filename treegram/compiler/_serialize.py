@@ -108,7 +108,7 @@ _SECTIONS = (
     ("context_classes", _I32),  # entries [-(3 + m + k), state, m, chain, callers, class id]
     ("tokenizer_fingerprint", _U8),  # ASCII hex
     ("cache_key", _U8),  # ASCII lowercase hex store key the blob was written under, or empty
-    ("state_chars", _I32),  # [n_states] with counted rules, else empty (Automaton.state_chars)
+    ("state_chars", _I32),  # [2 * n_states] with counted rules, else empty (Automaton.state_chars)
 )
 _N_SECTIONS = len(_SECTIONS)
 
@@ -475,9 +475,9 @@ def _validate_counted(s: dict, grammar, names: tuple) -> None:
         _check(chars.shape[0] == 0, "state_chars without a counted rule")
         return
     state_rule = s["state_rule"]
-    _check(chars.shape[0] == state_rule.shape[0], "state_chars is not one entry per state")
+    _check(chars.shape[0] == 2 * state_rule.shape[0], "state_chars is not two entries per state")
     ids = np.array([i for i, name in enumerate(names) if name in counted], dtype=np.int32)
-    inside = np.isin(state_rule, ids)
+    inside = np.tile(np.isin(state_rule, ids), 2)
     _check(
         bool((chars[~inside] == layout.NOT_COUNTED).all())
         and bool(((chars[inside] >= -1) & (chars[inside] < layout.NOT_COUNTED)).all()),

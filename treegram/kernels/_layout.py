@@ -164,9 +164,10 @@ class AutomatonArrays(NamedTuple):
     # 1 when some rule's completions must differ from their siblings' (``Rule.unique``):
     # a mask then depends on the text read, not on the chart's items alone
     unique: int
-    # int32 [states] where some rule is counted (``Rule.max_string_chars``), else empty:
-    # the most characters its string may hold when an item enters the state (the bound
-    # less the fewest characters still needed), NOT_COUNTED outside counted rules
+    # int32 [2 * states] where some rule is counted (``Rule.max_string_chars``), else
+    # empty: the most characters its string may hold when an item enters the state (the
+    # bound less the fewest characters still needed), NOT_COUNTED outside counted rules;
+    # then, at ``states + s``, the least of those ahead of state ``s``
     state_chars: np.ndarray
     # the least of those over the states that can still end (``PACK_CHARS_FLOOR``)
     chars_floor: int

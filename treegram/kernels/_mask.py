@@ -459,29 +459,34 @@ def counted_margin(A, chart, top, longest):
     ``A.chars_floor`` is the least number of characters any state of a counted rule
     allows, so a string a token begins holds at most that many within the token. A string
     begun before holds some already: its items in ``top``, or, inside a character's rule
-    it called, its items in the set where that call began."""
-    floor = A.chars_floor
-    margin = np.int64(floor)
+    it called, its items in the set where that call began; the token may take each to any
+    state ahead of it (``A.state_chars``' second half: the least limit there)."""
+    chars = A.state_chars
+    ahead = chars.shape[0] // 2  # where the least limits ahead of each state start
+    margin = np.int64(A.chars_floor)
     items_s, items_o, set_starts, text = chart
     for j in range(set_starts[top], set_starts[top + 1]):
         o = items_o[j]
         if o >= top:
             continue
-        if A.state_chars[items_s[j]] != NOT_COUNTED:
-            margin = _less_margin(text, o, top, longest, floor, margin)
+        s = items_s[j]
+        if chars[s] != NOT_COUNTED:
+            margin = _less_margin(text, o, top, longest, chars[ahead + s], margin)
             continue
         for q in range(set_starts[o], set_starts[o + 1]):
-            if A.state_chars[items_s[q]] != NOT_COUNTED:
-                margin = _less_margin(text, items_o[q], top, longest, floor, margin)
+            c = items_s[q]
+            if chars[c] != NOT_COUNTED:
+                margin = _less_margin(text, items_o[q], top, longest, chars[ahead + c], margin)
     return NO_MARGIN if margin >= longest else margin
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _less_margin(text, o, top, longest, floor, margin):
-    """``margin`` less what a string begun at set ``o`` holds up to ``top``."""
-    if top - o + longest <= margin:  # a character is at least a byte: it fits anyway
+def _less_margin(text, o, top, longest, least, margin):
+    """``margin``, or less: the characters left to a string begun at set ``o`` whose
+    states ahead allow at least ``least``."""
+    if top - o + longest <= least:  # a character is at least a byte: any token fits
         return margin
-    return min(margin, floor - span_chars(text, o, top))
+    return min(margin, least - span_chars(text, o, top))
 
 
 @njit(nogil=True, cache=True, _nrt=False)

@@ -111,19 +111,24 @@ def grammars():
     compiler = treegram.GrammarCompiler(info)
     out = {}
     for name, schema in SCHEMAS.items():
-        product = json_schema_to_ir(schema)
-        saved = _strings._PRODUCT_STATES
-        _strings._PRODUCT_STATES = -1
-        try:
-            counted = json_schema_to_ir(schema)
-        finally:
-            _strings._PRODUCT_STATES = saved
+        product, counted = (_with_product_states(n, schema) for n in (10**9, -1))
         assert not any(r.max_string_chars is not None for r in product.rules)
         assert any(r.max_string_chars is not None for r in counted.rules), name
         out[name] = tuple(
             compiler.compile_grammar(treegram.Grammar.from_ir(ir)) for ir in (product, counted)
         )
     return out
+
+
+def _with_product_states(limit: int, schema: dict):
+    """``schema``'s IR with the product limit ``_strings._PRODUCT_STATES`` set to ``limit``
+    (a large one: a state per length; -1: counted)."""
+    saved = _strings._PRODUCT_STATES
+    _strings._PRODUCT_STATES = limit
+    try:
+        return json_schema_to_ir(schema)
+    finally:
+        _strings._PRODUCT_STATES = saved
 
 
 def _allowed(m: treegram.GrammarMatcher) -> list[int]:
@@ -207,12 +212,7 @@ def test_instances_agree_with_jsonschema(grammars, name, texts):
 
 def test_long_bound_counts_escapes_as_one_character():
     schema = {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "maxLength": 300}
-    saved = _strings._PRODUCT_STATES
-    _strings._PRODUCT_STATES = -1
-    try:
-        ir = json_schema_to_ir(schema)
-    finally:
-        _strings._PRODUCT_STATES = saved
+    ir = _with_product_states(-1, schema)
     info = treegram.TokenizerInfo(VOCAB, stop_token_ids=[N - 1])
     cg = treegram.GrammarCompiler(info).compile_grammar(treegram.Grammar.from_ir(ir))
 
