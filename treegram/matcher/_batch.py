@@ -227,8 +227,10 @@ def _claiming(position: int):
             if len(args) <= position:  # passed by keyword
                 held = kwargs["matchers"] = _hold(kwargs["matchers"])
             else:
-                held = _hold(args[position])
-                args = (*args[:position], held, *args[position + 1 :])
+                held = args[position]
+                if type(held) is not tuple:
+                    held = _hold(held)
+                    args = (*args[:position], held, *args[position + 1 :])
             taken, keys = _claim(held)
             claimed = _CLAIMED
             outer = getattr(claimed, "entry", None)  # a nested call puts it back
@@ -304,7 +306,12 @@ def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarr
             f"matchers[{bad}] must be a GrammarMatcher, got {type(matchers[bad]).__name__}"
         ) from None
     last = _LAST_SLOTS
-    if (keys is last[1] or keys == last[1]) and GRAMMARS.generation == last[0]:
+    if keys is last[1] and GRAMMARS.generation == last[0]:
+        return last[2], last[3], last[4], last[5]
+    if keys == last[1] and GRAMMARS.generation == last[0]:
+        # equal keys in another list (the claim's kept one, say): keep this list, so the
+        # next call of this batch compares identity
+        _LAST_SLOTS = (last[0], keys, *last[2:])
         return last[2], last[3], last[4], last[5]
     generation = GRAMMARS.generation  # read before the tags
     gslots, mslots, vocab, flags, keys = _split(matchers, keys)
@@ -844,7 +851,8 @@ class BatchGrammarMatcher:
         )
         if type(unfilled_rows) is not int or unfilled_rows not in (0, -1):
             raise ArgumentError(f"unfilled_rows must be 0 or -1, got {unfilled_rows!r}")
-        matchers = _hold(matchers)
+        if type(matchers) is not tuple:  # held already when called through _claiming
+            matchers = _hold(matchers)
         gslots, mslots, vocab, flags = _slot_arrays(matchers)
         b = len(mslots)
         views = self._tree_views
@@ -913,27 +921,14 @@ class BatchGrammarMatcher:
                 _NO_LAST if last_nodes is None else last_nodes,
             )
 
-        def traverse(checked: bool, start: int, stop: int) -> int:
-            """The traversal of requests ``start .. stop``; ``checked``: it also checks the
-            trees and tokens (the fused call of a whole batch)."""
-            return _batch.batch_traverse(
-                GRAMMARS.table,
-                MATCHERS.table,
-                gslots,
-                mslots,
-                *args,
-                _traverse_walk(n, deadline),
-                check,
-                checked,
-                start,
-                stop,
-            )
-
         code = 0  # a fused call's: minus its unfinished walks, or a tree input error
-        if fused:
+        if fused:  # the kernel called here, not through a closure (a frame less)
+            walk = _traverse_walk(n, deadline)
             REGISTRY_LOCK.acquire_read()
             try:
-                code = traverse(True, 0, k)
+                code = _batch.batch_traverse(
+                    GRAMMARS.table, MATCHERS.table, gslots, mslots, *args, walk, check, True, 0, k
+                )
                 if code == 0 and post is not None:
                     _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], _rows_scratch(n), 0, k)
             finally:
@@ -943,7 +938,18 @@ class BatchGrammarMatcher:
         else:
 
             def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-                traverse(False, start, stop)
+                _batch.batch_traverse(
+                    GRAMMARS.table,
+                    MATCHERS.table,
+                    gslots,
+                    mslots,
+                    *args,
+                    _traverse_walk(n, deadline),
+                    check,
+                    False,
+                    start,
+                    stop,
+                )
                 if post is not None:
                     _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
 
