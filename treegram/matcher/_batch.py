@@ -856,13 +856,24 @@ class BatchGrammarMatcher:
         gslots, mslots, vocab, flags = _slot_arrays(matchers)
         b = len(mslots)
         views = self._tree_views
-        draft = views.view(2, draft_tokens, "draft_tokens")
-        if draft.ndim != 2 or draft.shape[0] != b:
-            raise DraftTreeError(f"draft_tokens must have shape ({b}, N), got {draft.shape}")
+        kept = views.tree(draft_tokens, retrieve_next_token, retrieve_next_sibling, b)
+        if kept is not None:  # the engine's tensors of the last call, checked then
+            draft, next_token, next_sibling = kept
+        else:
+            draft = views.view(2, draft_tokens, "draft_tokens")
+            if draft.ndim != 2 or draft.shape[0] != b:
+                raise DraftTreeError(f"draft_tokens must have shape ({b}, N), got {draft.shape}")
+            next_token, next_sibling = link_arrays(
+                retrieve_next_token, retrieve_next_sibling, b, draft.shape[1], views=views
+            )
+            views.keep_tree(
+                draft_tokens,
+                retrieve_next_token,
+                retrieve_next_sibling,
+                b,
+                (draft, next_token, next_sibling),
+            )
         n = draft.shape[1]
-        next_token, next_sibling = link_arrays(
-            retrieve_next_token, retrieve_next_sibling, b, n, views=views
-        )
         zeros = None
         if indices is None:
             requests, zeros = _ids_and_roots(b)
