@@ -272,3 +272,6 @@ def test_a_batch_is_recognized_by_its_tuples_item_pointers(monkeypatch):
     monkeypatch.setattr(matcher_batch, "_ITEMS", offset)
     assert matcher_batch._same_batch(items, ids)
     assert not matcher_batch._same_batch(items[:4], ids)  # a shorter tuple is not read past
+    # where ids are not addresses, they are kept as a list and compared in Python
+    assert matcher_batch._same_batch(items, [id(x) for x in items])
+    assert not matcher_batch._same_batch(items[:4], [id(x) for x in items])

@@ -116,7 +116,7 @@ _LAST_CLAIM: tuple = (-1, None, None, None)
 def _same_batch(held: tuple, ids) -> bool:
     """Whether ``held`` holds the objects whose ids are ``ids`` (``_LAST_CLAIM``), in
     order."""
-    if _ITEMS is None or _ITEMS < 0:
+    if type(ids) is list:  # kept so where ids are not addresses (_ITEMS is -1)
         return list(map(id, held)) == ids
     return len(held) == len(ids) and same_words(id(held) + _ITEMS, ids)
 
