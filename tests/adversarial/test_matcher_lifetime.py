@@ -317,6 +317,46 @@ def test_batch_claims_the_matchers_it_gets_when_slots_are_reused(info, blobs):
     bm.batch_fill_next_token_bitmask(new, out)  # free again: claimed and filled
 
 
+def test_batch_claims_the_matchers_it_gets_when_ids_are_reused(info, blobs):
+    """The one-pass claim knows the last batch by its matchers' ids (their addresses),
+    while no matcher slot was released. Once a matcher of it is collected, a new one may
+    take its address: the next call must claim the new matcher itself (and register it),
+    not the kept lock list and key of the collected one."""
+    from treegram.matcher import _batch
+
+    g = tg.CompiledGrammar.deserialize(blobs["letters"], info)
+    bm = BatchGrammarMatcher(1)
+    out = np.zeros((2, W), np.int32)
+    for _ in range(500):  # until a new matcher takes the collected one's address
+        ms = [GrammarMatcher(g) for _ in range(2)]
+        bm.batch_fill_next_token_bitmask(ms, out)
+        bm.batch_fill_next_token_bitmask(ms, out)  # the one-pass claim
+        gone, releases = id(ms[1]), MATCHERS.releases
+        del ms[1]  # collected here (no cycle): its slot released
+        m = GrammarMatcher.__new__(GrammarMatcher)  # the freed block, often
+        if id(m) == gone:
+            break
+    else:
+        pytest.skip("no new matcher took the collected one's address")
+    assert MATCHERS.releases > releases
+    m.__init__(g)
+    batch = (ms[0], m)  # the last batch's ids, in order
+    taken, keys = _batch._claim(batch)
+    try:
+        assert type(taken) is list  # the per-matcher claim, not the kept lists
+        assert not m._free and keys[1] == -1  # the new matcher, not registered yet
+    finally:
+        _batch._release(taken)
+    assert m._free and ms[0]._free
+    bm.batch_fill_next_token_bitmask(list(batch), out)  # registers it
+    assert m._batch_key >= 0 and m._batch_key != ms[0]._batch_key
+    np.testing.assert_array_equal(out[1], mask(m))
+    assert m.accept_token(tok("a")) and ms[0].accept_token(tok("1"))
+    bm.batch_fill_next_token_bitmask(list(batch), out)  # the one-pass claim again
+    np.testing.assert_array_equal(out[0], mask(ms[0]))
+    np.testing.assert_array_equal(out[1], mask(m))
+
+
 def mask_of_wide(m: GrammarMatcher, words: int) -> np.ndarray:
     row = np.zeros((1, words), dtype=np.int32)
     m.fill_next_token_bitmask(row)

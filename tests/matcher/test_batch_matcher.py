@@ -254,3 +254,24 @@ def test_batch_accept_token_and_string_are_static_like_xgrammar():
         assert bm.batch_accept_token(fresh, [0, 2]) == [True, False]
         assert cls.batch_accept_token(bm, fresh[:1], [1]) == [True]
         assert bm.batch_accept_string(fresh[1:], ["ac"]) == [True]
+
+
+def test_a_batch_is_recognized_by_its_tuples_item_pointers(monkeypatch):
+    """The one-pass claim reads the held tuple's item pointers in place (kernels.same_words
+    at the offset found on a probe tuple) and compares them with the last batch's ids."""
+    from treegram.kernels import same_words
+
+    offset = matcher_batch._tuple_items_offset()
+    assert offset == tuple.__basicsize__  # CPython: the items follow the header
+    items = tuple(object() for _ in range(5))
+    ids = np.array([id(x) for x in items], dtype=np.int64)
+    assert same_words(id(items) + offset, ids)
+    assert same_words(id(items) + offset, ids[:2])
+    assert not same_words(id(items[::-1]) + offset, ids)
+    assert not same_words(id((*items[:4], object())) + offset, ids)
+    monkeypatch.setattr(matcher_batch, "_ITEMS", offset)
+    assert matcher_batch._same_batch(items, ids)
+    assert not matcher_batch._same_batch(items[:4], ids)  # a shorter tuple is not read past
+    # where ids are not addresses, they are kept as a list and compared in Python
+    assert matcher_batch._same_batch(items, [id(x) for x in items])
+    assert not matcher_batch._same_batch(items[:4], [id(x) for x in items])

@@ -359,6 +359,38 @@ def test_reused_torch_buffers_follow_in_place_changes(compiled):
     batcher.close()
 
 
+def test_batch_reuses_its_checked_tree_only_for_the_same_tensors_and_batch(compiled):
+    """A batch traversal keeps what it made of its three tree tensors (one check of their
+    memory, shapes and strides per call, ``IndexViewCache.tree``): a call with fewer
+    matchers, or link tensors given other shapes and strides over the same memory
+    (``as_strided_``), is checked afresh."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(23)
+    b, n = 3, 7
+    ms = make_requests(compiled, rng, b, ["object", "builtin_json"])
+    parents = np.stack([random_parents(rng, n) for _ in range(b)])
+    nt, ns = links(parents)
+    draft = np.stack([random_tokens(ms[i], rng, parents[i], 0) for i in range(b)])
+    bufs = [torch.from_numpy(a.copy()) for a in (nt, ns, draft)]
+    batcher = BatchGrammarMatcher(max_threads=1)
+    out = torch.full((b * n, W), SENTINEL, dtype=torch.int32)
+    for _ in range(2):  # the second call takes the kept views
+        assert batcher.batch_traverse_draft_tree(ms, *bufs, out) == [True] * b
+        for i in range(b):
+            expected = reference_rows(ms[i], parents[i], draft[i])
+            np.testing.assert_array_equal(out[i * n : (i + 1) * n].numpy(), expected)
+    with pytest.raises(DraftTreeError, match="draft_tokens"):
+        batcher.batch_traverse_draft_tree(ms[:2], *bufs, out)  # 3 trees for 2 matchers
+    for buf in bufs[:2]:  # the same memory: request 0's links, one tree for all
+        buf.as_strided_((n,), (1,))
+    out.fill_(SENTINEL)
+    assert batcher.batch_traverse_draft_tree(ms, *bufs, out) == [True] * b
+    for i in range(b):
+        expected = reference_rows(ms[i], parents[0], draft[i])
+        np.testing.assert_array_equal(out[i * n : (i + 1) * n].numpy(), expected)
+    batcher.close()
+
+
 def test_scalar_shape_errors_as_xgrammar_and_int32_links_accepted(compiled):
     """xgrammar's shape assertions (test_traverse_draft_tree_shape_assertion): each is
     refused here too, as a RuntimeError naming the argument, nothing written. Links of

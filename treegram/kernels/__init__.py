@@ -64,6 +64,7 @@ from treegram.kernels._slices import (
     wide_near_rule_end,
 )
 from treegram.kernels._trie import build_trie, subset_tokens
+from treegram.kernels._views import same_words
 
 __all__ = [
     "batch",
@@ -131,4 +132,5 @@ __all__ = [
     "wide_near_rule_end",
     "build_trie",
     "subset_tokens",
+    "same_words",
 ]

@@ -125,6 +125,9 @@ class Registry:
         # same owner as before, so what callers derived from slot ids and tags (a batch's
         # slot arrays and vocabulary) still holds.
         self.generation = 0
+        # Counts releases: while it is unchanged, no owner was collected, so no object
+        # has since reused the id (address) of one (``matcher._batch._claim`` compares ids).
+        self.releases = 0
         self._keep: list[tuple | None] = []
         self._owner: list[object | None] = []
         self._free: list[int] = []
@@ -190,6 +193,7 @@ class Registry:
             self._owner[slot] = None
             entry, self._keep[slot] = self._keep[slot], None
             self._free.append(slot)
+            self.releases += 1
         del entry  # the arrays are freed here, outside the lock
 
     def owner_of(self, slot: int) -> object | None:

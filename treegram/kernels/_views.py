@@ -9,7 +9,7 @@ holds its read lock.
 
 from __future__ import annotations
 
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
@@ -24,6 +24,7 @@ __all__ = [
     "view_i32_ro",
     "view_i64_ro",
     "view_u8_ro",
+    "same_words",
 ]
 
 
@@ -73,3 +74,18 @@ view_i64_2d = _view_maker(types.int64, 2)
 view_i32_ro = _view_maker(types.int32, 1, readonly=True)
 view_i64_ro = _view_maker(types.int64, 1, readonly=True)
 view_u8_ro = _view_maker(types.uint8, 1, readonly=True)
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def same_words(address, words):
+    """Whether the ``len(words)`` int64 words at ``address`` equal ``words`` (int64 [n]).
+
+    A batch call compares the item pointers of its tuple of matchers (read in place, from
+    the tuple object) with the ids of the last batch's in one call, instead of reading an
+    attribute of each matcher (``treegram.matcher._batch._claim``). The caller keeps the
+    object at ``address`` alive and at least that long."""
+    held = view_i64(address, words.shape[0], 0)
+    for i in range(words.shape[0]):  # noqa: SIM110 - numba: no generators
+        if held[i] != words[i]:
+            return False
+    return True

@@ -6,6 +6,7 @@ import functools
 import itertools
 import operator
 import os
+import sys
 import threading
 import types
 from collections import deque
@@ -21,7 +22,7 @@ from ..errors import (
     MatcherStateError,
     TemperatureError,
 )
-from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK, TIMEOUT
+from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK, TIMEOUT, same_words
 from ..kernels import batch as _batch
 from ..kernels import rows as _rows
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
@@ -82,12 +83,42 @@ _POP = list.pop
 _APPEND = list.append
 # The keys the running claim read, per thread, for the operation's _slot_arrays.
 _CLAIMED = threading.local()
-# The last batch claimed in full by the slow path: (matcher registry generation, keys,
-# the matchers' claim lists). While no slot was assigned since (the generation), equal
-# keys name the same live matchers, all GrammarMatchers, so the next claim of that batch
-# takes their tokens in one C-level pass over the kept lists, with no Python per matcher
-# (at 96 matchers, 20 us -> 5 us). Replaced whole (one store): threads share it safely.
-_LAST_CLAIM: tuple = (-1, None, None)
+
+
+def _tuple_items_offset() -> int:
+    """Where a tuple's item pointers start inside the tuple object (CPython: right after
+    its header, ``tuple.__basicsize__`` bytes in), checked on a probe tuple; -1 when ids
+    are not addresses or the layout is another (claims then compare ids in Python)."""
+    if sys.implementation.name != "cpython" or tuple.__itemsize__ != 8:
+        return -1
+    probe = tuple(object() for _ in range(8))
+    ids = np.array([id(x) for x in probe], dtype=np.int64)
+    offset = tuple.__basicsize__  # the reads below stay inside the probe
+    if offset % 8 or not same_words(id(probe) + offset, ids):
+        return -1
+    return offset
+
+
+# _tuple_items_offset(), found when the first batch is kept below (not at import: the
+# check runs a kernel)
+_ITEMS: int | None = None
+# The last batch claimed in full by the slow path: (matcher registry releases, keys, the
+# matchers' claim lists, their ids as int64 [B] (a list where _ITEMS is -1)). While no
+# matcher slot was released since (no matcher collected, so no object reused the id of
+# one), equal ids name the same live matchers, all registered GrammarMatchers, whose keys
+# never change; so the next claim of that batch compares the held tuple's item pointers
+# with the ids in one kernel call and takes their tokens in one C-level pass over the kept
+# lists, with no Python per matcher (at 96 matchers, 7.5 us -> 4 us with the release).
+# Replaced whole (one store): threads share it safely.
+_LAST_CLAIM: tuple = (-1, None, None, None)
+
+
+def _same_batch(held: tuple, ids) -> bool:
+    """Whether ``held`` holds the objects whose ids are ``ids`` (``_LAST_CLAIM``), in
+    order."""
+    if type(ids) is list:  # kept so where ids are not addresses (_ITEMS is -1)
+        return list(map(id, held)) == ids
+    return len(held) == len(ids) and same_words(id(held) + _ITEMS, ids)
 
 
 def _claim(held: tuple) -> tuple[list | tuple, list | None]:
@@ -97,11 +128,11 @@ def _claim(held: tuple) -> tuple[list | tuple, list | None]:
     keys (None when an entry is not a matcher). Entries that are not matchers are
     skipped (the operation's own validation names them).
 
-    The batch claimed last (same keys, no slot assigned since) is claimed by popping its
-    kept claim lists in one pass, with no owner written: the thread's batch stack
-    (``_matcher._BATCH_HELD``) lets its nested calls through instead. When a list is
-    empty there (a matcher busy, or held by this thread, or listed twice), the tokens
-    popped are put back and the per-matcher claim below decides.
+    The batch claimed last (the same matchers, none collected since) is claimed by
+    popping its kept claim lists in one pass, with no owner written: the thread's batch
+    stack (``_matcher._BATCH_HELD``) lets its nested calls through instead. When a list
+    is empty there (a matcher busy, or held by this thread), the tokens popped are put
+    back and the per-matcher claim below decides.
 
     Raises
     ------
@@ -109,14 +140,10 @@ def _claim(held: tuple) -> tuple[list | tuple, list | None]:
         A matcher is in use by another thread (the first one, by position); nothing is
         claimed then.
     """
-    global _LAST_CLAIM
-    generation = MATCHERS.generation  # read before the keys
-    try:
-        keys: list | None = list(map(_KEY, held))
-    except AttributeError:
-        keys = None
+    global _LAST_CLAIM, _ITEMS
+    releases = MATCHERS.releases  # read before the ids are compared
     last = _LAST_CLAIM
-    if keys is not None and generation == last[0] and keys == last[1]:
+    if releases == last[0] and type(held) is tuple and _same_batch(held, last[3]):
         frees = last[2]
         it = iter(frees)
         try:
@@ -129,7 +156,11 @@ def _claim(held: tuple) -> tuple[list | tuple, list | None]:
                 stack = _BATCH_HELD.stack = []
             entry = [held, None]
             stack.append(entry)
-            return (entry, frees), last[1]  # equal keys; the kept list is compared by identity
+            return (entry, frees), last[1]  # the kept list: _slot_arrays compares identity
+    try:
+        keys: list | None = list(map(_KEY, held))
+    except AttributeError:
+        keys = None
     if all(issubclass(kind, GrammarMatcher) for kind in set(map(type, held))):
         matchers = held
     else:
@@ -150,9 +181,18 @@ def _claim(held: tuple) -> tuple[list | tuple, list | None]:
             ) from None
         m._owner = me
         taken.append(m)
-    # every matcher registered and taken here: the next claim of this batch takes one pass
+    # every matcher registered and taken here (none listed twice): the next claim of this
+    # batch takes one pass
     if matchers is held and keys and len(taken) == len(held) and min(keys) >= 0:
-        _LAST_CLAIM = (generation, keys, list(map(_FREE, held)))
+        if _ITEMS is None:
+            _ITEMS = _tuple_items_offset()
+        ids = list(map(id, held))
+        _LAST_CLAIM = (
+            releases,
+            keys,
+            list(map(_FREE, held)),
+            ids if _ITEMS < 0 else np.array(ids, dtype=np.int64),
+        )
     return taken, keys
 
 
@@ -187,8 +227,10 @@ def _claiming(position: int):
             if len(args) <= position:  # passed by keyword
                 held = kwargs["matchers"] = _hold(kwargs["matchers"])
             else:
-                held = _hold(args[position])
-                args = (*args[:position], held, *args[position + 1 :])
+                held = args[position]
+                if type(held) is not tuple:
+                    held = _hold(held)
+                    args = (*args[:position], held, *args[position + 1 :])
             taken, keys = _claim(held)
             claimed = _CLAIMED
             outer = getattr(claimed, "entry", None)  # a nested call puts it back
@@ -264,7 +306,12 @@ def _slot_arrays(matchers: tuple) -> tuple[np.ndarray, np.ndarray, int, np.ndarr
             f"matchers[{bad}] must be a GrammarMatcher, got {type(matchers[bad]).__name__}"
         ) from None
     last = _LAST_SLOTS
-    if (keys is last[1] or keys == last[1]) and GRAMMARS.generation == last[0]:
+    if keys is last[1] and GRAMMARS.generation == last[0]:
+        return last[2], last[3], last[4], last[5]
+    if keys == last[1] and GRAMMARS.generation == last[0]:
+        # equal keys in another list (the claim's kept one, say): keep this list, so the
+        # next call of this batch compares identity
+        _LAST_SLOTS = (last[0], keys, *last[2:])
         return last[2], last[3], last[4], last[5]
     generation = GRAMMARS.generation  # read before the tags
     gslots, mslots, vocab, flags, keys = _split(matchers, keys)
@@ -804,17 +851,29 @@ class BatchGrammarMatcher:
         )
         if type(unfilled_rows) is not int or unfilled_rows not in (0, -1):
             raise ArgumentError(f"unfilled_rows must be 0 or -1, got {unfilled_rows!r}")
-        matchers = _hold(matchers)
+        if type(matchers) is not tuple:  # held already when called through _claiming
+            matchers = _hold(matchers)
         gslots, mslots, vocab, flags = _slot_arrays(matchers)
         b = len(mslots)
         views = self._tree_views
-        draft = views.view(2, draft_tokens, "draft_tokens")
-        if draft.ndim != 2 or draft.shape[0] != b:
-            raise DraftTreeError(f"draft_tokens must have shape ({b}, N), got {draft.shape}")
+        kept = views.tree(draft_tokens, retrieve_next_token, retrieve_next_sibling, b)
+        if kept is not None:  # the engine's tensors of the last call, checked then
+            draft, next_token, next_sibling = kept
+        else:
+            draft = views.view(2, draft_tokens, "draft_tokens")
+            if draft.ndim != 2 or draft.shape[0] != b:
+                raise DraftTreeError(f"draft_tokens must have shape ({b}, N), got {draft.shape}")
+            next_token, next_sibling = link_arrays(
+                retrieve_next_token, retrieve_next_sibling, b, draft.shape[1], views=views
+            )
+            views.keep_tree(
+                draft_tokens,
+                retrieve_next_token,
+                retrieve_next_sibling,
+                b,
+                (draft, next_token, next_sibling),
+            )
         n = draft.shape[1]
-        next_token, next_sibling = link_arrays(
-            retrieve_next_token, retrieve_next_sibling, b, n, views=views
-        )
         zeros = None
         if indices is None:
             requests, zeros = _ids_and_roots(b)
@@ -873,27 +932,14 @@ class BatchGrammarMatcher:
                 _NO_LAST if last_nodes is None else last_nodes,
             )
 
-        def traverse(checked: bool, start: int, stop: int) -> int:
-            """The traversal of requests ``start .. stop``; ``checked``: it also checks the
-            trees and tokens (the fused call of a whole batch)."""
-            return _batch.batch_traverse(
-                GRAMMARS.table,
-                MATCHERS.table,
-                gslots,
-                mslots,
-                *args,
-                _traverse_walk(n, deadline),
-                check,
-                checked,
-                start,
-                stop,
-            )
-
         code = 0  # a fused call's: minus its unfinished walks, or a tree input error
-        if fused:
+        if fused:  # the kernel called here, not through a closure (a frame less)
+            walk = _traverse_walk(n, deadline)
             REGISTRY_LOCK.acquire_read()
             try:
-                code = traverse(True, 0, k)
+                code = _batch.batch_traverse(
+                    GRAMMARS.table, MATCHERS.table, gslots, mslots, *args, walk, check, True, 0, k
+                )
                 if code == 0 and post is not None:
                     _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], _rows_scratch(n), 0, k)
             finally:
@@ -903,7 +949,18 @@ class BatchGrammarMatcher:
         else:
 
             def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-                traverse(False, start, stop)
+                _batch.batch_traverse(
+                    GRAMMARS.table,
+                    MATCHERS.table,
+                    gslots,
+                    mslots,
+                    *args,
+                    _traverse_walk(n, deadline),
+                    check,
+                    False,
+                    start,
+                    stop,
+                )
                 if post is not None:
                     _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
 

@@ -44,12 +44,57 @@ class IndexViewCache:
     One entry per position, replaced whole: safe to share between threads.
     """
 
-    __slots__ = ("_entries", "links")
+    __slots__ = ("_entries", "links", "_tree")
 
     def __init__(self, positions: int) -> None:
         self._entries: list[tuple | None] = [None] * positions
         # link_arrays' result for the views of the tensors last seen at positions 0 and 1
         self.links: tuple | None = None
+        # a batch traversal's three tree tensors and what was made of them (see tree)
+        self._tree: tuple | None = None
+
+    def tree(self, draft_tokens, next_token, next_sibling, b: int) -> tuple | None:
+        """What :meth:`keep_tree` kept for the same three torch tensors with unchanged
+        memory, shapes and strides and the same batch size (one check instead of one
+        :meth:`view` each and :func:`link_arrays`' own), else None."""
+        e = self._tree
+        if (
+            e is not None
+            and e[0] is draft_tokens
+            and e[1] is next_token
+            and e[2] is next_sibling
+            and e[3] == b
+            and draft_tokens.data_ptr() == e[4]
+            and next_token.data_ptr() == e[5]
+            and next_sibling.data_ptr() == e[6]
+            and draft_tokens.shape == e[7]
+            and next_token.shape == e[8]
+            and next_sibling.shape == e[9]
+            and draft_tokens.stride() == e[10]
+            and next_token.stride() == e[11]
+            and next_sibling.stride() == e[12]
+        ):
+            return e[13]
+        return None
+
+    def keep_tree(self, draft_tokens, next_token, next_sibling, b: int, made: tuple) -> None:
+        """Keep ``made`` (the views of the three tensors, checked for batch size ``b``) for
+        :meth:`tree`, when all three are tensors whose views share their memory (the views
+        at positions 2, 0 and 1 are kept)."""
+        entries = self._entries
+        for k, t in ((2, draft_tokens), (0, next_token), (1, next_sibling)):
+            e = entries[k]
+            if e is None or e[0] is not t:  # a numpy array, or a view that copied
+                return
+        tensors = (draft_tokens, next_token, next_sibling)
+        self._tree = (
+            *tensors,
+            b,
+            *(t.data_ptr() for t in tensors),
+            *(t.shape for t in tensors),
+            *(t.stride() for t in tensors),
+            made,
+        )
 
     def view(self, k: int, values, name: str) -> np.ndarray:
         """``as_index_array(values, name)``, from the cache when possible.
