@@ -442,6 +442,7 @@ def chain_blob(info, n_states: int, n_cls: int, n_edges: int) -> bytes:
         "context_classes": [],
         "tokenizer_fingerprint": np.frombuffer(info.fingerprint.encode("ascii"), np.uint8),
         "cache_key": [],
+        "state_chars": [],
     }
     assert _section_codes(n_states)["trans_target"] in _DTYPES
     counts = (1, n_states, n_cls, 0, 0, 0, info.vocab_size, len(info.sorted_vocab))

@@ -63,6 +63,8 @@ EBNF_GRAMMARS = {
     "nullable": 'root ::= "(" root ")" root | ""\n',
     "unicode": 'root ::= "中" [α-ω]+ ("!" | "?")\n',
     "numbers": 'root ::= int ("." [0-9]+)?\nint ::= "-"? ([1-9] [0-9]* | "0")\n',
+    # a counted rule: its state_chars section is written and validated
+    "counted": 'root ::= "\\"" s "\\""\ns[max_string_chars=4] ::= [a-z]+ ("-" [a-z]+)*\n',
 }
 
 
@@ -480,7 +482,7 @@ def test_resealed_fuzz_never_crashes(corpus, info):
 def test_targeted_invalid_values(corpus, info, section):
     """Out-of-range values written into each section (checksum resealed) are rejected."""
     blobs, _ = corpus
-    data = blobs["json+cls"]
+    data = blobs["counted+cls" if section == "state_chars" else "json+cls"]
     lo, hi = section_span(data, section)
     if hi == lo:
         pytest.skip("empty section")
