@@ -60,8 +60,7 @@ def _add_step(A, chart, lo, n, t, o, pos):
     """``add_item`` of ``(t, o)`` to set ``pos`` (starting at ``lo``) of ``chart``, an item
     reached by a byte or a completed call; left out when ``t`` completes a unique rule that
     no caller may take (each has read the same text before): the text is a dead end."""
-    unique = A.unique and A.state_final[t] == 2 and chart.text.shape[0] > 0
-    if unique and not _taken(A, chart, o, pos, A.state_rule[t]):
+    if A.unique and A.state_final[t] == 2 and _refused(A, chart, t, o, np.int64(pos)):
         return n
     return add_item(chart.items_s, chart.items_o, lo, n, t, o)
 
@@ -95,7 +94,7 @@ def _hex4(text, i):
     return v
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
+@njit(nogil=True, cache=True, _nrt=False)  # out of line: inlined twice, it doubles a compile
 def _json_char(text, i, hi):
     """The code point of the JSON string character at ``text[i]`` (``i < hi``) and where
     the next one starts: escapes decoded, a surrogate pair of ``\\u`` escapes read as one
@@ -190,24 +189,33 @@ def repeats_sibling(A, chart, caller_rule, a, r, k, pos):
 
 
 @njit(nogil=True, cache=True, _nrt=False)  # out of line: every scan site inlines its caller
-def _taken(A, chart, k, pos, r):
-    """Whether an item of set ``k`` calls unique rule ``r`` and may take its completion over
-    sets ``k .. pos`` (its occurrence has no earlier completion with the same text)."""
-    items_s, items_o, set_starts, _ = chart
+def _refused(A, chart, t, k, pos):
+    """Whether a step to ``t``, a final state of a unique rule ``r``, over sets ``k ..
+    pos`` of ``chart`` is left out: the chart keeps its text and no item of set ``k``
+    that calls ``r`` may take the completion (each one's occurrence has an earlier
+    completion with the same text)."""
+    items_s, items_o, set_starts, text = chart
+    if text.shape[0] == 0:
+        return False
+    r = np.int64(A.state_rule[t])  # int64 as _complete_unique's: one repeats_sibling
+    k = np.int64(k)
     for j in range(set_starts[k], set_starts[k + 1]):
         s = items_s[j]
         if _calls(A, s, r) and not repeats_sibling(
             A, chart, A.state_rule[s], items_o[j], r, k, pos
         ):
-            return True
-    return False
+            return False
+    return True
 
 
 @njit(nogil=True, cache=True, _nrt=False)  # out of line: every scan site inlines its caller
 def _complete_unique(A, chart, lo, n, k, pos, r):
     """``_complete`` of unique rule ``r`` over sets ``k .. pos``: each caller steps over
-    the call unless its occurrence read the same text in an earlier call."""
-    items_s, items_o, set_starts, _ = chart
+    the call unless its occurrence read the same text in an earlier call (every caller,
+    when the chart keeps no text)."""
+    items_s, items_o, set_starts, text = chart
+    if text.shape[0] == 0:
+        return _complete(A, chart, lo, n, set_starts[k], set_starts[k + 1], r, pos)
     for j in range(set_starts[k], set_starts[k + 1]):
         s = items_s[j]
         if not _calls(A, s, r):
@@ -245,8 +253,10 @@ def closure(A, chart, pos, lo, n):
                     return n
         if A.state_final[s] and k < pos:
             r = A.state_rule[s]
-            if A.unique and A.state_final[s] == 2 and chart.text.shape[0] > 0:
-                n = _complete_unique(A, chart, lo, n, k, pos, r)
+            if A.unique and A.state_final[s] == 2:
+                n = _complete_unique(
+                    A, chart, np.int64(lo), np.int64(n), np.int64(k), np.int64(pos), np.int64(r)
+                )
             else:
                 n = _complete(A, chart, lo, n, set_starts[k], set_starts[k + 1], r, pos)
             if n < 0:
@@ -363,7 +373,7 @@ def or_token_sets(A, chart, pos, out, r):
                     out[r, w] |= tokens[base + w]
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
+@njit(nogil=True, cache=True, _nrt=False)  # out of line: only token-id elements need it
 def scan_token(A, chart, top, new_top, token, n_bytes):
     """Read ``token`` (``n_bytes`` >= 1 bytes long) by id from set ``top``: every token
     rule waiting there whose set holds it completes, in set ``top + n_bytes``: the set its
