@@ -374,7 +374,7 @@ def fill_row(G, M, S, out, r, memo_src=-2):
                 if not _test_bit(out, r, sv_ids[idx]):
                     cand[k] = idx
                     k += 1
-        k = _sort_unique(cand, k)  # sorted order = lexicographic order of the tokens
+        k = _sort_unique(cand, np.int64(k))  # sorted order = lexicographic order of the tokens
         st = check_candidates(A, G.vocab, chart, top, cand, k, out, r)
         if st < 0:
             return st
