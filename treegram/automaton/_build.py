@@ -52,6 +52,7 @@ from treegram.ir import (
 from .._kernel_cache import kernel_seconds
 from ..errors import GrammarError, UndefinedRuleError
 from ..kernels import layout
+from ._counted import inline_calls, one_character, state_chars
 from ._follow import follow_sets
 from ._merge import merge_equal_rules
 from ._nfa import FlatIr, choice_sequences, node_keys, tail_calls
@@ -108,6 +109,10 @@ class Automaton:
     token_bits : int32 array or None
         The token sets over a vocabulary (:meth:`with_vocabulary`), as the kernels read
         them: ``[n, n_words, rule ids..., n bitsets of n_words words]``; None until bound.
+    state_chars : int32 [n_states] or [0]
+        Where some rule is counted (``Rule.max_string_chars``): per state, the most
+        characters an item entering it may have read (-1: it cannot end within the bound;
+        ``NOT_COUNTED`` outside counted rules, see ``automaton._counted``); empty otherwise.
     """
 
     rule_names: tuple[str, ...]
@@ -126,6 +131,7 @@ class Automaton:
     rule_follow: np.ndarray
     token_rules: tuple[tuple[int, TokenSet], ...] = ()
     token_bits: np.ndarray | None = None
+    state_chars: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int32))
 
     def with_vocabulary(
         self, vocab_size: int, never: np.ndarray, lookup: Callable[[str], list[int]]
@@ -179,6 +185,14 @@ class Automaton:
         return int(self.state_rule.shape[0])
 
     @property
+    def chars_floor(self) -> int:
+        """The least of ``state_chars`` over the states that can end within their bound
+        (``NOT_COUNTED`` without counted rules): no string a token begins can pass its
+        bound within a token of at most that many bytes."""
+        live = self.state_chars[self.state_chars >= 0]
+        return int(live.min()) if live.shape[0] else layout.NOT_COUNTED
+
+    @property
     def n_rules(self) -> int:
         """Number of rules, lookahead pseudo-rules included."""
         return len(self.rule_names)
@@ -203,6 +217,7 @@ class Automaton:
                 self.ref_rule,
                 self.ref_target,
                 self._token_data(),
+                self.state_chars,
             ]
             buf = np.empty(layout.PACK_HEADER + sum(p.shape[0] for p in parts), dtype=np.int32)
             buf[: layout.PACK_HEADER] = 0
@@ -211,6 +226,7 @@ class Automaton:
             buf[layout.PACK_N_CLASSES] = self.n_classes
             buf[layout.PACK_ROOT_RULE] = self.root_rule
             buf[layout.PACK_UNIQUE] = int((self.state_final == 2).any())
+            buf[layout.PACK_CHARS_FLOOR] = self.chars_floor
             offset = layout.PACK_HEADER
             for k, part in enumerate(parts):
                 buf[layout.PACK_OFFSETS + k] = offset
@@ -652,13 +668,18 @@ def _build(ir: GrammarIR) -> Automaton:
     captured = {i for i, r in enumerate(ir.rules) if r.capture is not None or r.marker}
     lazy = {i for i, r in enumerate(ir.rules) if r.lazy}
     # a unique rule's completions are compared by the matcher: it keeps its own states and
-    # is never merged with an equal rule that is not unique
+    # is never merged with an equal rule that is not unique; so does a counted one
     unique = {i for i, r in enumerate(ir.rules) if r.unique}
+    counted = {
+        i: r.max_string_chars for i, r in enumerate(ir.rules) if r.max_string_chars is not None
+    }
+    chars_of: dict[int, np.ndarray] = {}  # counted rule -> its states' character limits
     hot = (
         {i for i, r in enumerate(ir.rules) if r.temperature is not None or r.max_tokens}
         | captured
         | lazy
         | unique
+        | set(counted)
     )
     if hot:
         tail_cycles = {w: c - hot for w, c in tail_cycles.items() if c - hot}
@@ -707,6 +728,10 @@ def _build(ir: GrammarIR) -> Automaton:
     keys, calls = node_keys(*arrays[:9], _KEY0, _KEY1)
 
     def rule_dfa(rid: int) -> tuple:
+        if rid in counted:
+            part = counted_dfa(rid)
+            chars_of[rid] = state_chars(part, counted[rid], bodies[rid][0])  # type: ignore[arg-type]
+            return budgeted(rid, part)
         root = roots[rid]
         key = None
         if rid not in tail_cycles and rid not in captured and root not in flat.bad:
@@ -765,6 +790,34 @@ def _build(ir: GrammarIR) -> Automaton:
             _loop_tail_self_calls(nfa, rid, 0, 1)
         return _determinize(nfa, 0, 1)
 
+    one_char: dict[int, bool] = {}  # rule -> whether it reads exactly one character
+
+    def reads_one_char(rid: int) -> bool:
+        got = one_char.get(rid)
+        if got is None:
+            got = False
+            root = roots[rid]
+            if rid not in tail_cycles and rid not in captured and root not in flat.bad:
+                calls_self, nfa_calls, dfa = rule_kernel(
+                    DFA_OF_BODY, root, rid, arrays, _NO_NFA, 0, 1
+                )
+                got = not calls_self and nfa_calls.shape[0] == 0 and one_character(dfa)
+                if not calls_self:
+                    done.setdefault(root, (nfa_calls, dfa))  # built once, kept for its own use
+            one_char[rid] = got
+        return got
+
+    def counted_dfa(rid: int) -> tuple:
+        # the matcher bounds the rule's characters on its own items: every call inlined
+        # but those of a rule that reads one character (counted when predicted)
+        nfa = _list_nfa(nfa_of(roots[rid]))
+        name = bodies[rid][0]
+        inline_calls(
+            nfa, 1, rid, splice_into(nfa), _only_ends, reads_one_char, name, MAX_RULE_STATES
+        )
+        _loop_tail_self_calls(nfa, rid, 0, 1)
+        return _determinize(nfa, 0, 1)
+
     # Only the rules the root reaches through calls (and their lookaheads) are built: a
     # rule whose every call was inlined (the free-text rules of a structural tag, one per
     # Aho-Corasick state) is never entered, and gets one dead state.
@@ -799,6 +852,11 @@ def _build(ir: GrammarIR) -> Automaton:
     state_rule = np.repeat(np.arange(len(parts), dtype=np.int32), sizes)
     if unique:  # their final states read 2 (``kernels._earley``)
         state_final[np.isin(state_rule, list(unique)) & (state_final != 0)] = 2
+    chars = np.zeros(0, dtype=np.int32)
+    if chars_of:
+        chars = np.full(state_final.shape[0], layout.NOT_COUNTED, dtype=np.int32)
+        for rid, limits in chars_of.items():
+            chars[rule_start[rid] : rule_start[rid] + limits.shape[0]] = limits
     byte_ptr = _concat_ptr([p[1] for p in parts])
     lo = np.concatenate([p[2] for p in parts])
     hi = np.concatenate([p[3] for p in parts])
@@ -852,6 +910,7 @@ def _build(ir: GrammarIR) -> Automaton:
         ref_target=ref_target,
         rule_follow=rule_follow,
         token_rules=tuple((i, r.tokens) for i, r in enumerate(ir.rules) if r.tokens is not None),
+        state_chars=chars,
     )
 
 

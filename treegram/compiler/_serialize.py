@@ -41,7 +41,7 @@ from ..errors import (
     TreegramError,
 )
 from ..grammar import Grammar
-from ..kernels import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN
+from ..kernels import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN, layout
 from ..tokenizer import TokenizerInfo
 from ._mask_store import KIND_BITSET, KIND_LIST, context_entries
 from ._store import check_key, open_regular_file, path_argument
@@ -59,7 +59,7 @@ __all__ = [
 
 
 MAGIC = b"TGRM"
-FORMAT_VERSION = 5  # 5: state_final 2 marks the final states of unique rules
+FORMAT_VERSION = 6  # 6: state_chars of counted rules; 5: state_final 2 for unique rules
 
 # magic, version, total_size, n_sections, flags, n_rules, n_states, n_byte_classes,
 # root_rule, n_ref_edges, n_mask_classes, vocab_size, n_sorted_tokens, reserved
@@ -108,6 +108,7 @@ _SECTIONS = (
     ("context_classes", _I32),  # entries [-(3 + m + k), state, m, chain, callers, class id]
     ("tokenizer_fingerprint", _U8),  # ASCII hex
     ("cache_key", _U8),  # ASCII lowercase hex store key the blob was written under, or empty
+    ("state_chars", _I32),  # [n_states] with counted rules, else empty (Automaton.state_chars)
 )
 _N_SECTIONS = len(_SECTIONS)
 
@@ -187,6 +188,7 @@ def encode_compiled(
         "context_classes": contexts,
         "tokenizer_fingerprint": np.frombuffer(info.fingerprint.encode("ascii"), np.uint8),
         "cache_key": np.frombuffer(key, np.uint8),
+        "state_chars": a.state_chars,
     }
     counts = (
         a.n_rules,
@@ -464,6 +466,25 @@ def _validate_grammar(s: dict, names: tuple, n_real: int, rule_lookahead, root_r
     return grammar
 
 
+def _validate_counted(s: dict, grammar, names: tuple) -> None:
+    """Check ``state_chars`` against the grammar's counted rules: a limit on exactly their
+    states (at least -1, below NOT_COUNTED), none elsewhere."""
+    chars = s["state_chars"]
+    counted = {r.name for r in grammar.ir.rules if r.max_string_chars is not None}
+    if not counted:
+        _check(chars.shape[0] == 0, "state_chars without a counted rule")
+        return
+    state_rule = s["state_rule"]
+    _check(chars.shape[0] == state_rule.shape[0], "state_chars is not one entry per state")
+    ids = np.array([i for i, name in enumerate(names) if name in counted], dtype=np.int32)
+    inside = np.isin(state_rule, ids)
+    _check(
+        bool((chars[~inside] == layout.NOT_COUNTED).all())
+        and bool(((chars[inside] >= -1) & (chars[inside] < layout.NOT_COUNTED)).all()),
+        "state_chars does not match the counted rules",
+    )
+
+
 def _token_rules(grammar, names: tuple) -> tuple:
     """The token-id rules of ``grammar`` by automaton rule id (``_validate_grammar`` has
     checked that the grammar and the automaton name the same rules)."""
@@ -659,6 +680,7 @@ def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> tuple:
 
     names, n_real = _validate_automaton(s, h)
     grammar = _validate_grammar(s, names, n_real, s["rule_lookahead"], root)
+    _validate_counted(s, grammar, names)
     _validate_store(s, h)
 
     automaton = Automaton(
@@ -678,6 +700,7 @@ def _load(raw: np.ndarray, tokenizer_info, cache_key: str | None) -> tuple:
         rule_follow=s["rule_follow"].reshape(n_rules, 256),
         # token-id rules are named in the grammar source (their states have no edges)
         token_rules=_token_rules(grammar, names),
+        state_chars=s["state_chars"],
     )
     classes = (
         s["state_class"],

@@ -27,6 +27,11 @@ does not change the rule's language either: it is kept on the rule
 (:attr:`~treegram.ir.Rule.unique`) and makes the matcher refuse a completion of the rule
 whose text, decoded as a JSON string, equals that of an earlier completion taken by the
 same occurrence of the calling rule. The rule must not derive the empty text.
+
+``max_string_chars=N`` (treegram's own, what JSON Schema's ``maxLength`` beside a pattern
+or a format compiles to) is kept on the rule (:attr:`~treegram.ir.Rule.max_string_chars`):
+the rule reads the content of one JSON string, and the matcher keeps it to at most ``N``
+decoded characters (an escape is one), where an automaton would need a state per length.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ RULE_ATTRIBUTES = frozenset(
         "capture",
         "stop_capture",
         "unique",
+        "max_string_chars",
         *_MARKER_KEYS,
     }
 )
@@ -121,7 +127,7 @@ def parse_rule_attributes(text: str) -> dict[str, object]:
             attrs[key] = int(value)
         else:
             if not (value.isascii() and value.isdigit()) or len(value) > 9:
-                raise RuleAttributeError("rule attribute max_chars needs a non-negative integer")
+                raise RuleAttributeError(f"rule attribute {key} needs a non-negative integer")
             attrs[key] = int(value)
     if marker:
         capture = marker.pop("stop_capture", None)
@@ -238,6 +244,8 @@ def apply_rule_attributes(
             rule = replace(rule, max_tokens=int(a.pop("max_tokens")))  # type: ignore[call-overload]
         if a.pop("unique", False):
             rule = replace(rule, unique=True)
+        if "max_string_chars" in a:
+            rule = replace(rule, max_string_chars=int(a.pop("max_string_chars")))  # type: ignore[call-overload]
         if not a:
             out.append(rule)
             continue

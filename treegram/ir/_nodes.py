@@ -151,7 +151,12 @@ class Rule:
     :class:`CharClass`) is not used; :func:`token_rule` builds one. ``unique`` (JSON
     Schema's ``uniqueItems``): the body reads one JSON string, never the empty text, and
     the completions of the rule that one occurrence of a caller's rule takes must decode to
-    pairwise different strings (the matcher compares each with the earlier ones)."""
+    pairwise different strings (the matcher compares each with the earlier ones).
+    ``max_string_chars`` (JSON Schema's ``maxLength`` beside a pattern or a format): the
+    body reads the content of one JSON string (between its quotes, in any encoding JSON
+    allows), calling no rule in a recursion; the matcher keeps
+    each occurrence to at most that many decoded characters, instead of an automaton state
+    per length."""
 
     name: str
     body: Expr
@@ -163,6 +168,7 @@ class Rule:
     lazy: bool = False
     tokens: TokenSet | None = None
     unique: bool = False
+    max_string_chars: int | None = None
 
 
 def token_rule(tokens: TokenSet) -> Rule:

@@ -253,6 +253,8 @@ def _grammar_to_ebnf(ir: GrammarIR) -> str:
             parts.append("lazy")
         if rule.unique:
             parts.append("unique")
+        if rule.max_string_chars is not None:
+            parts.append(f"max_string_chars={rule.max_string_chars}")
         attrs = f"[{', '.join(parts)}]" if parts else ""
         line = f"{_name(rule.name)}{attrs} ::= {_expr(rule.body, _CHOICE, toks, memo)}"
         if rule.lookahead is not None:

@@ -18,6 +18,9 @@ from treegram.kernels import _rows as rows
 from treegram.kernels import _tree as tree
 from treegram.kernels._classify import NO_LOOPS, NO_SKIP, DeadlineExceededError, classify
 from treegram.kernels._earley import accept_bytes, chart_can_end, start_chart
+from treegram.kernels._json_chars import BOUNDARY as CHAR_BOUNDARY
+from treegram.kernels._json_chars import N_PENDING as CHAR_N_PENDING
+from treegram.kernels._json_chars import char_step
 from treegram.kernels._jump import jump_forward, row_allows_all
 from treegram.kernels._layout import (
     BUFS_FULL,
@@ -82,6 +85,9 @@ __all__ = [
     "start_chart",
     "jump_forward",
     "row_allows_all",
+    "CHAR_BOUNDARY",
+    "CHAR_N_PENDING",
+    "char_step",
     "BUFS_FULL",
     "CAND_FULL",
     "NEED_CLASSIFY",

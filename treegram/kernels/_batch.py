@@ -88,7 +88,7 @@ def _matcher(mtab, m):
             view_i32(r[0], r[_M], 0),
             view_i32(r[1], r[_M + 1], 0),
             view_i32(r[2], r[_M + 2], 0),
-            view_u8(r[3], r[_M + 3], 0),
+            view_i64(r[3], r[_M + 3], 0),
         ),
         view_i64(r[4], r[_M + 4], 0),
         view_i32(r[5], r[_M + 5], 0),

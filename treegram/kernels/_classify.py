@@ -40,7 +40,7 @@ from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT, Chart
 from ._slices import bytes_off_loop, loops_below
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
-_NO_TEXT = np.zeros(0, dtype=np.uint8)  # the scratch chart's: no text before the seed
+_NO_TEXT = np.zeros(0, dtype=np.int64)  # the scratch chart's: no text before the seed
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:

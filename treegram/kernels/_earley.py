@@ -20,6 +20,17 @@ marks a token it would accept through such a completion UNCERTAIN instead
 (``kernels._classify``). The checks are calls of their own, not inlined: every scan site
 of every kernel inlines the Earley step, and inlined they doubled a cold kernel compile.
 
+Counted rules (``Rule.max_string_chars``, JSON Schema's ``maxLength`` beside a pattern or a
+format) read the content of one JSON string and call only rules that read one character.
+``A.state_chars[t]`` is the most characters such a rule may have read when an item enters
+state ``t``: the bound less the fewest characters any way on from ``t`` still needs. An
+item past it is left out, and a call is not predicted unless one more character fits the
+state it returns to, so every item kept can still end within the bound, and a scan that
+keeps none is rejected.
+The count reads the chart's text from the item's origin (``_json_chars``); a
+classification walk's scratch chart has no text and ignores the bounds: its classes hold
+a superset, which the mask narrows near a bound (``kernels._mask``).
+
 Every function returns a negative status instead of raising: ``OVERFLOW`` when the caller
 must grow the arrays and retry, ``REJECT`` when the input does not match.
 """
@@ -29,8 +40,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._json_chars import BOUNDARY, char_step, json_chars
 from ._layout import (
+    NOT_COUNTED,
     OVERFLOW,
+    PACK_CHARS_FLOOR,
     PACK_N_CLASSES,
     PACK_OFFSETS,
     PACK_ROOT_RULE,
@@ -59,8 +73,13 @@ def add_item(items_s, items_o, set_lo, n, s, o):
 def _add_step(A, chart, lo, n, t, o, pos):
     """``add_item`` of ``(t, o)`` to set ``pos`` (starting at ``lo``) of ``chart``, an item
     reached by a byte or a completed call; left out when ``t`` completes a unique rule that
-    no caller may take (each has read the same text before): the text is a dead end."""
+    no caller may take (each has read the same text before), or when ``t``'s counted rule
+    has read more characters than it may hold there: the text is a dead end."""
     if A.unique and A.state_final[t] == 2 and _refused(A, chart, t, o, np.int64(pos)):
+        return n
+    # (a character is at least a byte: only a span longer than the bound is counted)
+    counted = A.state_chars.shape[0] > 0 and pos - o > A.state_chars[t]
+    if counted and chart.text.shape[0] > 0 and _over_bound(chart.text, o, pos, A.state_chars[t]):
         return n
     return add_item(chart.items_s, chart.items_o, lo, n, t, o)
 
@@ -85,11 +104,45 @@ def _complete(A, chart, lo, n, callers_lo, callers_hi, r, pos):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
+def text_word(text, pos, b):
+    """The word of ``Chart.text`` for byte ``b`` read after set ``pos``: ``b`` in the low
+    8 bits, above them the running count of the text up to set ``pos + 1`` (see
+    ``span_chars``)."""
+    run = text[pos - 1] >> 8 if pos > 0 else np.int64(0)
+    x = char_step(run & 31, b)
+    if x < 0:  # no string content reads it (JSON outside strings never does): restart
+        x = 2 * BOUNDARY
+    return (((run >> 5) + (x & 1)) << 13) | ((x >> 1) << 8) | b
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def span_chars(text, o, pos):
+    """The characters complete in the JSON string content read from set ``o`` to set
+    ``pos``. ``text[p] >> 8`` holds the running count of the whole text up to set
+    ``p + 1`` (``32 * characters + pending``, ``kernels._json_chars``): where the run is at
+    a character boundary at ``o`` (always, after the opening quote of JSON text), the
+    count is a difference; elsewhere the span is counted byte by byte."""
+    if pos <= o:
+        return 0
+    start = text[o - 1] >> 8 if o > 0 else np.int64(0)
+    if start & 31 == BOUNDARY:
+        return (text[pos - 1] >> 13) - (start >> 5)
+    return json_chars(text, o, pos)
+
+
+@njit(nogil=True, cache=True, _nrt=False)  # out of line: every scan site inlines its caller
+def _over_bound(text, o, pos, most):
+    """Whether the string content read from set ``o`` to set ``pos`` holds more than
+    ``most`` characters."""
+    return span_chars(text, o, pos) > most
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def _hex4(text, i):
     """The value of the four hex digits at ``text[i:i + 4]``."""
     v = 0
     for q in range(i, i + 4):
-        c = np.int64(text[q])
+        c = np.int64(text[q] & 0xFF)
         v = v * 16 + (c - 48 if c <= 57 else (c | 32) - 87)
     return v
 
@@ -100,13 +153,18 @@ def _json_char(text, i, hi):
     the next one starts: escapes decoded, a surrogate pair of ``\\u`` escapes read as one
     character. Never reads at or past ``hi`` (a rule body that is no JSON string, from a
     hand-written grammar, compares as whatever its bytes decode to)."""
-    b = np.int64(text[i])
+    b = np.int64(text[i] & 0xFF)
     if b == 92 and i + 1 < hi:  # a backslash
-        e = np.int64(text[i + 1])
+        e = np.int64(text[i + 1] & 0xFF)
         if e == 117 and i + 6 <= hi:  # \uXXXX
             cp = _hex4(text, i + 2)
             i += 6
-            if 0xD800 <= cp < 0xDC00 and i + 6 <= hi and text[i] == 92 and text[i + 1] == 117:
+            if (
+                0xD800 <= cp < 0xDC00
+                and i + 6 <= hi
+                and text[i] & 0xFF == 92
+                and text[i + 1] & 0xFF == 117
+            ):
                 low = _hex4(text, i + 2)
                 if 0xDC00 <= low < 0xE000:
                     return 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00), i + 6
@@ -136,8 +194,8 @@ def _same_string(text, a, a_end, b, b_end):
     """Whether the JSON strings ``text[a:a_end]`` and ``text[b:b_end]`` decode to the same
     characters."""
     while a < a_end and b < b_end:
-        x = text[a]
-        if x == text[b] and x < 0x80 and x != 92:
+        x = text[a] & 0xFF
+        if x == text[b] & 0xFF and x < 0x80 and x != 92:
             a += 1
             b += 1
             continue
@@ -231,6 +289,18 @@ def _complete_unique(A, chart, lo, n, k, pos, r):
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _call_fits(A, chart, s, o, pos, t):
+    """Whether item ``(s, o)`` of set ``pos`` may call a rule that returns to state ``t``:
+    always, but in a counted rule, whose calls read one character each, where one more
+    character must fit ``t``'s limit (else its caller could not take it back: the call's
+    items would be a dead end)."""
+    if A.state_chars.shape[0] == 0 or A.state_chars[s] == NOT_COUNTED:
+        return True
+    most = A.state_chars[t] - 1
+    return pos - o <= most or chart.text.shape[0] == 0 or not _over_bound(chart.text, o, pos, most)
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
 def closure(A, chart, pos, lo, n):
     """Predict and complete the items of set ``pos`` (``items[lo:n]``) of ``chart`` to a
     fixpoint, on the unpacked automaton ``A``.
@@ -244,6 +314,8 @@ def closure(A, chart, pos, lo, n):
         k = items_o[j]
         for e in range(A.ref_ptr[s], A.ref_ptr[s + 1]):
             r = A.ref_rule[e]
+            if not _call_fits(A, chart, s, k, pos, A.ref_target[e]):
+                continue
             n = add_item(items_s, items_o, lo, n, A.rule_start[r], pos)
             if n < 0:
                 return n
@@ -278,8 +350,8 @@ def scan_byte(A, chart, pos, b):
     hi = set_starts[pos + 1]
     c = A.byte_class[b]
     n = hi
-    if A.unique and text.shape[0] > 0:  # only unique rules read it
-        text[pos] = b
+    if (A.unique or A.state_chars.shape[0] > 0) and text.shape[0] > 0:  # their rules read it
+        text[pos] = text_word(text, pos, b)
     for j in range(lo, hi):
         t = A.trans[items_s[j] * A.n_classes + c]
         if t >= 0:
@@ -414,6 +486,10 @@ def scan_token(A, chart, top, new_top, token, n_bytes):
     if new_top < 0:
         for p in range(top + 2, pos + 1):  # the bytes inside the token: empty sets
             set_starts[p] = lo
+        text = chart.text
+        if (A.unique or A.state_chars.shape[0] > 0) and text.shape[0] > 0:
+            for p in range(top, pos):  # no bytes read there: the running count stands
+                text[p] = text[top - 1] & ~0xFF if top > 0 else 0
     # predict and complete from the new items (the set's old items are closed already;
     # closure over them again only finds what is there)
     n = closure(A, chart, pos, lo, n)
@@ -466,6 +542,8 @@ def unpack(ab):
         ab[ab[o + 8] : ab[o + 9]],
         ab[ab[o + 9] : ab[o + 10]],
         ab[PACK_UNIQUE],
+        ab[ab[o + 10] : ab[o + 11]],
+        ab[PACK_CHARS_FLOOR],
     )
 
 
@@ -493,5 +571,5 @@ def new_chart(item_capacity: int = 256, set_capacity: int = 64):
         np.zeros(item_capacity, dtype=np.int32),
         np.zeros(item_capacity, dtype=np.int32),
         np.zeros(set_capacity, dtype=np.int32),
-        np.zeros(set_capacity, dtype=np.uint8),
+        np.zeros(set_capacity, dtype=np.int64),
     )

@@ -164,6 +164,12 @@ class AutomatonArrays(NamedTuple):
     # 1 when some rule's completions must differ from their siblings' (``Rule.unique``):
     # a mask then depends on the text read, not on the chart's items alone
     unique: int
+    # int32 [states] where some rule is counted (``Rule.max_string_chars``), else empty:
+    # the most characters its string may hold when an item enters the state (the bound
+    # less the fewest characters still needed), NOT_COUNTED outside counted rules
+    state_chars: np.ndarray
+    # the least of those over the states that can still end (``PACK_CHARS_FLOOR``)
+    chars_floor: int
 
 
 # Positions of those fields, for Python code that indexes ``Automaton.arrays()`` (the first
@@ -183,15 +189,18 @@ A_TOKENS = 10
 # ---- bundles (see the module docstring); fields in the orders of the registry rows below
 Chart = namedtuple("Chart", ["items_s", "items_o", "set_starts", "text"])
 """Earley chart: item states and origins (int32 [cap]), set ``i`` at ``set_starts[i]``, and
-the byte read after set ``i`` at ``text[i]`` (uint8, as long as ``set_starts``; written only
-for a grammar with unique rules, which alone read it; empty in a classification walk's
+the byte read after set ``i`` at ``text[i]`` (int64, as long as ``set_starts``: the byte in
+the low 8 bits, above them the running character count that counted rules read, see
+``kernels._earley.span_chars``; written only for a grammar with unique or counted rules,
+which alone read it; empty in a classification walk's
 scratch chart, which has no text before its seed)."""
 MatcherState = namedtuple("MatcherState", ["chart", "meta", "hist", "stop_ids"])
 """A matcher's position: its ``Chart``, ``meta`` int64 [4] (``M_*``), ``hist`` int32 [cap]
 (the top set before each step) and ``stop_ids`` int32."""
 Scratch = namedtuple("Scratch", ["bufs", "memo_key", "memo_meta", "memo_row", "cand"])
 """A matcher's mask scratch: ``bufs`` int32 [2, cap], the one-entry memo (``memo_key`` int32
-[2, cap], ``memo_meta`` int64 [2], ``memo_row`` int32 [n_words]) and ``cand`` int32 [cap]."""
+[2, cap], ``memo_meta`` int64 [3]: items in the key, the floor, and the vocabulary's longest
+token in bytes; ``memo_row`` int32 [n_words]) and ``cand`` int32 [cap]."""
 Classes = namedtuple("Classes", ["state_class", "cls_meta", "acc_pool", "unc_pool"])
 """A grammar's token classes: ``state_class`` int32, ``cls_meta`` int64 [n, 5], the pools."""
 Vocab = namedtuple("Vocab", ["sv_ids", "sv_offsets", "sv_data", "tok_offsets", "tok_data"])
@@ -215,9 +224,12 @@ PACK_N_STATES = 0
 PACK_N_RULES = 1
 PACK_N_CLASSES = 2
 PACK_ROOT_RULE = 3
-PACK_OFFSETS = 4  # PACK_OFFSETS + k: start of packed array k (k = 0..9), then the end
-PACK_UNIQUE = 15  # 1 when a rule is unique (``AutomatonArrays.unique``)
-PACK_HEADER = 16  # header words in all
+PACK_OFFSETS = 4  # PACK_OFFSETS + k: start of packed array k (k = 0..10), then the end
+PACK_UNIQUE = 16  # 1 when a rule is unique (``AutomatonArrays.unique``)
+PACK_CHARS_FLOOR = 17  # ``AutomatonArrays.chars_floor``
+PACK_HEADER = 18  # header words in all
+# ``state_chars`` of a state outside every counted rule: no bound
+NOT_COUNTED = 2**31 - 1
 
 # (name, length axis) of each array of a grammar row: the packed automaton
 # (``Automaton.packed``), the token classification (``MaskStore.snapshot()``: state_class,
@@ -235,7 +247,7 @@ _GRAMMAR_FIELDS = (
     ("tok_data", 0),
 )
 # (name, length axis) of each array of a matcher row (``GrammarMatcher._state_arrays``):
-# the Earley chart (its text uint8), the meta fields, the history, the stop tokens, and the
+# the Earley chart (its text int64), the meta fields, the history, the stop tokens, and the
 # scratch arrays (bufs and memo_key are [2, cap]: their length is along axis 1); then what
 # only the scalar entry points read (``kernels._batch``, ``*_slot``): the vocabulary the
 # matcher holds (the grammar row's, fixed) and the scratch of a scalar traversal (its stack

@@ -5,6 +5,10 @@ mask = union of the ACCEPTED sets of the states live in the top Earley set (thos
      + the UNCERTAIN tokens of those states that a real scan on the full chart accepts
      + the stop tokens when the root rule can end here.
 
+Near the character bound of a counted rule (``Rule.max_string_chars``), which the classes
+ignore, every token longer than the margin left is read for real as well
+(``counted_margin``).
+
 Token sets live in a class store (see ``treegram.compiler._mask_store``): each class is
 an accepted set, stored either as a sorted token-id list (kind 0) or as a bitset of
 ``n_words`` int32 words (kind 1), plus a sorted list of UNCERTAIN sorted-vocabulary
@@ -17,8 +21,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._earley import can_end, or_token_sets, scan_byte
-from ._layout import BUFS_FULL, CAND_FULL, CONTEXT_FIRST, M_TOP, NEED_CLASSIFY, OVERFLOW, REJECT
+from ._earley import can_end, or_token_sets, scan_byte, span_chars
+from ._layout import (
+    BUFS_FULL,
+    CAND_FULL,
+    CONTEXT_FIRST,
+    M_TOP,
+    NEED_CLASSIFY,
+    NOT_COUNTED,
+    OVERFLOW,
+    REJECT,
+)
 
 # The mask kernels run without numba's reference counting (``_nrt=False``): every array
 # reference they create would otherwise cost atomic increments and decrements, which on
@@ -329,7 +342,11 @@ def fill_row(G, M, S, out, r, memo_src=-2):
     top = M.meta[M_TOP]
     bufs = S.bufs
     memo_row = S.memo_row
-    if memo_lookup(chart, top, S):
+    # a mask near a counted rule's bound depends on the characters read, not only on items
+    margin = NO_MARGIN
+    if A.state_chars.shape[0] > 0:
+        margin = counted_margin(A, chart, top, S.memo_meta[2])
+    if margin == NO_MARGIN and memo_lookup(chart, top, S):
         if memo_src >= 0:
             for w in range(memo_row.shape[0]):
                 out[r, w] = out[memo_src, w]
@@ -378,6 +395,10 @@ def fill_row(G, M, S, out, r, memo_src=-2):
         st = check_candidates(A, G.vocab, chart, top, cand, k, out, r)
         if st < 0:
             return st
+    if margin != NO_MARGIN:
+        st = recheck_long_tokens(A, G.vocab, chart, top, S.cand, out, r, margin)
+        if st < 0:
+            return st
     if A.tokens[0] > 0:  # token-id elements waiting here allow their sets wholesale
         or_token_sets(A, chart, top, out, r)
     # Stop tokens are stops only: allowed exactly when the root rule can end here, even if
@@ -390,7 +411,8 @@ def fill_row(G, M, S, out, r, memo_src=-2):
             _set_bit(out, r, t)
         else:
             out[r, t >> 5] &= ~(np.int32(1) << np.int32(t & 31))
-    if not A.unique:  # with unique rules, equal items may have read different texts
+    # with unique rules, equal items may have read different texts
+    if not A.unique and margin == NO_MARGIN:
         memo_store(chart, top, S, out, r, memo_src == -2)
     return 0
 
@@ -415,6 +437,68 @@ def memo_keep_row(S, out, memo_src):
         memo_row = S.memo_row
         for w in range(memo_row.shape[0]):
             memo_row[w] = out[memo_src, w]
+
+
+# ``counted_margin`` when no token can pass a counted rule's bound
+NO_MARGIN = -(2**62)
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def counted_margin(A, chart, top, longest):
+    """How many characters a token read from set ``top`` may put into counted rules
+    (``Rule.max_string_chars``) without passing a bound, or NO_MARGIN when that is at least
+    ``longest`` (the vocabulary's longest token in bytes, so no token can).
+
+    ``A.chars_floor`` is the least number of characters any state of a counted rule
+    allows, so a string a token begins holds at most that many within the token. A string
+    begun before holds some already: its items in ``top``, or, inside a character's rule
+    it called, its items in the set where that call began."""
+    floor = A.chars_floor
+    margin = np.int64(floor)
+    items_s, items_o, set_starts, text = chart
+    for j in range(set_starts[top], set_starts[top + 1]):
+        o = items_o[j]
+        if o >= top:
+            continue
+        if A.state_chars[items_s[j]] != NOT_COUNTED:
+            margin = _less_margin(text, o, top, longest, floor, margin)
+            continue
+        for q in range(set_starts[o], set_starts[o + 1]):
+            if A.state_chars[items_s[q]] != NOT_COUNTED:
+                margin = _less_margin(text, items_o[q], top, longest, floor, margin)
+    return NO_MARGIN if margin >= longest else margin
+
+
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def _less_margin(text, o, top, longest, floor, margin):
+    """``margin`` less what a string begun at set ``o`` holds up to ``top``."""
+    if top - o + longest <= margin:  # a character is at least a byte: it fits anyway
+        return margin
+    return min(margin, floor - span_chars(text, o, top))
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def recheck_long_tokens(A, vocab, chart, top, cand, out, r, margin):
+    """Scan on the real chart every token allowed in row ``r`` that is longer than
+    ``margin`` bytes, and keep its bit only when the scan reads it whole: the classes do
+    not count characters, and such a token may pass a counted rule's bound. Returns 0,
+    OVERFLOW or CAND_FULL (nothing changed then)."""
+    sv_ids = vocab.sv_ids
+    sv_offsets = vocab.sv_offsets
+    k = 0
+    for idx in range(sv_ids.shape[0]):
+        if sv_offsets[idx + 1] - sv_offsets[idx] > margin and _test_bit(out, r, sv_ids[idx]):
+            k += 1
+    if k > cand.shape[0]:
+        return CAND_FULL
+    k = 0
+    for idx in range(sv_ids.shape[0]):  # ascending: the sorted order check_candidates needs
+        t = sv_ids[idx]
+        if sv_offsets[idx + 1] - sv_offsets[idx] > margin and _test_bit(out, r, t):
+            cand[k] = idx
+            k += 1
+            out[r, t >> 5] &= ~(np.int32(1) << np.int32(t & 31))
+    return check_candidates(A, vocab, chart, top, cand, k, out, r)
 
 
 @njit(nogil=True, cache=True, _nrt=False)

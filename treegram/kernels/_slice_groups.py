@@ -24,10 +24,11 @@ import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._layout import TIMEOUT, AutomatonArrays
+from ._layout import NOT_COUNTED, TIMEOUT, AutomatonArrays
 from ._slice_walk import (
     _DEAD,
     _ENDS,
+    _NO_CHARS,
     _NO_TOKENS,
     _UNDECIDED,
     _UNDECIDED_SET,
@@ -105,7 +106,7 @@ def slice_byte_groups(
     (int, int)
         (the number of groups, or -1 when given up; the number of states found).
     """
-    A = AutomatonArrays(*arrays, _NO_TOKENS, 0)
+    A = AutomatonArrays(*arrays, _NO_TOKENS, 0, _NO_CHARS, NOT_COUNTED)
     nc = A.n_classes
     trans = A.trans
     for c in range(nc):
@@ -344,7 +345,7 @@ def grouped_slice_walk(
         ``slice_dfa_walk``'s, or (SETS_FULL, 0, 0) when the table of pair sets is full or
         a slice token has no grouped node.
     """
-    A = AutomatonArrays(*arrays, _NO_TOKENS, 0)
+    A = AutomatonArrays(*arrays, _NO_TOKENS, 0, _NO_CHARS, NOT_COUNTED)
     n_classes = A.n_classes
     rows, nxt, slots, _ = sets
     parent, node_group, depth, end, token_node = grouped

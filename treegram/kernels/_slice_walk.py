@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._layout import TIMEOUT, AutomatonArrays
+from ._layout import NOT_COUNTED, TIMEOUT, AutomatonArrays
 from ._slices import loops_below
 
 # (state, frame) pairs a trie depth may hold; a node with more is left undecided (the
@@ -57,6 +57,7 @@ _RET, _PARENT = 0, 1
 # a subtree of fewer tokens is walked as usual: the loop check would cost more than it saves
 _LOOP_MIN_TOKENS = 8
 _NO_TOKENS = np.zeros(2, dtype=np.int32)  # the token sets of the bundle: none ([0, 0])
+_NO_CHARS = np.zeros(0, dtype=np.int32)  # its character bounds: none (no text to count)
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -335,7 +336,7 @@ def slice_dfa_walk(
         (status, n_acc, n_unk): status 0; TIMEOUT; or _UNDECIDED when the state itself
         cannot be walked this way or leaves more than ``max_unk`` undecided.
     """
-    A = AutomatonArrays(*arrays, _NO_TOKENS, 0)
+    A = AutomatonArrays(*arrays, _NO_TOKENS, 0, _NO_CHARS, NOT_COUNTED)
     n_classes = A.n_classes
     byte_class = A.byte_class
     rows, nxt, slots, sid = sets

@@ -308,13 +308,14 @@ class GrammarMatcher:
         self._items_s = np.zeros(256, dtype=np.int32)
         self._items_o = np.zeros(256, dtype=np.int32)
         self._set_starts = np.zeros(64, dtype=np.int32)
-        self._chart_text = np.zeros(64, dtype=np.uint8)  # the byte read after each set
+        self._chart_text = np.zeros(64, dtype=np.int64)  # the byte read after each set, and counts
         # meta: top set, steps taken, stopped, terminate-without-stop-token (kernels/_ops.py)
         self._meta = np.zeros(4, dtype=np.int64)
         self._meta[M_NO_STOP] = int(bool(terminate_without_stop_token))
         self._hist = np.zeros(64, dtype=np.int32)  # top set before each step
         self._memo_key = np.zeros((2, 32), dtype=np.int32)  # states / origins of the top set
-        self._memo_meta = np.array([-1, 0], dtype=np.int64)
+        # the memo's size and floor, and the longest token (``kernels._mask.counted_margin``)
+        self._memo_meta = np.array([-1, 0, self._sv.max_len], dtype=np.int64)
         self._memo_row = np.zeros((self._vocab_size + 31) // 32, dtype=np.int32)
         self._cand = np.zeros(64, dtype=np.int32)  # uncertain-candidate scratch
         self._views = BitmaskViewCache()  # the engine's bitmask, validated once
@@ -498,7 +499,7 @@ class GrammarMatcher:
         grown = np.zeros(n, dtype=np.int32)
         grown[: self._set_starts.shape[0]] = self._set_starts
         self._set_starts = grown
-        text = np.zeros(n, dtype=np.uint8)
+        text = np.zeros(n, dtype=np.int64)
         text[: self._chart_text.shape[0]] = self._chart_text
         self._chart_text = text
         self._arrays_changed()

@@ -22,6 +22,7 @@ class ConversionContext(Protocol):
     strict: bool
     rules: dict[str, Expr | None]
     unique_rules: set[str]  # rules whose completions one caller keeps pairwise different
+    counted_rules: dict[str, int]  # rules whose string content the matcher bounds: the bound
     objects: Any  # _objects.ObjectBuilder
     nesting_limit: int
     merging: int

@@ -172,6 +172,7 @@ class Converter:
         self.any_order = any_order
         self.rules: dict[str, Expr | None] = {}
         self.unique_rules: set[str] = set()  # see _arrays.unique_strings_expr
+        self.counted_rules: dict[str, int] = {}  # see _dfa_expr.bounded_string_expr
         self._next_suffix: dict[str, int] = {}  # base -> first suffix not tried (rules only grow)
         self.ref_names: dict[tuple[str | tuple, int], str] = {}
         self.objects = ObjectBuilder(self)
@@ -1230,7 +1231,7 @@ def _convert(
         conv.rules["root"] = body
         from treegram.frontends.json_schema._share import share_rules
 
-        return share_rules(conv.rules, "root", conv.unique_rules)
+        return share_rules(conv.rules, "root", conv.unique_rules, conv.counted_rules)
     finally:
         # The converter and its helpers point at each other: dropping its state frees the
         # intermediate expressions and tables now, by reference counting. Left to the

@@ -9,6 +9,8 @@ into a rule of its own; small shared nodes (a separator, a short key) stay inlin
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from treegram.ir import (
     Choice,
     Expr,
@@ -59,7 +61,10 @@ def mark_small(node: Expr) -> None:
 
 
 def share_rules(
-    rules: dict[str, Expr], root: str, unique: set[str] | frozenset[str] = frozenset()
+    rules: dict[str, Expr],
+    root: str,
+    unique: set[str] | frozenset[str] = frozenset(),
+    counted: Mapping[str, int] | None = None,
 ) -> GrammarIR:
     """Build the grammar, hoisting large shared nodes into ``shared_N`` rules.
 
@@ -71,11 +76,14 @@ def share_rules(
         Name of the root rule.
     unique : set of str
         The rules to mark :attr:`~treegram.ir.Rule.unique`.
+    counted : mapping of str to int, optional
+        The rules to give :attr:`~treegram.ir.Rule.max_string_chars`, and their bounds.
 
     Returns
     -------
     GrammarIR
     """
+    counted = counted or {}
     refs: dict[int, int] = {}  # inner nodes: references from parents and rule bodies
     order: list[Expr] = []  # inner nodes in post-order, each once
     seen: set[int] = set()
@@ -145,7 +153,12 @@ def share_rules(
             info[nid] = (s, 1 + deepest if children else 1, most, below)
     memo: dict[int, Expr] = {}
     out = [
-        Rule(name, _rebuild(body, hoisted, dirty, memo, top=True), unique=name in unique)
+        Rule(
+            name,
+            _rebuild(body, hoisted, dirty, memo, top=True),
+            unique=name in unique,
+            max_string_chars=counted.get(name),
+        )
         for name, body in rules.items()
     ]
     for node in lifted:

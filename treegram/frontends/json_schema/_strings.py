@@ -10,7 +10,9 @@ from __future__ import annotations
 from treegram.frontends._regex import regex_to_expr
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import (
+    MAX_GRAMMAR_STATES,
     NOT_COUNTED,
+    bounded_string_expr,
     counted_string_expr,
     dfa_string_expr,
 )
@@ -118,7 +120,10 @@ def constrained_string(conv: ConversionContext, schema: dict, ptr: str) -> Expr 
             counted = counted_string_expr(conv, dfa, lo, hi)
             if counted is not NOT_COUNTED:
                 return counted  # type: ignore[return-value]
-            dfa = with_length_bounds(dfa, lo, hi)
+            bounded = _length_product(dfa, lo, hi)
+            if bounded is None:  # a state per length is too many: the matcher counts
+                return bounded_string_expr(conv, dfa, lo, hi)  # type: ignore[arg-type]
+            dfa = bounded
         elif bounds:  # a keyword string_dfa does not decide: as before, in one call
             dfa = string_dfa({**spec, **bounds}, conv)
         return dfa_string_expr(conv, dfa)  # type: ignore[arg-type]
@@ -133,6 +138,27 @@ def constrained_string(conv: ConversionContext, schema: dict, ptr: str) -> Expr 
     if conv.excludes and free_string(schema):
         return conv.excludes.any_string(any_string())
     return length_string(schema.get("minLength", 0), schema.get("maxLength"))
+
+
+def _length_product(dfa, lo: int, hi: int | None):
+    """``dfa`` with ``lo`` to ``hi`` characters as one automaton, or None when a maximum
+    that cuts an infinite language would take more states than a grammar is built from
+    (then ``bounded_string_expr`` has the matcher count instead)."""
+    span = dfa.length_range()
+    if hi is None or span is None or (span[1] is not None and span[1] <= hi):
+        return with_length_bounds(dfa, lo, hi)
+    if len(dfa) * (hi + 1) > _PRODUCT_STATES:
+        return None
+    try:
+        out = with_length_bounds(dfa, lo, hi)
+    except (StringConstraintError, DfaLimitError):
+        return None
+    return out if len(out) <= MAX_GRAMMAR_STATES else None
+
+
+# A length bound whose product with the automaton may hold more states than this is not
+# tried: the product is built a state at a time, and most such ones end past the limit.
+_PRODUCT_STATES = 8 * MAX_GRAMMAR_STATES
 
 
 def excluded_string(conv: ConversionContext, schema: dict, value: str) -> bool:
