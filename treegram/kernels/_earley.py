@@ -79,7 +79,11 @@ def _add_step(A, chart, lo, n, t, o, pos):
         return n
     # (a character is at least a byte: only a span longer than the bound is counted)
     counted = A.state_chars.shape[0] > 0 and pos - o > A.state_chars[t]
-    if counted and chart.text.shape[0] > 0 and _over_bound(chart.text, o, pos, A.state_chars[t]):
+    if (
+        counted
+        and chart.text.shape[0] > 0
+        and _over_bound(chart.text, np.int64(o), np.int64(pos), np.int64(A.state_chars[t]))
+    ):  # (int64 arguments: one specialization of _over_bound, not one per int type)
         return n
     return add_item(chart.items_s, chart.items_o, lo, n, t, o)
 
@@ -297,7 +301,11 @@ def _call_fits(A, chart, s, o, pos, t):
     if A.state_chars.shape[0] == 0 or A.state_chars[s] == NOT_COUNTED:
         return True
     most = A.state_chars[t] - 1
-    return pos - o <= most or chart.text.shape[0] == 0 or not _over_bound(chart.text, o, pos, most)
+    return (
+        pos - o <= most
+        or chart.text.shape[0] == 0
+        or not _over_bound(chart.text, np.int64(o), np.int64(pos), np.int64(most))
+    )
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)

@@ -498,7 +498,7 @@ def recheck_long_tokens(A, vocab, chart, top, cand, out, r, margin):
             cand[k] = idx
             k += 1
             out[r, t >> 5] &= ~(np.int32(1) << np.int32(t & 31))
-    return check_candidates(A, vocab, chart, top, cand, k, out, r)
+    return check_candidates(A, vocab, chart, top, cand, np.int64(k), out, r)  # one variant
 
 
 @njit(nogil=True, cache=True, _nrt=False)
