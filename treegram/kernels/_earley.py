@@ -107,7 +107,9 @@ def _complete(A, chart, lo, n, callers_lo, callers_hi, r, pos):
     return n
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
+# out of line: only grammars with unique or counted rules call it, and its byte machine
+# (char_step) inlined into every scan site cost ~4 s CPU of a cold start
+@njit(nogil=True, cache=True, _nrt=False)
 def text_word(text, pos, b):
     """The word of ``Chart.text`` for byte ``b`` read after set ``pos``: ``b`` in the low
     8 bits, above them the running count of the text up to set ``pos + 1`` (see
@@ -359,7 +361,7 @@ def scan_byte(A, chart, pos, b):
     c = A.byte_class[b]
     n = hi
     if (A.unique or A.state_chars.shape[0] > 0) and text.shape[0] > 0:  # their rules read it
-        text[pos] = text_word(text, pos, b)
+        text[pos] = text_word(text, np.int64(pos), np.int64(b))  # int64: one specialization
     for j in range(lo, hi):
         t = A.trans[items_s[j] * A.n_classes + c]
         if t >= 0:
