@@ -110,7 +110,7 @@ def rule_dfa(what, root, self_rule, nodes, packed_nfa, start, accept):
         for arr in (eps_ptr, eps_to, byte_ptr, y_lo, y_hi, y_to, ref_ptr, ref_rule, ref_to):
             out[at : at + arr.shape[0]] = arr
             at += arr.shape[0]
-        return False, out, _unpacked_dfa(empty, 0, 1)
+        return False, out, _unpacked_dfa(empty, np.int64(0), np.int64(1))
     calls_self = False
     if self_rule >= 0:
         for j in range(ref_rule.shape[0]):
@@ -118,5 +118,5 @@ def rule_dfa(what, root, self_rule, nodes, packed_nfa, start, accept):
                 calls_self = True
                 break
     if calls_self:
-        return True, ref_rule, _unpacked_dfa(empty, 0, 1)
+        return True, ref_rule, _unpacked_dfa(empty, np.int64(0), np.int64(1))
     return False, ref_rule, determinize(*nfa, start, accept)

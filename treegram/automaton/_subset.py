@@ -242,13 +242,13 @@ def _subsets(nfa, start, accept, scratch, intervals, dfa, store):  # noqa: C901
     final, out_byte_ptr, out_ref_ptr, out_lo, out_hi, out_to, out_rule, out_ref_to = dfa
     sub_ptr, sub_hash, table, pool = store
     table_mask = table.shape[0] - 1
-    gen = 1
-    pool_len = 0
-    n_sub = 0
+    gen = np.int64(1)  # int64 from the start: literals would compile each callee twice
+    pool_len = np.int64(0)
+    n_sub = np.int64(0)
     n_out = 0
     n_out_ref = 0
     targets[0] = start
-    k = _closure(targets, 1, gen, stamp, stack, members, important, eps_ptr, eps_to)
+    k = _closure(targets, np.int64(1), gen, stamp, stack, members, important, eps_ptr, eps_to)
     tid, pool_len, n_sub = _intern(
         members, k, pool, pool_len, sub_ptr, sub_hash, n_sub, table, table_mask
     )
@@ -332,7 +332,7 @@ def _subsets(nfa, start, accept, scratch, intervals, dfa, store):  # noqa: C901
                 e_lo[m] = ref_rule[e]
                 e_to[m] = ref_to[e]
                 m += 1
-        _order_by_key(e_lo, m, order)
+        _order_by_key(e_lo, np.int64(m), order)
         g = 0
         while g < m:
             rid = e_lo[order[g]]

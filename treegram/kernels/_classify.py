@@ -182,7 +182,7 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     set_starts[base] = n
     items_s[n] = state
     items_o[n] = base - 1
-    n = closure_one(A, chart, base, n, n + 1)
+    n = closure_one(A, chart, np.int64(base), np.int64(n), n + 1)  # no literal variant
     if n < 0:
         return n, 0, 0
     set_starts[base + 1] = n
@@ -207,7 +207,7 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     # checked on the real chart already, but in a context it stepped every caller, where
     # the chart may have stepped only some: there, it counts too.
     repeats = np.zeros(set_starts.shape[0], dtype=np.bool_)
-    repeats[0] = unique and base > 1 and _unique_ends(state_final, chart, base)
+    repeats[0] = unique and base > 1 and _unique_ends(state_final, chart, np.int64(base))
     # A scan depends on the byte's class only, so siblings of one class share its outcome.
     # parent[d] stamps the set the depth-d nodes are read from (a new stamp each time that
     # set is rebuilt); seen[d * n_classes + c] is +stamp after class c was read from it, and
@@ -306,7 +306,7 @@ def _set_loops_below(
     for j in range(lo, hi):
         x = items_s[j]
         if loop_known[x] == 0:
-            loop_off[x, :] = bytes_off_loop(byte_class, n_classes, trans, np.int64(x))[0]
+            loop_off[x, :] = bytes_off_loop(byte_class, np.int64(n_classes), trans, np.int64(x))[0]
             loop_known[x] = 1
         if loops_below(suffix_bits, k, loop_off, x):
             return True

@@ -75,12 +75,15 @@ def _add_step(A, chart, lo, n, t, o, pos):
     reached by a byte or a completed call; left out when ``t`` completes a unique rule that
     no caller may take (each has read the same text before), or when ``t``'s counted rule
     has read more characters than it may hold there: the text is a dead end."""
-    unique = A.unique and A.state_final[t] == 2 and chart.text.shape[0] > 0
-    if unique and not _taken(A, chart, o, pos, A.state_rule[t]):
+    if A.unique and A.state_final[t] == 2 and _refused(A, chart, t, o, np.int64(pos)):
         return n
     # (a character is at least a byte: only a span longer than the bound is counted)
     counted = A.state_chars.shape[0] > 0 and pos - o > A.state_chars[t]
-    if counted and chart.text.shape[0] > 0 and _over_bound(chart.text, o, pos, A.state_chars[t]):
+    if (
+        counted
+        and chart.text.shape[0] > 0
+        and _over_bound(chart.text, np.int64(o), np.int64(pos), np.int64(A.state_chars[t]))
+    ):  # (int64 arguments: one specialization of _over_bound, not one per int type)
         return n
     return add_item(chart.items_s, chart.items_o, lo, n, t, o)
 
@@ -104,7 +107,9 @@ def _complete(A, chart, lo, n, callers_lo, callers_hi, r, pos):
     return n
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
+# out of line: only grammars with unique or counted rules call it, and its byte machine
+# (char_step) inlined into every scan site cost ~4 s CPU of a cold start
+@njit(nogil=True, cache=True, _nrt=False)
 def text_word(text, pos, b):
     """The word of ``Chart.text`` for byte ``b`` read after set ``pos``: ``b`` in the low
     8 bits, above them the running count of the text up to set ``pos + 1`` (see
@@ -148,7 +153,7 @@ def _hex4(text, i):
     return v
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
+@njit(nogil=True, cache=True, _nrt=False)  # out of line: inlined twice, it doubles a compile
 def _json_char(text, i, hi):
     """The code point of the JSON string character at ``text[i]`` (``i < hi``) and where
     the next one starts: escapes decoded, a surrogate pair of ``\\u`` escapes read as one
@@ -248,24 +253,33 @@ def repeats_sibling(A, chart, caller_rule, a, r, k, pos):
 
 
 @njit(nogil=True, cache=True, _nrt=False)  # out of line: every scan site inlines its caller
-def _taken(A, chart, k, pos, r):
-    """Whether an item of set ``k`` calls unique rule ``r`` and may take its completion over
-    sets ``k .. pos`` (its occurrence has no earlier completion with the same text)."""
-    items_s, items_o, set_starts, _ = chart
+def _refused(A, chart, t, k, pos):
+    """Whether a step to ``t``, a final state of a unique rule ``r``, over sets ``k ..
+    pos`` of ``chart`` is left out: the chart keeps its text and no item of set ``k``
+    that calls ``r`` may take the completion (each one's occurrence has an earlier
+    completion with the same text)."""
+    items_s, items_o, set_starts, text = chart
+    if text.shape[0] == 0:
+        return False
+    r = np.int64(A.state_rule[t])  # int64 as _complete_unique's: one repeats_sibling
+    k = np.int64(k)
     for j in range(set_starts[k], set_starts[k + 1]):
         s = items_s[j]
         if _calls(A, s, r) and not repeats_sibling(
             A, chart, A.state_rule[s], items_o[j], r, k, pos
         ):
-            return True
-    return False
+            return False
+    return True
 
 
 @njit(nogil=True, cache=True, _nrt=False)  # out of line: every scan site inlines its caller
 def _complete_unique(A, chart, lo, n, k, pos, r):
     """``_complete`` of unique rule ``r`` over sets ``k .. pos``: each caller steps over
-    the call unless its occurrence read the same text in an earlier call."""
-    items_s, items_o, set_starts, _ = chart
+    the call unless its occurrence read the same text in an earlier call (every caller,
+    when the chart keeps no text)."""
+    items_s, items_o, set_starts, text = chart
+    if text.shape[0] == 0:
+        return _complete(A, chart, lo, n, set_starts[k], set_starts[k + 1], r, pos)
     for j in range(set_starts[k], set_starts[k + 1]):
         s = items_s[j]
         if not _calls(A, s, r):
@@ -289,7 +303,11 @@ def _call_fits(A, chart, s, o, pos, t):
     if A.state_chars.shape[0] == 0 or A.state_chars[s] == NOT_COUNTED:
         return True
     most = A.state_chars[t] - 1
-    return pos - o <= most or chart.text.shape[0] == 0 or not _over_bound(chart.text, o, pos, most)
+    return (
+        pos - o <= most
+        or chart.text.shape[0] == 0
+        or not _over_bound(chart.text, np.int64(o), np.int64(pos), np.int64(most))
+    )
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -317,8 +335,10 @@ def closure(A, chart, pos, lo, n):
                     return n
         if A.state_final[s] and k < pos:
             r = A.state_rule[s]
-            if A.unique and A.state_final[s] == 2 and chart.text.shape[0] > 0:
-                n = _complete_unique(A, chart, lo, n, k, pos, r)
+            if A.unique and A.state_final[s] == 2:
+                n = _complete_unique(
+                    A, chart, np.int64(lo), np.int64(n), np.int64(k), np.int64(pos), np.int64(r)
+                )
             else:
                 n = _complete(A, chart, lo, n, set_starts[k], set_starts[k + 1], r, pos)
             if n < 0:
@@ -341,7 +361,7 @@ def scan_byte(A, chart, pos, b):
     c = A.byte_class[b]
     n = hi
     if (A.unique or A.state_chars.shape[0] > 0) and text.shape[0] > 0:  # their rules read it
-        text[pos] = text_word(text, pos, b)
+        text[pos] = text_word(text, np.int64(pos), np.int64(b))  # int64: one specialization
     for j in range(lo, hi):
         t = A.trans[items_s[j] * A.n_classes + c]
         if t >= 0:
@@ -435,7 +455,7 @@ def or_token_sets(A, chart, pos, out, r):
                     out[r, w] |= tokens[base + w]
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
+@njit(nogil=True, cache=True, _nrt=False)  # out of line: only token-id elements need it
 def scan_token(A, chart, top, new_top, token, n_bytes):
     """Read ``token`` (``n_bytes`` >= 1 bytes long) by id from set ``top``: every token
     rule waiting there whose set holds it completes, in set ``top + n_bytes``: the set its

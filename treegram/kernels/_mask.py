@@ -295,16 +295,47 @@ def _set_bit(out, r, t):
     out[r, t >> 5] |= np.int32(1) << np.int32(t & 31)
 
 
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
-def _fill_row(G, M, S, out, r, memo_src):
-    """:func:`fill_row` (``memo_src`` -2), or a traversal's fill (``memo_src`` >= -1).
+@njit(nogil=True, cache=True, _nrt=False)
+def fill_row(G, M, S, out, r, memo_src=-2):
+    """Write the next-token mask of matcher position ``M`` into row ``r`` of ``out``.
 
-    A traversal zeroes its rows before the walk and writes each row once, so its fill
-    neither clears row ``r`` nor copies it into the memo when it stores one: the memo's
-    row is ``out[memo_src]`` (-1: the memo's own ``memo_row``), and the traversal copies
-    it into ``memo_row`` when it ends (on wide vocabularies each copy is a row of
-    thousands of words). Returns the status of :func:`fill_row`, except that a
-    traversal's fill returns 1 when it wrote the memo's row (the memo is unchanged).
+    Parameters
+    ----------
+    G : Grammar
+        The grammar (``_layout.Grammar``): the unpacked automaton, its root rule, its token
+        classes (``Classes``: ``state_class`` int32 [n_states], a class id per state, -1
+        while unclassified; ``cls_meta`` int64 [n_classes, 5], per class its kind (0 list,
+        1 bitset), accepted offset and length in ``acc_pool``, uncertain offset and length
+        in ``unc_pool``) and the vocabulary (``Vocab``).
+    M : MatcherState
+        The chart, whose top set (``meta[M_TOP]``) is masked, and the stop tokens.
+    S : Scratch
+        ``bufs`` int32 [2, >= items in the top set] (distinct classes in row 0,
+        unclassified states in row 1), the one-entry memo (see :func:`memo_lookup`) and
+        ``cand`` int32 (uncertain candidates; CAND_FULL asks for a larger one).
+    out : int32 [rows, n_words]
+        Output bitmask; only row ``r`` is written.
+
+    A one-entry memo returns the previous row when the top set and every set it refers
+    to are unchanged - the common case while decoding the body of a string, where each
+    token leaves the parser in the same items.
+
+    Returns
+    -------
+    int
+        0 when the row is written; OVERFLOW when the chart must grow; BUFS_FULL when
+        ``bufs`` must grow; or
+        ``NEED_CLASSIFY - k`` when the ``k`` words in ``bufs[1, :k]`` are classification
+        requests (states, or context keys: see ``collect_classes``; nothing useful is
+        written then).
+
+    A traversal's fill (``memo_src`` >= -1, through ``fill_traversal_row_inlined``) is
+    the same with two differences. A traversal zeroes its rows before the walk and writes
+    each row once, so its fill neither clears row ``r`` nor copies it into the memo when it
+    stores one: the memo's row is ``out[memo_src]`` (-1: the memo's own ``memo_row``), and
+    the traversal copies it into ``memo_row`` when it ends (on wide vocabularies each copy
+    is a row of thousands of words). And it returns 1 when it wrote the memo's row (the
+    memo is unchanged).
     """
     A = G.automaton
     chart = M.chart
@@ -360,7 +391,7 @@ def _fill_row(G, M, S, out, r, memo_src):
                 if not _test_bit(out, r, sv_ids[idx]):
                     cand[k] = idx
                     k += 1
-        k = _sort_unique(cand, k)  # sorted order = lexicographic order of the tokens
+        k = _sort_unique(cand, np.int64(k))  # sorted order = lexicographic order of the tokens
         st = check_candidates(A, G.vocab, chart, top, cand, k, out, r)
         if st < 0:
             return st
@@ -386,54 +417,16 @@ def _fill_row(G, M, S, out, r, memo_src):
     return 0
 
 
-@njit(nogil=True, cache=True, _nrt=False)
-def fill_row(G, M, S, out, r):
-    """Write the next-token mask of matcher position ``M`` into row ``r`` of ``out``.
-
-    Parameters
-    ----------
-    G : Grammar
-        The grammar (``_layout.Grammar``): the unpacked automaton, its root rule, its token
-        classes (``Classes``: ``state_class`` int32 [n_states], a class id per state, -1
-        while unclassified; ``cls_meta`` int64 [n_classes, 5], per class its kind (0 list,
-        1 bitset), accepted offset and length in ``acc_pool``, uncertain offset and length
-        in ``unc_pool``) and the vocabulary (``Vocab``).
-    M : MatcherState
-        The chart, whose top set (``meta[M_TOP]``) is masked, and the stop tokens.
-    S : Scratch
-        ``bufs`` int32 [2, >= items in the top set] (distinct classes in row 0,
-        unclassified states in row 1), the one-entry memo (see :func:`memo_lookup`) and
-        ``cand`` int32 (uncertain candidates; CAND_FULL asks for a larger one).
-    out : int32 [rows, n_words]
-        Output bitmask; only row ``r`` is written.
-
-    A one-entry memo returns the previous row when the top set and every set it refers
-    to are unchanged - the common case while decoding the body of a string, where each
-    token leaves the parser in the same items.
-
-    Returns
-    -------
-    int
-        0 when the row is written; OVERFLOW when the chart must grow; BUFS_FULL when
-        ``bufs`` must grow; or
-        ``NEED_CLASSIFY - k`` when the ``k`` words in ``bufs[1, :k]`` are classification
-        requests (states, or context keys: see ``collect_classes``; nothing useful is
-        written then).
-    """
-    return _fill_row(G, M, S, out, r, -2)
-
-
 # The traversal inlines its one call of fill_row (``_ops.traverse_op``): a call of its own
 # passes the grammar, state and scratch bundles field by field, some 200 words, which costs
 # more than a small mask itself (measured 43 ns a call against 5 ns inlined, on a memo hit).
-# Its rows are zeroed before the walk, and the memo's row stays in them (see _fill_row).
-@njit(nogil=True, cache=True, inline="always", _nrt=False)
-def fill_traversal_row_inlined(G, M, S, out, r, memo_src):
-    """A traversal's :func:`fill_row` into row ``r`` (all zero), inlined; ``memo_src``:
-    the row of ``out`` that holds the memo's row (-1: ``memo_row``). Returns 0 when the
-    row was computed and is the memo's row now, 1 when it was the memo's row, or a
-    negative status."""
-    return _fill_row(G, M, S, out, r, memo_src)
+# Its rows are zeroed before the walk, and the memo's row stays in them (``memo_src`` >= -1,
+# see fill_row). fill_row's own body, not a wrapper of it: numba's inliner copies an
+# inlined function's whole IR once per level, which with an empty kernel cache costs
+# seconds on a body this size.
+fill_traversal_row_inlined = njit(nogil=True, cache=True, inline="always", _nrt=False)(
+    fill_row.py_func
+)
 
 
 @njit(nogil=True, cache=True, inline="always", _nrt=False)
@@ -510,7 +503,7 @@ def recheck_long_tokens(A, vocab, chart, top, cand, out, r, margin):
             cand[k] = idx
             k += 1
             out[r, t >> 5] &= ~(np.int32(1) << np.int32(t & 31))
-    return check_candidates(A, vocab, chart, top, cand, k, out, r)
+    return check_candidates(A, vocab, chart, top, cand, np.int64(k), out, r)  # one variant
 
 
 @njit(nogil=True, cache=True, _nrt=False)
