@@ -118,7 +118,8 @@ def _same_batch(held: tuple, ids) -> bool:
     order."""
     if type(ids) is list:  # kept so where ids are not addresses (_ITEMS is -1)
         return list(map(id, held)) == ids
-    return len(held) == len(ids) and same_words(id(held) + _ITEMS, ids)
+    # an array of ids is kept only once _ITEMS is found (an offset)
+    return len(held) == len(ids) and same_words(id(held) + _ITEMS, ids)  # type: ignore[operator]
 
 
 def _claim(held: tuple) -> tuple[list | tuple, list | None]:
