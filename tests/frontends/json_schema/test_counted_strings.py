@@ -15,7 +15,6 @@ import pytest
 from schema_matching import accepts as matcher_accepts
 from schema_matching import compile_schema
 
-from treegram.errors import UnsupportedSchemaError
 from treegram.frontends.json_schema._convert import json_schema_to_ir
 from treegram.ir import Choice, Repeat, Seq
 
@@ -140,11 +139,16 @@ def test_counted_strings_match_xgrammar_inside_the_bounds(index):
         assert matcher_accepts(cg, literal) == xt._is_grammar_accept_string(theirs, literal)
 
 
-def test_patterns_without_one_loop_keep_the_state_limit():
-    # a search pattern loops through several states: still one state per length, refused
-    # past the limit with the keyword named
-    with pytest.raises(UnsupportedSchemaError, match="maxLength"):
-        json_schema_to_ir({"type": "string", "maxLength": 20000, "pattern": "abc"})
+def test_patterns_without_one_loop_are_counted_by_the_matcher():
+    # a search pattern loops through several states: no counted repetition; past 2,000
+    # product states the string's content is a counted rule (test_bounded_strings.py)
+    schema = {"type": "string", "maxLength": 20000, "pattern": "abc"}
+    ir = json_schema_to_ir(schema)
+    assert [r.max_string_chars for r in ir.rules if r.max_string_chars] == [20000]
+    cg = compile_schema(schema)
+    assert matcher_accepts(cg, json.dumps("x" * 19997 + "abc"))
+    assert not matcher_accepts(cg, json.dumps("x" * 19998 + "abc"))
+    assert not matcher_accepts(cg, json.dumps("x" * 19997))
     cg = compile_schema({"type": "string", "maxLength": 5, "pattern": "abc"})
     assert matcher_accepts(cg, '"xabcx"') and not matcher_accepts(cg, '"xabcxy"')
 
