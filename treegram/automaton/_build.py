@@ -676,6 +676,7 @@ def _build(ir: GrammarIR) -> Automaton:
         i: r.max_string_chars for i, r in enumerate(ir.rules) if r.max_string_chars is not None
     }
     chars_of: dict[int, np.ndarray] = {}  # counted rule -> its states' character limits
+    chars_memo: dict[tuple, np.ndarray] = {}  # counted automaton and bound -> limits
     hot = (
         {i for i, r in enumerate(ir.rules) if r.temperature is not None or r.max_tokens}
         | captured
@@ -732,7 +733,15 @@ def _build(ir: GrammarIR) -> Automaton:
     def rule_dfa(rid: int) -> tuple:
         if rid in counted:
             part = counted_dfa(rid)
-            chars_of[rid] = state_chars(part, counted[rid], bodies[rid][0])  # type: ignore[arg-type]
+            # equal automata with equal bounds have equal limits: a schema repeats one
+            # bounded string (four ``uri-reference`` strings of 2,000 characters in
+            # Github_medium o15711), whose analysis is a Python walk of its byte edges
+            key = (counted[rid], *(a.tobytes() for a in part[:8]))
+            limits = chars_memo.get(key)
+            if limits is None:
+                limits = state_chars(part, counted[rid], bodies[rid][0])  # type: ignore[arg-type]
+                chars_memo[key] = limits
+            chars_of[rid] = limits
             return budgeted(rid, part)
         root = roots[rid]
         key = None

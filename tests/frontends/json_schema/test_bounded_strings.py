@@ -48,6 +48,18 @@ SCHEMAS = {
     },
     # the bounded e-mail and the free one share a character class, which the counted
     # rule then calls instead of holding its states (an escape is read inside that call)
+    # equal counted rules: one analysis of their automaton per bound, not one per rule
+    # (the builder keeps the limits of an automaton); the third has another bound
+    "twins": {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "format": "email", "maxLength": 8},
+            "b": {"type": "string", "format": "email", "maxLength": 8},
+            "c": {"type": "string", "format": "email", "maxLength": 5},
+        },
+        "required": ["a", "b", "c"],
+        "additionalProperties": False,
+    },
     "emails": {
         "type": "object",
         "properties": {
