@@ -48,8 +48,9 @@ SCHEMAS = {
     },
     # the bounded e-mail and the free one share a character class, which the counted
     # rule then calls instead of holding its states (an escape is read inside that call)
-    # equal counted rules: one analysis of their automaton per bound, not one per rule
-    # (the builder keeps the limits of an automaton); the third has another bound
+    # equal counted rules (each with rules of its own for its automaton's states): the
+    # builder inlines and determinizes one of them and keeps the limits per bound; the
+    # third has another bound
     "twins": {
         "type": "object",
         "properties": {
