@@ -676,6 +676,7 @@ def _build(ir: GrammarIR) -> Automaton:
         i: r.max_string_chars for i, r in enumerate(ir.rules) if r.max_string_chars is not None
     }
     chars_of: dict[int, np.ndarray] = {}  # counted rule -> its states' character limits
+    chars_memo: dict[tuple, np.ndarray] = {}  # counted automaton and bound -> limits
     hot = (
         {i for i, r in enumerate(ir.rules) if r.temperature is not None or r.max_tokens}
         | captured
@@ -732,7 +733,15 @@ def _build(ir: GrammarIR) -> Automaton:
     def rule_dfa(rid: int) -> tuple:
         if rid in counted:
             part = counted_dfa(rid)
-            chars_of[rid] = state_chars(part, counted[rid], bodies[rid][0])  # type: ignore[arg-type]
+            # equal automata with equal bounds have equal limits: a schema repeats one
+            # bounded string (four ``uri-reference`` strings of 2,000 characters in
+            # Github_medium o15711), whose analysis is a Python walk of its byte edges
+            key = (counted[rid], *(a.tobytes() for a in part[:8]))
+            limits = chars_memo.get(key)
+            if limits is None:
+                limits = state_chars(part, counted[rid], bodies[rid][0])  # type: ignore[arg-type]
+                chars_memo[key] = limits
+            chars_of[rid] = limits
             return budgeted(rid, part)
         root = roots[rid]
         key = None
@@ -809,7 +818,45 @@ def _build(ir: GrammarIR) -> Automaton:
             one_char[rid] = got
         return got
 
+    counted_dfas: dict[tuple, tuple] = {}  # counted_key -> the counted rule's DFA
+
+    def counted_key(rid: int) -> tuple | None:
+        """What :func:`counted_dfa` reads to build rule ``rid``'s automaton: the NFA of
+        every rule it reaches by calls (the rules numbered by first reach, ``rid`` first),
+        each callee by its number, and by its id where it reads one character (its calls
+        may stay, naming it). Rules with equal keys inline into equal automata: a schema
+        repeats one bounded string (four ``uri-reference`` strings of 2,000 characters in
+        Github_medium o15711), each with rules of its own for its automaton's states.
+        None when a reached rule has an error to raise."""
+        number = {rid: 0}
+        todo = [rid]
+        key: list = []
+        for r in todo:  # grows while read
+            root = roots[r]
+            if root in flat.bad:
+                return None
+            csr = nfa_of(root)
+            callees = []
+            for callee in csr[8].tolist():
+                k = number.get(callee)
+                if k is None:
+                    k = number[callee] = len(todo)
+                    todo.append(callee)
+                one = callee != rid and reads_one_char(callee)
+                callees.append((k, callee if one else -1))
+            key.append((csr[0], *(a.tobytes() for a in csr[1:8]), csr[9].tobytes(), *callees))
+        return tuple(key)
+
     def counted_dfa(rid: int) -> tuple:
+        key = counted_key(rid)
+        got = counted_dfas.get(key) if key is not None else None
+        if got is None:
+            got = new_counted_dfa(rid)
+            if key is not None:
+                counted_dfas[key] = got
+        return got
+
+    def new_counted_dfa(rid: int) -> tuple:
         # the matcher bounds the rule's characters on its own items: every call inlined
         # but those of a rule that reads one character (counted when predicted)
         nfa = _list_nfa(nfa_of(roots[rid]))

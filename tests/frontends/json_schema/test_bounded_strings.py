@@ -48,6 +48,19 @@ SCHEMAS = {
     },
     # the bounded e-mail and the free one share a character class, which the counted
     # rule then calls instead of holding its states (an escape is read inside that call)
+    # equal counted rules (each with rules of its own for its automaton's states): the
+    # builder inlines and determinizes one of them and keeps the limits per bound; the
+    # third has another bound
+    "twins": {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "format": "email", "maxLength": 8},
+            "b": {"type": "string", "format": "email", "maxLength": 8},
+            "c": {"type": "string", "format": "email", "maxLength": 5},
+        },
+        "required": ["a", "b", "c"],
+        "additionalProperties": False,
+    },
     "emails": {
         "type": "object",
         "properties": {

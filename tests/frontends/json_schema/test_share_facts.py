@@ -72,3 +72,48 @@ def test_marked_small_nodes_give_the_grammar_of_a_full_walk(schema, monkeypatch)
     monkeypatch.setattr(_share, "_SMALL_INFO", "_not_marked")
     want = seen(json_schema_to_ir(schema, strict_mode=False))
     assert got == want
+
+
+def _expanded(expr, bodies: dict, hoisted: set):
+    """``expr`` with every reference to a hoisted rule replaced by that rule's body, in
+    turn expanded (plain recursion: the oracle for what ``share_rules`` rewrote)."""
+    if type(expr) is RuleRef and expr.name in hoisted:
+        return _expanded(bodies[expr.name], bodies, hoisted)
+    if type(expr) is Seq:
+        return Seq(tuple(_expanded(c, bodies, hoisted) for c in expr.items))
+    if type(expr) is Choice:
+        return Choice(tuple(_expanded(c, bodies, hoisted) for c in expr.items))
+    if type(expr) is Repeat:
+        return Repeat(_expanded(expr.item, bodies, hoisted), expr.min, expr.max)
+    return expr
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hoisted_rules_expand_back_to_the_input(seed):
+    # a random DAG of shared nodes, large and small, several levels deep, some shared by
+    # rule bodies and parents at once: expanding the hoisted rules gives every input body
+    import random
+
+    rng = random.Random(seed)
+    pool = [Bytes(bytes([97 + i])) for i in range(6)] + [RuleRef("r1")]
+    for level in range(40):
+        k = rng.randint(2, 7)
+        items = tuple(rng.choice(pool[-12:] if level % 3 else pool) for _ in range(k))
+        pick = rng.random()
+        if pick < 0.45:
+            node = Seq(items)
+        elif pick < 0.85:
+            node = Choice(items)
+        else:
+            node = Repeat(items[0], rng.randint(0, 2), rng.choice([None, 3, 9]))
+        pool.append(node)
+    rules = {"root": Seq(tuple(pool[-6:])), "r1": pool[-9], "r2": pool[-20], "r3": pool[-9]}
+    ir = share_rules(rules, "root")
+    bodies = {r.name: r.body for r in ir.rules}
+    hoisted = {r.name for r in ir.rules} - set(rules)
+    assert hoisted  # the DAG shares large nodes
+    assert list(bodies)[: len(rules)] == list(rules)
+    for name, body in rules.items():
+        assert _expanded(bodies[name], bodies, hoisted) == body
+    recorded = ir.__dict__.pop("_facts")
+    assert recorded == ir_facts(ir)

@@ -146,3 +146,18 @@ def test_state_limit():
     assert err.value.keyword == "maxLength"
     with pytest.raises(StringConstraintError, match="maxLength 100000"):  # refused at once
         string_dfa({"pattern": "^[a-z]*$", "maxLength": 100000})
+
+
+def test_format_automata_are_built_once_and_equal_a_fresh_build():
+    # a format's automaton is kept per process (schemas repeat a format across
+    # properties); the kept one is the automaton a fresh subset construction gives
+    from treegram.frontends.json_schema._formats import format_expr
+    from treegram.frontends.json_schema._string_dfa import _known_format_dfa
+
+    kept = _known_format_dfa("uri-reference")
+    assert _known_format_dfa("uri-reference") is kept
+    fresh = Dfa.from_expr(format_expr("uri-reference"))
+    assert fresh.trans == kept.trans and fresh.accept == kept.accept
+    got = string_dfa({"format": "uri-reference"})
+    for text in ["", "a/b?c#d", "http://x.org/%41", "a b", "%zz", "//h:1/p", "é"]:
+        assert got.accepts(text) == fresh.accepts(text) == kept.accepts(text)

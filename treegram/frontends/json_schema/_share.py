@@ -104,7 +104,11 @@ def share_rules(
     hoisted: dict[int, str] = {}
     lifted: list[Expr] = []  # the hoisted nodes, in order
     lifted_depth: dict[int, int] = {}  # their depths as built
-    dirty: set[int] = set()  # nodes with a hoisted node below them: these are rebuilt
+    # nodes with a hoisted node below them, rebuilt with references in its place (in the
+    # same post-order pass: their children are final by then), and what replaces a node
+    # inside its parents (the reference for a hoisted one, the rebuilt node otherwise)
+    rebuilt: dict[int, Expr] = {}
+    replace: dict[int, Expr] = {}
     names = set(rules)
     longest = 0
     as_ref = (1, 1, 1, True)
@@ -112,6 +116,7 @@ def share_rules(
         size, depth, most, inside = node.__dict__[_SMALL_INFO]
         info[id(node)] = (size, depth, most, False)
         longest = max(longest, inside)
+    info_get, replace_get = info.get, replace.get
     for node in order:
         t = type(node)
         children = (node.item,) if t is Repeat else node.items  # type: ignore[union-attr]
@@ -120,7 +125,7 @@ def share_rules(
         below = False  # a hoisted or rebuilt child
         most = 1
         for c in children:
-            got = info.get(id(c))
+            got = info_get(id(c))
             if got is None:  # a leaf
                 s += 1
                 continue
@@ -137,13 +142,20 @@ def share_rules(
             longest = max(longest, most)
         nid = id(node)
         if below:
-            dirty.add(nid)
+            if t is Repeat:
+                c = node.item  # type: ignore[union-attr]
+                new: Expr = Repeat(replace_get(id(c), c), node.min, node.max)  # type: ignore[union-attr]
+            else:
+                items = tuple([replace_get(id(c), c) for c in children])
+                new = Seq(items) if t is Seq else Choice(items)
+            rebuilt[nid] = replace[nid] = new
         if s >= HOIST_SIZE and refs[nid] > 1:
             name = f"shared_{len(hoisted)}"
             while name in names:
                 name += "_"
             names.add(name)
             hoisted[nid] = name
+            replace[nid] = RuleRef(name)
             lifted.append(node)
             lifted_depth[nid] = 1 + deepest if children else 1
             if refs[nid] > as_body.get(nid, 0):  # referenced by a parent
@@ -151,18 +163,17 @@ def share_rules(
             info[nid] = as_ref
         else:
             info[nid] = (s, 1 + deepest if children else 1, most, below)
-    memo: dict[int, Expr] = {}
     out = [
         Rule(
             name,
-            _rebuild(body, hoisted, dirty, memo, top=True),
+            rebuilt.get(id(body), body),
             unique=name in unique,
             max_string_chars=counted.get(name),
         )
         for name, body in rules.items()
     ]
     for node in lifted:
-        out.append(Rule(hoisted[id(node)], _rebuild(node, hoisted, dirty, memo, top=True)))
+        out.append(Rule(hoisted[id(node)], rebuilt.get(id(node), node)))
     ir = GrammarIR(tuple(out), root)
     # depth as built of each rule body (a hoisted one reads as a reference in ``info``)
     tops = list(lifted_depth.values())
@@ -199,60 +210,33 @@ def _visit(
             small.append(root)
         return
     stack: list = [root]
+    # the loop runs once per inner node of the grammar: methods read once
+    push, pop, emit, refs_get, seen_add = stack.append, stack.pop, order.append, refs.get, seen.add
     while stack:
-        node = stack.pop()
+        node = pop()
         if node is _DONE:  # the node below has all its children in order
-            order.append(stack.pop())
+            emit(pop())
             continue
         nid = id(node)
         if nid in seen:
             continue
-        seen.add(nid)
-        stack.append(node)
-        stack.append(_DONE)
+        seen_add(nid)
+        push(node)
+        push(_DONE)
         # the last child is expanded first
         for c in (node.item,) if type(node) is Repeat else node.items:
             t = type(c)
             if t is Seq or t is Choice or t is Repeat:
                 cid = id(c)
-                refs[cid] = refs.get(cid, 0) + 1
+                refs[cid] = refs_get(cid, 0) + 1
                 if cid not in seen:
                     if _SMALL_INFO in c.__dict__:
-                        seen.add(cid)
+                        seen_add(cid)
                         small.append(c)
                     else:
-                        stack.append(c)
+                        push(c)
             elif t is RuleRef:
                 ref_names.add(c.name)  # type: ignore[union-attr]
 
 
 _DONE = object()  # stack marker in _visit
-
-
-def _rebuild(
-    node: Expr, hoisted: dict[int, str], dirty: set[int], memo: dict[int, Expr], top: bool = False
-) -> Expr:
-    """``node`` with its hoisted descendants replaced by references; a node with nothing
-    hoisted below it (not in ``dirty``) is itself, ``memo`` holds the nodes rebuilt so far.
-    """
-    nid = id(node)
-    if not top and nid in hoisted:
-        return RuleRef(hoisted[nid])
-    if not top or nid not in hoisted:
-        if nid not in dirty:
-            return node
-        got = memo.get(nid)
-        if got is not None:
-            return got
-    t = type(node)
-    if t is Seq:
-        new: Expr = Seq(tuple([_rebuild(c, hoisted, dirty, memo) for c in node.items]))  # type: ignore[union-attr]
-    elif t is Choice:
-        new = Choice(tuple([_rebuild(c, hoisted, dirty, memo) for c in node.items]))  # type: ignore[union-attr]
-    elif t is Repeat:
-        new = Repeat(_rebuild(node.item, hoisted, dirty, memo), node.min, node.max)  # type: ignore[union-attr]
-    else:
-        new = node
-    if not top:
-        memo[nid] = new
-    return new
