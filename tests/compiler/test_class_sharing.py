@@ -718,3 +718,47 @@ def test_restricted_slice_dfas_are_built_once_per_vocabulary(info):
         excluded = np.frombuffer(key, dtype=np.uint64)
         assert np.array_equal(dfa, restricted_slice_dfa(whole.dfa, excluded))
         assert not dfa.flags.writeable
+
+
+def test_quick_walk_before_the_skip_search_equals_the_plain_walk(info):
+    """A state without a string slice first tries a short walk without a skip
+    (``MaskStore._quick_budget`` trie nodes), and only past it searches for a skip
+    (restricted slice, byte loop) for the budgeted walk: either way its class, alone or in
+    a context, equals the plain walk's, and both ways are taken."""
+    from treegram.compiler._mask_store import KIND_BITSET, MaskStore
+
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    schemas = [
+        *SCHEMAS,
+        {"type": "string", "pattern": r"^[^:\s]+:[^:\s]+(:[^\s]+)?$"},
+        {"type": "string", "pattern": r"^[0-9a-zA-Z_-]{1,255}$"},
+        {"type": "object", "additionalProperties": {"type": "integer"}},
+    ]
+    sv = info.sorted_vocab
+    quick = past = 0
+    for schema in schemas:
+        compiled = compiler.compile_json_schema(
+            json.dumps(schema), any_whitespace=True, strict_mode=False
+        )
+        a = compiled.automaton
+        # a fresh store: nothing classified, no class shared from the other tests' walks
+        store = MaskStore(compiled._automaton, sv, info.vocab_size)
+        store._shared = ClassCache(sv)
+        scratch: list = []
+        for s in _sample(a.n_states, 60):
+            callers = _callers(compiled, s) if s % 2 else ()
+            key = (0, *callers) if callers else ()
+            context = store._context_of(s, key)
+            if store._string_slice(s, context)[0] is not None:
+                continue
+            short = store._walk(s, None, 0, store._quick_budget(), context)
+            quick += short is not None
+            past += short is None
+            _, (kind, payload, uncertain) = store._class_of(s, scratch, key)
+            if kind != KIND_BITSET:  # sorted token ids
+                every = np.arange(payload.shape[0], dtype=np.int32)
+                payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+            plain_bits, plain_unc = _plain(compiled, s, callers)
+            assert np.array_equal(payload, plain_bits), (schema, s, callers)
+            assert np.array_equal(uncertain, plain_unc), (schema, s, callers)
+    assert quick >= 100 and past >= 20
