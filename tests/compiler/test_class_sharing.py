@@ -656,10 +656,10 @@ SHARED_SLICE_WALK_SCHEMA = {
 def test_shared_slice_walks_equal_the_plain_walk(info):
     """States with equal slice walk keys take the slice tokens that the first one's
     classification kept (from its slice DFA walk or its walk of the whole trie): every class
-    so made (those tokens, the chart on the rest) equals the state's plain walk, alone and
-    in context, and states of different rules do share them."""
+    so made (those tokens, or their kept bitset, and the chart on the rest) equals the
+    state's plain walk, alone and in context, and states of different rules do share them."""
     compiler = tg.GrammarCompiler(info, cache_enabled=False)
-    shared = across_rules = from_trie_walks = 0
+    shared = across_rules = from_trie_walks = from_bitsets = 0
     for schema in [SHARED_SLICE_WALK_SCHEMA, *SLICE_DFA_SCHEMAS]:
         compiled = compiler.compile_json_schema(
             json.dumps(schema), any_whitespace=True, strict_mode=False
@@ -690,12 +690,16 @@ def test_shared_slice_walks_equal_the_plain_walk(info):
                 tokens = store._kept_slice_tokens(key)
                 if tokens is None:  # too many uncertain slice tokens: not shared
                     continue
-                walked = store._with_rest(s, context, *tokens)
+                accepted, undecided, base = tokens
+                walked = store._with_rest(s, context, accepted, undecided, 0, base)
                 _assert_plain(compiled, s, walked, (schema, s, callers, first[key]), callers)
                 shared += 1
+                from_bitsets += base is not None
                 across_rules += bool(a.state_rule[s] != a.state_rule[first[key]])
                 from_trie_walks += key in trie_walked
     assert shared >= 80 and across_rules >= 30 and from_trie_walks >= 15
+    # most keys' accepted slice tokens are a string's text: a kept bitset stands for them
+    assert from_bitsets >= 15
 
 
 def test_restricted_slice_dfas_are_built_once_per_vocabulary(info):

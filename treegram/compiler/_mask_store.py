@@ -257,11 +257,12 @@ class MaskStore:
         # (rule, whether a slice byte may follow it) -> (the states it serves, sorted; the
         # byte grouping of their slice walks): see _slice_grouping
         self._slice_groupings: dict[tuple[int, bool], tuple] = {}
-        # slice walk key (_slice_walk_key) -> (runs of the accepted, undecided) slice tokens
-        # (see _kept_slice_tokens)
-        self._slice_walks: dict[tuple, tuple] = {}
+        # slice walk key (_slice_walk_key) -> [runs of the accepted, undecided, their bitset]
+        # slice tokens (see _kept_slice_tokens)
+        self._slice_walks: dict[tuple, list] = {}
         # the last walks' tokens by slice walk key, as walked (see _remember_slice_walk)
         self._recent_walks: dict[tuple, tuple] = {}
+        self._last_rest: tuple | None = None  # see _rest_trie
         self._scratch: list = []  # classify_states' signature scratch (used under the lock)
         # state_signature's class_keep for a classification: every byte class
         self._every_class = np.ones(int(self._automaton_arrays[layout.A_N_CLASSES]), np.uint8)
@@ -614,7 +615,7 @@ class MaskStore:
             slice_key = self._slice_walk_key(s, scratch, context)
             tokens = self._kept_slice_tokens(slice_key) if slice_key is not None else None
             if tokens is not None:
-                walked = self._with_rest(s, context, *tokens, deadline)
+                walked = self._with_rest(s, context, tokens[0], tokens[1], deadline, tokens[2])
         if walked is None:
             # Share its class with every state that classifies alike.
             signature = self._signature(s, scratch, context)
@@ -1177,13 +1178,26 @@ class MaskStore:
             del recent[next(iter(recent))]
         recent[key] = (accepted, undecided, mixed)
 
-    def _kept_slice_tokens(self, key: tuple) -> tuple[np.ndarray, np.ndarray] | None:
-        """(accepted, undecided) slice tokens kept under ``key``, or None. A recent walk's
-        asked for once is kept from then on (at most _SLICE_WALKS_KEPT, the oldest dropped
-        first), its accepted tokens as runs of positions."""
+    def _kept_slice_tokens(self, key: tuple) -> tuple | None:
+        """(accepted, undecided, base) slice tokens kept under ``key``, or None. A recent
+        walk's asked for once is kept from then on (at most _SLICE_WALKS_KEPT, the oldest
+        dropped first), its accepted tokens as runs of positions. Where they are at least a
+        bitset's words (a string's text: most of the vocabulary), ``accepted`` is None and
+        ``base`` is their token bitset (read-only, made once per key) and their number, as
+        :meth:`_with_rest` takes them: decoding and merging a hundred thousand positions for
+        every state that asks took half a millisecond each."""
         kept = self._slice_walks.get(key)
         if kept is not None:
-            return _from_runs(*kept[0]), kept[1]
+            runs, undecided = kept[0], kept[1]
+            n = int(runs[1].sum())
+            if n < self._n_words:
+                return _from_runs(*runs), undecided, None
+            if kept[2] is None:
+                bits = positions_to_bitset(
+                    self._sorted_vocab.token_ids, _from_runs(*runs), self._n_words, NO_BASE
+                )
+                kept[2] = (read_only(bits), n)
+            return None, undecided, kept[2]
         recent = self._recent_walks.pop(key, None)
         if recent is None:
             return None
@@ -1196,8 +1210,9 @@ class MaskStore:
                 return None  # (the chart walk of the usual trie is shorter)
         if len(self._slice_walks) >= _SLICE_WALKS_KEPT:
             del self._slice_walks[next(iter(self._slice_walks))]
-        self._slice_walks[key] = (_runs(accepted), undecided.copy())
-        return accepted, undecided
+        # [runs of the accepted, undecided, their bitset and number once asked for]
+        self._slice_walks[key] = [_runs(accepted), undecided.copy(), None]
+        return accepted, undecided, None
 
     def _slice_dfa_walk(
         self,
@@ -1352,17 +1367,22 @@ class MaskStore:
         return grouping
 
     def _with_rest(
-        self, s: int, context: tuple, acc: np.ndarray, unk: np.ndarray, deadline: int = 0
+        self,
+        s: int,
+        context: tuple,
+        acc: np.ndarray | None,
+        unk: np.ndarray,
+        deadline: int = 0,
+        base: tuple | None = None,
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray]:
         """:meth:`_slice_dfa_walk`'s result from the slice tokens its kernel accepted
-        (``acc``) and left undecided (``unk``): the chart walks the tokens outside the slice
-        and the undecided ones."""
+        (``acc``, sorted positions; or None and ``base``: their read-only token bitset and
+        number, at least a bitset's words) and left undecided (``unk``): the chart walks the
+        tokens outside the slice and the undecided ones. The accepted positions it returns
+        are all of them only when no bitset is returned (a short list); with a bitset, only
+        those outside the slice."""
         sv = self._sorted_vocab
-        whole = self._shared.string_slice(self._n_words, sv.max_len)
-        rest, trie = whole.outside, whole.outside_trie
-        if unk.shape[0]:
-            rest = _merged(rest, unk)
-            trie = sv.subset_trie(rest)
+        rest, trie = self._rest_trie(unk)
         states, n_top, _, _, follow = context
         walked = classify(
             self._packed,
@@ -1377,13 +1397,33 @@ class MaskStore:
             deadline,
         )
         assert walked is not None  # no budget
-        accepted = _merged(acc, rest[walked[0]])
+        extra = rest[walked[0]]
         uncertain = rest[walked[1]]
-        n_accepted = accepted.shape[0]
-        if n_accepted < self._n_words:  # stored as a list: no bitset needed
-            return None, n_accepted, accepted, uncertain
-        bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, NO_BASE)
-        return bitset, n_accepted, accepted, uncertain
+        if base is None:
+            if acc.shape[0] + extra.shape[0] < self._n_words:  # stored as a list
+                accepted = _merged(acc, extra)
+                return None, accepted.shape[0], accepted, uncertain
+            bits = positions_to_bitset(sv.token_ids, acc, self._n_words, NO_BASE)
+            base = (read_only(bits), acc.shape[0])
+        # (the slice's accepted tokens and those outside it are disjoint)
+        bitset = positions_to_bitset(sv.token_ids, extra, self._n_words, base[0])
+        return bitset, base[1] + extra.shape[0], extra, uncertain
+
+    def _rest_trie(self, unk: np.ndarray) -> tuple[np.ndarray, tuple]:
+        """(sorted positions, trie) of the tokens outside the JSON string slice and the
+        slice tokens ``unk`` (sorted) that a slice walk left undecided. The last one built
+        is kept: the copies of a string in a union's branches come one after the other in
+        a mask's requests, with the same undecided tokens (a build: up to a millisecond)."""
+        whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
+        if not unk.shape[0]:
+            return whole.outside, whole.outside_trie
+        last = self._last_rest
+        if last is not None and np.array_equal(last[0], unk):
+            return last[1], last[2]
+        rest = _merged(whole.outside, unk)
+        trie = self._sorted_vocab.subset_trie(rest)
+        self._last_rest = (unk.copy(), rest, trie)
+        return rest, trie
 
     def _slice_walk_inputs(self) -> tuple:
         """(the automaton's arrays for ``kernels.slice_dfa_walk``, bool [256] the bytes of
