@@ -766,3 +766,53 @@ def test_quick_walk_before_the_skip_search_equals_the_plain_walk(info):
             assert np.array_equal(payload, plain_bits), (schema, s, callers)
             assert np.array_equal(uncertain, plain_unc), (schema, s, callers)
     assert quick >= 100 and past >= 20
+
+
+def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
+    """The key state of an object with 130 named properties and free-form others reads every
+    key text, but the check of the whole JSON string slice runs out of nodes in the names'
+    trie and only the ASCII part is proved (``_counted_slice``'s last attempt leaves every
+    multi-byte character out): past its budget it takes the slice DFA walk, not the walk
+    with that skip, and its class, like every sampled state's, equals the plain walk's."""
+    from treegram.compiler._mask_store import KIND_BITSET, MaskStore
+
+    words = "Account Activity AirDrop Assistant Bluetooth Camera Cloud Diagnostic Explicit "
+    words += (
+        "Fingerprint Game Keyboard Music Passcode Photo Radio Safari Spotlight Unlock Wallpaper"
+    )
+    w = words.split()
+    names = {
+        f"allow{w[i % 20]}{w[(i // 20 * 7 + i) % 20]}{w[(i // 3 + 5) % 20]}" for i in range(130)
+    }
+    schema = {"type": "object", "properties": {n: {"type": "boolean"} for n in sorted(names)}}
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps(schema), any_whitespace=True, strict_mode=False
+    )
+    sv = info.sorted_vocab
+    store = MaskStore(compiled._automaton, sv, info.vocab_size)
+    store._shared = ClassCache(sv)
+    dfa_walked = []
+    slice_dfa_walk = store._slice_dfa_walk
+
+    def spy(s, *args, **kwargs):
+        dfa_walked.append(s)
+        return slice_dfa_walk(s, *args, **kwargs)
+
+    store._slice_dfa_walk = spy
+    taken = 0
+    scratch: list = []
+    for s in sorted({*_sample(compiled.automaton.n_states, 40), 2}):
+        context = store._context_of(s, ())
+        string_slice = store._string_slice(s, context)[0]
+        skip = store._restricted_slice(s, 0, store._byte_loop(s)) if string_slice is None else ()
+        qualifies = bool(skip) and skip[3] > 0 and store._skips_no_multi_byte_text(s, skip)
+        del dfa_walked[:]
+        _, (kind, payload, uncertain) = store._class_of(s, scratch)
+        taken += qualifies and dfa_walked == [s]
+        if kind != KIND_BITSET:
+            every = np.arange(payload.shape[0], dtype=np.int32)
+            payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+        plain_bits, plain_unc = _plain(compiled, s)
+        assert np.array_equal(payload, plain_bits), s
+        assert np.array_equal(uncertain, plain_unc), s
+    assert taken >= 1
