@@ -10,11 +10,13 @@ Every schema of the selection (by default the 700 held-out files of ``bench_mask
   (in an object's keys, in a string value, at the start of a value, in a number) and the
   schema at that path (``pattern``, ``maxLength``, ``enum`` sizes, ``anyOf`` widths,
   property counts), bucketed into a few constructs (see ``construct_of``);
-* where its time went, from timers wrapped around the mask store's kernels: the trie walks
-  (``classify``; alone, in a context, or refined from the state's own class), the string
+* where its time went, in thread CPU time, from timers wrapped around the mask store's
+  kernels: the trie walks (``classify``; alone, in a context, or refined from the state's
+  own class), the slice DFA walks, the slice byte groupings and their tries, the string
   slice checks (``slice_reach`` and the restricted slice's helpers), signatures, bitsets,
-  the Python around them in ``MaskStore.classify_states``, and the mask kernel itself
-  (the fill minus its classification).
+  subset tries, garbage collections, the Python around them in
+  ``MaskStore.classify_states``, the mask kernel itself (the fill minus its
+  classification), and the wall-clock time the thread was not on a CPU.
 
 The totals per construct and per part, a histogram of slow-mask times per construct and
 the slowest masks are printed and written as JSON (``benchmarks/results/mask_costs.json``).
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import os
 import signal
@@ -56,9 +59,22 @@ PARTS = {
     "wide_near_rule_end": "slice check",
     "reads_string_text": "slice check",
     "bytes_off_loop": "slice check",
+    "slice_byte_groups": "slice grouping",
+    "group_trie": "slice grouping",
+    "grouped_slice_walk": "slice DFA walk",
     "state_signature": "signature",
     "positions_to_bitset": "bitsets",
     "bitset_positions": "bitsets",
+    "subset_tokens": "subset tries",
+    "build_trie": "subset tries",
+}
+# kernels that modules other than the mask store call (the vocabulary's class cache, the
+# sorted vocabulary's subset tries)
+_KERNEL_MODULES = {
+    "restricted_slice_dfa": "cc",
+    "group_trie": "cc",
+    "subset_tokens": "sv",
+    "build_trie": "sv",
 }
 HIST_EDGES_MS = (1, 2, 5, 10, 20, 50, 100, 1e9)
 
@@ -70,6 +86,7 @@ class Timers:
         self.ns: dict[str, int] = defaultdict(int)
         self.context = ""  # "", " (context)" or " (refined)": the walk being classified
         self.requests = 0
+        self.inside = False  # in MaskStore.classify_states
 
     def take(self) -> dict[str, int]:
         out, self.ns, self.requests = dict(self.ns), defaultdict(int), 0
@@ -80,13 +97,16 @@ def install_timers() -> Timers:
     """Wrap the mask store's kernels and its classification entry points with timers."""
     from treegram.compiler import _class_cache as cc
     from treegram.compiler import _mask_store as ms
+    from treegram.tokenizer import _sorted_vocab as sv
 
     timers = Timers()
-    clock = time.perf_counter_ns
+    # thread CPU time: on a shared machine a wall-clock part would hold the time the
+    # thread was descheduled (one scheduler slice, a few ms), wherever it fell
+    clock = time.thread_time_ns
+    modules = {"cc": cc, "sv": sv, "ms": ms}
 
     def wrap_kernel(name: str, part: str):
-        # the vocabulary's slice (in _class_cache) builds the restricted slice DFAs it keeps
-        module = cc if name == "restricted_slice_dfa" else ms
+        module = modules[_KERNEL_MODULES.get(name, "ms")]
         fn = getattr(module, name)
 
         def timed(*args, **kwargs):
@@ -107,9 +127,11 @@ def install_timers() -> Timers:
 
     def timed_classify_states(self, states, *args, **kwargs):
         t0 = clock()
+        timers.inside = True
         try:
             return classify_states(self, states, *args, **kwargs)
         finally:
+            timers.inside = False
             timers.ns["classify_states"] += clock() - t0
             timers.requests += 1
 
@@ -130,6 +152,20 @@ def install_timers() -> Timers:
     store.classify_states = timed_classify_states
     store._refined = timed_refined
     store._class_of = timed_class_of
+
+    started = [0]
+
+    def gc_timer(phase: str, info: dict) -> None:
+        # collections of the cyclic garbage collector (any generation) during a fill
+        if phase == "start":
+            started[0] = clock()
+        else:
+            took = clock() - started[0]
+            timers.ns["garbage collection"] += took
+            if timers.inside:
+                timers.ns["gc in classify_states"] += took
+
+    gc.callbacks.append(gc_timer)
     return timers
 
 
@@ -347,7 +383,12 @@ def run(args) -> dict:
     decoded = info.decoded_vocab
     slow: list[dict] = []
     timeouts: list[str] = []
-    stats = args.stats = {"n_masks": 0, "total_ns": 0, "cpu_ns": 0}
+    stats = args.stats = {
+        "n_masks": 0,
+        "total_ns": 0,
+        "cpu_ns": 0,
+        "by_part_ns": defaultdict(int),
+    }
     signal.signal(signal.SIGALRM, _alarm)
     t_start = time.perf_counter()
     for k, file in enumerate(files):
@@ -396,17 +437,16 @@ def walk_schema(engine, matcher, name, entry, tests, decoded, timers, args) -> l
             t0 = clock()
             engine.fill(matcher)
             ns = clock() - t0
-            stats["cpu_ns"] += time.thread_time_ns() - c0
+            cpu_ns = time.thread_time_ns() - c0
+            stats["cpu_ns"] += cpu_ns
             stats["n_masks"] += 1
             stats["total_ns"] += ns
-            parts = timers.take()
+            parts = split_parts(timers.take(), ns, cpu_ns)
+            for p, v in parts.items():
+                stats["by_part_ns"][p] += v
             if ns >= args.threshold_ms * 1e6:
                 place, path = position.at(offset)
                 construct, facts = construct_of(subschema_at(root, path), place, root)
-                inside = parts.pop("classify_states", 0)
-                kernels = sum(parts.values())
-                parts["python in classify_states"] = max(inside - kernels, 0)
-                parts["mask kernel and matcher"] = max(ns - inside, 0)
                 slow.append(
                     {
                         "file": name,
@@ -414,6 +454,7 @@ def walk_schema(engine, matcher, name, entry, tests, decoded, timers, args) -> l
                         "step": step,
                         "offset": offset,
                         "ms": ns / 1e6,
+                        "cpu_ms": cpu_ns / 1e6,
                         "construct": construct,
                         "path": path[-4:],
                         "facts": facts,
@@ -424,6 +465,21 @@ def walk_schema(engine, matcher, name, entry, tests, decoded, timers, args) -> l
                 break
             offset += len(decoded[ids[step]])
     return slow
+
+
+def split_parts(parts: dict[str, int], ns: int, cpu_ns: int) -> dict[str, int]:
+    """The parts of one fill of ``ns`` wall-clock and ``cpu_ns`` thread CPU nanoseconds
+    from its timers (``Timers.take``): the kernels', then the rest of the classification,
+    of the fill, and of the wall clock."""
+    inside = parts.pop("classify_states", 0)
+    gc_inside = parts.pop("gc in classify_states", 0)
+    gc_outside = parts.get("garbage collection", 0) - gc_inside
+    kernels = sum(parts.values()) - gc_inside - gc_outside
+    parts["python in classify_states"] = max(inside - kernels - gc_inside, 0)
+    parts["mask kernel and matcher"] = max(cpu_ns - inside - gc_outside, 0)
+    # the wall clock's rest: the thread descheduled on a loaded machine
+    parts["not on CPU"] = max(ns - cpu_ns, 0)
+    return parts
 
 
 class _TimeoutError(Exception):
@@ -467,6 +523,9 @@ def summarize(slow: list[dict], stats: dict, timeouts: list[str], files, args, w
             "n_masks": n_masks,
             "all_masks_total_ms": total_ns / 1e6,
             "all_masks_thread_cpu_ms": stats["cpu_ns"] / 1e6,
+            "all_masks_by_part_ms": {
+                p: v / 1e6 for p, v in sorted(stats["by_part_ns"].items(), key=lambda kv: -kv[1])
+            },
             "n_slow": len(slow),
             "timeout_s": args.timeout,
             "timeouts": timeouts,
@@ -479,11 +538,12 @@ def summarize(slow: list[dict], stats: dict, timeouts: list[str], files, args, w
             "treegram_file": sys.modules["treegram"].__file__,
             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             "notes": "wall-clock fills with timers around the mask store's kernels "
-            "(a few microseconds per call added); parts: trie walk (classify; alone, "
-            "in a context, refined from the own class), slice DFA walk, slice check, signature, "
-            "bitsets, "
-            "python in classify_states (the rest of the classification), mask kernel and "
-            "matcher (the fill minus its classification)",
+            "(a few microseconds per call added), each part in thread CPU time; parts: trie "
+            "walk (classify; alone, in a context, refined from the own class), slice DFA walk "
+            "(plain and grouped), slice grouping (slice_byte_groups, group_trie), slice check, "
+            "signature, bitsets, subset tries, garbage collection, python in classify_states "
+            "(the rest of the classification), mask kernel and matcher (the fill's CPU time "
+            "minus its classification), not on CPU (wall minus thread CPU time: descheduled)",
         },
         "by_part_ms": dict(sorted(by_part.items(), key=lambda kv: -kv[1])),
         "by_construct": ordered,
@@ -507,6 +567,8 @@ def format_report(result: dict) -> str:
             f"{name:<40} {c['n']:>5} {c['total_ms']:>9.1f} {c['max_ms']:>8.1f}  "
             + ", ".join(f"{p} {v:.0f}" for p, v in top)
         )
+    lines += ["", "where the time of all masks goes (ms):"]
+    lines += [f"  {p:<36} {v:>9.1f}" for p, v in meta.get("all_masks_by_part_ms", {}).items()]
     lines += ["", "where the time of slow masks goes (ms):"]
     lines += [f"  {p:<36} {v:>9.1f}" for p, v in result["by_part_ms"].items()]
     edges = meta["histogram_edges_ms"]

@@ -656,10 +656,10 @@ SHARED_SLICE_WALK_SCHEMA = {
 def test_shared_slice_walks_equal_the_plain_walk(info):
     """States with equal slice walk keys take the slice tokens that the first one's
     classification kept (from its slice DFA walk or its walk of the whole trie): every class
-    so made (those tokens, the chart on the rest) equals the state's plain walk, alone and
-    in context, and states of different rules do share them."""
+    so made (those tokens, or their kept bitset, and the chart on the rest) equals the
+    state's plain walk, alone and in context, and states of different rules do share them."""
     compiler = tg.GrammarCompiler(info, cache_enabled=False)
-    shared = across_rules = from_trie_walks = 0
+    shared = across_rules = from_trie_walks = from_bitsets = 0
     for schema in [SHARED_SLICE_WALK_SCHEMA, *SLICE_DFA_SCHEMAS]:
         compiled = compiler.compile_json_schema(
             json.dumps(schema), any_whitespace=True, strict_mode=False
@@ -690,12 +690,16 @@ def test_shared_slice_walks_equal_the_plain_walk(info):
                 tokens = store._kept_slice_tokens(key)
                 if tokens is None:  # too many uncertain slice tokens: not shared
                     continue
-                walked = store._with_rest(s, context, *tokens)
+                accepted, undecided, base = tokens
+                walked = store._with_rest(s, context, accepted, undecided, 0, base)
                 _assert_plain(compiled, s, walked, (schema, s, callers, first[key]), callers)
                 shared += 1
+                from_bitsets += base is not None
                 across_rules += bool(a.state_rule[s] != a.state_rule[first[key]])
                 from_trie_walks += key in trie_walked
     assert shared >= 80 and across_rules >= 30 and from_trie_walks >= 15
+    # most keys' accepted slice tokens are a string's text: a kept bitset stands for them
+    assert from_bitsets >= 15
 
 
 def test_restricted_slice_dfas_are_built_once_per_vocabulary(info):
@@ -718,3 +722,97 @@ def test_restricted_slice_dfas_are_built_once_per_vocabulary(info):
         excluded = np.frombuffer(key, dtype=np.uint64)
         assert np.array_equal(dfa, restricted_slice_dfa(whole.dfa, excluded))
         assert not dfa.flags.writeable
+
+
+def test_quick_walk_before_the_skip_search_equals_the_plain_walk(info):
+    """A state without a string slice first tries a short walk without a skip
+    (``MaskStore._quick_budget`` trie nodes), and only past it searches for a skip
+    (restricted slice, byte loop) for the budgeted walk: either way its class, alone or in
+    a context, equals the plain walk's, and both ways are taken."""
+    from treegram.compiler._mask_store import KIND_BITSET, MaskStore
+
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    schemas = [
+        *SCHEMAS,
+        {"type": "string", "pattern": r"^[^:\s]+:[^:\s]+(:[^\s]+)?$"},
+        {"type": "string", "pattern": r"^[0-9a-zA-Z_-]{1,255}$"},
+        {"type": "object", "additionalProperties": {"type": "integer"}},
+    ]
+    sv = info.sorted_vocab
+    quick = past = 0
+    for schema in schemas:
+        compiled = compiler.compile_json_schema(
+            json.dumps(schema), any_whitespace=True, strict_mode=False
+        )
+        a = compiled.automaton
+        # a fresh store: nothing classified, no class shared from the other tests' walks
+        store = MaskStore(compiled._automaton, sv, info.vocab_size)
+        store._shared = ClassCache(sv)
+        scratch: list = []
+        for s in _sample(a.n_states, 60):
+            callers = _callers(compiled, s) if s % 2 else ()
+            key = (0, *callers) if callers else ()
+            context = store._context_of(s, key)
+            if store._string_slice(s, context)[0] is not None:
+                continue
+            short = store._walk(s, None, 0, store._quick_budget(), context)
+            quick += short is not None
+            past += short is None
+            _, (kind, payload, uncertain) = store._class_of(s, scratch, key)
+            if kind != KIND_BITSET:  # sorted token ids
+                every = np.arange(payload.shape[0], dtype=np.int32)
+                payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+            plain_bits, plain_unc = _plain(compiled, s, callers)
+            assert np.array_equal(payload, plain_bits), (schema, s, callers)
+            assert np.array_equal(uncertain, plain_unc), (schema, s, callers)
+    assert quick >= 100 and past >= 20
+
+
+def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
+    """The key state of an object with 130 named properties and free-form others reads every
+    key text, but the check of the whole JSON string slice runs out of nodes in the names'
+    trie and only the ASCII part is proved (``_counted_slice``'s last attempt leaves every
+    multi-byte character out): past its budget it takes the slice DFA walk, not the walk
+    with that skip, and its class, like every sampled state's, equals the plain walk's."""
+    from treegram.compiler._mask_store import KIND_BITSET, MaskStore
+
+    words = "Account Activity AirDrop Assistant Bluetooth Camera Cloud Diagnostic Explicit "
+    words += (
+        "Fingerprint Game Keyboard Music Passcode Photo Radio Safari Spotlight Unlock Wallpaper"
+    )
+    w = words.split()
+    names = {
+        f"allow{w[i % 20]}{w[(i // 20 * 7 + i) % 20]}{w[(i // 3 + 5) % 20]}" for i in range(130)
+    }
+    schema = {"type": "object", "properties": {n: {"type": "boolean"} for n in sorted(names)}}
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps(schema), any_whitespace=True, strict_mode=False
+    )
+    sv = info.sorted_vocab
+    store = MaskStore(compiled._automaton, sv, info.vocab_size)
+    store._shared = ClassCache(sv)
+    dfa_walked = []
+    slice_dfa_walk = store._slice_dfa_walk
+
+    def spy(s, *args, **kwargs):
+        dfa_walked.append(s)
+        return slice_dfa_walk(s, *args, **kwargs)
+
+    store._slice_dfa_walk = spy
+    taken = 0
+    scratch: list = []
+    for s in sorted({*_sample(compiled.automaton.n_states, 40), 2}):
+        context = store._context_of(s, ())
+        string_slice = store._string_slice(s, context)[0]
+        skip = store._restricted_slice(s, 0, store._byte_loop(s)) if string_slice is None else ()
+        qualifies = bool(skip) and skip[3] > 0 and store._skips_no_multi_byte_text(s, skip)
+        del dfa_walked[:]
+        _, (kind, payload, uncertain) = store._class_of(s, scratch)
+        taken += qualifies and dfa_walked == [s]
+        if kind != KIND_BITSET:
+            every = np.arange(payload.shape[0], dtype=np.int32)
+            payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+        plain_bits, plain_unc = _plain(compiled, s)
+        assert np.array_equal(payload, plain_bits), s
+        assert np.array_equal(uncertain, plain_unc), s
+    assert taken >= 1

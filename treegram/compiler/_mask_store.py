@@ -76,6 +76,13 @@ _LOOP_MIN_BYTES = 4
 # A state with a short string slice first tries a walk of the whole trie of at most this
 # many walk budgets (see MaskStore._class_of).
 _TRIE_TRIAL_BUDGETS = 4
+# Trie nodes of the short walk that a state without a string slice tries before it looks
+# for a skip (MaskStore._class_of): a state that rejects all but a few first bytes scans the
+# few hundred first-byte nodes and stops (on 700 held-out MaskBench schemas, 51k of the 54k
+# such states classified finished within 1,024 nodes; their skip searches cost 1.4 s).
+_QUICK_WALK_BUDGET = 1024
+# A uint64 word of bits with every bit set.
+_ALL_BITS = (1 << 64) - 1
 # A state that moves back to itself on this many bytes reads raw bytes (free text).
 _RAW_LOOP_BYTES = 128
 # A walk that scans more trie nodes than this (about 0.1 ms) is expensive enough to be worth
@@ -252,11 +259,12 @@ class MaskStore:
         # (rule, whether a slice byte may follow it) -> (the states it serves, sorted; the
         # byte grouping of their slice walks): see _slice_grouping
         self._slice_groupings: dict[tuple[int, bool], tuple] = {}
-        # slice walk key (_slice_walk_key) -> (runs of the accepted, undecided) slice tokens
-        # (see _kept_slice_tokens)
-        self._slice_walks: dict[tuple, tuple] = {}
+        # slice walk key (_slice_walk_key) -> [runs of the accepted, undecided, their bitset]
+        # slice tokens (see _kept_slice_tokens)
+        self._slice_walks: dict[tuple, list] = {}
         # the last walks' tokens by slice walk key, as walked (see _remember_slice_walk)
         self._recent_walks: dict[tuple, tuple] = {}
+        self._last_rest: tuple | None = None  # see _rest_trie
         self._scratch: list = []  # classify_states' signature scratch (used under the lock)
         # state_signature's class_keep for a classification: every byte class
         self._every_class = np.ones(int(self._automaton_arrays[layout.A_N_CLASSES]), np.uint8)
@@ -569,15 +577,23 @@ class MaskStore:
         signature = None
         string_slice, reach = self._string_slice(s, context, deadline)
         skip = NO_SKIP
-        if string_slice is None:
-            loop = self._byte_loop(s)
-            if not context_key:
-                skip = self._restricted_slice(s, deadline, loop)
-            if skip is NO_SKIP:
-                skip = self._loop_skip(s, loop)
         walked = None
+        if string_slice is None:
+            # Most such states (keys, punctuation, numbers) reject all but a few first bytes
+            # and walk under a thousand trie nodes: a short walk without a skip comes first,
+            # as the search for one (_restricted_slice, _loop_skip) costs more than that walk
+            # (tens of microseconds of Python per state; a skip shortens a walk, it never
+            # changes its classes)
+            walked = self._walk(s, None, 0, self._quick_budget(), context, deadline)
+            if walked is None:
+                loop = self._byte_loop(s)
+                if not context_key:
+                    skip = self._restricted_slice(s, deadline, loop)
+                if skip is NO_SKIP:
+                    skip = self._loop_skip(s, loop)
         if (
-            string_slice is not None
+            walked is None
+            and string_slice is not None
             and string_slice.max_bytes < self._sorted_vocab.max_len
             and self._enters_raw_byte_loop(s)
         ):
@@ -601,7 +617,7 @@ class MaskStore:
             slice_key = self._slice_walk_key(s, scratch, context)
             tokens = self._kept_slice_tokens(slice_key) if slice_key is not None else None
             if tokens is not None:
-                walked = self._with_rest(s, context, *tokens, deadline)
+                walked = self._with_rest(s, context, tokens[0], tokens[1], deadline, tokens[2])
         if walked is None:
             # Share its class with every state that classifies alike.
             signature = self._signature(s, scratch, context)
@@ -610,7 +626,7 @@ class MaskStore:
                 hit = self._shared.get(signature)
                 if hit is not None:
                     return hit[0], hit[1:]
-            if skip is NO_SKIP and (
+            if (skip is NO_SKIP or self._skips_no_multi_byte_text(s, skip)) and (
                 string_slice is None or string_slice.max_bytes < self._sorted_vocab.max_len
             ):  # (a walk that skips loops' subtrees whole is the shorter one)
                 walked = self._slice_dfa_walk(s, context, deadline, slice_key=slice_key)
@@ -622,6 +638,27 @@ class MaskStore:
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
         return key, encoded
+
+    def _skips_no_multi_byte_text(self, s: int, skip: tuple) -> bool:
+        """Whether ``skip``, a restricted slice of state ``s``, leaves out every multi-byte
+        character although ``s`` reads some (``_counted_slice``'s last attempt): its walk
+        then scans every token holding one (a third of a large vocabulary's trie), and the
+        slice DFA walk, which reads them as slice text, is the shorter one (a free-form key
+        beside 108 optional properties, Github_hard---o61596: 10.3 ms with the skip against
+        5.5 ms). Either walk gives the same classes."""
+        excluded = skip[2]
+        return (
+            skip[3] > 0  # a restricted slice's reach (a byte loop's skip has none)
+            and int(excluded[2]) == _ALL_BITS
+            and int(excluded[3]) == _ALL_BITS
+            and bool(self._first_bytes(s)[0xC2:0xF5].any())
+        )
+
+    def _quick_budget(self) -> int:
+        """The node budget of :meth:`_class_of`'s first, short walk: _QUICK_WALK_BUDGET, or
+        the store's walk budget when that is smaller (warm-up lowers it to 1)."""
+        budget = self.walk_budget
+        return _QUICK_WALK_BUDGET if budget <= 0 else min(budget, _QUICK_WALK_BUDGET)
 
     def _encoded(
         self,
@@ -1158,13 +1195,26 @@ class MaskStore:
             del recent[next(iter(recent))]
         recent[key] = (accepted, undecided, mixed)
 
-    def _kept_slice_tokens(self, key: tuple) -> tuple[np.ndarray, np.ndarray] | None:
-        """(accepted, undecided) slice tokens kept under ``key``, or None. A recent walk's
-        asked for once is kept from then on (at most _SLICE_WALKS_KEPT, the oldest dropped
-        first), its accepted tokens as runs of positions."""
+    def _kept_slice_tokens(self, key: tuple) -> tuple | None:
+        """(accepted, undecided, base) slice tokens kept under ``key``, or None. A recent
+        walk's asked for once is kept from then on (at most _SLICE_WALKS_KEPT, the oldest
+        dropped first), its accepted tokens as runs of positions. Where they are at least a
+        bitset's words (a string's text: most of the vocabulary), ``accepted`` is None and
+        ``base`` is their token bitset (read-only, made once per key) and their number, as
+        :meth:`_with_rest` takes them: decoding and merging a hundred thousand positions for
+        every state that asks took half a millisecond each."""
         kept = self._slice_walks.get(key)
         if kept is not None:
-            return _from_runs(*kept[0]), kept[1]
+            runs, undecided = kept[0], kept[1]
+            n = int(runs[1].sum())
+            if n < self._n_words:
+                return _from_runs(*runs), undecided, None
+            if kept[2] is None:
+                bits = positions_to_bitset(
+                    self._sorted_vocab.token_ids, _from_runs(*runs), self._n_words, NO_BASE
+                )
+                kept[2] = (read_only(bits), n)
+            return None, undecided, kept[2]
         recent = self._recent_walks.pop(key, None)
         if recent is None:
             return None
@@ -1177,8 +1227,9 @@ class MaskStore:
                 return None  # (the chart walk of the usual trie is shorter)
         if len(self._slice_walks) >= _SLICE_WALKS_KEPT:
             del self._slice_walks[next(iter(self._slice_walks))]
-        self._slice_walks[key] = (_runs(accepted), undecided.copy())
-        return accepted, undecided
+        # [runs of the accepted, undecided, their bitset and number once asked for]
+        self._slice_walks[key] = [_runs(accepted), undecided.copy(), None]
+        return accepted, undecided, None
 
     def _slice_dfa_walk(
         self,
@@ -1333,17 +1384,22 @@ class MaskStore:
         return grouping
 
     def _with_rest(
-        self, s: int, context: tuple, acc: np.ndarray, unk: np.ndarray, deadline: int = 0
+        self,
+        s: int,
+        context: tuple,
+        acc: np.ndarray | None,
+        unk: np.ndarray,
+        deadline: int = 0,
+        base: tuple | None = None,
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray]:
         """:meth:`_slice_dfa_walk`'s result from the slice tokens its kernel accepted
-        (``acc``) and left undecided (``unk``): the chart walks the tokens outside the slice
-        and the undecided ones."""
+        (``acc``, sorted positions; or None and ``base``: their read-only token bitset and
+        number, at least a bitset's words) and left undecided (``unk``): the chart walks the
+        tokens outside the slice and the undecided ones. The accepted positions it returns
+        are all of them only when no bitset is returned (a short list); with a bitset, only
+        those outside the slice."""
         sv = self._sorted_vocab
-        whole = self._shared.string_slice(self._n_words, sv.max_len)
-        rest, trie = whole.outside, whole.outside_trie
-        if unk.shape[0]:
-            rest = _merged(rest, unk)
-            trie = sv.subset_trie(rest)
+        rest, trie = self._rest_trie(unk)
         states, n_top, _, _, follow = context
         walked = classify(
             self._packed,
@@ -1358,13 +1414,33 @@ class MaskStore:
             deadline,
         )
         assert walked is not None  # no budget
-        accepted = _merged(acc, rest[walked[0]])
+        extra = rest[walked[0]]
         uncertain = rest[walked[1]]
-        n_accepted = accepted.shape[0]
-        if n_accepted < self._n_words:  # stored as a list: no bitset needed
-            return None, n_accepted, accepted, uncertain
-        bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, NO_BASE)
-        return bitset, n_accepted, accepted, uncertain
+        if base is None:
+            if acc.shape[0] + extra.shape[0] < self._n_words:  # stored as a list
+                accepted = _merged(acc, extra)
+                return None, accepted.shape[0], accepted, uncertain
+            bits = positions_to_bitset(sv.token_ids, acc, self._n_words, NO_BASE)
+            base = (read_only(bits), acc.shape[0])
+        # (the slice's accepted tokens and those outside it are disjoint)
+        bitset = positions_to_bitset(sv.token_ids, extra, self._n_words, base[0])
+        return bitset, base[1] + extra.shape[0], extra, uncertain
+
+    def _rest_trie(self, unk: np.ndarray) -> tuple[np.ndarray, tuple]:
+        """(sorted positions, trie) of the tokens outside the JSON string slice and the
+        slice tokens ``unk`` (sorted) that a slice walk left undecided. The last one built
+        is kept: the copies of a string in a union's branches come one after the other in
+        a mask's requests, with the same undecided tokens (a build: up to a millisecond)."""
+        whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
+        if not unk.shape[0]:
+            return whole.outside, whole.outside_trie
+        last = self._last_rest
+        if last is not None and np.array_equal(last[0], unk):
+            return last[1], last[2]
+        rest = _merged(whole.outside, unk)
+        trie = self._sorted_vocab.subset_trie(rest)
+        self._last_rest = (unk.copy(), rest, trie)
+        return rest, trie
 
     def _slice_walk_inputs(self) -> tuple:
         """(the automaton's arrays for ``kernels.slice_dfa_walk``, bool [256] the bytes of
