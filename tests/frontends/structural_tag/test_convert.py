@@ -1080,3 +1080,56 @@ def test_free_text_facts_taken_from_the_shape_table_are_what_a_walk_finds():
             ir_facts(GrammarIR((r,), r.name)).depth for r in ir.rules if "_text" in r.name
         )
     assert len(_convert._FREE_TEXT_SHAPES) == 1
+
+
+# ------------------------------------------------- free text: inner states inlined
+def _text_rules(tag) -> int:
+    from treegram.frontends import structural_tag_to_ir
+
+    return sum("_text" in r.name for r in structural_tag_to_ir(tag).rules)
+
+
+def _strings_of(value) -> list[str]:
+    """Every string inside a structural tag's JSON form (begins, ends, triggers, excludes)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings_of(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_of(v)]
+    return []
+
+
+@pytest.mark.parametrize("model", ["minimax_m3", "cohere", "deepseek_v3_2", "kimi_k3"])
+def test_free_text_with_inlined_states_matches_xgrammar_and_one_rule_per_state(model, monkeypatch):
+    # A free text writes the states that only one edge leads to (the inner bytes of long
+    # excluded strings) inside the body of the state before them. Walked on a vocabulary
+    # of the tag's strings cut into pieces (so walks run deep into the excluded strings),
+    # its masks equal xgrammar's and those of the plain build, one rule per automaton state.
+    import random
+
+    from treegram.frontends.structural_tag import _convert
+
+    xgr = pytest.importorskip("xgrammar")
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}]
+    tag = tg.get_model_structural_tag(model, tools=tools)
+    words = {" ", "\n", "a", "Oslo", '"', "{", "}", ":", ",", "get_weather", "city"}
+    for text in _strings_of(tag.model_dump()):
+        for size in (1, 2, 3):
+            words.update(text[i : i + size] for i in range(len(text)))
+        words.add(text)
+    vocab = sorted(words) + ["</s>"]
+    _, tc, xc, stop = small_compilers(xgr, vocab)
+    theirs = xc.compile_structural_tag(json.dumps(tag.model_dump()))
+    inlined, n_inlined = tc.compile_structural_tag(tag), _text_rules(tag)
+    monkeypatch.setattr(_convert, "_MAX_INLINED_TEXT_STATES", 0)
+    monkeypatch.setattr(_convert, "_FREE_TEXT_SHAPES", {})  # facts of the plain rules
+    fresh = tg.GrammarCompiler(tc.tokenizer_info, max_threads=1, cache_enabled=False)
+    plain, n_plain = fresh.compile_structural_tag(tag), _text_rules(tag)
+    assert 2 * n_inlined < n_plain  # the shortcut is taken
+    encoded = [w.encode() for w in vocab]
+    for seed in range(6):
+        for ours in (inlined, plain):
+            small_walk_matches(
+                xgr, ours, theirs, encoded, stop, random.Random(seed), 300, (model, seed)
+            )

@@ -762,9 +762,10 @@ class _Builder:
             key = done[t]
             return None if key is None else outcome[key]
 
-        # states with a rule: free states, and triggers that wait for the next byte
+        # states of the text: free states, and triggers that wait for the next byte
         waiting = {t for t in order if call_of(t) is not None and children[t]}
-        names = {t: self._fresh("text") for t in order if done[t] is None or t in waiting}
+        kept = [t for t in order if done[t] is None or t in waiting]
+        names = {0: self._fresh("text")}  # a rule per state not inlined, named on first call
         start = RuleRef(names[0])
         refs: set[str] = set()  # every rule the rules below call (their ir_facts ref_names)
 
@@ -798,10 +799,8 @@ class _Builder:
 
         alphabet = sorted({byte for key in outcome for byte in key})
         other = sorted(set(range(256)) - set(alphabet))
-        first_rule = len(self.rules)
-        for s in order:
-            if s not in names:
-                continue
+        moves_of: dict[int, tuple[list[Expr], dict[int, list[int]]]] = {}
+        for s in kept:
             exits: list[Expr] = []
             if s in waiting:
                 # a continuing byte continues the longer pattern; anything else starts
@@ -809,24 +808,61 @@ class _Builder:
                 # continuing byte is allowed both ways, xgrammar only continues)
                 by_target = edges(s, sorted(children[s]), exits)
                 exits.append(after(call_of(s)))  # type: ignore[arg-type]
-                loop_back: Expr | None = None
             else:
                 by_target = edges(s, alphabet, exits)
                 by_target.setdefault(0, []).extend(other)
                 exits.insert(0, _EMPTY)
-                loop_back = None
+            moves_of[s] = (exits, by_target)
+        # A state that only one edge leads to, from a state before it breadth first (the
+        # inner bytes of a long excluded string), is written inside that state's body
+        # instead of as a rule of its own: the automaton builder inlines the text's rules
+        # into one anyway, and pays per rule (a tool-call tag's excluded strings made
+        # 68 rules of its 147).
+        position = {t: i for i, t in enumerate(kept)}
+        into: dict[int, int | None] = {}  # state -> the one state leading to it, or None
+        for s in kept:
+            for t in moves_of[s][1]:
+                if t != s:
+                    into[t] = s if t not in into and position[s] < position[t] else None
+        body_of: dict[int, tuple[Expr, int]] = {}  # inlined state -> (body, nesting)
+        first_rule = len(self.rules)
+        bodies: list[tuple[int, Expr]] = []
+        for s in reversed(kept):  # a state's inlined successors come after it
+            exits, by_target = moves_of[s]
+            exits = list(exits)
+            loop_back: Expr | None = None
+            nesting = 0
             for t, byte_set in by_target.items():
                 if not byte_set:
                     continue
                 cls = _byte_class(byte_set)
                 if t == s:
                     loop_back = Repeat(cls, 0, None)
-                else:
-                    refs.add(names[t])
-                    exits.append(Seq((cls, RuleRef(names[t]))))
+                    continue
+                inner = body_of.pop(t, None) if into.get(t) == s else None
+                if inner is not None and inner[1] < _MAX_INLINED_TEXT_STATES:
+                    exits.append(Seq((cls, inner[0])))
+                    nesting = max(nesting, inner[1] + 1)
+                    continue
+                if inner is not None:  # nested too deep: a rule after all
+                    bodies.append((t, inner[0]))
+                name = names.get(t)
+                if name is None:
+                    name = names[t] = self._fresh("text")
+                refs.add(name)
+                exits.append(Seq((cls, RuleRef(name))))
             rest = _alt(exits)
             body = rest if loop_back is None else Seq((loop_back, rest))
-            self.rules.append(Rule(names[s], body))
+            if s != 0 and into.get(s) is not None:
+                body_of[s] = (body, nesting)
+            else:
+                bodies.append((s, body))
+        # rules in breadth-first order, the start first (as ir_facts reads them)
+        for s, body in sorted(bodies, key=lambda sb: position[sb[0]]):
+            name = names.get(s)
+            if name is None:
+                name = names[s] = self._fresh("text")
+            self.rules.append(Rule(name, body))
         self._free_text_facts(self.rules[first_rule:], (pairs, excludes, loop), refs)
         return start
 
@@ -848,6 +884,10 @@ class _Builder:
         self._embedded.update(r.name for r in rules)
         self._embedded_facts.append(IrFacts(shape[0], frozenset(refs), shape[1]))
 
+
+# States of a free text written one inside another at most (see _Builder._build_free_text):
+# the expression depth stays far below SHALLOW_DEPTH, whatever the excluded strings' length
+_MAX_INLINED_TEXT_STATES = 16
 
 # (patterns, excluded strings, loop) of a free text -> (depth, longest repetition) of its
 # rules (see _Builder._free_text_facts); a tool-call format has one or two such shapes
