@@ -185,3 +185,57 @@ def test_lock_clock_counts_overlapping_stalls_once():
         thread.join()
     wall = time.perf_counter() - t0
     assert 0.05 <= clock.seconds() <= wall
+
+
+# Takes the lock of the one kernel by hand, and compiles the kernel once told to (its own
+# compile takes the lock again: a count within the process), then lets go.
+_HOLD_THE_LOCK = """
+import json, sys, numpy as np, treegram
+from treegram import _kernel_cache, kernels
+d = kernels.tree.links_from_parents
+path = _kernel_cache._lock_path(d._cache)
+assert _kernel_cache._file_locks.acquire(path, 0)
+print("held", flush=True)
+sys.stdin.readline()
+p = np.array([[-1, 0, 0]], dtype=np.int64)
+kernels.tree.links_from_parents(p, np.empty_like(p), np.empty_like(p))
+_kernel_cache._file_locks.release(path)
+print(json.dumps({"compiled": sum(d.stats.cache_misses.values())}), flush=True)
+"""
+
+
+def test_a_process_waits_for_the_kernel_another_one_compiles(tmp_path):
+    # Two processes on one empty cache: the second to miss the kernel waits for the lock
+    # the first holds, then loads what it saved instead of compiling the kernel itself.
+    site = _copy_package(tmp_path)
+    env = _env(site, tmp_path / "home")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_THE_LOCK],
+        env=env,
+        cwd=site,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code = _CALL_ONE_KERNEL.format(site=str(site)).replace(
+            "p = np.array", "print('calling', flush=True)\np = np.array"
+        )
+        waiter = subprocess.Popen(
+            [sys.executable, "-c", code], env=env, cwd=site, stdout=subprocess.PIPE, text=True
+        )
+        assert waiter.stdout.readline().strip() == "calling"
+        time.sleep(1.0)  # the waiter missed the kernel and waits for the lock
+        assert waiter.poll() is None
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert json.loads(holder.stdout.readline()) == {"compiled": 1}
+        out, _ = waiter.communicate(timeout=300)
+        assert waiter.returncode == 0
+        waited = json.loads(out.strip().splitlines()[-1])
+        assert (waited["compiled"], waited["loaded"]) == (0, 1)
+    finally:
+        for proc in (holder, locals().get("waiter")):
+            if proc is not None and proc.poll() is None:
+                proc.kill()

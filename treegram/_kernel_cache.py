@@ -20,6 +20,12 @@ whether a cached kernel is usable: its index records the numba version and a sta
 hash of every file of the kernel packages, since kernels inline their neighbours' functions
 and constants), and each entry the kernel's bytecode, argument types and the CPU it was
 built for, so a stale or foreign file is never loaded, only recompiled over.
+
+numba has no lock between processes: processes that start together on an empty cache (the
+test suite's workers, an engine's ranks) would each compile every kernel. A kernel that is
+not in the cache is compiled under a file lock named after its index (in the temporary
+folder, see :func:`_compile_locked`): a process that finds the lock taken waits, then loads what the
+holder saved instead of compiling it again.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import functools
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -247,6 +254,126 @@ def kernel_seconds() -> float:
     return _clock.seconds()
 
 
+# A kernel missing from the cache is compiled under an exclusive lock on a file named after
+# its index; the lock is kept from the failed load to the save (or to the compile's failure).
+# Another process waits at most this long for it, then compiles on its own.
+_LOCK_WAIT_SECONDS = 600.0
+_LOCK_POLL_SECONDS = 0.05
+
+if sys.platform != "win32":
+    import fcntl
+else:  # pragma: no cover - no flock: every process compiles for itself, as numba does
+    fcntl = None
+
+
+class _FileLocks:
+    """Exclusive ``flock`` locks on files, counted per path within this process (a lock is
+    taken again while a kernel's compile reaches the same kernel: flock locks of two open
+    files conflict, even in one process)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[int, int]] = {}  # path -> (fd, count)
+
+    def acquire(self, path: str, wait: float) -> bool:
+        """Take the lock on ``path`` (created if missing); False when another process held
+        it for ``wait`` seconds or the file cannot be opened."""
+        held = self._held.get(path)
+        if held is not None:
+            self._held[path] = (held[0], held[1] + 1)
+            return True
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            return False
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(_LOCK_POLL_SECONDS)
+            except OSError:  # a file system without locks
+                os.close(fd)
+                return False
+        self._held[path] = (fd, 1)
+        return True
+
+    def release(self, path: str) -> None:
+        fd, count = self._held.pop(path)
+        if count > 1:
+            self._held[path] = (fd, count - 1)
+            return
+        os.close(fd)  # closing the file drops its lock
+
+
+_file_locks = _FileLocks()
+_pending: dict[int, str] = {}  # id of a kernel's numba cache -> its lock, held until saved
+
+
+def _lock_path(cache) -> str:
+    """The lock file of a kernel's numba cache: in the temporary folder, named by a hash of
+    the index's path (never in the cache folder, which a built wheel ships)."""
+    index = os.path.abspath(cache._cache_file._index_path)
+    folder = os.path.join(tempfile.gettempdir(), f"treegram-kernel-locks-{os.getuid()}")
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, hashlib.sha256(index.encode()).hexdigest()[:32] + ".lock")
+
+
+def _compile_locked(load_overload, save_overload):
+    """numba's ``Cache.load_overload`` and ``save_overload`` with a lock between processes
+    around a compile, for treegram's kernels only: a load that misses takes the kernel's
+    lock and loads again (the holder may have saved meanwhile); on a second miss the lock
+    is kept while numba compiles, and let go once the result is saved. numba calls both in
+    its compiler lock, so one thread of the process is between them at a time."""
+
+    def load(self, sig, target_context):
+        got = load_overload(self, sig, target_context)
+        if got is not None or not isinstance(self._impl.locator, KernelCacheLocator):
+            return got
+        if id(self) in _pending:
+            return None
+        try:
+            path = _lock_path(self)
+        except OSError:  # no temporary folder to write: compiled without the lock
+            return None
+        if not _file_locks.acquire(path, _LOCK_WAIT_SECONDS):
+            return None  # compiled without the lock
+        got = load_overload(self, sig, target_context)
+        if got is None:
+            _pending[id(self)] = path
+        else:
+            _file_locks.release(path)
+        return got
+
+    def save(self, sig, data):
+        try:
+            save_overload(self, sig, data)
+        finally:
+            path = _pending.pop(id(self), None)
+            if path is not None:
+                _file_locks.release(path)
+
+    return load, save
+
+
+class _FailedCompileUnlock(event.Listener):
+    """Lets go of a kernel's lock when its compile raises (numba then never saves)."""
+
+    def on_start(self, ev) -> None:
+        pass
+
+    def on_end(self, ev) -> None:
+        if not ev.is_failed or not isinstance(ev.data, dict):
+            return
+        cache = getattr(ev.data.get("dispatcher"), "_cache", None)
+        path = _pending.pop(id(cache), None)
+        if path is not None:
+            _file_locks.release(path)
+
+
 def install() -> None:
     """Put :class:`KernelCacheLocator` first in numba's list of cache locators.
 
@@ -257,6 +384,12 @@ def install() -> None:
     if KernelCacheLocator not in locators:
         locators.insert(0, KernelCacheLocator)
         event.register("numba:compiler_lock", _clock)
+        if fcntl is not None:
+            cache = caching.Cache
+            cache.load_overload, cache.save_overload = _compile_locked(
+                cache.load_overload, cache.save_overload
+            )
+            event.register("numba:compile", _FailedCompileUnlock())
 
 
 install()
