@@ -103,3 +103,18 @@ def test_grammars_equal_those_of_the_plain_path(monkeypatch):
     monkeypatch.setattr(_dfa_expr, "_shape", _plain_shape)
     plain = _grammar(schema)
     assert warm == plain and again == plain
+
+
+def test_kept_shapes_are_bounded_by_their_states(monkeypatch):
+    monkeypatch.setattr(_dfa_expr, "_SHAPES_STATES", 40)
+    _dfa_expr._SHAPES.clear()
+    _dfa_expr._kept_states[0] = 0
+    kept = []
+    for i in range(20):
+        d = Dfa.all_but([f"name{i}", f"other{i}"], within=WRITABLE)
+        kept.append(d)  # alive: ids not reused
+        assert _dfa_expr._shape(d) == _plain_shape(d)
+        assert sum(len(e.trans) for e, _ in _dfa_expr._SHAPES.values()) <= 40
+        assert _dfa_expr._kept_states[0] == sum(len(e.trans) for e, _ in _dfa_expr._SHAPES.values())
+    _dfa_expr._SHAPES.clear()
+    _dfa_expr._kept_states[0] = 0

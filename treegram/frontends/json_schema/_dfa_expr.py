@@ -245,7 +245,9 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
 # them. Each entry keeps its automaton alive, so its id is not reused meanwhile.
 _SHAPES: dict[int, tuple] = {}
 _SHAPES_LIMIT = 512
+_SHAPES_STATES = 50_000  # states of all kept automata together (memory: ~0.5 kB a state)
 _SHAPE_STATES = 4096  # larger automata are rare and their shapes large: not kept
+_kept_states = [0]  # states of the automata in _SHAPES
 
 
 def _shape(d: Dfa) -> tuple[list[dict[int, list[tuple[int, int]]]], list[int], list[bool]]:
@@ -267,10 +269,13 @@ def _shape(d: Dfa) -> tuple[list[dict[int, list[tuple[int, int]]]], list[int], l
             if t != s:
                 indeg[t] += 1
     shape = (groups, indeg, _on_cycles(groups))
-    if len(d.trans) <= _SHAPE_STATES:
-        if len(_SHAPES) >= _SHAPES_LIMIT:
+    n = len(d.trans)
+    if n <= _SHAPE_STATES:
+        if len(_SHAPES) >= _SHAPES_LIMIT or _kept_states[0] + n > _SHAPES_STATES:
             _SHAPES.clear()
+            _kept_states[0] = 0
         _SHAPES[id(d)] = (d, shape)
+        _kept_states[0] += n
     return shape
 
 

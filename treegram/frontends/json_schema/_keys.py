@@ -30,7 +30,7 @@ MAX_ATOMS = 64
 
 
 # Key languages kept (see undeclared_keys).
-_UNDECLARED_CACHE = 1024
+_UNDECLARED_CACHE = 256
 
 
 @functools.lru_cache(maxsize=_UNDECLARED_CACHE)  # errors are raised again, never cached
