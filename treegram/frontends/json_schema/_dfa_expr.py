@@ -241,8 +241,9 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
 
 
 # The shapes of the last automata written (see _shape): automata are immutable, and the
-# cached ones (undeclared keys, patterns) are written again by every grammar that holds
-# them. Each entry keeps its automaton alive, so its id is not reused meanwhile.
+# kept ones (the undeclared keys of _keys.undeclared_keys) are written again by every
+# object and grammar that holds them. Each entry keeps its automaton alive, so its id is
+# not reused meanwhile.
 _SHAPES: dict[int, tuple] = {}
 _SHAPES_LIMIT = 512
 _SHAPES_STATES = 50_000  # states of all kept automata together (memory: ~0.5 kB a state)
