@@ -197,19 +197,7 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
             f"the string automaton has {n} states, more than "
             f"{MAX_GRAMMAR_STATES} a grammar is built from"
         )
-    # Group each state's transitions by target: target -> ranges.
-    groups: list[dict[int, list[tuple[int, int]]]] = []
-    indeg = [0] * n
-    for row in d.trans:
-        g: dict[int, list[tuple[int, int]]] = {}
-        for lo, hi, t in row:
-            g.setdefault(t, []).append((lo, hi))
-        groups.append(g)
-    for s, g in enumerate(groups):
-        for t in g:
-            if t != s:
-                indeg[t] += 1
-    cyclic = _on_cycles(groups)
+    groups, indeg, cyclic = _shape(d)
     enc_cache: dict[tuple, Expr | None] = {}
 
     def enc(ranges) -> Expr | None:
@@ -250,6 +238,46 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
         conv.rules[names[s]] = body(s, 0)
     body = None  # type: ignore[assignment]  # recursive: its cell would keep it (a cycle)
     return top
+
+
+# The shapes of the last automata written (see _shape): automata are immutable, and the
+# kept ones (the undeclared keys of _keys.undeclared_keys) are written again by every
+# object and grammar that holds them. Each entry keeps its automaton alive, so its id is
+# not reused meanwhile.
+_SHAPES: dict[int, tuple] = {}
+_SHAPES_LIMIT = 512
+_SHAPES_STATES = 50_000  # states of all kept automata together (memory: ~0.5 kB a state)
+_SHAPE_STATES = 4096  # larger automata are rare and their shapes large: not kept
+_kept_states = [0]  # states of the automata in _SHAPES
+
+
+def _shape(d: Dfa) -> tuple[list[dict[int, list[tuple[int, int]]]], list[int], list[bool]]:
+    """Per state of ``d``, its transitions grouped by target (target -> ranges, in row
+    order), the number of other states with an edge to it, and whether it lies on a cycle
+    through another state. Read-only for the caller: kept for the last automata asked."""
+    got = _SHAPES.get(id(d))
+    if got is not None and got[0] is d:
+        return got[1]
+    groups: list[dict[int, list[tuple[int, int]]]] = []
+    indeg = [0] * len(d.trans)
+    for row in d.trans:
+        g: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in row:
+            g.setdefault(t, []).append((lo, hi))
+        groups.append(g)
+    for s, g in enumerate(groups):
+        for t in g:
+            if t != s:
+                indeg[t] += 1
+    shape = (groups, indeg, _on_cycles(groups))
+    n = len(d.trans)
+    if n <= _SHAPE_STATES:
+        if len(_SHAPES) >= _SHAPES_LIMIT or _kept_states[0] + n > _SHAPES_STATES:
+            _SHAPES.clear()
+            _kept_states[0] = 0
+        _SHAPES[id(d)] = (d, shape)
+        _kept_states[0] += n
+    return shape
 
 
 def _on_cycles(groups: list[dict[int, list]]) -> list[bool]:

@@ -11,6 +11,8 @@ property whose name matches patterns must satisfy their schemas too.
 
 from __future__ import annotations
 
+import functools
+
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import WRITABLE
 from treegram.frontends.json_schema._keywords import KEY_SCHEMAS
@@ -21,10 +23,24 @@ from treegram.frontends.json_schema._string_dfa import (
 )
 from treegram.ir import Dfa, DfaLimitError
 
-__all__ = ["KeySpace", "MAX_ATOMS"]
+__all__ = ["KeySpace", "MAX_ATOMS", "undeclared_keys"]
 
 # Non-empty combinations of matching patterns compiled for one object.
 MAX_ATOMS = 64
+
+
+# Key languages kept (see undeclared_keys).
+_UNDECLARED_CACHE = 256
+
+
+@functools.lru_cache(maxsize=_UNDECLARED_CACHE)  # errors are raised again, never cached
+def undeclared_keys(declared: tuple[str, ...]) -> Dfa:
+    """Every writable string but the names ``declared``:
+    ``Dfa.all_but(declared, within=WRITABLE)``, kept for the last
+    :data:`_UNDECLARED_CACHE` name lists. Automata are immutable, and objects repeat
+    their property lists (the same definition inlined under several parents, one schema
+    compiled for many requests), each a product and a minimization otherwise."""
+    return Dfa.all_but(declared, within=WRITABLE)
 
 
 def _esc(name: str) -> str:
@@ -143,7 +159,7 @@ class KeySpace:
             # one product with the names' trie
             if self.additional is False:
                 return []
-            lang = Dfa.all_but(declared, within=WRITABLE)
+            lang = undeclared_keys(tuple(declared))
             return [(lang, self.additional, f"{self.ptr}/additionalProperties", False)]
         atoms = self._atoms(declared)
         if atoms is None or not writable:

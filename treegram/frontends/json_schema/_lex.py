@@ -9,6 +9,7 @@ an escape sequence, and every escape spells exactly one decoded character.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from treegram.frontends.json_schema._share import HOIST_SIZE, mark_small
 from treegram.ir import (
@@ -33,6 +34,8 @@ __all__ = [
     "string_char",
     "encoded_class",
     "encode_expr",
+    "build_template",
+    "copy_build",
     "encoded_text",
     "string_of",
     "int_range",
@@ -311,6 +314,30 @@ def _node_ids(expr: Expr | None) -> set[int]:
             elif isinstance(node, Repeat):
                 stack.append(node.item)
     return out
+
+
+def build_template(build: Callable[[], Expr | None]) -> tuple[Expr | None, frozenset[int]]:
+    """``build()`` once, to be handed out as copies (:func:`copy_build`), and the ids of
+    its nodes that every build shares (cached classes, interned subtrees, module
+    constants): the nodes a copy keeps. ``build`` must depend on nothing but what its
+    caller keys the template by.
+
+    Callers share expressions by identity on purpose (``share_rules`` hoists a large node
+    referenced twice), so each use must get the new objects a build would give; a copy is
+    that, for a fraction of a build (a format's encoding walks every character class of
+    its language again)."""
+    first = build()
+    if first is None:
+        return None, frozenset()
+    second = build()  # alive together: ids are distinct
+    return first, frozenset(_node_ids(first) & _node_ids(second))
+
+
+def copy_build(template: tuple[Expr | None, frozenset[int]]) -> Expr | None:
+    """A copy of a :func:`build_template` build, as a new build would be: new objects
+    but for the shared ones, with the sharing between its nodes kept."""
+    first, constants = template
+    return None if first is None else _fresh(first, constants, {})
 
 
 def _fresh(node: Expr, constants: frozenset[int], memo: dict[int, Expr]) -> Expr:

@@ -7,6 +7,8 @@ characters, so an escape sequence counts as one.
 
 from __future__ import annotations
 
+import functools
+
 from treegram.frontends._regex import regex_to_expr
 from treegram.frontends.json_schema._context import ConversionContext
 from treegram.frontends.json_schema._dfa_expr import (
@@ -22,6 +24,8 @@ from treegram.frontends.json_schema._keywords import NOT_STRING, PATTERNS_KEY
 from treegram.frontends.json_schema._lex import (
     EMPTY,
     alt,
+    build_template,
+    copy_build,
     encode_expr,
     json_string_unit,
     seq,
@@ -68,12 +72,28 @@ def length_string(min_length: int, max_length: int | None) -> Expr | None:
 def pattern_body(pattern: str) -> Expr | None:
     """Encoded string content that *contains* a match of ``pattern`` (ECMA-262 search).
 
+    Built once for the last :data:`_BODY_CACHE` patterns and handed out as a copy that
+    is what a build would be (:func:`~._lex.copy_build`): schemas repeat a pattern
+    across properties and definitions.
+
     Raises
     ------
     ValueError
         ``pattern`` uses an anchor inside a group (message says so); regex syntax errors
         from the regex frontend propagate.
     """
+    return copy_build(_pattern_template(pattern))
+
+
+_BODY_CACHE = 128
+
+
+@functools.lru_cache(maxsize=_BODY_CACHE)  # errors are raised again, never cached
+def _pattern_template(pattern: str) -> tuple[Expr | None, frozenset[int]]:
+    return build_template(lambda: _pattern_build(pattern))
+
+
+def _pattern_build(pattern: str) -> Expr | None:
     anything = Repeat(string_char(), 0, None)
     # alternatives grouped by their anchors: one leading and one trailing ``anything`` per
     # group, as a union of k unanchored searches would make the automaton track which of
@@ -95,7 +115,18 @@ def pattern_body(pattern: str) -> Expr | None:
 
 
 def format_body(name: str) -> Expr | None:
-    """Encoded string content of the format ``name``; ``None`` for unknown formats."""
+    """Encoded string content of the format ``name``; ``None`` for unknown formats.
+    Built once per format and handed out as a copy that is what a build would be
+    (:func:`~._lex.copy_build`): a schema names a format for many properties."""
+    return copy_build(_format_template(name))
+
+
+@functools.lru_cache(maxsize=_BODY_CACHE)  # errors are raised again, never cached
+def _format_template(name: str) -> tuple[Expr | None, frozenset[int]]:
+    return build_template(lambda: _format_build(name))
+
+
+def _format_build(name: str) -> Expr | None:
     expr = format_expr(name)
     return None if expr is None else encode_expr(expr)
 
