@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 
 import numpy as np
+from numba import njit
 
 from ..errors import GrammarError
 from ..kernels import CHAR_BOUNDARY as BOUNDARY
@@ -142,51 +143,153 @@ def state_chars(part: tuple, bound: int, name: str) -> np.ndarray:
         reached both between characters and inside one, a call inside a character, or an
         end inside a character.
     """
-    final, byte_ptr, lo, hi, to, ref_ptr, _, ref_to = (x.tolist() for x in part[:8])
-    n = len(final)
-    pending = [-1] * n
-    edges: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (target, counted)
-    pending[0] = BOUNDARY
-    queue = deque([0])
-
-    def reach(s: int, t: int, x: int) -> None:
-        if x < 0 or pending[t] not in (-1, x >> 1):
-            raise GrammarError(
-                f"rule {name!r} has max_string_chars but its text is not the content "
-                "of a JSON string"
-            )
-        if pending[t] == -1:
-            pending[t] = x >> 1
-            queue.append(t)
-        edges[s].append((t, x & 1))
-
-    while queue:
-        s = queue.popleft()
-        for e in range(byte_ptr[s], byte_ptr[s + 1]):
-            for b in _pieces(lo[e], hi[e]):
-                reach(s, to[e], _STEP(pending[s], b))
-        for e in range(ref_ptr[s], ref_ptr[s + 1]):  # a character's rule: one character
-            reach(s, ref_to[e], 2 * BOUNDARY + 1 if pending[s] == BOUNDARY else -1)
-    if any(final[s] and pending[s] != BOUNDARY for s in range(n)):
+    final, byte_ptr, lo, hi, to, ref_ptr, _, ref_to = part[:8]
+    code, need, src, dst = _count_walk(
+        final, byte_ptr, lo, hi, to, ref_ptr, ref_to, _step_table(), _CUT_ARRAY, BOUNDARY
+    )
+    if code == _NOT_CONTENT:
+        raise GrammarError(
+            f"rule {name!r} has max_string_chars but its text is not the content of a JSON string"
+        )
+    if code == _ENDS_INSIDE:
         raise GrammarError(f"rule {name!r} has max_string_chars but may end inside a character")
-    assert max(pending) < N_PENDING
-    need = _fewest_to_end(edges, final)
+    assert code == 0, "the counting machine left its pending values"
+    n = final.shape[0]
     out = np.full(2 * n, -1, dtype=np.int32)
-    for s in range(n):
-        if need[s] is not None and need[s] <= bound:
-            out[s] = min(bound - need[s], layout.NOT_COUNTED - 1)
-    out[n:] = _least_ahead(edges, out[:n])
+    ok = (need >= 0) & (need <= bound)
+    out[:n][ok] = np.minimum(bound - need[ok], layout.NOT_COUNTED - 1)
+    out[n:] = _least_ahead(src, dst, out[:n])
     return out
 
 
-def _least_ahead(edges: list[list[tuple[int, int]]], limits: np.ndarray) -> np.ndarray:
-    """Per state, the least limit of a live state reachable from it (itself included):
-    a token read from the state passes no bound when what the item holds plus the token's
-    bytes stays within it. -1 where no live state is reachable."""
+def _step_table() -> np.ndarray:
+    """``char_step`` for every pending value and byte, int64 [N_PENDING, 256] (computed on
+    first use, once per process)."""
+    if not _TABLE:
+        rows = [[_STEP(p, b) for b in range(256)] for p in range(N_PENDING)]
+        _TABLE.append(np.array(rows, dtype=np.int64))
+    return _TABLE[0]
+
+
+_TABLE: list[np.ndarray] = []
+_CUT_ARRAY = np.array(_CUTS, dtype=np.int64)
+# :func:`_count_walk`'s outcomes other than 0
+_NOT_CONTENT, _ENDS_INSIDE, _PAST_PENDING = 1, 2, 3
+
+
+@njit(nogil=True, cache=True)
+def _count_walk(final, byte_ptr, lo, hi, to, ref_ptr, ref_to, table, cuts, boundary):
+    """Label the DFA's states with the counting machine's pending value (breadth-first from
+    state 0, one byte per piece of each edge's range, as :func:`_pieces` cuts it; a call
+    reads one character), then the fewest counted steps from each state to a final one.
+
+    Returns ``(code, need, src, dst)``: ``code`` 0, or ``_NOT_CONTENT`` / ``_ENDS_INSIDE``
+    / ``_PAST_PENDING`` (the others then meaningless); ``need`` per state (-1: no end
+    reached); ``src``/``dst`` the labelled steps, one per piece, in walk order. A Python
+    walk of the same (thousands of edges of a 2,000-character string) took ~15 ms."""
+    n = final.shape[0]
+    n_pending = table.shape[0]
+    pending = np.full(n, -1, dtype=np.int64)
+    need = np.full(n, -1, dtype=np.int64)
+    cap = lo.shape[0] * (cuts.shape[0] + 1) + ref_to.shape[0]
+    src = np.empty(cap, dtype=np.int64)
+    dst = np.empty(cap, dtype=np.int64)
+    counted = np.empty(cap, dtype=np.int64)
+    m = 0
+    queue = np.empty(n, dtype=np.int64)
+    queue[0] = 0
+    pending[0] = boundary
+    head, tail = 0, 1
+    while head < tail:
+        s = queue[head]
+        head += 1
+        p = pending[s]
+        for e in range(byte_ptr[s], byte_ptr[s + 1]):
+            t, a, b = to[e], lo[e], hi[e]
+            for j in range(-1, cuts.shape[0]):  # lo itself, then each cut inside lo..hi
+                if j == -1:
+                    byte = a
+                else:
+                    byte = cuts[j]
+                    if byte <= a or byte > b:
+                        continue
+                x = table[p, byte]
+                if x < 0:
+                    return _NOT_CONTENT, need, src[:m], dst[:m]
+                q = pending[t]
+                if q == -1:
+                    if x >> 1 >= n_pending:
+                        return _PAST_PENDING, need, src[:m], dst[:m]
+                    pending[t] = x >> 1
+                    queue[tail] = t
+                    tail += 1
+                elif q != x >> 1:
+                    return _NOT_CONTENT, need, src[:m], dst[:m]
+                src[m], dst[m], counted[m] = s, t, x & 1
+                m += 1
+        for e in range(ref_ptr[s], ref_ptr[s + 1]):  # a character's rule: one character
+            t = ref_to[e]
+            if p != boundary:
+                return _NOT_CONTENT, need, src[:m], dst[:m]
+            q = pending[t]
+            if q == -1:
+                pending[t] = boundary
+                queue[tail] = t
+                tail += 1
+            elif q != boundary:
+                return _NOT_CONTENT, need, src[:m], dst[:m]
+            src[m], dst[m], counted[m] = s, t, 1
+            m += 1
+    for s in range(n):
+        if final[s] and pending[s] != boundary:
+            return _ENDS_INSIDE, need, src[:m], dst[:m]
+    # the steps by target, then a 0-1 breadth-first search backwards from the finals: a
+    # deque in one array, pushed at either end from its middle (at most one push per
+    # step and per final: no end passes the array's)
+    back_ptr = np.zeros(n + 1, dtype=np.int64)
+    for k in range(m):
+        back_ptr[dst[k] + 1] += 1
+    for s in range(n):
+        back_ptr[s + 1] += back_ptr[s]
+    fill = back_ptr[:n].copy()
+    back = np.empty(m, dtype=np.int64)
+    for k in range(m):
+        back[fill[dst[k]]] = k
+        fill[dst[k]] += 1
+    middle = m + n + 1
+    node = np.empty(2 * middle, dtype=np.int64)
+    dist = np.empty(2 * middle, dtype=np.int64)
+    first = last = middle
+    for s in range(n):
+        if final[s]:
+            node[last], dist[last] = s, 0
+            last += 1
+    while first < last:
+        t, d = node[first], dist[first]
+        first += 1
+        if need[t] != -1 and need[t] <= d:
+            continue
+        need[t] = d
+        for i in range(back_ptr[t], back_ptr[t + 1]):
+            k = back[i]
+            s, w = src[k], counted[k]
+            if need[s] == -1 or need[s] > d + w:
+                if w:
+                    node[last], dist[last] = s, d + 1
+                    last += 1
+                else:
+                    first -= 1
+                    node[first], dist[first] = s, d
+    return 0, need, src[:m], dst[:m]
+
+
+def _least_ahead(src: np.ndarray, dst: np.ndarray, limits: np.ndarray) -> np.ndarray:
+    """Per state, the least limit of a live state reachable from it (itself included)
+    along the steps ``src -> dst``: a token read from the state passes no bound when what
+    the item holds plus the token's bytes stays within it. -1 where no live state is
+    reachable."""
     big = layout.NOT_COUNTED
     ahead = np.where(limits >= 0, limits, big).astype(np.int64)
-    src = np.array([s for s, out in enumerate(edges) for _ in out], dtype=np.int64)
-    dst = np.array([t for out in edges for t, _ in out], dtype=np.int64)
     while src.shape[0]:  # to a fixed point: at most the longest path without a cycle
         before = ahead.copy()
         np.minimum.at(ahead, src, ahead[dst])
@@ -202,27 +305,3 @@ def _pieces(lo: int, hi: int) -> list[int]:
         if lo < c <= hi:
             out.append(c)
     return out
-
-
-def _fewest_to_end(edges: list[list[tuple[int, int]]], final) -> list[int | None]:
-    """Per state, the fewest counted steps to a final state (0-1 breadth-first search
-    backwards from the finals); None where none is reached."""
-    n = len(edges)
-    back: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for s, out in enumerate(edges):
-        for t, w in out:
-            back[t].append((s, w))
-    dist: list[int | None] = [None] * n
-    queue: deque[tuple[int, int]] = deque((0, s) for s in range(n) if final[s])
-    while queue:
-        d, t = queue.popleft()
-        if dist[t] is not None and dist[t] <= d:  # type: ignore[operator]
-            continue
-        dist[t] = d
-        for s, w in back[t]:
-            if dist[s] is None or dist[s] > d + w:  # type: ignore[operator]
-                if w:
-                    queue.append((d + 1, s))
-                else:
-                    queue.appendleft((d, s))
-    return dist
