@@ -430,6 +430,7 @@ class GrammarMatcher:
             sv.token_ids,
             sv.offsets,
             sv.data,
+            sv.by_length,
             self._tok_offsets,
             self._tok_data,
             self._stack,
