@@ -816,3 +816,21 @@ def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
         assert np.array_equal(payload, plain_bits), s
         assert np.array_equal(uncertain, plain_unc), s
     assert taken >= 1
+
+
+def test_cached_loop_sizes_and_scalar_own_classes_equal_the_kernels(grammars):
+    """The per-state cache of byte-loop sizes (``MaskStore._loop_bytes``, which
+    ``_enters_raw_byte_loop`` reads) gives ``bytes_off_loop``'s count for every state, asked
+    twice; the scalar ``_own_class`` is ``own_classes`` for plain ids, the unclassified,
+    the marked and the marked classified entries."""
+    from treegram.compiler._mask_store import CONTEXT_FIRST, UNCLASSIFIED, _own_class, own_classes
+
+    for compiled in grammars:
+        store = compiled._store
+        for _ in range(2):
+            for s in range(compiled.automaton.n_states):
+                assert store._loop_bytes(s) == int(store._byte_loop(s)[1]), s
+    entries = [0, 1, 7, 123456, UNCLASSIFIED, CONTEXT_FIRST]
+    entries += [CONTEXT_FIRST - 1 - c for c in (0, 1, 7, 123456)]
+    for c in entries:
+        assert _own_class(c) == int(own_classes(np.int32(c))), c

@@ -109,6 +109,7 @@ class CompiledGrammar:
             sv.token_ids,
             sv.offsets,
             sv.data,
+            sv.by_length,
             self._tokens.offsets,
             self._tokens.data,
         )
@@ -130,6 +131,7 @@ class CompiledGrammar:
                         sv.token_ids,
                         sv.offsets,
                         sv.data,
+                        sv.by_length,
                         self._tokens.offsets,
                         self._tokens.data,
                     )

@@ -168,6 +168,12 @@ def own_classes(state_class):
     return np.where(c < CONTEXT_FIRST, CONTEXT_FIRST - 1 - c, np.maximum(c, UNCLASSIFIED))
 
 
+def _own_class(c: int) -> int:
+    """:func:`own_classes` of one ``state_class`` entry, in plain Python (numpy's ``where``
+    on a scalar costs microseconds per context request)."""
+    return CONTEXT_FIRST - 1 - c if c < CONTEXT_FIRST else max(c, UNCLASSIFIED)
+
+
 def _context_entry(key: tuple[int, ...], cid: int) -> list[int]:
     """The table words of context ``key`` = ``(s, m, chain.., callers..)``: the request as
     the mask kernels write it, then the class id."""
@@ -255,6 +261,7 @@ class MaskStore:
         self._loop_arrays: tuple | None = None  # see _loops
         self._text_bits: list[int] | None = None  # see _restricted_slice
         self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
+        self._loop_counts: np.ndarray | None = None  # see _loop_bytes, -1: not asked
         self._slice_walk_arrays: tuple | None = None  # see _slice_walk_inputs
         # (rule, whether a slice byte may follow it) -> (the states it serves, sorted; the
         # byte grouping of their slice walks): see _slice_grouping
@@ -442,7 +449,7 @@ class MaskStore:
                         if cid is not None:  # an equivalent context was classified
                             self._add_context(key, cid, False)
                             continue
-                        own = int(own_classes(self._state_class[key[0]]))
+                        own = _own_class(int(self._state_class[key[0]]))
                         try:
                             if own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN:
                                 digest, encoded = self._refined(own, key[0], key[1:], deadline)
@@ -910,6 +917,19 @@ class MaskStore:
             a[layout.A_BYTE_CLASS], a[layout.A_N_CLASSES], a[layout.A_TRANS], int(s)
         )
 
+    def _loop_bytes(self, s: int) -> int:
+        """How many bytes state ``s`` moves back to itself on (:meth:`_byte_loop`'s
+        second half), computed per state on first need: :meth:`_enters_raw_byte_loop` asks
+        it of the same few rule starts for every state of a string."""
+        known = self._loop_counts
+        if known is None:
+            known = self._loop_counts = np.full(self._n_states, -1, dtype=np.int16)
+        n = int(known[s])
+        if n < 0:
+            n = int(self._byte_loop(s)[1])
+            known[s] = n
+        return n
+
     def _enters_raw_byte_loop(self, s: int) -> bool:
         """Whether state ``s``, or the first state of a rule it calls (three calls deep),
         moves back to itself on at least 128 bytes: free text that reads raw bytes (a
@@ -922,7 +942,7 @@ class MaskStore:
         )
         level = [int(s)]
         for _ in range(4):
-            if any(self._byte_loop(t)[1] >= _RAW_LOOP_BYTES for t in level):
+            if any(self._loop_bytes(t) >= _RAW_LOOP_BYTES for t in level):
                 return True
             level = [
                 int(rule_start[ref_rule[e]])

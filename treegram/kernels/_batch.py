@@ -4,7 +4,7 @@ Each request ``i`` names a grammar slot ``gslots[i]`` and a matcher slot ``mslot
 rows of the registry tables (``treegram.kernels._registry``) of (address, length) pairs,
 
 * grammar row (``_layout.GRAMMAR_ROW``): packed automaton, state_class, cls_meta [n, 5],
-  acc_pool, unc_pool, sv_ids, sv_offsets, sv_data, tok_offsets, tok_data;
+  acc_pool, unc_pool, sv_ids, sv_offsets, sv_data, sv_by_length, tok_offsets, tok_data;
 * matcher row (``_layout.MATCHER_ROW``): items_s, items_o, set_starts, text, meta, hist, stop_ids,
   bufs [2, cap], memo_key [2, cap], memo_meta, memo_row, cand,
 
@@ -73,8 +73,9 @@ def _grammar(gtab, g):
             view_i32_ro(r[5], r[_G + 5], 0),  # the sorted vocabulary: read-only, as in
             view_i64_ro(r[6], r[_G + 6], 0),  # the scalar calls
             view_u8_ro(r[7], r[_G + 7], 0),
-            view_i64(r[8], r[_G + 8], 0),
-            view_u8(r[9], r[_G + 9], 0),
+            view_i32_ro(r[8], r[_G + 8], 0),
+            view_i64(r[9], r[_G + 9], 0),
+            view_u8(r[10], r[_G + 10], 0),
         ),
     )
 
@@ -114,16 +115,17 @@ def _matcher_own(mtab, m):
         view_i32_ro(r[12], r[_M + 12], 0),  # read-only, as in the grammar row's views
         view_i64_ro(r[13], r[_M + 13], 0),
         view_u8_ro(r[14], r[_M + 14], 0),
-        view_i64(r[15], r[_M + 15], 0),
-        view_u8(r[16], r[_M + 16], 0),
+        view_i32_ro(r[15], r[_M + 15], 0),
+        view_i64(r[16], r[_M + 16], 0),
+        view_u8(r[17], r[_M + 17], 0),
     )
     walk = (
-        view_i32(r[17], r[_M + 17], 0),
-        view_i64(r[18], r[_M + 18], 0),
+        view_i32(r[18], r[_M + 18], 0),
         view_i64(r[19], r[_M + 19], 0),
-        view_bool(r[20], r[_M + 20], 0),
-        view_i64(r[21], r[_M + 21], 0),
+        view_i64(r[20], r[_M + 20], 0),
+        view_bool(r[21], r[_M + 21], 0),
         view_i64(r[22], r[_M + 22], 0),
+        view_i64(r[23], r[_M + 23], 0),
     )
     return vocab, walk
 

@@ -204,9 +204,12 @@ Scratch = namedtuple("Scratch", ["bufs", "memo_key", "memo_meta", "memo_row", "c
 token in bytes; ``memo_row`` int32 [n_words]) and ``cand`` int32 [cap]."""
 Classes = namedtuple("Classes", ["state_class", "cls_meta", "acc_pool", "unc_pool"])
 """A grammar's token classes: ``state_class`` int32, ``cls_meta`` int64 [n, 5], the pools."""
-Vocab = namedtuple("Vocab", ["sv_ids", "sv_offsets", "sv_data", "tok_offsets", "tok_data"])
-"""The sorted vocabulary (ids int32, offsets int64, bytes uint8; read-only) and the token
-table (``tok_offsets`` int64 [V + 1], ``tok_data`` uint8)."""
+Vocab = namedtuple(
+    "Vocab", ["sv_ids", "sv_offsets", "sv_data", "sv_by_length", "tok_offsets", "tok_data"]
+)
+"""The sorted vocabulary (ids int32, offsets int64, bytes uint8, its positions from the
+longest token to the shortest int32; read-only) and the token table (``tok_offsets`` int64
+[V + 1], ``tok_data`` uint8)."""
 Grammar = namedtuple("Grammar", ["automaton", "root", "classes", "vocab"])
 """One compiled grammar: the unpacked automaton (``A``), its root rule, ``Classes``, ``Vocab``."""
 Tree = namedtuple("Tree", ["next_token", "next_sibling", "draft"])
@@ -244,6 +247,7 @@ _GRAMMAR_FIELDS = (
     ("sv_ids", 0),
     ("sv_offsets", 0),
     ("sv_data", 0),
+    ("sv_by_length", 0),
     ("tok_offsets", 0),
     ("tok_data", 0),
 )
@@ -270,6 +274,7 @@ _MATCHER_FIELDS = (
     ("sv_ids", 0),
     ("sv_offsets", 0),
     ("sv_data", 0),
+    ("sv_by_length", 0),
     ("tok_offsets", 0),
     ("tok_data", 0),
     ("walk_stack", 0),
@@ -283,6 +288,6 @@ GRAMMAR_ROW = tuple(name for name, _ in _GRAMMAR_FIELDS)
 GRAMMAR_LENGTH_AXES = tuple(axis for _, axis in _GRAMMAR_FIELDS)
 MATCHER_ROW = tuple(name for name, _ in _MATCHER_FIELDS)
 MATCHER_LENGTH_AXES = tuple(axis for _, axis in _MATCHER_FIELDS)
-N_GRAMMAR_ARRAYS = 10
-N_MATCHER_ARRAYS = 23
+N_GRAMMAR_ARRAYS = 11
+N_MATCHER_ARRAYS = 24
 assert len(GRAMMAR_ROW) == N_GRAMMAR_ARRAYS and len(MATCHER_ROW) == N_MATCHER_ARRAYS

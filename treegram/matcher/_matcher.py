@@ -430,6 +430,7 @@ class GrammarMatcher:
             sv.token_ids,
             sv.offsets,
             sv.data,
+            sv.by_length,
             self._tok_offsets,
             self._tok_data,
             self._stack,
@@ -979,6 +980,9 @@ class GrammarMatcher:
                 )
                 if st >= 0:
                     return st == 1
+                # what the kernel asked for first (a first mask of new states: the requests
+                # are in the scratch now), so that _fill_row's first run is not this one again
+                self._resolve(st)
             self._fill_row(arr, r)  # registers, makes room or classifies, then fills
             return not row_allows_all(arr[r], self._vocab_size)
         finally:

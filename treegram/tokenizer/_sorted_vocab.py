@@ -38,6 +38,11 @@ class SortedVocab:
         node_tok_lo, node_tok_hi``; see ``treegram.kernels._trie``).
     max_len : int
         Length in bytes of the longest token (0 when there are no tokens).
+    by_length : numpy.ndarray
+        int32 ``[n]``: the sorted positions from the longest token to the shortest (ties in
+        sorted order). The mask kernel rechecks the tokens longer than a margin near a
+        counted string's bound (``kernels._mask.recheck_long_tokens``): it reads them off
+        the front of this list instead of scanning the whole vocabulary at every mask.
     """
 
     token_ids: np.ndarray
@@ -46,6 +51,7 @@ class SortedVocab:
     lcp: np.ndarray
     trie: tuple
     max_len: int
+    by_length: np.ndarray
 
     def __len__(self) -> int:
         return int(self.token_ids.shape[0])
@@ -101,7 +107,9 @@ def build_sorted_vocab(decoded: Sequence[bytes], excluded_ids: Iterable[int]) ->
     max_len = int(sorted_lengths.max()) if len(order) else 0
     for array in trie:
         array.flags.writeable = False
-    return SortedVocab(token_ids, offsets, data, lcp, trie, max_len)
+    by_length = np.argsort(-sorted_lengths, kind="stable").astype(np.int32)
+    by_length.flags.writeable = False
+    return SortedVocab(token_ids, offsets, data, lcp, trie, max_len, by_length)
 
 
 def _adjacent_lcp(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:

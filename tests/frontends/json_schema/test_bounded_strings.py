@@ -173,6 +173,57 @@ def test_masks_equal_the_product_along_random_walks(grammars, name):
                 break
 
 
+def _wide_vocabulary() -> list[bytes]:
+    """VOCAB and 3,000 more tokens of string text (letters and hyphens), 2,100 of them 13
+    to 40 bytes long: where the margin of a mask's recheck is under 13 bytes (the bounds of
+    "words" and "object") more tokens are longer than the mask kernel reads off its
+    longest-first list (``kernels._mask._LONG_LIST_MAX``), and it scans the whole sorted
+    vocabulary; with the larger bounds of "long-words" and "emails" it reads the list,
+    a thousand or more tokens of it far from the bound."""
+    rng = random.Random(7)
+    seen = set(VOCAB)
+    extra: list[bytes] = []
+    while len(extra) < 3000:
+        n = rng.randint(13, 40) if len(extra) < 2100 else rng.randint(2, 12)
+        word = "".join(rng.choice("abcxyz-") for _ in range(n)).encode()
+        if word not in seen:
+            seen.add(word)
+            extra.append(word)
+    return VOCAB[:-1] + extra + [b"<eos>"]
+
+
+@pytest.mark.parametrize("name", ["words", "long-words", "object", "emails"])
+def test_masks_equal_the_product_with_many_long_tokens(name):
+    vocab = _wide_vocabulary()
+    n = len(vocab)
+    info = treegram.TokenizerInfo(vocab, stop_token_ids=[n - 1])
+    compiler = treegram.GrammarCompiler(info)
+    product, counted = (
+        compiler.compile_grammar(treegram.Grammar.from_ir(_with_product_states(k, SCHEMAS[name])))
+        for k in (10**9, -1)
+    )
+
+    def allowed(m: treegram.GrammarMatcher) -> list[int]:
+        mask = treegram.allocate_token_bitmask(1, n)
+        m.fill_next_token_bitmask(mask)
+        bits = np.unpackbits(mask.numpy().view(np.uint8), bitorder="little")[:n]
+        return np.flatnonzero(bits).tolist()
+
+    rng = random.Random(name)
+    for _ in range(10):
+        a, b = treegram.GrammarMatcher(product), treegram.GrammarMatcher(counted)
+        for _ in range(25):
+            want = allowed(a)
+            assert allowed(b) == want
+            if not want or (a.is_completed() and rng.random() < 0.2):
+                break
+            quotes = [t for t in want if b'"' not in vocab[t]]
+            t = rng.choice(quotes if quotes and rng.random() < 0.85 else want)
+            assert a.accept_token(t) and b.accept_token(t)
+            if a.is_terminated():
+                break
+
+
 @pytest.mark.parametrize(
     "name, prefix",
     [
