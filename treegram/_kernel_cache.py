@@ -385,10 +385,10 @@ def install() -> None:
         locators.insert(0, KernelCacheLocator)
         event.register("numba:compiler_lock", _clock)
         if fcntl is not None:
-            cache = caching.Cache
-            cache.load_overload, cache.save_overload = _compile_locked(
-                cache.load_overload, cache.save_overload
-            )
+            cache = caching.Cache  # numba's base class: every function cache reads these
+            load, save = _compile_locked(cache.load_overload, cache.save_overload)
+            cache.load_overload = load  # type: ignore[method-assign]
+            cache.save_overload = save  # type: ignore[method-assign]
             event.register("numba:compile", _FailedCompileUnlock())
 
 
