@@ -144,10 +144,11 @@ def _with_product_states(limit: int, schema: dict):
         _strings._PRODUCT_STATES = saved
 
 
-def _allowed(m: treegram.GrammarMatcher) -> list[int]:
-    mask = treegram.allocate_token_bitmask(1, N)
+def _allowed(m: treegram.GrammarMatcher, n: int = N) -> list[int]:
+    """The tokens of a vocabulary of ``n`` that ``m``'s next mask allows."""
+    mask = treegram.allocate_token_bitmask(1, n)
     m.fill_next_token_bitmask(mask)
-    bits = np.unpackbits(mask.numpy().view(np.uint8), bitorder="little")[:N]
+    bits = np.unpackbits(mask.numpy().view(np.uint8), bitorder="little")[:n]
     return np.flatnonzero(bits).tolist()
 
 
@@ -203,18 +204,12 @@ def test_masks_equal_the_product_with_many_long_tokens(name):
         for k in (10**9, -1)
     )
 
-    def allowed(m: treegram.GrammarMatcher) -> list[int]:
-        mask = treegram.allocate_token_bitmask(1, n)
-        m.fill_next_token_bitmask(mask)
-        bits = np.unpackbits(mask.numpy().view(np.uint8), bitorder="little")[:n]
-        return np.flatnonzero(bits).tolist()
-
     rng = random.Random(name)
     for _ in range(10):
         a, b = treegram.GrammarMatcher(product), treegram.GrammarMatcher(counted)
         for _ in range(25):
-            want = allowed(a)
-            assert allowed(b) == want
+            want = _allowed(a, n)
+            assert _allowed(b, n) == want
             if not want or (a.is_completed() and rng.random() < 0.2):
                 break
             quotes = [t for t in want if b'"' not in vocab[t]]
