@@ -193,18 +193,19 @@ _HOLD_THE_LOCK = """
 import json, sys, numpy as np, treegram
 from treegram import _kernel_cache, kernels
 d = kernels.tree.links_from_parents
-path = _kernel_cache._lock_path(d._cache)
+p = np.array([[-1, 0, 0]], dtype=np.int64)
+sig = tuple(d.typeof_pyval(a) for a in (p, p, p))
+path = _kernel_cache._lock_path(d._cache, sig)
 assert _kernel_cache._file_locks.acquire(path, 0)
 print("held", flush=True)
 sys.stdin.readline()
-p = np.array([[-1, 0, 0]], dtype=np.int64)
 kernels.tree.links_from_parents(p, np.empty_like(p), np.empty_like(p))
 _kernel_cache._file_locks.release(path)
 print(json.dumps({"compiled": sum(d.stats.cache_misses.values())}), flush=True)
 """
 
 
-def test_a_process_waits_for_the_kernel_another_one_compiles(tmp_path):
+def test_a_process_waits_for_the_specialization_another_one_compiles(tmp_path):
     # Two processes on one empty cache: the second to miss the kernel waits for the lock
     # the first holds, then loads what it saved instead of compiling the kernel itself.
     site = _copy_package(tmp_path)
@@ -227,6 +228,18 @@ def test_a_process_waits_for_the_kernel_another_one_compiles(tmp_path):
         )
         assert waiter.stdout.readline().strip() == "calling"
         time.sleep(1.0)  # the waiter missed the kernel and waits for the lock
+        assert waiter.poll() is None
+        # another specialization of the same kernel has a lock of its own: compiled at once
+        other = subprocess.run(
+            [sys.executable, "-c", code.replace("dtype=np.int64", "dtype=np.int32")],
+            env=env,
+            cwd=site,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert other.returncode == 0, other.stderr
+        assert json.loads(other.stdout.strip().splitlines()[-1])["compiled"] == 1
         assert waiter.poll() is None
         holder.stdin.write("go\n")
         holder.stdin.flush()

@@ -23,9 +23,10 @@ built for, so a stale or foreign file is never loaded, only recompiled over.
 
 numba has no lock between processes: processes that start together on an empty cache (the
 test suite's workers, an engine's ranks) would each compile every kernel. A kernel that is
-not in the cache is compiled under a file lock named after its index (in the temporary
-folder, see :func:`_compile_locked`): a process that finds the lock taken waits, then loads what the
-holder saved instead of compiling it again.
+not in the cache is compiled under a file lock named after its index and argument types (in
+the temporary folder, see :func:`_compile_locked`): a process that finds the lock taken waits,
+then loads what the holder saved instead of compiling it again. Two processes that need
+different specializations of one kernel compile them side by side.
 """
 
 from __future__ import annotations
@@ -255,8 +256,8 @@ def kernel_seconds() -> float:
 
 
 # A kernel missing from the cache is compiled under an exclusive lock on a file named after
-# its index; the lock is kept from the failed load to the save (or to the compile's failure).
-# Another process waits at most this long for it, then compiles on its own.
+# its index and argument types; the lock is kept from the failed load to the save (or to the
+# compile's failure). Another process waits at most this long for it, then compiles alone.
 _LOCK_WAIT_SECONDS = 600.0
 _LOCK_POLL_SECONDS = 0.05
 
@@ -310,40 +311,45 @@ class _FileLocks:
 
 
 _file_locks = _FileLocks()
-_pending: dict[int, str] = {}  # id of a kernel's numba cache -> its lock, held until saved
+# (id of a kernel's numba cache, its argument types) -> the lock, held until saved
+_pending: dict[tuple[int, str], str] = {}
 
 
-def _lock_path(cache) -> str:
-    """The lock file of a kernel's numba cache: in the temporary folder, named by a hash of
-    the index's path (never in the cache folder, which a built wheel ships)."""
+def _lock_path(cache, sig) -> str:
+    """The lock file of one specialization of a kernel: in the temporary folder, named by a
+    hash of the cache index's path and the argument types (never in the cache folder, which
+    a built wheel ships)."""
     index = os.path.abspath(cache._cache_file._index_path)
+    key = f"{index}\0{sig}".encode()
     folder = os.path.join(tempfile.gettempdir(), f"treegram-kernel-locks-{os.getuid()}")
     os.makedirs(folder, exist_ok=True)
-    return os.path.join(folder, hashlib.sha256(index.encode()).hexdigest()[:32] + ".lock")
+    return os.path.join(folder, hashlib.sha256(key).hexdigest()[:32] + ".lock")
 
 
 def _compile_locked(load_overload, save_overload):
     """numba's ``Cache.load_overload`` and ``save_overload`` with a lock between processes
-    around a compile, for treegram's kernels only: a load that misses takes the kernel's
-    lock and loads again (the holder may have saved meanwhile); on a second miss the lock
-    is kept while numba compiles, and let go once the result is saved. numba calls both in
-    its compiler lock, so one thread of the process is between them at a time."""
+    around a compile, for treegram's kernels only: a load that misses takes the lock of
+    the kernel's specialization and loads again (the holder may have saved meanwhile); on a
+    second miss the lock is kept while numba compiles, and let go once the result is saved.
+    numba calls both in its compiler lock, so one thread of the process is between them at
+    a time."""
 
     def load(self, sig, target_context):
         got = load_overload(self, sig, target_context)
         if got is not None or not isinstance(self._impl.locator, KernelCacheLocator):
             return got
-        if id(self) in _pending:
+        key = (id(self), str(sig))
+        if key in _pending:
             return None
         try:
-            path = _lock_path(self)
+            path = _lock_path(self, sig)
         except OSError:  # no temporary folder to write: compiled without the lock
             return None
         if not _file_locks.acquire(path, _LOCK_WAIT_SECONDS):
             return None  # compiled without the lock
         got = load_overload(self, sig, target_context)
         if got is None:
-            _pending[id(self)] = path
+            _pending[key] = path
         else:
             _file_locks.release(path)
         return got
@@ -352,7 +358,7 @@ def _compile_locked(load_overload, save_overload):
         try:
             save_overload(self, sig, data)
         finally:
-            path = _pending.pop(id(self), None)
+            path = _pending.pop((id(self), str(sig)), None)
             if path is not None:
                 _file_locks.release(path)
 
@@ -360,7 +366,7 @@ def _compile_locked(load_overload, save_overload):
 
 
 class _FailedCompileUnlock(event.Listener):
-    """Lets go of a kernel's lock when its compile raises (numba then never saves)."""
+    """Lets go of a kernel's locks when its compile raises (numba then never saves)."""
 
     def on_start(self, ev) -> None:
         pass
@@ -369,9 +375,8 @@ class _FailedCompileUnlock(event.Listener):
         if not ev.is_failed or not isinstance(ev.data, dict):
             return
         cache = getattr(ev.data.get("dispatcher"), "_cache", None)
-        path = _pending.pop(id(cache), None)
-        if path is not None:
-            _file_locks.release(path)
+        for key in [key for key in _pending if key[0] == id(cache)]:
+            _file_locks.release(_pending.pop(key))
 
 
 def install() -> None:
