@@ -94,8 +94,9 @@ def as_numpy(values: Any, name: str, error: type[TreegramError] = DraftTreeError
 def as_int64_array(
     values: Any, name: str, *, signed: bool = False, error: type[TreegramError] = DraftTreeError
 ) -> np.ndarray:
-    """``values`` as a C-contiguous int64 numpy array (no copy when it already is one), of
-    any shape.
+    """``values`` as a C-contiguous, writable int64 numpy array (no copy when it already is
+    one), of any shape. A read-only array is copied: the kernels are compiled for writable
+    arrays, and a read-only one would make numba compile each kernel it reaches again.
 
     Parameters
     ----------
@@ -116,7 +117,12 @@ def as_int64_array(
         make an object array, included), a tensor that is not on the CPU, or unsigned values
         that do not fit in int64.
     """
-    if type(values) is np.ndarray and values.dtype is _INT64 and values.flags.c_contiguous:
+    if (
+        type(values) is np.ndarray
+        and values.dtype is _INT64
+        and values.flags.c_contiguous
+        and values.flags.writeable
+    ):
         return values  # the common case, already what the kernels take: nothing to check
     torch = sys.modules.get("torch")
     if (  # the engines' case: a contiguous CPU int64 tensor, viewed without a copy
@@ -141,6 +147,8 @@ def as_int64_array(
         raise error(f"{name} holds {int(values.max())}, which does not fit in int64")
     if values.dtype != np.int64 or not values.flags.c_contiguous:
         values = np.ascontiguousarray(values, dtype=np.int64)
+    if not values.flags.writeable:
+        values = values.copy()
     return values
 
 

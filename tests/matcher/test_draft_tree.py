@@ -617,6 +617,65 @@ def test_row_strided_numpy_views(compiled, batcher):
     assert (wide[:, W:] == SENTINEL).all() and (wide[n:] == SENTINEL).all()
 
 
+def test_strided_rows_and_read_only_links_add_no_kernel_specialization(compiled, batcher):
+    # The kernels are compiled for C-contiguous, writable arrays (what warm_up compiles): a
+    # strided bitmask is written through a contiguous copy and read-only links are copied,
+    # instead of numba compiling each kernel again (tens of seconds at the first call).
+    from treegram.kernels import _forced, _rows, _tree
+    from treegram.matcher import extend_draft_trees
+
+    rng = np.random.default_rng(24)
+    ms, nt, ns, draft, expected = _small_case(compiled, rng)
+    b, n = len(ms), nt.shape[1]
+    m = b * (n + 2)  # the forced extensions' rows: N + budget per request
+    read_only = [a.copy() for a in (nt, ns, draft)]
+    for a in read_only:
+        a.flags.writeable = False
+
+    def calls(links, rows):
+        """Every bitmask-writing call, into ``rows(k)``: a bitmask view of k rows."""
+        out = {}
+        last = np.empty(b, dtype=np.int64)  # runs the unfilled-rows kernel too
+        batcher.batch_traverse_draft_tree(ms, *links, rows(b * n), last_nodes=last)
+        out["batch traverse"] = rows(b * n).copy()
+        assert ms[0].traverse_draft_tree(links[0][0], links[1][0], links[2][0], rows(n))
+        out["traverse"] = rows(n).copy()
+        batcher.batch_fill_next_token_bitmask(ms, rows(b))
+        out["batch fill"] = rows(b).copy()
+        for i, matcher in enumerate(ms):
+            matcher.fill_next_token_bitmask(rows(b), i)
+        out["fill"] = rows(b).copy()
+        ext = extend_draft_trees(ms, *links, budget=2, token_bitmask=rows(m), batch=batcher)
+        out["extend"] = (rows(m).copy(), ext.draft_tokens)
+        return out
+
+    plain = np.full((m, W), SENTINEL, dtype=np.int32)
+    want = calls((nt, ns, draft), lambda k: plain[:k])
+    np.testing.assert_array_equal(want["batch traverse"], expected)
+    kernels = [
+        kernels_batch.fill_slot,
+        kernels_batch.traverse_slot,
+        kernels_batch.batch_fill,
+        kernels_batch.batch_traverse,
+        _rows.batch_unfilled_rows,
+        _forced.batch_extend,
+        _tree.check_tree_input,
+        _tree.check_trees,
+    ]
+    compiled_for = {k: set(k.signatures) for k in kernels}
+    big = np.full((2 * m, W), SENTINEL, dtype=np.int32)  # every other row: a strided view
+    got = calls(read_only, lambda k: big[: 2 * k : 2])
+    assert (big[1::2] == SENTINEL).all()
+    for name, rows in want.items():
+        if name == "extend":
+            np.testing.assert_array_equal(got[name][0], rows[0])
+            np.testing.assert_array_equal(got[name][1], rows[1])
+        else:
+            np.testing.assert_array_equal(got[name], rows, err_msg=name)
+    for k in kernels:
+        assert set(k.signatures) == compiled_for[k], k.py_func.__name__
+
+
 def _bad_buffers(rows):
     wide = np.full((rows, 2 * W), SENTINEL, dtype=np.int32)
     ro = np.full((rows, W), SENTINEL, dtype=np.int32)

@@ -26,7 +26,7 @@ from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK, TIMEOUT, same_words
 from ..kernels import batch as _batch
 from ..kernels import rows as _rows
 from ..pool import MAX_THREADS_LIMIT, WorkerPool
-from ._bitmask import BitmaskViewCache
+from ._bitmask import BitmaskViewCache, ContiguousRows
 from ._matcher import (
     _BATCH_HELD,
     _TOKEN,
@@ -577,19 +577,22 @@ class BatchGrammarMatcher:
         self._check_not_stopped(matchers, mslots)
         _close_spent_budgets(matchers, flags)
         status = np.zeros(b, dtype=np.int64)
+        with ContiguousRows(out, out.shape[0]) as words:
 
-        def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-            _batch.batch_fill(
-                GRAMMARS.table, MATCHERS.table, gslots, mslots, rows, out, status, start, stop
+            def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
+                _batch.batch_fill(
+                    GRAMMARS.table, MATCHERS.table, gslots, mslots, rows, words, status, start, stop
+                )
+
+            self._run(kernel, b, words.shape[1])
+            self._retry(
+                matchers,
+                np.arange(b),
+                status,
+                lambda k: self._run_one(
+                    _batch.batch_fill, (gslots, mslots, rows, words, status), k
+                ),
             )
-
-        self._run(kernel, b, out.shape[1])
-        self._retry(
-            matchers,
-            np.arange(b),
-            status,
-            lambda k: self._run_one(_batch.batch_fill, (gslots, mslots, rows, out, status), k),
-        )
 
     @_StaticOrBound
     @_claiming(1)
@@ -913,108 +916,119 @@ class BatchGrammarMatcher:
         out = self._views.view(token_bitmask, vocab, "token_bitmask")
         if out.shape[0] < b * n:
             raise BitmaskError(f"token_bitmask needs B * N = {b * n} rows, got {out.shape[0]}")
-        if last_nodes is not None:
-            last_nodes = _last_nodes_array(last_nodes, k)
-        if k == 0:
-            return []
-        status = np.zeros(k, dtype=np.int64)
-        tree = (next_token, next_sibling, draft)  # a kernels.layout.Tree
-        args = (tree, out, (requests, roots, status), vocab)
-        post = None  # the unfilled-rows pass, run in the same chunks as the traversal
-        if unfilled_rows or last_nodes is not None:
-            post = (
-                MATCHERS.table,
-                mslots,
-                tree,
-                out,
-                (requests, roots),
-                vocab,
-                unfilled_rows,
-                _NO_LAST if last_nodes is None else last_nodes,
-            )
-
-        code = 0  # a fused call's: minus its unfinished walks, or a tree input error
-        if fused:  # the kernel called here, not through a closure (a frame less)
-            walk = _traverse_walk(n, deadline)
-            REGISTRY_LOCK.acquire_read()
-            try:
-                code = _batch.batch_traverse(
-                    GRAMMARS.table, MATCHERS.table, gslots, mslots, *args, walk, check, True, 0, k
-                )
-                if code == 0 and post is not None:
-                    _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], _rows_scratch(n), 0, k)
-            finally:
-                REGISTRY_LOCK.release_read()
-            if code > 0:
-                raise_tree_input(code, check[2], draft, vocab)
-        else:
-
-            def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
-                _batch.batch_traverse(
-                    GRAMMARS.table,
+        # rows apart in memory are written through a contiguous copy (see ContiguousRows)
+        with ContiguousRows(out, b * n) as out:
+            if last_nodes is not None:
+                last_nodes = _last_nodes_array(last_nodes, k)
+            if k == 0:
+                return []
+            status = np.zeros(k, dtype=np.int64)
+            tree = (next_token, next_sibling, draft)  # a kernels.layout.Tree
+            args = (tree, out, (requests, roots, status), vocab)
+            post = None  # the unfilled-rows pass, run in the same chunks as the traversal
+            if unfilled_rows or last_nodes is not None:
+                post = (
                     MATCHERS.table,
-                    gslots,
                     mslots,
-                    *args,
-                    _traverse_walk(n, deadline),
-                    check,
-                    False,
-                    start,
-                    stop,
+                    tree,
+                    out,
+                    (requests, roots),
+                    vocab,
+                    unfilled_rows,
+                    _NO_LAST if last_nodes is None else last_nodes,
                 )
-                if post is not None:
-                    _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
 
-            self._run(kernel, k, words)
-        # the common case: every walk finished in the kernel (a fused call counts the
-        # others; count_nonzero costs a third of any())
-        if flags is None and (code == 0 if fused else not np.count_nonzero(status)):
-            return [True] * k
-        # these get the unfilled-rows pass (again): the unfinished ones, and all of them
-        # after a fused call that left some unfinished (it ran the pass for none)
-        redo = np.arange(k) if fused and code != 0 else np.flatnonzero(status)
-        self._retry(
-            matchers,
-            requests,
-            status,
-            lambda j: self._run_one(
-                _batch.batch_traverse,
-                (gslots, mslots, *args, _traverse_walk(n, deadline), check, False),
-                j,
-            ),
-            extra_bytes=None,
-            deadline=deadline,
-        )
-        counted = None
-        if flags is not None:
-            counted = (flags[requests] & (KEY_COUNTED >> 61)) != 0
-        # a request that timed out still gets its root's row, the current mask, when that
-        # needs no classification past the deadline (GrammarMatcher._fill_root_row);
-        # budgeted matchers are walked again below
-        timed_out = status == TIMEOUT
-        if counted is not None:
-            timed_out &= ~counted
-        for j in np.flatnonzero(timed_out).tolist():
-            r = int(requests[j])
-            matchers[r]._fill_root_row(out, r * n + int(roots[j]), deadline)
-        # token budgets close occurrences between the nodes of a tree, which the batch
-        # kernel does not do: those matchers walk their trees node by node
-        if counted is not None and counted.any():
-            redo = np.union1d(redo, np.flatnonzero(counted))
-            for j in np.flatnonzero(counted).tolist():
+            code = 0  # a fused call's: minus its unfinished walks, or a tree input error
+            if fused:  # the kernel called here, not through a closure (a frame less)
+                walk = _traverse_walk(n, deadline)
+                REGISTRY_LOCK.acquire_read()
+                try:
+                    code = _batch.batch_traverse(
+                        GRAMMARS.table,
+                        MATCHERS.table,
+                        gslots,
+                        mslots,
+                        *args,
+                        walk,
+                        check,
+                        True,
+                        0,
+                        k,
+                    )
+                    if code == 0 and post is not None:
+                        _rows.batch_unfilled_rows(MATCHERS.table, *post[1:], _rows_scratch(n), 0, k)
+                finally:
+                    REGISTRY_LOCK.release_read()
+                if code > 0:
+                    raise_tree_input(code, check[2], draft, vocab)
+            else:
+
+                def kernel(start: int, stop: int) -> None:  # runs under the registry read lock
+                    _batch.batch_traverse(
+                        GRAMMARS.table,
+                        MATCHERS.table,
+                        gslots,
+                        mslots,
+                        *args,
+                        _traverse_walk(n, deadline),
+                        check,
+                        False,
+                        start,
+                        stop,
+                    )
+                    if post is not None:
+                        _rows.batch_unfilled_rows(*post, _rows_scratch(n), start, stop)
+
+                self._run(kernel, k, words)
+            # the common case: every walk finished in the kernel (a fused call counts the
+            # others; count_nonzero costs a third of any())
+            if flags is None and (code == 0 if fused else not np.count_nonzero(status)):
+                return [True] * k
+            # these get the unfilled-rows pass (again): the unfinished ones, and all of them
+            # after a fused call that left some unfinished (it ran the pass for none)
+            redo = np.arange(k) if fused and code != 0 else np.flatnonzero(status)
+            self._retry(
+                matchers,
+                requests,
+                status,
+                lambda j: self._run_one(
+                    _batch.batch_traverse,
+                    (gslots, mslots, *args, _traverse_walk(n, deadline), check, False),
+                    j,
+                ),
+                extra_bytes=None,
+                deadline=deadline,
+            )
+            counted = None
+            if flags is not None:
+                counted = (flags[requests] & (KEY_COUNTED >> 61)) != 0
+            # a request that timed out still gets its root's row, the current mask, when that
+            # needs no classification past the deadline (GrammarMatcher._fill_root_row);
+            # budgeted matchers are walked again below
+            timed_out = status == TIMEOUT
+            if counted is not None:
+                timed_out &= ~counted
+            for j in np.flatnonzero(timed_out).tolist():
                 r = int(requests[j])
-                m = matchers[r]
-                t = r if next_token.shape[0] > 1 else 0
-                rows = out[r * n : (r + 1) * n]
-                rows[:] = 0
-                done = m._traverse_by_steps(
-                    next_token[t], next_sibling[t], draft[r], rows, int(roots[j]), deadline
-                )
-                status[j] = 0 if done else 1
-        if post is not None:
-            for j in redo.tolist():
-                self._run_one_rows(post, n, j)
-        return (status == 0).tolist()
+                matchers[r]._fill_root_row(out, r * n + int(roots[j]), deadline)
+            # token budgets close occurrences between the nodes of a tree, which the batch
+            # kernel does not do: those matchers walk their trees node by node
+            if counted is not None and counted.any():
+                redo = np.union1d(redo, np.flatnonzero(counted))
+                for j in np.flatnonzero(counted).tolist():
+                    r = int(requests[j])
+                    m = matchers[r]
+                    t = r if next_token.shape[0] > 1 else 0
+                    rows = out[r * n : (r + 1) * n]
+                    rows[:] = 0
+                    done = m._traverse_by_steps(
+                        next_token[t], next_sibling[t], draft[r], rows, int(roots[j]), deadline
+                    )
+                    status[j] = 0 if done else 1
+            if post is not None:
+                for j in redo.tolist():
+                    self._run_one_rows(post, n, j)
+            return (status == 0).tolist()
 
     def _check_scratch(self, n: int) -> tuple:
         """This thread's scratch for the tree checks (kept per thread: an instance serves

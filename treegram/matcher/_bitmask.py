@@ -340,6 +340,37 @@ class BitmaskViewCache:
         return arr
 
 
+class ContiguousRows:
+    """Context manager giving the first ``rows`` rows of a validated bitmask view as a
+    C-contiguous array for the kernels: the view itself when it is one, else a copy, written
+    back into the view on exit (an exception included, so the view ends as a direct write
+    would have left it).
+
+    The kernels are compiled for C-contiguous bitmasks only. A view whose rows lie apart in
+    memory (the rows of a wider buffer) then costs a copy per call instead of a second numba
+    specialization of every kernel it reaches: tens of seconds of JIT at its first use.
+    """
+
+    __slots__ = ("_view", "_rows", "_staged")
+
+    def __init__(self, view: np.ndarray, rows: int) -> None:
+        self._view = view
+        self._rows = rows
+        self._staged: np.ndarray | None = None
+
+    def __enter__(self) -> np.ndarray:
+        view = self._view
+        if view.flags.c_contiguous:
+            return view
+        self._staged = np.ascontiguousarray(view[: self._rows])
+        return self._staged
+
+    def __exit__(self, *exc: object) -> None:
+        if self._staged is not None:
+            self._view[: self._rows] = self._staged
+            self._staged = None
+
+
 def check_row_index(index: Any, rows: int, name: str = "index") -> int:
     """Return ``index`` as an int if ``0 <= index < rows``.
 

@@ -46,7 +46,7 @@ from ..errors import ArgumentError, BitmaskError, DraftTreeError
 from ..kernels import GRAMMARS, MATCHERS, REGISTRY_LOCK, layout
 from ..kernels import forced as _forced
 from ._batch import BatchGrammarMatcher, _check_distinct, _claiming, _hold, _slot_arrays
-from ._bitmask import as_bitmask_array
+from ._bitmask import ContiguousRows, as_bitmask_array
 from ._matcher import KEY_COUNTED, GrammarMatcher, _is_token_id
 from ._tree_input import as_index_array, check_draft_input, link_arrays
 
@@ -337,48 +337,50 @@ def extend_draft_trees(
     # (a round leaves its last max_len bytes to the next one when the scratch cuts it).
     fb_len = max(2 * max_len + 1, min(_FORCED_BYTES, most * max_len + 1))
     words_per_item = m * (words if with_masks else 1)
-    tree = (next_token, next_sibling, draft)
-    outputs = (trees, out, with_masks)
-    jobs = (roots, budgets, per_leaf, result)
+    # rows apart in memory are written through a contiguous copy (see ContiguousRows)
+    with ContiguousRows(out, b * m if with_masks else 0) as out:
+        tree = (next_token, next_sibling, draft)
+        outputs = (trees, out, with_masks)
+        jobs = (roots, budgets, per_leaf, result)
 
-    def run(start: int, stop: int) -> int:  # under the registry read lock
-        # the scratch's last array is the single-choice mask row (used without masks, rarely)
-        scratch = _scratch(m + 1, fb_len, max(words, 1))
-        return _forced.batch_extend(
-            GRAMMARS.table,
-            MATCHERS.table,
-            gslots,
-            mslots,
-            trie,
-            tree,
-            outputs,
-            jobs,
-            vocab,
-            scratch,
-            start,
-            stop,
-        )
+        def run(start: int, stop: int) -> int:  # under the registry read lock
+            # the scratch's last array is the single-choice mask row (used without masks, rarely)
+            scratch = _scratch(m + 1, fb_len, max(words, 1))
+            return _forced.batch_extend(
+                GRAMMARS.table,
+                MATCHERS.table,
+                gslots,
+                mslots,
+                trie,
+                tree,
+                outputs,
+                jobs,
+                vocab,
+                scratch,
+                start,
+                stop,
+            )
 
-    if batch is None or batch._inline(b, words_per_item):
-        REGISTRY_LOCK.acquire_read()
-        try:
-            pending = run(0, b)
-        finally:
-            REGISTRY_LOCK.release_read()
-    else:
-        batch._run(run, b, words_per_item)
-        pending = int((result < 0).any())
-    if pending:
-        # Requests that asked for room or classification: resolve, rerun one by one.
-        for k in np.flatnonzero(result < 0):
-            k = int(k)
-            while result[k] < 0:
-                matchers[k]._resolve(int(result[k]), None)
-                REGISTRY_LOCK.acquire_read()
-                try:
-                    run(k, k + 1)
-                finally:
-                    REGISTRY_LOCK.release_read()
+        if batch is None or batch._inline(b, words_per_item):
+            REGISTRY_LOCK.acquire_read()
+            try:
+                pending = run(0, b)
+            finally:
+                REGISTRY_LOCK.release_read()
+        else:
+            batch._run(run, b, words_per_item)
+            pending = int((result < 0).any())
+        if pending:
+            # Requests that asked for room or classification: resolve, rerun one by one.
+            for k in np.flatnonzero(result < 0):
+                k = int(k)
+                while result[k] < 0:
+                    matchers[k]._resolve(int(result[k]), None)
+                    REGISTRY_LOCK.acquire_read()
+                    try:
+                        run(k, k + 1)
+                    finally:
+                        REGISTRY_LOCK.release_read()
     return ExtendedTrees(trees[0], trees[1], trees[2], trees[3], result, n)
 
 

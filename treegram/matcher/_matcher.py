@@ -40,7 +40,7 @@ from ..kernels import (
     start_chart,
 )
 from ..kernels import batch as _kernels_batch
-from ._bitmask import BitmaskViewCache, check_row_index
+from ._bitmask import BitmaskViewCache, ContiguousRows, check_row_index
 from ._budgets import budget_table
 from ._captures import capture_table
 from ._temperature import (
@@ -965,6 +965,8 @@ class GrammarMatcher:
         try:
             arr = self._views.view(bitmask, self._vocab_size)
             r = check_row_index(index, arr.shape[0])
+            if not arr.flags.c_contiguous:  # one row of it is (see ContiguousRows)
+                arr, r = arr[r : r + 1], 0
             if self._meta_mv[M_STOPPED]:
                 raise MatcherStateError(
                     "the matcher accepted a stop token; roll back or reset before asking for a mask"
@@ -1238,6 +1240,7 @@ class GrammarMatcher:
             key is not None
             and temps is None
             and self._counted is None
+            and out.flags.c_contiguous  # else written through a copy (ContiguousRows)
             and _shares(retrieve_next_token, next_token)
             and _shares(retrieve_next_sibling, next_sibling)
             and _shares(draft_tokens, draft)
@@ -1252,7 +1255,8 @@ class GrammarMatcher:
                 key,
                 ((next_token, next_sibling, draft), out, n),
             )
-        done = self._traverse(next_token, next_sibling, draft, out, root_position, deadline)
+        with ContiguousRows(out, n) as rows:
+            done = self._traverse(next_token, next_sibling, draft, rows, root_position, deadline)
         if temps is not None:
             temps[:n] = -1.0
             if done:

@@ -447,11 +447,13 @@ def _batch_matcher() -> BatchGrammarMatcher:
 
 
 def _no_siblings(b: int, s: int) -> np.ndarray:
-    """int64 [b, s] of -1 (chains have no siblings), made once per shape (read only)."""
+    """int64 [b, s] of -1 (chains have no siblings), made once per shape. Writable, though
+    nothing writes it: the kernels are compiled for writable arrays, and a read-only one
+    would be a second numba specialization of the traversal (tens of seconds of JIT at
+    the first speculative step)."""
     arr = _siblings.get((b, s))
     if arr is None:
         arr = np.full((b, s), -1, dtype=np.int64)
-        arr.flags.writeable = False
         if len(_siblings) > 64:
             _siblings.clear()
         _siblings[(b, s)] = arr
