@@ -605,7 +605,8 @@ def test_grouped_slice_walk_equals_the_slice_dfa_walk(info):
 def test_grouped_tries_are_built_after_a_costly_walk(info, monkeypatch):
     """A long bounded string's first slice walk (of the whole trie) notes its byte
     grouping; the next walks of that grouping (later positions) build the grouped trie and
-    walk it, each with the plain trie walk's class."""
+    walk it, each with the plain trie walk's class (checked at the first walks, the last
+    and every 8th: the plain walk of the whole vocabulary takes 20 ms a state)."""
     from treegram.compiler import _mask_store
 
     monkeypatch.setattr(_mask_store, "_GROUPED_AFTER_NS", 0)  # (a walk's time: the machine's)
@@ -628,7 +629,8 @@ def test_grouped_tries_are_built_after_a_costly_walk(info, monkeypatch):
         walked = store._slice_dfa_walk(s, context)
         if walked is None:
             continue
-        _assert_plain(compiled, s, walked, s)
+        if len(built) < 16 or len(built) % 8 == 0 or s == compiled.automaton.n_states - 1:
+            _assert_plain(compiled, s, walked, s)
         built.append(len(store._shared._grouped))
     # (every state here, those inside a character and the last positions too: a few groupings)
     assert built[0] == 0 and 1 <= built[-1] <= 8 and len(built) >= 20
