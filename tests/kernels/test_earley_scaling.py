@@ -29,7 +29,7 @@ def chart_shape(grammar: str, data: bytes) -> tuple[int, int]:
     while start_chart(ab, items_s, items_o, set_starts, text) == OVERFLOW:
         grown = 2 * items_s.size
         items_s, items_o = np.resize(items_s, grown), np.resize(items_o, grown)
-    buf = np.frombuffer(data, dtype=np.uint8)
+    buf = np.frombuffer(bytearray(data), dtype=np.uint8)  # writable, as the matcher's
     while True:  # sets above the top are scratch, so a retry after growing starts over
         top = accept_bytes(ab, items_s, items_o, set_starts, text, 0, buf, 0, buf.size)
         if top != OVERFLOW:
