@@ -117,13 +117,10 @@ def as_int64_array(
         make an object array, included), a tensor that is not on the CPU, or unsigned values
         that do not fit in int64.
     """
-    if (
-        type(values) is np.ndarray
-        and values.dtype is _INT64
-        and values.flags.c_contiguous
-        and values.flags.writeable
-    ):
-        return values  # the common case, already what the kernels take: nothing to check
+    if type(values) is np.ndarray and values.dtype is _INT64:
+        flags = values.flags  # (a new object at each access)
+        if flags.c_contiguous and flags.writeable:
+            return values  # the common case, already what the kernels take: nothing to check
     torch = sys.modules.get("torch")
     if (  # the engines' case: a contiguous CPU int64 tensor, viewed without a copy
         torch is not None
