@@ -35,9 +35,9 @@ import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._earley import closure_one, scan_one, unpack
-from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT, Chart
-from ._slices import bytes_off_loop, loops_below
+from ._earley import closure, scan_byte, unpack
+from ._layout import OVER_BUDGET, OVERFLOW, PACK_N_CLASSES, REJECT, TIMEOUT, Chart
+from ._slices import loops_below
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TEXT = np.zeros(0, dtype=np.int64)  # the scratch chart's: no text before the seed
@@ -98,8 +98,13 @@ def _unique_ends(state_final, chart, pos):
     return False
 
 
-@njit(nogil=True, cache=True)
-def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, limits, skip, loops):
+# Without reference counting (it allocates nothing: its scratch comes in ``walk_arrays``),
+# so the Earley scan is inlined into the walk's loop: a counted walk called it out of line,
+# and every field of the automaton it read took a count (half of a walk's time).
+@njit(nogil=True, cache=True, _nrt=False)
+def classify_state(
+    ab, state, context, n_top, follow, trie, chart_arrays, out, limits, skip, loops, walk_arrays
+):
     """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
 
     Parameters
@@ -145,6 +150,8 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
         need where ``loop_known`` is 0). When a state of the set read so far loops on every
         byte below a node, every token there is read staying in it: the subtree is ACCEPTED
         whole.
+    walk_arrays : tuple
+        Scratch of the walk (``new_walk_arrays``), any content.
 
     Returns
     -------
@@ -182,14 +189,15 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     set_starts[base] = n
     items_s[n] = state
     items_o[n] = base - 1
-    n = closure_one(A, chart, np.int64(base), np.int64(n), n + 1)  # no literal variant
+    n = closure(A, chart, np.int64(base), np.int64(n), n + 1)
     if n < 0:
         return n, 0, 0
     set_starts[base + 1] = n
     # The byte classes some seed item reads: a first byte outside them fails (REJECT, and
     # never UNCERTAIN: nothing has ended before it), so its whole subtree is skipped without
     # a scan. The root has a child per first byte; deeper nodes have few children.
-    first = np.zeros(n_classes, dtype=np.bool_)
+    first, ends, unsure, repeats, parent, seen, built = walk_arrays
+    first[:n_classes] = False
     for j in range(set_starts[base], n):
         row = items_s[j] * n_classes
         for c in range(n_classes):
@@ -200,21 +208,22 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     # and their own classification covers every token read after R.
     # unsure[d]: on the path to depth d, R finished after some d' < d bytes and the byte
     # read next may follow R; a token that fails below such a node depends on the callers.
-    ends = np.zeros(set_starts.shape[0], dtype=np.bool_)
-    unsure = np.zeros(set_starts.shape[0], dtype=np.bool_)
+    n_sets = set_starts.shape[0]
+    ends[:n_sets] = False
+    unsure[:n_sets] = False
     # repeats[d]: a unique rule completed on the path to depth d: a token read through it
     # is UNCERTAIN where it would be ACCEPTED. A completion in the seed's own set was
     # checked on the real chart already, but in a context it stepped every caller, where
     # the chart may have stepped only some: there, it counts too.
-    repeats = np.zeros(set_starts.shape[0], dtype=np.bool_)
+    repeats[:n_sets] = False
     repeats[0] = unique and base > 1 and _unique_ends(state_final, chart, np.int64(base))
     # A scan depends on the byte's class only, so siblings of one class share its outcome.
     # parent[d] stamps the set the depth-d nodes are read from (a new stamp each time that
     # set is rebuilt); seen[d * n_classes + c] is +stamp after class c was read from it, and
     # -stamp after it was rejected; built[d] is the class whose set lies at depth d now.
-    parent = np.zeros(set_starts.shape[0], dtype=np.int32)
-    seen = np.zeros(set_starts.shape[0] * n_classes, dtype=np.int32)
-    built = np.full(set_starts.shape[0], -1, dtype=np.int32)
+    parent[:n_sets] = 0
+    seen[: n_sets * n_classes] = 0
+    built[:n_sets] = -1
     stamps = 1
     parent[1] = 1
     n_acc = 0
@@ -256,7 +265,7 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
         elif seen[memo] == parent[d] and built[d] == c:
             st = 0  # the set at depth d is this class's already: keep it and its subtree memo
         else:
-            st = scan_one(A, chart, base - 1 + d, b)
+            st = scan_byte(A, chart, base - 1 + d, b)
             if st == OVERFLOW:
                 return OVERFLOW, 0, 0
             if st == REJECT:
@@ -297,7 +306,7 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     return 0, n_acc, n_unc
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def _set_loops_below(
     suffix_bits, loop_off, loop_known, byte_class, n_classes, trans, items_s, lo, hi, k
 ):
@@ -305,12 +314,33 @@ def _set_loops_below(
     below trie node ``k`` (its off-loop bytes filled in on first need)."""
     for j in range(lo, hi):
         x = items_s[j]
-        if loop_known[x] == 0:
-            loop_off[x, :] = bytes_off_loop(byte_class, np.int64(n_classes), trans, np.int64(x))[0]
+        if loop_known[x] == 0:  # (kernels.bytes_off_loop's bits, without allocating)
+            for w in range(4):
+                loop_off[x, w] = 0
+            for b in range(256):
+                if trans[x * n_classes + byte_class[b]] != x:
+                    loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
             loop_known[x] = 1
         if loops_below(suffix_bits, k, loop_off, x):
             return True
     return False
+
+
+def new_walk_arrays(n_sets: int, n_classes: int) -> tuple:
+    """Scratch of ``classify_state`` for a chart of ``n_sets`` sets and an automaton of
+    ``n_classes`` byte classes: the seed's first byte classes, then per set whether the rule
+    may have ended, whether a token failing there is uncertain, whether a unique rule
+    completed, its parent stamp, the classes read from it (by stamp) and the class built
+    there."""
+    return (
+        np.empty(n_classes, dtype=np.bool_),
+        np.empty(n_sets, dtype=np.bool_),
+        np.empty(n_sets, dtype=np.bool_),
+        np.empty(n_sets, dtype=np.bool_),
+        np.empty(n_sets, dtype=np.int32),
+        np.empty(n_sets * n_classes, dtype=np.int32),
+        np.empty(n_sets, dtype=np.int32),
+    )
 
 
 def classify(
@@ -351,6 +381,7 @@ def classify(
     cap = 1024
     clock = np.zeros(2, dtype=np.int64)
     set_starts = np.zeros(int(max_len) + 4 + context.shape[0], dtype=np.int32)
+    walk_arrays = new_walk_arrays(set_starts.shape[0], int(packed[PACK_N_CLASSES]))
     while True:
         items_s = np.zeros(cap, dtype=np.int32)
         items_o = np.zeros(cap, dtype=np.int32)
@@ -366,6 +397,7 @@ def classify(
             (budget, deadline, clock),
             skip,
             loops,
+            walk_arrays,
         )
         if st == OVER_BUDGET:
             return None
