@@ -210,8 +210,8 @@ def _digest(kind: int, accepted: np.ndarray, uncertain: np.ndarray) -> bytes:
     of its class. The stored form follows from the set alone, so equal classes get equal
     keys; a short list hashes in microseconds where the bitset would take tens."""
     h = hashlib.blake2b(bytes((kind,)), digest_size=16)
-    h.update(accepted.tobytes())
-    h.update(uncertain.tobytes())
+    h.update(accepted)  # (contiguous arrays: their bytes, without a copy)
+    h.update(uncertain)
     return h.digest()
 
 
@@ -255,7 +255,9 @@ class MaskStore:
         self._sorted_vocab = sorted_vocab
         self._shared = class_cache_for(sorted_vocab)
         self._n_rules = automaton.n_rules
-        self._slice_reps = None  # joint byte classes of the slice DFA and the automaton
+        # (slice DFA, joint byte classes of it and the automaton, packed automaton): see
+        # _slice_arguments
+        self._slice_args: tuple | None = None
         # restricted slices by their excluded characters: (slice DFA, its byte classes)
         self._restricted: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         self._loop_arrays: tuple | None = None  # see _loops
@@ -682,7 +684,8 @@ class MaskStore:
             encoded = (KIND_BITSET, bitset, uncertain)
         else:
             if n_accepted == accepted.shape[0]:  # every accepted token was walked
-                ids = np.sort(self._sorted_vocab.token_ids[accepted]).astype(np.int32)
+                ids = self._sorted_vocab.token_ids[accepted].astype(np.int32, copy=False)
+                ids.sort()
             else:  # others too: read them off the bitset
                 ids = bitset_positions(bitset)
             encoded = (KIND_LIST, ids, uncertain)
@@ -830,11 +833,13 @@ class MaskStore:
         ``reads_string_text`` take before the state: the whole JSON string slice's DFA, one
         byte of each class of bytes that neither that DFA nor this automaton tells apart,
         then the packed automaton."""
-        a = self._automaton_arrays
-        whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
-        if self._slice_reps is None:
-            self._slice_reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
-        return whole.dfa, self._slice_reps, self._packed
+        found = self._slice_args
+        if found is None:  # (asked of every new state: built once)
+            a = self._automaton_arrays
+            whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
+            reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
+            found = self._slice_args = (whole.dfa, reps, self._packed)
+        return found
 
     def _string_slice(
         self, s: int, context: tuple, deadline: int = 0

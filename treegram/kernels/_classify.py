@@ -31,6 +31,8 @@ nodes instead of every token.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numba import njit
 
@@ -151,7 +153,8 @@ def classify_state(
         byte below a node, every token there is read staying in it: the subtree is ACCEPTED
         whole.
     walk_arrays : tuple
-        Scratch of the walk (``new_walk_arrays``), any content.
+        Scratch of the walk (``new_walk_arrays`` for at least as many sets as
+        ``set_starts`` has entries and as many byte classes as the automaton), any content.
 
     Returns
     -------
@@ -160,7 +163,6 @@ def classify_state(
         (retry with larger arrays), OVER_BUDGET or TIMEOUT.
     """
     A = unpack(ab)
-    # locals: with reference counting on, a field read in a loop may take a count
     byte_class = A.byte_class
     n_classes = A.n_classes
     trans = A.trans
@@ -343,6 +345,39 @@ def new_walk_arrays(n_sets: int, n_classes: int) -> tuple:
     )
 
 
+class _Buffers:
+    """``classify``'s buffers of one thread, kept from call to call (allocating the token
+    arrays and the walk's scratch cost a quick walk about as much as the walk itself): the
+    ACCEPTED and UNCERTAIN positions, the chart's items and ``new_walk_arrays``, each grown
+    to the largest call's needs. A walk reads none of their content."""
+
+    def __init__(self) -> None:
+        self.acc = self.unc = np.empty(0, dtype=np.int32)
+        self.items_s = np.empty(1024, dtype=np.int32)
+        self.items_o = np.empty(1024, dtype=np.int32)
+        self.n_sets = self.n_classes = 0
+        self.walk_arrays = new_walk_arrays(0, 0)
+
+
+_THREAD = threading.local()  # .buffers: this thread's _Buffers (the walks release the GIL)
+
+
+def _buffers(n_tokens: int, n_sets: int, n_classes: int) -> _Buffers:
+    """This thread's buffers, grown for ``n_tokens`` tokens and a walk of ``n_sets`` sets
+    over ``n_classes`` byte classes."""
+    found = getattr(_THREAD, "buffers", None)
+    if found is None:
+        found = _THREAD.buffers = _Buffers()
+    if found.acc.shape[0] < n_tokens:
+        found.acc = np.empty(n_tokens, dtype=np.int32)
+        found.unc = np.empty(n_tokens, dtype=np.int32)
+    if found.n_sets < n_sets or found.n_classes < n_classes:
+        found.n_sets = max(found.n_sets, n_sets)
+        found.n_classes = max(found.n_classes, n_classes)
+        found.walk_arrays = new_walk_arrays(found.n_sets, found.n_classes)
+    return found
+
+
 def classify(
     packed: np.ndarray,
     state: int,
@@ -376,15 +411,12 @@ def classify(
     uncertain : int32 [n_unc]
         Positions of the UNCERTAIN tokens, increasing. Every other token is REJECTED.
     """
-    acc = np.empty(n_tokens, dtype=np.int32)
-    unc = np.empty(n_tokens, dtype=np.int32)
-    cap = 1024
     clock = np.zeros(2, dtype=np.int64)
     set_starts = np.zeros(int(max_len) + 4 + context.shape[0], dtype=np.int32)
-    walk_arrays = new_walk_arrays(set_starts.shape[0], int(packed[PACK_N_CLASSES]))
+    buffers = _buffers(n_tokens, set_starts.shape[0], int(packed[PACK_N_CLASSES]))
+    acc, unc, walk_arrays = buffers.acc, buffers.unc, buffers.walk_arrays
     while True:
-        items_s = np.zeros(cap, dtype=np.int32)
-        items_o = np.zeros(cap, dtype=np.int32)
+        items_s, items_o = buffers.items_s, buffers.items_o
         st, n_acc, n_unc = classify_state(
             packed,
             state,
@@ -405,4 +437,5 @@ def classify(
             raise DeadlineExceededError
         if st != OVERFLOW:
             return acc[:n_acc].copy(), unc[:n_unc].copy()
-        cap *= 4
+        buffers.items_s = np.empty(4 * items_s.shape[0], dtype=np.int32)
+        buffers.items_o = np.empty(4 * items_o.shape[0], dtype=np.int32)
