@@ -107,6 +107,9 @@ _GROUPED_AFTER_NS = 1_500_000
 # A context class is refined from its state's own class (only the own class's UNCERTAIN
 # tokens walked) when that class leaves at most this many uncertain.
 REFINE_MAX_UNCERTAIN = 16384
+# Classes whose refinement parts (bitset, uncertain tokens and their trie: up to a few hundred
+# KB) a store keeps for the next contexts (MaskStore._refine_parts).
+_REFINE_PARTS_KEPT = 8
 
 
 # Slice tokens a grammar's store keeps by slice walk key (MaskStore._slice_walk_key), for the
@@ -286,6 +289,7 @@ class MaskStore:
         # canonical context keys (see _canonical_context) -> class; not serialized (sharing
         # only: a loaded store finds its contexts in _contexts)
         self._canonical: dict[tuple[int, ...], int] = {}
+        self._refine_kept: dict[int, tuple] = {}  # class id -> _refine_parts
         self._end_callers: dict[tuple[int, int], int] = {}  # (caller, rule) -> _end_caller
         # (rule of the caller, called rule) -> the first bare-end caller met (see _end_caller)
         self._end_reps: dict[tuple[int, int], int] = {}
@@ -698,21 +702,11 @@ class MaskStore:
         from its own class ``own``: a token ACCEPTED alone is read inside the state's rule
         whatever the callers, and a REJECTED one fails before the rule could end, so only
         the own class's UNCERTAIN tokens are walked, in the context."""
-        _, a_off, a_len, u_off, u_len = (int(v) for v in self._cls_meta[own])
         sv = self._sorted_vocab
-        # positions_to_bitset takes read-only ids and base, as everywhere (one specialization)
-        if self._cls_meta[own, 0] == KIND_BITSET:
-            base = read_only(self._acc.data[a_off : a_off + a_len].copy())
-            n_base = int(np.bitwise_count(base.view(np.uint32)).sum())
-        else:
-            ids = read_only(self._acc.data[a_off : a_off + a_len])
-            every = np.arange(a_len, dtype=np.int32)
-            base = read_only(positions_to_bitset(ids, every, self._n_words, NO_BASE))
-            n_base = a_len
-        candidates = self._unc.data[u_off : u_off + u_len]
+        base, n_base, candidates, trie = self._refine_parts(own)
         states, n_top, _, _, follow = self._context_of(s, context_key)
+        u_len = candidates.shape[0]
         if u_len:
-            trie = sv.subset_trie(candidates)
             _check_deadline(deadline)
             accepted, uncertain = classify(
                 self._packed,
@@ -731,6 +725,31 @@ class MaskStore:
             accepted = uncertain = _NO_CONTEXT
         bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
         return self._encoded(bitset, n_base + accepted.shape[0], accepted, uncertain)
+
+    def _refine_parts(self, own: int) -> tuple:
+        """(accepted token bitset, its count, uncertain sorted positions, their trie or None)
+        of class ``own``, for :meth:`_refined`; the last _REFINE_PARTS_KEPT classes' are
+        kept (the contexts of a state come one after the other, each refining its class)."""
+        kept = self._refine_kept.get(own)
+        if kept is not None:
+            return kept
+        _, a_off, a_len, u_off, u_len = (int(v) for v in self._cls_meta[own])
+        # positions_to_bitset takes read-only ids and base, as everywhere (one specialization)
+        if self._cls_meta[own, 0] == KIND_BITSET:
+            base = read_only(self._acc.data[a_off : a_off + a_len].copy())
+            n_base = int(np.bitwise_count(base.view(np.uint32)).sum())
+        else:
+            ids = read_only(self._acc.data[a_off : a_off + a_len])
+            every = np.arange(a_len, dtype=np.int32)
+            base = read_only(positions_to_bitset(ids, every, self._n_words, NO_BASE))
+            n_base = a_len
+        # (a copy: the pool is re-allocated as it grows)
+        candidates = self._unc.data[u_off : u_off + u_len].copy()
+        trie = self._sorted_vocab.subset_trie(candidates) if u_len else None
+        if len(self._refine_kept) >= _REFINE_PARTS_KEPT:
+            del self._refine_kept[next(iter(self._refine_kept))]
+        kept = self._refine_kept[own] = (base, n_base, candidates, trie)
+        return kept
 
     def _context_of(self, s: int, context_key: tuple[int, ...]) -> tuple:
         """The classification context of ``s``: ``(states, n_top, chain_targets,
