@@ -107,6 +107,9 @@ _GROUPED_AFTER_NS = 1_500_000
 # A context class is refined from its state's own class (only the own class's UNCERTAIN
 # tokens walked) when that class leaves at most this many uncertain.
 REFINE_MAX_UNCERTAIN = 16384
+# Classes whose refinement parts (bitset, uncertain tokens and their trie: up to a few hundred
+# KB) a store keeps for the next contexts (MaskStore._refine_parts).
+_REFINE_PARTS_KEPT = 8
 
 
 # Slice tokens a grammar's store keeps by slice walk key (MaskStore._slice_walk_key), for the
@@ -210,8 +213,8 @@ def _digest(kind: int, accepted: np.ndarray, uncertain: np.ndarray) -> bytes:
     of its class. The stored form follows from the set alone, so equal classes get equal
     keys; a short list hashes in microseconds where the bitset would take tens."""
     h = hashlib.blake2b(bytes((kind,)), digest_size=16)
-    h.update(accepted.tobytes())
-    h.update(uncertain.tobytes())
+    h.update(accepted)  # (contiguous arrays: their bytes, without a copy)
+    h.update(uncertain)
     return h.digest()
 
 
@@ -255,7 +258,9 @@ class MaskStore:
         self._sorted_vocab = sorted_vocab
         self._shared = class_cache_for(sorted_vocab)
         self._n_rules = automaton.n_rules
-        self._slice_reps = None  # joint byte classes of the slice DFA and the automaton
+        # (slice DFA, joint byte classes of it and the automaton, packed automaton): see
+        # _slice_arguments
+        self._slice_args: tuple | None = None
         # restricted slices by their excluded characters: (slice DFA, its byte classes)
         self._restricted: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         self._loop_arrays: tuple | None = None  # see _loops
@@ -284,6 +289,7 @@ class MaskStore:
         # canonical context keys (see _canonical_context) -> class; not serialized (sharing
         # only: a loaded store finds its contexts in _contexts)
         self._canonical: dict[tuple[int, ...], int] = {}
+        self._refine_kept: dict[int, tuple] = {}  # class id -> _refine_parts
         self._end_callers: dict[tuple[int, int], int] = {}  # (caller, rule) -> _end_caller
         # (rule of the caller, called rule) -> the first bare-end caller met (see _end_caller)
         self._end_reps: dict[tuple[int, int], int] = {}
@@ -682,7 +688,8 @@ class MaskStore:
             encoded = (KIND_BITSET, bitset, uncertain)
         else:
             if n_accepted == accepted.shape[0]:  # every accepted token was walked
-                ids = np.sort(self._sorted_vocab.token_ids[accepted]).astype(np.int32)
+                ids = self._sorted_vocab.token_ids[accepted].astype(np.int32, copy=False)
+                ids.sort()
             else:  # others too: read them off the bitset
                 ids = bitset_positions(bitset)
             encoded = (KIND_LIST, ids, uncertain)
@@ -695,21 +702,11 @@ class MaskStore:
         from its own class ``own``: a token ACCEPTED alone is read inside the state's rule
         whatever the callers, and a REJECTED one fails before the rule could end, so only
         the own class's UNCERTAIN tokens are walked, in the context."""
-        _, a_off, a_len, u_off, u_len = (int(v) for v in self._cls_meta[own])
         sv = self._sorted_vocab
-        # positions_to_bitset takes read-only ids and base, as everywhere (one specialization)
-        if self._cls_meta[own, 0] == KIND_BITSET:
-            base = read_only(self._acc.data[a_off : a_off + a_len].copy())
-            n_base = int(np.bitwise_count(base.view(np.uint32)).sum())
-        else:
-            ids = read_only(self._acc.data[a_off : a_off + a_len])
-            every = np.arange(a_len, dtype=np.int32)
-            base = read_only(positions_to_bitset(ids, every, self._n_words, NO_BASE))
-            n_base = a_len
-        candidates = self._unc.data[u_off : u_off + u_len]
+        base, n_base, candidates, trie = self._refine_parts(own)
         states, n_top, _, _, follow = self._context_of(s, context_key)
+        u_len = candidates.shape[0]
         if u_len:
-            trie = sv.subset_trie(candidates)
             _check_deadline(deadline)
             accepted, uncertain = classify(
                 self._packed,
@@ -728,6 +725,31 @@ class MaskStore:
             accepted = uncertain = _NO_CONTEXT
         bitset = positions_to_bitset(sv.token_ids, accepted, self._n_words, base)
         return self._encoded(bitset, n_base + accepted.shape[0], accepted, uncertain)
+
+    def _refine_parts(self, own: int) -> tuple:
+        """(accepted token bitset, its count, uncertain sorted positions, their trie or None)
+        of class ``own``, for :meth:`_refined`; the last _REFINE_PARTS_KEPT classes' are
+        kept (the contexts of a state come one after the other, each refining its class)."""
+        kept = self._refine_kept.get(own)
+        if kept is not None:
+            return kept
+        _, a_off, a_len, u_off, u_len = (int(v) for v in self._cls_meta[own])
+        # positions_to_bitset takes read-only ids and base, as everywhere (one specialization)
+        if self._cls_meta[own, 0] == KIND_BITSET:
+            base = read_only(self._acc.data[a_off : a_off + a_len].copy())
+            n_base = int(np.bitwise_count(base.view(np.uint32)).sum())
+        else:
+            ids = read_only(self._acc.data[a_off : a_off + a_len])
+            every = np.arange(a_len, dtype=np.int32)
+            base = read_only(positions_to_bitset(ids, every, self._n_words, NO_BASE))
+            n_base = a_len
+        # (a copy: the pool is re-allocated as it grows)
+        candidates = self._unc.data[u_off : u_off + u_len].copy()
+        trie = self._sorted_vocab.subset_trie(candidates) if u_len else None
+        if len(self._refine_kept) >= _REFINE_PARTS_KEPT:
+            del self._refine_kept[next(iter(self._refine_kept))]
+        kept = self._refine_kept[own] = (base, n_base, candidates, trie)
+        return kept
 
     def _context_of(self, s: int, context_key: tuple[int, ...]) -> tuple:
         """The classification context of ``s``: ``(states, n_top, chain_targets,
@@ -830,11 +852,13 @@ class MaskStore:
         ``reads_string_text`` take before the state: the whole JSON string slice's DFA, one
         byte of each class of bytes that neither that DFA nor this automaton tells apart,
         then the packed automaton."""
-        a = self._automaton_arrays
-        whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
-        if self._slice_reps is None:
-            self._slice_reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
-        return whole.dfa, self._slice_reps, self._packed
+        found = self._slice_args
+        if found is None:  # (asked of every new state: built once)
+            a = self._automaton_arrays
+            whole = self._shared.string_slice(self._n_words, self._sorted_vocab.max_len)
+            reps = joint_byte_classes(whole.dfa, a[layout.A_BYTE_CLASS])
+            found = self._slice_args = (whole.dfa, reps, self._packed)
+        return found
 
     def _string_slice(
         self, s: int, context: tuple, deadline: int = 0

@@ -31,13 +31,15 @@ nodes instead of every token.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numba import njit
 
 from ._clock import monotonic_ns
-from ._earley import closure_one, scan_one, unpack
-from ._layout import OVER_BUDGET, OVERFLOW, REJECT, TIMEOUT, Chart
-from ._slices import bytes_off_loop, loops_below
+from ._earley import closure, scan_byte, unpack
+from ._layout import OVER_BUDGET, OVERFLOW, PACK_N_CLASSES, REJECT, TIMEOUT, Chart
+from ._slices import loops_below
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TEXT = np.zeros(0, dtype=np.int64)  # the scratch chart's: no text before the seed
@@ -98,8 +100,13 @@ def _unique_ends(state_final, chart, pos):
     return False
 
 
-@njit(nogil=True, cache=True)
-def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, limits, skip, loops):
+# Without reference counting (it allocates nothing: its scratch comes in ``walk_arrays``),
+# so the Earley scan is inlined into the walk's loop: a counted walk called it out of line,
+# and every field of the automaton it read took a count (half of a walk's time).
+@njit(nogil=True, cache=True, _nrt=False)
+def classify_state(
+    ab, state, context, n_top, follow, trie, chart_arrays, out, limits, skip, loops, walk_arrays
+):
     """Classify every sorted-vocabulary token for ``state`` by a walk of the token trie.
 
     Parameters
@@ -145,6 +152,9 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
         need where ``loop_known`` is 0). When a state of the set read so far loops on every
         byte below a node, every token there is read staying in it: the subtree is ACCEPTED
         whole.
+    walk_arrays : tuple
+        Scratch of the walk (``new_walk_arrays`` for at least as many sets as
+        ``set_starts`` has entries and as many byte classes as the automaton), any content.
 
     Returns
     -------
@@ -153,7 +163,6 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
         (retry with larger arrays), OVER_BUDGET or TIMEOUT.
     """
     A = unpack(ab)
-    # locals: with reference counting on, a field read in a loop may take a count
     byte_class = A.byte_class
     n_classes = A.n_classes
     trans = A.trans
@@ -182,14 +191,15 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     set_starts[base] = n
     items_s[n] = state
     items_o[n] = base - 1
-    n = closure_one(A, chart, np.int64(base), np.int64(n), n + 1)  # no literal variant
+    n = closure(A, chart, np.int64(base), np.int64(n), n + 1)
     if n < 0:
         return n, 0, 0
     set_starts[base + 1] = n
     # The byte classes some seed item reads: a first byte outside them fails (REJECT, and
     # never UNCERTAIN: nothing has ended before it), so its whole subtree is skipped without
     # a scan. The root has a child per first byte; deeper nodes have few children.
-    first = np.zeros(n_classes, dtype=np.bool_)
+    first, ends, unsure, repeats, parent, seen, built = walk_arrays
+    first[:n_classes] = False
     for j in range(set_starts[base], n):
         row = items_s[j] * n_classes
         for c in range(n_classes):
@@ -200,21 +210,22 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     # and their own classification covers every token read after R.
     # unsure[d]: on the path to depth d, R finished after some d' < d bytes and the byte
     # read next may follow R; a token that fails below such a node depends on the callers.
-    ends = np.zeros(set_starts.shape[0], dtype=np.bool_)
-    unsure = np.zeros(set_starts.shape[0], dtype=np.bool_)
+    n_sets = set_starts.shape[0]
+    ends[:n_sets] = False
+    unsure[:n_sets] = False
     # repeats[d]: a unique rule completed on the path to depth d: a token read through it
     # is UNCERTAIN where it would be ACCEPTED. A completion in the seed's own set was
     # checked on the real chart already, but in a context it stepped every caller, where
     # the chart may have stepped only some: there, it counts too.
-    repeats = np.zeros(set_starts.shape[0], dtype=np.bool_)
+    repeats[:n_sets] = False
     repeats[0] = unique and base > 1 and _unique_ends(state_final, chart, np.int64(base))
     # A scan depends on the byte's class only, so siblings of one class share its outcome.
     # parent[d] stamps the set the depth-d nodes are read from (a new stamp each time that
     # set is rebuilt); seen[d * n_classes + c] is +stamp after class c was read from it, and
     # -stamp after it was rejected; built[d] is the class whose set lies at depth d now.
-    parent = np.zeros(set_starts.shape[0], dtype=np.int32)
-    seen = np.zeros(set_starts.shape[0] * n_classes, dtype=np.int32)
-    built = np.full(set_starts.shape[0], -1, dtype=np.int32)
+    parent[:n_sets] = 0
+    seen[: n_sets * n_classes] = 0
+    built[:n_sets] = -1
     stamps = 1
     parent[1] = 1
     n_acc = 0
@@ -256,7 +267,7 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
         elif seen[memo] == parent[d] and built[d] == c:
             st = 0  # the set at depth d is this class's already: keep it and its subtree memo
         else:
-            st = scan_one(A, chart, base - 1 + d, b)
+            st = scan_byte(A, chart, base - 1 + d, b)
             if st == OVERFLOW:
                 return OVERFLOW, 0, 0
             if st == REJECT:
@@ -297,7 +308,7 @@ def classify_state(ab, state, context, n_top, follow, trie, chart_arrays, out, l
     return 0, n_acc, n_unc
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def _set_loops_below(
     suffix_bits, loop_off, loop_known, byte_class, n_classes, trans, items_s, lo, hi, k
 ):
@@ -305,12 +316,66 @@ def _set_loops_below(
     below trie node ``k`` (its off-loop bytes filled in on first need)."""
     for j in range(lo, hi):
         x = items_s[j]
-        if loop_known[x] == 0:
-            loop_off[x, :] = bytes_off_loop(byte_class, np.int64(n_classes), trans, np.int64(x))[0]
+        if loop_known[x] == 0:  # (kernels.bytes_off_loop's bits, without allocating)
+            for w in range(4):
+                loop_off[x, w] = 0
+            for b in range(256):
+                if trans[x * n_classes + byte_class[b]] != x:
+                    loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
             loop_known[x] = 1
         if loops_below(suffix_bits, k, loop_off, x):
             return True
     return False
+
+
+def new_walk_arrays(n_sets: int, n_classes: int) -> tuple:
+    """Scratch of ``classify_state`` for a chart of ``n_sets`` sets and an automaton of
+    ``n_classes`` byte classes: the seed's first byte classes, then per set whether the rule
+    may have ended, whether a token failing there is uncertain, whether a unique rule
+    completed, its parent stamp, the classes read from it (by stamp) and the class built
+    there."""
+    return (
+        np.empty(n_classes, dtype=np.bool_),
+        np.empty(n_sets, dtype=np.bool_),
+        np.empty(n_sets, dtype=np.bool_),
+        np.empty(n_sets, dtype=np.bool_),
+        np.empty(n_sets, dtype=np.int32),
+        np.empty(n_sets * n_classes, dtype=np.int32),
+        np.empty(n_sets, dtype=np.int32),
+    )
+
+
+class _Buffers:
+    """``classify``'s buffers of one thread, kept from call to call (allocating the token
+    arrays and the walk's scratch cost a quick walk about as much as the walk itself): the
+    ACCEPTED and UNCERTAIN positions, the chart's items and ``new_walk_arrays``, each grown
+    to the largest call's needs. A walk reads none of their content."""
+
+    def __init__(self) -> None:
+        self.acc = self.unc = np.empty(0, dtype=np.int32)
+        self.items_s = np.empty(1024, dtype=np.int32)
+        self.items_o = np.empty(1024, dtype=np.int32)
+        self.n_sets = self.n_classes = 0
+        self.walk_arrays = new_walk_arrays(0, 0)
+
+
+_THREAD = threading.local()  # .buffers: this thread's _Buffers (the walks release the GIL)
+
+
+def _buffers(n_tokens: int, n_sets: int, n_classes: int) -> _Buffers:
+    """This thread's buffers, grown for ``n_tokens`` tokens and a walk of ``n_sets`` sets
+    over ``n_classes`` byte classes."""
+    found = getattr(_THREAD, "buffers", None)
+    if found is None:
+        found = _THREAD.buffers = _Buffers()
+    if found.acc.shape[0] < n_tokens:
+        found.acc = np.empty(n_tokens, dtype=np.int32)
+        found.unc = np.empty(n_tokens, dtype=np.int32)
+    if found.n_sets < n_sets or found.n_classes < n_classes:
+        found.n_sets = max(found.n_sets, n_sets)
+        found.n_classes = max(found.n_classes, n_classes)
+        found.walk_arrays = new_walk_arrays(found.n_sets, found.n_classes)
+    return found
 
 
 def classify(
@@ -346,14 +411,12 @@ def classify(
     uncertain : int32 [n_unc]
         Positions of the UNCERTAIN tokens, increasing. Every other token is REJECTED.
     """
-    acc = np.empty(n_tokens, dtype=np.int32)
-    unc = np.empty(n_tokens, dtype=np.int32)
-    cap = 1024
     clock = np.zeros(2, dtype=np.int64)
     set_starts = np.zeros(int(max_len) + 4 + context.shape[0], dtype=np.int32)
+    buffers = _buffers(n_tokens, set_starts.shape[0], int(packed[PACK_N_CLASSES]))
+    acc, unc, walk_arrays = buffers.acc, buffers.unc, buffers.walk_arrays
     while True:
-        items_s = np.zeros(cap, dtype=np.int32)
-        items_o = np.zeros(cap, dtype=np.int32)
+        items_s, items_o = buffers.items_s, buffers.items_o
         st, n_acc, n_unc = classify_state(
             packed,
             state,
@@ -366,6 +429,7 @@ def classify(
             (budget, deadline, clock),
             skip,
             loops,
+            walk_arrays,
         )
         if st == OVER_BUDGET:
             return None
@@ -373,4 +437,5 @@ def classify(
             raise DeadlineExceededError
         if st != OVERFLOW:
             return acc[:n_acc].copy(), unc[:n_unc].copy()
-        cap *= 4
+        buffers.items_s = np.empty(4 * items_s.shape[0], dtype=np.int32)
+        buffers.items_o = np.empty(4 * items_o.shape[0], dtype=np.int32)

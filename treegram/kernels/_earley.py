@@ -378,21 +378,6 @@ def scan_byte(A, chart, pos, b):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def scan_one(A, chart, pos, b):
-    """``scan_byte`` as a call of its own, for kernels that run with reference counting
-    (they allocate): inlined there, every field it reads from a bundle would cost an
-    atomic increment and decrement per byte."""
-    return scan_byte(A, chart, pos, b)
-
-
-@njit(nogil=True, cache=True, _nrt=False)
-def closure_one(A, chart, pos, lo, n):
-    """``closure`` as a call of its own, for kernels that run with reference counting
-    (see ``scan_one``)."""
-    return closure(A, chart, pos, lo, n)
-
-
-@njit(nogil=True, cache=True, _nrt=False)
 def scan_bytes(A, chart, top, data, lo, hi):
     """Read ``data[lo:hi]`` starting from set ``top`` of ``chart``.
 
