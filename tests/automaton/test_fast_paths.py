@@ -1,7 +1,7 @@
 """The vectorized, fused or inlined paths of the automaton build against their plain
 versions: the per-rule array concatenation (``_build._concat_ptr``, ``_concat_shifted``),
-the walk of ``split_long_repeats`` (``_repeats._Splitter.rewrite``) and the one-call rule
-DFA (``_rule_dfa.rule_dfa``)."""
+the byte classes (``_build._byte_classes``), the walk of ``split_long_repeats``
+(``_repeats._Splitter.rewrite``) and the one-call rule DFA (``_rule_dfa.rule_dfa``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,12 @@ from schema_matching import random_ebnf
 
 import treegram
 from treegram.automaton import _build, build_automaton
-from treegram.automaton._build import _class_sequences, _concat_ptr, _concat_shifted
+from treegram.automaton._build import (
+    _byte_classes,
+    _class_sequences,
+    _concat_ptr,
+    _concat_shifted,
+)
 from treegram.automaton._nfa import FlatIr, build_nfa
 from treegram.automaton._repeats import _Splitter
 from treegram.automaton._rule_dfa import (
@@ -62,6 +67,32 @@ def test_concat_matches_per_rule_loops(seed):
     got = _concat_shifted(arrays, shifts)
     want = np.concatenate([a + np.int32(s) for a, s in zip(arrays, shifts, strict=True)])
     assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def _plain_byte_classes(lo, hi):
+    """Byte classes by their definition: bytes ``b`` and ``b + 1`` share a class unless
+    some edge starts at ``b + 1`` or ends at ``b``."""
+    starts, ends = set(lo.tolist()), set(hi.tolist())
+    out, k = [0], 0
+    for b in range(1, 256):
+        if b in starts or b - 1 in ends:
+            k += 1
+        out.append(k)
+    return out, k + 1
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_byte_classes_match_their_definition(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 60)) if seed else 0  # seed 0: no edge, one class
+    lo = rng.integers(0, 256, n).astype(np.int32)
+    hi = np.minimum(lo + rng.integers(0, 40, n), 255).astype(np.int32)
+    if seed == 1:  # the bounds of the byte range
+        lo, hi = np.array([0, 255], dtype=np.int32), np.array([0, 255], dtype=np.int32)
+    got, n_classes = _byte_classes(lo, hi)
+    want, want_n = _plain_byte_classes(lo, hi)
+    assert got.dtype == np.int32 and got.tolist() == want
+    assert n_classes == want_n
 
 
 class _PlainSplitter(_Splitter):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from schema_matching import byte_compiler
 
@@ -196,3 +197,12 @@ def test_a_chain_longer_than_the_rounds_keeps_every_rule(monkeypatch):
     assert len(_reached_rules(build_automaton(grammar.ir))) == 21
     monkeypatch.setattr(merge, "MAX_ROUNDS", 64)
     assert len(_reached_rules(build_automaton(grammar.ir))) == 21  # no two are equal
+
+
+def test_weights_are_the_seeded_draw_of_each_length(monkeypatch):
+    monkeypatch.setattr(merge, "_WEIGHTS", merge._WEIGHTS[:0])
+    for n in (1, 5, 300, 40, 1000, 257, 3000):  # grown, read shorter, grown again
+        want = np.random.default_rng(0x5EED).integers(1, 2**63, n, dtype=np.uint64)
+        got = merge._weights(n)
+        assert got.dtype == np.uint64 and np.array_equal(got, want), n
+    assert not merge._weights(3).flags.writeable  # shared by every build

@@ -919,9 +919,7 @@ def _build(ir: GrammarIR) -> Automaton:
     ref_target = _concat_shifted([p[7] for p in parts], rule_start)
 
     # Byte equivalence classes: bytes no edge distinguishes share one column.
-    cuts = np.unique(np.concatenate([np.array([0, 256], dtype=np.int32), lo, hi + 1]))
-    byte_class = (np.searchsorted(cuts, np.arange(256), side="right") - 1).astype(np.int32)
-    n_classes = int(cuts.shape[0] - 1)
+    byte_class, n_classes = _byte_classes(lo, hi)
     n_states = int(state_final.shape[0])
     trans = np.full(n_states * n_classes, -1, dtype=np.int32)
     fill_transitions(trans, n_classes, byte_class, byte_ptr, lo, hi, to)
@@ -1005,6 +1003,19 @@ def _committed_shortest(part: tuple) -> tuple:
     new_ptr = np.zeros_like(byte_ptr)
     np.cumsum(counts, out=new_ptr[1:])
     return (final, new_ptr, lo[keep], hi[keep], to[keep], *part[5:])
+
+
+def _byte_classes(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, int]:
+    """The class of each byte (int32 [256]) and the number of classes, for byte edges
+    ``lo[i]..hi[i]``: a class is a maximal run of bytes that no edge's bounds cut (the
+    cuts at 0, every ``lo`` and every ``hi + 1``, sorted and each once, split 0..255).
+    The cuts are marked in a table of the 257 places, each byte's class counts those up
+    to it (``np.unique`` of the bounds, a hash then a sort, cost a small grammar ~50 us)."""
+    cut = np.zeros(257, dtype=bool)
+    cut[0] = cut[256] = True
+    cut[lo] = True
+    cut[hi + 1] = True
+    return np.cumsum(cut[:256], dtype=np.int32) - 1, int(np.count_nonzero(cut)) - 1
 
 
 def _concat_ptr(ptrs: list[np.ndarray]) -> np.ndarray:

@@ -30,6 +30,24 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 _OWN = (0, 1, 2, 3, 4, 5, 7)  # a DFA's arrays but ``ref_rule`` (see the parameters below)
 
 
+_WEIGHTS = np.zeros(0, dtype=np.uint64)
+
+
+def _weights(n: int) -> np.ndarray:
+    """The first ``n`` of the seeded random words that weigh call positions: what
+    ``np.random.default_rng(0x5EED).integers(1, 2**63, n, dtype=np.uint64)`` draws (a
+    longer draw begins with a shorter one). Drawn once and grown by doubling: a
+    generator's construction cost ~30 us of every grammar's build."""
+    global _WEIGHTS
+    table = _WEIGHTS  # read once: another thread may replace it meanwhile
+    if table.shape[0] < n:
+        size = max(n, 2 * table.shape[0], 256)
+        table = np.random.default_rng(0x5EED).integers(1, 2**63, size, dtype=np.uint64)
+        table.flags.writeable = False  # shared by every build
+        _WEIGHTS = table
+    return table[:n]
+
+
 def merge_equal_rules(parts: list[tuple], live: list[int], fixed: set[int], root: int) -> bool:
     """Point every call at one representative per class of equal rules, in place.
 
@@ -81,8 +99,7 @@ def merge_equal_rules(parts: list[tuple], live: list[int], fixed: set[int], root
     # a random odd weight per call position, so that a rule's hash depends on the order
     # of its callees' blocks (the hash only proposes blocks: they are checked below)
     position = np.arange(ptr[-1]) - np.repeat(ptr[:-1], np.diff(ptr))
-    table = np.random.default_rng(0x5EED).integers(1, 2**63, ptr[-1] + 1, dtype=np.uint64)
-    weight = table[position] | np.uint64(1)
+    weight = _weights(int(ptr[-1]) + 1)[position] | np.uint64(1)
     n_blocks = len(np.unique(own))
     for _ in range(MAX_ROUNDS):  # split the blocks by their callees' blocks
         cum = np.zeros(ptr[-1] + 1, dtype=np.uint64)

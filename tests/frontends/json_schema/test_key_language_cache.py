@@ -42,7 +42,7 @@ def _plain_shape(d: Dfa):
         g: dict = {}
         for lo, hi, t in row:
             g.setdefault(t, []).append((lo, hi))
-        groups.append(g)
+        groups.append({t: tuple(ranges) for t, ranges in g.items()})
     indeg = [0] * len(groups)
     for s, g in enumerate(groups):
         for t in g:

@@ -13,6 +13,7 @@ from treegram.ir import (
     Expr,
     Repeat,
     RuleRef,
+    Seq,
     cycles_of_two_or_more,
 )
 
@@ -198,13 +199,19 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
             f"{MAX_GRAMMAR_STATES} a grammar is built from"
         )
     groups, indeg, cyclic = _shape(d)
+    # each group's ranges (a tuple the shape holds, alive meanwhile) encoded once, found
+    # by identity: a tuple's hash is computed anew at every lookup
     enc_cache: dict[tuple, Expr | None] = {}
+    by_id: dict[int, Expr | None] = {}
 
-    def enc(ranges) -> Expr | None:
-        key = tuple(ranges)
-        if key not in enc_cache:
-            enc_cache[key] = encode(key)
-        return enc_cache[key]
+    def enc(ranges: tuple) -> Expr | None:
+        got: object = by_id.get(id(ranges), _MISSING)
+        if got is _MISSING:
+            got = enc_cache.get(ranges, _MISSING)
+            if got is _MISSING:
+                got = enc_cache[ranges] = encode(ranges)
+            by_id[id(ranges)] = got  # type: ignore[assignment]
+        return got  # type: ignore[return-value]
 
     names: dict[int, str] = {}
     calls: dict[int, RuleRef] = {}  # one reference node per state: later passes walk it once
@@ -221,13 +228,16 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
         g = groups[s]
         step = enc(g[s]) if s in g else None
         loop = Repeat(step, 0, None) if step is not None else None
-        exits = [EMPTY] if d.accept[s] else []
+        exits: list[Expr | None] = [EMPTY] if d.accept[s] else []
         for t, ranges in g.items():
-            if t == s or enc(ranges) is None:  # e.g. a surrogate code point in a string
+            if t == s:
+                continue
+            e = enc(ranges)
+            if e is None:  # e.g. a surrogate code point in a string
                 continue
             shared = indeg[t] > 1 or cyclic[t] or depth >= _INLINE_DEPTH
             nxt = ref(t) if shared else body(t, depth + 1)
-            exits.append(seq(enc(ranges), nxt))
+            exits.append(_seq2(e, nxt))
         rest = alt(*exits)
         return rest if loop is None else seq(loop, rest)
 
@@ -251,20 +261,33 @@ _SHAPE_STATES = 4096  # larger automata are rare and their shapes large: not kep
 _kept_states = [0]  # states of the automata in _SHAPES
 
 
-def _shape(d: Dfa) -> tuple[list[dict[int, list[tuple[int, int]]]], list[int], list[bool]]:
+def _seq2(a: Expr, b: Expr | None) -> Expr | None:
+    """``seq(a, b)`` for an expression ``a``: the two concatenated, nested sequences
+    flattened (one call per transition of an automaton written as rules)."""
+    if b is None:
+        return None
+    items = (a.items if type(a) is Seq else (a,)) + (b.items if type(b) is Seq else (b,))  # type: ignore[union-attr]
+    return items[0] if len(items) == 1 else Seq(items)
+
+
+def _shape(d: Dfa) -> tuple[list[dict[int, tuple[tuple[int, int], ...]]], list[int], list[bool]]:
     """Per state of ``d``, its transitions grouped by target (target -> ranges, in row
     order), the number of other states with an edge to it, and whether it lies on a cycle
     through another state. Read-only for the caller: kept for the last automata asked."""
     got = _SHAPES.get(id(d))
     if got is not None and got[0] is d:
         return got[1]
-    groups: list[dict[int, list[tuple[int, int]]]] = []
+    groups: list[dict[int, tuple[tuple[int, int], ...]]] = []
     indeg = [0] * len(d.trans)
     for row in d.trans:
-        g: dict[int, list[tuple[int, int]]] = {}
+        lists: dict[int, list[tuple[int, int]]] = {}
         for lo, hi, t in row:
-            g.setdefault(t, []).append((lo, hi))
-        groups.append(g)
+            ranges = lists.get(t)
+            if ranges is None:
+                lists[t] = [(lo, hi)]
+            else:
+                ranges.append((lo, hi))
+        groups.append({t: tuple(r) for t, r in lists.items()})
     for s, g in enumerate(groups):
         for t in g:
             if t != s:
@@ -280,7 +303,7 @@ def _shape(d: Dfa) -> tuple[list[dict[int, list[tuple[int, int]]]], list[int], l
     return shape
 
 
-def _on_cycles(groups: list[dict[int, list]]) -> list[bool]:
+def _on_cycles(groups: list[dict[int, tuple[tuple[int, int], ...]]]) -> list[bool]:
     """Per state, whether it lies on a cycle through another state."""
     out = [False] * len(groups)
     for comp in cycles_of_two_or_more([[t for t in g if t != v] for v, g in enumerate(groups)]):

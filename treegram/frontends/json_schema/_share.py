@@ -204,7 +204,7 @@ def _visit(
             ref_names.add(root.name)  # type: ignore[union-attr]
         return
     refs[id(root)] = refs.get(id(root), 0) + 1
-    if _SMALL_INFO in root.__dict__:
+    if hasattr(root, _SMALL_INFO):
         if id(root) not in seen:
             seen.add(id(root))
             small.append(root)
@@ -230,7 +230,9 @@ def _visit(
                 cid = id(c)
                 refs[cid] = refs_get(cid, 0) + 1
                 if cid not in seen:
-                    if _SMALL_INFO in c.__dict__:
+                    # not ``c.__dict__``: reading it makes the instance a dict of its own
+                    # (a tracked object more per node for the collector, and its memory)
+                    if hasattr(c, _SMALL_INFO):
                         seen_add(cid)
                         small.append(c)
                     else:
