@@ -48,6 +48,9 @@ _WORKLOAD = textwrap.dedent(
         grammars.append((compiler.compile_structural_tag(tag), "Let me check."))
     grammars.append((compiler.compile_lark('start: "[" NUM ("," NUM)* "]"\nNUM: /[0-9]+/\n'),
                      "[1,22]"))
+    # a long bounded format string: counted by the matcher (automaton._counted's analysis)
+    mail = {"type": "string", "format": "email", "maxLength": 500}
+    grammars.append((compiler.compile_json_schema(mail), '"ab@cd.io"'))
     restored = treegram.CompiledGrammar.deserialize(grammars[1][0].serialize(), info)
     grammars.append((restored, cases[0][2]))
 

@@ -106,6 +106,8 @@ _SCHEMA = {
     "type": "object",
     "properties": {
         "name": {"type": "string", "minLength": 1, "maxLength": 80},
+        # a counted string (its length bound kept by the matcher): automaton._counted's kernel
+        "mail": {"type": "string", "format": "email", "maxLength": 300},
         "code": {"type": "string", "pattern": "^[a-z]+-[0-9]{2,4}$"},
         "when": {"type": "string", "format": "date-time"},
         "count": {"type": "integer", "minimum": 0, "maximum": 500, "multipleOf": 4},
