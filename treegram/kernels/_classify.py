@@ -39,7 +39,7 @@ from numba import njit
 from ._clock import monotonic_ns
 from ._earley import closure, scan_byte, unpack
 from ._layout import OVER_BUDGET, OVERFLOW, PACK_N_CLASSES, REJECT, TIMEOUT, Chart
-from ._slices import loops_below
+from ._slices import fill_loop_off, loops_below
 
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TEXT = np.zeros(0, dtype=np.int64)  # the scratch chart's: no text before the seed
@@ -316,12 +316,8 @@ def _set_loops_below(
     below trie node ``k`` (its off-loop bytes filled in on first need)."""
     for j in range(lo, hi):
         x = items_s[j]
-        if loop_known[x] == 0:  # (kernels.bytes_off_loop's bits, without allocating)
-            for w in range(4):
-                loop_off[x, w] = 0
-            for b in range(256):
-                if trans[x * n_classes + byte_class[b]] != x:
-                    loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        if loop_known[x] == 0:
+            fill_loop_off(loop_off, x, byte_class, n_classes, trans)
             loop_known[x] = 1
         if loops_below(suffix_bits, k, loop_off, x):
             return True

@@ -26,7 +26,7 @@ from numba import njit
 
 from ._clock import monotonic_ns
 from ._layout import NOT_COUNTED, TIMEOUT, AutomatonArrays
-from ._slices import loops_below
+from ._slices import fill_loop_off, loops_below
 
 # (state, frame) pairs a trie depth may hold; a node with more is left undecided (the
 # start of a string of a wide oneOf holds one pair per alternative and the rules each
@@ -184,7 +184,7 @@ def _intern(rows, slots, nxt, n_classes, r, n, n_sets):
 def _finish(A, rows, r, n, loop_off, loop_known):
     """Sort row ``r``'s ``n`` pairs and note its count, whether a pair of the classified
     state's own rule may end there, and whether a pair's state loops on some byte (its
-    off-loop bytes filled in, as kernels.bytes_off_loop, without allocating)."""
+    off-loop bytes filled in on first need, ``fill_loop_off``)."""
     _sort_row(rows, r, n)
     rows[r, _COUNT] = n
     ends = 0
@@ -194,9 +194,7 @@ def _finish(A, rows, r, n, loop_off, loop_known):
         if rows[r, _FRAMES + j] == _IN_RULE and A.state_final[x]:
             ends = 1
         if loop_known[x] == 0:
-            for b in range(256):
-                if A.trans[x * A.n_classes + A.byte_class[b]] != x:
-                    loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            fill_loop_off(loop_off, x, A.byte_class, A.n_classes, A.trans)
             loop_known[x] = 1
         for w in range(4):
             if loop_off[x, w] != ~np.uint64(0):

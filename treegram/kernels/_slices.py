@@ -111,6 +111,18 @@ def bytes_off_loop(byte_class, n_classes, trans, state):
     return excluded, n_loop
 
 
+@njit(nogil=True, cache=True, inline="always", _nrt=False)
+def fill_loop_off(loop_off, x, byte_class, n_classes, trans):
+    """Write row ``x`` of ``loop_off``: :func:`bytes_off_loop`'s bits of state ``x``, into
+    the caller's table (the walks fill it on first need, without allocating)."""
+    for w in range(4):
+        loop_off[x, w] = 0
+    row = x * n_classes
+    for b in range(256):
+        if trans[row + byte_class[b]] != x:
+            loop_off[x, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+
+
 @njit(nogil=True, cache=True, inline="always")
 def loops_below(suffix_bits, k, loop_off, x):
     """Whether state ``x`` moves back to itself on every byte below trie node ``k``: no
