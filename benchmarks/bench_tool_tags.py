@@ -11,7 +11,8 @@ the next file, see :func:`usable`), named after their files.
 
 Each (format, tools) cell is compiled ``--repeat`` times; the table gives medians and the
 first compile of the cell in the process (``cold``: nothing of this tag cached yet, the
-kernels loaded by ``treegram.warm_up()`` and a warm-up on another tag). The time is wall
+kernels loaded and the vocabulary's tables built by ``GrammarCompiler(warm_up=True)``, as the
+engine adapters start it, and a warm-up on another tag). The time is wall
 time (``--clock cpu`` for process CPU time, which a shared machine disturbs less; both are
 written to the JSON).
 llguidance has no model formats: where every tag of the format's triggered tags has a JSON
@@ -257,12 +258,13 @@ def main(argv: list[str] | None = None) -> dict:
         engines["xgrammar"] = _Xgrammar(tg.info)
     if "llguidance" in names:
         engines["llguidance"] = _Llguidance(tg.info)
-    # treegram's documented warm-up, as a serving engine runs it at start (every kernel
-    # loaded: the first 32-tool llama mask otherwise loaded two from disk, ~46 ms); then a
-    # warm-up on a tag none of the cells has: vocabulary tables built
+    # treegram's documented warm-up, as the SGLang and vLLM adapters run it at start: every
+    # kernel loaded (the first 32-tool llama mask otherwise loaded two from disk, ~46 ms)
+    # and the vocabulary's tables built (a first string otherwise builds them); then a
+    # warm-up on a tag none of the cells has
     import treegram
 
-    treegram.warm_up()
+    treegram.GrammarCompiler(tg.info, warm_up=True)
     warm = [{"type": "function", "function": {"name": "warm", "parameters": {"type": "object"}}}]
     for engine in engines.values():
         measure(engine, "llama", warm, 1)

@@ -10,9 +10,11 @@ A specialization the warm-up misses would be compiled inside a request.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -179,3 +181,51 @@ def test_a_compiler_starts_the_warm_up():
     assert compiler.compile_regex("ab") is not None
     with pytest.raises(treegram.ArgumentError, match="warm_up"):
         treegram.GrammarCompiler(info, warm_up="later")
+
+
+def _slice_limits(info) -> set[int]:
+    """The token length limits of the string slices built for ``info``'s vocabulary."""
+    from treegram.compiler._class_cache import class_cache_for
+
+    return {max_bytes for _, max_bytes in class_cache_for(info.sorted_vocab)._slices}
+
+
+def _long_token_info():
+    # tokens up to 70 bytes: every limited slice (8, 16, 32, 64 bytes) is below the longest
+    words = [bytes([c]) for c in range(32, 127)] + [b"x" * n for n in (9, 17, 33, 65, 70)]
+    return treegram.TokenizerInfo([*words, b"</s>"], stop_token_ids=[len(words)])
+
+
+def test_a_compiler_warm_up_builds_the_vocabulary_tables():
+    from treegram.compiler._mask_store import _SLICE_BYTES
+
+    info = _long_token_info()
+    assert info._sorted_vocab is None and info._token_table is None
+    treegram.GrammarCompiler(info, warm_up=True)
+    assert info._sorted_vocab is not None and info._token_table is not None
+    assert _slice_limits(info) == {70, *_SLICE_BYTES}
+
+    later = _long_token_info()  # in the background: the same tables, soon
+    treegram.GrammarCompiler(later, warm_up="background")
+    deadline = time.monotonic() + 60
+    while _slice_limits(later) != {70, *_SLICE_BYTES} and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _slice_limits(later) == {70, *_SLICE_BYTES}
+
+
+def test_a_failed_background_warm_up_is_logged(monkeypatch, caplog):
+    import treegram.compiler._compiler as compiler_module
+
+    def fail(info):
+        raise RuntimeError("no tables today")
+
+    monkeypatch.setattr(compiler_module, "prepare_vocabulary", fail)
+    info = treegram.TokenizerInfo([b"a", b"</s>"], stop_token_ids=[1])
+    with caplog.at_level(logging.ERROR, logger=compiler_module.logger.name):
+        treegram.GrammarCompiler(info, warm_up="background")
+        deadline = time.monotonic() + 60
+        while "no tables today" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert "background warm-up failed" in caplog.text and "no tables today" in caplog.text
+    with pytest.raises(RuntimeError, match="no tables today"):  # in the foreground: raised
+        treegram.GrammarCompiler(info, warm_up=True)

@@ -41,7 +41,7 @@ from ..kernels import (
 )
 from ._class_cache import NO_BASE, SIGNATURE_CAP, StringSlice, class_cache_for, read_only
 
-__all__ = ["MaskStore", "context_entries"]
+__all__ = ["MaskStore", "context_entries", "prepare_vocabulary"]
 
 KIND_LIST = 0
 KIND_BITSET = 1
@@ -127,6 +127,21 @@ _SLICE_KEY_CAP = 128
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = read_only(np.zeros(0, dtype=np.int64))
 UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
+
+
+def prepare_vocabulary(tokenizer_info) -> None:
+    """Build now the tables of ``tokenizer_info``'s vocabulary that mask stores otherwise
+    build at their first use in the process: the sorted vocabulary, the token table, and the
+    whole and limited JSON string slices with the trie's text summary and suffix bits
+    (about 20 ms on a 128k vocabulary). Idempotent and thread-safe."""
+    sorted_vocab = tokenizer_info.sorted_vocab
+    tokenizer_info.token_table  # noqa: B018 - built on first use
+    shared = class_cache_for(sorted_vocab)
+    n_words = (tokenizer_info.vocab_size + 31) // 32
+    shared.string_slice(n_words, sorted_vocab.max_len)
+    for max_bytes in _SLICE_BYTES:  # (a store asks for those below the longest token only)
+        if max_bytes < sorted_vocab.max_len:
+            shared.string_slice(n_words, max_bytes)
 
 
 def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
