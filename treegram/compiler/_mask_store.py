@@ -207,12 +207,16 @@ def _context_slot(table: np.ndarray, n_states: int, cap: int, key: list[int]) ->
     return slot
 
 
+# the hashers of _digest after their kind byte, per kind
+_DIGEST_SEEDS = tuple(hashlib.blake2b(bytes((kind,)), digest_size=16) for kind in (0, 1))
+
+
 def _digest(kind: int, accepted: np.ndarray, uncertain: np.ndarray) -> bytes:
     """BLAKE2b-128 of a classification (its kind, the accepted tokens as stored: a token-id
     bitset or a sorted id list, and the uncertain sorted positions): the de-duplication key
     of its class. The stored form follows from the set alone, so equal classes get equal
     keys; a short list hashes in microseconds where the bitset would take tens."""
-    h = hashlib.blake2b(bytes((kind,)), digest_size=16)
+    h = _DIGEST_SEEDS[kind].copy()  # (a copy of a keyed-in hasher: half the cost of a new one)
     h.update(accepted)  # (contiguous arrays: their bytes, without a copy)
     h.update(uncertain)
     return h.digest()
@@ -227,6 +231,8 @@ class _Pool:
 
     def append(self, values: np.ndarray) -> tuple[int, bool]:
         """Append; returns (offset, reallocated)."""
+        if not values.shape[0]:  # (most classes' uncertain tokens)
+            return self.size, False
         need = self.size + values.shape[0]
         grown = need > self.data.shape[0]
         if grown:
@@ -265,7 +271,11 @@ class MaskStore:
         self._restricted: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         self._loop_arrays: tuple | None = None  # see _loops
         self._text_bits: list[int] | None = None  # see _restricted_slice
-        self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
+        # reads_string_text per state (see _reads_string_text): 0 not asked, 1 no, 2 yes; a
+        # bytearray, as every new state asks it twice and a numpy scalar costs more
+        self._text_readers = bytearray(automaton.n_states)
+        # per rule: _context_of's answer without a context (asked of every new state)
+        self._bare_contexts: list = [None] * int(automaton.n_rules)
         self._loop_counts: np.ndarray | None = None  # see _loop_bytes, -1: not asked
         self._slice_walk_arrays: tuple | None = None  # see _slice_walk_inputs
         # (rule, whether a slice byte may follow it) -> (the states it serves, sorted; the
@@ -495,12 +505,11 @@ class MaskStore:
     def _reads_string_text(self, s: int) -> bool:
         """False when state ``s``, without a context, surely cannot read string text (see
         ``kernels.reads_string_text``); computed per state on first need."""
-        known = self._text_readers
-        if known is None:
-            known = self._text_readers = np.full(self._n_states, -1, dtype=np.int8)
-        if known[s] < 0:
-            known[s] = reads_string_text(*self._slice_arguments(), int(s))
-        return bool(known[s])
+        known = self._text_readers[s]
+        if not known:
+            known = 2 if reads_string_text(*self._slice_arguments(), int(s)) else 1
+            self._text_readers[s] = known
+        return known == 2
 
     def classify_all(self) -> None:
         """Classify every state now (eager compilation)."""
@@ -688,7 +697,8 @@ class MaskStore:
             encoded = (KIND_BITSET, bitset, uncertain)
         else:
             if n_accepted == accepted.shape[0]:  # every accepted token was walked
-                ids = self._sorted_vocab.token_ids[accepted].astype(np.int32, copy=False)
+                # (take: a third of the cost of fancy indexing on the short lists of most states)
+                ids = self._sorted_vocab.token_ids.take(accepted).astype(np.int32, copy=False)
                 ids.sort()
             else:  # others too: read them off the bitset
                 ids = bitset_positions(bitset)
@@ -761,7 +771,11 @@ class MaskStore:
         ``s``'s rule when ``m`` is 0). Empty: no context, the state's own rule's follow."""
         rule = int(self._state_rule[s])
         if not context_key:
-            return _NO_CONTEXT, 0, _NO_TARGETS, _NO_TARGETS, self._rule_follow[rule]
+            found = self._bare_contexts[rule]
+            if found is None:
+                found = (_NO_CONTEXT, 0, _NO_TARGETS, _NO_TARGETS, self._rule_follow[rule])
+                self._bare_contexts[rule] = found
+            return found
         m = context_key[0]
         chain = context_key[1 : 1 + m]
         callers = context_key[1 + m :]
@@ -1183,8 +1197,8 @@ class MaskStore:
             if walked is None:
                 return None
             accepted, uncertain = walked
-            accepted = outside[accepted]
-            uncertain = outside[uncertain]
+            accepted = outside.take(accepted)
+            uncertain = outside.take(uncertain)
             if string_slice.max_bytes == sv.max_len and reach < sv.max_len:
                 base, n_base = string_slice.bitset_upto(reach)
             else:
