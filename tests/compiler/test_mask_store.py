@@ -36,10 +36,27 @@ SCHEMA = {
 }
 
 
+# rules with different follow sets
+EBNF = r"""root ::= "[" num ("," num)* "]" tail
+num ::= [0-9]+ | "-" [0-9]+
+tail ::= word ";" | word "."
+word ::= [a-z]+
+"""
+
+
 @pytest.fixture(scope="module")
-def store():
-    compiler = tg.GrammarCompiler(tg.TokenizerInfo.deepseek_v4(), cache_enabled=False)
+def compiler() -> tg.GrammarCompiler:
+    return tg.GrammarCompiler(tg.TokenizerInfo.deepseek_v4(), cache_enabled=False)
+
+
+@pytest.fixture(scope="module")
+def store(compiler):
     return compiler.compile_json_schema(json.dumps(SCHEMA))._store
+
+
+@pytest.fixture(scope="module")
+def ebnf_store(compiler):
+    return compiler.compile_grammar(tg.Grammar.from_ebnf(EBNF))._store
 
 
 def _plain_digest(kind: int, accepted: np.ndarray, uncertain: np.ndarray) -> bytes:
@@ -82,11 +99,14 @@ def test_every_state_encodes_as_the_plain_computation(store):
     assert n_lists > 10
 
 
-def test_bare_contexts_are_the_rules_follow(store):
-    for s in list(range(store._n_states)) * 2:  # the second round from the kept tuples
-        states, n_top, chain, top, follow = store._context_of(s, ())
-        assert states.shape[0] == n_top == chain.shape[0] == top.shape[0] == 0
-        np.testing.assert_array_equal(follow, store._rule_follow[store._state_rule[s]])
+def test_bare_contexts_are_the_rules_follow(store, ebnf_store):
+    distinct = {row.tobytes() for row in ebnf_store._rule_follow}
+    assert len(distinct) > 2  # (a JSON Schema's rules may all share one)
+    for st in (store, ebnf_store):
+        for s in list(range(st._n_states)) * 2:  # the second round from the kept tuples
+            states, n_top, chain, top, follow = st._context_of(s, ())
+            assert states.shape[0] == n_top == chain.shape[0] == top.shape[0] == 0
+            np.testing.assert_array_equal(follow, st._rule_follow[st._state_rule[s]])
 
 
 def test_kept_string_text_answers_are_the_kernels(store):
