@@ -124,6 +124,11 @@ _RECENT_WALKS_KEPT = 4
 # gives up early for them.
 _SLICE_KEY_CAP = 128
 
+# Bitset digests a store keeps by their base bitset and added positions (MaskStore._encoded),
+# and the most positions such a key holds (a key is then no larger than the bitset itself)
+_DIGESTS_KEPT = 4096
+_DIGESTS_KEY_MAX = 4096
+
 _NO_CONTEXT = np.zeros(0, dtype=np.int32)
 _NO_TARGETS = read_only(np.zeros(0, dtype=np.int64))
 UNCLASSIFIED, CONTEXT_FIRST = layout.UNCLASSIFIED, layout.CONTEXT_FIRST
@@ -222,12 +227,16 @@ def _context_slot(table: np.ndarray, n_states: int, cap: int, key: list[int]) ->
     return slot
 
 
+# the hashers of _digest after their kind byte, per kind
+_DIGEST_SEEDS = tuple(hashlib.blake2b(bytes((kind,)), digest_size=16) for kind in (0, 1))
+
+
 def _digest(kind: int, accepted: np.ndarray, uncertain: np.ndarray) -> bytes:
     """BLAKE2b-128 of a classification (its kind, the accepted tokens as stored: a token-id
     bitset or a sorted id list, and the uncertain sorted positions): the de-duplication key
     of its class. The stored form follows from the set alone, so equal classes get equal
     keys; a short list hashes in microseconds where the bitset would take tens."""
-    h = hashlib.blake2b(bytes((kind,)), digest_size=16)
+    h = _DIGEST_SEEDS[kind].copy()  # (a copy of a keyed-in hasher: half the cost of a new one)
     h.update(accepted)  # (contiguous arrays: their bytes, without a copy)
     h.update(uncertain)
     return h.digest()
@@ -242,6 +251,8 @@ class _Pool:
 
     def append(self, values: np.ndarray) -> tuple[int, bool]:
         """Append; returns (offset, reallocated)."""
+        if not values.shape[0]:  # (most classes' uncertain tokens)
+            return self.size, False
         need = self.size + values.shape[0]
         grown = need > self.data.shape[0]
         if grown:
@@ -280,7 +291,11 @@ class MaskStore:
         self._restricted: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         self._loop_arrays: tuple | None = None  # see _loops
         self._text_bits: list[int] | None = None  # see _restricted_slice
-        self._text_readers: np.ndarray | None = None  # reads_string_text per state, -1: not asked
+        # reads_string_text per state (see _reads_string_text): 0 not asked, 1 no, 2 yes; a
+        # bytearray, as every new state asks it twice and a numpy scalar costs more
+        self._text_readers = bytearray(automaton.n_states)
+        # per rule: _context_of's answer without a context (asked of every new state)
+        self._bare_contexts: list = [None] * int(automaton.n_rules)
         self._loop_counts: np.ndarray | None = None  # see _loop_bytes, -1: not asked
         self._slice_walk_arrays: tuple | None = None  # see _slice_walk_inputs
         # (rule, whether a slice byte may follow it) -> (the states it serves, sorted; the
@@ -292,6 +307,8 @@ class MaskStore:
         # the last walks' tokens by slice walk key, as walked (see _remember_slice_walk)
         self._recent_walks: dict[tuple, tuple] = {}
         self._last_rest: tuple | None = None  # see _rest_trie
+        # (named base bitset, accepted and uncertain positions) -> class digest (see _encoded)
+        self._bitset_digests: dict[tuple, bytes] = {}
         self._scratch: list = []  # classify_states' signature scratch (used under the lock)
         # state_signature's class_keep for a classification: every byte class
         self._every_class = np.ones(int(self._automaton_arrays[layout.A_N_CLASSES]), np.uint8)
@@ -510,12 +527,11 @@ class MaskStore:
     def _reads_string_text(self, s: int) -> bool:
         """False when state ``s``, without a context, surely cannot read string text (see
         ``kernels.reads_string_text``); computed per state on first need."""
-        known = self._text_readers
-        if known is None:
-            known = self._text_readers = np.full(self._n_states, -1, dtype=np.int8)
-        if known[s] < 0:
-            known[s] = reads_string_text(*self._slice_arguments(), int(s))
-        return bool(known[s])
+        known = self._text_readers[s]
+        if not known:
+            known = 2 if reads_string_text(*self._slice_arguments(), int(s)) else 1
+            self._text_readers[s] = known
+        return known == 2
 
     def classify_all(self) -> None:
         """Classify every state now (eager compilation)."""
@@ -603,6 +619,7 @@ class MaskStore:
         _check_deadline(deadline)  # the caller's checks may be a while ago (_context_first)
         context = self._context_of(s, context_key)
         signature = None
+        base = None  # the walk's base bitset, named (see _encoded)
         string_slice, reach = self._string_slice(s, context, deadline)
         skip = NO_SKIP
         walked = None
@@ -637,6 +654,8 @@ class MaskStore:
             walked = self._walk(s, None, 0, budget, context, deadline)
         if walked is None:
             walked = self._walk(s, string_slice, reach, self.walk_budget, context, deadline, skip)
+            if walked is not None:
+                base = self._slice_base(string_slice, reach)
         slice_key = None
         if walked is None:
             # An expensive state. The same string in another branch of a union walked the
@@ -660,9 +679,10 @@ class MaskStore:
                 walked = self._slice_dfa_walk(s, context, deadline, slice_key=slice_key)
             if walked is None:
                 walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
+                base = self._slice_base(string_slice, reach)
                 if string_slice is None:  # (else not every accepted token is listed)
                     self._keep_slice_part(slice_key, context, walked)
-        key, encoded = self._encoded(*walked)
+        key, encoded = self._encoded(*walked, base)
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
         return key, encoded
@@ -688,22 +708,49 @@ class MaskStore:
         budget = self.walk_budget
         return _QUICK_WALK_BUDGET if budget <= 0 else min(budget, _QUICK_WALK_BUDGET)
 
+    def _slice_base(self, string_slice: StringSlice | None, reach: int) -> tuple | None:
+        """The name of the base bitset that :meth:`_walk` adds a walk's accepted tokens to
+        with ``string_slice`` and ``reach`` (None without a slice): the slice's length limit,
+        and the reach when only the slice tokens of at most that many characters are in it."""
+        if string_slice is None:
+            return None
+        max_len = self._sorted_vocab.max_len
+        whole = string_slice.max_bytes == max_len and reach < max_len
+        return (string_slice.max_bytes, reach if whole else -1)
+
     def _encoded(
         self,
         bitset: np.ndarray | None,
         n_accepted: int,
         accepted: np.ndarray,
         uncertain: np.ndarray,
+        base: tuple | None = None,
     ) -> tuple[bytes, tuple]:
         """(digest, (kind, payload, uncertain)) of a class: its accepted tokens as a bitset
         (``n_accepted`` of them; ``accepted`` lists the sorted positions of those a walk
         met; ``bitset`` may be None when they are all of them and fewer than a bitset's
-        words), stored as a bitset or, when shorter, a token-id list."""
+        words), stored as a bitset or, when shorter, a token-id list.
+
+        ``base`` names the bitset (:meth:`_slice_base`) that ``bitset`` is with the
+        ``accepted`` positions added: the bitset, hence its digest, follows from the name
+        and the two position lists, so the digest is kept under them. The states of string
+        bodies walk the few tokens outside the slice and mostly find a class met before
+        (three in four on held-out MaskBench schemas), whose bitset's digest (16 KB of
+        BLAKE2b) cost more than the rest of their bookkeeping."""
         if n_accepted >= self._n_words:
             encoded = (KIND_BITSET, bitset, uncertain)
+            if base is not None and accepted.shape[0] + uncertain.shape[0] <= _DIGESTS_KEY_MAX:
+                name = (base, accepted.tobytes(), uncertain.tobytes())
+                digest = self._bitset_digests.get(name)
+                if digest is None:
+                    digest = _digest(*encoded)
+                    if len(self._bitset_digests) < _DIGESTS_KEPT:
+                        self._bitset_digests[name] = digest
+                return digest, encoded
         else:
             if n_accepted == accepted.shape[0]:  # every accepted token was walked
-                ids = self._sorted_vocab.token_ids[accepted].astype(np.int32, copy=False)
+                # (take: a third of the cost of fancy indexing on the short lists of most states)
+                ids = self._sorted_vocab.token_ids.take(accepted).astype(np.int32, copy=False)
                 ids.sort()
             else:  # others too: read them off the bitset
                 ids = bitset_positions(bitset)
@@ -776,7 +823,11 @@ class MaskStore:
         ``s``'s rule when ``m`` is 0). Empty: no context, the state's own rule's follow."""
         rule = int(self._state_rule[s])
         if not context_key:
-            return _NO_CONTEXT, 0, _NO_TARGETS, _NO_TARGETS, self._rule_follow[rule]
+            found = self._bare_contexts[rule]
+            if found is None:
+                found = (_NO_CONTEXT, 0, _NO_TARGETS, _NO_TARGETS, self._rule_follow[rule])
+                self._bare_contexts[rule] = found
+            return found
         m = context_key[0]
         chain = context_key[1 : 1 + m]
         callers = context_key[1 + m :]
@@ -1198,8 +1249,8 @@ class MaskStore:
             if walked is None:
                 return None
             accepted, uncertain = walked
-            accepted = outside[accepted]
-            uncertain = outside[uncertain]
+            accepted = outside.take(accepted)
+            uncertain = outside.take(uncertain)
             if string_slice.max_bytes == sv.max_len and reach < sv.max_len:
                 base, n_base = string_slice.bitset_upto(reach)
             else:
