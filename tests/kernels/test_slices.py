@@ -13,6 +13,7 @@ from treegram.kernels import (
     joint_byte_classes,
     json_string_slice_dfa,
     positions_to_bitset,
+    restricted_slice_dfa,
     wide_near_rule_end,
 )
 
@@ -59,6 +60,23 @@ def test_a_body_that_ends_only_with_its_closing_quote_is_not_near(compiler):
 def test_a_narrow_state_is_not_near(compiler):
     # digits only: most first bytes of string text fail at once, its walk is cheap
     assert not _near_end(compiler, 'root ::= "a" digits "\\""\ndigits ::= [0-9]{0,3}', "digits", 64)
+
+
+def test_restricted_slice_dfa_drops_the_excluded_first_bytes():
+    """The restricted slice DFA is the slice DFA with state 0's transition on every byte
+    ``b`` whose bit ``b & 63`` of word ``b >> 6`` is set removed, nothing else (a
+    bit order read big-endian, the mutant tried, drops other bytes)."""
+    dfa = json_string_slice_dfa()
+    rng = np.random.default_rng(7)
+    cases = [np.zeros(4, dtype=np.uint64), np.full(4, ~np.uint64(0))]
+    cases += [np.array([1 << 34, 0, 0, 1 << 63], dtype=np.uint64)]
+    cases += [rng.integers(0, 1 << 63, size=4, dtype=np.uint64) for _ in range(20)]
+    for excluded in cases:
+        want = dfa.copy()
+        for b in range(256):
+            if (int(excluded[b >> 6]) >> (b & 63)) & 1:
+                want[0, b] = -1
+        assert np.array_equal(restricted_slice_dfa(dfa, excluded), want)
 
 
 @pytest.mark.parametrize("n_ids", [0, 1, 40, 3000])

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..kernels import (
     NO_SKIP,
+    SLICE_TOO_MANY_GROUPS,
     SLICE_WALK_FRAMES,
     SLICE_WALK_SETS,
     DeadlineExceededError,
@@ -1484,11 +1485,12 @@ class MaskStore:
             rep_class,
             rep_follow,
             _GROUP_MAX_WORK,
+            _MAX_GROUPS,
         )
-        if n_groups < 0:
+        if n_groups < 0 and n_groups != SLICE_TOO_MANY_GROUPS:  # too many states
             return None
         grouping = None
-        if n_groups <= _MAX_GROUPS:
+        if 0 <= n_groups <= _MAX_GROUPS:
             grouping = (group, n_groups, rep_class[:n_groups].copy(), rep_follow[:n_groups].copy())
         self._slice_groupings[key] = (np.sort(queue[:n_found]), grouping)
         return grouping

@@ -41,6 +41,7 @@ from treegram.kernels._ops import accept_token_entry, rollback_op
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import splitmix, state_signature
 from treegram.kernels._slice_groups import SETS_FULL as SLICE_GROUPS_FULL
+from treegram.kernels._slice_groups import TOO_MANY_GROUPS as SLICE_TOO_MANY_GROUPS
 from treegram.kernels._slice_groups import group_trie, grouped_slice_walk, slice_byte_groups
 from treegram.kernels._slice_walk import MAX_FRAMES as SLICE_WALK_FRAMES
 from treegram.kernels._slice_walk import MAX_PAIRS as SLICE_WALK_PAIRS
@@ -120,6 +121,7 @@ __all__ = [
     "group_trie",
     "grouped_slice_walk",
     "SLICE_GROUPS_FULL",
+    "SLICE_TOO_MANY_GROUPS",
     "slice_members",
     "slice_reach",
     "subtree_max_leads",

@@ -89,9 +89,10 @@ def restricted_slice_dfa(dfa: np.ndarray, excluded: np.ndarray) -> np.ndarray:
     (uint64 [4], bit ``b & 63`` of word ``b >> 6`` for byte ``b``): an ASCII character or
     the multi-byte characters of one lead byte."""
     out = dfa.copy()
-    for b in range(256):
-        if excluded[b >> 6] >> np.uint64(b & 63) & np.uint64(1):
-            out[0, b] = DEAD
+    # the 256 bits in byte order (a loop over numpy scalars took 0.25 ms a build: a regex
+    # string's mask built five, 1.2 ms)
+    bits = np.unpackbits(excluded.astype("<u8").view(np.uint8), bitorder="little")
+    out[0, bits.astype(np.bool_)] = DEAD
     return out
 
 
