@@ -55,7 +55,7 @@ from ..kernels import layout
 from ._counted import inline_calls, one_character, state_chars
 from ._follow import follow_sets
 from ._merge import merge_equal_rules
-from ._nfa import FlatIr, choice_sequences, node_keys, tail_calls
+from ._nfa import FlatIr, call_patterns, choice_sequences, node_keys, tail_calls
 from ._repeats import repeats_as_rules, split_long_repeats
 from ._rule_dfa import DFA_OF_BODY, DFA_OF_NFA, NFA_OF_BODY, pack_nfa, unpack_nfa
 from ._rule_dfa import rule_dfa as rule_kernel
@@ -779,6 +779,8 @@ def _build(ir: GrammarIR) -> Automaton:
                     if own == rid:  # the cached calls are of that grammar's rule: this one
                         got = (*got[:6], np.full_like(got[6], rid), got[7])
                     return budgeted(rid, got)
+            else:  # calls other rules: an earlier body equal but for its callees may do
+                return budgeted(rid, alike_dfa(rid, root, own))
         part = new_rule_dfa(rid)
         small = part[0].shape[0] <= _RULE_DFA_STATES and part[2].shape[0] <= _RULE_DFA_EDGES
         if key is not None and part[0].shape[0] and small:
@@ -786,6 +788,60 @@ def _build(ir: GrammarIR) -> Automaton:
                 _RULE_DFAS.clear()
             _RULE_DFAS[key] = part
         return budgeted(rid, part)
+
+    # (body hash, call pattern) -> (DFA, per call of it the rank of its rule) of a rule
+    # built from such a body (see alike_dfa)
+    alike: dict[tuple, tuple] = {}
+    patterns: tuple | None = None  # ``call_patterns`` of the bodies, on first need
+
+    def call_pattern(rid: int) -> tuple | None:
+        """The ranks of rule ``rid``'s calls (bytes) and the rules it calls (see
+        :func:`._nfa.call_patterns`); None if it calls itself or was not walked."""
+        nonlocal patterns
+        if patterns is None:
+            several = np.array(roots, dtype=np.int64)
+            several[calls[several] != -2] = -1  # the bodies that call several rules
+            patterns = call_patterns(several, _PATTERN_LIMIT, *arrays[:5], arrays[9])
+        status, ptr, ranks, rule_ptr, rules = patterns
+        if status[rid]:
+            return None
+        return ranks[ptr[rid] : ptr[rid + 1]].tobytes(), rules[rule_ptr[rid] : rule_ptr[rid + 1]]
+
+    def alike_dfa(rid: int, root: int, own: int) -> tuple:
+        """The DFA of rule ``rid`` (body ``root``, calling other rules only: ``own`` is
+        the one rule it calls, -2 several), taken from an earlier rule whose body is
+        equal but for the rules it calls, in the same pattern: the same rule at the same
+        calls and the rules in the same order. Subset construction reads the rule of a
+        call only to group a subset's calls by rule, in ascending order, so the DFA is
+        the same but for its calls, mapped rank for rank; else built (and kept for the
+        next such body). A length bounded pattern is a chain of thousands of rules,
+        each calling the next (2,822 in Github_hard o82544); a schema with many
+        date-time properties has a DFA of 9,000 states per property name."""
+        k0, k1 = int(keys[root, 0]), int(keys[root, 1])
+        if own >= 0:
+            hkey: tuple = (k0, k1, b"")  # every call of one rule (no pattern is empty)
+            mine = None
+        else:
+            pattern = call_pattern(rid)
+            if pattern is None:
+                return new_rule_dfa(rid)
+            hkey = (k0, k1, pattern[0])
+            mine = pattern[1]
+        got = alike.get(hkey)
+        if got is not None:
+            dfa, at = got
+            mapped = np.full_like(dfa[6], own) if mine is None else mine[at]
+            return (*dfa[:6], mapped, dfa[7])
+        part = new_rule_dfa(rid)
+        built = done.get(root)
+        if built is not None and built[1] is part:  # its NFA's DFA, no call rewritten
+            at = None
+            if mine is not None:
+                at = np.searchsorted(mine, part[6])
+                if not np.array_equal(mine[at], part[6]):  # pragma: no cover - walked all
+                    return part
+            alike[hkey] = (part, at)
+        return part
 
     def budgeted(rid: int, part: tuple) -> tuple:
         nonlocal total
@@ -1003,6 +1059,10 @@ _RULE_DFAS_KEPT = 256
 _RULE_DFA_STATES = 1024
 _RULE_DFA_EDGES = 4096
 _KEY0, _KEY1 = (np.uint64(int.from_bytes(os.urandom(8), "little")) for _ in range(2))
+
+# The call patterns of bodies whose NFA has more states and edges than this are not
+# read (their rules are built): a walk that long costs about as much as the build.
+_PATTERN_LIMIT = 1 << 20
 
 # A tail-call cycle whose bodies have at most this many NFA states in all is inlined whole
 # into each rule of it that is reached (the Aho-Corasick free text of a structural tag: one
