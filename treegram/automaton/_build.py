@@ -483,6 +483,8 @@ def _loop_tail_self_calls(nfa: _Nfa, rid: int, start: int, accept: int) -> None:
     quadratic.
     """
     for p, edges in enumerate(nfa.ref_edges):
+        if not edges:  # most states call nothing
+            continue
         tails = [(c, q) for c, q in edges if c == rid and _only_ends(nfa, q, accept)]
         if tails:
             nfa.ref_edges[p] = [e for e in edges if e not in tails]
@@ -508,17 +510,19 @@ def _splice(nfa: _Nfa, part: _Nfa, p: int, accept: int) -> None:
     Python builder makes when it builds the same body from ``p`` to ``accept``."""
     base = len(nfa.eps) - 2
     names = [p, accept, *range(base + 2, base + len(part.eps))]
-    for _ in range(len(part.eps) - 2):
-        nfa.new_state()
-    for k, (eps, byte_edges, ref_edges) in enumerate(
-        zip(part.eps, part.byte_edges, part.ref_edges, strict=True)
-    ):
-        if not (eps or byte_edges or ref_edges):
-            continue
+    # the part's own states first (each is a new state: its lists are made here, in one
+    # pass per kind), then its start's and end's edges onto p and accept
+    nfa.eps.extend([[names[t] for t in eps] for eps in part.eps[2:]])
+    nfa.byte_edges.extend([[(lo, hi, names[t]) for lo, hi, t in e] for e in part.byte_edges[2:]])
+    nfa.ref_edges.extend([[(r, names[t]) for r, t in e] for e in part.ref_edges[2:]])
+    for k in (0, 1):
         u = names[k]
-        nfa.eps[u].extend([names[t] for t in eps])
-        nfa.byte_edges[u].extend([(lo, hi, names[t]) for lo, hi, t in byte_edges])
-        nfa.ref_edges[u].extend([(r, names[t]) for r, t in ref_edges])
+        if part.eps[k]:
+            nfa.eps[u].extend([names[t] for t in part.eps[k]])
+        if part.byte_edges[k]:
+            nfa.byte_edges[u].extend([(lo, hi, names[t]) for lo, hi, t in part.byte_edges[k]])
+        if part.ref_edges[k]:
+            nfa.ref_edges[u].extend([(r, names[t]) for r, t in part.ref_edges[k]])
 
 
 def _csr(lists: list[list], width: int) -> tuple[np.ndarray, np.ndarray]:
