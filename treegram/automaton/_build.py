@@ -793,15 +793,20 @@ def _build(ir: GrammarIR) -> Automaton:
             _RULE_DFAS[key] = part
         return budgeted(rid, part)
 
-    # (body hash, call pattern) -> (DFA, per call of it the rank of its rule) of a rule
-    # built from such a body (see alike_dfa)
+    # body hash -> (rule, the one rule it calls or -2, its DFA or None) of the first rule
+    # built from such a body; (body hash, call pattern) -> (DFA, per call of the DFA the
+    # rank of its rule; None: every call is of one rule) of a rule built from one
+    firsts: dict[tuple[int, int], tuple] = {}
     alike: dict[tuple, tuple] = {}
     patterns: tuple | None = None  # ``call_patterns`` of the bodies, on first need
 
-    def call_pattern(rid: int) -> tuple | None:
-        """The ranks of rule ``rid``'s calls (bytes) and the rules it calls (see
-        :func:`._nfa.call_patterns`); None if it calls itself or was not walked."""
+    def call_pattern(rid: int, own: int) -> tuple | None:
+        """The ranks of rule ``rid``'s calls (bytes; empty when it calls one rule,
+        ``own``) and the rules it calls (None then), see :func:`._nfa.call_patterns`;
+        None if it calls itself or was not walked."""
         nonlocal patterns
+        if own >= 0:
+            return b"", None
         if patterns is None:
             several = np.array(roots, dtype=np.int64)
             several[calls[several] != -2] = -1  # the bodies that call several rules
@@ -810,6 +815,10 @@ def _build(ir: GrammarIR) -> Automaton:
         if status[rid]:
             return None
         return ranks[ptr[rid] : ptr[rid + 1]].tobytes(), rules[rule_ptr[rid] : rule_ptr[rid + 1]]
+
+    def keep_alike(hkey: tuple, pattern: tuple, part: tuple) -> None:
+        at = None if pattern[1] is None else np.searchsorted(pattern[1], part[6])
+        alike.setdefault((hkey, pattern[0]), (part, at))
 
     def alike_dfa(rid: int, root: int, own: int) -> tuple:
         """The DFA of rule ``rid`` (body ``root``, calling other rules only: ``own`` is
@@ -820,31 +829,33 @@ def _build(ir: GrammarIR) -> Automaton:
         the same but for its calls, mapped rank for rank; else built (and kept for the
         next such body). A length bounded pattern is a chain of thousands of rules,
         each calling the next (2,822 in Github_hard o82544); a schema with many
-        date-time properties has a DFA of 9,000 states per property name."""
-        k0, k1 = int(keys[root, 0]), int(keys[root, 1])
-        if own >= 0:
-            hkey: tuple = (k0, k1, b"")  # every call of one rule (no pattern is empty)
-            mine = None
-        else:
-            pattern = call_pattern(rid)
-            if pattern is None:
-                return new_rule_dfa(rid)
-            hkey = (k0, k1, pattern[0])
-            mine = pattern[1]
-        got = alike.get(hkey)
+        date-time properties has a DFA of 9,000 states per property name. Patterns are
+        read only from a body's second rule on (most bodies have one)."""
+        hkey = (int(keys[root, 0]), int(keys[root, 1]))
+        first = firsts.get(hkey)
+        if first is None:
+            part = new_rule_dfa(rid)
+            built = done.get(root)
+            own_dfa = built is not None and built[1] is part  # its NFA's, no call rewritten
+            firsts[hkey] = (rid, own, part if own_dfa else None)
+            return part
+        if first[2] is not None:  # the first rule's DFA kept, now that a second came
+            firsts[hkey] = (first[0], first[1], None)
+            pattern = call_pattern(first[0], first[1])
+            if pattern is not None:
+                keep_alike(hkey, pattern, first[2])
+        pattern = call_pattern(rid, own)
+        if pattern is None:
+            return new_rule_dfa(rid)
+        got = alike.get((hkey, pattern[0]))
         if got is not None:
             dfa, at = got
-            mapped = np.full_like(dfa[6], own) if mine is None else mine[at]
+            mapped = np.full_like(dfa[6], own) if at is None else pattern[1][at]
             return (*dfa[:6], mapped, dfa[7])
         part = new_rule_dfa(rid)
         built = done.get(root)
-        if built is not None and built[1] is part:  # its NFA's DFA, no call rewritten
-            at = None
-            if mine is not None:
-                at = np.searchsorted(mine, part[6])
-                if not np.array_equal(mine[at], part[6]):  # pragma: no cover - walked all
-                    return part
-            alike[hkey] = (part, at)
+        if built is not None and built[1] is part:
+            keep_alike(hkey, pattern, part)
         return part
 
     def budgeted(rid: int, part: tuple) -> tuple:
