@@ -53,4 +53,6 @@ def test_tail_cycles(source, cycles):
     ir, rule_ids, flat, roots = _flat(source)
     names = [r.name for r in ir.rules]
     got = _tail_cycles(flat, roots)
-    assert {names[r]: {names[o] for o in others} for r, others in got.items()} == cycles
+    # each rule maps to its whole cycle, one set shared by the members
+    assert {names[r]: {names[o] for o in cycle - {r}} for r, cycle in got.items()} == cycles
+    assert all(r in cycle and got[o] is cycle for r, cycle in got.items() for o in cycle)

@@ -55,7 +55,7 @@ from ..kernels import layout
 from ._counted import inline_calls, one_character, state_chars
 from ._follow import follow_sets
 from ._merge import merge_equal_rules
-from ._nfa import FlatIr, choice_sequences, node_keys, tail_calls
+from ._nfa import FlatIr, call_patterns, choice_sequences, node_keys, tail_calls
 from ._repeats import repeats_as_rules, split_long_repeats
 from ._rule_dfa import DFA_OF_BODY, DFA_OF_NFA, NFA_OF_BODY, pack_nfa, unpack_nfa
 from ._rule_dfa import rule_dfa as rule_kernel
@@ -399,17 +399,43 @@ def _only_ends(nfa: _Nfa, q: int, accept: int) -> bool:
 
 def _tail_cycles(flat: FlatIr, roots: list[int]) -> dict[int, frozenset[int]]:
     """Rules that reach themselves through a cycle of two or more tail calls: rule id ->
-    the other rules of its cycle (a strongly connected component of the tail-call graph
-    that :func:`._nfa.tail_calls` finds on the flattened bodies)."""
+    its cycle, itself included (a strongly connected component of the tail-call graph
+    that :func:`._nfa.tail_calls` finds on the flattened bodies). The members of a cycle
+    share one set: a set of the others per rule is quadratic in the cycle (a structural
+    tag's free text of 4,500 rules spent 0.2 s making them)."""
     kind, a, b, kid_at, kids = flat.arrays()[:5]
     ptr, callee = tail_calls(np.array(roots, dtype=np.int64), len(roots), kind, a, b, kid_at, kids)
     ptr_l, callee_l = ptr.tolist(), callee.tolist()
     graph = [callee_l[ptr_l[r] : ptr_l[r + 1]] for r in range(len(roots))]
-    return {w: frozenset(comp) - {w} for comp in cycles_of_two_or_more(graph) for w in comp}
+    out: dict[int, frozenset[int]] = {}
+    for comp in cycles_of_two_or_more(graph):
+        members = frozenset(comp)
+        out.update(dict.fromkeys(comp, members))
+    return out
+
+
+def _cycles_without(
+    cycles: dict[int, frozenset[int]], hot: set[int], captured: set[int]
+) -> dict[int, frozenset[int]]:
+    """:func:`_tail_cycles` less the ``hot`` rules (never inlined), keeping the rules that
+    still have another rule in their cycle and are not ``captured``. A rule's cycle, as
+    in :func:`_tail_cycles`, is one set shared by its members, which may leave the rule
+    itself out (a hot rule whose cycle has others)."""
+    out: dict[int, frozenset[int]] = {}
+    less: dict[int, frozenset[int]] = {}  # id of a cycle -> that cycle less the hot rules
+    for w, comp in cycles.items():
+        if w in captured:
+            continue
+        rest = less.get(id(comp))
+        if rest is None:
+            rest = less[id(comp)] = comp - hot if hot else comp
+        if len(rest) > (1 if w in rest else 0):  # another rule of it is left
+            out[w] = rest
+    return out
 
 
 def _inline_tail_calls(
-    nfa: _Nfa, accept: int, cycle: frozenset[int], splice, room: int = 0
+    nfa: _Nfa, accept: int, cycle: frozenset[int], splice, room: int = 0, own: int = -1
 ) -> None:
     """Replace the tail calls of the other rules of the rule's tail-call cycle by jumps: a
     callee's body is added once (within a size budget), from a state of its own to the
@@ -421,7 +447,8 @@ def _inline_tail_calls(
     free text of a structural tag, one rule per Aho-Corasick state, is one rule: the
     others are never reached). ``splice(callee, p, end)`` adds the callee's body from
     ``p`` to ``end``. The budget is twice the rule's own size, or ``room`` more states
-    when that is larger (the caller's room for the whole cycle).
+    when that is larger (the caller's room for the whole cycle). Calls of rule ``own``
+    (the rule itself, which ``cycle`` may hold) are left alone.
     """
     budget = max(2 * len(nfa.eps) + 64, len(nfa.eps) + room)
     starts: dict[int, int] = {}
@@ -432,7 +459,7 @@ def _inline_tail_calls(
             p += 1
             continue
         for callee, q in list(ref_edges[p]):
-            if callee not in cycle or not _only_ends(nfa, q, accept):
+            if callee == own or callee not in cycle or not _only_ends(nfa, q, accept):
                 continue
             start = starts.get(callee)
             if start is None:
@@ -456,6 +483,8 @@ def _loop_tail_self_calls(nfa: _Nfa, rid: int, start: int, accept: int) -> None:
     quadratic.
     """
     for p, edges in enumerate(nfa.ref_edges):
+        if not edges:  # most states call nothing
+            continue
         tails = [(c, q) for c, q in edges if c == rid and _only_ends(nfa, q, accept)]
         if tails:
             nfa.ref_edges[p] = [e for e in edges if e not in tails]
@@ -481,17 +510,19 @@ def _splice(nfa: _Nfa, part: _Nfa, p: int, accept: int) -> None:
     Python builder makes when it builds the same body from ``p`` to ``accept``."""
     base = len(nfa.eps) - 2
     names = [p, accept, *range(base + 2, base + len(part.eps))]
-    for _ in range(len(part.eps) - 2):
-        nfa.new_state()
-    for k, (eps, byte_edges, ref_edges) in enumerate(
-        zip(part.eps, part.byte_edges, part.ref_edges, strict=True)
-    ):
-        if not (eps or byte_edges or ref_edges):
-            continue
+    # the part's own states first (each is a new state: its lists are made here, in one
+    # pass per kind), then its start's and end's edges onto p and accept
+    nfa.eps.extend([[names[t] for t in eps] for eps in part.eps[2:]])
+    nfa.byte_edges.extend([[(lo, hi, names[t]) for lo, hi, t in e] for e in part.byte_edges[2:]])
+    nfa.ref_edges.extend([[(r, names[t]) for r, t in e] for e in part.ref_edges[2:]])
+    for k in (0, 1):
         u = names[k]
-        nfa.eps[u].extend([names[t] for t in eps])
-        nfa.byte_edges[u].extend([(lo, hi, names[t]) for lo, hi, t in byte_edges])
-        nfa.ref_edges[u].extend([(r, names[t]) for r, t in ref_edges])
+        if part.eps[k]:
+            nfa.eps[u].extend([names[t] for t in part.eps[k]])
+        if part.byte_edges[k]:
+            nfa.byte_edges[u].extend([(lo, hi, names[t]) for lo, hi, t in part.byte_edges[k]])
+        if part.ref_edges[k]:
+            nfa.ref_edges[u].extend([(r, names[t]) for r, t in part.ref_edges[k]])
 
 
 def _csr(lists: list[list], width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -684,9 +715,7 @@ def _build(ir: GrammarIR) -> Automaton:
         | unique
         | set(counted)
     )
-    if hot:
-        tail_cycles = {w: c - hot for w, c in tail_cycles.items() if c - hot}
-    tail_cycles = {w: c for w, c in tail_cycles.items() if w not in captured}
+    tail_cycles = _cycles_without(tail_cycles, hot, captured)
     # per rule: (final, byte_ptr, lo, hi, to, ref_ptr, ref_rule, ref_to)
     nfas: dict[int, tuple] = {}  # flat root -> the kernel's NFA: equal bodies once
     lists: dict[int, _Nfa] = {}  # flat root -> that NFA as edge lists (read only)
@@ -754,6 +783,8 @@ def _build(ir: GrammarIR) -> Automaton:
                     if own == rid:  # the cached calls are of that grammar's rule: this one
                         got = (*got[:6], np.full_like(got[6], rid), got[7])
                     return budgeted(rid, got)
+            else:  # calls other rules: an earlier body equal but for its callees may do
+                return budgeted(rid, alike_dfa(rid, root, own))
         part = new_rule_dfa(rid)
         small = part[0].shape[0] <= _RULE_DFA_STATES and part[2].shape[0] <= _RULE_DFA_EDGES
         if key is not None and part[0].shape[0] and small:
@@ -761,6 +792,71 @@ def _build(ir: GrammarIR) -> Automaton:
                 _RULE_DFAS.clear()
             _RULE_DFAS[key] = part
         return budgeted(rid, part)
+
+    # body hash -> (rule, the one rule it calls or -2, its DFA or None) of the first rule
+    # built from such a body; (body hash, call pattern) -> (DFA, per call of the DFA the
+    # rank of its rule; None: every call is of one rule) of a rule built from one
+    firsts: dict[tuple[int, int], tuple] = {}
+    alike: dict[tuple, tuple] = {}
+    patterns: tuple | None = None  # ``call_patterns`` of the bodies, on first need
+
+    def call_pattern(rid: int, own: int) -> tuple | None:
+        """The ranks of rule ``rid``'s calls (bytes; empty when it calls one rule,
+        ``own``) and the rules it calls (None then), see :func:`._nfa.call_patterns`;
+        None if it calls itself or was not walked."""
+        nonlocal patterns
+        if own >= 0:
+            return b"", None
+        if patterns is None:
+            several = np.array(roots, dtype=np.int64)
+            several[calls[several] != -2] = -1  # the bodies that call several rules
+            patterns = call_patterns(several, _PATTERN_LIMIT, *arrays[:5], arrays[9])
+        status, ptr, ranks, rule_ptr, rules = patterns
+        if status[rid]:
+            return None
+        return ranks[ptr[rid] : ptr[rid + 1]].tobytes(), rules[rule_ptr[rid] : rule_ptr[rid + 1]]
+
+    def keep_alike(hkey: tuple, pattern: tuple, part: tuple) -> None:
+        at = None if pattern[1] is None else np.searchsorted(pattern[1], part[6])
+        alike.setdefault((hkey, pattern[0]), (part, at))
+
+    def alike_dfa(rid: int, root: int, own: int) -> tuple:
+        """The DFA of rule ``rid`` (body ``root``, calling other rules only: ``own`` is
+        the one rule it calls, -2 several), taken from an earlier rule whose body is
+        equal but for the rules it calls, in the same pattern: the same rule at the same
+        calls and the rules in the same order. Subset construction reads the rule of a
+        call only to group a subset's calls by rule, in ascending order, so the DFA is
+        the same but for its calls, mapped rank for rank; else built (and kept for the
+        next such body). A length bounded pattern is a chain of thousands of rules,
+        each calling the next (2,822 in Github_hard o82544); a schema with many
+        date-time properties has a DFA of 9,000 states per property name. Patterns are
+        read only from a body's second rule on (most bodies have one)."""
+        hkey = (int(keys[root, 0]), int(keys[root, 1]))
+        first = firsts.get(hkey)
+        if first is None:
+            part = new_rule_dfa(rid)
+            built = done.get(root)
+            own_dfa = built is not None and built[1] is part  # its NFA's, no call rewritten
+            firsts[hkey] = (rid, own, part if own_dfa else None)
+            return part
+        if first[2] is not None:  # the first rule's DFA kept, now that a second came
+            firsts[hkey] = (first[0], first[1], None)
+            pattern = call_pattern(first[0], first[1])
+            if pattern is not None:
+                keep_alike(hkey, pattern, first[2])
+        pattern = call_pattern(rid, own)
+        if pattern is None:
+            return new_rule_dfa(rid)
+        got = alike.get((hkey, pattern[0]))
+        if got is not None:
+            dfa, at = got
+            mapped = np.full_like(dfa[6], own) if at is None else pattern[1][at]
+            return (*dfa[:6], mapped, dfa[7])
+        part = new_rule_dfa(rid)
+        built = done.get(root)
+        if built is not None and built[1] is part:
+            keep_alike(hkey, pattern, part)
+        return part
 
     def budgeted(rid: int, part: tuple) -> tuple:
         nonlocal total
@@ -787,16 +883,15 @@ def _build(ir: GrammarIR) -> Automaton:
         csr = nfa_of(root)
         nfa = _list_nfa(csr)  # calls to rewrite, on the kernel's NFA as edge lists
         if rid in tail_cycles:
-            cycle = tail_cycles[rid]
+            cycle = tail_cycles[rid]  # shared by its members; may leave out rid (hot)
             # every other member's body once: the cycle's total, summed once per cycle (a
             # string with patterns and a length bound has a 557-rule cycle, 300k sums)
-            members = cycle | {rid}
-            total_states = cycle_states.get(members)
+            total_states = cycle_states.get(cycle)
             if total_states is None:
-                total_states = cycle_states[members] = sum(nfa_of(roots[c])[0] for c in members)
-            whole = total_states - csr[0]
+                total_states = cycle_states[cycle] = sum(nfa_of(roots[c])[0] for c in cycle)
+            whole = total_states - csr[0] if rid in cycle else total_states
             room = whole if whole <= _CYCLE_INLINE_STATES else 0
-            _inline_tail_calls(nfa, 1, cycle, splice_into(nfa), room)
+            _inline_tail_calls(nfa, 1, cycle, splice_into(nfa), room, rid)
         if rid not in captured:
             _loop_tail_self_calls(nfa, rid, 0, 1)
         return _determinize(nfa, 0, 1)
@@ -979,6 +1074,10 @@ _RULE_DFAS_KEPT = 256
 _RULE_DFA_STATES = 1024
 _RULE_DFA_EDGES = 4096
 _KEY0, _KEY1 = (np.uint64(int.from_bytes(os.urandom(8), "little")) for _ in range(2))
+
+# The call patterns of bodies whose NFA has more states and edges than this are not
+# read (their rules are built): a walk that long costs about as much as the build.
+_PATTERN_LIMIT = 1 << 20
 
 # A tail-call cycle whose bodies have at most this many NFA states in all is inlined whole
 # into each rule of it that is reached (the Aho-Corasick free text of a structural tag: one

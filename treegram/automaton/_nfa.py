@@ -16,7 +16,15 @@ from numba import njit
 from treegram.ir import Bytes, CharClass, Choice, Expr, Repeat, RuleRef, Seq, grouped_by_key
 from treegram.kernels import splitmix as _mix
 
-__all__ = ["FlatIr", "build_nfa", "choice_sequences", "node_keys", "node_sizes", "tail_calls"]
+__all__ = [
+    "FlatIr",
+    "build_nfa",
+    "call_patterns",
+    "choice_sequences",
+    "node_keys",
+    "node_sizes",
+    "tail_calls",
+]
 
 BYTES, CLASS, SEQ, CHOICE, REPEAT, REF = range(6)
 
@@ -681,3 +689,78 @@ def tail_calls(roots, n_rules, kind, a, b, kid_at, kids):
         n_out += n_found
         ptr[r + 1] = n_out
     return ptr, out[:n_out].copy()
+
+
+@njit(nogil=True, cache=True)
+def call_patterns(roots, limit, kind, a, b, kid_at, kids, sizes):
+    """Per rule body (node ``roots[r]`` of rule ``r``; -1: none), the rules its calls
+    name, as the pattern :func:`node_keys` leaves out: a walk of the body's tree
+    (children in order, a repetition's item once, none for ``{0,0}``) meets its rule
+    references in an order that two bodies with equal keys share, and each gets the rank
+    of its rule among the distinct rules the body calls. Bodies with equal keys and equal
+    rank sequences have NFAs equal but for a map of their callees that keeps their order
+    (the walk meets every call edge's reference), so equal DFAs but for that map (see
+    ``_build``'s ``alike_dfa``).
+
+    Returns
+    -------
+    status : uint8 [n_roots]
+        0: done; 1: the body calls its own rule (``r``); 2: not done (no body, an NFA
+        of more than ``limit`` states and edges, see :func:`node_sizes`, or a call of an
+        undefined rule).
+    ptr : int64 [n_roots + 1]; ranks : int32
+        Per body the rank of each call met, in walk order.
+    rule_ptr : int64 [n_roots + 1]; rules : int32
+        Per body the distinct rules it calls, ascending (rank ``k`` calls ``rules[k]``).
+    """
+    n_roots = roots.shape[0]
+    status = np.zeros(n_roots, dtype=np.uint8)
+    cap = 0
+    for r in range(n_roots):
+        v = roots[r]
+        if v < 0 or sizes[v, 0] + sizes[v, 1] + sizes[v, 2] + sizes[v, 3] > limit:
+            status[r] = 2
+        else:
+            cap += sizes[v, 3]  # a walk meets no more calls than the NFA has edges
+    ptr = np.zeros(n_roots + 1, dtype=np.int64)
+    ranks = np.empty(cap, dtype=np.int32)
+    rule_ptr = np.zeros(n_roots + 1, dtype=np.int64)
+    rules = np.empty(cap, dtype=np.int32)
+    stack = np.empty(kids.shape[0] + 2, dtype=np.int64)  # pending siblings of a path
+    n_out = 0
+    n_rules = 0
+    for r in range(n_roots):
+        begin = n_out
+        if status[r] == 0:
+            stack[0] = roots[r]
+            top = 1
+            while top > 0:
+                top -= 1
+                v = stack[top]
+                k = kind[v]
+                if k == REF:
+                    if a[v] < 0:
+                        status[r] = 2
+                        break
+                    if a[v] == r:
+                        status[r] = 1
+                    ranks[n_out] = a[v]  # the rule for now: ranked below
+                    n_out += 1
+                elif k in (SEQ, CHOICE):
+                    for j in range(b[v] - 1, -1, -1):  # pushed last first: met in order
+                        stack[top] = kids[a[v] + j]
+                        top += 1
+                elif k == REPEAT and b[v] != 0:
+                    stack[top] = kids[kid_at[v]]
+                    top += 1
+        if status[r] != 0:
+            n_out = begin
+        else:
+            found = np.unique(ranks[begin:n_out])
+            rules[n_rules : n_rules + found.shape[0]] = found
+            for i in range(begin, n_out):
+                ranks[i] = np.searchsorted(found, ranks[i])
+            n_rules += found.shape[0]
+        ptr[r + 1] = n_out
+        rule_ptr[r + 1] = n_rules
+    return status, ptr, ranks[:n_out].copy(), rule_ptr, rules[:n_rules].copy()
