@@ -180,6 +180,7 @@ class Converter:
         self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
         self.merging = 0  # merge_all_of calls in progress
         self.string_classes: dict[tuple, Expr | None] = {}  # see dfa_string_expr
+        self.string_exprs: dict[tuple, Expr | None] = {}  # see dfa_string_expr
         self._validator: Validator | None = None
         self.excludes = Exclusions(self, excludes)
         self._doc_ids: dict[int, dict] = {}
