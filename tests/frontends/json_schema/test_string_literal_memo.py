@@ -111,3 +111,51 @@ def test_the_memo_lives_for_one_conversion():
     first = json_schema_to_ir(schema, strict_mode=False)
     second = json_schema_to_ir(schema, strict_mode=False)
     assert [(r.name, r.body) for r in first.rules] == [(r.name, r.body) for r in second.rules]
+
+
+# a format and a pattern each named by several properties, and a pattern that spells a
+# format's name: each literal is kept under its kind and text
+_NAMED = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "string", "format": "date"},
+        "b": {"type": "string", "format": "date"},
+        "c": {"type": "string", "pattern": "date"},
+        "d": {"type": "string", "pattern": "date"},
+        "e": {"type": "string", "format": "uuid"},
+        "f": {"type": "string", "pattern": "^x+$"},
+        "g": {"type": "string", "pattern": "^x+$"},
+    },
+}
+_NAMED_CASES = [
+    ('{"a": "2024-02-29", "b": "2023-12-31"}', True),
+    ('{"b": "2023-02-29"}', False),
+    ('{"c": "a date", "d": "update"}', True),
+    ('{"d": "2024-02-29"}', False),
+    ('{"e": "123e4567-e89b-12d3-a456-426614174000", "f": "xx", "g": "x"}', True),
+    ('{"g": "xy"}', False),
+]
+
+
+@pytest.mark.parametrize(("text", "want"), _NAMED_CASES)
+def test_format_and_pattern_literals_accept_what_written_ones_do(text, want, monkeypatch):
+    assert accepts(compile_schema(_NAMED, strict_mode=False), text) is want
+    init = _convert.Converter.__init__
+
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self._string_literals = _Forgetful()
+
+    monkeypatch.setattr(_convert.Converter, "__init__", patched)
+    assert accepts(compile_schema(_NAMED, strict_mode=False), text) is want
+
+
+def test_an_unknown_format_warns_at_each_property():
+    schema = {
+        "type": "object",
+        "properties": {"a": {"format": "no-such"}, "b": {"format": "no-such"}},
+    }
+    with pytest.warns(UserWarning) as seen:
+        json_schema_to_ir(schema, strict_mode=False, unknown_format="warn")
+    where = " ".join(str(w.message) for w in seen)
+    assert "/properties/a" in where and "/properties/b" in where
