@@ -30,6 +30,8 @@ class ConversionContext(Protocol):
     excludes: Any  # _excludes.Exclusions: the texts no free string may contain
     # code point ranges -> their encoding in a JSON string, one object per conversion
     string_classes: dict[tuple, Expr | None]
+    # (base, writable, automaton) -> its JSON string literal, one per conversion
+    string_exprs: dict[tuple, Expr | None]
     widen_one_of: bool  # overlapping oneOf compiled as anyOf (the widened second try)
     expanded: list[str]  # pointers of the overlapping oneOfs expanded with negations
     widenings: int  # keywords widened so far (a widened schema is a superset of its own)

@@ -180,6 +180,10 @@ class Converter:
         self.nesting_limit = MAX_NESTING_DEPTH  # lower on the caller's own stack
         self.merging = 0  # merge_all_of calls in progress
         self.string_classes: dict[tuple, Expr | None] = {}  # see dfa_string_expr
+        self.string_exprs: dict[tuple, Expr | None] = {}  # see dfa_string_expr
+        # ("format", name) or ("pattern", text) -> the JSON string literal, one per
+        # conversion (see _string)
+        self._string_literals: dict[tuple[str, str], Expr] = {}
         self._validator: Validator | None = None
         self.excludes = Exclusions(self, excludes)
         self._doc_ids: dict[int, dict] = {}
@@ -731,19 +735,31 @@ class Converter:
                 base="idn_hostname",
             )
         elif fmt is not None:
+            got = self._string_literals.get(("format", fmt))
+            if got is not None:
+                return got
             body = format_body(fmt)
             if body is None and fmt in REFUSED_FORMATS:  # never drop a constraint silently
                 why = REFUSED_FORMATS[fmt]
                 self.unsupported("format", f"{ptr}/format", f"{why} ({fmt!r})")
             elif body is None:
                 self.unknown_format(fmt, f"{ptr}/format")
+            else:  # no pattern beside it (an intersection went through the automaton)
+                got = self._string_literals[("format", fmt)] = string_of(body)
+                return got
         if pattern is not None:
+            got = self._string_literals.get(("pattern", pattern))
+            if got is not None:
+                return got
             try:
                 body = pattern_body(pattern)
             except (ImportError, ValueError):
                 # anchors or lookaheads a plain expression cannot hold: through the
                 # pattern's automaton (which refuses, or widens, what it cannot compile)
                 return constrained_string(self, schema, ptr)
+            if body is not None:
+                got = self._string_literals[("pattern", pattern)] = string_of(body)
+                return got
         if body is None:
             return length_string(lo, hi)
         return string_of(body)

@@ -60,10 +60,20 @@ def dfa_string_expr(
     DfaLimitError
         The minimal automaton has more than :data:`MAX_GRAMMAR_STATES` states.
     """
+    # Written once per language and conversion: the same automaton (an object's undeclared
+    # keys, a pattern) comes back for every copy of an inline subschema and for equal
+    # property sets, and each copy was written out as rules again (half the frontend and
+    # grammar of some schemas). Equal automata accept equal languages, so the one literal
+    # serves every caller; share_rules hoists it into one rule.
+    memo = conv.string_exprs
+    key = (base, writable, tuple(dfa.trans), tuple(dfa.accept))
+    got = memo.get(key, _MISSING)
+    if got is not _MISSING:
+        return got  # type: ignore[return-value]
     # Lone surrogates have no JSON spelling that decodes to one character.
-    if not writable:
-        dfa = dfa.intersect(WRITABLE)
-    return string_of(dfa_expr(conv, dfa, base, _string_encoder(conv)))
+    d = dfa if writable else dfa.intersect(WRITABLE)
+    got = memo[key] = string_of(dfa_expr(conv, d, base, _string_encoder(conv)))
+    return got
 
 
 def counted_string_expr(
