@@ -20,6 +20,7 @@ import pytest
 
 import treegram as tg
 from treegram.compiler._class_cache import ClassCache, class_cache_for
+from treegram.compiler._mask_store import own_classes
 from treegram.kernels import SLICE_WALK_FRAMES, new_slice_walk_sets
 from treegram.kernels._classify import classify
 from treegram.kernels._slice_groups import group_trie, grouped_slice_walk, slice_byte_groups
@@ -836,3 +837,140 @@ def test_cached_loop_sizes_and_scalar_own_classes_equal_the_kernels(grammars):
     entries += [CONTEXT_FIRST - 1 - c for c in (0, 1, 7, 123456)]
     for c in entries:
         assert _own_class(c) == int(own_classes(np.int32(c))), c
+
+
+# the branches of a union of unanchored patterns (each state of a branch walks the slice),
+# a key that is none of the declared names beside a string value
+JOINT_WALK_SCHEMAS = [
+    {
+        "type": "object",
+        "properties": {
+            "scopes": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "oneOf": [{"pattern": p} for p in ("customer", "maker", "ops", "a[0-9]+b")],
+                },
+            },
+            "name": {"type": "string", "maxLength": 40},
+        },
+    },
+    *SLICE_DFA_SCHEMAS,
+]
+
+
+def test_joint_slice_walks_equal_the_slice_dfa_walk(info):
+    """Slice DFA walks of several states in one pass over the trie give each state the
+    status, accepted and undecided tokens of its own walk, alone or in a context (where a
+    slice byte may follow the rule), whatever states walk beside it (dead at once,
+    undecided, reading most of the slice, the same state twice)."""
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    grammars = [
+        compiler.compile_json_schema(json.dumps(s), any_whitespace=True, strict_mode=False)
+        for s in JOINT_WALK_SCHEMAS
+    ]
+    grammars += [compiler.compile_grammar(text) for text in SLICE_DFA_EBNF]
+    compared = walked = undecided = in_context = gave_up = 0
+    for compiled in grammars:
+        store = compiled._store
+        states = _sample(compiled.automaton.n_states, 60)
+        for at in range(0, len(states), 6):
+            group = states[at : at + 6]
+            group = [*group, group[0]] if len(group) > 2 else group
+            contexts = []
+            for n, s in enumerate(group):
+                callers = _callers(compiled, s) if n % 2 else ()
+                contexts.append(store._context_of(s, (0, *callers) if callers else ()))
+            follows = [store._slice_follow(s, c)[1] for s, c in zip(group, contexts, strict=True)]
+            joint = store._joint_slice_walks(group, 0, follows)
+            if not joint:  # a table full: each state walks alone
+                gave_up += 1
+                continue
+            for s, context, followed in zip(group, contexts, follows, strict=True):
+                st, acc, unk = _plain_slice_walk(compiled, s, context)
+                (j_st, n_acc, n_unk), j_acc, j_unk = joint[(s, followed)]
+                assert j_st == st, (compiled, s, group)
+                if st == 0:
+                    assert np.array_equal(j_acc[:n_acc], acc), (compiled, s, group)
+                    assert np.array_equal(j_unk[:n_unk], unk), (compiled, s, group)
+                    walked += n_acc > 1000
+                    undecided += n_unk > 0
+                    in_context += followed == 2
+                compared += 1
+    assert compared >= 300 and walked >= 20 and undecided >= 3 and in_context >= 5
+    assert gave_up <= 2
+
+
+def _fill_masks(compiled: tg.CompiledGrammar, ids: list[int], info) -> np.ndarray:
+    """The bitmask of every step of ``ids`` (int32 [steps, words]), from a fresh matcher."""
+    matcher = tg.GrammarMatcher(compiled)
+    out = []
+    for step in range(len(ids) + 1):
+        bitmask = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+        matcher.fill_next_token_bitmask(bitmask)
+        out.append(bitmask[0].copy())
+        if step < len(ids):
+            assert matcher.accept_token(ids[step])
+    return np.stack(out)
+
+
+def test_slice_walks_taken_along_give_the_masks_of_walks_alone(info, monkeypatch):
+    """A mask whose states include several branches of a union (each needing a slice DFA
+    walk) walks them in one pass: every mask of an instance equals the mask made with each
+    state walked alone, and the walks taken along are used, also where a slice byte may
+    follow a branch's rule (a token may end it and go on in the caller)."""
+    import treegram.compiler._mask_store as mask_store
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
+
+    tokenizer = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
+    cases = [
+        (
+            JOINT_WALK_SCHEMAS[0],
+            '{"scopes": ["the customer", "ops team", "xa12b"], "name": "x"}',
+        ),
+        # a regex: the rules of its pieces, followed by more of it
+        ({"type": "array", "items": {"type": "string", "format": "regex"}}, '["(ab|c)*x", "a+b?"]'),
+    ]
+    joint = []
+    walks = mask_store.MaskStore._joint_slice_walks
+
+    def counting(self, states, deadline=0, followed=None):
+        joint.append(max(followed))
+        return walks(self, states, deadline, followed)
+
+    monkeypatch.setattr(mask_store.MaskStore, "_joint_slice_walks", counting)
+    full = mask_store._JOINT_WALK_STATES
+    followed = 0
+    for grammar, text in cases:
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        results = []
+        classes = []
+        for along in (full, 1):
+            monkeypatch.setattr(mask_store, "_JOINT_WALK_STATES", along)
+            compiler = tg.GrammarCompiler(info, cache_enabled=False)
+            compiled = compiler.compile_json_schema(
+                json.dumps(grammar), any_whitespace=True, strict_mode=False
+            )
+            compiled._store._shared = ClassCache(info.sorted_vocab)  # no class from other tests
+            joint.clear()
+            results.append(_fill_masks(compiled, ids, info))
+            classes.append(_class_digests(compiled._store))
+            if along > 1:
+                assert joint, grammar
+                followed = max(followed, *joint)
+        assert not joint  # none without states taken along
+        assert np.array_equal(results[0], results[1]), grammar
+        assert classes[0] == classes[1], grammar
+    assert followed >= 1
+
+
+def _class_digests(store) -> dict:
+    """The class digest of every state and context key that ``store`` classified."""
+    digest_of = {cid: digest for digest, cid in store._index.items()}
+    out = {key: digest_of[cid] for key, cid in store._contexts.items()}
+    for s, cid in enumerate(own_classes(store._state_class[: store._n_states]).tolist()):
+        if cid >= 0:
+            out[s] = digest_of[cid]
+    return out

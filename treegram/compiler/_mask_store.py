@@ -31,6 +31,8 @@ from ..kernels import (
     joint_byte_classes,
     layout,
     looping_leads,
+    multi_slice_dfa_walk,
+    new_multi_sets,
     new_slice_walk_sets,
     positions_to_bitset,
     reads_string_text,
@@ -112,6 +114,12 @@ REFINE_MAX_UNCERTAIN = 16384
 # KB) a store keeps for the next contexts (MaskStore._refine_parts).
 _REFINE_PARTS_KEPT = 8
 
+
+# States of one classify_states call that a slice walk takes along (MaskStore._joint_slice_walks):
+# the branches of a union of strings, walked in one pass over the trie
+_JOINT_WALK_STATES = 8
+# ... and the tuples of their pair sets that pass may meet (kernels.multi_slice_dfa_walk)
+_JOINT_WALK_PRODUCTS = 4096
 
 # Slice tokens a grammar's store keeps by slice walk key (MaskStore._slice_walk_key), for the
 # same string in the branches of a union: tens of KB each (the accepted ones as runs).
@@ -311,6 +319,11 @@ class MaskStore:
         # (named base bitset, accepted and uncertain positions) -> class digest (see _encoded)
         self._bitset_digests: dict[tuple, bytes] = {}
         self._scratch: list = []  # classify_states' signature scratch (used under the lock)
+        # the slice walks of states walked along with another's in the classify_states call
+        # under way, by (state, followed) (see _walk_ahead)
+        self._walked_ahead: dict[tuple[int, int], tuple] = {}
+        # ... and their slice walk keys (see _slice_walk_key)
+        self._slice_keys_ahead: dict[tuple[int, int], tuple | None] = {}
         # state_signature's class_keep for a classification: every byte class
         self._every_class = np.ones(int(self._automaton_arrays[layout.A_N_CLASSES]), np.uint8)
         self._n_words = (vocab_size + 31) // 32
@@ -493,7 +506,9 @@ class MaskStore:
                             if own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN:
                                 digest, encoded = self._refined(own, key[0], key[1:], deadline)
                             else:
-                                digest, encoded = self._class_of(key[0], scratch, key[1:], deadline)
+                                digest, encoded = self._class_of(
+                                    key[0], scratch, key[1:], deadline, (requests, i)
+                                )
                         except DeadlineExceededError:
                             return False
                         cid, grown = self._insert(digest, *encoded)
@@ -508,10 +523,13 @@ class MaskStore:
                     self._state_class[s] = CONTEXT_FIRST
                     continue
                 try:
-                    digest, encoded = self._class_of(s, scratch, (), deadline)
+                    # (the later requests: a slice walk of s may take their states along)
+                    digest, encoded = self._class_of(s, scratch, (), deadline, (requests, i))
                 except DeadlineExceededError:
                     return False
                 self._assign(s, *self._insert(digest, *encoded))
+            self._walked_ahead.clear()
+            self._slice_keys_ahead.clear()
         return True
 
     def _context_first(self, s: int) -> bool:
@@ -611,12 +629,19 @@ class MaskStore:
         return (int(h0), int(h1)) if ok else None
 
     def _class_of(
-        self, s: int, scratch: list, context_key: tuple[int, ...] = (), deadline: int = 0
+        self,
+        s: int,
+        scratch: list,
+        context_key: tuple[int, ...] = (),
+        deadline: int = 0,
+        ahead: tuple | None = None,
     ) -> tuple[bytes, tuple]:
         """(digest, (kind, payload, uncertain)) of state ``s`` (in the context
         ``context_key`` = ``(m, chain.., callers..)``, see :meth:`_context_of`): from the
         vocabulary's shared class cache when a state with the same signature was classified
-        before, else from a walk of the token trie (then shared)."""
+        before, else from a walk of the token trie (then shared). ``ahead`` is
+        ``(requests, i)`` in :meth:`classify_states` (lock held): its requests from ``i``
+        on, whose states a slice walk of ``s`` may take along."""
         _check_deadline(deadline)  # the caller's checks may be a while ago (_context_first)
         context = self._context_of(s, context_key)
         signature = None
@@ -677,7 +702,9 @@ class MaskStore:
             if (skip is NO_SKIP or self._skips_no_multi_byte_text(s, skip)) and (
                 string_slice is None or string_slice.max_bytes < self._sorted_vocab.max_len
             ):  # (a walk that skips loops' subtrees whole is the shorter one)
-                walked = self._slice_dfa_walk(s, context, deadline, slice_key=slice_key)
+                walked = self._slice_dfa_walk(
+                    s, context, deadline, slice_key=slice_key, ahead=ahead
+                )
             if walked is None:
                 walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
                 base = self._slice_base(string_slice, reach)
@@ -1349,6 +1376,7 @@ class MaskStore:
         deadline: int = 0,
         max_sets: int = SLICE_WALK_SETS,
         slice_key: tuple | None = None,
+        ahead: tuple | None = None,
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
         """:meth:`_walk`'s result for state ``s`` (in ``context``) with the JSON string
         slice's tokens read by its rule and the rules it calls, without a chart
@@ -1356,7 +1384,8 @@ class MaskStore:
         chart walks only the tokens outside the slice and those left undecided. None when
         the state cannot be walked that way or leaves too many undecided. With
         ``slice_key`` (:meth:`_slice_walk_key`), the slice tokens are kept for the states
-        that walk alike."""
+        that walk alike. With ``ahead`` (see :meth:`_class_of`), a walk of the whole trie
+        takes the later requests' states along (:meth:`_walk_ahead`)."""
         sv = self._sorted_vocab
         automaton, slice_bytes, _ = self._slice_walk_inputs()
         whole = self._shared.string_slice(self._n_words, sv.max_len)
@@ -1367,7 +1396,27 @@ class MaskStore:
         sets = new_slice_walk_sets(sv.max_len, n_classes, max_sets)
         frames = np.empty((2, SLICE_WALK_FRAMES + 1), dtype=np.int32)
         clock = np.zeros(2, dtype=np.int64)
-        walked = self._grouped_slice_walk(s, follow, followed, acc, unk, sets, frames, deadline)
+        walked = None
+        # (the walks taken along use the usual table of pair sets; a context enters a slice
+        # walk only through ``followed``)
+        joint = max_sets == SLICE_WALK_SETS
+        if joint:  # walked along with an earlier request's state
+            found = self._walked_ahead.pop((s, followed), None)
+            if found is not None:
+                walked, acc, unk = found
+        found = None
+        if walked is None and joint and ahead:
+            # with states ahead, a grouped trie is walked only when built (a build costs more
+            # than the joint walk's share of a state)
+            walked = self._grouped_slice_walk(
+                s, follow, followed, acc, unk, sets, frames, deadline, build=False
+            )
+            if walked is None:
+                found = self._walk_ahead(s, followed, ahead, deadline, slice_key)
+                if found is not None:
+                    walked, acc, unk = found
+        if walked is None:
+            walked = self._grouped_slice_walk(s, follow, followed, acc, unk, sets, frames, deadline)
         if walked is None:
             started = time.thread_time_ns()
             walked = slice_dfa_walk(
@@ -1400,6 +1449,110 @@ class MaskStore:
             self._remember_slice_walk(slice_key, acc[:n_acc], unk[:n_unk], False)
         return self._with_rest(s, context, acc[:n_acc], unk[:n_unk], deadline)
 
+    def _walk_ahead(
+        self, s: int, followed: int, ahead: tuple, deadline: int, slice_key: tuple | None
+    ) -> tuple | None:
+        """The slice walk of state ``s`` with ``followed`` (``slice_dfa_walk``'s (status,
+        n_acc, n_unk), acc, unk), done in one pass with those of the states of the requests
+        ``ahead`` (``(requests, i)``, see :meth:`_class_of`) that may need one: unclassified
+        plain states that may read string text, and context keys classified in their context
+        (no own class to refine), but those whose slice walk keys (:meth:`_slice_walk_key`)
+        equal ``s``'s (``slice_key``), another's taken along or one whose tokens are kept:
+        they take the kept tokens. Their walks are kept for their own classification
+        (``_walked_ahead``, by state and ``followed``, the context's only part in a slice
+        walk). None when there are none, or when the pass gives up.
+
+        A state taken along may turn out to need no slice walk (its own checks decide it
+        first): its share of the pass is wasted, a fraction of a walk of its own. (A joint
+        walk notes no byte grouping: it already shares the trie's reading.)"""
+        requests, i = ahead
+        seeds: list[tuple[int, int]] = [(s, followed)]
+        keys = {slice_key}
+        state_class = self._state_class
+        while i < len(requests) and len(seeds) < _JOINT_WALK_STATES:
+            t = requests[i]
+            if t < 0:  # a context key: s, m, the chain, the top-level callers
+                key = tuple(requests[i + 1 : i - t])
+                i -= t
+                t = key[0]
+                own = _own_class(int(state_class[t]))
+                if key in self._contexts or (
+                    own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN
+                ):
+                    continue  # classified, or refined from its own class
+                context = self._context_of(t, key[1:])
+            else:
+                i += 1
+                if state_class[t] != UNCLASSIFIED or not self._reads_string_text(t):
+                    continue
+                context = self._context_of(t, ())
+            seed = (t, self._slice_follow(t, context)[1])
+            if seed in seeds or seed in self._walked_ahead:
+                continue
+            key = self._slice_walk_key(t, self._scratch, context)
+            if key is not None and (
+                key in keys or key in self._slice_walks or key in self._recent_walks
+            ):
+                continue
+            keys.add(key)
+            seeds.append(seed)
+        if len(seeds) == 1:
+            return None
+        walks = self._joint_slice_walks([t for t, _ in seeds], deadline, [f for _, f in seeds])
+        found = walks.pop((s, followed), None)
+        self._walked_ahead.update(walks)
+        return found
+
+    def _joint_slice_walks(
+        self, states: list[int], deadline: int = 0, followed: list[int] | None = None
+    ) -> dict[tuple[int, int], tuple]:
+        """``{(state, followed): ((status, n_acc, n_unk), acc, unk)}``:
+        ``kernels.slice_dfa_walk`` of each of ``states`` (the usual table of pair sets) with
+        its ``followed`` (:meth:`_slice_follow`; None: each state's without a context), in
+        one pass over the trie (``kernels.multi_slice_dfa_walk``); empty when that pass
+        gives up.
+
+        Raises
+        ------
+        DeadlineExceededError
+            The monotonic clock passed ``deadline`` (nanoseconds, 0: none).
+        """
+        sv = self._sorted_vocab
+        automaton = self._slice_walk_inputs()[0]
+        whole = self._shared.string_slice(self._n_words, sv.max_len)
+        k = len(states)
+        follow = np.zeros((k, 256), dtype=np.uint8)
+        follows = np.zeros(k, dtype=np.int64)
+        for w, t in enumerate(states):
+            follow[w], follows[w] = self._slice_follow(t, self._context_of(t, ()))
+        if followed is not None:
+            follows[:] = followed
+        n_classes = int(self._automaton_arrays[layout.A_N_CLASSES])
+        sets, frames = new_multi_sets(k, sv.max_len, n_classes)
+        status, acc, unk, out = multi_slice_dfa_walk(
+            automaton,
+            follows,
+            follow,
+            np.array(states, dtype=np.int64),
+            sv.trie,
+            whole.leads,
+            self._loops(),
+            _SLICE_WALK_MAX_UNDECIDED,
+            sets,
+            frames,
+            _JOINT_WALK_PRODUCTS,
+            np.zeros(2, dtype=np.int64),
+            deadline,
+        )
+        if status == layout.TIMEOUT:
+            raise DeadlineExceededError
+        if status != 0:  # (a state's table of pair sets, or the tuples', is full)
+            return {}
+        return {
+            (t, int(follows[w])): ((int(out[w, 0]), int(out[w, 1]), int(out[w, 2])), acc[w], unk[w])
+            for w, t in enumerate(states)
+        }
+
     def _grouped_slice_walk(
         self,
         s: int,
@@ -1410,19 +1563,20 @@ class MaskStore:
         sets: tuple,
         frames: np.ndarray,
         deadline: int = 0,
+        build: bool = True,
     ) -> tuple[int, int, int] | None:
         """``kernels.slice_dfa_walk``'s outcome for state ``s`` from a walk of the
         vocabulary's trie with the bytes grouped as that walk tells them apart
         (``kernels._slice_groups``: a few thousand nodes for a long bounded string, against
         some 280k), or None where the bytes are not grouped (too many states to compare or
         groups), the grouping's trie is not built (no walk of it read much of the trie yet,
-        see :meth:`_slice_dfa_walk`), the walk meets more pair sets than ``sets`` holds or
-        leaves the state undecided."""
+        see :meth:`_slice_dfa_walk`; or, without ``build``, not built yet), the walk meets
+        more pair sets than ``sets`` holds or leaves the state undecided."""
         grouping = self._slice_grouping(s, follow, followed)
         if grouping is None:
             return None
         group, n_groups, rep_class, rep_follow = grouping
-        grouped = self._shared.grouped_trie(group, n_groups)
+        grouped = self._shared.grouped_trie(group, n_groups, build)
         if grouped is None:
             return None
         sv = self._sorted_vocab
@@ -1592,10 +1746,14 @@ class MaskStore:
         whose windows differ only past the others, such as the closing quote of a string
         inlined into a rule that goes on with the next key, walk the slice alike), with the
         slice bytes that may follow its rule and ``followed`` (the context enters the slice
-        walk only there). None when the window holds more than _SLICE_KEY_CAP states."""
+        walk only there). None when the window holds more than _SLICE_KEY_CAP states.
+        Kept during a classify_states call (:meth:`_walk_ahead` asks it of the states ahead)."""
+        follow, followed = self._slice_follow(s, context)
+        known = self._slice_keys_ahead.get((s, followed), False)
+        if known is not False:
+            return known
         if not scratch:
             self._signature_scratch(scratch)
-        follow, followed = self._slice_follow(s, context)
         ok, h0, h1 = state_signature(
             self._packed,
             s,
@@ -1609,7 +1767,9 @@ class MaskStore:
             self._shared.key1,
             *scratch,
         )
-        return (int(h0), int(h1), followed) if ok else None
+        key = (int(h0), int(h1), followed) if ok else None
+        self._slice_keys_ahead[(s, followed)] = key
+        return key
 
     def _add_context(self, key: tuple[int, ...], cid: int, grown: bool) -> None:
         """Store class ``cid`` for the context key ``(s, m, chain.., callers..)`` in the table
