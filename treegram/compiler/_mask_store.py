@@ -644,6 +644,17 @@ class MaskStore:
         on, whose states a slice walk of ``s`` may take along."""
         _check_deadline(deadline)  # the caller's checks may be a while ago (_context_first)
         context = self._context_of(s, context_key)
+        if self._walked_ahead:
+            # walked along with another state's slice walk (see _walk_ahead): the class follows
+            # from that walk and the chart on the rest, as exactly as from the checks and
+            # walks below (a millisecond or more of them: the slice check, the short walks,
+            # the signature, which then shares no class)
+            followed = self._slice_follow(s, context)[1]
+            if (s, followed) in self._walked_ahead:
+                slice_key = self._slice_keys_ahead.get((s, followed))
+                walked = self._slice_dfa_walk(s, context, deadline, slice_key=slice_key)
+                if walked is not None:
+                    return self._encoded(*walked)
         signature = None
         base = None  # the walk's base bitset, named (see _encoded)
         string_slice, reach = self._string_slice(s, context, deadline)
