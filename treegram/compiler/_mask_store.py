@@ -484,53 +484,56 @@ class MaskStore:
         being walked gets none. Returns True when every request has its class."""
         requests = np.asarray(states).tolist()
         with self._lock:
-            # the signature kernel's scratch, made on first need and kept: it comes back all
-            # -1, and allocating it (n_states) took 0.4 ms per request on large grammars
-            scratch = self._scratch
-            i = 0
-            while i < len(requests):
-                if deadline > 0 and time.monotonic_ns() > deadline:
-                    return False
-                s = requests[i]
-                if s < 0:  # a context key: s, m, the chain, the top-level callers
-                    key = tuple(requests[i + 1 : i - s])
-                    i -= s
-                    if key not in self._contexts:
-                        canon = self._canonical_context(key)
-                        cid = self._canonical.get(canon)
-                        if cid is not None:  # an equivalent context was classified
-                            self._add_context(key, cid, False)
-                            continue
-                        own = _own_class(int(self._state_class[key[0]]))
-                        try:
-                            if own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN:
-                                digest, encoded = self._refined(own, key[0], key[1:], deadline)
-                            else:
-                                digest, encoded = self._class_of(
-                                    key[0], scratch, key[1:], deadline, (requests, i)
-                                )
-                        except DeadlineExceededError:
-                            return False
-                        cid, grown = self._insert(digest, *encoded)
-                        self._canonical[canon] = cid
-                        self._add_context(key, cid, grown)
-                    continue
-                i += 1
-                c = self._state_class[s]
-                if c >= 0 or c < CONTEXT_FIRST:  # classified (see own_classes)
-                    continue
-                if c == UNCLASSIFIED and from_mask and self._context_first(s):
-                    self._state_class[s] = CONTEXT_FIRST
-                    continue
-                try:
-                    # (the later requests: a slice walk of s may take their states along)
-                    digest, encoded = self._class_of(s, scratch, (), deadline, (requests, i))
-                except DeadlineExceededError:
-                    return False
-                self._assign(s, *self._insert(digest, *encoded))
-            self._walked_ahead.clear()
-            self._slice_keys_ahead.clear()
-        return True
+            try:
+                # the signature kernel's scratch, made on first need and kept: it comes back all
+                # -1, and allocating it (n_states) took 0.4 ms per request on large grammars
+                scratch = self._scratch
+                i = 0
+                while i < len(requests):
+                    if deadline > 0 and time.monotonic_ns() > deadline:
+                        return False
+                    s = requests[i]
+                    if s < 0:  # a context key: s, m, the chain, the top-level callers
+                        key = tuple(requests[i + 1 : i - s])
+                        i -= s
+                        if key not in self._contexts:
+                            canon = self._canonical_context(key)
+                            cid = self._canonical.get(canon)
+                            if cid is not None:  # an equivalent context was classified
+                                self._add_context(key, cid, False)
+                                continue
+                            own = _own_class(int(self._state_class[key[0]]))
+                            try:
+                                if own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN:
+                                    digest, encoded = self._refined(own, key[0], key[1:], deadline)
+                                else:
+                                    digest, encoded = self._class_of(
+                                        key[0], scratch, key[1:], deadline, (requests, i)
+                                    )
+                            except DeadlineExceededError:
+                                return False
+                            cid, grown = self._insert(digest, *encoded)
+                            self._canonical[canon] = cid
+                            self._add_context(key, cid, grown)
+                        continue
+                    i += 1
+                    c = self._state_class[s]
+                    if c >= 0 or c < CONTEXT_FIRST:  # classified (see own_classes)
+                        continue
+                    if c == UNCLASSIFIED and from_mask and self._context_first(s):
+                        self._state_class[s] = CONTEXT_FIRST
+                        continue
+                    try:
+                        # (the later requests: a slice walk of s may take their states along)
+                        digest, encoded = self._class_of(s, scratch, (), deadline, (requests, i))
+                    except DeadlineExceededError:
+                        return False
+                    self._assign(s, *self._insert(digest, *encoded))
+                return True
+            finally:
+                # (walks taken along are kept for this call only)
+                self._walked_ahead.clear()
+                self._slice_keys_ahead.clear()
 
     def _context_first(self, s: int) -> bool:
         """Whether the mask should look state ``s`` up in context before classifying it
