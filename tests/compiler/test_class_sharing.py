@@ -824,6 +824,68 @@ def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
     assert taken >= 1
 
 
+def test_restricted_skip_states_take_a_built_grouped_slice_walk(info):
+    """A pattern key like [0-9a-f]{32} (unanchored: any text around 32 hex digits) gets a
+    restricted slice that leaves its loop on hex digits, so its walk scans most of the trie;
+    where its slice grouping's trie is built, the grouped slice walk classifies it instead,
+    and its class, like every state's, equals the plain walk's."""
+    from treegram.compiler._mask_store import KIND_BITSET, MaskStore
+    from treegram.kernels import NO_SKIP
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "checksums": {
+                "type": "object",
+                "patternProperties": {
+                    "[0-9a-f]{32}": {
+                        "type": "object",
+                        "properties": {"url": {"type": "string"}},
+                        "required": ["url"],
+                    }
+                },
+            }
+        },
+    }
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps(schema), any_whitespace=True, strict_mode=False
+    )
+    sv = info.sorted_vocab
+    store = MaskStore(compiled._automaton, sv, info.vocab_size)
+    store._shared = ClassCache(sv)
+    grouped_walks = []
+    slice_dfa_walk = store._slice_dfa_walk
+
+    def spy(s, *args, **kwargs):
+        walked = slice_dfa_walk(s, *args, **kwargs)
+        if kwargs.get("grouped_only") and walked is not None:
+            grouped_walks.append(s)
+        return walked
+
+    store._slice_dfa_walk = spy
+    restricted = 0
+    scratch: list = []
+    for s in range(compiled.automaton.n_states):
+        context = store._context_of(s, ())
+        if store._string_slice(s, context)[0] is None:
+            skip = store._restricted_slice(s, 0, store._byte_loop(s))
+            if skip is not NO_SKIP and skip[3] > 0:
+                restricted += 1
+                follow, followed = store._slice_follow(s, context)
+                grouping = store._slice_grouping(s, follow, followed)
+                if grouping is not None:  # built as after a costly walk of the grouping
+                    store._shared.note_grouping(grouping[0])
+                    store._shared.grouped_trie(grouping[0], grouping[1])
+        _, (kind, payload, uncertain) = store._class_of(s, scratch)
+        if kind != KIND_BITSET:
+            every = np.arange(payload.shape[0], dtype=np.int32)
+            payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+        plain_bits, plain_unc = _plain(compiled, s)
+        assert np.array_equal(payload, plain_bits), s
+        assert np.array_equal(uncertain, plain_unc), s
+    assert restricted >= 1 and len(grouped_walks) >= 1, (restricted, grouped_walks)
+
+
 def test_cached_loop_sizes_and_scalar_own_classes_equal_the_kernels(grammars):
     """The per-state cache of byte-loop sizes (``MaskStore._loop_bytes``, which
     ``_enters_raw_byte_loop`` reads) gives ``bytes_off_loop``'s count for every state, asked
