@@ -1031,6 +1031,63 @@ def test_slice_walks_taken_along_give_the_masks_of_walks_alone(info, monkeypatch
     assert followed >= 1
 
 
+def test_slice_walks_of_states_left_to_their_context_carry_to_the_next_call(info, monkeypatch):
+    """A mask's state near the end of a bounded string is left to its context
+    (CONTEXT_FIRST), which the mask asks in its next classify_states call; where no slice
+    byte follows its rule, its slice walk there does not depend on the context, so a walk
+    of the first call takes it along and the next call uses it instead of a walk alone:
+    every mask and class equals those made with each state walked alone."""
+    import treegram.compiler._mask_store as mask_store
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
+
+    tokenizer = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
+    grammar = {
+        "type": "array",
+        "items": {
+            "anyOf": [
+                {"type": "string", "maxLength": 30},
+                {"type": "string", "pattern": "^a[0-9]+b"},
+                {"type": "string", "format": "email"},
+            ]
+        },
+    }
+    text = '["abcdefghijklmnopqrstuvwxyz0123", "a12b"]'
+    ids = tokenizer.encode(text, add_special_tokens=False).ids
+    alone = []
+    plain_walk = mask_store.slice_dfa_walk
+
+    def counting(*args):
+        alone.append(int(args[3]))
+        return plain_walk(*args)
+
+    monkeypatch.setattr(mask_store, "slice_dfa_walk", counting)
+    results, classes, carried, walked_alone = [], [], [], []
+    for along in (mask_store._JOINT_WALK_STATES, 1):
+        monkeypatch.setattr(mask_store, "_JOINT_WALK_STATES", along)
+        compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+            json.dumps(grammar), any_whitespace=True, strict_mode=False
+        )
+        store = compiled._store
+        store._shared = ClassCache(info.sorted_vocab)  # no class from other tests
+        calls = store.classify_states
+
+        def spy(*args, store=store, calls=calls, **kwargs):
+            done = calls(*args, **kwargs)
+            carried.extend(t for t, _ in store._walked_ahead)
+            return done
+
+        store.classify_states = spy
+        alone.clear()
+        results.append(_fill_masks(compiled, ids, info))
+        classes.append(_class_digests(store))
+        walked_alone.append(set(alone))
+    assert np.array_equal(results[0], results[1])
+    assert classes[0] == classes[1]
+    assert carried and not set(carried) & walked_alone[0]  # used, not walked again
+
+
 def _class_digests(store) -> dict:
     """The class digest of every state and context key that ``store`` classified."""
     digest_of = {cid: digest for digest, cid in store._index.items()}

@@ -324,6 +324,9 @@ class MaskStore:
         self._walked_ahead: dict[tuple[int, int], tuple] = {}
         # ... and their slice walk keys (see _slice_walk_key)
         self._slice_keys_ahead: dict[tuple[int, int], tuple | None] = {}
+        # the states of the call under way left to their context (CONTEXT_FIRST) whose slice
+        # walks do not depend on it (see classify_states)
+        self._context_first_ahead: list[int] = []
         # state_signature's class_keep for a classification: every byte class
         self._every_class = np.ones(int(self._automaton_arrays[layout.A_N_CLASSES]), np.uint8)
         self._n_words = (vocab_size + 31) // 32
@@ -522,6 +525,11 @@ class MaskStore:
                         continue
                     if c == UNCLASSIFIED and from_mask and self._context_first(s):
                         self._state_class[s] = CONTEXT_FIRST
+                        if not self._slice_follow(s, self._context_of(s, ()))[1]:
+                            # its context comes in the mask's next requests; where no slice
+                            # byte follows its rule, the slice walk there is this (s, 0)
+                            # walk, which a walk of this call may take along (_walk_ahead)
+                            self._context_first_ahead.append(s)
                         continue
                     try:
                         # (the later requests: a slice walk of s may take their states along)
@@ -531,8 +539,16 @@ class MaskStore:
                     self._assign(s, *self._insert(digest, *encoded))
                 return True
             finally:
-                # (walks taken along are kept for this call only)
+                # (walks taken along are kept for this call only, but those of the states
+                # left to their context, which the next call asks: for that one too)
+                carried = {}
+                for t in self._context_first_ahead:
+                    found = self._walked_ahead.get((t, 0))
+                    if found is not None:
+                        carried[(t, 0)] = found
+                self._context_first_ahead.clear()
                 self._walked_ahead.clear()
+                self._walked_ahead.update(carried)
                 self._slice_keys_ahead.clear()
 
     def _context_first(self, s: int) -> bool:
@@ -1526,6 +1542,19 @@ class MaskStore:
             if seed in seeds or seed in self._walked_ahead:
                 continue
             key = self._slice_walk_key(t, self._scratch, context)
+            if key is not None and (
+                key in keys or key in self._slice_walks or key in self._recent_walks
+            ):
+                continue
+            keys.add(key)
+            seeds.append(seed)
+        for t in self._context_first_ahead:  # asked in context next (see classify_states)
+            if len(seeds) >= _JOINT_WALK_STATES:
+                break
+            seed = (t, 0)
+            if seed in seeds or seed in self._walked_ahead:
+                continue
+            key = self._slice_walk_key(t, self._scratch, self._context_of(t, ()))
             if key is not None and (
                 key in keys or key in self._slice_walks or key in self._recent_walks
             ):
