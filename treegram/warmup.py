@@ -283,6 +283,8 @@ def _workload() -> None:
         store._slice_dfa_walk(s, context)
         # a table of one pair set: the grouped walk gives up, the whole trie's walk runs
         store._slice_dfa_walk(s, store._context_of(s, ()), max_sets=1)
+    # the branches of a union walked in one pass (MaskStore._joint_slice_walks)
+    store._joint_slice_walks(list(range(tight.automaton.n_states)))
     _draft_trees(matchers[:-2] + matchers[-1:], info)
     # a class whose accepted tokens a walk did not all meet (rare on a small vocabulary)
     kernels.bitset_positions(np.zeros(2, dtype=np.int32))

@@ -20,6 +20,7 @@ import pytest
 
 import treegram as tg
 from treegram.compiler._class_cache import ClassCache, class_cache_for
+from treegram.compiler._mask_store import own_classes
 from treegram.kernels import SLICE_WALK_FRAMES, new_slice_walk_sets
 from treegram.kernels._classify import classify
 from treegram.kernels._slice_groups import group_trie, grouped_slice_walk, slice_byte_groups
@@ -773,10 +774,12 @@ def test_quick_walk_before_the_skip_search_equals_the_plain_walk(info):
 def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
     """The key state of an object with 130 named properties and free-form others reads every
     key text, but the check of the whole JSON string slice runs out of nodes in the names'
-    trie and only the ASCII part is proved (``_counted_slice``'s last attempt leaves every
-    multi-byte character out): past its budget it takes the slice DFA walk, not the walk
-    with that skip, and its class, like every sampled state's, equals the plain walk's."""
+    trie, and as it reads multi-byte characters, ``_counted_slice`` does not check it
+    without them (that skip's walk would scan every token holding one): past its budget it
+    takes the slice DFA walk, and its class, like every sampled state's, equals the plain
+    walk's."""
     from treegram.compiler._mask_store import KIND_BITSET, MaskStore
+    from treegram.kernels import NO_SKIP
 
     words = "Account Activity AirDrop Assistant Bluetooth Camera Cloud Diagnostic Explicit "
     words += (
@@ -807,7 +810,8 @@ def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
         context = store._context_of(s, ())
         string_slice = store._string_slice(s, context)[0]
         skip = store._restricted_slice(s, 0, store._byte_loop(s)) if string_slice is None else ()
-        qualifies = bool(skip) and skip[3] > 0 and store._skips_no_multi_byte_text(s, skip)
+        reads_multi_byte = bool(store._first_bytes(s)[0xC2:0xF5].any())
+        qualifies = skip is NO_SKIP and reads_multi_byte and store._reads_string_text(s)
         del dfa_walked[:]
         _, (kind, payload, uncertain) = store._class_of(s, scratch)
         taken += qualifies and dfa_walked == [s]
@@ -818,6 +822,68 @@ def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
         assert np.array_equal(payload, plain_bits), s
         assert np.array_equal(uncertain, plain_unc), s
     assert taken >= 1
+
+
+def test_restricted_skip_states_take_a_built_grouped_slice_walk(info):
+    """A pattern key like [0-9a-f]{32} (unanchored: any text around 32 hex digits) gets a
+    restricted slice that leaves its loop on hex digits, so its walk scans most of the trie;
+    where its slice grouping's trie is built, the grouped slice walk classifies it instead,
+    and its class, like every state's, equals the plain walk's."""
+    from treegram.compiler._mask_store import KIND_BITSET, MaskStore
+    from treegram.kernels import NO_SKIP
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "checksums": {
+                "type": "object",
+                "patternProperties": {
+                    "[0-9a-f]{32}": {
+                        "type": "object",
+                        "properties": {"url": {"type": "string"}},
+                        "required": ["url"],
+                    }
+                },
+            }
+        },
+    }
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps(schema), any_whitespace=True, strict_mode=False
+    )
+    sv = info.sorted_vocab
+    store = MaskStore(compiled._automaton, sv, info.vocab_size)
+    store._shared = ClassCache(sv)
+    grouped_walks = []
+    slice_dfa_walk = store._slice_dfa_walk
+
+    def spy(s, *args, **kwargs):
+        walked = slice_dfa_walk(s, *args, **kwargs)
+        if kwargs.get("grouped_only") and walked is not None:
+            grouped_walks.append(s)
+        return walked
+
+    store._slice_dfa_walk = spy
+    restricted = 0
+    scratch: list = []
+    for s in range(compiled.automaton.n_states):
+        context = store._context_of(s, ())
+        if store._string_slice(s, context)[0] is None:
+            skip = store._restricted_slice(s, 0, store._byte_loop(s))
+            if skip is not NO_SKIP and skip[3] > 0:
+                restricted += 1
+                follow, followed = store._slice_follow(s, context)
+                grouping = store._slice_grouping(s, follow, followed)
+                if grouping is not None:  # built as after a costly walk of the grouping
+                    store._shared.note_grouping(grouping[0])
+                    store._shared.grouped_trie(grouping[0], grouping[1])
+        _, (kind, payload, uncertain) = store._class_of(s, scratch)
+        if kind != KIND_BITSET:
+            every = np.arange(payload.shape[0], dtype=np.int32)
+            payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+        plain_bits, plain_unc = _plain(compiled, s)
+        assert np.array_equal(payload, plain_bits), s
+        assert np.array_equal(uncertain, plain_unc), s
+    assert restricted >= 1 and len(grouped_walks) >= 1, (restricted, grouped_walks)
 
 
 def test_cached_loop_sizes_and_scalar_own_classes_equal_the_kernels(grammars):
@@ -836,3 +902,197 @@ def test_cached_loop_sizes_and_scalar_own_classes_equal_the_kernels(grammars):
     entries += [CONTEXT_FIRST - 1 - c for c in (0, 1, 7, 123456)]
     for c in entries:
         assert _own_class(c) == int(own_classes(np.int32(c))), c
+
+
+# the branches of a union of unanchored patterns (each state of a branch walks the slice),
+# a key that is none of the declared names beside a string value
+JOINT_WALK_SCHEMAS = [
+    {
+        "type": "object",
+        "properties": {
+            "scopes": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "oneOf": [{"pattern": p} for p in ("customer", "maker", "ops", "a[0-9]+b")],
+                },
+            },
+            "name": {"type": "string", "maxLength": 40},
+        },
+    },
+    *SLICE_DFA_SCHEMAS,
+]
+
+
+def test_joint_slice_walks_equal_the_slice_dfa_walk(info):
+    """Slice DFA walks of several states in one pass over the trie give each state the
+    status, accepted and undecided tokens of its own walk, alone or in a context (where a
+    slice byte may follow the rule), whatever states walk beside it (dead at once,
+    undecided, reading most of the slice, the same state twice)."""
+    compiler = tg.GrammarCompiler(info, cache_enabled=False)
+    grammars = [
+        compiler.compile_json_schema(json.dumps(s), any_whitespace=True, strict_mode=False)
+        for s in JOINT_WALK_SCHEMAS
+    ]
+    grammars += [compiler.compile_grammar(text) for text in SLICE_DFA_EBNF]
+    compared = walked = undecided = in_context = gave_up = 0
+    for compiled in grammars:
+        store = compiled._store
+        states = _sample(compiled.automaton.n_states, 60)
+        for at in range(0, len(states), 6):
+            group = states[at : at + 6]
+            group = [*group, group[0]] if len(group) > 2 else group
+            contexts = []
+            for n, s in enumerate(group):
+                callers = _callers(compiled, s) if n % 2 else ()
+                contexts.append(store._context_of(s, (0, *callers) if callers else ()))
+            follows = [store._slice_follow(s, c)[1] for s, c in zip(group, contexts, strict=True)]
+            joint = store._joint_slice_walks(group, 0, follows)
+            if not joint:  # a table full: each state walks alone
+                gave_up += 1
+                continue
+            for s, context, followed in zip(group, contexts, follows, strict=True):
+                st, acc, unk = _plain_slice_walk(compiled, s, context)
+                (j_st, n_acc, n_unk), j_acc, j_unk = joint[(s, followed)]
+                assert j_st == st, (compiled, s, group)
+                if st == 0:
+                    assert np.array_equal(j_acc[:n_acc], acc), (compiled, s, group)
+                    assert np.array_equal(j_unk[:n_unk], unk), (compiled, s, group)
+                    walked += n_acc > 1000
+                    undecided += n_unk > 0
+                    in_context += followed == 2
+                compared += 1
+    assert compared >= 300 and walked >= 20 and undecided >= 3 and in_context >= 5
+    assert gave_up <= 2
+
+
+def _fill_masks(compiled: tg.CompiledGrammar, ids: list[int], info) -> np.ndarray:
+    """The bitmask of every step of ``ids`` (int32 [steps, words]), from a fresh matcher."""
+    matcher = tg.GrammarMatcher(compiled)
+    out = []
+    for step in range(len(ids) + 1):
+        bitmask = tg.allocate_token_bitmask(1, info.vocab_size, backend="numpy")
+        matcher.fill_next_token_bitmask(bitmask)
+        out.append(bitmask[0].copy())
+        if step < len(ids):
+            assert matcher.accept_token(ids[step])
+    return np.stack(out)
+
+
+def test_slice_walks_taken_along_give_the_masks_of_walks_alone(info, monkeypatch):
+    """A mask whose states include several branches of a union (each needing a slice DFA
+    walk) walks them in one pass: every mask of an instance equals the mask made with each
+    state walked alone, and the walks taken along are used, also where a slice byte may
+    follow a branch's rule (a token may end it and go on in the caller)."""
+    import treegram.compiler._mask_store as mask_store
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
+
+    tokenizer = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
+    cases = [
+        (
+            JOINT_WALK_SCHEMAS[0],
+            '{"scopes": ["the customer", "ops team", "xa12b"], "name": "x"}',
+        ),
+        # a regex: the rules of its pieces, followed by more of it
+        ({"type": "array", "items": {"type": "string", "format": "regex"}}, '["(ab|c)*x", "a+b?"]'),
+    ]
+    joint = []
+    walks = mask_store.MaskStore._joint_slice_walks
+
+    def counting(self, states, deadline=0, followed=None):
+        joint.append(max(followed))
+        return walks(self, states, deadline, followed)
+
+    monkeypatch.setattr(mask_store.MaskStore, "_joint_slice_walks", counting)
+    full = mask_store._JOINT_WALK_STATES
+    followed = 0
+    for grammar, text in cases:
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        results = []
+        classes = []
+        for along in (full, 1):
+            monkeypatch.setattr(mask_store, "_JOINT_WALK_STATES", along)
+            compiler = tg.GrammarCompiler(info, cache_enabled=False)
+            compiled = compiler.compile_json_schema(
+                json.dumps(grammar), any_whitespace=True, strict_mode=False
+            )
+            compiled._store._shared = ClassCache(info.sorted_vocab)  # no class from other tests
+            joint.clear()
+            results.append(_fill_masks(compiled, ids, info))
+            classes.append(_class_digests(compiled._store))
+            if along > 1:
+                assert joint, grammar
+                followed = max(followed, *joint)
+        assert not joint  # none without states taken along
+        assert np.array_equal(results[0], results[1]), grammar
+        assert classes[0] == classes[1], grammar
+    assert followed >= 1
+
+
+def test_slice_walks_of_states_left_to_their_context_carry_to_the_next_call(info, monkeypatch):
+    """A mask's state near the end of a bounded string is left to its context
+    (CONTEXT_FIRST), which the mask asks in its next classify_states call; where no slice
+    byte follows its rule, its slice walk there does not depend on the context, so a walk
+    of the first call takes it along and the next call uses it instead of a walk alone:
+    every mask and class equals those made with each state walked alone."""
+    import treegram.compiler._mask_store as mask_store
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from treegram.tokenizer import deepseek_v4_tokenizer_json
+
+    tokenizer = tokenizers.Tokenizer.from_file(str(deepseek_v4_tokenizer_json()))
+    grammar = {
+        "type": "array",
+        "items": {
+            "anyOf": [
+                {"type": "string", "maxLength": 30},
+                {"type": "string", "pattern": "^a[0-9]+b"},
+                {"type": "string", "format": "email"},
+            ]
+        },
+    }
+    text = '["abcdefghijklmnopqrstuvwxyz0123", "a12b"]'
+    ids = tokenizer.encode(text, add_special_tokens=False).ids
+    alone = []
+    plain_walk = mask_store.slice_dfa_walk
+
+    def counting(*args):
+        alone.append(int(args[3]))
+        return plain_walk(*args)
+
+    monkeypatch.setattr(mask_store, "slice_dfa_walk", counting)
+    results, classes, carried, walked_alone = [], [], [], []
+    for along in (mask_store._JOINT_WALK_STATES, 1):
+        monkeypatch.setattr(mask_store, "_JOINT_WALK_STATES", along)
+        compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+            json.dumps(grammar), any_whitespace=True, strict_mode=False
+        )
+        store = compiled._store
+        store._shared = ClassCache(info.sorted_vocab)  # no class from other tests
+        calls = store.classify_states
+
+        def spy(*args, store=store, calls=calls, **kwargs):
+            done = calls(*args, **kwargs)
+            carried.extend(t for t, _ in store._walked_ahead)
+            return done
+
+        store.classify_states = spy
+        alone.clear()
+        results.append(_fill_masks(compiled, ids, info))
+        classes.append(_class_digests(store))
+        walked_alone.append(set(alone))
+    assert np.array_equal(results[0], results[1])
+    assert classes[0] == classes[1]
+    assert carried and not set(carried) & walked_alone[0]  # used, not walked again
+
+
+def _class_digests(store) -> dict:
+    """The class digest of every state and context key that ``store`` classified."""
+    digest_of = {cid: digest for digest, cid in store._index.items()}
+    out = {key: digest_of[cid] for key, cid in store._contexts.items()}
+    for s, cid in enumerate(own_classes(store._state_class[: store._n_states]).tolist()):
+        if cid >= 0:
+            out[s] = digest_of[cid]
+    return out

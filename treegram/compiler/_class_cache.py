@@ -264,19 +264,19 @@ class ClassCache:
             if len(self._groupings_noted) > _GROUPINGS_NOTED:
                 self._groupings_noted.popitem(last=False)
 
-    def grouped_trie(self, group: np.ndarray, n_groups: int) -> tuple | None:
+    def grouped_trie(self, group: np.ndarray, n_groups: int, build: bool = True) -> tuple | None:
         """The trie of the slice tokens' strings of byte groups (``kernels.group_trie``):
         read-only (parent, group, depth, subtree end, token's node) arrays; None for a
         grouping not noted yet (:meth:`note_grouping`: a build costs about one walk of the
-        whole trie, which a cheap walk, or one walk alone, would not win back). ``group``
-        (int32 [256]) is each byte's group as ``kernels.slice_byte_groups`` numbers them
-        (``n_groups`` of them)."""
+        whole trie, which a cheap walk, or one walk alone, would not win back), and without
+        ``build`` for one not built yet. ``group`` (int32 [256]) is each byte's group as
+        ``kernels.slice_byte_groups`` numbers them (``n_groups`` of them)."""
         key = group.tobytes()
         with self._lock:
             if key in self._grouped:
                 self._grouped.move_to_end(key)
                 return self._grouped[key]
-            if key not in self._groupings_noted:
+            if key not in self._groupings_noted or not build:
                 return None
         sv = self._sorted_vocab()
         token_node = np.empty(len(sv), dtype=np.int32)

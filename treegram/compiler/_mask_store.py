@@ -31,6 +31,8 @@ from ..kernels import (
     joint_byte_classes,
     layout,
     looping_leads,
+    multi_slice_dfa_walk,
+    new_multi_sets,
     new_slice_walk_sets,
     positions_to_bitset,
     reads_string_text,
@@ -112,6 +114,12 @@ REFINE_MAX_UNCERTAIN = 16384
 # KB) a store keeps for the next contexts (MaskStore._refine_parts).
 _REFINE_PARTS_KEPT = 8
 
+
+# States of one classify_states call that a slice walk takes along (MaskStore._joint_slice_walks):
+# the branches of a union of strings, walked in one pass over the trie
+_JOINT_WALK_STATES = 8
+# ... and the tuples of their pair sets that pass may meet (kernels.multi_slice_dfa_walk)
+_JOINT_WALK_PRODUCTS = 4096
 
 # Slice tokens a grammar's store keeps by slice walk key (MaskStore._slice_walk_key), for the
 # same string in the branches of a union: tens of KB each (the accepted ones as runs).
@@ -311,6 +319,14 @@ class MaskStore:
         # (named base bitset, accepted and uncertain positions) -> class digest (see _encoded)
         self._bitset_digests: dict[tuple, bytes] = {}
         self._scratch: list = []  # classify_states' signature scratch (used under the lock)
+        # the slice walks of states walked along with another's in the classify_states call
+        # under way, by (state, followed) (see _walk_ahead)
+        self._walked_ahead: dict[tuple[int, int], tuple] = {}
+        # ... and their slice walk keys (see _slice_walk_key)
+        self._slice_keys_ahead: dict[tuple[int, int], tuple | None] = {}
+        # the states of the call under way left to their context (CONTEXT_FIRST) whose slice
+        # walks do not depend on it (see classify_states)
+        self._context_first_ahead: list[int] = []
         # state_signature's class_keep for a classification: every byte class
         self._every_class = np.ones(int(self._automaton_arrays[layout.A_N_CLASSES]), np.uint8)
         self._n_words = (vocab_size + 31) // 32
@@ -471,48 +487,69 @@ class MaskStore:
         being walked gets none. Returns True when every request has its class."""
         requests = np.asarray(states).tolist()
         with self._lock:
-            # the signature kernel's scratch, made on first need and kept: it comes back all
-            # -1, and allocating it (n_states) took 0.4 ms per request on large grammars
-            scratch = self._scratch
-            i = 0
-            while i < len(requests):
-                if deadline > 0 and time.monotonic_ns() > deadline:
-                    return False
-                s = requests[i]
-                if s < 0:  # a context key: s, m, the chain, the top-level callers
-                    key = tuple(requests[i + 1 : i - s])
-                    i -= s
-                    if key not in self._contexts:
-                        canon = self._canonical_context(key)
-                        cid = self._canonical.get(canon)
-                        if cid is not None:  # an equivalent context was classified
-                            self._add_context(key, cid, False)
-                            continue
-                        own = _own_class(int(self._state_class[key[0]]))
-                        try:
-                            if own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN:
-                                digest, encoded = self._refined(own, key[0], key[1:], deadline)
-                            else:
-                                digest, encoded = self._class_of(key[0], scratch, key[1:], deadline)
-                        except DeadlineExceededError:
-                            return False
-                        cid, grown = self._insert(digest, *encoded)
-                        self._canonical[canon] = cid
-                        self._add_context(key, cid, grown)
-                    continue
-                i += 1
-                c = self._state_class[s]
-                if c >= 0 or c < CONTEXT_FIRST:  # classified (see own_classes)
-                    continue
-                if c == UNCLASSIFIED and from_mask and self._context_first(s):
-                    self._state_class[s] = CONTEXT_FIRST
-                    continue
-                try:
-                    digest, encoded = self._class_of(s, scratch, (), deadline)
-                except DeadlineExceededError:
-                    return False
-                self._assign(s, *self._insert(digest, *encoded))
-        return True
+            try:
+                # the signature kernel's scratch, made on first need and kept: it comes back all
+                # -1, and allocating it (n_states) took 0.4 ms per request on large grammars
+                scratch = self._scratch
+                i = 0
+                while i < len(requests):
+                    if deadline > 0 and time.monotonic_ns() > deadline:
+                        return False
+                    s = requests[i]
+                    if s < 0:  # a context key: s, m, the chain, the top-level callers
+                        key = tuple(requests[i + 1 : i - s])
+                        i -= s
+                        if key not in self._contexts:
+                            canon = self._canonical_context(key)
+                            cid = self._canonical.get(canon)
+                            if cid is not None:  # an equivalent context was classified
+                                self._add_context(key, cid, False)
+                                continue
+                            own = _own_class(int(self._state_class[key[0]]))
+                            try:
+                                if own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN:
+                                    digest, encoded = self._refined(own, key[0], key[1:], deadline)
+                                else:
+                                    digest, encoded = self._class_of(
+                                        key[0], scratch, key[1:], deadline, (requests, i)
+                                    )
+                            except DeadlineExceededError:
+                                return False
+                            cid, grown = self._insert(digest, *encoded)
+                            self._canonical[canon] = cid
+                            self._add_context(key, cid, grown)
+                        continue
+                    i += 1
+                    c = self._state_class[s]
+                    if c >= 0 or c < CONTEXT_FIRST:  # classified (see own_classes)
+                        continue
+                    if c == UNCLASSIFIED and from_mask and self._context_first(s):
+                        self._state_class[s] = CONTEXT_FIRST
+                        if not self._slice_follow(s, self._context_of(s, ()))[1]:
+                            # its context comes in the mask's next requests; where no slice
+                            # byte follows its rule, the slice walk there is this (s, 0)
+                            # walk, which a walk of this call may take along (_walk_ahead)
+                            self._context_first_ahead.append(s)
+                        continue
+                    try:
+                        # (the later requests: a slice walk of s may take their states along)
+                        digest, encoded = self._class_of(s, scratch, (), deadline, (requests, i))
+                    except DeadlineExceededError:
+                        return False
+                    self._assign(s, *self._insert(digest, *encoded))
+                return True
+            finally:
+                # (walks taken along are kept for this call only, but those of the states
+                # left to their context, which the next call asks: for that one too)
+                carried = {}
+                for t in self._context_first_ahead:
+                    found = self._walked_ahead.get((t, 0))
+                    if found is not None:
+                        carried[(t, 0)] = found
+                self._context_first_ahead.clear()
+                self._walked_ahead.clear()
+                self._walked_ahead.update(carried)
+                self._slice_keys_ahead.clear()
 
     def _context_first(self, s: int) -> bool:
         """Whether the mask should look state ``s`` up in context before classifying it
@@ -611,14 +648,32 @@ class MaskStore:
         return (int(h0), int(h1)) if ok else None
 
     def _class_of(
-        self, s: int, scratch: list, context_key: tuple[int, ...] = (), deadline: int = 0
+        self,
+        s: int,
+        scratch: list,
+        context_key: tuple[int, ...] = (),
+        deadline: int = 0,
+        ahead: tuple | None = None,
     ) -> tuple[bytes, tuple]:
         """(digest, (kind, payload, uncertain)) of state ``s`` (in the context
         ``context_key`` = ``(m, chain.., callers..)``, see :meth:`_context_of`): from the
         vocabulary's shared class cache when a state with the same signature was classified
-        before, else from a walk of the token trie (then shared)."""
+        before, else from a walk of the token trie (then shared). ``ahead`` is
+        ``(requests, i)`` in :meth:`classify_states` (lock held): its requests from ``i``
+        on, whose states a slice walk of ``s`` may take along."""
         _check_deadline(deadline)  # the caller's checks may be a while ago (_context_first)
         context = self._context_of(s, context_key)
+        if self._walked_ahead:
+            # walked along with another state's slice walk (see _walk_ahead): the class follows
+            # from that walk and the chart on the rest, as exactly as from the checks and
+            # walks below (a millisecond or more of them: the slice check, the short walks,
+            # the signature, which then shares no class)
+            followed = self._slice_follow(s, context)[1]
+            if (s, followed) in self._walked_ahead:
+                slice_key = self._slice_keys_ahead.get((s, followed))
+                walked = self._slice_dfa_walk(s, context, deadline, slice_key=slice_key)
+                if walked is not None:
+                    return self._encoded(*walked)
         signature = None
         base = None  # the walk's base bitset, named (see _encoded)
         string_slice, reach = self._string_slice(s, context, deadline)
@@ -677,7 +732,19 @@ class MaskStore:
             if (skip is NO_SKIP or self._skips_no_multi_byte_text(s, skip)) and (
                 string_slice is None or string_slice.max_bytes < self._sorted_vocab.max_len
             ):  # (a walk that skips loops' subtrees whole is the shorter one)
-                walked = self._slice_dfa_walk(s, context, deadline, slice_key=slice_key)
+                walked = self._slice_dfa_walk(
+                    s, context, deadline, slice_key=slice_key, ahead=ahead
+                )
+            elif skip[3] > 0:
+                # A restricted slice leaves the walk every token with a byte outside it: a
+                # pattern key like [0-9a-f]{32} reads any text but leaves its loop on hex
+                # digits, and its walk scans most of the trie (7.5 ms, Github_easy---o78130).
+                # Where the slice grouping's trie is built already, the grouped slice walk
+                # costs a fraction of that (20 ms against 31 ms over the 19 such states of
+                # held-out MaskBench, none more than 0.1 ms slower); a build is not worth it.
+                walked = self._slice_dfa_walk(
+                    s, context, deadline, slice_key=slice_key, grouped_only=True
+                )
             if walked is None:
                 walked = self._walk(s, string_slice, reach, 0, context, deadline, skip)
                 base = self._slice_base(string_slice, reach)
@@ -1121,9 +1188,13 @@ class MaskStore:
         character of a key ``^[^$]``, followed by any text: without them every token with
         a multi-byte character, a hundred thousand trie nodes, was walked), then without the
         lead bytes of the characters that ``.`` and ``\\s`` leave out (``.{0,27}``: 14 ->
-        3.6 ms), then without any multi-byte character (each would end a count of ASCII
-        characters). The choice of text only decides
-        whether the check can succeed, so the shortcut stays exact.
+        3.6 ms); a state that reads no multi-byte character is checked without any (each
+        would end a count of ASCII characters). One that reads some is not: the skip's walk
+        would scan every token holding one (a third of a large vocabulary's trie) and give
+        up, and the slice DFA walk classifies it (``_skips_no_multi_byte_text``); the check
+        cost 2.4 ms per key state of Github_hard---o61596, the only schema of 700 held-out
+        ones where it succeeded, and its walk never fitted the budget. The choice of text
+        only decides whether the check can succeed, so the shortcut stays exact.
 
         Raises
         ------
@@ -1152,7 +1223,7 @@ class MaskStore:
             # a pattern's "." or \S reads only some characters of a few lead bytes (line
             # terminators and white space: U+0085, U+2028, U+3000, ...)
             no_terminators = excluded | _PARTIAL_LEADS
-            attempts = (excluded, no_terminators, no_multi_byte)
+            attempts = (excluded, no_terminators)
         for attempt in attempts:
             cap = SLICE_CHECK_CAP if attempt is no_multi_byte else _SPECULATIVE_CHECK_CAP
             skip = self._restricted_skip(whole, attempt, byte_class, s, deadline, cap)
@@ -1349,6 +1420,8 @@ class MaskStore:
         deadline: int = 0,
         max_sets: int = SLICE_WALK_SETS,
         slice_key: tuple | None = None,
+        ahead: tuple | None = None,
+        grouped_only: bool = False,
     ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
         """:meth:`_walk`'s result for state ``s`` (in ``context``) with the JSON string
         slice's tokens read by its rule and the rules it calls, without a chart
@@ -1356,7 +1429,9 @@ class MaskStore:
         chart walks only the tokens outside the slice and those left undecided. None when
         the state cannot be walked that way or leaves too many undecided. With
         ``slice_key`` (:meth:`_slice_walk_key`), the slice tokens are kept for the states
-        that walk alike."""
+        that walk alike. With ``ahead`` (see :meth:`_class_of`), a walk of the whole trie
+        takes the later requests' states along (:meth:`_walk_ahead`). With
+        ``grouped_only``, only a grouped walk on a trie built already (else None)."""
         sv = self._sorted_vocab
         automaton, slice_bytes, _ = self._slice_walk_inputs()
         whole = self._shared.string_slice(self._n_words, sv.max_len)
@@ -1367,7 +1442,33 @@ class MaskStore:
         sets = new_slice_walk_sets(sv.max_len, n_classes, max_sets)
         frames = np.empty((2, SLICE_WALK_FRAMES + 1), dtype=np.int32)
         clock = np.zeros(2, dtype=np.int64)
-        walked = self._grouped_slice_walk(s, follow, followed, acc, unk, sets, frames, deadline)
+        walked = None
+        # (the walks taken along use the usual table of pair sets; a context enters a slice
+        # walk only through ``followed``)
+        joint = max_sets == SLICE_WALK_SETS
+        if joint:  # walked along with an earlier request's state
+            found = self._walked_ahead.pop((s, followed), None)
+            if found is not None:
+                walked, acc, unk = found
+        if walked is None and grouped_only:
+            walked = self._grouped_slice_walk(
+                s, follow, followed, acc, unk, sets, frames, deadline, build=False
+            )
+            if walked is None:
+                return None
+        found = None
+        if walked is None and joint and ahead:
+            # with states ahead, a grouped trie is walked only when built (a build costs more
+            # than the joint walk's share of a state)
+            walked = self._grouped_slice_walk(
+                s, follow, followed, acc, unk, sets, frames, deadline, build=False
+            )
+            if walked is None:
+                found = self._walk_ahead(s, followed, ahead, deadline, slice_key)
+                if found is not None:
+                    walked, acc, unk = found
+        if walked is None:
+            walked = self._grouped_slice_walk(s, follow, followed, acc, unk, sets, frames, deadline)
         if walked is None:
             started = time.thread_time_ns()
             walked = slice_dfa_walk(
@@ -1400,6 +1501,123 @@ class MaskStore:
             self._remember_slice_walk(slice_key, acc[:n_acc], unk[:n_unk], False)
         return self._with_rest(s, context, acc[:n_acc], unk[:n_unk], deadline)
 
+    def _walk_ahead(
+        self, s: int, followed: int, ahead: tuple, deadline: int, slice_key: tuple | None
+    ) -> tuple | None:
+        """The slice walk of state ``s`` with ``followed`` (``slice_dfa_walk``'s (status,
+        n_acc, n_unk), acc, unk), done in one pass with those of the states of the requests
+        ``ahead`` (``(requests, i)``, see :meth:`_class_of`) that may need one: unclassified
+        plain states that may read string text, and context keys classified in their context
+        (no own class to refine), but those whose slice walk keys (:meth:`_slice_walk_key`)
+        equal ``s``'s (``slice_key``), another's taken along or one whose tokens are kept:
+        they take the kept tokens. Their walks are kept for their own classification
+        (``_walked_ahead``, by state and ``followed``, the context's only part in a slice
+        walk). None when there are none, or when the pass gives up.
+
+        A state taken along may turn out to need no slice walk (its own checks decide it
+        first): its share of the pass is wasted, a fraction of a walk of its own. (A joint
+        walk notes no byte grouping: it already shares the trie's reading.)"""
+        requests, i = ahead
+        seeds: list[tuple[int, int]] = [(s, followed)]
+        keys = {slice_key}
+        state_class = self._state_class
+        while i < len(requests) and len(seeds) < _JOINT_WALK_STATES:
+            t = requests[i]
+            if t < 0:  # a context key: s, m, the chain, the top-level callers
+                key = tuple(requests[i + 1 : i - t])
+                i -= t
+                t = key[0]
+                own = _own_class(int(state_class[t]))
+                if key in self._contexts or (
+                    own >= 0 and self._cls_meta[own, 4] <= REFINE_MAX_UNCERTAIN
+                ):
+                    continue  # classified, or refined from its own class
+                context = self._context_of(t, key[1:])
+            else:
+                i += 1
+                if state_class[t] != UNCLASSIFIED or not self._reads_string_text(t):
+                    continue
+                context = self._context_of(t, ())
+            seed = (t, self._slice_follow(t, context)[1])
+            if seed in seeds or seed in self._walked_ahead:
+                continue
+            key = self._slice_walk_key(t, self._scratch, context)
+            if key is not None and (
+                key in keys or key in self._slice_walks or key in self._recent_walks
+            ):
+                continue
+            keys.add(key)
+            seeds.append(seed)
+        for t in self._context_first_ahead:  # asked in context next (see classify_states)
+            if len(seeds) >= _JOINT_WALK_STATES:
+                break
+            seed = (t, 0)
+            if seed in seeds or seed in self._walked_ahead:
+                continue
+            key = self._slice_walk_key(t, self._scratch, self._context_of(t, ()))
+            if key is not None and (
+                key in keys or key in self._slice_walks or key in self._recent_walks
+            ):
+                continue
+            keys.add(key)
+            seeds.append(seed)
+        if len(seeds) == 1:
+            return None
+        walks = self._joint_slice_walks([t for t, _ in seeds], deadline, [f for _, f in seeds])
+        found = walks.pop((s, followed), None)
+        self._walked_ahead.update(walks)
+        return found
+
+    def _joint_slice_walks(
+        self, states: list[int], deadline: int = 0, followed: list[int] | None = None
+    ) -> dict[tuple[int, int], tuple]:
+        """``{(state, followed): ((status, n_acc, n_unk), acc, unk)}``:
+        ``kernels.slice_dfa_walk`` of each of ``states`` (the usual table of pair sets) with
+        its ``followed`` (:meth:`_slice_follow`; None: each state's without a context), in
+        one pass over the trie (``kernels.multi_slice_dfa_walk``); empty when that pass
+        gives up.
+
+        Raises
+        ------
+        DeadlineExceededError
+            The monotonic clock passed ``deadline`` (nanoseconds, 0: none).
+        """
+        sv = self._sorted_vocab
+        automaton = self._slice_walk_inputs()[0]
+        whole = self._shared.string_slice(self._n_words, sv.max_len)
+        k = len(states)
+        follow = np.zeros((k, 256), dtype=np.uint8)
+        follows = np.zeros(k, dtype=np.int64)
+        for w, t in enumerate(states):
+            follow[w], follows[w] = self._slice_follow(t, self._context_of(t, ()))
+        if followed is not None:
+            follows[:] = followed
+        n_classes = int(self._automaton_arrays[layout.A_N_CLASSES])
+        sets, frames = new_multi_sets(k, sv.max_len, n_classes)
+        status, acc, unk, out = multi_slice_dfa_walk(
+            automaton,
+            follows,
+            follow,
+            np.array(states, dtype=np.int64),
+            sv.trie,
+            whole.leads,
+            self._loops(),
+            _SLICE_WALK_MAX_UNDECIDED,
+            sets,
+            frames,
+            _JOINT_WALK_PRODUCTS,
+            np.zeros(2, dtype=np.int64),
+            deadline,
+        )
+        if status == layout.TIMEOUT:
+            raise DeadlineExceededError
+        if status != 0:  # (a state's table of pair sets, or the tuples', is full)
+            return {}
+        return {
+            (t, int(follows[w])): ((int(out[w, 0]), int(out[w, 1]), int(out[w, 2])), acc[w], unk[w])
+            for w, t in enumerate(states)
+        }
+
     def _grouped_slice_walk(
         self,
         s: int,
@@ -1410,19 +1628,20 @@ class MaskStore:
         sets: tuple,
         frames: np.ndarray,
         deadline: int = 0,
+        build: bool = True,
     ) -> tuple[int, int, int] | None:
         """``kernels.slice_dfa_walk``'s outcome for state ``s`` from a walk of the
         vocabulary's trie with the bytes grouped as that walk tells them apart
         (``kernels._slice_groups``: a few thousand nodes for a long bounded string, against
         some 280k), or None where the bytes are not grouped (too many states to compare or
         groups), the grouping's trie is not built (no walk of it read much of the trie yet,
-        see :meth:`_slice_dfa_walk`), the walk meets more pair sets than ``sets`` holds or
-        leaves the state undecided."""
+        see :meth:`_slice_dfa_walk`; or, without ``build``, not built yet), the walk meets
+        more pair sets than ``sets`` holds or leaves the state undecided."""
         grouping = self._slice_grouping(s, follow, followed)
         if grouping is None:
             return None
         group, n_groups, rep_class, rep_follow = grouping
-        grouped = self._shared.grouped_trie(group, n_groups)
+        grouped = self._shared.grouped_trie(group, n_groups, build)
         if grouped is None:
             return None
         sv = self._sorted_vocab
@@ -1592,10 +1811,14 @@ class MaskStore:
         whose windows differ only past the others, such as the closing quote of a string
         inlined into a rule that goes on with the next key, walk the slice alike), with the
         slice bytes that may follow its rule and ``followed`` (the context enters the slice
-        walk only there). None when the window holds more than _SLICE_KEY_CAP states."""
+        walk only there). None when the window holds more than _SLICE_KEY_CAP states.
+        Kept during a classify_states call (:meth:`_walk_ahead` asks it of the states ahead)."""
+        follow, followed = self._slice_follow(s, context)
+        known = self._slice_keys_ahead.get((s, followed), False)
+        if known is not False:
+            return known
         if not scratch:
             self._signature_scratch(scratch)
-        follow, followed = self._slice_follow(s, context)
         ok, h0, h1 = state_signature(
             self._packed,
             s,
@@ -1609,7 +1832,9 @@ class MaskStore:
             self._shared.key1,
             *scratch,
         )
-        return (int(h0), int(h1), followed) if ok else None
+        key = (int(h0), int(h1), followed) if ok else None
+        self._slice_keys_ahead[(s, followed)] = key
+        return key
 
     def _add_context(self, key: tuple[int, ...], cid: int, grown: bool) -> None:
         """Store class ``cid`` for the context key ``(s, m, chain.., callers..)`` in the table

@@ -37,6 +37,7 @@ from treegram.kernels._layout import (
     TIMEOUT,
 )
 from treegram.kernels._mask import CONTEXT_MAX_CALLERS, CONTEXT_MAX_CHAIN, context_hash
+from treegram.kernels._multi_slice_walk import multi_slice_dfa_walk, new_multi_sets
 from treegram.kernels._ops import accept_token_entry, rollback_op
 from treegram.kernels._registry import GRAMMARS, MATCHERS, REGISTRY_LOCK, Registry
 from treegram.kernels._signature import splitmix, state_signature
@@ -114,6 +115,8 @@ __all__ = [
     "positions_to_bitset",
     "slice_dfa_walk",
     "new_slice_walk_sets",
+    "multi_slice_dfa_walk",
+    "new_multi_sets",
     "SLICE_WALK_PAIRS",
     "SLICE_WALK_FRAMES",
     "SLICE_WALK_SETS",
