@@ -140,6 +140,16 @@ def _callers(compiled: tg.CompiledGrammar, state: int) -> tuple[int, ...]:
     return tuple(sorted(set(owners.tolist())))[:8]
 
 
+def _fresh_store(info: tg.TokenizerInfo, compiled: tg.CompiledGrammar):
+    """A new mask store for ``compiled``: nothing classified, and no class shared from the
+    other tests' walks."""
+    from treegram.compiler._mask_store import MaskStore
+
+    store = MaskStore(compiled._automaton, info.sorted_vocab, info.vocab_size)
+    store._shared = ClassCache(info.sorted_vocab)
+    return store
+
+
 def test_slice_members_match_a_utf8_reference(info):
     completions = [b""] + [
         bytes(c) for n in (1, 2, 3) for c in itertools.product((0x80, 0x90, 0xA0), repeat=n)
@@ -732,7 +742,7 @@ def test_quick_walk_before_the_skip_search_equals_the_plain_walk(info):
     (``MaskStore._quick_budget`` trie nodes), and only past it searches for a skip
     (restricted slice, byte loop) for the budgeted walk: either way its class, alone or in
     a context, equals the plain walk's, and both ways are taken."""
-    from treegram.compiler._mask_store import KIND_BITSET, MaskStore
+    from treegram.compiler._mask_store import KIND_BITSET
 
     compiler = tg.GrammarCompiler(info, cache_enabled=False)
     schemas = [
@@ -741,16 +751,13 @@ def test_quick_walk_before_the_skip_search_equals_the_plain_walk(info):
         {"type": "string", "pattern": r"^[0-9a-zA-Z_-]{1,255}$"},
         {"type": "object", "additionalProperties": {"type": "integer"}},
     ]
-    sv = info.sorted_vocab
     quick = past = 0
     for schema in schemas:
         compiled = compiler.compile_json_schema(
             json.dumps(schema), any_whitespace=True, strict_mode=False
         )
         a = compiled.automaton
-        # a fresh store: nothing classified, no class shared from the other tests' walks
-        store = MaskStore(compiled._automaton, sv, info.vocab_size)
-        store._shared = ClassCache(sv)
+        store = _fresh_store(info, compiled)
         scratch: list = []
         for s in _sample(a.n_states, 60):
             callers = _callers(compiled, s) if s % 2 else ()
@@ -778,7 +785,7 @@ def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
     without them (that skip's walk would scan every token holding one): past its budget it
     takes the slice DFA walk, and its class, like every sampled state's, equals the plain
     walk's."""
-    from treegram.compiler._mask_store import KIND_BITSET, MaskStore
+    from treegram.compiler._mask_store import KIND_BITSET
     from treegram.kernels import NO_SKIP
 
     words = "Account Activity AirDrop Assistant Bluetooth Camera Cloud Diagnostic Explicit "
@@ -793,9 +800,7 @@ def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
     compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
         json.dumps(schema), any_whitespace=True, strict_mode=False
     )
-    sv = info.sorted_vocab
-    store = MaskStore(compiled._automaton, sv, info.vocab_size)
-    store._shared = ClassCache(sv)
+    store = _fresh_store(info, compiled)
     dfa_walked = []
     slice_dfa_walk = store._slice_dfa_walk
 
@@ -829,7 +834,7 @@ def test_restricted_skip_states_take_a_built_grouped_slice_walk(info):
     restricted slice that leaves its loop on hex digits, so its walk scans most of the trie;
     where its slice grouping's trie is built, the grouped slice walk classifies it instead,
     and its class, like every state's, equals the plain walk's."""
-    from treegram.compiler._mask_store import KIND_BITSET, MaskStore
+    from treegram.compiler._mask_store import KIND_BITSET
     from treegram.kernels import NO_SKIP
 
     schema = {
@@ -850,9 +855,7 @@ def test_restricted_skip_states_take_a_built_grouped_slice_walk(info):
     compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
         json.dumps(schema), any_whitespace=True, strict_mode=False
     )
-    sv = info.sorted_vocab
-    store = MaskStore(compiled._automaton, sv, info.vocab_size)
-    store._shared = ClassCache(sv)
+    store = _fresh_store(info, compiled)
     grouped_walks = []
     slice_dfa_walk = store._slice_dfa_walk
 
