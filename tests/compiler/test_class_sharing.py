@@ -1099,3 +1099,46 @@ def _class_digests(store) -> dict:
         if cid >= 0:
             out[s] = digest_of[cid]
     return out
+
+
+def test_copies_of_a_string_take_kept_slice_tokens_before_the_skip_search(info):
+    """A state with no JSON string slice whose short walk fails, and whose slice walk key
+    has kept slice tokens (a copy of a string in another branch of a union), is classified
+    from them before any search for a skip or longer walk: that class, like every state's,
+    equals the plain walk's."""
+    from treegram.compiler._mask_store import KIND_BITSET
+
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps(SHARED_SLICE_WALK_SCHEMA), any_whitespace=True, strict_mode=False
+    )
+    store = _fresh_store(info, compiled)
+    store.walk_budget = 1  # every budgeted walk fails: each key's first state is kept
+    searched, from_kept = set(), set()
+    restricted_slice, walk_kept = store._restricted_slice, store._walk_kept
+
+    def searching(s, *args, **kwargs):
+        searched.add(s)
+        return restricted_slice(s, *args, **kwargs)
+
+    def kept(s, *args, **kwargs):
+        walked = walk_kept(s, *args, **kwargs)
+        if walked is not None and s not in searched:
+            from_kept.add(s)
+        return walked
+
+    store._restricted_slice, store._walk_kept = searching, kept
+    scratch: list = []
+    # the copies one after the other, as a mask asks them (few recent walks are kept)
+    keys = {
+        s: store._slice_walk_key(s, scratch, store._context_of(s, ())) or (0, 0, s)
+        for s in range(compiled.automaton.n_states)
+    }
+    for s in sorted(keys, key=lambda s: (keys[s], s)):
+        _, (kind, payload, uncertain) = store._class_of(s, scratch)
+        if kind != KIND_BITSET:
+            every = np.arange(payload.shape[0], dtype=np.int32)
+            payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+        plain_bits, plain_unc = _plain(compiled, s)
+        assert np.array_equal(payload, plain_bits), s
+        assert np.array_equal(uncertain, plain_unc), s
+    assert len(from_kept) >= 10, sorted(from_kept)
