@@ -1142,3 +1142,53 @@ def test_copies_of_a_string_take_kept_slice_tokens_before_the_skip_search(info):
         assert np.array_equal(payload, plain_bits), s
         assert np.array_equal(uncertain, plain_unc), s
     assert len(from_kept) >= 10, sorted(from_kept)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        # a pattern string inside an array: each item's string in its callers' context
+        {"type": "array", "items": {"type": "string", "pattern": "^.+/.+$"}},
+        {
+            "type": "object",
+            "properties": {
+                "deps": {"type": "array", "items": {"type": "string", "pattern": "^[^:\\s]+$"}},
+                "name": {"type": "string", "pattern": "^[a-z0-9_-]{1,40}$"},
+            },
+        },
+    ],
+)
+def test_restricted_slice_in_a_context_equals_the_plain_walk(info, schema):
+    """A state classified in the context of its callers takes the restricted slice it reads
+    inside its own rule (a text read there is read in any context): its class equals the
+    plain walk's in that context."""
+    from treegram.compiler._mask_store import KIND_BITSET
+
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps(schema), any_whitespace=True, strict_mode=False
+    )
+    store = _fresh_store(info, compiled)
+    in_context = []
+    restricted_slice = store._restricted_slice
+
+    def searching(s, *args, **kwargs):
+        skip = restricted_slice(s, *args, **kwargs)
+        if skip[3] > 0 and searching.context:
+            in_context.append(s)
+        return skip
+
+    store._restricted_slice = searching
+    scratch: list = []
+    for s in range(compiled.automaton.n_states):
+        callers = _callers(compiled, s)
+        if not callers:
+            continue
+        searching.context = callers
+        _, (kind, payload, uncertain) = store._class_of(s, scratch, (0, *callers))
+        if kind != KIND_BITSET:
+            every = np.arange(payload.shape[0], dtype=np.int32)
+            payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+        plain_bits, plain_unc = _plain(compiled, s, callers)
+        assert np.array_equal(payload, plain_bits), s
+        assert np.array_equal(uncertain, plain_unc), s
+    assert len(in_context) >= 1

@@ -694,7 +694,9 @@ class MaskStore:
                 walked = self._walk_kept(s, scratch, context, deadline)
             if walked is None:
                 loop = self._byte_loop(s)
-                if not context_key:
+                if not context_key or not self._packed[layout.PACK_UNIQUE]:
+                    # (text the state reads inside its own rule is read in any context; a
+                    # unique rule's completion would make such a token UNCERTAIN there)
                     skip = self._restricted_slice(s, deadline, loop)
                 if skip is NO_SKIP:
                     skip = self._loop_skip(s, loop)
@@ -1140,8 +1142,8 @@ class MaskStore:
         return (*self._shared.loop_summary(self._n_words), excluded, 0)
 
     def _restricted_slice(self, s: int, deadline: int = 0, loop: tuple | None = None) -> tuple:
-        """A restricted JSON string slice that state ``s`` reads (no context), as
-        ``classify`` takes it, or ``NO_SKIP``.
+        """A restricted JSON string slice that state ``s`` reads inside its own rule (so in
+        any context), as ``classify`` takes it, or ``NO_SKIP``.
 
         A state that loops on most ASCII characters without reading every string character
         (``[^:\\s]+`` in a pattern) gets no JSON string slice, and its walk visits every
