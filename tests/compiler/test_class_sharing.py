@@ -778,16 +778,8 @@ def test_quick_walk_before_the_skip_search_equals_the_plain_walk(info):
     assert quick >= 100 and past >= 20
 
 
-def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
-    """The key state of an object with 130 named properties and free-form others reads every
-    key text, but the check of the whole JSON string slice runs out of nodes in the names'
-    trie, and as it reads multi-byte characters, ``_counted_slice`` does not check it
-    without them (that skip's walk would scan every token holding one): past its budget it
-    takes the slice DFA walk, and its class, like every sampled state's, equals the plain
-    walk's."""
-    from treegram.compiler._mask_store import KIND_BITSET
-    from treegram.kernels import NO_SKIP
-
+def _many_properties_schema() -> dict:
+    """An object with 130 named properties (long shared prefixes) and free-form others."""
     words = "Account Activity AirDrop Assistant Bluetooth Camera Cloud Diagnostic Explicit "
     words += (
         "Fingerprint Game Keyboard Music Passcode Photo Radio Safari Spotlight Unlock Wallpaper"
@@ -796,9 +788,23 @@ def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
     names = {
         f"allow{w[i % 20]}{w[(i // 20 * 7 + i) % 20]}{w[(i // 3 + 5) % 20]}" for i in range(130)
     }
-    schema = {"type": "object", "properties": {n: {"type": "boolean"} for n in sorted(names)}}
+    return {"type": "object", "properties": {n: {"type": "boolean"} for n in sorted(names)}}
+
+
+def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info, monkeypatch):
+    """The key state of an object with 130 named properties and free-form others reads every
+    key text, but where the check of the whole JSON string slice runs out of nodes in the
+    names' trie (at SLICE_CHECK_CAP, below what it needs), and as it reads multi-byte
+    characters, ``_counted_slice`` does not check it without them (that skip's walk would
+    scan every token holding one): past its budget it takes the slice DFA walk, and its
+    class, like every sampled state's, equals the plain walk's."""
+    from treegram.compiler import _mask_store
+    from treegram.compiler._mask_store import KIND_BITSET, SLICE_CHECK_CAP
+    from treegram.kernels import NO_SKIP
+
+    monkeypatch.setattr(_mask_store, "_WHOLE_SLICE_CHECK_CAP", SLICE_CHECK_CAP)
     compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
-        json.dumps(schema), any_whitespace=True, strict_mode=False
+        json.dumps(_many_properties_schema()), any_whitespace=True, strict_mode=False
     )
     store = _fresh_store(info, compiled)
     dfa_walked = []
@@ -1099,3 +1105,119 @@ def _class_digests(store) -> dict:
         if cid >= 0:
             out[s] = digest_of[cid]
     return out
+
+
+def test_copies_of_a_string_take_kept_slice_tokens_before_the_skip_search(info):
+    """A state with no JSON string slice whose short walk fails, and whose slice walk key
+    has kept slice tokens (a copy of a string in another branch of a union), is classified
+    from them before any search for a skip or longer walk: that class, like every state's,
+    equals the plain walk's."""
+    from treegram.compiler._mask_store import KIND_BITSET
+
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps(SHARED_SLICE_WALK_SCHEMA), any_whitespace=True, strict_mode=False
+    )
+    store = _fresh_store(info, compiled)
+    store.walk_budget = 1  # every budgeted walk fails: each key's first state is kept
+    searched, from_kept = set(), set()
+    restricted_slice, walk_kept = store._restricted_slice, store._walk_kept
+
+    def searching(s, *args, **kwargs):
+        searched.add(s)
+        return restricted_slice(s, *args, **kwargs)
+
+    def kept(s, *args, **kwargs):
+        walked = walk_kept(s, *args, **kwargs)
+        if walked is not None and s not in searched:
+            from_kept.add(s)
+        return walked
+
+    store._restricted_slice, store._walk_kept = searching, kept
+    scratch: list = []
+    # the copies one after the other, as a mask asks them (few recent walks are kept)
+    keys = {
+        s: store._slice_walk_key(s, scratch, store._context_of(s, ())) or (0, 0, s)
+        for s in range(compiled.automaton.n_states)
+    }
+    for s in sorted(keys, key=lambda s: (keys[s], s)):
+        _, (kind, payload, uncertain) = store._class_of(s, scratch)
+        if kind != KIND_BITSET:
+            every = np.arange(payload.shape[0], dtype=np.int32)
+            payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+        plain_bits, plain_unc = _plain(compiled, s)
+        assert np.array_equal(payload, plain_bits), s
+        assert np.array_equal(uncertain, plain_unc), s
+    assert len(from_kept) >= 10, sorted(from_kept)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        # a pattern string inside an array: each item's string in its callers' context
+        {"type": "array", "items": {"type": "string", "pattern": "^.+/.+$"}},
+        {
+            "type": "object",
+            "properties": {
+                "deps": {"type": "array", "items": {"type": "string", "pattern": "^[^:\\s]+$"}},
+                "name": {"type": "string", "pattern": "^[a-z0-9_-]{1,40}$"},
+            },
+        },
+    ],
+)
+def test_restricted_slice_in_a_context_equals_the_plain_walk(info, schema):
+    """A state classified in the context of its callers takes the restricted slice it reads
+    inside its own rule (a text read there is read in any context): its class equals the
+    plain walk's in that context."""
+    from treegram.compiler._mask_store import KIND_BITSET
+
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps(schema), any_whitespace=True, strict_mode=False
+    )
+    store = _fresh_store(info, compiled)
+    in_context = []
+    restricted_slice = store._restricted_slice
+
+    def searching(s, *args, **kwargs):
+        skip = restricted_slice(s, *args, **kwargs)
+        if skip[3] > 0 and searching.context:
+            in_context.append(s)
+        return skip
+
+    store._restricted_slice = searching
+    scratch: list = []
+    for s in range(compiled.automaton.n_states):
+        callers = _callers(compiled, s)
+        if not callers:
+            continue
+        searching.context = callers
+        _, (kind, payload, uncertain) = store._class_of(s, scratch, (0, *callers))
+        if kind != KIND_BITSET:
+            every = np.arange(payload.shape[0], dtype=np.int32)
+            payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+        plain_bits, plain_unc = _plain(compiled, s, callers)
+        assert np.array_equal(payload, plain_bits), s
+        assert np.array_equal(uncertain, plain_unc), s
+    assert len(in_context) >= 1
+
+
+def test_free_keys_beside_many_properties_read_the_whole_slice(info):
+    """The whole-slice check of that key state fits its node cap: the key gets the whole
+    JSON string slice of texts up to 64 bytes (every key text is read, as far as the check
+    looks), so only the tokens outside it are walked,
+    and its class equals the plain walk's."""
+    from treegram.compiler._mask_store import KIND_BITSET
+
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps(_many_properties_schema()), any_whitespace=True, strict_mode=False
+    )
+    store = _fresh_store(info, compiled)
+    s = 2  # the first key of the object
+    string_slice, reach = store._string_slice(s, store._context_of(s, ()))
+    assert string_slice is not None and reach == 64  # as far as the check looks
+    _, (kind, payload, uncertain) = store._class_of(s, [])
+    if kind != KIND_BITSET:
+        every = np.arange(payload.shape[0], dtype=np.int32)
+        payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
+    plain_bits, plain_unc = _plain(compiled, s)
+    assert np.array_equal(payload, plain_bits)
+    assert np.array_equal(uncertain, plain_unc)

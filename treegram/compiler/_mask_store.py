@@ -50,6 +50,12 @@ KIND_LIST = 0
 KIND_BITSET = 1
 # Nodes a slice containment check explores before it gives up.
 SLICE_CHECK_CAP = 16384
+# ... and the check against the whole JSON string slice: a free-form key beside 108
+# optional properties (Github_hard---o61596, whose key text tracks the names) reads the
+# whole slice, proven in 20k to 30k nodes (5 ms), while a check that gave up at 16,384
+# nodes (4 ms) left the key to a slice DFA walk after more failed checks (9 ms a key
+# mask). Of the whole-slice checks of 700 held-out MaskBench schemas, only those gave up.
+_WHOLE_SLICE_CHECK_CAP = 32768
 # ... and a speculative one: a counted slice's attempts that keep multi-byte characters
 # (most of their failures are a check out of nodes, which the attempt without them avoids)
 _SPECULATIVE_CHECK_CAP = 2048
@@ -686,9 +692,17 @@ class MaskStore:
             # (tens of microseconds of Python per state; a skip shortens a walk, it never
             # changes its classes)
             walked = self._walk(s, None, 0, self._quick_budget(), context, deadline)
+            if walked is None and (self._slice_walks or self._recent_walks):
+                # The copies of a string in a union's branches walk the slice alike: the
+                # first one's slice tokens are kept, and the chart walk of the rest is
+                # shorter than the search for a skip and the budgeted walk that fail
+                # before it (0.6 ms a copy: ten copies, Github_hard---o33131)
+                walked = self._walk_kept(s, scratch, context, deadline)
             if walked is None:
                 loop = self._byte_loop(s)
-                if not context_key:
+                if not context_key or not self._packed[layout.PACK_UNIQUE]:
+                    # (text the state reads inside its own rule is read in any context; a
+                    # unique rule's completion would make such a token UNCERTAIN there)
                     skip = self._restricted_slice(s, deadline, loop)
                 if skip is NO_SKIP:
                     skip = self._loop_skip(s, loop)
@@ -718,9 +732,7 @@ class MaskStore:
             # slice alike: its slice tokens are known, the chart walks the rest (cheaper
             # than the signature, which differs: the branches go on with other keys).
             slice_key = self._slice_walk_key(s, scratch, context)
-            tokens = self._kept_slice_tokens(slice_key) if slice_key is not None else None
-            if tokens is not None:
-                walked = self._with_rest(s, context, tokens[0], tokens[1], deadline, tokens[2])
+            walked = self._walk_kept(s, scratch, context, deadline)
         if walked is None:
             # Share its class with every state that classifies alike.
             signature = self._signature(s, scratch, context)
@@ -754,6 +766,19 @@ class MaskStore:
         if signature is not None:
             self._shared.put(signature, (key, *encoded))
         return key, encoded
+
+    def _walk_kept(
+        self, s: int, scratch: list, context: tuple, deadline: int = 0
+    ) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray] | None:
+        """:meth:`_walk`'s result for state ``s`` (in ``context``) from the slice tokens
+        kept under its slice walk key (:meth:`_slice_walk_key`, :meth:`_kept_slice_tokens`):
+        the chart walks only the tokens outside the slice and the undecided ones. None when
+        none are kept."""
+        slice_key = self._slice_walk_key(s, scratch, context)
+        tokens = self._kept_slice_tokens(slice_key) if slice_key is not None else None
+        if tokens is None:
+            return None
+        return self._with_rest(s, context, tokens[0], tokens[1], deadline, tokens[2])
 
     def _skips_no_multi_byte_text(self, s: int, skip: tuple) -> bool:
         """Whether ``skip``, a restricted slice of state ``s``, leaves out every multi-byte
@@ -1013,7 +1038,9 @@ class MaskStore:
         sv = self._sorted_vocab
         whole = self._shared.string_slice(self._n_words, sv.max_len)
         dfa_reps = self._slice_arguments()[:2]
-        reach, exact = self._reach(dfa_reps, s, context[2], context[3], deadline)
+        reach, exact = self._reach(
+            dfa_reps, s, context[2], context[3], deadline, _WHOLE_SLICE_CHECK_CAP
+        )
         if reach >= sv.max_len or (exact and 0 < reach < min(sv.max_len, _SLICE_SEARCH_CHARS)):
             return whole, reach
         limits = [n for n in _SLICE_BYTES if n <= reach]
@@ -1123,8 +1150,8 @@ class MaskStore:
         return (*self._shared.loop_summary(self._n_words), excluded, 0)
 
     def _restricted_slice(self, s: int, deadline: int = 0, loop: tuple | None = None) -> tuple:
-        """A restricted JSON string slice that state ``s`` reads (no context), as
-        ``classify`` takes it, or ``NO_SKIP``.
+        """A restricted JSON string slice that state ``s`` reads inside its own rule (so in
+        any context), as ``classify`` takes it, or ``NO_SKIP``.
 
         A state that loops on most ASCII characters without reading every string character
         (``[^:\\s]+`` in a pattern) gets no JSON string slice, and its walk visits every
