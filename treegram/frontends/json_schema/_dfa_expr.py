@@ -268,9 +268,19 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
     names: dict[int, str] = {}
     calls: dict[int, RuleRef] = {}  # one reference node per state: later passes walk it once
 
+    # steps and loop rules shared across the conversion's automata; a writer's context
+    # without the memo (structural tags, rule attributes) shares them in this one
+    memo = getattr(conv, "string_exprs", None)
+    if memo is None:
+        memo = {}
+
     def ref(s: int):
         got = calls.get(s)
         if got is None:
+            g = groups[s]
+            if d.accept[s] and len(g) == 1 and s in g:  # every string of some characters
+                got = calls[s] = _loop_rule(conv, memo, base, enc(g[s]))
+                return got
             names[s] = conv.new_rule(f"{base}_dfa")
             pending.append(s)
             got = calls[s] = RuleRef(names[s])
@@ -287,9 +297,18 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
             e = enc(ranges)
             if e is None:  # e.g. a surrogate code point in a string
                 continue
-            shared = indeg[t] > 1 or cyclic[t] or depth >= _INLINE_DEPTH
-            nxt = ref(t) if shared else body(t, depth + 1)
-            exits.append(_seq2(e, nxt))
+            if indeg[t] > 1 or cyclic[t] or depth >= _INLINE_DEPTH:
+                nxt = ref(t)
+                # a step into a shared state: one node per conversion (the step out of
+                # the declared names into "any further characters", at every state of
+                # every object's key automaton, repeats a few classes)
+                key = (_STEP, id(e), id(nxt))
+                got = memo.get(key)
+                if got is None:
+                    got = memo[key] = _seq2(e, nxt)
+                exits.append(got)
+            else:
+                exits.append(_seq2(e, body(t, depth + 1)))
         rest = alt(*exits)
         return rest if loop is None else seq(loop, rest)
 
@@ -300,6 +319,26 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
         conv.rules[names[s]] = body(s, 0)
     body = None  # type: ignore[assignment]  # recursive: its cell would keep it (a cycle)
     return top
+
+
+_STEP = "step"  # tags a step into a shared state in the writer's memo
+_LOOP = "loop"  # tags the rule of a state looping on itself alone (see _loop_rule)
+
+
+def _loop_rule(conv: ConversionContext, memo: dict, base: str, step: Expr | None) -> Expr:
+    """A reference to the rule ``{base}_dfa...`` for ``step`` repeated any number of
+    times (a final state whose only transitions loop on itself), one rule per step and
+    conversion: the automata of all objects' undeclared keys end in such a state (any
+    further characters once a key has left the declared names), so it is written once
+    instead of once per object. ``step`` is an encoding the conversion keeps, ``memo``
+    the writer's (see :func:`dfa_expr`)."""
+    key = (_LOOP, base, id(step))
+    got = memo.get(key)
+    if got is None:
+        name = conv.new_rule(f"{base}_dfa")
+        conv.rules[name] = EMPTY if step is None else Repeat(step, 0, None)
+        got = memo[key] = RuleRef(name)
+    return got
 
 
 # The shapes of the last automata written (see _shape): automata are immutable, and the
