@@ -274,12 +274,15 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
     if memo is None:
         memo = {}
 
+    loops: set[int] = set()  # the states written as loop rules (see _loop_rule)
+
     def ref(s: int):
         got = calls.get(s)
         if got is None:
             g = groups[s]
             if d.accept[s] and len(g) == 1 and s in g:  # every string of some characters
                 got = calls[s] = _loop_rule(conv, memo, base, enc(g[s]))
+                loops.add(s)
                 return got
             names[s] = conv.new_rule(f"{base}_dfa")
             pending.append(s)
@@ -299,9 +302,12 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
                 continue
             if indeg[t] > 1 or cyclic[t] or depth >= _INLINE_DEPTH:
                 nxt = ref(t)
-                # a step into a shared state: one node per conversion (the step out of
-                # the declared names into "any further characters", at every state of
-                # every object's key automaton, repeats a few classes)
+                if t not in loops:
+                    exits.append(_seq2(e, nxt))
+                    continue
+                # a step into a loop rule: one node per conversion (the step out of the
+                # declared names into "any further characters", at every state of every
+                # object's key automaton, repeats a few classes)
                 key = (_STEP, id(e), id(nxt))
                 got = memo.get(key)
                 if got is None:
@@ -321,7 +327,7 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
     return top
 
 
-_STEP = "step"  # tags a step into a shared state in the writer's memo
+_STEP = "step"  # tags a step into a loop rule in the writer's memo
 _LOOP = "loop"  # tags the rule of a state looping on itself alone (see _loop_rule)
 
 
