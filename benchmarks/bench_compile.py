@@ -163,6 +163,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of MaskBench *.json")
     ap.add_argument("--every", type=int, default=12, help="take every k-th file in sorted order")
     ap.add_argument("--limit", type=int, default=None, help="at most N schemas (after --every)")
+    ap.add_argument(
+        "--only", nargs="*", default=[], help="run only these file names (before --every)"
+    )
     ap.add_argument("--repeat", type=int, default=3, help="compiles per schema; the best is kept")
     ap.add_argument("--no-xgrammar", action="store_true", help="time treegram only")
     ap.add_argument(
@@ -173,7 +176,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     if args.every < 1 or args.repeat < 1:
         ap.error("--every and --repeat must be >= 1")
-    files = sorted(args.data.glob("*.json"))[:: args.every][: args.limit]
+    files = sorted(args.data.glob("*.json"))
+    if args.only:
+        files = [f for f in files if f.name in args.only]
+    files = files[:: args.every][: args.limit]
     if not files:
         ap.error(f"no MaskBench *.json files in {args.data}")
 

@@ -47,3 +47,25 @@ def test_a_schema_past_the_time_limit_is_counted_apart(bench, tmp_path):
     )
     assert result["treegram"]["timeouts"] == ["a.json"]
     assert result["treegram"]["compiled"] == 0
+
+
+def test_only_runs_the_named_files(bench, tmp_path):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    data = maskbench_folder(tmp_path / "data", {"a": schema, "b": schema, "c": schema})
+    result, _ = run_benchmark(
+        bench,
+        tmp_path / "compile.json",
+        [
+            "--data",
+            str(data),
+            "--only",
+            "c.json",
+            "a.json",
+            "--every",
+            "1",
+            "--repeat",
+            "1",
+            "--no-xgrammar",
+        ],
+    )
+    assert [r["file"] for r in result["rows"]] == ["a.json", "c.json"]

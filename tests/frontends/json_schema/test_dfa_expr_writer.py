@@ -37,6 +37,7 @@ def test_two_item_seq_is_seq(a, b):
 class _Conv:
     def __init__(self) -> None:
         self.rules: dict = {}
+        self.string_exprs: dict = {}
         self.n = 0
 
     def new_rule(self, base: str) -> str:
@@ -79,7 +80,11 @@ def _plain_expr(conv, d: Dfa, base: str, encode):
     def ref(s):
         if s not in calls:
             names[s] = conv.new_rule(f"{base}_dfa")
-            pending.append(s)
+            g = groups[s]
+            if d.accept[s] and set(g) == {s}:  # loops on itself alone: written at once
+                conv.rules[names[s]] = Repeat(enc(g[s]), 0, None)
+            else:
+                pending.append(s)
             calls[s] = RuleRef(names[s])
         return calls[s]
 

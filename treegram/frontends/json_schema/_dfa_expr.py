@@ -5,7 +5,15 @@ content an automaton accepts, with shared and cyclic states as rules of the conv
 from __future__ import annotations
 
 from treegram.frontends.json_schema._context import ConversionContext
-from treegram.frontends.json_schema._lex import EMPTY, alt, encoded_class, seq, string_of
+from treegram.frontends.json_schema._lex import (
+    EMPTY,
+    _tree_size,
+    alt,
+    encoded_class,
+    seq,
+    string_of,
+)
+from treegram.frontends.json_schema._share import HOIST_SIZE
 from treegram.ir import (
     MAX_CODEPOINT,
     Dfa,
@@ -72,7 +80,7 @@ def dfa_string_expr(
         return got  # type: ignore[return-value]
     # Lone surrogates have no JSON spelling that decodes to one character.
     d = dfa if writable else dfa.intersect(WRITABLE)
-    got = memo[key] = string_of(dfa_expr(conv, d, base, _string_encoder(conv)))
+    got = memo[key] = string_of(dfa_expr(conv, d, base, _rule_encoder(conv)))
     return got
 
 
@@ -188,6 +196,40 @@ def _string_encoder(conv: ConversionContext):
 _MISSING = object()
 
 
+def _rule_encoder(conv: ConversionContext):
+    """:func:`_string_encoder` with every encoding that ``share_rules`` would hoist if
+    shared (``HOIST_SIZE`` nodes or more as a tree) made a rule ``str_class...`` of
+    ``conv`` up front, once per class and conversion, and handed out as a reference.
+
+    Such encodings are the ``\\u`` spellings of a class that leaves out a few ASCII
+    characters: at every state of an object's undeclared-key automaton, the characters
+    that leave the declared names. Hoisted later, each one made ``share_rules`` rebuild
+    every node above it, nearly the whole key literal (10,400 of 13,100 nodes in a
+    Kubernetes schema), and the automaton builder then flattened the rebuilt copies."""
+    plain = _string_encoder(conv)
+    cache = conv.string_classes
+
+    def encode(ranges: tuple) -> Expr | None:
+        got = plain(ranges)
+        if got is None or type(got) is RuleRef:
+            return got
+        key = (_AS_RULE, id(got))  # the encoding is kept alive by the plain entry
+        ref = cache.get(key, _MISSING)
+        if ref is _MISSING:
+            ref = got
+            if _tree_size(got, HOIST_SIZE) >= HOIST_SIZE:
+                name = conv.new_rule("str_class")
+                conv.rules[name] = got
+                ref = RuleRef(name)
+            cache[key] = ref
+        return ref  # type: ignore[return-value]
+
+    return encode
+
+
+_AS_RULE = "as rule"  # tags the rule forms in ``conv.string_classes``
+
+
 def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
     """Grammar IR for the strings ``d`` accepts, each code point range written as
     ``encode(ranges)`` (an expression, or ``None`` when the range cannot be written).
@@ -226,9 +268,22 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
     names: dict[int, str] = {}
     calls: dict[int, RuleRef] = {}  # one reference node per state: later passes walk it once
 
+    # steps and loop rules shared across the conversion's automata; a writer's context
+    # without the memo (structural tags, rule attributes) shares them in this one
+    memo = getattr(conv, "string_exprs", None)
+    if memo is None:
+        memo = {}
+
+    loops: set[int] = set()  # the states written as loop rules (see _loop_rule)
+
     def ref(s: int):
         got = calls.get(s)
         if got is None:
+            g = groups[s]
+            if d.accept[s] and len(g) == 1 and s in g:  # every string of some characters
+                got = calls[s] = _loop_rule(conv, memo, base, enc(g[s]))
+                loops.add(s)
+                return got
             names[s] = conv.new_rule(f"{base}_dfa")
             pending.append(s)
             got = calls[s] = RuleRef(names[s])
@@ -245,9 +300,21 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
             e = enc(ranges)
             if e is None:  # e.g. a surrogate code point in a string
                 continue
-            shared = indeg[t] > 1 or cyclic[t] or depth >= _INLINE_DEPTH
-            nxt = ref(t) if shared else body(t, depth + 1)
-            exits.append(_seq2(e, nxt))
+            if indeg[t] > 1 or cyclic[t] or depth >= _INLINE_DEPTH:
+                nxt = ref(t)
+                if t not in loops:
+                    exits.append(_seq2(e, nxt))
+                    continue
+                # a step into a loop rule: one node per conversion (the step out of the
+                # declared names into "any further characters", at every state of every
+                # object's key automaton, repeats a few classes)
+                key = (_STEP, id(e), id(nxt))
+                got = memo.get(key)
+                if got is None:
+                    got = memo[key] = _seq2(e, nxt)
+                exits.append(got)
+            else:
+                exits.append(_seq2(e, body(t, depth + 1)))
         rest = alt(*exits)
         return rest if loop is None else seq(loop, rest)
 
@@ -258,6 +325,26 @@ def dfa_expr(conv: ConversionContext, d: Dfa, base: str, encode) -> Expr | None:
         conv.rules[names[s]] = body(s, 0)
     body = None  # type: ignore[assignment]  # recursive: its cell would keep it (a cycle)
     return top
+
+
+_STEP = "step"  # tags a step into a loop rule in the writer's memo
+_LOOP = "loop"  # tags the rule of a state looping on itself alone (see _loop_rule)
+
+
+def _loop_rule(conv: ConversionContext, memo: dict, base: str, step: Expr | None) -> Expr:
+    """A reference to the rule ``{base}_dfa...`` for ``step`` repeated any number of
+    times (a final state whose only transitions loop on itself), one rule per step and
+    conversion: the automata of all objects' undeclared keys end in such a state (any
+    further characters once a key has left the declared names), so it is written once
+    instead of once per object. ``step`` is an encoding the conversion keeps, ``memo``
+    the writer's (see :func:`dfa_expr`)."""
+    key = (_LOOP, base, id(step))
+    got = memo.get(key)
+    if got is None:
+        name = conv.new_rule(f"{base}_dfa")
+        conv.rules[name] = EMPTY if step is None else Repeat(step, 0, None)
+        got = memo[key] = RuleRef(name)
+    return got
 
 
 # The shapes of the last automata written (see _shape): automata are immutable, and the
