@@ -6,6 +6,8 @@ plain computation it stands for:
 * the context of a state without callers is kept per rule;
 * whether a state reads string text is kept per state in a bytearray;
 * an empty append to a pool leaves it as it was;
+* a new store has room for a small grammar's classes (its first masks do not
+  re-allocate the class table) and for two bitsets of accepted ids;
 * a bitset class's digest is kept under its base bitset and the positions walked.
 """
 
@@ -128,6 +130,23 @@ def test_empty_pool_append_changes_nothing():
     off, grown = pool.append(big)
     assert (off, grown, pool.size) == (8, True, 3008)
     np.testing.assert_array_equal(pool.data[8:3008], big)
+
+
+def test_a_new_store_has_room_for_a_small_grammar(compiler):
+    # a growth re-publishes the snapshot (a copy of state_class, a registry write per
+    # grammar): a small schema's first masks do not re-allocate the class table, and the
+    # accepted ids have room for two bitsets and a thousand listed ids
+    compiled = compiler.compile_json_schema(json.dumps(SCHEMA))
+    store = compiled._store
+    table = store._cls_meta
+    assert store._acc.data.shape[0] >= 2 * store._n_words + 1024
+    matcher = tg.GrammarMatcher(compiled)
+    rows = tg.allocate_token_bitmask(1, compiled.tokenizer_info.vocab_size, backend="numpy")
+    for ch in '{"name": "Ann", "n": 17, "ok": true}':
+        matcher.fill_next_token_bitmask(rows, 0)
+        assert matcher.accept_string(ch)
+    assert store.n_classes > 16  # past the old room
+    assert store._cls_meta is table
 
 
 def test_kept_bitset_digests_are_the_plain_digests(compiler):

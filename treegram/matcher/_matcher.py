@@ -36,7 +36,6 @@ from ..kernels import (
     accept_token_entry,
     chart_can_end,
     jump_forward,
-    row_allows_all,
     start_chart,
 )
 from ..kernels import batch as _kernels_batch
@@ -985,8 +984,8 @@ class GrammarMatcher:
                 # what the kernel asked for first (a first mask of new states: the requests
                 # are in the scratch now), so that _fill_row's first run is not this one again
                 self._resolve(st)
-            self._fill_row(arr, r)  # registers, makes room or classifies, then fills
-            return not row_allows_all(arr[r], self._vocab_size)
+            # registers, makes room or classifies, then fills
+            return self._fill_status(arr, r) == 1
         finally:
             if took:
                 free.append(_TOKEN)
@@ -1000,6 +999,13 @@ class GrammarMatcher:
         """Fill row ``r`` of ``out`` with the current mask, classifying what it needs. Past
         ``deadline`` (monotonic nanoseconds, 0: none) no classification starts: the row is
         left zero and False returned."""
+        return self._fill_status(out, r, deadline) >= 0
+
+    def _fill_status(self, out: np.ndarray, r: int, deadline: int = 0) -> int:
+        """:meth:`_fill_row`, returning the status of the fill that wrote the row: 1 when
+        the row leaves some token out (``need_apply``), 0 when it allows every one (no
+        second look at the row needed: a first mask's check of it cost a few microseconds),
+        -1 past ``deadline`` (the row left zero)."""
         if self._slot < 0:
             self._register()  # the kernel reaches the matcher's state through its slot
         while True:
@@ -1012,10 +1018,10 @@ class GrammarMatcher:
                 r,
             )
             if st >= 0:
-                return True
+                return st
             if st <= NEED_CLASSIFY and past_deadline(deadline):
                 out[r] = 0
-                return False
+                return -1
             self._resolve(st, 0, deadline)
 
     # ------------------------------------------------------------- draft trees
