@@ -1221,3 +1221,37 @@ def test_free_keys_beside_many_properties_read_the_whole_slice(info):
     plain_bits, plain_unc = _plain(compiled, s)
     assert np.array_equal(payload, plain_bits)
     assert np.array_equal(uncertain, plain_unc)
+
+
+def test_joint_slice_walks_of_regex_strings_equal_the_slice_dfa_walk(info):
+    """A joint slice walk leaves a subtree whose bytes all step its tuple of pair sets back
+    to itself (text a ``format: regex`` string reads on and on) to the tuple's verdicts, and
+    still gives each state the status, accepted and undecided tokens of its own walk."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "p": {"type": "string", "format": "regex"},
+            "q": {"type": "string", "format": "regex"},
+            "r": {"anyOf": [{"type": "string", "pattern": "a.*b"}, {"type": "integer"}]},
+        },
+    }
+    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
+        json.dumps(schema), any_whitespace=True, strict_mode=False
+    )
+    store = compiled._store
+    states = _sample(compiled.automaton.n_states, 90)
+    compared = walked = 0
+    for at in range(0, len(states), 3):
+        group = states[at : at + 3]
+        joint = store._joint_slice_walks(group)
+        for s in group if joint else ():
+            context = store._context_of(s, ())
+            st, acc, unk = _plain_slice_walk(compiled, s, context)
+            (j_st, n_acc, n_unk), j_acc, j_unk = joint[(s, store._slice_follow(s, context)[1])]
+            assert j_st == st, (s, group)
+            if st == 0:
+                assert np.array_equal(j_acc[:n_acc], acc), (s, group)
+                assert np.array_equal(j_unk[:n_unk], unk), (s, group)
+                walked += n_acc > 1000
+            compared += 1
+    assert compared >= 60 and walked >= 5
