@@ -36,42 +36,30 @@ def test_a_recursion_runs_inside_the_room():
     assert with_frame_room(run_deep, depth, 5000) == 5000
 
 
-def _recording(monkeypatch, module) -> list:
+def test_run_deep_runs_in_the_room(monkeypatch):
+    calls = []
+
+    def record(fn, *args, **kwargs):
+        calls.append(fn)
+        return with_frame_room(fn, *args, **kwargs)
+
+    monkeypatch.setattr(deep, "with_frame_room", record)
+    assert run_deep(divmod, 7, 2) == (3, 1)
+    assert calls == [divmod]
+
+
+def test_a_deep_schema_converts_in_the_room(monkeypatch):
+    """A schema with a long $ref chain is converted on the deep thread, in the room."""
     calls = []
 
     def record(fn, *args, **kwargs):
         calls.append(getattr(fn, "__name__", fn))
         return with_frame_room(fn, *args, **kwargs)
 
-    monkeypatch.setattr(module, "with_frame_room", record)
-    return calls
-
-
-@pytest.mark.parametrize(
-    "schema",
-    [
-        {"type": "object", "properties": {"a": {"type": "string"}}},  # the caller's stack
-        {
-            "$defs": {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(40)}
-            | {"d40": {"type": "integer"}},
-            "$ref": "#/$defs/d0",
-        },  # the deep thread
-    ],
-    ids=["shallow", "deep"],
-)
-def test_the_json_schema_frontend_converts_in_the_room(monkeypatch, schema):
-    import treegram.frontends.json_schema._convert as convert
-
-    on_caller = _recording(monkeypatch, convert)
-    on_thread = _recording(monkeypatch, deep)
-    json_schema_to_ir(json.dumps(schema))
-    assert "_convert" in on_caller + on_thread
-
-
-def test_the_automaton_builds_in_the_room(monkeypatch):
-    import treegram.automaton._build as build
-
-    ir = json_schema_to_ir(json.dumps({"type": "array", "items": {"type": "number"}}))
-    calls = _recording(monkeypatch, build)
-    build_automaton(ir)
-    assert calls and calls[0] == "_build"
+    monkeypatch.setattr(deep, "with_frame_room", record)
+    defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(40)}
+    defs["d40"] = {"type": "integer"}
+    ir = json_schema_to_ir(json.dumps({"$defs": defs, "$ref": "#/$defs/d0"}))
+    assert calls == ["_convert"]
+    build_automaton(ir)  # shallow IR: built on the caller's stack
+    assert calls == ["_convert"]

@@ -47,7 +47,6 @@ from treegram.ir import (
     ir_depth,
     normalize_ranges,
     run_sized,
-    with_frame_room,
 )
 
 from .._kernel_cache import kernel_seconds
@@ -624,7 +623,7 @@ def build_automaton(ir: GrammarIR) -> Automaton:
         try:
             # The NFA construction recurses per expression level: deep IR, large stack.
             with collector_paused():  # its allocations are acyclic: collections free nothing
-                return run_sized(depth > SHALLOW_DEPTH, with_frame_room, _build, ir)
+                return run_sized(depth > SHALLOW_DEPTH, _build, ir)
         except _RuleTooLargeError as over:
             # the automaton tracks every position of its counted repetitions at once: let
             # the chart follow them instead, as calls of rules (see repeats_as_rules)

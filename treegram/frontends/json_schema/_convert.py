@@ -84,7 +84,6 @@ from treegram.ir import (
     Seq,
     collector_paused,
     run_deep,
-    with_frame_room,
 )
 
 __all__ = ["UnsupportedSchemaError", "json_schema_to_ir"]
@@ -1157,7 +1156,7 @@ def json_schema_to_ir(
         # compiled on run_deep's large stack (and MAX_NESTING_DEPTH bounds the nesting).
         if not deep:
             try:
-                return with_frame_room(_convert, *args, nesting_limit=_SHALLOW_NESTING)
+                return _convert(*args, nesting_limit=_SHALLOW_NESTING)
             except (_NeedsDeepStack, RecursionError):
                 pass  # e.g. a $ref cycle through allOf: again, where the full limit applies
         return run_deep(_convert, *args)
