@@ -206,3 +206,33 @@ def test_weights_are_the_seeded_draw_of_each_length(monkeypatch):
         got = merge._weights(n)
         assert got.dtype == np.uint64 and np.array_equal(got, want), n
     assert not merge._weights(3).flags.writeable  # shared by every build
+
+
+NULLABLE_COPIES = """
+root ::= "[" a "," b "]"
+a ::= ("x" "y" a)?
+b ::= ("x" "y" b)?
+"""
+
+
+def _states_of(a, name: str) -> int:
+    rid = a.rule_names.index(name)
+    return int(np.count_nonzero(a.state_rule == rid))
+
+
+def test_copies_no_call_reaches_have_one_state():
+    a = build_automaton(treegram.Grammar.from_ebnf(COPIES).ir)
+    assert {n: _states_of(a, n) for n in ("b", "d")} == {"b": 1, "d": 1}
+    assert not a.state_final[a.state_rule == a.rule_names.index("d")].any()
+    assert _states_of(a, "a") > 1 and _states_of(a, "c") > 1 and _states_of(a, "e") > 1
+
+
+def test_copies_keep_their_nullability(monkeypatch):
+    grammar = treegram.Grammar.from_ebnf(NULLABLE_COPIES)
+    a = build_automaton(grammar.ir)
+    plain = _unmerged(monkeypatch, lambda: build_automaton(grammar.ir))
+    assert _states_of(a, "b") == 1 < _states_of(plain, "b")
+    assert np.array_equal(a.rule_nullable, plain.rule_nullable)
+    assert a.rule_nullable[a.rule_names.index("b")] == 1
+    texts = ["[,]", "[xyxy,xy]", "[x,y]", "[,xyx]"]
+    assert _masks(grammar, texts) == _unmerged(monkeypatch, lambda: _masks(grammar, texts))

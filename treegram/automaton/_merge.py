@@ -48,7 +48,9 @@ def _weights(n: int) -> np.ndarray:
     return table[:n]
 
 
-def merge_equal_rules(parts: list[tuple], live: list[int], fixed: set[int], root: int) -> bool:
+def merge_equal_rules(
+    parts: list[tuple], live: list[int], fixed: set[int], root: int
+) -> np.ndarray | None:
     """Point every call at one representative per class of equal rules, in place.
 
     Parameters
@@ -67,8 +69,9 @@ def merge_equal_rules(parts: list[tuple], live: list[int], fixed: set[int], root
 
     Returns
     -------
-    bool
-        Whether any call was redirected. The rules no longer called keep their arrays.
+    numpy.ndarray or None
+        int32 [rules]: per rule the rule its calls now go to (itself for most), or None
+        when no call was redirected. The rules no longer called keep their arrays.
     """
     # Only rules of equal sizes can be equal: most grammars have no two, and stop here.
     by_size: dict[tuple[int, int, int], list[int]] = {}
@@ -88,7 +91,7 @@ def merge_equal_rules(parts: list[tuple], live: list[int], fixed: set[int], root
     shared = np.bincount(block, minlength=n + len(seen))
     alike = np.array([r for r in live if shared[block[r]] > 1], dtype=np.int64)
     if alike.shape[0] == 0:
-        return False
+        return None
     if root in alike:  # the root first: it represents its block
         alike = np.concatenate([[root], alike[alike != root]])
     own = block[alike]  # the blocks by own arrays, exact
@@ -111,21 +114,21 @@ def merge_equal_rules(parts: list[tuple], live: list[int], fixed: set[int], root
             break
         n_blocks = uniq.shape[0]
     else:
-        return False
+        return None
     if n_blocks == alike.shape[0]:
-        return False
+        return None
     # The hash may have joined rules that differ: keep the blocks only if each member has
     # its representative's own arrays and calls the same blocks in the same order.
     rep = first[ids]  # per rule of ``alike`` its representative's index there
     if not np.array_equal(own, own[rep]):
-        return False
+        return None
     shift = np.repeat(ptr[rep] - ptr[:-1], np.diff(ptr))
     if not np.array_equal(block[flat], block[flat[np.arange(ptr[-1]) + shift]]):
-        return False
+        return None
     to_rep = np.arange(n, dtype=np.int32)
     to_rep[alike] = alike[rep]
     for r in live:
         p = parts[r]
         if p[6].shape[0]:
             parts[r] = (*p[:6], to_rep[p[6]], p[7])
-    return True
+    return to_rep

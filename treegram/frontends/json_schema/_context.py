@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from treegram.ir import Expr
+from treegram.ir import Dfa, Expr
 
 __all__ = ["ConversionContext"]
 
@@ -32,6 +32,8 @@ class ConversionContext(Protocol):
     string_classes: dict[tuple, Expr | None]
     # (base, writable, automaton) -> its JSON string literal, one per conversion
     string_exprs: dict[tuple, Expr | None]
+    # text of a key schema -> its key language, one per conversion (_objects)
+    key_languages: dict[str, Dfa | None]
     widen_one_of: bool  # overlapping oneOf compiled as anyOf (the widened second try)
     expanded: list[str]  # pointers of the overlapping oneOfs expanded with negations
     widenings: int  # keywords widened so far (a widened schema is a superset of its own)

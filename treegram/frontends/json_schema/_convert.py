@@ -181,6 +181,7 @@ class Converter:
         self.merging = 0  # merge_all_of calls in progress
         self.string_classes: dict[tuple, Expr | None] = {}  # see dfa_string_expr
         self.string_exprs: dict[tuple, Expr | None] = {}  # see dfa_string_expr
+        self.key_languages: dict[str, Dfa | None] = {}  # see _objects._key_language
         # ("format", name) or ("pattern", text) -> the JSON string literal, one per
         # conversion (see _string)
         self._string_literals: dict[tuple[str, str], Expr] = {}

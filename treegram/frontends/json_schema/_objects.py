@@ -12,6 +12,7 @@ its ``,`` / ``}`` / ``]`` in the same rule unless a shared tail was hoisted into
 from __future__ import annotations
 
 import itertools
+import json
 
 from treegram.frontends.json_schema._arrays import (
     UNCONSTRAINED,
@@ -34,7 +35,7 @@ from treegram.frontends.json_schema._lex import (
 from treegram.frontends.json_schema._string_dfa import StringConstraintError, string_dfa
 from treegram.frontends.json_schema._strings import any_string
 from treegram.frontends.json_schema._validate import UndecidedError
-from treegram.ir import Choice, DfaLimitError, Expr, Repeat, RuleRef, Seq
+from treegram.ir import Choice, Dfa, DfaLimitError, Expr, Repeat, RuleRef, Seq
 
 __all__ = ["ObjectBuilder", "array_expr"]
 
@@ -161,7 +162,7 @@ class ObjectBuilder:
             alts = []
             for keys_schema, value in requirement:
                 try:
-                    lang = string_dfa(keys_schema, conv, ptr)
+                    lang = _key_language(conv, keys_schema, ptr)
                 except (StringConstraintError, DfaLimitError) as exc:
                     why = str(exc)
                     break
@@ -626,6 +627,24 @@ class _Counted:
         if self.extra is None:
             return close if need == 0 else None
         return seq(Repeat(seq(lay.comma(self.depth), self.extra), need, room), close)
+
+
+def _key_language(conv: ConversionContext, keys_schema, ptr: str) -> Dfa | None:
+    """The keys ``keys_schema`` accepts (:func:`string_dfa`), built once per conversion
+    for each text of a key schema without ``$ref`` or ``format`` (whose reading depends on
+    where it is, or warns there). The negated branches of a ``oneOf`` of objects require
+    the same few kinds of member over and over (vtesttree-schema.json: 266 key languages,
+    10 distinct, each a product or complement of automata)."""
+    try:
+        text = json.dumps(keys_schema)
+    except (TypeError, ValueError):  # not plain JSON: built each time
+        return string_dfa(keys_schema, conv, ptr)
+    if '"$ref"' in text or '"format"' in text:
+        return string_dfa(keys_schema, conv, ptr)
+    memo = conv.key_languages
+    if text not in memo:
+        memo[text] = string_dfa(keys_schema, conv, ptr)  # errors are raised, never kept
+    return memo[text]
 
 
 # -- arrays -------------------------------------------------------------------------------
