@@ -4,6 +4,8 @@ holds each class once (hoisted into one rule) instead of once per object."""
 
 from __future__ import annotations
 
+from ir_shapes import key_objects
+
 from treegram.frontends.json_schema._convert import json_schema_to_ir
 from treegram.frontends.json_schema._lex import encoded_class
 from treegram.ir import Choice, Repeat, Seq, complement_ranges, intersect_ranges
@@ -24,25 +26,12 @@ def _count_equal(ir, target) -> int:
     return count
 
 
-def _objects(n: int) -> dict:
-    # every object declares keys starting with "x" and admits other keys
-    props = {
-        f"o{i}": {
-            "type": "object",
-            "properties": {"xa": {"type": "integer"}, f"xb{i}": {"type": "integer"}},
-            "additionalProperties": {"type": "string"},
-        }
-        for i in range(n)
-    }
-    return {"type": "object", "properties": props}
-
-
 def test_a_class_in_many_key_automata_is_encoded_once():
     # the first key character of an extra key: anything a JSON string may hold but "x"
     writable = [(0, 0xD7FF), (0xE000, 0x10FFFF)]  # lone surrogates have no spelling
     not_x = intersect_ranges(complement_ranges([(0x78, 0x78)]), writable)
     cls = encoded_class(tuple(not_x))
-    few, many = json_schema_to_ir(_objects(2)), json_schema_to_ir(_objects(12))
+    few, many = json_schema_to_ir(key_objects(2)), json_schema_to_ir(key_objects(12))
     assert _count_equal(few, cls) == 1
     assert _count_equal(many, cls) == 1
     assert sum(r.body == cls for r in many.rules) == 1  # one rule, called by every object

@@ -9,27 +9,18 @@ from __future__ import annotations
 import json
 
 import pytest
+from ir_shapes import inner_nodes, key_objects
 
 from treegram import Grammar
 from treegram.frontends.json_schema._convert import json_schema_to_ir
 from treegram.frontends.json_schema._lex import _tree_size, encoded_class
 from treegram.frontends.json_schema._share import HOIST_SIZE
-from treegram.ir import Choice, Repeat, RuleRef, Seq, complement_ranges, intersect_ranges
+from treegram.ir import Repeat, RuleRef, complement_ranges, intersect_ranges
 from treegram.testing import _is_grammar_accept_string
 
 WRITABLE = [(0, 0xD7FF), (0xE000, 0x10FFFF)]  # lone surrogates have no spelling
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        f"o{i}": {
-            "type": "object",
-            "properties": {"xa": {"type": "integer"}, f"xb{i}": {"type": "integer"}},
-            "additionalProperties": {"type": "string"},
-        }
-        for i in range(2)
-    },
-}
+SCHEMA = key_objects(2)
 
 
 def _not(ch: str) -> tuple:
@@ -38,18 +29,6 @@ def _not(ch: str) -> tuple:
 
 def _class_rules(ir) -> list:
     return [r for r in ir.rules if r.name.startswith("str_class")]
-
-
-def _inner_nodes(ir) -> list:
-    out, seen, stack = [], set(), [r.body for r in ir.rules]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen or not isinstance(node, (Seq, Choice, Repeat)):
-            continue
-        seen.add(id(node))
-        out.append(node)
-        stack.extend((node.item,) if isinstance(node, Repeat) else node.items)
-    return out
 
 
 def test_a_large_class_is_one_rule_made_up_front():
@@ -68,7 +47,7 @@ def test_small_classes_stay_inline():
     just_x = encoded_class(((ord("x"), ord("x")),))
     assert _tree_size(just_x, HOIST_SIZE) < HOIST_SIZE
     assert not any(r.body == just_x for r in ir.rules)
-    assert any(node == just_x for node in _inner_nodes(ir))
+    assert any(node == just_x for node in inner_nodes(ir))
 
 
 def test_key_literals_call_the_class_rules():
@@ -76,7 +55,7 @@ def test_key_literals_call_the_class_rules():
     names = {r.name for r in _class_rules(ir)}
     called = {
         item.name
-        for node in _inner_nodes(ir)
+        for node in inner_nodes(ir)
         for item in ((node.item,) if isinstance(node, Repeat) else node.items)
         if isinstance(item, RuleRef)
     }

@@ -8,36 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from ir_shapes import inner_nodes, key_objects
 
 from treegram import Grammar
 from treegram.frontends.json_schema._convert import json_schema_to_ir
-from treegram.ir import Choice, Repeat, RuleRef, Seq
+from treegram.ir import Repeat, RuleRef, Seq
 from treegram.testing import _is_grammar_accept_string
-
-
-def _objects(n: int) -> dict:
-    # every object declares "xa" and a name of its own, and admits other keys
-    props = {
-        f"o{i}": {
-            "type": "object",
-            "properties": {"xa": {"type": "integer"}, f"xb{i}": {"type": "integer"}},
-            "additionalProperties": {"type": "string"},
-        }
-        for i in range(n)
-    }
-    return {"type": "object", "properties": props}
-
-
-def _inner_nodes(ir) -> list:
-    out, seen, stack = [], set(), [r.body for r in ir.rules]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen or not isinstance(node, (Seq, Choice, Repeat)):
-            continue
-        seen.add(id(node))
-        out.append(node)
-        stack.extend((node.item,) if isinstance(node, Repeat) else node.items)
-    return out
 
 
 def _loop_rules(ir) -> list[str]:
@@ -50,16 +26,16 @@ def _loop_rules(ir) -> list[str]:
 
 
 @pytest.mark.parametrize("n", [2, 6])
-def test_one_loop_rule_for_all_objects(n):
-    assert len(_loop_rules(json_schema_to_ir(_objects(n)))) == 1
+def test_one_loop_rule_for_allkey_objects(n):
+    assert len(_loop_rules(json_schema_to_ir(key_objects(n)))) == 1
 
 
 def test_a_step_into_the_loop_is_one_node():
-    ir = json_schema_to_ir(_objects(6))
+    ir = json_schema_to_ir(key_objects(6))
     (loop,) = _loop_rules(ir)
     steps = [
         node
-        for node in _inner_nodes(ir)
+        for node in inner_nodes(ir)
         if isinstance(node, Seq)
         and len(node.items) == 2
         and node.items[1] == RuleRef(loop)
@@ -71,7 +47,9 @@ def test_a_step_into_the_loop_is_one_node():
 
 @pytest.fixture(scope="module")
 def grammar():
-    return Grammar.from_json_schema(json.dumps(_objects(3)), any_whitespace=True, strict_mode=False)
+    return Grammar.from_json_schema(
+        json.dumps(key_objects(3)), any_whitespace=True, strict_mode=False
+    )
 
 
 @pytest.mark.parametrize(
