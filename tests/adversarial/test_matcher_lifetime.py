@@ -154,7 +154,10 @@ def test_finding03_first_batch_use_blocked_while_scalar_classifies():
     of the same grammar classifies (re-allocating the classification arrays): the batch
     call must see the new arrays and finish (it used to spin forever)."""
     run_scenario("""
+    from treegram.compiler import _mask_store
     from treegram.kernels._registry import REGISTRY_LOCK
+    # a class table with room for two classes, so that classifying re-allocates it
+    _mask_store._CLASSES_ROOM = 2
     g = fresh("object")
     store = g._store
     before = store.snapshot()
