@@ -778,8 +778,16 @@ def test_quick_walk_before_the_skip_search_equals_the_plain_walk(info):
     assert quick >= 100 and past >= 20
 
 
-def _many_properties_schema() -> dict:
-    """An object with 130 named properties (long shared prefixes) and free-form others."""
+def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info):
+    """The key state of an object with 130 named properties and free-form others reads every
+    key text, but the check of the whole JSON string slice runs out of nodes in the names'
+    trie, and as it reads multi-byte characters, ``_counted_slice`` does not check it
+    without them (that skip's walk would scan every token holding one): past its budget it
+    takes the slice DFA walk, and its class, like every sampled state's, equals the plain
+    walk's."""
+    from treegram.compiler._mask_store import KIND_BITSET
+    from treegram.kernels import NO_SKIP
+
     words = "Account Activity AirDrop Assistant Bluetooth Camera Cloud Diagnostic Explicit "
     words += (
         "Fingerprint Game Keyboard Music Passcode Photo Radio Safari Spotlight Unlock Wallpaper"
@@ -788,23 +796,9 @@ def _many_properties_schema() -> dict:
     names = {
         f"allow{w[i % 20]}{w[(i // 20 * 7 + i) % 20]}{w[(i // 3 + 5) % 20]}" for i in range(130)
     }
-    return {"type": "object", "properties": {n: {"type": "boolean"} for n in sorted(names)}}
-
-
-def test_free_keys_beside_many_properties_take_the_slice_dfa_walk(info, monkeypatch):
-    """The key state of an object with 130 named properties and free-form others reads every
-    key text, but where the check of the whole JSON string slice runs out of nodes in the
-    names' trie (at SLICE_CHECK_CAP, below what it needs), and as it reads multi-byte
-    characters, ``_counted_slice`` does not check it without them (that skip's walk would
-    scan every token holding one): past its budget it takes the slice DFA walk, and its
-    class, like every sampled state's, equals the plain walk's."""
-    from treegram.compiler import _mask_store
-    from treegram.compiler._mask_store import KIND_BITSET, SLICE_CHECK_CAP
-    from treegram.kernels import NO_SKIP
-
-    monkeypatch.setattr(_mask_store, "_WHOLE_SLICE_CHECK_CAP", SLICE_CHECK_CAP)
+    schema = {"type": "object", "properties": {n: {"type": "boolean"} for n in sorted(names)}}
     compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
-        json.dumps(_many_properties_schema()), any_whitespace=True, strict_mode=False
+        json.dumps(schema), any_whitespace=True, strict_mode=False
     )
     store = _fresh_store(info, compiled)
     dfa_walked = []
@@ -1198,29 +1192,6 @@ def test_restricted_slice_in_a_context_equals_the_plain_walk(info, schema):
         assert np.array_equal(payload, plain_bits), s
         assert np.array_equal(uncertain, plain_unc), s
     assert len(in_context) >= 1
-
-
-def test_free_keys_beside_many_properties_read_the_whole_slice(info):
-    """The whole-slice check of that key state fits its node cap: the key gets the whole
-    JSON string slice of texts up to 64 bytes (every key text is read, as far as the check
-    looks), so only the tokens outside it are walked,
-    and its class equals the plain walk's."""
-    from treegram.compiler._mask_store import KIND_BITSET
-
-    compiled = tg.GrammarCompiler(info, cache_enabled=False).compile_json_schema(
-        json.dumps(_many_properties_schema()), any_whitespace=True, strict_mode=False
-    )
-    store = _fresh_store(info, compiled)
-    s = 2  # the first key of the object
-    string_slice, reach = store._string_slice(s, store._context_of(s, ()))
-    assert string_slice is not None and reach == 64  # as far as the check looks
-    _, (kind, payload, uncertain) = store._class_of(s, [])
-    if kind != KIND_BITSET:
-        every = np.arange(payload.shape[0], dtype=np.int32)
-        payload = positions_to_bitset(payload, every, store._n_words, _NO_BASE)
-    plain_bits, plain_unc = _plain(compiled, s)
-    assert np.array_equal(payload, plain_bits)
-    assert np.array_equal(uncertain, plain_unc)
 
 
 def test_joint_slice_walks_of_regex_strings_equal_the_slice_dfa_walk(info):

@@ -50,12 +50,6 @@ KIND_LIST = 0
 KIND_BITSET = 1
 # Nodes a slice containment check explores before it gives up.
 SLICE_CHECK_CAP = 16384
-# ... and the check against the whole JSON string slice: a free-form key beside 108
-# optional properties (Github_hard---o61596, whose key text tracks the names) reads the
-# whole slice, proven in 20k to 30k nodes (5 ms), while a check that gave up at 16,384
-# nodes (4 ms) left the key to a slice DFA walk after more failed checks (9 ms a key
-# mask). Of the whole-slice checks of 700 held-out MaskBench schemas, only those gave up.
-_WHOLE_SLICE_CHECK_CAP = 32768
 # ... and a speculative one: a counted slice's attempts that keep multi-byte characters
 # (most of their failures are a check out of nodes, which the attempt without them avoids)
 _SPECULATIVE_CHECK_CAP = 2048
@@ -1052,9 +1046,7 @@ class MaskStore:
         sv = self._sorted_vocab
         whole = self._shared.string_slice(self._n_words, sv.max_len)
         dfa_reps = self._slice_arguments()[:2]
-        reach, exact = self._reach(
-            dfa_reps, s, context[2], context[3], deadline, _WHOLE_SLICE_CHECK_CAP
-        )
+        reach, exact = self._reach(dfa_reps, s, context[2], context[3], deadline)
         if reach >= sv.max_len or (exact and 0 < reach < min(sv.max_len, _SLICE_SEARCH_CHARS)):
             return whole, reach
         limits = [n for n in _SLICE_BYTES if n <= reach]
